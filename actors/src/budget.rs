@@ -1,0 +1,140 @@
+//! The BudgetManager: a byte budget for partitions in flight. Grants in
+//! strict queue order (priority, then job age, then partition index); every
+//! release re-runs the grant loop inside the same handler, so no waiter can
+//! miss a wakeup. The budget is never exceeded.
+
+use std::collections::{BTreeMap, HashMap};
+
+use actix::prelude::*;
+use serde::Serialize;
+
+use crate::model::{PartitionKey, QueueOrder};
+use crate::telemetry;
+
+pub const MAILBOX_CAPACITY: usize = 1024;
+
+pub struct BudgetManager {
+    limit: u64,
+    used: u64,
+    held: HashMap<PartitionKey, u64>,
+    waiting: BTreeMap<QueueOrder, Waiter>,
+}
+
+struct Waiter {
+    key: PartitionKey,
+    bytes: u64,
+    reply: Recipient<BudgetDecision>,
+}
+
+impl BudgetManager {
+    pub fn new(limit: u64) -> Self {
+        telemetry::BudgetChanged { used: 0, limit }.emit();
+        Self { limit, used: 0, held: HashMap::new(), waiting: BTreeMap::new() }
+    }
+
+    fn grant_waiters(&mut self) {
+        while let Some(entry) = self.waiting.first_entry() {
+            if self.used + entry.get().bytes > self.limit {
+                break;
+            }
+            let waiter = entry.remove();
+            self.used += waiter.bytes;
+            *self.held.entry(waiter.key.clone()).or_default() += waiter.bytes;
+            waiter.reply.do_send(BudgetDecision { key: waiter.key, granted: Ok(()) });
+        }
+        telemetry::BudgetChanged { used: self.used, limit: self.limit }.emit();
+    }
+}
+
+impl Actor for BudgetManager {
+    type Context = Context<Self>;
+}
+
+/// Asks for `bytes`; answered by a [`BudgetDecision`] to `reply`, at once or
+/// when enough is released.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reserve {
+    pub key: PartitionKey,
+    pub order: QueueOrder,
+    pub bytes: u64,
+    pub reply: Recipient<BudgetDecision>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct BudgetDecision {
+    pub key: PartitionKey,
+    /// An error when the request can never fit.
+    pub granted: Result<(), String>,
+}
+
+/// Returns bytes held by a partition (`bytes: None`: all of them) and drops
+/// its request if it is still waiting.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Release {
+    pub key: PartitionKey,
+    pub bytes: Option<u64>,
+}
+
+#[derive(Message)]
+#[rtype(result = "BudgetStatus")]
+pub struct GetBudgetStatus;
+
+#[derive(Debug, Clone, Serialize, MessageResponse)]
+pub struct BudgetStatus {
+    pub limit_bytes: u64,
+    pub used_bytes: u64,
+    pub holders: usize,
+    pub waiting: usize,
+}
+
+impl Handler<Reserve> for BudgetManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: Reserve, _: &mut Context<Self>) {
+        if msg.bytes > self.limit {
+            msg.reply.do_send(BudgetDecision {
+                key: msg.key,
+                granted: Err(format!(
+                    "a partition needs {} bytes but the whole budget is {} bytes",
+                    msg.bytes, self.limit
+                )),
+            });
+            return;
+        }
+        self.waiting.insert(msg.order, Waiter { key: msg.key, bytes: msg.bytes, reply: msg.reply });
+        self.grant_waiters();
+    }
+}
+
+impl Handler<Release> for BudgetManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: Release, _: &mut Context<Self>) {
+        self.waiting.retain(|_, w| w.key != msg.key);
+        if let Some(held) = self.held.get_mut(&msg.key) {
+            let amount = msg.bytes.unwrap_or(*held).min(*held);
+            *held -= amount;
+            self.used -= amount;
+            if *held == 0 {
+                self.held.remove(&msg.key);
+            }
+        }
+        self.grant_waiters();
+    }
+}
+
+impl Handler<GetBudgetStatus> for BudgetManager {
+    type Result = BudgetStatus;
+
+    fn handle(&mut self, _: GetBudgetStatus, _: &mut Context<Self>) -> BudgetStatus {
+        BudgetStatus {
+            limit_bytes: self.limit,
+            used_bytes: self.used,
+            holders: self.held.len(),
+            waiting: self.waiting.len(),
+        }
+    }
+}

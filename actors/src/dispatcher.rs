@@ -1,0 +1,267 @@
+//! The Dispatcher: priority queues of partitions waiting for synthesis and
+//! for a GPU worker. It reserves budget before synthesis, keeps at most one
+//! partition per synthesis thread in flight, and keeps each GPU worker's next
+//! partition already in its mailbox (lookahead) so a worker that finishes
+//! starts the next one without a round trip.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use serde::Serialize;
+
+use crate::backend::{Payload, Synthesized};
+use crate::budget::{BudgetDecision, BudgetManager, Release, Reserve};
+use crate::gpu_worker::{GpuWorker, ProvePartition};
+use crate::model::{JobId, JobSpec, PartitionKey, QueueOrder, Stage};
+use crate::synthesis::{Synthesize, SynthesisWorker};
+use crate::telemetry;
+use crate::tracker::{PartitionFailed, Progress, Tracker};
+
+pub const MAILBOX_CAPACITY: usize = 4096;
+
+pub struct Dispatcher {
+    tracker: Addr<Tracker>,
+    budget: Addr<BudgetManager>,
+    synthesis: Addr<SynthesisWorker>,
+    synthesis_threads: usize,
+    workers: Vec<WorkerSlot>,
+    /// Partitions a worker may hold: the one it runs plus lookahead.
+    per_worker: usize,
+    /// Waiting for a synthesis slot.
+    pending: BTreeMap<QueueOrder, Arc<JobSpec>>,
+    /// Reserving budget (`false`) or being synthesized (`true`).
+    in_synthesis: HashMap<PartitionKey, (Arc<JobSpec>, bool)>,
+    reserving: usize,
+    /// Synthesized, waiting for a GPU worker.
+    ready: BTreeMap<QueueOrder, (Arc<JobSpec>, Payload)>,
+}
+
+struct WorkerSlot {
+    addr: Addr<GpuWorker>,
+    assigned: usize,
+}
+
+impl Dispatcher {
+    pub fn new(
+        tracker: Addr<Tracker>,
+        budget: Addr<BudgetManager>,
+        synthesis: Addr<SynthesisWorker>,
+        synthesis_threads: usize,
+        workers: Vec<Addr<GpuWorker>>,
+        lookahead: usize,
+    ) -> Self {
+        Self {
+            tracker,
+            budget,
+            synthesis,
+            synthesis_threads: synthesis_threads.max(1),
+            workers: workers.into_iter().map(|addr| WorkerSlot { addr, assigned: 0 }).collect(),
+            per_worker: 1 + lookahead,
+            pending: BTreeMap::new(),
+            in_synthesis: HashMap::new(),
+            reserving: 0,
+            ready: BTreeMap::new(),
+        }
+    }
+
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        while self.in_synthesis.len() < self.synthesis_threads {
+            let Some((order, job)) = self.pending.pop_first() else { break };
+            let key = job.key(order.2);
+            self.tracker.do_send(Progress { key: key.clone(), stage: Stage::WaitingBudget, at: Instant::now() });
+            self.budget.do_send(Reserve {
+                key: key.clone(),
+                order,
+                bytes: job.reservation.total(),
+                reply: ctx.address().recipient(),
+            });
+            self.in_synthesis.insert(key, (job, false));
+            self.reserving += 1;
+        }
+        while !self.ready.is_empty() {
+            let Some(slot) = self
+                .workers
+                .iter_mut()
+                .filter(|w| w.assigned < self.per_worker)
+                .min_by_key(|w| w.assigned)
+            else {
+                break;
+            };
+            let (order, (job, payload)) = self.ready.pop_first().expect("checked non-empty");
+            slot.assigned += 1;
+            slot.addr.do_send(ProvePartition { job, index: order.2, input: payload });
+        }
+        telemetry::QueueDepths {
+            synthesis: self.pending.len(),
+            budget: self.reserving,
+            gpu: self.ready.len(),
+            synthesizing: self.in_synthesis.len() - self.reserving,
+            proving: self.workers.iter().map(|w| w.assigned.min(1)).sum(),
+        }
+        .emit();
+    }
+
+    fn fail(&self, key: PartitionKey, error: String) {
+        self.budget.do_send(Release { key: key.clone(), bytes: None });
+        self.tracker.do_send(PartitionFailed { key, error });
+    }
+}
+
+impl Actor for Dispatcher {
+    type Context = Context<Self>;
+}
+
+/// All partitions of a newly accepted job.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Enqueue {
+    pub job: Arc<JobSpec>,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SynthesisDone {
+    pub job: Arc<JobSpec>,
+    pub index: u32,
+    pub result: Result<Synthesized, String>,
+}
+
+/// A GPU worker finished (or failed) one partition it was given.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WorkerDone {
+    pub slot: usize,
+}
+
+/// Drops every queued partition of a job (failed or cancelled) and returns
+/// their budget; partitions in flight are skipped at their next stage.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DropJob {
+    pub job: JobId,
+}
+
+#[derive(Message)]
+#[rtype(result = "QueueStatus")]
+pub struct GetQueueStatus;
+
+#[derive(Debug, Clone, Serialize, MessageResponse)]
+pub struct QueueStatus {
+    pub waiting_synthesis: usize,
+    pub waiting_budget: usize,
+    pub synthesizing: usize,
+    pub waiting_gpu: usize,
+    pub assigned_to_workers: usize,
+}
+
+impl Handler<Enqueue> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: Enqueue, ctx: &mut Context<Self>) {
+        for index in 0..msg.job.partitions {
+            self.pending.insert(msg.job.order(index), msg.job.clone());
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<BudgetDecision> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: BudgetDecision, ctx: &mut Context<Self>) {
+        let Some((job, granted)) = self.in_synthesis.get_mut(&msg.key) else {
+            // The job was dropped while its reservation was in the mail.
+            self.budget.do_send(Release { key: msg.key, bytes: None });
+            return;
+        };
+        *granted = true;
+        let job = job.clone();
+        self.reserving -= 1;
+        match msg.granted {
+            Ok(()) => self.synthesis.do_send(Synthesize { job, index: msg.key.index }),
+            Err(error) => {
+                self.in_synthesis.remove(&msg.key);
+                self.fail(msg.key, error);
+            }
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<SynthesisDone> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: SynthesisDone, ctx: &mut Context<Self>) {
+        let key = msg.job.key(msg.index);
+        let tracked = self.in_synthesis.remove(&key).is_some();
+        match msg.result {
+            Ok(synthesized) if tracked && !msg.job.is_abandoned() => {
+                self.ready.insert(msg.job.order(msg.index), (msg.job, synthesized.payload));
+            }
+            Ok(_) => {
+                self.budget.do_send(Release { key, bytes: None });
+            }
+            Err(error) => self.fail(key, error),
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<WorkerDone> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: WorkerDone, ctx: &mut Context<Self>) {
+        if let Some(slot) = self.workers.get_mut(msg.slot) {
+            slot.assigned = slot.assigned.saturating_sub(1);
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<DropJob> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: DropJob, ctx: &mut Context<Self>) {
+        self.pending.retain(|_, job| job.id != msg.job);
+        let mut released = Vec::new();
+        self.ready.retain(|order, (job, _)| {
+            let keep = job.id != msg.job;
+            if !keep {
+                released.push(job.key(order.2));
+            }
+            keep
+        });
+        // Reservations still waiting are withdrawn; partitions being
+        // synthesized come back as SynthesisDone and are released there.
+        let reserving: Vec<PartitionKey> = self
+            .in_synthesis
+            .iter()
+            .filter(|(k, (_, granted))| k.job == msg.job && !granted)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &reserving {
+            self.in_synthesis.remove(key);
+            self.reserving -= 1;
+        }
+        for key in released.into_iter().chain(reserving) {
+            self.budget.do_send(Release { key, bytes: None });
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<GetQueueStatus> for Dispatcher {
+    type Result = QueueStatus;
+
+    fn handle(&mut self, _: GetQueueStatus, _: &mut Context<Self>) -> QueueStatus {
+        QueueStatus {
+            waiting_synthesis: self.pending.len(),
+            waiting_budget: self.reserving,
+            synthesizing: self.in_synthesis.len() - self.reserving,
+            waiting_gpu: self.ready.len(),
+            assigned_to_workers: self.workers.iter().map(|w| w.assigned).sum(),
+        }
+    }
+}

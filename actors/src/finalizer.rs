@@ -1,0 +1,63 @@
+//! The Finalizer: threads of its own (one sync actor each) that run
+//! prove_finish (the G2 MSM when the GPU did not, assembly, optional
+//! verification), return the partition's budget and hand the proof to the
+//! tracker. Nothing here can delay a GPU worker.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use crate::backend::{run_stage, Backend, Payload};
+use crate::budget::{BudgetManager, Release};
+use crate::model::{JobSpec, Stage};
+use crate::telemetry;
+use crate::tracker::{PartitionFailed, PartitionProved, ProofRecord, Progress, Tracker};
+
+pub struct Finalizer {
+    pub backend: Arc<dyn Backend>,
+    pub tracker: Addr<Tracker>,
+    pub budget: Addr<BudgetManager>,
+    /// Finalizations running on all finalizer threads (for the gauge).
+    pub active: Arc<AtomicUsize>,
+}
+
+impl Actor for Finalizer {
+    type Context = SyncContext<Self>;
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Finalize {
+    pub job: Arc<JobSpec>,
+    pub index: u32,
+    pub input: Payload,
+}
+
+impl Handler<Finalize> for Finalizer {
+    type Result = ();
+
+    fn handle(&mut self, msg: Finalize, _: &mut SyncContext<Self>) {
+        let key = msg.job.key(msg.index);
+        if !msg.job.is_abandoned() {
+            let active = self.active.fetch_add(1, Ordering::Relaxed) + 1;
+            telemetry::FinalizerLoad { active }.emit();
+            self.tracker.do_send(Progress { key: key.clone(), stage: Stage::Finalizing, at: Instant::now() });
+            let result = run_stage("prove_finish", || {
+                self.backend.prove_finish(&msg.job, msg.index, msg.input)
+            });
+            match result {
+                Ok(done) => self.tracker.do_send(PartitionProved {
+                    key: key.clone(),
+                    proof: ProofRecord { proof: done.proof, public_inputs: done.public_inputs },
+                    at: Instant::now(),
+                }),
+                Err(error) => self.tracker.do_send(PartitionFailed { key: key.clone(), error }),
+            }
+            let active = self.active.fetch_sub(1, Ordering::Relaxed) - 1;
+            telemetry::FinalizerLoad { active }.emit();
+        }
+        self.budget.do_send(Release { key, bytes: None });
+    }
+}

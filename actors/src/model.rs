@@ -1,0 +1,181 @@
+//! The vocabulary shared by all actors.
+
+use std::any::Any;
+use std::cmp::Reverse;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JobId(pub String);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Scheduling class; honoured at every queue.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Low,
+    #[default]
+    Normal,
+    High,
+    Critical,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
+}
+
+/// A partition's place in the pipeline. The order is the order of progress:
+/// a partition never moves back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Queued,
+    WaitingBudget,
+    Synthesizing,
+    WaitingGpu,
+    Proving,
+    WaitingFinalizer,
+    Finalizing,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl Stage {
+    pub const COUNT: usize = 10;
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Stage::Done | Stage::Failed | Stage::Cancelled)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Queued => "queued",
+            Stage::WaitingBudget => "waiting_budget",
+            Stage::Synthesizing => "synthesizing",
+            Stage::WaitingGpu => "waiting_gpu",
+            Stage::Proving => "proving",
+            Stage::WaitingFinalizer => "waiting_finalizer",
+            Stage::Finalizing => "finalizing",
+            Stage::Done => "done",
+            Stage::Failed => "failed",
+            Stage::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Identifies one partition of one job: the unique key of every queue.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionKey {
+    pub job: JobId,
+    pub index: u32,
+}
+
+impl fmt::Display for PartitionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.job, self.index)
+    }
+}
+
+/// Queue order: higher priority first, then older job, then lower partition
+/// index. Unique per partition because `seq` is unique per job.
+pub type QueueOrder = (Reverse<Priority>, u64, u32);
+
+/// Memory one partition holds, in two parts released at different times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    /// a, b and c: released when prove_start reports them freed.
+    pub abc_bytes: u64,
+    /// Witness, H, scalar copies and the rest: released at finalize.
+    pub retained_bytes: u64,
+}
+
+impl Reservation {
+    pub fn total(&self) -> u64 {
+        self.abc_bytes + self.retained_bytes
+    }
+}
+
+/// A job as the caller submits it.
+pub struct NewJob {
+    pub id: JobId,
+    pub priority: Priority,
+    pub partitions: u32,
+    pub circuit: String,
+    pub circuit_id: String,
+    /// Per partition.
+    pub reservation: Reservation,
+    /// The same key returns the same job.
+    pub idempotency_key: Option<String>,
+    /// The backend's own description of the work (circuit, witnesses).
+    pub work: Arc<dyn Any + Send + Sync>,
+}
+
+/// A job once the tracker accepted it.
+pub struct JobSpec {
+    pub id: JobId,
+    /// Submission order, unique per daemon.
+    pub seq: u64,
+    pub priority: Priority,
+    pub partitions: u32,
+    pub circuit: String,
+    pub circuit_id: String,
+    pub reservation: Reservation,
+    pub work: Arc<dyn Any + Send + Sync>,
+    pub submitted: Instant,
+    pub submitted_wall: SystemTime,
+    /// Set by the tracker when the job fails or is cancelled; stage actors
+    /// check it at stage boundaries and skip the work.
+    pub(crate) abandoned: AtomicBool,
+}
+
+impl JobSpec {
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Release)
+    }
+
+    pub fn key(&self, index: u32) -> PartitionKey {
+        PartitionKey { job: self.id.clone(), index }
+    }
+
+    pub fn order(&self, index: u32) -> QueueOrder {
+        (Reverse(self.priority), self.seq, index)
+    }
+}
+
+/// A GPU worker: device index and worker index on that device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct WorkerId {
+    pub device: usize,
+    pub worker: usize,
+}
+
+impl fmt::Display for WorkerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "gpu{}/w{}", self.device, self.worker)
+    }
+}

@@ -1,0 +1,49 @@
+//! The SynthesisPool: CPU threads (one sync actor each) that run the
+//! synthesize stage. The dispatcher never sends more partitions than there
+//! are threads.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use crate::backend::{run_stage, Backend, Synthesized};
+use crate::dispatcher::{Dispatcher, SynthesisDone};
+use crate::model::{JobSpec, Stage};
+use crate::tracker::{Progress, Tracker};
+
+pub struct SynthesisWorker {
+    pub backend: Arc<dyn Backend>,
+    pub tracker: Addr<Tracker>,
+    pub dispatcher: Addr<Dispatcher>,
+}
+
+impl Actor for SynthesisWorker {
+    type Context = SyncContext<Self>;
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Synthesize {
+    pub job: Arc<JobSpec>,
+    pub index: u32,
+}
+
+impl Handler<Synthesize> for SynthesisWorker {
+    type Result = ();
+
+    fn handle(&mut self, msg: Synthesize, _: &mut SyncContext<Self>) {
+        let key = msg.job.key(msg.index);
+        let result: Result<Synthesized, String> = if msg.job.is_abandoned() {
+            Err("job abandoned".into())
+        } else {
+            self.tracker.do_send(Progress { key: key.clone(), stage: Stage::Synthesizing, at: Instant::now() });
+            let result = run_stage("synthesis", || self.backend.synthesize(&msg.job, msg.index));
+            if result.is_ok() {
+                self.tracker.do_send(Progress { key, stage: Stage::WaitingGpu, at: Instant::now() });
+            }
+            result
+        };
+        self.dispatcher.do_send(SynthesisDone { job: msg.job, index: msg.index, result });
+    }
+}

@@ -1,0 +1,137 @@
+//! Starts the actors, each on the threads its role needs, wired together.
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use serde::Serialize;
+
+use crate::backend::Backend;
+use crate::budget::{self, BudgetManager, BudgetStatus, GetBudgetStatus};
+use crate::dispatcher::{self, Dispatcher, GetQueueStatus, QueueStatus};
+use crate::finalizer::Finalizer;
+use crate::gpu_worker::{self, GpuWorker};
+use crate::mailbox::mailbox;
+use crate::model::WorkerId;
+use crate::synthesis::SynthesisWorker;
+use crate::tracker::{self, GetTrackerStatus, Tracker, TrackerStatus};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemConfig {
+    pub synthesis_threads: usize,
+    pub finalizer_threads: usize,
+    pub workers_per_device: usize,
+    /// Partitions queued in a GPU worker's mailbox behind the one it runs.
+    pub gpu_lookahead: usize,
+    pub budget_bytes: u64,
+}
+
+/// Handles to a running actor system.
+#[derive(Clone)]
+pub struct ProvingSystem {
+    pub tracker: Addr<Tracker>,
+    pub dispatcher: Addr<Dispatcher>,
+    pub budget: Addr<BudgetManager>,
+    pub backend: Arc<dyn Backend>,
+    pub config: SystemConfig,
+    _arbiters: Arc<Vec<Arbiter>>,
+}
+
+/// What `/v1/status` shows of the scheduler.
+#[derive(Debug, Serialize)]
+pub struct SystemStatus {
+    pub backend: String,
+    pub budget: BudgetStatus,
+    pub queues: QueueStatus,
+    #[serde(flatten)]
+    pub tracker: TrackerStatus,
+}
+
+impl ProvingSystem {
+    /// Starts every actor. Must run inside an actix `System`.
+    pub fn start(config: SystemConfig, backend: Arc<dyn Backend>) -> Self {
+        let (tracker, tracker_box) = mailbox::<Tracker>(tracker::MAILBOX_CAPACITY);
+        let (dispatcher, dispatcher_box) = mailbox::<Dispatcher>(dispatcher::MAILBOX_CAPACITY);
+        let (budget, budget_box) = mailbox::<BudgetManager>(budget::MAILBOX_CAPACITY);
+        let mut arbiters = Vec::new();
+
+        let synthesis = {
+            let (backend, tracker, dispatcher) = (backend.clone(), tracker.clone(), dispatcher.clone());
+            SyncArbiter::start(config.synthesis_threads.max(1), move || SynthesisWorker {
+                backend: backend.clone(),
+                tracker: tracker.clone(),
+                dispatcher: dispatcher.clone(),
+            })
+        };
+        let finalizer = {
+            let (backend, tracker, budget) = (backend.clone(), tracker.clone(), budget.clone());
+            let active = Arc::new(AtomicUsize::new(0));
+            SyncArbiter::start(config.finalizer_threads.max(1), move || Finalizer {
+                backend: backend.clone(),
+                tracker: tracker.clone(),
+                budget: budget.clone(),
+                active: active.clone(),
+            })
+        };
+
+        let mut worker_ids = Vec::new();
+        let mut workers = Vec::new();
+        for device in 0..backend.devices().len() {
+            for worker in 0..config.workers_per_device.max(1) {
+                let id = WorkerId { device, worker };
+                let (addr, pending) = mailbox::<GpuWorker>(gpu_worker::MAILBOX_CAPACITY);
+                let arbiter = Arbiter::new();
+                pending.start_on(
+                    &arbiter.handle(),
+                    GpuWorker {
+                        id,
+                        slot: workers.len(),
+                        backend: backend.clone(),
+                        tracker: tracker.clone(),
+                        dispatcher: dispatcher.clone(),
+                        budget: budget.clone(),
+                        finalizer: finalizer.clone(),
+                    },
+                );
+                arbiters.push(arbiter);
+                worker_ids.push(id);
+                workers.push(addr);
+            }
+        }
+
+        let tracker_arbiter = Arbiter::new();
+        tracker_box.start_on(&tracker_arbiter.handle(), Tracker::new(dispatcher.clone(), worker_ids));
+        let dispatcher_arbiter = Arbiter::new();
+        dispatcher_box.start_on(
+            &dispatcher_arbiter.handle(),
+            Dispatcher::new(
+                tracker.clone(),
+                budget.clone(),
+                synthesis,
+                config.synthesis_threads,
+                workers,
+                config.gpu_lookahead,
+            ),
+        );
+        let budget_arbiter = Arbiter::new();
+        budget_box.start_on(&budget_arbiter.handle(), BudgetManager::new(config.budget_bytes));
+        arbiters.extend([tracker_arbiter, dispatcher_arbiter, budget_arbiter]);
+
+        Self { tracker, dispatcher, budget, backend, config, _arbiters: Arc::new(arbiters) }
+    }
+
+    /// Budget, queues, jobs and workers. Each request is in its actor's
+    /// mailbox as soon as `send` returns, so the three are answered
+    /// concurrently even though they are awaited in turn.
+    pub async fn status(&self) -> Result<SystemStatus, MailboxError> {
+        let budget = self.budget.send(GetBudgetStatus);
+        let queues = self.dispatcher.send(GetQueueStatus);
+        let tracker = self.tracker.send(GetTrackerStatus);
+        Ok(SystemStatus {
+            backend: self.backend.name().to_string(),
+            budget: budget.await?,
+            queues: queues.await?,
+            tracker: tracker.await?,
+        })
+    }
+}

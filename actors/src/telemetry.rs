@@ -1,0 +1,318 @@
+//! The metrics catalogue and the events that feed it.
+//!
+//! Every metric the daemon exports is declared once in [`CATALOGUE`] (name,
+//! type, unit, labels, help, buckets); docs/metrics.md lists the same, and a
+//! test keeps catalogue, docs and `/metrics` in agreement. Every event that is
+//! both logged and counted is one type here whose `emit` does both.
+
+use std::time::Duration;
+
+use crate::model::{Priority, Stage, WorkerId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    /// A counter of fractional amounts (seconds). The `metrics` crate's
+    /// counters are integers, so these are kept as gauges that only ever
+    /// increase, and [`fix_exposition`] declares them as counters.
+    FloatCounter,
+    Gauge,
+    Histogram,
+}
+
+impl MetricKind {
+    /// The Prometheus type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Counter | MetricKind::FloatCounter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub kind: MetricKind,
+    pub unit: &'static str,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+    /// Upper bounds of histogram buckets (empty for other kinds).
+    pub buckets: &'static [f64],
+}
+
+/// Stage and latency buckets: 1 ms to 10 minutes.
+const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    120.0, 300.0, 600.0,
+];
+
+const fn counter(name: &'static str, unit: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
+    MetricDef { name, kind: MetricKind::Counter, unit, labels, help, buckets: &[] }
+}
+
+const fn gauge(name: &'static str, unit: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
+    MetricDef { name, kind: MetricKind::Gauge, unit, labels, help, buckets: &[] }
+}
+
+const fn histogram(name: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
+    MetricDef { name, kind: MetricKind::Histogram, unit: "seconds", labels, help, buckets: DURATION_BUCKETS }
+}
+
+pub const JOBS_SUBMITTED: MetricDef =
+    counter("cuzk_jobs_submitted_total", "jobs", &["priority"], "Jobs accepted, by priority.");
+pub const JOBS_FINISHED: MetricDef = counter(
+    "cuzk_jobs_finished_total",
+    "jobs",
+    &["outcome"],
+    "Jobs that reached a final state, by outcome (done, failed, cancelled).",
+);
+pub const PARTITIONS_FINISHED: MetricDef = counter(
+    "cuzk_partitions_finished_total",
+    "partitions",
+    &["outcome"],
+    "Partitions that reached a final state, by outcome.",
+);
+pub const JOB_DURATION: MetricDef =
+    histogram("cuzk_job_duration_seconds", &["outcome"], "Time from submission to a job's final state.");
+pub const STAGE_DURATION: MetricDef = histogram(
+    "cuzk_stage_duration_seconds",
+    &["stage"],
+    "Time a partition spent in each stage (queue_wait, synthesis, gpu_wait, gpu, finalize_wait, finalize).",
+);
+pub const GPU_PHASE_DURATION: MetricDef = histogram(
+    "cuzk_gpu_phase_duration_seconds",
+    &["phase"],
+    "Duration of each phase of prove_start on a GPU worker (ntt, msm_h, msm_l, msm_a, msm_b1, ...).",
+);
+pub const QUEUE_DEPTH: MetricDef = gauge(
+    "cuzk_queue_depth",
+    "partitions",
+    &["stage"],
+    "Partitions waiting at each stage (synthesis, budget, gpu).",
+);
+pub const PARTITIONS_ACTIVE: MetricDef = gauge(
+    "cuzk_partitions_active",
+    "partitions",
+    &["stage"],
+    "Partitions being worked on in each stage (synthesis, gpu, finalize).",
+);
+pub const GPU_BUSY: MetricDef = MetricDef {
+    name: "cuzk_gpu_busy_seconds_total",
+    kind: MetricKind::FloatCounter,
+    unit: "seconds",
+    labels: &["device", "worker"],
+    help: "Seconds a GPU worker spent proving partitions.",
+    buckets: &[],
+};
+pub const BUDGET_USED: MetricDef =
+    gauge("cuzk_budget_used_bytes", "bytes", &[], "Bytes of the memory budget currently reserved.");
+pub const BUDGET_LIMIT: MetricDef =
+    gauge("cuzk_budget_limit_bytes", "bytes", &[], "Size of the memory budget.");
+pub const HTTP_REQUESTS: MetricDef = counter(
+    "cuzk_http_requests_total",
+    "requests",
+    &["route", "status"],
+    "HTTP requests served, by route pattern and status code.",
+);
+
+pub const CATALOGUE: &[MetricDef] = &[
+    JOBS_SUBMITTED,
+    JOBS_FINISHED,
+    PARTITIONS_FINISHED,
+    JOB_DURATION,
+    STAGE_DURATION,
+    GPU_PHASE_DURATION,
+    QUEUE_DEPTH,
+    PARTITIONS_ACTIVE,
+    GPU_BUSY,
+    BUDGET_USED,
+    BUDGET_LIMIT,
+    HTTP_REQUESTS,
+];
+
+/// Rewrites the exporter's text so that float counters are typed `counter`.
+pub fn fix_exposition(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let float_counter = line.strip_prefix("# TYPE ").and_then(|rest| {
+            let name = rest.strip_suffix(" gauge")?;
+            CATALOGUE.iter().find(|d| d.name == name && d.kind == MetricKind::FloatCounter)
+        });
+        match float_counter {
+            Some(def) => {
+                out.push_str("# TYPE ");
+                out.push_str(def.name);
+                out.push_str(" counter");
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Registers help texts and units with the installed recorder.
+pub fn describe_all() {
+    for def in CATALOGUE {
+        match def.kind {
+            MetricKind::Counter => metrics::describe_counter!(def.name, def.help),
+            MetricKind::Gauge | MetricKind::FloatCounter => {
+                metrics::describe_gauge!(def.name, def.help)
+            }
+            MetricKind::Histogram => {
+                metrics::describe_histogram!(def.name, metrics::Unit::Seconds, def.help)
+            }
+        }
+    }
+}
+
+pub struct JobSubmitted<'a> {
+    pub job: &'a str,
+    pub circuit_id: &'a str,
+    pub partitions: u32,
+    pub priority: Priority,
+}
+
+impl JobSubmitted<'_> {
+    pub fn emit(&self) {
+        log::info!(
+            "job {} submitted: {} x{} priority {}",
+            self.job,
+            self.circuit_id,
+            self.partitions,
+            self.priority.as_str()
+        );
+        metrics::counter!(JOBS_SUBMITTED.name, "priority" => self.priority.as_str()).increment(1);
+    }
+}
+
+pub struct JobFinished<'a> {
+    pub job: &'a str,
+    pub outcome: Stage,
+    pub elapsed: Duration,
+    pub error: Option<&'a str>,
+}
+
+impl JobFinished<'_> {
+    pub fn emit(&self) {
+        match self.error {
+            Some(error) => log::warn!(
+                "job {} {} after {:.3}s: {error}",
+                self.job,
+                self.outcome.as_str(),
+                self.elapsed.as_secs_f64()
+            ),
+            None => log::info!(
+                "job {} {} after {:.3}s",
+                self.job,
+                self.outcome.as_str(),
+                self.elapsed.as_secs_f64()
+            ),
+        }
+        metrics::counter!(JOBS_FINISHED.name, "outcome" => self.outcome.as_str()).increment(1);
+        metrics::histogram!(JOB_DURATION.name, "outcome" => self.outcome.as_str())
+            .record(self.elapsed.as_secs_f64());
+    }
+}
+
+pub struct PartitionFinished<'a> {
+    pub partition: &'a str,
+    pub outcome: Stage,
+    /// (stage name, duration) for the stages the partition went through.
+    pub stages: &'a [(&'static str, Duration)],
+}
+
+impl PartitionFinished<'_> {
+    pub fn emit(&self) {
+        log::debug!("partition {} {} {:?}", self.partition, self.outcome.as_str(), self.stages);
+        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => self.outcome.as_str()).increment(1);
+        for (stage, duration) in self.stages {
+            metrics::histogram!(STAGE_DURATION.name, "stage" => *stage).record(duration.as_secs_f64());
+        }
+    }
+}
+
+pub struct GpuSpanFinished<'a> {
+    pub worker: WorkerId,
+    pub partition: &'a str,
+    pub busy: Duration,
+    pub phases: &'a [(&'static str, Duration)],
+}
+
+impl GpuSpanFinished<'_> {
+    pub fn emit(&self) {
+        log::debug!(
+            "{} proved {} in {:.3}s {:?}",
+            self.worker,
+            self.partition,
+            self.busy.as_secs_f64(),
+            self.phases
+        );
+        metrics::gauge!(
+            GPU_BUSY.name,
+            "device" => self.worker.device.to_string(),
+            "worker" => self.worker.worker.to_string()
+        )
+        .increment(self.busy.as_secs_f64());
+        for (phase, duration) in self.phases {
+            metrics::histogram!(GPU_PHASE_DURATION.name, "phase" => *phase)
+                .record(duration.as_secs_f64());
+        }
+    }
+}
+
+/// Depth of the queues and the number of partitions in progress, as the
+/// dispatcher sees them.
+pub struct QueueDepths {
+    pub synthesis: usize,
+    pub budget: usize,
+    pub gpu: usize,
+    pub synthesizing: usize,
+    pub proving: usize,
+}
+
+impl QueueDepths {
+    pub fn emit(&self) {
+        metrics::gauge!(QUEUE_DEPTH.name, "stage" => "synthesis").set(self.synthesis as f64);
+        metrics::gauge!(QUEUE_DEPTH.name, "stage" => "budget").set(self.budget as f64);
+        metrics::gauge!(QUEUE_DEPTH.name, "stage" => "gpu").set(self.gpu as f64);
+        metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "synthesis").set(self.synthesizing as f64);
+        metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "gpu").set(self.proving as f64);
+    }
+}
+
+pub struct FinalizerLoad {
+    pub active: usize,
+}
+
+impl FinalizerLoad {
+    pub fn emit(&self) {
+        metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "finalize").set(self.active as f64);
+    }
+}
+
+pub struct BudgetChanged {
+    pub used: u64,
+    pub limit: u64,
+}
+
+impl BudgetChanged {
+    pub fn emit(&self) {
+        metrics::gauge!(BUDGET_USED.name).set(self.used as f64);
+        metrics::gauge!(BUDGET_LIMIT.name).set(self.limit as f64);
+    }
+}
+
+pub struct HttpRequest<'a> {
+    pub route: &'a str,
+    pub status: u16,
+}
+
+impl HttpRequest<'_> {
+    pub fn emit(&self) {
+        metrics::counter!(HTTP_REQUESTS.name, "route" => self.route.to_string(), "status" => self.status.to_string())
+            .increment(1);
+    }
+}

@@ -1,0 +1,74 @@
+//! The CPU engine for prove_start: arkworks' NTT and MSM on a dedicated
+//! thread pool, so that proving never competes with synthesis for threads.
+
+use ark_ec::VariableBaseMSM;
+use ark_ff::PrimeField;
+use rayon::prelude::*;
+
+use crate::groth16::{
+    assignment_bigints, compute_h_cpu, timed, PreparedCircuit, ProveStartEngine, ProveStartOutput,
+    Synthesized,
+};
+use crate::{G1Projective, KernelError};
+
+pub struct CpuEngine {
+    pool: rayon::ThreadPool,
+}
+
+impl CpuEngine {
+    /// An engine with `threads` proving threads (0: one per core).
+    pub fn new(threads: usize) -> Result<Self, KernelError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("cuzk-cpu-prove-{i}"))
+            .build()
+            .map_err(|e| KernelError::Device(format!("cannot start CPU prover threads: {e}")))?;
+        Ok(Self { pool })
+    }
+}
+
+impl ProveStartEngine for CpuEngine {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn prove_start(
+        &self,
+        circuit: &PreparedCircuit,
+        synthesized: Synthesized,
+    ) -> Result<ProveStartOutput, KernelError> {
+        self.pool.install(|| {
+            let mut phases = Vec::new();
+            let freed_bytes = synthesized.abc_bytes();
+            let Synthesized { a, b, c, assignment, num_inputs } = synthesized;
+            let domain = circuit.domain();
+            let h = timed(&mut phases, "ntt", || compute_h_cpu(&domain, a, b, c));
+            let pk = &circuit.pk;
+            let h_acc = timed(&mut phases, "msm_h", || {
+                let scalars: Vec<_> = h.par_iter().map(|s| s.into_bigint()).collect();
+                drop(h);
+                G1Projective::msm_bigint(&pk.h_query, &scalars)
+            });
+            let scalars = assignment_bigints(&assignment);
+            let l_acc = timed(&mut phases, "msm_l", || {
+                G1Projective::msm_bigint(&pk.l_query, &scalars[num_inputs - 1..])
+            });
+            let a_acc =
+                timed(&mut phases, "msm_a", || G1Projective::msm_bigint(&pk.a_query[1..], &scalars));
+            let b1_acc = timed(&mut phases, "msm_b1", || {
+                G1Projective::msm_bigint(&pk.b_g1_query[1..], &scalars)
+            });
+            Ok(ProveStartOutput {
+                a_acc,
+                b1_acc,
+                l_acc,
+                h_acc,
+                b2_acc: None,
+                assignment,
+                num_inputs,
+                freed_bytes,
+                phases,
+            })
+        })
+    }
+}

@@ -1,0 +1,331 @@
+//! Groth16 over BLS12-381, split into the three stages the daemon schedules.
+//!
+//! 1. [`synthesize`] (CPU): witness generation, then the a, b, c vectors as the
+//!    cached R1CS matrices times the witness. No constraint is built per proof.
+//! 2. prove_start ([`ProveStartEngine`], the GPU worker's stage): H from seven
+//!    size-n NTTs, then the G1 MSMs for A, B1, L and H. a, b and c are dropped
+//!    as soon as H exists.
+//! 3. [`prove_finish`] (finalizer): the G2 MSM for B (unless the engine did it),
+//!    the randomizers r and s, assembly.
+//!
+//! Given the same r and s the result is exactly ark-groth16's proof.
+
+use std::time::{Duration, Instant};
+
+use ark_ec::{CurveGroup, VariableBaseMSM};
+use ark_ff::{FftField, Field, One, PrimeField, Zero};
+use ark_groth16::{Groth16, Proof, ProvingKey, VerifyingKey};
+use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
+use ark_relations::r1cs::{
+    ConstraintMatrices, ConstraintSynthesizer, ConstraintSystem, OptimizationGoal, SynthesisMode,
+};
+use rand::{CryptoRng, RngCore};
+use rayon::prelude::*;
+
+use crate::circuits::{CircuitInstance, InstanceCircuit};
+use crate::{Bls12_381, Fr, G1Projective, G2Projective, KernelError};
+
+pub type Domain = Radix2EvaluationDomain<Fr>;
+
+/// Everything a shape needs to be proved: its proving key and its R1CS
+/// matrices, extracted once and shared by every proof of that shape.
+pub struct PreparedCircuit {
+    pub circuit_id: String,
+    pub pk: ProvingKey<Bls12_381>,
+    pub matrices: ConstraintMatrices<Fr>,
+    /// Instance variables, the constant one included.
+    pub num_inputs: usize,
+    pub num_constraints: usize,
+    pub domain_size: usize,
+}
+
+/// The output of synthesis: a, b, c evaluated over the domain and the full
+/// assignment (the constant one, public inputs, then witnesses).
+pub struct Synthesized {
+    pub a: Vec<Fr>,
+    pub b: Vec<Fr>,
+    pub c: Vec<Fr>,
+    pub assignment: Vec<Fr>,
+    pub num_inputs: usize,
+}
+
+impl Synthesized {
+    /// Bytes held by a, b and c: what prove_start frees once H exists.
+    pub fn abc_bytes(&self) -> u64 {
+        field_bytes(self.a.capacity() + self.b.capacity() + self.c.capacity())
+    }
+
+    pub fn assignment_bytes(&self) -> u64 {
+        field_bytes(self.assignment.capacity())
+    }
+
+    pub fn public_inputs(&self) -> &[Fr] {
+        &self.assignment[1..self.num_inputs]
+    }
+}
+
+pub fn field_bytes(elements: usize) -> u64 {
+    (elements * std::mem::size_of::<Fr>()) as u64
+}
+
+/// One timed phase of a stage, for the worker's span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseTiming {
+    pub phase: &'static str,
+    pub duration: Duration,
+}
+
+/// Runs `f` and appends its duration under `phase`.
+pub fn timed<T>(phases: &mut Vec<PhaseTiming>, phase: &'static str, f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = f();
+    phases.push(PhaseTiming { phase, duration: start.elapsed() });
+    out
+}
+
+/// What prove_start hands to the finalizer.
+pub struct ProveStartOutput {
+    /// MSM of a_query[1..] with assignment[1..].
+    pub a_acc: G1Projective,
+    /// MSM of b_g1_query[1..] with assignment[1..].
+    pub b1_acc: G1Projective,
+    /// MSM of l_query with the witness part of the assignment.
+    pub l_acc: G1Projective,
+    /// MSM of h_query with H.
+    pub h_acc: G1Projective,
+    /// MSM of b_g2_query[1..] with assignment[1..], when the engine did it.
+    pub b2_acc: Option<G2Projective>,
+    pub assignment: Vec<Fr>,
+    pub num_inputs: usize,
+    /// Bytes of a, b and c released during the stage.
+    pub freed_bytes: u64,
+    pub phases: Vec<PhaseTiming>,
+}
+
+impl ProveStartOutput {
+    pub fn public_inputs(&self) -> &[Fr] {
+        &self.assignment[1..self.num_inputs]
+    }
+}
+
+/// The prove_start stage, implemented by the CPU engine and the CUDA engine.
+pub trait ProveStartEngine: Send + Sync {
+    fn name(&self) -> &str;
+    fn prove_start(
+        &self,
+        circuit: &PreparedCircuit,
+        synthesized: Synthesized,
+    ) -> Result<ProveStartOutput, KernelError>;
+}
+
+fn constraint_system(mode: SynthesisMode) -> ark_relations::r1cs::ConstraintSystemRef<Fr> {
+    let cs = ConstraintSystem::<Fr>::new_ref();
+    // Must match ark-groth16's setup, which optimizes for constraints: then no
+    // linear combination is outlined into extra witness variables.
+    cs.set_optimization_goal(OptimizationGoal::Constraints);
+    cs.set_mode(mode);
+    cs
+}
+
+/// Runs the circuit in setup mode and returns its R1CS matrices.
+pub fn extract_matrices(
+    instance: Box<dyn CircuitInstance>,
+) -> Result<ConstraintMatrices<Fr>, KernelError> {
+    let cs = constraint_system(SynthesisMode::Setup);
+    InstanceCircuit(instance)
+        .generate_constraints(cs.clone())
+        .map_err(|e| KernelError::Synthesis(e.to_string()))?;
+    cs.finalize();
+    cs.to_matrices()
+        .ok_or_else(|| KernelError::Synthesis("constraint system has no matrices".into()))
+}
+
+impl PreparedCircuit {
+    /// Circuit-specific setup: a fresh proving key, and the matrices.
+    pub fn setup(
+        circuit_id: &str,
+        make_instance: impl Fn() -> Box<dyn CircuitInstance>,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> Result<Self, KernelError> {
+        let pk = Groth16::<Bls12_381>::generate_random_parameters_with_reduction(
+            InstanceCircuit(make_instance()),
+            rng,
+        )
+        .map_err(|e| KernelError::Synthesis(e.to_string()))?;
+        Self::from_key(circuit_id, pk, make_instance())
+    }
+
+    /// Pairs a stored proving key with the matrices of the same shape.
+    pub fn from_key(
+        circuit_id: &str,
+        pk: ProvingKey<Bls12_381>,
+        instance: Box<dyn CircuitInstance>,
+    ) -> Result<Self, KernelError> {
+        let matrices = extract_matrices(instance)?;
+        let num_inputs = matrices.num_instance_variables;
+        let num_constraints = matrices.num_constraints;
+        let num_variables = num_inputs + matrices.num_witness_variables;
+        if pk.a_query.len() != num_variables || pk.vk.gamma_abc_g1.len() != num_inputs {
+            return Err(KernelError::Key(format!(
+                "key for {circuit_id} has {} variables and {} inputs; the circuit has {num_variables} and {num_inputs}",
+                pk.a_query.len(),
+                pk.vk.gamma_abc_g1.len()
+            )));
+        }
+        let domain = Domain::new(num_constraints + num_inputs)
+            .ok_or_else(|| KernelError::Synthesis("circuit too large for the NTT domain".into()))?;
+        Ok(Self {
+            circuit_id: circuit_id.to_string(),
+            pk,
+            matrices,
+            num_inputs,
+            num_constraints,
+            domain_size: domain.size(),
+        })
+    }
+
+    pub fn vk(&self) -> &VerifyingKey<Bls12_381> {
+        &self.pk.vk
+    }
+
+    pub fn domain(&self) -> Domain {
+        Domain::new(self.domain_size).expect("domain size was validated at preparation")
+    }
+
+    /// Bytes held resident for this shape: the proving key's bases and the
+    /// matrices.
+    pub fn resident_bytes(&self) -> u64 {
+        let g1 = std::mem::size_of::<ark_bls12_381::G1Affine>();
+        let g2 = std::mem::size_of::<ark_bls12_381::G2Affine>();
+        let pk = &self.pk;
+        let g1_points = pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len();
+        let term = std::mem::size_of::<(Fr, usize)>();
+        let m = &self.matrices;
+        let terms = m.a_num_non_zero + m.b_num_non_zero + m.c_num_non_zero;
+        (g1_points * g1 + pk.b_g2_query.len() * g2 + terms * term) as u64
+    }
+}
+
+/// The synthesize stage: witness generation without building constraints,
+/// then a, b, c from the cached matrices.
+pub fn synthesize(
+    circuit: &PreparedCircuit,
+    instance: Box<dyn CircuitInstance>,
+) -> Result<Synthesized, KernelError> {
+    let cs = constraint_system(SynthesisMode::Prove { construct_matrices: false });
+    InstanceCircuit(instance)
+        .generate_constraints(cs.clone())
+        .map_err(|e| KernelError::Synthesis(e.to_string()))?;
+    let cs = cs
+        .into_inner()
+        .ok_or_else(|| KernelError::Synthesis("constraint system still borrowed".into()))?;
+    if cs.num_instance_variables != circuit.num_inputs
+        || cs.num_constraints != circuit.num_constraints
+    {
+        return Err(KernelError::Synthesis(format!(
+            "instance has {} inputs and {} constraints; shape {} has {} and {}",
+            cs.num_instance_variables,
+            cs.num_constraints,
+            circuit.circuit_id,
+            circuit.num_inputs,
+            circuit.num_constraints
+        )));
+    }
+    let mut assignment = cs.instance_assignment;
+    assignment.extend_from_slice(&cs.witness_assignment);
+
+    let n = circuit.domain_size;
+    let m = circuit.num_constraints;
+    let mut a = vec![Fr::zero(); n];
+    let mut b = vec![Fr::zero(); n];
+    let mut c = vec![Fr::zero(); n];
+    let mats = &circuit.matrices;
+    a[..m]
+        .par_iter_mut()
+        .zip(b[..m].par_iter_mut())
+        .zip(c[..m].par_iter_mut())
+        .enumerate()
+        .for_each(|(i, ((a, b), c))| {
+            *a = evaluate_row(&mats.a[i], &assignment);
+            *b = evaluate_row(&mats.b[i], &assignment);
+            *c = evaluate_row(&mats.c[i], &assignment);
+        });
+    if let Some(row) = (0..m).into_par_iter().find_first(|&i| a[i] * b[i] != c[i]) {
+        return Err(KernelError::Unsatisfied(row));
+    }
+    // The input-consistency rows of the libsnark reduction.
+    a[m..m + circuit.num_inputs].copy_from_slice(&assignment[..circuit.num_inputs]);
+    Ok(Synthesized { a, b, c, assignment, num_inputs: circuit.num_inputs })
+}
+
+fn evaluate_row(row: &[(Fr, usize)], assignment: &[Fr]) -> Fr {
+    row.iter().fold(Fr::zero(), |mut acc, (coeff, index)| {
+        let value = assignment[*index];
+        if coeff.is_one() {
+            acc += value;
+        } else {
+            acc += value * coeff;
+        }
+        acc
+    })
+}
+
+/// H = (a·b − c) / Z over the coset, from the seven NTTs of the libsnark
+/// reduction. Consumes a, b and c.
+pub fn compute_h_cpu(domain: &Domain, mut a: Vec<Fr>, mut b: Vec<Fr>, mut c: Vec<Fr>) -> Vec<Fr> {
+    let coset = domain.get_coset(Fr::GENERATOR).expect("the generator spans a coset");
+    domain.ifft_in_place(&mut a);
+    domain.ifft_in_place(&mut b);
+    domain.ifft_in_place(&mut c);
+    coset.fft_in_place(&mut a);
+    coset.fft_in_place(&mut b);
+    coset.fft_in_place(&mut c);
+    let z_inv = domain
+        .evaluate_vanishing_polynomial(Fr::GENERATOR)
+        .inverse()
+        .expect("the vanishing polynomial is nonzero off the domain");
+    a.par_iter_mut().zip(b.par_iter()).zip(c.par_iter()).for_each(|((a, b), c)| {
+        *a = (*a * b - c) * z_inv;
+    });
+    drop(b);
+    drop(c);
+    coset.ifft_in_place(&mut a);
+    a
+}
+
+/// MSM of the assignment (without the constant one) against query[1..].
+pub fn assignment_bigints(assignment: &[Fr]) -> Vec<<Fr as PrimeField>::BigInt> {
+    assignment[1..].par_iter().map(|s| s.into_bigint()).collect()
+}
+
+/// The finalizer's stage: the G2 MSM for B when the engine did not do it,
+/// then assembly with the randomizers r and s.
+pub fn prove_finish(
+    circuit: &PreparedCircuit,
+    start: ProveStartOutput,
+    r: Fr,
+    s: Fr,
+) -> (Proof<Bls12_381>, Vec<PhaseTiming>) {
+    let pk = &circuit.pk;
+    let mut phases = Vec::new();
+    let b2_acc = match start.b2_acc {
+        Some(acc) => acc,
+        None => timed(&mut phases, "msm_b2", || {
+            let scalars = assignment_bigints(&start.assignment);
+            G2Projective::msm_bigint(&pk.b_g2_query[1..], &scalars)
+        }),
+    };
+    let proof = timed(&mut phases, "assemble", || {
+        let g_a = pk.delta_g1 * r + pk.a_query[0] + start.a_acc + pk.vk.alpha_g1;
+        let g1_b = if r.is_zero() {
+            G1Projective::zero()
+        } else {
+            pk.delta_g1 * s + pk.b_g1_query[0] + start.b1_acc + pk.beta_g1
+        };
+        let g2_b = pk.vk.delta_g2 * s + pk.b_g2_query[0] + b2_acc + pk.vk.beta_g2;
+        let g_c = g_a * s + g1_b * r - pk.delta_g1 * (r * s) + start.l_acc + start.h_acc;
+        let affine = G1Projective::normalize_batch(&[g_a, g_c]);
+        Proof { a: affine[0], b: g2_b.into_affine(), c: affine[1] }
+    });
+    (proof, phases)
+}

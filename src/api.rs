@@ -1,0 +1,319 @@
+//! The HTTP API (actix-web). The contract is fixed: docs/api.md.
+
+use std::sync::Arc;
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use cuzk_actors::tracker::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
+use cuzk_actors::{JobId, NewJob, Priority, ProvingSystem, Reservation};
+use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape, WitnessSource};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::backend::ProofJob;
+use crate::keys::CircuitStore;
+
+pub struct AppState {
+    pub system: ProvingSystem,
+    pub registry: CircuitRegistry,
+    pub store: Arc<CircuitStore>,
+    pub max_partitions: u32,
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+}
+
+/// An error answered as `{"error": "..."}` with its status code.
+#[derive(Debug)]
+pub struct ApiError {
+    status: actix_web::http::StatusCode,
+    body: Value,
+}
+
+impl ApiError {
+    pub fn new(status: u16, message: impl Into<String>) -> Self {
+        Self {
+            status: actix_web::http::StatusCode::from_u16(status).expect("valid status code"),
+            body: json!({ "error": message.into() }),
+        }
+    }
+
+    fn with(mut self, key: &str, value: Value) -> Self {
+        self.body[key] = value;
+        self
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.body["error"].as_str().unwrap_or("error"))
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> actix_web::http::StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status).json(&self.body)
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(503, format!("scheduler unavailable: {e}"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitRequest {
+    circuit: String,
+    #[serde(default = "empty_object")]
+    params: Value,
+    #[serde(default = "one")]
+    partitions: u32,
+    #[serde(default)]
+    priority: Priority,
+    seed: Option<u64>,
+    inputs: Option<Value>,
+    request_id: Option<String>,
+}
+
+fn empty_object() -> Value {
+    json!({})
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A seed per partition, so that partitions of one job (and jobs with nearby
+/// seeds) get unrelated instances.
+fn partition_seed(seed: u64, partition: u32) -> u64 {
+    // splitmix64 finalizer over the pair.
+    let mut z = seed ^ (u64::from(partition)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Memory one partition of `shape` holds: a, b, c over the domain (released
+/// after prove_start), then the assignment, H and the scalar copies the MSMs
+/// make (released at finalize).
+pub fn reservation_for(shape: &CircuitShape) -> Reservation {
+    let n = shape.estimated_constraints.next_power_of_two() as u64;
+    let element = 32;
+    Reservation { abc_bytes: 3 * n * element, retained_bytes: 3 * n * element }
+}
+
+fn parse_submit(state: &AppState, body: &[u8]) -> Result<(SubmitRequest, ProofJob), ApiError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::new(400, format!("invalid JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::new(422, "the body must be a JSON object"));
+    }
+    let request: SubmitRequest =
+        serde_json::from_value(value).map_err(|e| ApiError::new(422, format!("invalid job: {e}")))?;
+    let family = state.registry.get(&request.circuit).cloned().ok_or_else(|| {
+        let known: Vec<&str> = state.registry.families().map(|f| f.name()).collect();
+        ApiError::new(422, format!("unknown circuit {:?}; known circuits: {}", request.circuit, known.join(", ")))
+    })?;
+    if request.partitions == 0 || request.partitions > state.max_partitions {
+        return Err(ApiError::new(
+            422,
+            format!("partitions must be between 1 and {}, got {}", state.max_partitions, request.partitions),
+        ));
+    }
+    let shape = family
+        .shape(&request.params)
+        .map_err(|e| ApiError::new(422, format!("invalid params for {}: {e}", request.circuit)))?;
+    let witnesses: Vec<WitnessSource> = match (&request.seed, &request.inputs) {
+        (Some(seed), None) => (0..request.partitions).map(|p| WitnessSource::Seed(partition_seed(*seed, p))).collect(),
+        (None, Some(Value::Array(per_partition))) => {
+            if per_partition.len() != request.partitions as usize {
+                return Err(ApiError::new(
+                    422,
+                    format!(
+                        "inputs has {} entries but the job has {} partitions",
+                        per_partition.len(),
+                        request.partitions
+                    ),
+                ));
+            }
+            per_partition.iter().cloned().map(WitnessSource::Inputs).collect()
+        }
+        (None, Some(inputs)) => vec![WitnessSource::Inputs(inputs.clone()); request.partitions as usize],
+        (Some(_), Some(_)) => return Err(ApiError::new(422, "give either seed or inputs, not both")),
+        (None, None) => return Err(ApiError::new(422, "one of seed or inputs is required")),
+    };
+    for (partition, source) in witnesses.iter().enumerate() {
+        if matches!(source, WitnessSource::Inputs(_)) {
+            family
+                .instance(&shape, source)
+                .map_err(|e| ApiError::new(422, format!("inputs for partition {partition}: {e}")))?;
+        }
+    }
+    Ok((request, ProofJob { family, shape, witnesses }))
+}
+
+pub async fn submit_job(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let header_key = match req.headers().get("Idempotency-Key") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| ApiError::new(400, "Idempotency-Key must be visible ASCII"))?
+                .to_string(),
+        ),
+        None => None,
+    };
+    let parse_state = state.clone();
+    let (request, job) = web::block(move || parse_submit(&parse_state, &body))
+        .await
+        .map_err(|e| ApiError::new(500, format!("validation thread failed: {e}")))??;
+    let new_job = NewJob {
+        id: JobId(uuid::Uuid::new_v4().simple().to_string()),
+        priority: request.priority,
+        partitions: request.partitions,
+        circuit: request.circuit,
+        circuit_id: job.shape.circuit_id.clone(),
+        reservation: reservation_for(&job.shape),
+        idempotency_key: header_key.or(request.request_id),
+        work: Arc::new(job),
+    };
+    let outcome = state.system.tracker.send(SubmitJob(new_job)).await.map_err(unavailable)?;
+    let mut response = if outcome.created { HttpResponse::Accepted() } else { HttpResponse::Ok() };
+    Ok(response
+        .insert_header((header::LOCATION, format!("/v1/jobs/{}", outcome.id)))
+        .json(json!({ "id": outcome.id, "status": outcome.status })))
+}
+
+fn job_not_found(id: &str) -> ApiError {
+    ApiError::new(404, format!("no job {id:?}"))
+}
+
+pub async fn get_job(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let view = state.system.tracker.send(GetJob(JobId(id.clone()))).await.map_err(unavailable)?;
+    view.map(|v| HttpResponse::Ok().json(v)).ok_or_else(|| job_not_found(&id))
+}
+
+pub async fn get_proofs(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    match state.system.tracker.send(GetProofs(JobId(id.clone()))).await.map_err(unavailable)? {
+        Ok(view) => Ok(HttpResponse::Ok().json(json!({
+            "circuit_id": view.circuit_id,
+            "proofs": view.proofs.iter().map(|(partition, record)| json!({
+                "partition": partition,
+                "proof": hex::encode(&record.proof),
+                "public_inputs": record.public_inputs.iter().map(hex::encode).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }))),
+        Err(ProofsError::NotFound) => Err(job_not_found(&id)),
+        Err(ProofsError::NotReady(status)) => Err(ApiError::new(
+            409,
+            format!("job {id} is {}; proofs exist only once it is done", status.as_str()),
+        )
+        .with("status", json!(status))),
+    }
+}
+
+pub async fn cancel_job(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    match state.system.tracker.send(CancelJob(JobId(id.clone()))).await.map_err(unavailable)? {
+        None => Err(job_not_found(&id)),
+        Some(JobStatus::Cancelled) => Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" }))),
+        Some(status) => Err(ApiError::new(409, format!("job {id} already finished: {}", status.as_str()))
+            .with("status", json!(status))),
+    }
+}
+
+pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
+    let known = state.store.known_shapes();
+    let circuits: Vec<Value> = state
+        .registry
+        .families()
+        .map(|family| {
+            let prefix = format!("{}-", family.name());
+            json!({
+                "name": family.name(),
+                "description": family.describe(),
+                "known_shapes": known.iter().filter(|id| id.starts_with(&prefix)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({ "circuits": circuits }))
+}
+
+pub async fn get_vk(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let lookup_state = state.clone();
+    let lookup_id = id.clone();
+    let vk = web::block(move || lookup_state.store.verifying_key(&lookup_id))
+        .await
+        .map_err(|e| ApiError::new(500, format!("key lookup failed: {e}")))?
+        .ok_or_else(|| ApiError::new(404, format!("no verifying key for circuit {id:?}; it is set up on its first job")))?;
+    let mut bytes = Vec::new();
+    ark_serialize::CanonicalSerialize::serialize_compressed(&vk, &mut bytes)
+        .map_err(|e| ApiError::new(500, e.to_string()))?;
+    Ok(HttpResponse::Ok().json(json!({ "circuit_id": id, "vk": hex::encode(bytes) })))
+}
+
+pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let status = state.system.status().await.map_err(unavailable)?;
+    Ok(HttpResponse::Ok().json(status))
+}
+
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "status": "ok" }))
+}
+
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(cuzk_actors::telemetry::fix_exposition(&state.metrics.render()))
+}
+
+pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new(404, format!("no route {} {}", req.method(), req.path())))
+}
+
+/// Gives actix-web's own error responses (body too large, wrong method,
+/// unreadable payload) the same JSON shape as ours.
+pub fn json_errors<B: actix_web::body::MessageBody + 'static>(
+    res: actix_web::dev::ServiceResponse<B>,
+) -> actix_web::Result<actix_web::middleware::ErrorHandlerResponse<B>> {
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if is_json {
+        return Ok(actix_web::middleware::ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let status = res.status();
+    let message = match res.response().error() {
+        Some(error) => error.to_string(),
+        None => status.canonical_reason().unwrap_or("error").to_string(),
+    };
+    let (req, _) = res.into_parts();
+    let response = HttpResponse::build(status).json(json!({ "error": message })).map_into_right_body();
+    Ok(actix_web::middleware::ErrorHandlerResponse::Response(actix_web::dev::ServiceResponse::new(req, response)))
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
+    cfg.app_data(web::PayloadConfig::new(max_body_bytes))
+        .route("/healthz", web::get().to(healthz))
+        .route("/metrics", web::get().to(metrics))
+        .service(
+            web::scope("/v1")
+                .route("/jobs", web::post().to(submit_job))
+                .route("/jobs/{id}", web::get().to(get_job))
+                .route("/jobs/{id}/proofs", web::get().to(get_proofs))
+                .route("/jobs/{id}/cancel", web::post().to(cancel_job))
+                .route("/circuits", web::get().to(list_circuits))
+                .route("/circuits/{circuit_id}/vk", web::get().to(get_vk))
+                .route("/status", web::get().to(status)),
+        )
+        .default_service(web::to(not_found));
+}

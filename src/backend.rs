@@ -1,0 +1,134 @@
+//! The proving backend: the actors' stage bodies on top of cuzk-kernels.
+//! Synthesis and finalization run on the CPU; prove_start runs on one
+//! engine per device (the CPU engine, or the CUDA engine with `cuda`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ark_groth16::Groth16;
+use ark_serialize::CanonicalSerialize;
+use ark_std::UniformRand;
+use cuzk_actors::{Backend, Finished, JobSpec, Payload, Started, Synthesized};
+use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
+use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartOutput};
+use cuzk_kernels::{Bls12_381, Fr};
+
+use crate::keys::CircuitStore;
+
+/// What a job asks the backend to prove.
+pub struct ProofJob {
+    pub family: Arc<dyn CircuitFamily>,
+    pub shape: CircuitShape,
+    /// One witness source per partition.
+    pub witnesses: Vec<WitnessSource>,
+}
+
+/// A proving device: a name and the engine that runs prove_start on it.
+pub struct Device {
+    pub name: String,
+    pub engine: Arc<dyn ProveStartEngine>,
+}
+
+pub struct ProvingBackend {
+    kind: &'static str,
+    store: Arc<CircuitStore>,
+    devices: Vec<Device>,
+    verify_proofs: bool,
+}
+
+struct SynthesizedPartition {
+    circuit: Arc<PreparedCircuit>,
+    synthesized: groth16::Synthesized,
+}
+
+struct StartedPartition {
+    circuit: Arc<PreparedCircuit>,
+    output: ProveStartOutput,
+}
+
+impl ProvingBackend {
+    pub fn new(kind: &'static str, store: Arc<CircuitStore>, devices: Vec<Device>, verify_proofs: bool) -> Self {
+        Self { kind, store, devices, verify_proofs }
+    }
+
+    fn job(job: &JobSpec) -> Result<&ProofJob, String> {
+        job.work.downcast_ref::<ProofJob>().ok_or_else(|| "job carries no proof request".to_string())
+    }
+}
+
+fn serialize(value: &impl CanonicalSerialize) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(value.compressed_size());
+    value.serialize_compressed(&mut bytes).expect("writing to a Vec cannot fail");
+    bytes
+}
+
+impl Backend for ProvingBackend {
+    fn name(&self) -> &str {
+        self.kind
+    }
+
+    fn devices(&self) -> Vec<String> {
+        self.devices.iter().map(|d| d.name.clone()).collect()
+    }
+
+    fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, String> {
+        let work = Self::job(job)?;
+        let started = Instant::now();
+        let circuit = self.store.prepared(work.family.as_ref(), &work.shape)?;
+        let key_ready = started.elapsed();
+        let source = work
+            .witnesses
+            .get(partition as usize)
+            .ok_or_else(|| format!("no witness for partition {partition}"))?;
+        let instance = work.family.instance(&work.shape, source).map_err(|e| e.to_string())?;
+        let synthesized = groth16::synthesize(&circuit, instance).map_err(|e| e.to_string())?;
+        Ok(Synthesized {
+            payload: Payload::new(SynthesizedPartition { circuit, synthesized }),
+            phases: vec![("key", key_ready), ("synthesize", started.elapsed() - key_ready)],
+        })
+    }
+
+    fn prove_start(
+        &self,
+        device: usize,
+        _job: &JobSpec,
+        _partition: u32,
+        input: Payload,
+    ) -> Result<Started, String> {
+        let SynthesizedPartition { circuit, synthesized } = input.take()?;
+        let device = self.devices.get(device).ok_or_else(|| format!("no device {device}"))?;
+        let output = device.engine.prove_start(&circuit, synthesized).map_err(|e| e.to_string())?;
+        let phases = output.phases.iter().map(|p| (p.phase, p.duration)).collect();
+        Ok(Started {
+            freed_bytes: output.freed_bytes,
+            phases,
+            payload: Payload::new(StartedPartition { circuit, output }),
+        })
+    }
+
+    fn prove_finish(&self, _job: &JobSpec, _partition: u32, input: Payload) -> Result<Finished, String> {
+        let StartedPartition { circuit, output } = input.take()?;
+        let mut rng = rand::thread_rng();
+        let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
+        let public_inputs: Vec<Fr> = output.public_inputs().to_vec();
+        let (proof, mut phases) = groth16::prove_finish(&circuit, output, r, s);
+        let phases = if self.verify_proofs {
+            let valid = groth16::timed(&mut phases, "verify", || {
+                let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
+                Groth16::<Bls12_381>::verify_proof(&pvk, &proof, &public_inputs)
+            });
+            match valid {
+                Ok(true) => phases,
+                Ok(false) => return Err("proof failed self-verification".into()),
+                Err(e) => return Err(format!("self-verification error: {e}")),
+            }
+        } else {
+            phases
+        };
+        Ok(Finished {
+            proof: serialize(&proof),
+            public_inputs: public_inputs.iter().map(serialize).collect(),
+            phases: phases.iter().map(|p| (p.phase, p.duration)).collect(),
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! The daemon's TOML configuration. Every field has a default that runs on a
+//! laptop: the CPU backend on 127.0.0.1 with ./data.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub listen: String,
+    pub data_dir: PathBuf,
+    pub backend: BackendKind,
+    pub scheduler: SchedulerConfig,
+    pub cpu: CpuConfig,
+    pub cuda: CudaConfig,
+    pub proving: ProvingConfig,
+    pub limits: Limits,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    #[default]
+    Cpu,
+    Cuda,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// 0: half the cores, at least one.
+    pub synthesis_threads: usize,
+    pub finalizer_threads: usize,
+    pub workers_per_device: usize,
+    pub gpu_lookahead: usize,
+    pub budget: Budget,
+}
+
+/// The memory budget: `"auto"` or a number of bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Budget {
+    Bytes(u64),
+    Auto(AutoBudget),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AutoBudget {
+    Auto,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CpuConfig {
+    /// CPU "devices": each is one prover with its own thread pool and its
+    /// own GPU workers.
+    pub devices: usize,
+    /// Threads per device (0: all cores).
+    pub threads_per_device: usize,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CudaConfig {
+    /// Device ordinals to use; empty: every detected device.
+    pub devices: Vec<usize>,
+    /// Run B's G2 MSM on the GPU (default) or in the finalizer on the CPU.
+    pub g2_on_gpu: Option<bool>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProvingConfig {
+    /// The finalizer checks every proof against the verifying key.
+    pub verify_proofs: bool,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    pub max_partitions: u32,
+    pub max_body_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9820".into(),
+            data_dir: PathBuf::from("./data"),
+            backend: BackendKind::Cpu,
+            scheduler: SchedulerConfig::default(),
+            cpu: CpuConfig::default(),
+            cuda: CudaConfig::default(),
+            proving: ProvingConfig::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self {
+            synthesis_threads: 0,
+            finalizer_threads: 2,
+            workers_per_device: 2,
+            gpu_lookahead: 1,
+            budget: Budget::Auto(AutoBudget::Auto),
+        }
+    }
+}
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        Self { devices: 1, threads_per_device: 0 }
+    }
+}
+
+impl Default for ProvingConfig {
+    fn default() -> Self {
+        Self { verify_proofs: true }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_partitions: 64, max_body_bytes: 16 << 20 }
+    }
+}
+
+/// Kept free of the budget so that small machines still run: 5 GiB or a
+/// quarter of memory, whichever is smaller.
+fn safety_margin(total: u64) -> u64 {
+    (5u64 << 30).min(total / 4)
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("invalid config {}: {e}", path.display()))
+    }
+
+    pub fn synthesis_threads(&self) -> usize {
+        match self.scheduler.synthesis_threads {
+            0 => (available_cores() / 2).max(1),
+            n => n,
+        }
+    }
+
+    /// The budget in bytes: as configured, or physical memory (or the cgroup
+    /// limit, whichever is lower) minus a safety margin.
+    pub fn budget_bytes(&self) -> u64 {
+        match &self.scheduler.budget {
+            Budget::Bytes(bytes) => *bytes,
+            Budget::Auto(_) => {
+                let total = [physical_memory(), cgroup_memory_limit()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .unwrap_or(8 << 30);
+                total - safety_margin(total)
+            }
+        }
+    }
+}
+
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn cgroup_memory_limit() -> Option<u64> {
+    ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
+}

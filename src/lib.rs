@@ -1,0 +1,8 @@
+//! cuzk, the GPU proving daemon: HTTP API, proving backend, CLI client.
+
+pub mod api;
+pub mod backend;
+pub mod client;
+pub mod config;
+pub mod keys;
+pub mod server;

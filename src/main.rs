@@ -1,0 +1,174 @@
+//! The `cuzk` command: `serve`, `submit`, `verify`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use cuzk::client::{self, Submission};
+use cuzk::config::{BackendKind, Config};
+use cuzk_kernels::circuits::CircuitRegistry;
+use serde_json::{json, Value};
+
+#[derive(Parser)]
+#[command(name = "cuzk", version, about = "GPU proving daemon for BLS12-381 Groth16")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon.
+    Serve {
+        /// TOML configuration file (every field optional).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Address to listen on, overriding the config.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Data directory (proving keys), overriding the config.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Proving backend, overriding the config.
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
+    },
+    /// Submit a job, wait for it, and write its proofs to a file.
+    Submit {
+        #[arg(long, default_value = "http://127.0.0.1:9820", env = "CUZK_SERVER")]
+        server: String,
+        #[arg(long)]
+        circuit: String,
+        /// Circuit params as JSON, e.g. '{"depth": 8, "challenges": 2}'.
+        #[arg(long, default_value = "{}")]
+        params: String,
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        /// Draw a random valid instance from this seed.
+        #[arg(long, conflicts_with = "inputs")]
+        seed: Option<u64>,
+        /// A JSON file with witness inputs.
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        /// Where to write the proofs document.
+        #[arg(long, default_value = "proofs.json")]
+        out: PathBuf,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 3600)]
+        timeout: u64,
+    },
+    /// Verify a proofs document against the verifying key the daemon serves.
+    Verify {
+        #[arg(long, default_value = "http://127.0.0.1:9820", env = "CUZK_SERVER")]
+        server: String,
+        /// The proofs document written by `submit` (or fetched from /proofs).
+        proofs: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    Cpu,
+    Cuda,
+}
+
+fn parse_json(what: &str, text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Serve { config, listen, data_dir, backend } => {
+            let mut config = match config {
+                Some(path) => Config::load(&path)?,
+                None => Config::default(),
+            };
+            if let Some(listen) = listen {
+                config.listen = listen;
+            }
+            if let Some(dir) = data_dir {
+                config.data_dir = dir;
+            }
+            if let Some(backend) = backend {
+                config.backend = match backend {
+                    BackendArg::Cpu => BackendKind::Cpu,
+                    BackendArg::Cuda => BackendKind::Cuda,
+                };
+            }
+            cuzk::server::serve(config, CircuitRegistry::builtin())
+        }
+        Command::Submit {
+            server,
+            circuit,
+            params,
+            partitions,
+            priority,
+            seed,
+            inputs,
+            idempotency_key,
+            out,
+            timeout,
+        } => {
+            let mut body = json!({
+                "circuit": circuit,
+                "params": parse_json("--params", &params)?,
+                "partitions": partitions,
+                "priority": priority,
+            });
+            match (seed, inputs) {
+                (Some(seed), _) => body["seed"] = json!(seed),
+                (None, Some(path)) => {
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                    body["inputs"] = parse_json(&path.display().to_string(), &text)?;
+                }
+                (None, None) => return Err("give --seed or --inputs".into()),
+            }
+            let proofs = client::submit_and_wait(&Submission {
+                server,
+                body,
+                idempotency_key,
+                timeout: Duration::from_secs(timeout),
+                progress: true,
+            })?;
+            let text = serde_json::to_string_pretty(&proofs).expect("JSON values serialize");
+            std::fs::write(&out, text).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+            println!("proofs written to {}", out.display());
+            Ok(())
+        }
+        Command::Verify { server, proofs } => {
+            let text = std::fs::read_to_string(&proofs)
+                .map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
+            let doc = parse_json(&proofs.display().to_string(), &text)?;
+            let circuit_id = doc["circuit_id"].as_str().ok_or("the document has no circuit_id")?;
+            let vk = client::fetch_vk(&server, circuit_id)?;
+            let results = client::verify_proofs(&vk, &doc)?;
+            for (partition, valid) in &results {
+                println!("partition {partition}: {}", if *valid { "valid" } else { "INVALID" });
+            }
+            match results.iter().filter(|(_, valid)| !valid).count() {
+                0 => {
+                    println!("all {} proofs valid for {circuit_id}", results.len());
+                    Ok(())
+                }
+                bad => Err(format!("{bad} of {} proofs are invalid", results.len())),
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("cuzk: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

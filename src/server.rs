@@ -1,0 +1,209 @@
+//! Starting the daemon: backend, actors, HTTP server.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use actix_web::dev::Service;
+use actix_web::middleware::ErrorHandlers;
+use actix_web::{web, App, HttpServer};
+use cuzk_actors::{ProvingSystem, SystemConfig};
+use cuzk_kernels::circuits::CircuitRegistry;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::api::{self, AppState};
+use crate::backend::{Device, ProvingBackend};
+use crate::config::{BackendKind, Config};
+use crate::keys::CircuitStore;
+
+/// The process-wide Prometheus recorder, installed once with the catalogue's
+/// histogram buckets.
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let mut builder = PrometheusBuilder::new();
+            for def in cuzk_actors::telemetry::CATALOGUE.iter().filter(|d| !d.buckets.is_empty()) {
+                builder = builder
+                    .set_buckets_for_metric(Matcher::Full(def.name.to_string()), def.buckets)
+                    .expect("catalogue buckets are non-empty");
+            }
+            let handle = builder.install_recorder().expect("no other metrics recorder is installed");
+            cuzk_actors::telemetry::describe_all();
+            let upkeep = handle.clone();
+            std::thread::Builder::new()
+                .name("cuzk-metrics-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(Duration::from_secs(5));
+                    upkeep.run_upkeep();
+                })
+                .expect("cannot start the metrics upkeep thread");
+            handle
+        })
+        .clone()
+}
+
+fn devices(config: &Config) -> Result<Vec<Device>, String> {
+    match config.backend {
+        BackendKind::Cpu => {
+            let threads = match config.cpu.threads_per_device {
+                0 => crate::config::available_cores(),
+                n => n,
+            };
+            (0..config.cpu.devices.max(1))
+                .map(|i| {
+                    let engine = cuzk_kernels::cpu::CpuEngine::new(threads).map_err(|e| e.to_string())?;
+                    Ok(Device { name: format!("cpu{i}"), engine: Arc::new(engine) })
+                })
+                .collect()
+        }
+        BackendKind::Cuda => cuda_devices(config),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
+    use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+    let detected = detect_devices().map_err(|e| e.to_string())?;
+    let ordinals: Vec<usize> = if config.cuda.devices.is_empty() {
+        detected.iter().map(|d| d.ordinal).collect()
+    } else {
+        config.cuda.devices.clone()
+    };
+    if ordinals.is_empty() {
+        return Err("backend = \"cuda\" but no CUDA device was found".into());
+    }
+    let options = CudaOptions { g2_on_gpu: config.cuda.g2_on_gpu.unwrap_or(true) };
+    ordinals
+        .into_iter()
+        .map(|ordinal| {
+            let info = detected
+                .iter()
+                .find(|d| d.ordinal == ordinal)
+                .ok_or_else(|| format!("CUDA device {ordinal} does not exist"))?;
+            let engine = CudaEngine::new(ordinal, options.clone()).map_err(|e| e.to_string())?;
+            Ok(Device { name: format!("cuda{ordinal} {}", info.name), engine: Arc::new(engine) })
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_devices(_: &Config) -> Result<Vec<Device>, String> {
+    Err("this cuzk was built without CUDA support; rebuild with --features cuda".into())
+}
+
+/// A daemon running in its own actix system thread (tests, embedding).
+pub struct RunningDaemon {
+    pub addr: SocketAddr,
+    server: actix_web::dev::ServerHandle,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl RunningDaemon {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            let server = self.server.clone();
+            let _ = std::thread::spawn(move || actix_rt::System::new().block_on(server.stop(false))).join();
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for RunningDaemon {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Builds everything and binds the listener; the returned server still has
+/// to be awaited. Must run inside an actix system.
+fn build(config: Config, registry: CircuitRegistry) -> Result<(actix_web::dev::Server, SocketAddr), String> {
+    let metrics = metrics_handle();
+    let store = Arc::new(CircuitStore::open(&config.data_dir)?);
+    let devices = devices(&config)?;
+    let kind = match config.backend {
+        BackendKind::Cpu => "cpu",
+        BackendKind::Cuda => "cuda",
+    };
+    let backend = Arc::new(ProvingBackend::new(kind, store.clone(), devices, config.proving.verify_proofs));
+    let system = ProvingSystem::start(
+        SystemConfig {
+            synthesis_threads: config.synthesis_threads(),
+            finalizer_threads: config.scheduler.finalizer_threads,
+            workers_per_device: config.scheduler.workers_per_device,
+            gpu_lookahead: config.scheduler.gpu_lookahead,
+            budget_bytes: config.budget_bytes(),
+        },
+        backend,
+    );
+    log::info!("scheduler: {:?}", system.config);
+    let state = web::Data::new(AppState {
+        system,
+        registry,
+        store,
+        max_partitions: config.limits.max_partitions,
+        metrics,
+    });
+    let max_body = config.limits.max_body_bytes;
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(ErrorHandlers::new().default_handler(api::json_errors))
+            .wrap_fn(|req, srv| {
+                let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
+                let call = srv.call(req);
+                async move {
+                    let res = call.await?;
+                    cuzk_actors::telemetry::HttpRequest { route: &route, status: res.status().as_u16() }.emit();
+                    Ok(res)
+                }
+            })
+            .configure(|cfg| api::configure(cfg, max_body))
+    })
+    .workers(2)
+    .bind(&config.listen)
+    .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let addr = *server.addrs().first().ok_or("the server bound no address")?;
+    Ok((server.run(), addr))
+}
+
+/// Runs the daemon until it is stopped (Ctrl-C or SIGTERM).
+pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), String> {
+    actix_rt::System::new().block_on(async move {
+        let (server, addr) = build(config, registry)?;
+        log::info!("cuzk listening on http://{addr}");
+        server.await.map_err(|e| e.to_string())
+    })
+}
+
+/// Starts the daemon on a thread of its own and returns once it listens.
+pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("cuzk-daemon".into())
+        .spawn(move || {
+            actix_rt::System::new().block_on(async move {
+                match build(config, registry) {
+                    Ok((server, addr)) => {
+                        let _ = tx.send(Ok((server.handle(), addr)));
+                        server.await
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        Ok(())
+                    }
+                }
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    let (server, addr) = rx.recv().map_err(|_| "the daemon thread died while starting".to_string())??;
+    Ok(RunningDaemon { addr, server, thread: Some(thread) })
+}
