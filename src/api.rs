@@ -13,8 +13,12 @@ use serde_json::{json, Value};
 use crate::backend::ProofJob;
 use crate::keys::CircuitStore;
 
+/// How many bytes one partition of a shape reserves (backend-specific).
+pub type ReservationRule = Arc<dyn Fn(&CircuitShape) -> Reservation + Send + Sync>;
+
 pub struct AppState {
     pub system: ProvingSystem,
+    pub reservation: ReservationRule,
     pub registry: CircuitRegistry,
     pub store: Arc<CircuitStore>,
     pub max_partitions: u32,
@@ -178,7 +182,7 @@ pub async fn submit_job(
         partitions: request.partitions,
         circuit: request.circuit,
         circuit_id: job.shape.circuit_id.clone(),
-        reservation: reservation_for(&job.shape),
+        reservation: (state.reservation)(&job.shape),
         idempotency_key: header_key.or(request.request_id),
         work: Arc::new(job),
     };

@@ -14,6 +14,7 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub cpu: CpuConfig,
     pub cuda: CudaConfig,
+    pub sim: SimConfig,
     pub proving: ProvingConfig,
     pub limits: Limits,
 }
@@ -24,6 +25,18 @@ pub enum BackendKind {
     #[default]
     Cpu,
     Cuda,
+    /// The simulated backend: for tests and capacity planning only.
+    Sim,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Sim => "sim",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -70,6 +83,29 @@ pub struct CudaConfig {
     pub g2_on_gpu: Option<bool>,
 }
 
+/// The simulated backend (`backend = "sim"`): stage bodies that take the
+/// durations and hold the bytes of a profile. Not a prover.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// `porep-32g` or `winning-post`.
+    pub profile: String,
+    /// Multiplies every simulated duration (0.01: a hundred times faster).
+    pub time_scale: f64,
+    /// Each duration varies uniformly by up to this fraction either way.
+    pub jitter: f64,
+    /// Simulated GPU devices.
+    pub devices: usize,
+    /// Extra time every finalization takes (to show it cannot delay GPUs).
+    pub finalizer_stall_ms: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self { profile: "porep-32g".into(), time_scale: 1.0, jitter: 0.1, devices: 1, finalizer_stall_ms: 0 }
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProvingConfig {
@@ -93,6 +129,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             cpu: CpuConfig::default(),
             cuda: CudaConfig::default(),
+            sim: SimConfig::default(),
             proving: ProvingConfig::default(),
             limits: Limits::default(),
         }

@@ -6,3 +6,4 @@ pub mod client;
 pub mod config;
 pub mod keys;
 pub mod server;
+pub mod sim;

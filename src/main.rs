@@ -30,9 +30,16 @@ enum Command {
         /// Data directory (proving keys), overriding the config.
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// Proving backend, overriding the config.
+        /// Proving backend, overriding the config (`sim` is the simulated
+        /// backend, for tests and capacity planning only).
         #[arg(long, value_enum)]
         backend: Option<BackendArg>,
+        /// Profile of the simulated backend (porep-32g, winning-post).
+        #[arg(long)]
+        sim_profile: Option<String>,
+        /// Time scale of the simulated backend (0.01: 100 times faster).
+        #[arg(long)]
+        time_scale: Option<f64>,
     },
     /// Submit a job, wait for it, and write its proofs to a file.
     Submit {
@@ -75,6 +82,7 @@ enum Command {
 enum BackendArg {
     Cpu,
     Cuda,
+    Sim,
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, String> {
@@ -83,7 +91,7 @@ fn parse_json(what: &str, text: &str) -> Result<Value, String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Serve { config, listen, data_dir, backend } => {
+        Command::Serve { config, listen, data_dir, backend, sim_profile, time_scale } => {
             let mut config = match config {
                 Some(path) => Config::load(&path)?,
                 None => Config::default(),
@@ -98,7 +106,14 @@ fn run(cli: Cli) -> Result<(), String> {
                 config.backend = match backend {
                     BackendArg::Cpu => BackendKind::Cpu,
                     BackendArg::Cuda => BackendKind::Cuda,
+                    BackendArg::Sim => BackendKind::Sim,
                 };
+            }
+            if let Some(profile) = sim_profile {
+                config.sim.profile = profile;
+            }
+            if let Some(scale) = time_scale {
+                config.sim.time_scale = scale;
             }
             cuzk::server::serve(config, CircuitRegistry::builtin())
         }

@@ -7,14 +7,15 @@ use std::time::Duration;
 use actix_web::dev::Service;
 use actix_web::middleware::ErrorHandlers;
 use actix_web::{web, App, HttpServer};
-use cuzk_actors::{ProvingSystem, SystemConfig};
-use cuzk_kernels::circuits::CircuitRegistry;
+use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
+use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::api::{self, AppState};
+use crate::api::{self, AppState, ReservationRule};
 use crate::backend::{Device, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::keys::CircuitStore;
+use crate::sim::SimBackend;
 
 /// The process-wide Prometheus recorder, installed once with the catalogue's
 /// histogram buckets.
@@ -43,22 +44,35 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
-fn devices(config: &Config) -> Result<Vec<Device>, String> {
+/// The backend and how it sizes one partition's reservation.
+fn backend(config: &Config, store: Arc<CircuitStore>) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
+    let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
+        let backend = ProvingBackend::new(config.backend.as_str(), store, devices, config.proving.verify_proofs);
+        (Arc::new(backend), Arc::new(api::reservation_for))
+    };
     match config.backend {
-        BackendKind::Cpu => {
-            let threads = match config.cpu.threads_per_device {
-                0 => crate::config::available_cores(),
-                n => n,
-            };
-            (0..config.cpu.devices.max(1))
-                .map(|i| {
-                    let engine = cuzk_kernels::cpu::CpuEngine::new(threads).map_err(|e| e.to_string())?;
-                    Ok(Device { name: format!("cpu{i}"), engine: Arc::new(engine) })
-                })
-                .collect()
+        BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
+        BackendKind::Cuda => Ok(proving(cuda_devices(config)?)),
+        BackendKind::Sim => {
+            let sim = SimBackend::from_config(&config.sim)?;
+            let reservation = sim.profile().reservation;
+            log::warn!("simulated backend ({}): proofs are not real", sim.profile().name);
+            Ok((Arc::new(sim), Arc::new(move |_: &CircuitShape| reservation)))
         }
-        BackendKind::Cuda => cuda_devices(config),
     }
+}
+
+fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
+    let threads = match config.cpu.threads_per_device {
+        0 => crate::config::available_cores(),
+        n => n,
+    };
+    (0..config.cpu.devices.max(1))
+        .map(|i| {
+            let engine = cuzk_kernels::cpu::CpuEngine::new(threads).map_err(|e| e.to_string())?;
+            Ok(Device { name: format!("cpu{i}"), engine: Arc::new(engine) })
+        })
+        .collect()
 }
 
 #[cfg(feature = "cuda")]
@@ -95,6 +109,8 @@ fn cuda_devices(_: &Config) -> Result<Vec<Device>, String> {
 /// A daemon running in its own actix system thread (tests, embedding).
 pub struct RunningDaemon {
     pub addr: SocketAddr,
+    /// The actors, for in-process observers (benchmarks).
+    pub system: ProvingSystem,
     server: actix_web::dev::ServerHandle,
     thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
@@ -125,15 +141,13 @@ impl Drop for RunningDaemon {
 
 /// Builds everything and binds the listener; the returned server still has
 /// to be awaited. Must run inside an actix system.
-fn build(config: Config, registry: CircuitRegistry) -> Result<(actix_web::dev::Server, SocketAddr), String> {
+fn build(
+    config: Config,
+    registry: CircuitRegistry,
+) -> Result<(actix_web::dev::Server, SocketAddr, ProvingSystem), String> {
     let metrics = metrics_handle();
     let store = Arc::new(CircuitStore::open(&config.data_dir)?);
-    let devices = devices(&config)?;
-    let kind = match config.backend {
-        BackendKind::Cpu => "cpu",
-        BackendKind::Cuda => "cuda",
-    };
-    let backend = Arc::new(ProvingBackend::new(kind, store.clone(), devices, config.proving.verify_proofs));
+    let (backend, reservation) = backend(&config, store.clone())?;
     let system = ProvingSystem::start(
         SystemConfig {
             synthesis_threads: config.synthesis_threads(),
@@ -146,9 +160,10 @@ fn build(config: Config, registry: CircuitRegistry) -> Result<(actix_web::dev::S
     );
     log::info!("scheduler: {:?}", system.config);
     let state = web::Data::new(AppState {
-        system,
+        system: system.clone(),
         registry,
         store,
+        reservation,
         max_partitions: config.limits.max_partitions,
         metrics,
     });
@@ -172,13 +187,13 @@ fn build(config: Config, registry: CircuitRegistry) -> Result<(actix_web::dev::S
     .bind(&config.listen)
     .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = *server.addrs().first().ok_or("the server bound no address")?;
-    Ok((server.run(), addr))
+    Ok((server.run(), addr, system))
 }
 
 /// Runs the daemon until it is stopped (Ctrl-C or SIGTERM).
 pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), String> {
     actix_rt::System::new().block_on(async move {
-        let (server, addr) = build(config, registry)?;
+        let (server, addr, _) = build(config, registry)?;
         log::info!("cuzk listening on http://{addr}");
         server.await.map_err(|e| e.to_string())
     })
@@ -192,8 +207,8 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
         .spawn(move || {
             actix_rt::System::new().block_on(async move {
                 match build(config, registry) {
-                    Ok((server, addr)) => {
-                        let _ = tx.send(Ok((server.handle(), addr)));
+                    Ok((server, addr, system)) => {
+                        let _ = tx.send(Ok((server.handle(), addr, system)));
                         server.await
                     }
                     Err(e) => {
@@ -204,6 +219,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
             })
         })
         .map_err(|e| e.to_string())?;
-    let (server, addr) = rx.recv().map_err(|_| "the daemon thread died while starting".to_string())??;
-    Ok(RunningDaemon { addr, server, thread: Some(thread) })
+    let (server, addr, system) =
+        rx.recv().map_err(|_| "the daemon thread died while starting".to_string())??;
+    Ok(RunningDaemon { addr, system, server, thread: Some(thread) })
 }

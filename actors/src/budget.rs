@@ -16,6 +16,8 @@ pub const MAILBOX_CAPACITY: usize = 1024;
 pub struct BudgetManager {
     limit: u64,
     used: u64,
+    /// The most ever reserved at once.
+    peak: u64,
     held: HashMap<PartitionKey, u64>,
     waiting: BTreeMap<QueueOrder, Waiter>,
 }
@@ -29,7 +31,7 @@ struct Waiter {
 impl BudgetManager {
     pub fn new(limit: u64) -> Self {
         telemetry::BudgetChanged { used: 0, limit }.emit();
-        Self { limit, used: 0, held: HashMap::new(), waiting: BTreeMap::new() }
+        Self { limit, used: 0, peak: 0, held: HashMap::new(), waiting: BTreeMap::new() }
     }
 
     fn grant_waiters(&mut self) {
@@ -39,6 +41,7 @@ impl BudgetManager {
             }
             let waiter = entry.remove();
             self.used += waiter.bytes;
+            self.peak = self.peak.max(self.used);
             *self.held.entry(waiter.key.clone()).or_default() += waiter.bytes;
             waiter.reply.do_send(BudgetDecision { key: waiter.key, granted: Ok(()) });
         }
@@ -86,6 +89,7 @@ pub struct GetBudgetStatus;
 pub struct BudgetStatus {
     pub limit_bytes: u64,
     pub used_bytes: u64,
+    pub peak_bytes: u64,
     pub holders: usize,
     pub waiting: usize,
 }
@@ -133,6 +137,7 @@ impl Handler<GetBudgetStatus> for BudgetManager {
         BudgetStatus {
             limit_bytes: self.limit,
             used_bytes: self.used,
+            peak_bytes: self.peak,
             holders: self.held.len(),
             waiting: self.waiting.len(),
         }

@@ -23,6 +23,7 @@ pub struct Tracker {
     by_idempotency_key: HashMap<String, JobId>,
     next_seq: u64,
     workers: BTreeMap<WorkerId, WorkerState>,
+    span_subscribers: Vec<Recipient<SpanFinished>>,
 }
 
 struct JobState {
@@ -66,6 +67,7 @@ impl Tracker {
                 .into_iter()
                 .map(|id| (id, WorkerState { current: None, idle_since: now, spans: VecDeque::new() }))
                 .collect(),
+            span_subscribers: Vec::new(),
         }
     }
 
@@ -184,7 +186,7 @@ pub struct SpanStarted {
 }
 
 /// A GPU worker finished a partition, successfully or not (fire-and-forget).
-#[derive(Message)]
+#[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]
 pub struct SpanFinished {
     pub worker: WorkerId,
@@ -194,6 +196,11 @@ pub struct SpanFinished {
     pub phases: Vec<(&'static str, Duration)>,
     pub ok: bool,
 }
+
+/// Forwards a copy of every finished span to `0` (benchmarks, timelines).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SubscribeSpans(pub Recipient<SpanFinished>);
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -476,6 +483,9 @@ impl Handler<SpanFinished> for Tracker {
     type Result = ();
 
     fn handle(&mut self, msg: SpanFinished, _: &mut Context<Self>) {
+        for subscriber in &self.span_subscribers {
+            subscriber.do_send(msg.clone());
+        }
         if let Some(worker) = self.workers.get_mut(&msg.worker) {
             if worker.current.as_ref().is_some_and(|(key, _)| *key == msg.key) {
                 worker.current = None;
@@ -496,6 +506,14 @@ impl Handler<SpanFinished> for Tracker {
                 p.gpu_phases = msg.phases;
             }
         }
+    }
+}
+
+impl Handler<SubscribeSpans> for Tracker {
+    type Result = ();
+
+    fn handle(&mut self, msg: SubscribeSpans, _: &mut Context<Self>) {
+        self.span_subscribers.push(msg.0);
     }
 }
 

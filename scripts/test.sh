@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The README's test command. Installs what the tests need on a clean machine
+# (only the Rust toolchain, gcc and Python are assumed), then runs them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo test (default build: CPU backend)"
+cargo test --workspace --locked 2>&1
+
+if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kernels/cuda ]; then
+    echo "== CUDA build: kernels compile with nvcc; GPU tests report themselves skipped without a GPU"
+    NVCC=$(scripts/install-cuda-toolchain.sh)
+    export NVCC
+    CARGO_TARGET_DIR=target/cuda cargo test --workspace --locked --features cuda 2>&1
+fi
