@@ -48,6 +48,7 @@ pub struct SchedulerConfig {
     pub workers_per_device: usize,
     pub gpu_lookahead: usize,
     pub budget: Budget,
+    pub pacer: cuzk_actors::pacer::PacerConfig,
 }
 
 /// The memory budget: `"auto"` or a number of bytes.
@@ -144,6 +145,7 @@ impl Default for SchedulerConfig {
             workers_per_device: 2,
             gpu_lookahead: 1,
             budget: Budget::Auto(AutoBudget::Auto),
+            pacer: Default::default(),
         }
     }
 }

@@ -76,6 +76,17 @@ enum Command {
         /// The proofs document written by `submit` (or fetched from /proofs).
         proofs: PathBuf,
     },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// How busy the scheduler keeps every GPU (simulated backend).
+    Scheduler(cuzk::bench_scheduler::SchedulerBenchArgs),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -174,6 +185,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 bad => Err(format!("{bad} of {} proofs are invalid", results.len())),
             }
         }
+        Command::Bench { which: BenchCommand::Scheduler(args) } => cuzk::bench_scheduler::run(&args),
     }
 }
 

@@ -155,6 +155,7 @@ fn build(
             workers_per_device: config.scheduler.workers_per_device,
             gpu_lookahead: config.scheduler.gpu_lookahead,
             budget_bytes: config.budget_bytes(),
+            pacer: config.scheduler.pacer.clone(),
         },
         backend,
     );

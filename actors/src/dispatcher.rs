@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use serde::Serialize;
@@ -14,7 +14,8 @@ use serde::Serialize;
 use crate::backend::{Payload, Synthesized};
 use crate::budget::{BudgetDecision, BudgetManager, Release, Reserve};
 use crate::gpu_worker::{GpuWorker, ProvePartition};
-use crate::model::{JobId, JobSpec, PartitionKey, QueueOrder, Stage};
+use crate::model::{JobId, JobSpec, PartitionKey, Priority, QueueOrder, Stage};
+use crate::pacer::{Admission, Pacer, PacerConfig, PacerStatus};
 use crate::synthesis::{Synthesize, SynthesisWorker};
 use crate::telemetry;
 use crate::tracker::{PartitionFailed, Progress, Tracker};
@@ -36,6 +37,9 @@ pub struct Dispatcher {
     reserving: usize,
     /// Synthesized, waiting for a GPU worker.
     ready: BTreeMap<QueueOrder, (Arc<JobSpec>, Payload)>,
+    pacer: Pacer,
+    /// A pump is scheduled for when the pacer allows the next release.
+    wake_scheduled: bool,
 }
 
 struct WorkerSlot {
@@ -51,7 +55,9 @@ impl Dispatcher {
         synthesis_threads: usize,
         workers: Vec<Addr<GpuWorker>>,
         lookahead: usize,
+        pacer: PacerConfig,
     ) -> Self {
+        let pacer = Pacer::new(pacer, workers.len());
         Self {
             tracker,
             budget,
@@ -63,12 +69,47 @@ impl Dispatcher {
             in_synthesis: HashMap::new(),
             reserving: 0,
             ready: BTreeMap::new(),
+            pacer,
+            wake_scheduled: false,
+        }
+    }
+
+    /// Partitions reserving, synthesizing, synthesized or at a worker.
+    fn in_pipeline(&self) -> usize {
+        self.in_synthesis.len() + self.ready.len() + self.workers.iter().map(|w| w.assigned).sum::<usize>()
+    }
+
+    /// Whether the head of the synthesis queue may start now. Critical work
+    /// is never held by the pacer.
+    fn may_release(&mut self, head: Priority, ctx: &mut Context<Self>) -> bool {
+        if head == Priority::Critical {
+            return true;
+        }
+        match self.pacer.admit(Instant::now(), self.in_pipeline()) {
+            Admission::Now => true,
+            Admission::Hold => false,
+            Admission::At(at) => {
+                if !self.wake_scheduled {
+                    self.wake_scheduled = true;
+                    let delay = at.saturating_duration_since(Instant::now()).max(Duration::from_micros(50));
+                    ctx.run_later(delay, |dispatcher, ctx| {
+                        dispatcher.wake_scheduled = false;
+                        dispatcher.pump(ctx);
+                    });
+                }
+                false
+            }
         }
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.in_synthesis.len() < self.synthesis_threads {
-            let Some((order, job)) = self.pending.pop_first() else { break };
+            let Some((order, _)) = self.pending.first_key_value() else { break };
+            if !self.may_release(order.0 .0, ctx) {
+                break;
+            }
+            let (order, job) = self.pending.pop_first().expect("checked non-empty");
+            self.pacer.released(Instant::now());
             let key = job.key(order.2);
             self.tracker.do_send(Progress { key: key.clone(), stage: Stage::WaitingBudget, at: Instant::now() });
             self.budget.do_send(Reserve {
@@ -92,6 +133,9 @@ impl Dispatcher {
             let (order, (job, payload)) = self.ready.pop_first().expect("checked non-empty");
             slot.assigned += 1;
             slot.addr.do_send(ProvePartition { job, index: order.2, input: payload });
+        }
+        if self.pending.is_empty() && self.in_pipeline() == 0 {
+            self.pacer.pipeline_empty();
         }
         telemetry::QueueDepths {
             synthesis: self.pending.len(),
@@ -133,6 +177,8 @@ pub struct SynthesisDone {
 #[rtype(result = "()")]
 pub struct WorkerDone {
     pub slot: usize,
+    /// Time the worker spent on it; `None` when it skipped or failed it.
+    pub busy: Option<Duration>,
 }
 
 /// Drops every queued partition of a job (failed or cancelled) and returns
@@ -154,6 +200,7 @@ pub struct QueueStatus {
     pub synthesizing: usize,
     pub waiting_gpu: usize,
     pub assigned_to_workers: usize,
+    pub pacer: PacerStatus,
 }
 
 impl Handler<Enqueue> for Dispatcher {
@@ -216,6 +263,10 @@ impl Handler<WorkerDone> for Dispatcher {
         if let Some(slot) = self.workers.get_mut(msg.slot) {
             slot.assigned = slot.assigned.saturating_sub(1);
         }
+        if let Some(busy) = msg.busy {
+            self.pacer.record_gpu(busy);
+            self.pacer.update(self.ready.len());
+        }
         self.pump(ctx);
     }
 }
@@ -262,6 +313,7 @@ impl Handler<GetQueueStatus> for Dispatcher {
             synthesizing: self.in_synthesis.len() - self.reserving,
             waiting_gpu: self.ready.len(),
             assigned_to_workers: self.workers.iter().map(|w| w.assigned).sum(),
+            pacer: self.pacer.status(),
         }
     }
 }

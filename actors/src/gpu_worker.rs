@@ -47,7 +47,7 @@ impl Handler<ProvePartition> for GpuWorker {
     fn handle(&mut self, msg: ProvePartition, _: &mut Context<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
-            self.dispatcher.do_send(WorkerDone { slot: self.slot });
+            self.dispatcher.do_send(WorkerDone { slot: self.slot, busy: None });
             self.budget.do_send(Release { key, bytes: None });
             return;
         }
@@ -57,7 +57,8 @@ impl Handler<ProvePartition> for GpuWorker {
             self.backend.prove_start(self.id.device, &msg.job, msg.index, msg.input)
         });
         let end = Instant::now();
-        self.dispatcher.do_send(WorkerDone { slot: self.slot });
+        let busy = result.is_ok().then(|| end - start);
+        self.dispatcher.do_send(WorkerDone { slot: self.slot, busy });
         let partition = key.to_string();
         match result {
             Ok(started) => {

@@ -14,6 +14,7 @@ pub mod finalizer;
 pub mod gpu_worker;
 pub mod mailbox;
 pub mod model;
+pub mod pacer;
 pub mod synthesis;
 pub mod system;
 pub mod telemetry;

@@ -13,6 +13,7 @@ use crate::finalizer::Finalizer;
 use crate::gpu_worker::{self, GpuWorker};
 use crate::mailbox::mailbox;
 use crate::model::WorkerId;
+use crate::pacer::PacerConfig;
 use crate::synthesis::SynthesisWorker;
 use crate::tracker::{self, GetTrackerStatus, Tracker, TrackerStatus};
 
@@ -24,6 +25,7 @@ pub struct SystemConfig {
     /// Partitions queued in a GPU worker's mailbox behind the one it runs.
     pub gpu_lookahead: usize,
     pub budget_bytes: u64,
+    pub pacer: PacerConfig,
 }
 
 /// Handles to a running actor system.
@@ -111,6 +113,7 @@ impl ProvingSystem {
                 config.synthesis_threads,
                 workers,
                 config.gpu_lookahead,
+                config.pacer.clone(),
             ),
         );
         let budget_arbiter = Arbiter::new();

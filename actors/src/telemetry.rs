@@ -110,6 +110,32 @@ pub const BUDGET_USED: MetricDef =
     gauge("cuzk_budget_used_bytes", "bytes", &[], "Bytes of the memory budget currently reserved.");
 pub const BUDGET_LIMIT: MetricDef =
     gauge("cuzk_budget_limit_bytes", "bytes", &[], "Size of the memory budget.");
+pub const PACER_INTERVAL: MetricDef = gauge(
+    "cuzk_pacer_interval_seconds",
+    "seconds",
+    &[],
+    "Interval the pacer keeps between starts of partition syntheses.",
+);
+pub const PACER_GPU_EMA: MetricDef = gauge(
+    "cuzk_pacer_gpu_ema_seconds",
+    "seconds",
+    &[],
+    "EMA of GPU worker busy time per partition (the pacer's feed-forward, before dividing by workers).",
+);
+pub const PACER_INTEGRAL: MetricDef =
+    gauge("cuzk_pacer_integral", "partitions", &[], "The pacer's accumulated buffer error.");
+pub const PACER_TARGET: MetricDef = gauge(
+    "cuzk_pacer_buffer_target",
+    "partitions",
+    &[],
+    "Synthesized partitions the pacer aims to keep waiting for the GPUs.",
+);
+pub const PACER_BOOTSTRAPPING: MetricDef = gauge(
+    "cuzk_pacer_bootstrapping",
+    "boolean",
+    &[],
+    "1 while the pacer bootstraps (before the first GPU completion, or after the pipeline ran empty).",
+);
 pub const HTTP_REQUESTS: MetricDef = counter(
     "cuzk_http_requests_total",
     "requests",
@@ -129,6 +155,11 @@ pub const CATALOGUE: &[MetricDef] = &[
     GPU_BUSY,
     BUDGET_USED,
     BUDGET_LIMIT,
+    PACER_INTERVAL,
+    PACER_GPU_EMA,
+    PACER_INTEGRAL,
+    PACER_TARGET,
+    PACER_BOOTSTRAPPING,
     HTTP_REQUESTS,
 ];
 
@@ -302,6 +333,31 @@ impl BudgetChanged {
     pub fn emit(&self) {
         metrics::gauge!(BUDGET_USED.name).set(self.used as f64);
         metrics::gauge!(BUDGET_LIMIT.name).set(self.limit as f64);
+    }
+}
+
+pub struct PacerUpdated {
+    pub interval: Duration,
+    pub ema_gpu: f64,
+    pub integral: f64,
+    pub target: usize,
+    pub bootstrapping: bool,
+}
+
+impl PacerUpdated {
+    pub fn emit(&self) {
+        log::trace!(
+            "pacer: interval {:.1} ms, gpu ema {:.1} ms, integral {:.2}, bootstrapping {}",
+            self.interval.as_secs_f64() * 1e3,
+            self.ema_gpu * 1e3,
+            self.integral,
+            self.bootstrapping
+        );
+        metrics::gauge!(PACER_INTERVAL.name).set(self.interval.as_secs_f64());
+        metrics::gauge!(PACER_GPU_EMA.name).set(self.ema_gpu);
+        metrics::gauge!(PACER_INTEGRAL.name).set(self.integral);
+        metrics::gauge!(PACER_TARGET.name).set(self.target as f64);
+        metrics::gauge!(PACER_BOOTSTRAPPING.name).set(if self.bootstrapping { 1.0 } else { 0.0 });
     }
 }
 
