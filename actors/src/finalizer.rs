@@ -40,24 +40,26 @@ impl Handler<Finalize> for Finalizer {
 
     fn handle(&mut self, msg: Finalize, _: &mut SyncContext<Self>) {
         let key = msg.job.key(msg.index);
-        if !msg.job.is_abandoned() {
-            let active = self.active.fetch_add(1, Ordering::Relaxed) + 1;
-            telemetry::FinalizerLoad { active }.emit();
-            self.tracker.do_send(Progress { key: key.clone(), stage: Stage::Finalizing, at: Instant::now() });
-            let result = run_stage("prove_finish", || {
-                self.backend.prove_finish(&msg.job, msg.index, msg.input)
-            });
-            match result {
-                Ok(done) => self.tracker.do_send(PartitionProved {
-                    key: key.clone(),
-                    proof: ProofRecord { proof: done.proof, public_inputs: done.public_inputs },
-                    at: Instant::now(),
-                }),
-                Err(error) => self.tracker.do_send(PartitionFailed { key: key.clone(), error }),
-            }
-            let active = self.active.fetch_sub(1, Ordering::Relaxed) - 1;
-            telemetry::FinalizerLoad { active }.emit();
+        if msg.job.is_abandoned() {
+            self.budget.do_send(Release { key, bytes: None });
+            return;
         }
-        self.budget.do_send(Release { key, bytes: None });
+        let active = self.active.fetch_add(1, Ordering::Relaxed) + 1;
+        telemetry::FinalizerLoad { active }.emit();
+        self.tracker.do_send(Progress { key: key.clone(), stage: Stage::Finalizing, at: Instant::now() });
+        let result = run_stage("prove_finish", || self.backend.prove_finish(&msg.job, msg.index, msg.input));
+        // The budget hears first, so whoever sees the job done sees its
+        // memory returned.
+        self.budget.do_send(Release { key: key.clone(), bytes: None });
+        match result {
+            Ok(done) => self.tracker.do_send(PartitionProved {
+                key,
+                proof: ProofRecord { proof: done.proof, public_inputs: done.public_inputs },
+                at: Instant::now(),
+            }),
+            Err(error) => self.tracker.do_send(PartitionFailed { key, error }),
+        }
+        let active = self.active.fetch_sub(1, Ordering::Relaxed) - 1;
+        telemetry::FinalizerLoad { active }.emit();
     }
 }

@@ -90,17 +90,17 @@ pub fn required<'a>(
     path: &str,
     key: &str,
 ) -> Result<&'a Value, InputError> {
-    object
-        .get(key)
-        .ok_or_else(|| InputError::new(format!("{path}.{key} is required")))
+    object.get(key).ok_or_else(|| InputError::new(format!("{path}.{key} is required")))
 }
 
-/// Reads `value` as a JSON array of exactly `expected_len` elements.
-pub fn parse_array<'a>(
-    value: &'a Value,
+/// Reads `value` as a JSON array of exactly `expected_len` elements, each
+/// parsed by `parse_element` with its own path (`path[i]`).
+pub fn parse_array<T>(
+    value: &Value,
     path: &str,
     expected_len: usize,
-) -> Result<&'a [Value], InputError> {
+    parse_element: impl Fn(&Value, &str) -> Result<T, InputError>,
+) -> Result<Vec<T>, InputError> {
     let items = value.as_array().ok_or_else(|| {
         InputError::new(format!("{path} must be an array, got {}", json_type_name(value)))
     })?;
@@ -110,18 +110,15 @@ pub fn parse_array<'a>(
             items.len()
         )));
     }
-    Ok(items)
+    items.iter().enumerate().map(|(i, item)| parse_element(item, &format!("{path}[{i}]"))).collect()
 }
 
 fn parse_digits(digits: &str, radix: u32, path: &str) -> Result<Fr, InputError> {
     if digits.is_empty() {
         return Err(InputError::new(format!("{path}: empty field element")));
     }
-    let too_large = || {
-        InputError::new(format!(
-            "{path}: not less than the BLS12-381 scalar field modulus"
-        ))
-    };
+    let too_large =
+        || InputError::new(format!("{path}: not less than the BLS12-381 scalar field modulus"));
     let mut limbs = [0u64; 4];
     for ch in digits.chars() {
         let digit = ch.to_digit(radix).ok_or_else(|| {
@@ -237,8 +234,13 @@ mod tests {
         assert_eq!(err.0, "params has an unknown key \"c\"; allowed: a, b");
         let err = parse_object(&json!([]), "params", &["a"]).unwrap_err();
         assert_eq!(err.0, "params must be an object, got an array");
-        assert_eq!(parse_array(&json!([1, 2]), "xs", 2).unwrap().len(), 2);
-        let err = parse_array(&json!([1]), "xs", 2).unwrap_err();
+        let elements = parse_array(&json!([1, "0x2"]), "xs", 2, parse_fr).unwrap();
+        assert_eq!(elements, vec![Fr::from(1u64), Fr::from(2u64)]);
+        let err = parse_array(&json!([1]), "xs", 2, parse_fr).unwrap_err();
         assert_eq!(err.0, "xs must have 2 elements, got 1");
+        let err = parse_array(&json!([1, "z"]), "xs", 2, parse_fr).unwrap_err();
+        assert_eq!(err.0, "xs[1]: 'z' is not a decimal digit");
+        let err = parse_array(&json!({}), "xs", 2, parse_fr).unwrap_err();
+        assert_eq!(err.0, "xs must be an array, got an object");
     }
 }

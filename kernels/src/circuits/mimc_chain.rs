@@ -9,17 +9,15 @@
 //! (x³ is not a permutation of this field, as 3 divides r − 1; that does not
 //! matter for a benchmark.)
 
-use ark_ff::{Field, PrimeField};
+use ark_ff::{BigInteger256, Field, PrimeField};
 use ark_relations::r1cs::{ConstraintSystemRef, SynthesisError};
 use ark_std::UniformRand;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use serde_json::{json, Value};
 
-use super::field_json::{
-    parse_fr, parse_integer, parse_object, required, FIELD_ELEMENT_FORMAT,
-};
-use super::{CircuitFamily, CircuitInstance, CircuitShape, InputError, WitnessSource, Wire};
+use super::field_json::{parse_fr, parse_integer, parse_object, required, FIELD_ELEMENT_FORMAT};
+use super::{CircuitFamily, CircuitInstance, CircuitShape, InputError, Wire, WitnessSource};
 use crate::Fr;
 
 pub const FAMILY: &str = "mimc-chain";
@@ -28,7 +26,7 @@ const MAX_LOG2_CONSTRAINTS: u64 = 24;
 /// Seeds the ChaCha20 stream of round constants ("mimc" in ASCII).
 const ROUND_CONSTANTS_SEED: u64 = 0x6d69_6d63;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MimcChain;
 
 /// Rounds of the chain for domain size 2^log2_constraints.
@@ -36,16 +34,17 @@ pub fn rounds(log2_constraints: u32) -> usize {
     (1 << (log2_constraints - 1)) - 1
 }
 
-/// The round constants: c_i is the i-th 32-byte block of the ChaCha20 stream
-/// seeded with [`ROUND_CONSTANTS_SEED`], read little-endian and reduced. They
-/// depend on that stream only, not on how arkworks samples field elements:
-/// stored proving keys bake them in.
+/// The round constants: c_i is the i-th 256-bit block of the ChaCha20 stream
+/// seeded with [`ROUND_CONSTANTS_SEED`], as four little-endian u64 words with
+/// the top two bits cleared. Below 2^254 every block is a field element, so
+/// nothing is rejected or reduced, and the constants depend on that stream
+/// only, not on how arkworks samples: stored proving keys bake them in.
 fn round_constants() -> impl Iterator<Item = Fr> {
     let mut rng = ChaCha20Rng::seed_from_u64(ROUND_CONSTANTS_SEED);
     std::iter::repeat_with(move || {
-        let mut bytes = [0u8; 32];
-        rng.fill_bytes(&mut bytes);
-        Fr::from_le_bytes_mod_order(&bytes)
+        let mut words: [u64; 4] = std::array::from_fn(|_| rng.next_u64());
+        words[3] >>= 2;
+        Fr::from_bigint(BigInteger256::new(words)).expect("2^254 is below the modulus")
     })
 }
 
@@ -240,18 +239,24 @@ mod tests {
 
     #[test]
     fn inputs_set_the_start_of_the_chain() {
-        let instance = MimcChain
-            .instance(&shape(4), &WitnessSource::Inputs(json!({ "x": 5 })))
-            .unwrap();
+        let instance =
+            MimcChain.instance(&shape(4), &WitnessSource::Inputs(json!({ "x": 5 }))).unwrap();
         assert_eq!(instance.public_inputs(), vec![evaluate_chain(Fr::from(5u64), rounds(4))]);
+    }
+
+    #[test]
+    fn round_constants_are_pinned() {
+        // Stored proving keys bake the constants in: they must never change.
+        let expected =
+            "34375767301569131947738953682507782691265339571688086389508079611072622965235";
+        assert_eq!(evaluate_chain(Fr::from(1u64), 3).to_string(), expected);
     }
 
     #[test]
     fn seeds_are_deterministic_and_distinct() {
         let shape = shape(4);
-        let public = |seed| {
-            MimcChain.instance(&shape, &WitnessSource::Seed(seed)).unwrap().public_inputs()
-        };
+        let public =
+            |seed| MimcChain.instance(&shape, &WitnessSource::Seed(seed)).unwrap().public_inputs();
         assert_eq!(public(7), public(7));
         assert_ne!(public(7), public(8));
     }

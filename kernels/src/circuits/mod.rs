@@ -127,10 +127,6 @@ impl Wire {
         self.value
     }
 
-    pub fn lc(&self) -> &LinearCombination<Fr> {
-        &self.lc
-    }
-
     /// Σ coefficient·wire: free, no constraint.
     pub fn weighted_sum<'a>(terms: impl IntoIterator<Item = (Fr, &'a Wire)>) -> Self {
         terms.into_iter().fold(Self::constant(Fr::zero()), |sum, (coefficient, wire)| Self {
@@ -151,7 +147,11 @@ impl Wire {
     }
 
     /// A new witness holding self·other, enforced by one constraint.
-    pub fn product(&self, other: &Wire, cs: &ConstraintSystemRef<Fr>) -> Result<Self, SynthesisError> {
+    pub fn product(
+        &self,
+        other: &Wire,
+        cs: &ConstraintSystemRef<Fr>,
+    ) -> Result<Self, SynthesisError> {
         let product = Self::witness(cs, self.value * other.value)?;
         Self::enforce_product(cs, self, other, &product)?;
         Ok(product)
@@ -168,9 +168,18 @@ impl Wire {
     }
 
     /// One constraint: (self − other)·1 = 0.
-    pub fn enforce_equal(&self, other: &Wire, cs: &ConstraintSystemRef<Fr>) -> Result<(), SynthesisError> {
+    pub fn enforce_equal(
+        &self,
+        other: &Wire,
+        cs: &ConstraintSystemRef<Fr>,
+    ) -> Result<(), SynthesisError> {
         let difference = Self::weighted_sum([(Fr::ONE, self), (-Fr::ONE, other)]);
-        Self::enforce_product(cs, &difference, &Self::constant(Fr::ONE), &Self::constant(Fr::zero()))
+        Self::enforce_product(
+            cs,
+            &difference,
+            &Self::constant(Fr::ONE),
+            &Self::constant(Fr::zero()),
+        )
     }
 }
 
@@ -184,8 +193,8 @@ impl CircuitRegistry {
     /// The built-in families: `mimc-chain` and `poseidon-merkle`.
     pub fn builtin() -> Self {
         let mut registry = Self::default();
-        registry.register(Arc::new(mimc_chain::MimcChain::default()));
-        registry.register(Arc::new(poseidon_merkle::PoseidonMerkle::default()));
+        registry.register(Arc::new(mimc_chain::MimcChain));
+        registry.register(Arc::new(poseidon_merkle::PoseidonMerkle));
         registry
     }
 

@@ -4,6 +4,7 @@
 //! compression of the Merkle trees; [`hash2_gadget`] is the same function in
 //! R1CS.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use ark_crypto_primitives::sponge::poseidon::find_poseidon_ark_and_mds;
@@ -22,8 +23,7 @@ pub const ALPHA: u64 = 5;
 pub const CONSTRAINTS_PER_SBOX: usize = 3;
 /// Constraints of one [`hash2_gadget`]: every state element in the full
 /// rounds, the first one in the partial rounds.
-pub const HASH2_CONSTRAINTS: usize =
-    CONSTRAINTS_PER_SBOX * (FULL_ROUNDS * WIDTH + PARTIAL_ROUNDS);
+pub const HASH2_CONSTRAINTS: usize = CONSTRAINTS_PER_SBOX * (FULL_ROUNDS * WIDTH + PARTIAL_ROUNDS);
 
 const PRIME_BITS: u64 = 255;
 
@@ -33,7 +33,7 @@ pub struct PoseidonConstants {
     pub mds: [[Fr; WIDTH]; WIDTH],
 }
 
-/// The constants, derived once per process (the Grain LFSR takes a few ms).
+/// The constants, derived once per process.
 pub fn constants() -> &'static PoseidonConstants {
     static CONSTANTS: OnceLock<PoseidonConstants> = OnceLock::new();
     CONSTANTS.get_or_init(|| {
@@ -54,10 +54,17 @@ pub fn constants() -> &'static PoseidonConstants {
     })
 }
 
-/// Whether `round` applies the S-box to the whole state: the first and the
-/// last half of the full rounds surround the partial rounds.
-fn is_full_round(round: usize) -> bool {
-    round < FULL_ROUNDS / 2 || round >= FULL_ROUNDS / 2 + PARTIAL_ROUNDS
+/// The partial rounds, which apply the S-box to the first state element only,
+/// sit between the two halves of the full rounds.
+const PARTIAL_ROUND_RANGE: Range<usize> = FULL_ROUNDS / 2..FULL_ROUNDS / 2 + PARTIAL_ROUNDS;
+
+/// How many state elements go through the S-box in `round`.
+fn sbox_width(round: usize) -> usize {
+    if PARTIAL_ROUND_RANGE.contains(&round) {
+        1
+    } else {
+        WIDTH
+    }
 }
 
 /// The Poseidon permutation.
@@ -67,13 +74,12 @@ pub fn permute(state: &mut [Fr; WIDTH]) {
         for (element, constant) in state.iter_mut().zip(round_constants) {
             *element += constant;
         }
-        let sbox_width = if is_full_round(round) { WIDTH } else { 1 };
-        for element in &mut state[..sbox_width] {
+        for element in &mut state[..sbox_width(round)] {
             *element = element.pow([ALPHA]);
         }
-        *state = constants.mds.map(|mds_row| {
-            mds_row.iter().zip(state.iter()).map(|(m, x)| *m * x).sum()
-        });
+        *state = constants
+            .mds
+            .map(|mds_row| mds_row.iter().zip(state.iter()).map(|(m, x)| *m * x).sum());
     }
 }
 
@@ -104,10 +110,10 @@ pub fn hash2_gadget(
     let constants = constants();
     let mut state = [Wire::constant(Fr::zero()), left.clone(), right.clone()];
     for (round, round_constants) in constants.round_constants.iter().enumerate() {
-        let sbox_width = if is_full_round(round) { WIDTH } else { 1 };
+        let sboxed_elements = sbox_width(round);
         for (index, element) in state.iter_mut().enumerate() {
             let shifted = element.clone().plus_constant(round_constants[index]);
-            *element = if index < sbox_width { sbox_gadget(&shifted, cs)? } else { shifted };
+            *element = if index < sboxed_elements { sbox_gadget(&shifted, cs)? } else { shifted };
         }
         state = constants.mds.map(|mds_row| Wire::weighted_sum(mds_row.into_iter().zip(&state)));
     }
@@ -148,6 +154,14 @@ mod tests {
             assert_eq!(hash2(left, right), sponge_hash2(left, right));
         }
         assert_eq!(hash2(Fr::zero(), Fr::zero()), sponge_hash2(Fr::zero(), Fr::zero()));
+    }
+
+    #[test]
+    fn hash2_is_pinned() {
+        // Roots clients computed and stored proving keys depend on the constants.
+        let expected =
+            "37068251774887509885063625701815026138353041152735229476479055620962268601796";
+        assert_eq!(hash2(Fr::from(1u64), Fr::from(2u64)).to_string(), expected);
     }
 
     #[test]

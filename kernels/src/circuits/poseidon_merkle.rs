@@ -22,7 +22,7 @@ use super::field_json::{
     parse_array, parse_fr, parse_integer, parse_object, required, FIELD_ELEMENT_FORMAT,
 };
 use super::poseidon::{hash2, hash2_gadget, HASH2_CONSTRAINTS};
-use super::{CircuitFamily, CircuitInstance, CircuitShape, InputError, WitnessSource, Wire};
+use super::{CircuitFamily, CircuitInstance, CircuitShape, InputError, Wire, WitnessSource};
 use crate::Fr;
 
 pub const FAMILY: &str = "poseidon-merkle";
@@ -32,7 +32,7 @@ const MAX_CHALLENGES: u64 = 64;
 /// JSON); deeper trees come as root and paths, or from a seed.
 const MAX_LEAVES_DEPTH: u32 = 20;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PoseidonMerkle;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,20 +102,19 @@ struct MerkleInstance {
 impl MerkleInstance {
     /// The paths to `indices` in the full tree over `leaves`.
     fn from_leaves(leaves: Vec<Fr>, indices: &[u64]) -> Self {
+        // levels[0] holds the leaves, every next level the hashes of the pairs below.
         let mut levels = vec![leaves];
-        while levels.last().expect("levels start with the leaves").len() > 1 {
-            let below = levels.last().expect("levels start with the leaves");
+        while let Some(below) = levels.last().filter(|level| level.len() > 1) {
             let above = below.par_chunks(2).map(|pair| hash2(pair[0], pair[1])).collect();
             levels.push(above);
         }
-        let root = levels.last().expect("levels start with the leaves")[0];
-        let tree_levels = &levels[..levels.len() - 1];
+        let root = levels.pop().expect("the top level holds the root")[0];
         let paths = indices
             .iter()
             .map(|&index| MerklePath {
                 index,
-                leaf: tree_levels[0][index as usize],
-                siblings: tree_levels
+                leaf: levels[0][index as usize],
+                siblings: levels
                     .iter()
                     .enumerate()
                     .map(|(level, nodes)| nodes[((index >> level) ^ 1) as usize])
@@ -148,10 +147,8 @@ impl MerkleInstance {
             }
             // Every node now has its sibling: the keys run in pairs (2j, 2j+1).
             let pairs: Vec<(u64, Fr)> = nodes.into_iter().collect();
-            nodes = pairs
-                .chunks(2)
-                .map(|pair| (pair[0].0 >> 1, hash2(pair[0].1, pair[1].1)))
-                .collect();
+            nodes =
+                pairs.chunks(2).map(|pair| (pair[0].0 >> 1, hash2(pair[0].1, pair[1].1))).collect();
         }
         let paths = indices
             .into_iter()
@@ -163,8 +160,7 @@ impl MerkleInstance {
     }
 
     fn from_inputs(params: MerkleParams, inputs: &Value) -> Result<Self, InputError> {
-        let object =
-            parse_object(inputs, "inputs", &["leaves", "indices", "root", "paths"])?;
+        let object = parse_object(inputs, "inputs", &["leaves", "indices", "root", "paths"])?;
         let has_tree = object.contains_key("leaves") || object.contains_key("indices");
         let has_paths = object.contains_key("root") || object.contains_key("paths");
         match (has_tree, has_paths) {
@@ -189,40 +185,31 @@ impl MerkleInstance {
             required(object, "inputs", "leaves")?,
             "inputs.leaves",
             params.leaf_count() as usize,
-        )?
-        .iter()
-        .enumerate()
-        .map(|(i, leaf)| parse_fr(leaf, &format!("inputs.leaves[{i}]")))
-        .collect::<Result<Vec<_>, _>>()?;
+            parse_fr,
+        )?;
         let indices = parse_array(
             required(object, "inputs", "indices")?,
             "inputs.indices",
             params.challenges,
-        )?
-        .iter()
-        .enumerate()
-        .map(|(i, index)| parse_index(params, index, &format!("inputs.indices[{i}]")))
-        .collect::<Result<Vec<_>, _>>()?;
+            |index, path| parse_index(params, index, path),
+        )?;
         Ok(Self::from_leaves(leaves, &indices))
     }
 
     fn parse_paths(params: MerkleParams, inputs: &Value) -> Result<Self, InputError> {
         let object = parse_object(inputs, "inputs", &["root", "paths"])?;
         let root = parse_fr(required(object, "inputs", "root")?, "inputs.root")?;
-        let paths = parse_array(required(object, "inputs", "paths")?, "inputs.paths", params.challenges)?
-            .iter()
-            .enumerate()
-            .map(|(challenge, path)| {
-                let path_name = format!("inputs.paths[{challenge}]");
-                let path = parse_path(params, path, &path_name)?;
-                if path.root() != root {
-                    return Err(InputError::new(format!(
-                        "{path_name}: challenge {challenge} does not hash to inputs.root"
-                    )));
-                }
-                Ok(path)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let paths = parse_array(
+            required(object, "inputs", "paths")?,
+            "inputs.paths",
+            params.challenges,
+            |path, path_name| parse_path(params, path, path_name),
+        )?;
+        if let Some(challenge) = paths.iter().position(|path| path.root() != root) {
+            return Err(InputError::new(format!(
+                "inputs.paths[{challenge}]: challenge {challenge} does not hash to inputs.root"
+            )));
+        }
         Ok(Self { root, paths })
     }
 }
@@ -235,16 +222,12 @@ fn parse_path(params: MerkleParams, value: &Value, path: &str) -> Result<MerkleP
     let object = parse_object(value, path, &["index", "leaf", "siblings"])?;
     let index = parse_index(params, required(object, path, "index")?, &format!("{path}.index"))?;
     let leaf = parse_fr(required(object, path, "leaf")?, &format!("{path}.leaf"))?;
-    let siblings_name = format!("{path}.siblings");
     let siblings = parse_array(
         required(object, path, "siblings")?,
-        &siblings_name,
+        &format!("{path}.siblings"),
         params.depth as usize,
-    )?
-    .iter()
-    .enumerate()
-    .map(|(level, sibling)| parse_fr(sibling, &format!("{siblings_name}[{level}]")))
-    .collect::<Result<Vec<_>, _>>()?;
+        parse_fr,
+    )?;
     Ok(MerklePath { index, leaf, siblings })
 }
 
@@ -522,13 +505,13 @@ mod tests {
         let leaves = leaves(8);
         let leaves_json: Vec<Value> = leaves.iter().map(fr_to_json).collect();
         let from_leaves = PoseidonMerkle
-            .instance(&shape, &WitnessSource::Inputs(json!({ "leaves": leaves_json, "indices": [6, 1] })))
+            .instance(
+                &shape,
+                &WitnessSource::Inputs(json!({ "leaves": leaves_json, "indices": [6, 1] })),
+            )
             .unwrap();
         let tree = MerkleInstance::from_leaves(leaves, &[6, 1]);
-        assert_eq!(
-            from_leaves.public_inputs(),
-            vec![tree.root, Fr::from(6u64), Fr::from(1u64)]
-        );
+        assert_eq!(from_leaves.public_inputs(), vec![tree.root, Fr::from(6u64), Fr::from(1u64)]);
         assert_eq!(tree.paths[0].leaf, Fr::from(6u64 * 6 + 7));
         assert!(is_satisfied(from_leaves));
 
@@ -569,15 +552,15 @@ mod tests {
             "inputs has an unknown key \"leafs\"; allowed: leaves, indices, root, paths"
         );
         let deep = self::shape(21, 1);
-        assert!(inputs_error(&deep, json!({ "leaves": [], "indices": [0] }))
-            .contains("use a seed"));
+        assert!(inputs_error(&deep, json!({ "leaves": [], "indices": [0] })).contains("use a seed"));
     }
 
     #[test]
     fn bad_paths_inputs_name_the_problem() {
         let shape = shape(3, 2);
         let tree = MerkleInstance::from_leaves(leaves(8), &[2, 5]);
-        let with_paths = |paths: Vec<Value>| json!({ "root": fr_to_json(&tree.root), "paths": paths });
+        let with_paths =
+            |paths: Vec<Value>| json!({ "root": fr_to_json(&tree.root), "paths": paths });
         let good: Vec<Value> = tree.paths.iter().map(path_json).collect();
 
         let mut wrong_leaf = good.clone();
@@ -620,10 +603,7 @@ mod tests {
             inputs_error(&shape, with_paths(good[..1].to_vec())),
             "inputs.paths must have 2 elements, got 1"
         );
-        assert_eq!(
-            inputs_error(&shape, json!({ "paths": good })),
-            "inputs.root is required"
-        );
+        assert_eq!(inputs_error(&shape, json!({ "paths": good })), "inputs.root is required");
     }
 
     #[test]
