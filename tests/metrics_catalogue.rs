@@ -1,0 +1,76 @@
+//! The metrics catalogue, docs/metrics.md and a live `/metrics` agree.
+
+mod common;
+
+use std::time::Duration;
+
+use cuzk_actors::telemetry::CATALOGUE;
+use serde_json::json;
+
+fn catalogue_table() -> String {
+    let mut table = String::from("| name | type | unit | labels | help |\n| --- | --- | --- | --- | --- |\n");
+    for def in CATALOGUE {
+        let labels = def.labels.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ");
+        table.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            def.name,
+            def.kind.as_str(),
+            def.unit,
+            labels,
+            def.help
+        ));
+    }
+    table
+}
+
+#[test]
+fn docs_list_exactly_the_catalogue() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let expected = catalogue_table();
+    assert!(
+        docs.contains(&expected),
+        "docs/metrics.md is out of date; its table must read:\n\n{expected}"
+    );
+}
+
+#[test]
+fn catalogue_follows_prometheus_conventions() {
+    for def in CATALOGUE {
+        assert!(def.name.starts_with("cuzk_"), "{}", def.name);
+        let is_counter = def.kind.as_str() == "counter";
+        assert_eq!(def.name.ends_with("_total"), is_counter, "{}: counters and only counters end in _total", def.name);
+        if def.unit == "seconds" {
+            assert!(def.name.contains("_seconds"), "{}", def.name);
+        }
+        if def.unit == "bytes" {
+            assert!(def.name.ends_with("_bytes"), "{}", def.name);
+        }
+        assert!(!def.labels.iter().any(|l| l.contains("job")), "{}: no job ids as labels", def.name);
+        assert!(!def.help.is_empty());
+    }
+}
+
+#[test]
+fn a_live_scrape_shows_every_catalogued_metric_and_nothing_else() {
+    let d = common::start();
+    let (status, accepted) = d.post(
+        "/v1/jobs",
+        &json!({"circuit": "mimc-chain", "params": {"log2_constraints": 5}, "partitions": 2, "seed": 3}),
+    );
+    assert_eq!(status, 202);
+    let job = d.wait(accepted["id"].as_str().unwrap(), Duration::from_secs(120));
+    assert_eq!(job["status"], "done");
+    let text = d.metrics();
+    for def in CATALOGUE {
+        assert!(
+            text.contains(&format!("# TYPE {} {}", def.name, def.kind.as_str())),
+            "{} ({}) missing from /metrics:\n{text}",
+            def.name,
+            def.kind.as_str()
+        );
+    }
+    for line in text.lines().filter(|l| l.starts_with("# TYPE cuzk_")) {
+        let name = line.split_whitespace().nth(2).unwrap();
+        assert!(CATALOGUE.iter().any(|d| d.name == name), "{name} is exported but not catalogued");
+    }
+}
