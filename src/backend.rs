@@ -13,6 +13,7 @@ use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartOutput};
 use cuzk_kernels::{Bls12_381, Fr};
 
+use crate::config::ProvingConfig;
 use crate::keys::CircuitStore;
 
 /// What a job asks the backend to prove.
@@ -34,6 +35,7 @@ pub struct ProvingBackend {
     store: Arc<CircuitStore>,
     devices: Vec<Device>,
     verify_proofs: bool,
+    trim_after_finalize: bool,
 }
 
 struct SynthesizedPartition {
@@ -47,8 +49,14 @@ struct StartedPartition {
 }
 
 impl ProvingBackend {
-    pub fn new(kind: &'static str, store: Arc<CircuitStore>, devices: Vec<Device>, verify_proofs: bool) -> Self {
-        Self { kind, store, devices, verify_proofs }
+    pub fn new(kind: &'static str, store: Arc<CircuitStore>, devices: Vec<Device>, config: &ProvingConfig) -> Self {
+        Self {
+            kind,
+            store,
+            devices,
+            verify_proofs: config.verify_proofs,
+            trim_after_finalize: config.malloc_trim,
+        }
     }
 
     fn job(job: &JobSpec) -> Result<&ProofJob, String> {
@@ -112,7 +120,7 @@ impl Backend for ProvingBackend {
         let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
         let public_inputs: Vec<Fr> = output.public_inputs().to_vec();
         let (proof, mut phases) = groth16::prove_finish(&circuit, output, r, s);
-        let phases = if self.verify_proofs {
+        let mut phases = if self.verify_proofs {
             let valid = groth16::timed(&mut phases, "verify", || {
                 let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
                 Groth16::<Bls12_381>::verify_proof(&pvk, &proof, &public_inputs)
@@ -125,10 +133,25 @@ impl Backend for ProvingBackend {
         } else {
             phases
         };
+        if self.trim_after_finalize {
+            groth16::timed(&mut phases, "malloc_trim", release_freed_memory);
+        }
         Ok(Finished {
             proof: serialize(&proof),
             public_inputs: public_inputs.iter().map(serialize).collect(),
             phases: phases.iter().map(|p| (p.phase, p.duration)).collect(),
         })
+    }
+}
+
+/// Hands memory freed by the partition back to the OS. glibc keeps freed
+/// arenas otherwise, and a prover's heap grows to the sum of its peaks. It
+/// runs on a finalizer thread, where its cost (a walk of the heap) delays no
+/// GPU worker.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the OS.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }

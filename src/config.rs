@@ -112,6 +112,9 @@ impl Default for SimConfig {
 pub struct ProvingConfig {
     /// The finalizer checks every proof against the verifying key.
     pub verify_proofs: bool,
+    /// The finalizer returns freed heap to the OS after each partition
+    /// (glibc `malloc_trim(0)`).
+    pub malloc_trim: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -158,7 +161,7 @@ impl Default for CpuConfig {
 
 impl Default for ProvingConfig {
     fn default() -> Self {
-        Self { verify_proofs: true }
+        Self { verify_proofs: true, malloc_trim: true }
     }
 }
 

@@ -47,7 +47,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 /// The backend and how it sizes one partition's reservation.
 fn backend(config: &Config, store: Arc<CircuitStore>) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
-        let backend = ProvingBackend::new(config.backend.as_str(), store, devices, config.proving.verify_proofs);
+        let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
         (Arc::new(backend), Arc::new(api::reservation_for))
     };
     match config.backend {
