@@ -11,5 +11,5 @@ if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kern
     echo "== CUDA build: kernels compile with nvcc; GPU tests report themselves skipped without a GPU"
     NVCC=$(scripts/install-cuda-toolchain.sh)
     export NVCC
-    CARGO_TARGET_DIR=target/cuda cargo test --workspace --locked --features cuda 2>&1
+    cargo test --workspace --locked --features cuda 2>&1
 fi

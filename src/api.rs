@@ -105,32 +105,51 @@ fn partition_seed(seed: u64, partition: u32) -> u64 {
 pub fn reservation_for(shape: &CircuitShape) -> Reservation {
     let n = shape.estimated_constraints.next_power_of_two() as u64;
     let element = 32;
-    Reservation { abc_bytes: 3 * n * element, retained_bytes: 3 * n * element }
+    Reservation {
+        abc_bytes: 3 * n * element,
+        retained_bytes: 3 * n * element,
+    }
 }
 
 fn parse_submit(state: &AppState, body: &[u8]) -> Result<(SubmitRequest, ProofJob), ApiError> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::new(400, format!("invalid JSON: {e}")))?;
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::new(400, format!("invalid JSON: {e}")))?;
     if !value.is_object() {
         return Err(ApiError::new(422, "the body must be a JSON object"));
     }
-    let request: SubmitRequest =
-        serde_json::from_value(value).map_err(|e| ApiError::new(422, format!("invalid job: {e}")))?;
-    let family = state.registry.get(&request.circuit).cloned().ok_or_else(|| {
-        let known: Vec<&str> = state.registry.families().map(|f| f.name()).collect();
-        ApiError::new(422, format!("unknown circuit {:?}; known circuits: {}", request.circuit, known.join(", ")))
-    })?;
+    let request: SubmitRequest = serde_json::from_value(value)
+        .map_err(|e| ApiError::new(422, format!("invalid job: {e}")))?;
+    let family = state
+        .registry
+        .get(&request.circuit)
+        .cloned()
+        .ok_or_else(|| {
+            let known: Vec<&str> = state.registry.families().map(|f| f.name()).collect();
+            ApiError::new(
+                422,
+                format!(
+                    "unknown circuit {:?}; known circuits: {}",
+                    request.circuit,
+                    known.join(", ")
+                ),
+            )
+        })?;
     if request.partitions == 0 || request.partitions > state.max_partitions {
         return Err(ApiError::new(
             422,
-            format!("partitions must be between 1 and {}, got {}", state.max_partitions, request.partitions),
+            format!(
+                "partitions must be between 1 and {}, got {}",
+                state.max_partitions, request.partitions
+            ),
         ));
     }
     let shape = family
         .shape(&request.params)
         .map_err(|e| ApiError::new(422, format!("invalid params for {}: {e}", request.circuit)))?;
     let witnesses: Vec<WitnessSource> = match (&request.seed, &request.inputs) {
-        (Some(seed), None) => (0..request.partitions).map(|p| WitnessSource::Seed(partition_seed(*seed, p))).collect(),
+        (Some(seed), None) => (0..request.partitions)
+            .map(|p| WitnessSource::Seed(partition_seed(*seed, p)))
+            .collect(),
         (None, Some(Value::Array(per_partition))) => {
             if per_partition.len() != request.partitions as usize {
                 return Err(ApiError::new(
@@ -142,20 +161,35 @@ fn parse_submit(state: &AppState, body: &[u8]) -> Result<(SubmitRequest, ProofJo
                     ),
                 ));
             }
-            per_partition.iter().cloned().map(WitnessSource::Inputs).collect()
+            per_partition
+                .iter()
+                .cloned()
+                .map(WitnessSource::Inputs)
+                .collect()
         }
-        (None, Some(inputs)) => vec![WitnessSource::Inputs(inputs.clone()); request.partitions as usize],
-        (Some(_), Some(_)) => return Err(ApiError::new(422, "give either seed or inputs, not both")),
+        (None, Some(inputs)) => {
+            vec![WitnessSource::Inputs(inputs.clone()); request.partitions as usize]
+        }
+        (Some(_), Some(_)) => {
+            return Err(ApiError::new(422, "give either seed or inputs, not both"))
+        }
         (None, None) => return Err(ApiError::new(422, "one of seed or inputs is required")),
     };
     for (partition, source) in witnesses.iter().enumerate() {
         if matches!(source, WitnessSource::Inputs(_)) {
-            family
-                .instance(&shape, source)
-                .map_err(|e| ApiError::new(422, format!("inputs for partition {partition}: {e}")))?;
+            family.instance(&shape, source).map_err(|e| {
+                ApiError::new(422, format!("inputs for partition {partition}: {e}"))
+            })?;
         }
     }
-    Ok((request, ProofJob { family, shape, witnesses }))
+    Ok((
+        request,
+        ProofJob {
+            family,
+            shape,
+            witnesses,
+        },
+    ))
 }
 
 pub async fn submit_job(
@@ -186,8 +220,17 @@ pub async fn submit_job(
         idempotency_key: header_key.or(request.request_id),
         work: Arc::new(job),
     };
-    let outcome = state.system.tracker.send(SubmitJob(new_job)).await.map_err(unavailable)?;
-    let mut response = if outcome.created { HttpResponse::Accepted() } else { HttpResponse::Ok() };
+    let outcome = state
+        .system
+        .tracker
+        .send(SubmitJob(new_job))
+        .await
+        .map_err(unavailable)?;
+    let mut response = if outcome.created {
+        HttpResponse::Accepted()
+    } else {
+        HttpResponse::Ok()
+    };
     Ok(response
         .insert_header((header::LOCATION, format!("/v1/jobs/{}", outcome.id)))
         .json(json!({ "id": outcome.id, "status": outcome.status })))
@@ -197,15 +240,33 @@ fn job_not_found(id: &str) -> ApiError {
     ApiError::new(404, format!("no job {id:?}"))
 }
 
-pub async fn get_job(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub async fn get_job(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let view = state.system.tracker.send(GetJob(JobId(id.clone()))).await.map_err(unavailable)?;
-    view.map(|v| HttpResponse::Ok().json(v)).ok_or_else(|| job_not_found(&id))
+    let view = state
+        .system
+        .tracker
+        .send(GetJob(JobId(id.clone())))
+        .await
+        .map_err(unavailable)?;
+    view.map(|v| HttpResponse::Ok().json(v))
+        .ok_or_else(|| job_not_found(&id))
 }
 
-pub async fn get_proofs(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub async fn get_proofs(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    match state.system.tracker.send(GetProofs(JobId(id.clone()))).await.map_err(unavailable)? {
+    match state
+        .system
+        .tracker
+        .send(GetProofs(JobId(id.clone())))
+        .await
+        .map_err(unavailable)?
+    {
         Ok(view) => Ok(HttpResponse::Ok().json(json!({
             "circuit_id": view.circuit_id,
             "proofs": view.proofs.iter().map(|(partition, record)| json!({
@@ -217,19 +278,36 @@ pub async fn get_proofs(state: web::Data<AppState>, id: web::Path<String>) -> Re
         Err(ProofsError::NotFound) => Err(job_not_found(&id)),
         Err(ProofsError::NotReady(status)) => Err(ApiError::new(
             409,
-            format!("job {id} is {}; proofs exist only once it is done", status.as_str()),
+            format!(
+                "job {id} is {}; proofs exist only once it is done",
+                status.as_str()
+            ),
         )
         .with("status", json!(status))),
     }
 }
 
-pub async fn cancel_job(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub async fn cancel_job(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    match state.system.tracker.send(CancelJob(JobId(id.clone()))).await.map_err(unavailable)? {
+    match state
+        .system
+        .tracker
+        .send(CancelJob(JobId(id.clone())))
+        .await
+        .map_err(unavailable)?
+    {
         None => Err(job_not_found(&id)),
-        Some(JobStatus::Cancelled) => Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" }))),
-        Some(status) => Err(ApiError::new(409, format!("job {id} already finished: {}", status.as_str()))
-            .with("status", json!(status))),
+        Some(JobStatus::Cancelled) => {
+            Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" })))
+        }
+        Some(status) => Err(ApiError::new(
+            409,
+            format!("job {id} already finished: {}", status.as_str()),
+        )
+        .with("status", json!(status))),
     }
 }
 
@@ -250,14 +328,22 @@ pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "circuits": circuits }))
 }
 
-pub async fn get_vk(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
+pub async fn get_vk(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let lookup_state = state.clone();
     let lookup_id = id.clone();
     let vk = web::block(move || lookup_state.store.verifying_key(&lookup_id))
         .await
         .map_err(|e| ApiError::new(500, format!("key lookup failed: {e}")))?
-        .ok_or_else(|| ApiError::new(404, format!("no verifying key for circuit {id:?}; it is set up on its first job")))?;
+        .ok_or_else(|| {
+            ApiError::new(
+                404,
+                format!("no verifying key for circuit {id:?}; it is set up on its first job"),
+            )
+        })?;
     let mut bytes = Vec::new();
     ark_serialize::CanonicalSerialize::serialize_compressed(&vk, &mut bytes)
         .map_err(|e| ApiError::new(500, e.to_string()))?;
@@ -276,11 +362,16 @@ pub async fn healthz() -> HttpResponse {
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(cuzk_actors::telemetry::fix_exposition(&state.metrics.render()))
+        .body(cuzk_actors::telemetry::fix_exposition(
+            &state.metrics.render(),
+        ))
 }
 
 pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new(404, format!("no route {} {}", req.method(), req.path())))
+    Err(ApiError::new(
+        404,
+        format!("no route {} {}", req.method(), req.path()),
+    ))
 }
 
 /// Gives actix-web's own error responses (body too large, wrong method,
@@ -293,7 +384,9 @@ pub fn json_errors<B: actix_web::body::MessageBody + 'static>(
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if is_json {
-        return Ok(actix_web::middleware::ErrorHandlerResponse::Response(res.map_into_left_body()));
+        return Ok(actix_web::middleware::ErrorHandlerResponse::Response(
+            res.map_into_left_body(),
+        ));
     }
     let status = res.status();
     let message = match res.response().error() {
@@ -301,8 +394,12 @@ pub fn json_errors<B: actix_web::body::MessageBody + 'static>(
         None => status.canonical_reason().unwrap_or("error").to_string(),
     };
     let (req, _) = res.into_parts();
-    let response = HttpResponse::build(status).json(json!({ "error": message })).map_into_right_body();
-    Ok(actix_web::middleware::ErrorHandlerResponse::Response(actix_web::dev::ServiceResponse::new(req, response)))
+    let response = HttpResponse::build(status)
+        .json(json!({ "error": message }))
+        .map_into_right_body();
+    Ok(actix_web::middleware::ErrorHandlerResponse::Response(
+        actix_web::dev::ServiceResponse::new(req, response),
+    ))
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {

@@ -49,7 +49,12 @@ struct StartedPartition {
 }
 
 impl ProvingBackend {
-    pub fn new(kind: &'static str, store: Arc<CircuitStore>, devices: Vec<Device>, config: &ProvingConfig) -> Self {
+    pub fn new(
+        kind: &'static str,
+        store: Arc<CircuitStore>,
+        devices: Vec<Device>,
+        config: &ProvingConfig,
+    ) -> Self {
         Self {
             kind,
             store,
@@ -60,13 +65,17 @@ impl ProvingBackend {
     }
 
     fn job(job: &JobSpec) -> Result<&ProofJob, String> {
-        job.work.downcast_ref::<ProofJob>().ok_or_else(|| "job carries no proof request".to_string())
+        job.work
+            .downcast_ref::<ProofJob>()
+            .ok_or_else(|| "job carries no proof request".to_string())
     }
 }
 
 fn serialize(value: &impl CanonicalSerialize) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(value.compressed_size());
-    value.serialize_compressed(&mut bytes).expect("writing to a Vec cannot fail");
+    value
+        .serialize_compressed(&mut bytes)
+        .expect("writing to a Vec cannot fail");
     bytes
 }
 
@@ -88,11 +97,20 @@ impl Backend for ProvingBackend {
             .witnesses
             .get(partition as usize)
             .ok_or_else(|| format!("no witness for partition {partition}"))?;
-        let instance = work.family.instance(&work.shape, source).map_err(|e| e.to_string())?;
+        let instance = work
+            .family
+            .instance(&work.shape, source)
+            .map_err(|e| e.to_string())?;
         let synthesized = groth16::synthesize(&circuit, instance).map_err(|e| e.to_string())?;
         Ok(Synthesized {
-            payload: Payload::new(SynthesizedPartition { circuit, synthesized }),
-            phases: vec![("key", key_ready), ("synthesize", started.elapsed() - key_ready)],
+            payload: Payload::new(SynthesizedPartition {
+                circuit,
+                synthesized,
+            }),
+            phases: vec![
+                ("key", key_ready),
+                ("synthesize", started.elapsed() - key_ready),
+            ],
         })
     }
 
@@ -103,10 +121,23 @@ impl Backend for ProvingBackend {
         _partition: u32,
         input: Payload,
     ) -> Result<Started, String> {
-        let SynthesizedPartition { circuit, synthesized } = input.take()?;
-        let device = self.devices.get(device).ok_or_else(|| format!("no device {device}"))?;
-        let output = device.engine.prove_start(&circuit, synthesized).map_err(|e| e.to_string())?;
-        let phases = output.phases.iter().map(|p| (p.phase, p.duration)).collect();
+        let SynthesizedPartition {
+            circuit,
+            synthesized,
+        } = input.take()?;
+        let device = self
+            .devices
+            .get(device)
+            .ok_or_else(|| format!("no device {device}"))?;
+        let output = device
+            .engine
+            .prove_start(&circuit, synthesized)
+            .map_err(|e| e.to_string())?;
+        let phases = output
+            .phases
+            .iter()
+            .map(|p| (p.phase, p.duration))
+            .collect();
         Ok(Started {
             freed_bytes: output.freed_bytes,
             phases,
@@ -114,7 +145,12 @@ impl Backend for ProvingBackend {
         })
     }
 
-    fn prove_finish(&self, _job: &JobSpec, _partition: u32, input: Payload) -> Result<Finished, String> {
+    fn prove_finish(
+        &self,
+        _job: &JobSpec,
+        _partition: u32,
+        input: Payload,
+    ) -> Result<Finished, String> {
         let StartedPartition { circuit, output } = input.take()?;
         let mut rng = rand::thread_rng();
         let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));

@@ -18,7 +18,9 @@ pub struct Submission {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build()
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(60))
+        .build()
 }
 
 /// Turns an HTTP error into the daemon's own `{"error": ...}` text.
@@ -37,7 +39,12 @@ fn describe(err: ureq::Error) -> String {
 }
 
 pub fn get_json(agent: &ureq::Agent, url: &str) -> Result<Value, String> {
-    agent.get(url).call().map_err(describe)?.into_json().map_err(|e| e.to_string())
+    agent
+        .get(url)
+        .call()
+        .map_err(describe)?
+        .into_json()
+        .map_err(|e| e.to_string())
 }
 
 /// Submits, waits for the job to end, and returns its proofs document.
@@ -47,8 +54,15 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
     if let Some(key) = &sub.idempotency_key {
         request = request.set("Idempotency-Key", key);
     }
-    let accepted: Value = request.send_json(&sub.body).map_err(describe)?.into_json().map_err(|e| e.to_string())?;
-    let id = accepted["id"].as_str().ok_or("the daemon returned no job id")?.to_string();
+    let accepted: Value = request
+        .send_json(&sub.body)
+        .map_err(describe)?
+        .into_json()
+        .map_err(|e| e.to_string())?;
+    let id = accepted["id"]
+        .as_str()
+        .ok_or("the daemon returned no job id")?
+        .to_string();
     let partitions = sub.body["partitions"].as_u64().unwrap_or(1);
     let bar = if sub.progress {
         indicatif::ProgressBar::new(partitions)
@@ -56,8 +70,10 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
         indicatif::ProgressBar::hidden()
     };
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} job {msg} [{bar:30}] {pos}/{len} partitions {elapsed}")
-            .expect("valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} job {msg} [{bar:30}] {pos}/{len} partitions {elapsed}",
+        )
+        .expect("valid template"),
     );
     bar.set_message(id.clone());
     let deadline = Instant::now() + sub.timeout;
@@ -72,7 +88,10 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
             Some("done") => break,
             Some(status @ ("failed" | "cancelled")) => {
                 bar.abandon();
-                return Err(format!("job {id} {status}: {}", job["error"].as_str().unwrap_or("no reason given")));
+                return Err(format!(
+                    "job {id} {status}: {}",
+                    job["error"].as_str().unwrap_or("no reason given")
+                ));
             }
             _ if Instant::now() > deadline => {
                 bar.abandon();
@@ -86,7 +105,9 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
 }
 
 fn from_hex<T: CanonicalDeserialize>(what: &str, text: &Value) -> Result<T, String> {
-    let text = text.as_str().ok_or_else(|| format!("{what} is not a string"))?;
+    let text = text
+        .as_str()
+        .ok_or_else(|| format!("{what} is not a string"))?;
     let bytes = hex::decode(text).map_err(|e| format!("{what} is not hex: {e}"))?;
     T::deserialize_compressed(&bytes[..]).map_err(|e| format!("{what} does not decode: {e}"))
 }
@@ -97,14 +118,22 @@ pub fn fetch_vk(server: &str, circuit_id: &str) -> Result<VerifyingKey<Bls12_381
 }
 
 /// Checks every proof of a proofs document; returns (partition, valid).
-pub fn verify_proofs(vk: &VerifyingKey<Bls12_381>, doc: &Value) -> Result<Vec<(u64, bool)>, String> {
+pub fn verify_proofs(
+    vk: &VerifyingKey<Bls12_381>,
+    doc: &Value,
+) -> Result<Vec<(u64, bool)>, String> {
     let pvk = ark_groth16::prepare_verifying_key(vk);
-    let proofs = doc["proofs"].as_array().ok_or("the document has no proofs array")?;
+    let proofs = doc["proofs"]
+        .as_array()
+        .ok_or("the document has no proofs array")?;
     proofs
         .iter()
         .map(|entry| {
-            let partition = entry["partition"].as_u64().ok_or("a proof has no partition")?;
-            let proof: Proof<Bls12_381> = from_hex(&format!("partition {partition} proof"), &entry["proof"])?;
+            let partition = entry["partition"]
+                .as_u64()
+                .ok_or("a proof has no partition")?;
+            let proof: Proof<Bls12_381> =
+                from_hex(&format!("partition {partition} proof"), &entry["proof"])?;
             let inputs = entry["public_inputs"]
                 .as_array()
                 .ok_or_else(|| format!("partition {partition} has no public_inputs"))?

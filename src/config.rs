@@ -103,7 +103,13 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { profile: "porep-32g".into(), time_scale: 1.0, jitter: 0.1, devices: 1, finalizer_stall_ms: 0 }
+        Self {
+            profile: "porep-32g".into(),
+            time_scale: 1.0,
+            jitter: 0.1,
+            devices: 1,
+            finalizer_stall_ms: 0,
+        }
     }
 }
 
@@ -155,19 +161,28 @@ impl Default for SchedulerConfig {
 
 impl Default for CpuConfig {
     fn default() -> Self {
-        Self { devices: 1, threads_per_device: 0 }
+        Self {
+            devices: 1,
+            threads_per_device: 0,
+        }
     }
 }
 
 impl Default for ProvingConfig {
     fn default() -> Self {
-        Self { verify_proofs: true, malloc_trim: true }
+        Self {
+            verify_proofs: true,
+            malloc_trim: true,
+        }
     }
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_partitions: 64, max_body_bytes: 16 << 20 }
+        Self {
+            max_partitions: 64,
+            max_body_bytes: 16 << 20,
+        }
     }
 }
 
@@ -209,7 +224,9 @@ impl Config {
 }
 
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 fn physical_memory() -> Option<u64> {
@@ -220,7 +237,10 @@ fn physical_memory() -> Option<u64> {
 }
 
 fn cgroup_memory_limit() -> Option<u64> {
-    ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
-        .iter()
-        .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
 }

@@ -27,7 +27,10 @@ impl CircuitStore {
     pub fn open(data_dir: &Path) -> Result<Self, String> {
         let dir = data_dir.join("keys");
         fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(Self { dir, slots: Mutex::new(HashMap::new()) })
+        Ok(Self {
+            dir,
+            slots: Mutex::new(HashMap::new()),
+        })
     }
 
     fn slot(&self, circuit_id: &str) -> Slot {
@@ -61,10 +64,20 @@ impl CircuitStore {
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".vk").map(str::to_string))
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_suffix(".vk")
+                    .map(str::to_string)
+            })
             .collect();
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        ids.extend(slots.iter().filter(|(_, s)| matches!(s.get(), Some(Ok(_)))).map(|(id, _)| id.clone()));
+        ids.extend(
+            slots
+                .iter()
+                .filter(|(_, s)| matches!(s.get(), Some(Ok(_))))
+                .map(|(id, _)| id.clone()),
+        );
         ids
     }
 
@@ -96,7 +109,9 @@ impl CircuitStore {
                         log::info!("loaded proving key for {id}");
                         return Ok(prepared);
                     }
-                    Err(e) => log::warn!("stored key for {id} does not fit the circuit ({e}); setting up again"),
+                    Err(e) => log::warn!(
+                        "stored key for {id} does not fit the circuit ({e}); setting up again"
+                    ),
                 },
                 Err(e) => log::warn!("stored key for {id} is unreadable ({e}); setting up again"),
             }
@@ -106,16 +121,26 @@ impl CircuitStore {
         let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
         let prepared = PreparedCircuit::setup(id, instance, &mut rng).map_err(|e| e.to_string())?;
         self.persist(&prepared)?;
-        log::info!("setup for {id} took {:.2}s", started.elapsed().as_secs_f64());
+        log::info!(
+            "setup for {id} took {:.2}s",
+            started.elapsed().as_secs_f64()
+        );
         Ok(prepared)
     }
 
     fn persist(&self, prepared: &PreparedCircuit) -> Result<(), String> {
         let id = &prepared.circuit_id;
         let mut pk = Vec::new();
-        prepared.pk.serialize_uncompressed(&mut pk).map_err(|e| e.to_string())?;
+        prepared
+            .pk
+            .serialize_uncompressed(&mut pk)
+            .map_err(|e| e.to_string())?;
         let mut vk = Vec::new();
-        prepared.pk.vk.serialize_compressed(&mut vk).map_err(|e| e.to_string())?;
+        prepared
+            .pk
+            .vk
+            .serialize_compressed(&mut vk)
+            .map_err(|e| e.to_string())?;
         write_atomically(&self.pk_path(id), &pk)?;
         write_atomically(&self.vk_path(id), &vk)
     }

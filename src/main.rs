@@ -11,7 +11,11 @@ use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::{json, Value};
 
 #[derive(Parser)]
-#[command(name = "cuzk", version, about = "GPU proving daemon for BLS12-381 Groth16")]
+#[command(
+    name = "cuzk",
+    version,
+    about = "GPU proving daemon for BLS12-381 Groth16"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,7 +106,14 @@ fn parse_json(what: &str, text: &str) -> Result<Value, String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Serve { config, listen, data_dir, backend, sim_profile, time_scale } => {
+        Command::Serve {
+            config,
+            listen,
+            data_dir,
+            backend,
+            sim_profile,
+            time_scale,
+        } => {
             let mut config = match config {
                 Some(path) => Config::load(&path)?,
                 None => Config::default(),
@@ -163,7 +174,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 progress: true,
             })?;
             let text = serde_json::to_string_pretty(&proofs).expect("JSON values serialize");
-            std::fs::write(&out, text).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+            std::fs::write(&out, text)
+                .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             println!("proofs written to {}", out.display());
             Ok(())
         }
@@ -171,11 +183,16 @@ fn run(cli: Cli) -> Result<(), String> {
             let text = std::fs::read_to_string(&proofs)
                 .map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
             let doc = parse_json(&proofs.display().to_string(), &text)?;
-            let circuit_id = doc["circuit_id"].as_str().ok_or("the document has no circuit_id")?;
+            let circuit_id = doc["circuit_id"]
+                .as_str()
+                .ok_or("the document has no circuit_id")?;
             let vk = client::fetch_vk(&server, circuit_id)?;
             let results = client::verify_proofs(&vk, &doc)?;
             for (partition, valid) in &results {
-                println!("partition {partition}: {}", if *valid { "valid" } else { "INVALID" });
+                println!(
+                    "partition {partition}: {}",
+                    if *valid { "valid" } else { "INVALID" }
+                );
             }
             match results.iter().filter(|(_, valid)| !valid).count() {
                 0 => {
@@ -185,7 +202,9 @@ fn run(cli: Cli) -> Result<(), String> {
                 bad => Err(format!("{bad} of {} proofs are invalid", results.len())),
             }
         }
-        Command::Bench { which: BenchCommand::Scheduler(args) } => cuzk::bench_scheduler::run(&args),
+        Command::Bench {
+            which: BenchCommand::Scheduler(args),
+        } => cuzk::bench_scheduler::run(&args),
     }
 }
 

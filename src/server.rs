@@ -24,12 +24,17 @@ pub fn metrics_handle() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             let mut builder = PrometheusBuilder::new();
-            for def in cuzk_actors::telemetry::CATALOGUE.iter().filter(|d| !d.buckets.is_empty()) {
+            for def in cuzk_actors::telemetry::CATALOGUE
+                .iter()
+                .filter(|d| !d.buckets.is_empty())
+            {
                 builder = builder
                     .set_buckets_for_metric(Matcher::Full(def.name.to_string()), def.buckets)
                     .expect("catalogue buckets are non-empty");
             }
-            let handle = builder.install_recorder().expect("no other metrics recorder is installed");
+            let handle = builder
+                .install_recorder()
+                .expect("no other metrics recorder is installed");
             cuzk_actors::telemetry::describe_all();
             let upkeep = handle.clone();
             std::thread::Builder::new()
@@ -45,7 +50,10 @@ pub fn metrics_handle() -> PrometheusHandle {
 }
 
 /// The backend and how it sizes one partition's reservation.
-fn backend(config: &Config, store: Arc<CircuitStore>) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
+fn backend(
+    config: &Config,
+    store: Arc<CircuitStore>,
+) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
         (Arc::new(backend), Arc::new(api::reservation_for))
@@ -56,7 +64,10 @@ fn backend(config: &Config, store: Arc<CircuitStore>) -> Result<(Arc<dyn Backend
         BackendKind::Sim => {
             let sim = SimBackend::from_config(&config.sim)?;
             let reservation = sim.profile().reservation;
-            log::warn!("simulated backend ({}): proofs are not real", sim.profile().name);
+            log::warn!(
+                "simulated backend ({}): proofs are not real",
+                sim.profile().name
+            );
             Ok((Arc::new(sim), Arc::new(move |_: &CircuitShape| reservation)))
         }
     }
@@ -70,7 +81,10 @@ fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
     (0..config.cpu.devices.max(1))
         .map(|i| {
             let engine = cuzk_kernels::cpu::CpuEngine::new(threads).map_err(|e| e.to_string())?;
-            Ok(Device { name: format!("cpu{i}"), engine: Arc::new(engine) })
+            Ok(Device {
+                name: format!("cpu{i}"),
+                engine: Arc::new(engine),
+            })
         })
         .collect()
 }
@@ -87,7 +101,9 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
     if ordinals.is_empty() {
         return Err("backend = \"cuda\" but no CUDA device was found".into());
     }
-    let options = CudaOptions { g2_on_gpu: config.cuda.g2_on_gpu.unwrap_or(true) };
+    let options = CudaOptions {
+        g2_on_gpu: config.cuda.g2_on_gpu.unwrap_or(true),
+    };
     ordinals
         .into_iter()
         .map(|ordinal| {
@@ -96,7 +112,10 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
                 .find(|d| d.ordinal == ordinal)
                 .ok_or_else(|| format!("CUDA device {ordinal} does not exist"))?;
             let engine = CudaEngine::new(ordinal, options.clone()).map_err(|e| e.to_string())?;
-            Ok(Device { name: format!("cuda{ordinal} {}", info.name), engine: Arc::new(engine) })
+            Ok(Device {
+                name: format!("cuda{ordinal} {}", info.name),
+                engine: Arc::new(engine),
+            })
         })
         .collect()
 }
@@ -127,7 +146,9 @@ impl RunningDaemon {
     fn shutdown(&mut self) {
         if let Some(thread) = self.thread.take() {
             let server = self.server.clone();
-            let _ = std::thread::spawn(move || actix_rt::System::new().block_on(server.stop(false))).join();
+            let _ =
+                std::thread::spawn(move || actix_rt::System::new().block_on(server.stop(false)))
+                    .join();
             let _ = thread.join();
         }
     }
@@ -178,7 +199,11 @@ fn build(
                 let call = srv.call(req);
                 async move {
                     let res = call.await?;
-                    cuzk_actors::telemetry::HttpRequest { route: &route, status: res.status().as_u16() }.emit();
+                    cuzk_actors::telemetry::HttpRequest {
+                        route: &route,
+                        status: res.status().as_u16(),
+                    }
+                    .emit();
                     Ok(res)
                 }
             })
@@ -187,7 +212,10 @@ fn build(
     .workers(2)
     .bind(&config.listen)
     .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    let addr = *server.addrs().first().ok_or("the server bound no address")?;
+    let addr = *server
+        .addrs()
+        .first()
+        .ok_or("the server bound no address")?;
     Ok((server.run(), addr, system))
 }
 
@@ -220,7 +248,13 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
             })
         })
         .map_err(|e| e.to_string())?;
-    let (server, addr, system) =
-        rx.recv().map_err(|_| "the daemon thread died while starting".to_string())??;
-    Ok(RunningDaemon { addr, system, server, thread: Some(thread) })
+    let (server, addr, system) = rx
+        .recv()
+        .map_err(|_| "the daemon thread died while starting".to_string())??;
+    Ok(RunningDaemon {
+        addr,
+        system,
+        server,
+        thread: Some(thread),
+    })
 }

@@ -6,7 +6,9 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use cuzk_actors::{Backend, Finished, JobSpec, Payload, Priority, Reservation, Started, Synthesized};
+use cuzk_actors::{
+    Backend, Finished, JobSpec, Payload, Priority, Reservation, Started, Synthesized,
+};
 use rand::Rng;
 
 use crate::config::SimConfig;
@@ -42,7 +44,10 @@ impl SimProfile {
                 synthesis: Duration::from_secs(30),
                 gpu: (Duration::from_millis(1000), Duration::from_millis(3300)),
                 finalize: Duration::from_millis(500),
-                reservation: Reservation { abc_bytes: 12 * GIB + GIB / 2, retained_bytes: 3 * GIB / 2 },
+                reservation: Reservation {
+                    abc_bytes: 12 * GIB + GIB / 2,
+                    retained_bytes: 3 * GIB / 2,
+                },
             }),
             // One partition of ~3.5M constraints that must finish within an
             // epoch.
@@ -53,7 +58,10 @@ impl SimProfile {
                 synthesis: Duration::from_millis(900),
                 gpu: (Duration::from_millis(60), Duration::from_millis(120)),
                 finalize: Duration::from_millis(20),
-                reservation: Reservation { abc_bytes: 340 << 20, retained_bytes: 110 << 20 },
+                reservation: Reservation {
+                    abc_bytes: 340 << 20,
+                    retained_bytes: 110 << 20,
+                },
             }),
             _ => None,
         }
@@ -77,13 +85,23 @@ pub struct SimBackend {
 impl SimBackend {
     pub fn from_config(config: &SimConfig) -> Result<Self, String> {
         let profile = SimProfile::by_name(&config.profile).ok_or_else(|| {
-            format!("unknown sim profile {:?}; known: {}", config.profile, SimProfile::NAMES.join(", "))
+            format!(
+                "unknown sim profile {:?}; known: {}",
+                config.profile,
+                SimProfile::NAMES.join(", ")
+            )
         })?;
         if !(config.time_scale > 0.0 && config.time_scale.is_finite()) {
-            return Err(format!("sim time_scale must be positive, got {}", config.time_scale));
+            return Err(format!(
+                "sim time_scale must be positive, got {}",
+                config.time_scale
+            ));
         }
         if !(0.0..1.0).contains(&config.jitter) {
-            return Err(format!("sim jitter must be in [0, 1), got {}", config.jitter));
+            return Err(format!(
+                "sim jitter must be in [0, 1), got {}",
+                config.jitter
+            ));
         }
         Ok(Self {
             profile,
@@ -122,24 +140,40 @@ impl Backend for SimBackend {
 
     fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, String> {
         let took = self.take(self.profile.synthesis);
-        Ok(Synthesized { payload: Payload::new(()), phases: vec![("synthesize", took)] })
+        Ok(Synthesized {
+            payload: Payload::new(()),
+            phases: vec![("synthesize", took)],
+        })
     }
 
     /// Phases, in order: `host` (staging), `device_wait` (the device's other
     /// worker holds it), `device` (the simulated kernels).
-    fn prove_start(&self, device: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, String> {
+    fn prove_start(
+        &self,
+        device: usize,
+        _: &JobSpec,
+        _: u32,
+        _: Payload,
+    ) -> Result<Started, String> {
         let (low, high) = self.profile.gpu;
         let base = low + (high - low).mul_f64(rand::thread_rng().gen::<f64>());
         let host = self.take(base.mul_f64(HOST_SHARE));
         let asked = Instant::now();
-        let gpu = self.devices.get(device).ok_or_else(|| format!("no simulated device {device}"))?;
+        let gpu = self
+            .devices
+            .get(device)
+            .ok_or_else(|| format!("no simulated device {device}"))?;
         let _held = gpu.lock().unwrap_or_else(|e| e.into_inner());
         let device_wait = asked.elapsed();
         let compute = self.take(base.mul_f64(1.0 - HOST_SHARE));
         Ok(Started {
             payload: Payload::new(()),
             freed_bytes: self.profile.reservation.abc_bytes,
-            phases: vec![("host", host), ("device_wait", device_wait), ("device", compute)],
+            phases: vec![
+                ("host", host),
+                ("device_wait", device_wait),
+                ("device", compute),
+            ],
         })
     }
 

@@ -17,9 +17,11 @@ pub struct TestDaemon {
 }
 
 pub fn test_config(dir: &std::path::Path) -> Config {
-    let mut config = Config::default();
-    config.listen = "127.0.0.1:0".into();
-    config.data_dir = dir.to_path_buf();
+    let mut config = Config {
+        listen: "127.0.0.1:0".into(),
+        data_dir: dir.to_path_buf(),
+        ..Config::default()
+    };
     config.scheduler.synthesis_threads = 2;
     config.scheduler.budget = Budget::Bytes(1 << 30);
     config.cpu.threads_per_device = 2;
@@ -33,7 +35,11 @@ pub fn start_with(edit: impl FnOnce(&mut Config)) -> TestDaemon {
     edit(&mut config);
     let daemon = spawn(config, CircuitRegistry::builtin()).expect("daemon starts");
     let url = daemon.url();
-    TestDaemon { daemon, url, _dir: dir }
+    TestDaemon {
+        daemon,
+        url,
+        _dir: dir,
+    }
 }
 
 pub fn start() -> TestDaemon {
@@ -41,7 +47,9 @@ pub fn start() -> TestDaemon {
 }
 
 pub fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build()
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build()
 }
 
 /// (status, JSON body) of any response, errors included.
@@ -81,16 +89,28 @@ impl TestDaemon {
         loop {
             let (status, job) = self.get(&format!("/v1/jobs/{id}"));
             assert_eq!(status, 200, "{job}");
-            if matches!(job["status"].as_str(), Some("done" | "failed" | "cancelled")) {
+            if matches!(
+                job["status"].as_str(),
+                Some("done" | "failed" | "cancelled")
+            ) {
                 return job;
             }
-            assert!(Instant::now() < deadline, "job {id} still {} after {timeout:?}", job["status"]);
+            assert!(
+                Instant::now() < deadline,
+                "job {id} still {} after {timeout:?}",
+                job["status"]
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
     pub fn metrics(&self) -> String {
-        agent().get(&format!("{}/metrics", self.url)).call().expect("metrics").into_string().expect("text")
+        agent()
+            .get(&format!("{}/metrics", self.url))
+            .call()
+            .expect("metrics")
+            .into_string()
+            .expect("text")
     }
 }
 

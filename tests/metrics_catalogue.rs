@@ -8,9 +8,15 @@ use cuzk_actors::telemetry::CATALOGUE;
 use serde_json::json;
 
 fn catalogue_table() -> String {
-    let mut table = String::from("| name | type | unit | labels | help |\n| --- | --- | --- | --- | --- |\n");
+    let mut table =
+        String::from("| name | type | unit | labels | help |\n| --- | --- | --- | --- | --- |\n");
     for def in CATALOGUE {
-        let labels = def.labels.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ");
+        let labels = def
+            .labels
+            .iter()
+            .map(|l| format!("`{l}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         table.push_str(&format!(
             "| `{}` | {} | {} | {} | {} |\n",
             def.name,
@@ -25,7 +31,8 @@ fn catalogue_table() -> String {
 
 #[test]
 fn docs_list_exactly_the_catalogue() {
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
     let expected = catalogue_table();
     assert!(
         docs.contains(&expected),
@@ -38,14 +45,23 @@ fn catalogue_follows_prometheus_conventions() {
     for def in CATALOGUE {
         assert!(def.name.starts_with("cuzk_"), "{}", def.name);
         let is_counter = def.kind.as_str() == "counter";
-        assert_eq!(def.name.ends_with("_total"), is_counter, "{}: counters and only counters end in _total", def.name);
+        assert_eq!(
+            def.name.ends_with("_total"),
+            is_counter,
+            "{}: counters and only counters end in _total",
+            def.name
+        );
         if def.unit == "seconds" {
             assert!(def.name.contains("_seconds"), "{}", def.name);
         }
         if def.unit == "bytes" {
             assert!(def.name.ends_with("_bytes"), "{}", def.name);
         }
-        assert!(!def.labels.iter().any(|l| l.contains("job")), "{}: no job ids as labels", def.name);
+        assert!(
+            !def.labels.iter().any(|l| l.contains("job")),
+            "{}: no job ids as labels",
+            def.name
+        );
         assert!(!def.help.is_empty());
     }
 }
@@ -71,6 +87,9 @@ fn a_live_scrape_shows_every_catalogued_metric_and_nothing_else() {
     }
     for line in text.lines().filter(|l| l.starts_with("# TYPE cuzk_")) {
         let name = line.split_whitespace().nth(2).unwrap();
-        assert!(CATALOGUE.iter().any(|d| d.name == name), "{name} is exported but not catalogued");
+        assert!(
+            CATALOGUE.iter().any(|d| d.name == name),
+            "{name} is exported but not catalogued"
+        );
     }
 }

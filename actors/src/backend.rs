@@ -62,8 +62,12 @@ pub trait Backend: Send + Sync + 'static {
         partition: u32,
         input: Payload,
     ) -> Result<Started, String>;
-    fn prove_finish(&self, job: &JobSpec, partition: u32, input: Payload)
-        -> Result<Finished, String>;
+    fn prove_finish(
+        &self,
+        job: &JobSpec,
+        partition: u32,
+        input: Payload,
+    ) -> Result<Finished, String>;
 }
 
 /// Runs a stage body, turning a panic into an error so that a bad input or a

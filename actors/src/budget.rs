@@ -31,7 +31,13 @@ struct Waiter {
 impl BudgetManager {
     pub fn new(limit: u64) -> Self {
         telemetry::BudgetChanged { used: 0, limit }.emit();
-        Self { limit, used: 0, peak: 0, held: HashMap::new(), waiting: BTreeMap::new() }
+        Self {
+            limit,
+            used: 0,
+            peak: 0,
+            held: HashMap::new(),
+            waiting: BTreeMap::new(),
+        }
     }
 
     fn grant_waiters(&mut self) {
@@ -43,9 +49,16 @@ impl BudgetManager {
             self.used += waiter.bytes;
             self.peak = self.peak.max(self.used);
             *self.held.entry(waiter.key.clone()).or_default() += waiter.bytes;
-            waiter.reply.do_send(BudgetDecision { key: waiter.key, granted: Ok(()) });
+            waiter.reply.do_send(BudgetDecision {
+                key: waiter.key,
+                granted: Ok(()),
+            });
         }
-        telemetry::BudgetChanged { used: self.used, limit: self.limit }.emit();
+        telemetry::BudgetChanged {
+            used: self.used,
+            limit: self.limit,
+        }
+        .emit();
     }
 }
 
@@ -108,7 +121,14 @@ impl Handler<Reserve> for BudgetManager {
             });
             return;
         }
-        self.waiting.insert(msg.order, Waiter { key: msg.key, bytes: msg.bytes, reply: msg.reply });
+        self.waiting.insert(
+            msg.order,
+            Waiter {
+                key: msg.key,
+                bytes: msg.bytes,
+                reply: msg.reply,
+            },
+        );
         self.grant_waiters();
     }
 }

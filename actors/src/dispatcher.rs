@@ -16,7 +16,7 @@ use crate::budget::{BudgetDecision, BudgetManager, Release, Reserve};
 use crate::gpu_worker::{GpuWorker, ProvePartition};
 use crate::model::{JobId, JobSpec, PartitionKey, Priority, QueueOrder, Stage};
 use crate::pacer::{Admission, Pacer, PacerConfig, PacerStatus};
-use crate::synthesis::{Synthesize, SynthesisWorker};
+use crate::synthesis::{SynthesisWorker, Synthesize};
 use crate::telemetry;
 use crate::tracker::{PartitionFailed, Progress, Tracker};
 
@@ -63,7 +63,10 @@ impl Dispatcher {
             budget,
             synthesis,
             synthesis_threads: synthesis_threads.max(1),
-            workers: workers.into_iter().map(|addr| WorkerSlot { addr, assigned: 0 }).collect(),
+            workers: workers
+                .into_iter()
+                .map(|addr| WorkerSlot { addr, assigned: 0 })
+                .collect(),
             per_worker: 1 + lookahead,
             pending: BTreeMap::new(),
             in_synthesis: HashMap::new(),
@@ -76,7 +79,9 @@ impl Dispatcher {
 
     /// Partitions reserving, synthesizing, synthesized or at a worker.
     fn in_pipeline(&self) -> usize {
-        self.in_synthesis.len() + self.ready.len() + self.workers.iter().map(|w| w.assigned).sum::<usize>()
+        self.in_synthesis.len()
+            + self.ready.len()
+            + self.workers.iter().map(|w| w.assigned).sum::<usize>()
     }
 
     /// Whether the head of the synthesis queue may start now. Critical work
@@ -91,7 +96,9 @@ impl Dispatcher {
             Admission::At(at) => {
                 if !self.wake_scheduled {
                     self.wake_scheduled = true;
-                    let delay = at.saturating_duration_since(Instant::now()).max(Duration::from_micros(50));
+                    let delay = at
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_micros(50));
                     ctx.run_later(delay, |dispatcher, ctx| {
                         dispatcher.wake_scheduled = false;
                         dispatcher.pump(ctx);
@@ -104,14 +111,20 @@ impl Dispatcher {
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.in_synthesis.len() < self.synthesis_threads {
-            let Some((order, _)) = self.pending.first_key_value() else { break };
+            let Some((order, _)) = self.pending.first_key_value() else {
+                break;
+            };
             if !self.may_release(order.0 .0, ctx) {
                 break;
             }
             let (order, job) = self.pending.pop_first().expect("checked non-empty");
             self.pacer.released(Instant::now());
             let key = job.key(order.2);
-            self.tracker.do_send(Progress { key: key.clone(), stage: Stage::WaitingBudget, at: Instant::now() });
+            self.tracker.do_send(Progress {
+                key: key.clone(),
+                stage: Stage::WaitingBudget,
+                at: Instant::now(),
+            });
             self.budget.do_send(Reserve {
                 key: key.clone(),
                 order,
@@ -132,7 +145,11 @@ impl Dispatcher {
             };
             let (order, (job, payload)) = self.ready.pop_first().expect("checked non-empty");
             slot.assigned += 1;
-            slot.addr.do_send(ProvePartition { job, index: order.2, input: payload });
+            slot.addr.do_send(ProvePartition {
+                job,
+                index: order.2,
+                input: payload,
+            });
         }
         if self.pending.is_empty() && self.in_pipeline() == 0 {
             self.pacer.pipeline_empty();
@@ -148,7 +165,10 @@ impl Dispatcher {
     }
 
     fn fail(&self, key: PartitionKey, error: String) {
-        self.budget.do_send(Release { key: key.clone(), bytes: None });
+        self.budget.do_send(Release {
+            key: key.clone(),
+            bytes: None,
+        });
         self.tracker.do_send(PartitionFailed { key, error });
     }
 }
@@ -220,14 +240,20 @@ impl Handler<BudgetDecision> for Dispatcher {
     fn handle(&mut self, msg: BudgetDecision, ctx: &mut Context<Self>) {
         let Some((job, granted)) = self.in_synthesis.get_mut(&msg.key) else {
             // The job was dropped while its reservation was in the mail.
-            self.budget.do_send(Release { key: msg.key, bytes: None });
+            self.budget.do_send(Release {
+                key: msg.key,
+                bytes: None,
+            });
             return;
         };
         *granted = true;
         let job = job.clone();
         self.reserving -= 1;
         match msg.granted {
-            Ok(()) => self.synthesis.do_send(Synthesize { job, index: msg.key.index }),
+            Ok(()) => self.synthesis.do_send(Synthesize {
+                job,
+                index: msg.key.index,
+            }),
             Err(error) => {
                 self.in_synthesis.remove(&msg.key);
                 self.fail(msg.key, error);
@@ -245,7 +271,8 @@ impl Handler<SynthesisDone> for Dispatcher {
         let tracked = self.in_synthesis.remove(&key).is_some();
         match msg.result {
             Ok(synthesized) if tracked && !msg.job.is_abandoned() => {
-                self.ready.insert(msg.job.order(msg.index), (msg.job, synthesized.payload));
+                self.ready
+                    .insert(msg.job.order(msg.index), (msg.job, synthesized.payload));
             }
             Ok(_) => {
                 self.budget.do_send(Release { key, bytes: None });

@@ -13,7 +13,7 @@ use crate::backend::{run_stage, Backend, Payload};
 use crate::budget::{BudgetManager, Release};
 use crate::model::{JobSpec, Stage};
 use crate::telemetry;
-use crate::tracker::{PartitionFailed, PartitionProved, ProofRecord, Progress, Tracker};
+use crate::tracker::{PartitionFailed, PartitionProved, Progress, ProofRecord, Tracker};
 
 pub struct Finalizer {
     pub backend: Arc<dyn Backend>,
@@ -46,15 +46,27 @@ impl Handler<Finalize> for Finalizer {
         }
         let active = self.active.fetch_add(1, Ordering::Relaxed) + 1;
         telemetry::FinalizerLoad { active }.emit();
-        self.tracker.do_send(Progress { key: key.clone(), stage: Stage::Finalizing, at: Instant::now() });
-        let result = run_stage("prove_finish", || self.backend.prove_finish(&msg.job, msg.index, msg.input));
+        self.tracker.do_send(Progress {
+            key: key.clone(),
+            stage: Stage::Finalizing,
+            at: Instant::now(),
+        });
+        let result = run_stage("prove_finish", || {
+            self.backend.prove_finish(&msg.job, msg.index, msg.input)
+        });
         // The budget hears first, so whoever sees the job done sees its
         // memory returned.
-        self.budget.do_send(Release { key: key.clone(), bytes: None });
+        self.budget.do_send(Release {
+            key: key.clone(),
+            bytes: None,
+        });
         match result {
             Ok(done) => self.tracker.do_send(PartitionProved {
                 key,
-                proof: ProofRecord { proof: done.proof, public_inputs: done.public_inputs },
+                proof: ProofRecord {
+                    proof: done.proof,
+                    public_inputs: done.public_inputs,
+                },
                 at: Instant::now(),
             }),
             Err(error) => self.tracker.do_send(PartitionFailed { key, error }),

@@ -47,22 +47,36 @@ impl Handler<ProvePartition> for GpuWorker {
     fn handle(&mut self, msg: ProvePartition, _: &mut Context<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
-            self.dispatcher.do_send(WorkerDone { slot: self.slot, busy: None });
+            self.dispatcher.do_send(WorkerDone {
+                slot: self.slot,
+                busy: None,
+            });
             self.budget.do_send(Release { key, bytes: None });
             return;
         }
         let start = Instant::now();
-        self.tracker.do_send(SpanStarted { worker: self.id, key: key.clone(), at: start });
+        self.tracker.do_send(SpanStarted {
+            worker: self.id,
+            key: key.clone(),
+            at: start,
+        });
         let result = run_stage("prove_start", || {
-            self.backend.prove_start(self.id.device, &msg.job, msg.index, msg.input)
+            self.backend
+                .prove_start(self.id.device, &msg.job, msg.index, msg.input)
         });
         let end = Instant::now();
         let busy = result.is_ok().then(|| end - start);
-        self.dispatcher.do_send(WorkerDone { slot: self.slot, busy });
+        self.dispatcher.do_send(WorkerDone {
+            slot: self.slot,
+            busy,
+        });
         let partition = key.to_string();
         match result {
             Ok(started) => {
-                self.budget.do_send(Release { key: key.clone(), bytes: Some(started.freed_bytes) });
+                self.budget.do_send(Release {
+                    key: key.clone(),
+                    bytes: Some(started.freed_bytes),
+                });
                 telemetry::GpuSpanFinished {
                     worker: self.id,
                     partition: &partition,
@@ -78,11 +92,20 @@ impl Handler<ProvePartition> for GpuWorker {
                     phases: started.phases,
                     ok: true,
                 });
-                self.finalizer.do_send(Finalize { job: msg.job, index: msg.index, input: started.payload });
+                self.finalizer.do_send(Finalize {
+                    job: msg.job,
+                    index: msg.index,
+                    input: started.payload,
+                });
             }
             Err(error) => {
-                telemetry::GpuSpanFinished { worker: self.id, partition: &partition, busy: end - start, phases: &[] }
-                    .emit();
+                telemetry::GpuSpanFinished {
+                    worker: self.id,
+                    partition: &partition,
+                    busy: end - start,
+                    phases: &[],
+                }
+                .emit();
                 self.tracker.do_send(SpanFinished {
                     worker: self.id,
                     key: key.clone(),
@@ -91,7 +114,10 @@ impl Handler<ProvePartition> for GpuWorker {
                     phases: Vec::new(),
                     ok: false,
                 });
-                self.budget.do_send(Release { key: key.clone(), bytes: None });
+                self.budget.do_send(Release {
+                    key: key.clone(),
+                    bytes: None,
+                });
                 self.tracker.do_send(PartitionFailed { key, error });
             }
         }

@@ -32,7 +32,12 @@ pub enum Priority {
 }
 
 impl Priority {
-    pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
+    pub const ALL: [Priority; 4] = [
+        Priority::Low,
+        Priority::Normal,
+        Priority::High,
+        Priority::Critical,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -159,7 +164,10 @@ impl JobSpec {
     }
 
     pub fn key(&self, index: u32) -> PartitionKey {
-        PartitionKey { job: self.id.clone(), index }
+        PartitionKey {
+            job: self.id.clone(),
+            index,
+        }
     }
 
     pub fn order(&self, index: u32) -> QueueOrder {

@@ -222,7 +222,11 @@ mod tests {
             p.record_gpu(Duration::from_millis(400));
         }
         p.update(4); // buffer on target: no feedback
-        assert!((p.status().interval_ms - 100.0).abs() < 1e-6, "{:?}", p.status());
+        assert!(
+            (p.status().interval_ms - 100.0).abs() < 1e-6,
+            "{:?}",
+            p.status()
+        );
         // A long idle stretch adds no busy time and no partitions: nothing moves.
         std::thread::sleep(Duration::from_millis(5));
         p.update(4);

@@ -37,13 +37,25 @@ impl Handler<Synthesize> for SynthesisWorker {
         let result: Result<Synthesized, String> = if msg.job.is_abandoned() {
             Err("job abandoned".into())
         } else {
-            self.tracker.do_send(Progress { key: key.clone(), stage: Stage::Synthesizing, at: Instant::now() });
+            self.tracker.do_send(Progress {
+                key: key.clone(),
+                stage: Stage::Synthesizing,
+                at: Instant::now(),
+            });
             let result = run_stage("synthesis", || self.backend.synthesize(&msg.job, msg.index));
             if result.is_ok() {
-                self.tracker.do_send(Progress { key, stage: Stage::WaitingGpu, at: Instant::now() });
+                self.tracker.do_send(Progress {
+                    key,
+                    stage: Stage::WaitingGpu,
+                    at: Instant::now(),
+                });
             }
             result
         };
-        self.dispatcher.do_send(SynthesisDone { job: msg.job, index: msg.index, result });
+        self.dispatcher.do_send(SynthesisDone {
+            job: msg.job,
+            index: msg.index,
+            result,
+        });
     }
 }

@@ -58,7 +58,8 @@ impl ProvingSystem {
         let mut arbiters = Vec::new();
 
         let synthesis = {
-            let (backend, tracker, dispatcher) = (backend.clone(), tracker.clone(), dispatcher.clone());
+            let (backend, tracker, dispatcher) =
+                (backend.clone(), tracker.clone(), dispatcher.clone());
             SyncArbiter::start(config.synthesis_threads.max(1), move || SynthesisWorker {
                 backend: backend.clone(),
                 tracker: tracker.clone(),
@@ -102,7 +103,10 @@ impl ProvingSystem {
         }
 
         let tracker_arbiter = Arbiter::new();
-        tracker_box.start_on(&tracker_arbiter.handle(), Tracker::new(dispatcher.clone(), worker_ids));
+        tracker_box.start_on(
+            &tracker_arbiter.handle(),
+            Tracker::new(dispatcher.clone(), worker_ids),
+        );
         let dispatcher_arbiter = Arbiter::new();
         dispatcher_box.start_on(
             &dispatcher_arbiter.handle(),
@@ -117,10 +121,20 @@ impl ProvingSystem {
             ),
         );
         let budget_arbiter = Arbiter::new();
-        budget_box.start_on(&budget_arbiter.handle(), BudgetManager::new(config.budget_bytes));
+        budget_box.start_on(
+            &budget_arbiter.handle(),
+            BudgetManager::new(config.budget_bytes),
+        );
         arbiters.extend([tracker_arbiter, dispatcher_arbiter, budget_arbiter]);
 
-        Self { tracker, dispatcher, budget, backend, config, _arbiters: Arc::new(arbiters) }
+        Self {
+            tracker,
+            dispatcher,
+            budget,
+            backend,
+            config,
+            _arbiters: Arc::new(arbiters),
+        }
     }
 
     /// Budget, queues, jobs and workers. Each request is in its actor's

@@ -48,20 +48,59 @@ const DURATION_BUCKETS: &[f64] = &[
     120.0, 300.0, 600.0,
 ];
 
-const fn counter(name: &'static str, unit: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
-    MetricDef { name, kind: MetricKind::Counter, unit, labels, help, buckets: &[] }
+const fn counter(
+    name: &'static str,
+    unit: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricDef {
+    MetricDef {
+        name,
+        kind: MetricKind::Counter,
+        unit,
+        labels,
+        help,
+        buckets: &[],
+    }
 }
 
-const fn gauge(name: &'static str, unit: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
-    MetricDef { name, kind: MetricKind::Gauge, unit, labels, help, buckets: &[] }
+const fn gauge(
+    name: &'static str,
+    unit: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricDef {
+    MetricDef {
+        name,
+        kind: MetricKind::Gauge,
+        unit,
+        labels,
+        help,
+        buckets: &[],
+    }
 }
 
-const fn histogram(name: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
-    MetricDef { name, kind: MetricKind::Histogram, unit: "seconds", labels, help, buckets: DURATION_BUCKETS }
+const fn histogram(
+    name: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricDef {
+    MetricDef {
+        name,
+        kind: MetricKind::Histogram,
+        unit: "seconds",
+        labels,
+        help,
+        buckets: DURATION_BUCKETS,
+    }
 }
 
-pub const JOBS_SUBMITTED: MetricDef =
-    counter("cuzk_jobs_submitted_total", "jobs", &["priority"], "Jobs accepted, by priority.");
+pub const JOBS_SUBMITTED: MetricDef = counter(
+    "cuzk_jobs_submitted_total",
+    "jobs",
+    &["priority"],
+    "Jobs accepted, by priority.",
+);
 pub const JOBS_FINISHED: MetricDef = counter(
     "cuzk_jobs_finished_total",
     "jobs",
@@ -74,8 +113,11 @@ pub const PARTITIONS_FINISHED: MetricDef = counter(
     &["outcome"],
     "Partitions that reached a final state, by outcome.",
 );
-pub const JOB_DURATION: MetricDef =
-    histogram("cuzk_job_duration_seconds", &["outcome"], "Time from submission to a job's final state.");
+pub const JOB_DURATION: MetricDef = histogram(
+    "cuzk_job_duration_seconds",
+    &["outcome"],
+    "Time from submission to a job's final state.",
+);
 pub const STAGE_DURATION: MetricDef = histogram(
     "cuzk_stage_duration_seconds",
     &["stage"],
@@ -106,10 +148,18 @@ pub const GPU_BUSY: MetricDef = MetricDef {
     help: "Seconds a GPU worker spent proving partitions.",
     buckets: &[],
 };
-pub const BUDGET_USED: MetricDef =
-    gauge("cuzk_budget_used_bytes", "bytes", &[], "Bytes of the memory budget currently reserved.");
-pub const BUDGET_LIMIT: MetricDef =
-    gauge("cuzk_budget_limit_bytes", "bytes", &[], "Size of the memory budget.");
+pub const BUDGET_USED: MetricDef = gauge(
+    "cuzk_budget_used_bytes",
+    "bytes",
+    &[],
+    "Bytes of the memory budget currently reserved.",
+);
+pub const BUDGET_LIMIT: MetricDef = gauge(
+    "cuzk_budget_limit_bytes",
+    "bytes",
+    &[],
+    "Size of the memory budget.",
+);
 pub const PACER_INTERVAL: MetricDef = gauge(
     "cuzk_pacer_interval_seconds",
     "seconds",
@@ -122,8 +172,12 @@ pub const PACER_GPU_EMA: MetricDef = gauge(
     &[],
     "EMA of GPU worker busy time per partition (the pacer's feed-forward, before dividing by workers).",
 );
-pub const PACER_INTEGRAL: MetricDef =
-    gauge("cuzk_pacer_integral", "partitions", &[], "The pacer's accumulated buffer error.");
+pub const PACER_INTEGRAL: MetricDef = gauge(
+    "cuzk_pacer_integral",
+    "partitions",
+    &[],
+    "The pacer's accumulated buffer error.",
+);
 pub const PACER_TARGET: MetricDef = gauge(
     "cuzk_pacer_buffer_target",
     "partitions",
@@ -169,7 +223,9 @@ pub fn fix_exposition(text: &str) -> String {
     for line in text.lines() {
         let float_counter = line.strip_prefix("# TYPE ").and_then(|rest| {
             let name = rest.strip_suffix(" gauge")?;
-            CATALOGUE.iter().find(|d| d.name == name && d.kind == MetricKind::FloatCounter)
+            CATALOGUE
+                .iter()
+                .find(|d| d.name == name && d.kind == MetricKind::FloatCounter)
         });
         match float_counter {
             Some(def) => {
@@ -257,10 +313,17 @@ pub struct PartitionFinished<'a> {
 
 impl PartitionFinished<'_> {
     pub fn emit(&self) {
-        log::debug!("partition {} {} {:?}", self.partition, self.outcome.as_str(), self.stages);
-        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => self.outcome.as_str()).increment(1);
+        log::debug!(
+            "partition {} {} {:?}",
+            self.partition,
+            self.outcome.as_str(),
+            self.stages
+        );
+        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => self.outcome.as_str())
+            .increment(1);
         for (stage, duration) in self.stages {
-            metrics::histogram!(STAGE_DURATION.name, "stage" => *stage).record(duration.as_secs_f64());
+            metrics::histogram!(STAGE_DURATION.name, "stage" => *stage)
+                .record(duration.as_secs_f64());
         }
     }
 }
@@ -309,7 +372,8 @@ impl QueueDepths {
         metrics::gauge!(QUEUE_DEPTH.name, "stage" => "synthesis").set(self.synthesis as f64);
         metrics::gauge!(QUEUE_DEPTH.name, "stage" => "budget").set(self.budget as f64);
         metrics::gauge!(QUEUE_DEPTH.name, "stage" => "gpu").set(self.gpu as f64);
-        metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "synthesis").set(self.synthesizing as f64);
+        metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "synthesis")
+            .set(self.synthesizing as f64);
         metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "gpu").set(self.proving as f64);
     }
 }

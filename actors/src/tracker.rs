@@ -65,7 +65,16 @@ impl Tracker {
             next_seq: 0,
             workers: workers
                 .into_iter()
-                .map(|id| (id, WorkerState { current: None, idle_since: now, spans: VecDeque::new() }))
+                .map(|id| {
+                    (
+                        id,
+                        WorkerState {
+                            current: None,
+                            idle_since: now,
+                            spans: VecDeque::new(),
+                        },
+                    )
+                })
                 .collect(),
             span_subscribers: Vec::new(),
         }
@@ -74,12 +83,16 @@ impl Tracker {
     fn partition_mut(&mut self, key: &PartitionKey) -> Option<(&mut PartitionState, bool)> {
         let job = self.jobs.get_mut(&key.job)?;
         let finished = job.finished.is_some();
-        job.partitions.get_mut(key.index as usize).map(|p| (p, finished))
+        job.partitions
+            .get_mut(key.index as usize)
+            .map(|p| (p, finished))
     }
 
     /// Moves a partition forward; stale or out-of-order reports are ignored.
     fn advance(&mut self, key: &PartitionKey, stage: Stage, at: Instant) -> bool {
-        let Some((partition, _)) = self.partition_mut(key) else { return false };
+        let Some((partition, _)) = self.partition_mut(key) else {
+            return false;
+        };
         if partition.stage.is_terminal() || stage < partition.stage {
             return false;
         }
@@ -90,7 +103,9 @@ impl Tracker {
 
     /// Ends a job when all its partitions are done, or fails or cancels it.
     fn settle(&mut self, id: &JobId, outcome: Option<(Stage, String)>) {
-        let Some(job) = self.jobs.get_mut(id) else { return };
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
         if job.finished.is_some() {
             return;
         }
@@ -125,7 +140,12 @@ impl Tracker {
 
 fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage) {
     let name = format!("{job}/{index}");
-    telemetry::PartitionFinished { partition: &name, outcome, stages: &stage_durations(p) }.emit();
+    telemetry::PartitionFinished {
+        partition: &name,
+        outcome,
+        stages: &stage_durations(p),
+    }
+    .emit();
 }
 
 /// (timing name, duration) between consecutive stage entries.
@@ -318,7 +338,9 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 impl JobStatus {
@@ -354,7 +376,11 @@ impl JobState {
                 stage: p.stage,
                 timings_ms: partition_timings(p),
                 worker: p.worker.map(|w| w.to_string()),
-                gpu_phases_ms: p.gpu_phases.iter().map(|(name, d)| (*name, ms(*d))).collect(),
+                gpu_phases_ms: p
+                    .gpu_phases
+                    .iter()
+                    .map(|(name, d)| (*name, ms(*d)))
+                    .collect(),
                 error: p.error.clone(),
             })
             .collect();
@@ -383,8 +409,10 @@ impl JobState {
 }
 
 fn partition_timings(p: &PartitionState) -> BTreeMap<&'static str, f64> {
-    let mut timings: BTreeMap<_, _> =
-        stage_durations(p).into_iter().map(|(name, d)| (name, ms(d))).collect();
+    let mut timings: BTreeMap<_, _> = stage_durations(p)
+        .into_iter()
+        .map(|(name, d)| (name, ms(d)))
+        .collect();
     if let Some(queued) = p.entered[Stage::Queued as usize] {
         let end = [Stage::Done, Stage::Failed, Stage::Cancelled]
             .iter()
@@ -401,9 +429,17 @@ impl Handler<SubmitJob> for Tracker {
     type Result = MessageResult<SubmitJob>;
 
     fn handle(&mut self, SubmitJob(job): SubmitJob, _: &mut Context<Self>) -> Self::Result {
-        if let Some(existing) = job.idempotency_key.as_ref().and_then(|k| self.by_idempotency_key.get(k)) {
+        if let Some(existing) = job
+            .idempotency_key
+            .as_ref()
+            .and_then(|k| self.by_idempotency_key.get(k))
+        {
             let status = self.jobs[existing].status();
-            return MessageResult(SubmitOutcome { id: existing.clone(), created: false, status });
+            return MessageResult(SubmitOutcome {
+                id: existing.clone(),
+                created: false,
+                status,
+            });
         }
         let now = Instant::now();
         let spec = std::sync::Arc::new(JobSpec {
@@ -452,7 +488,11 @@ impl Handler<SubmitJob> for Tracker {
             },
         );
         self.dispatcher.do_send(Enqueue { job: spec });
-        MessageResult(SubmitOutcome { id: job.id, created: true, status: JobStatus::Queued })
+        MessageResult(SubmitOutcome {
+            id: job.id,
+            created: true,
+            status: JobStatus::Queued,
+        })
     }
 }
 
@@ -487,7 +527,11 @@ impl Handler<SpanFinished> for Tracker {
             subscriber.do_send(msg.clone());
         }
         if let Some(worker) = self.workers.get_mut(&msg.worker) {
-            if worker.current.as_ref().is_some_and(|(key, _)| *key == msg.key) {
+            if worker
+                .current
+                .as_ref()
+                .is_some_and(|(key, _)| *key == msg.key)
+            {
                 worker.current = None;
                 worker.idle_since = msg.end;
             }
@@ -524,7 +568,10 @@ impl Handler<PartitionProved> for Tracker {
         if !self.advance(&msg.key, Stage::Done, msg.at) {
             return;
         }
-        let job = &mut self.jobs.get_mut(&msg.key.job).expect("advance found the job");
+        let job = &mut self
+            .jobs
+            .get_mut(&msg.key.job)
+            .expect("advance found the job");
         let p = &mut job.partitions[msg.key.index as usize];
         p.proof = Some(msg.proof);
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Done);
@@ -540,11 +587,20 @@ impl Handler<PartitionFailed> for Tracker {
         if !self.advance(&msg.key, Stage::Failed, at) {
             return;
         }
-        let job = self.jobs.get_mut(&msg.key.job).expect("advance found the job");
+        let job = self
+            .jobs
+            .get_mut(&msg.key.job)
+            .expect("advance found the job");
         let p = &mut job.partitions[msg.key.index as usize];
         p.error = Some(msg.error.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Failed);
-        self.settle(&msg.key.job, Some((Stage::Failed, format!("partition {}: {}", msg.key.index, msg.error))));
+        self.settle(
+            &msg.key.job,
+            Some((
+                Stage::Failed,
+                format!("partition {}: {}", msg.key.index, msg.error),
+            )),
+        );
     }
 }
 
@@ -592,7 +648,10 @@ impl Handler<GetTrackerStatus> for Tracker {
 
     fn handle(&mut self, _: GetTrackerStatus, _: &mut Context<Self>) -> Self::Result {
         let mut jobs: BTreeMap<&'static str, usize> =
-            ["queued", "running", "done", "failed", "cancelled"].into_iter().map(|s| (s, 0)).collect();
+            ["queued", "running", "done", "failed", "cancelled"]
+                .into_iter()
+                .map(|s| (s, 0))
+                .collect();
         for job in self.jobs.values() {
             *jobs.entry(job.status().as_str()).or_default() += 1;
         }

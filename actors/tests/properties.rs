@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::tracker::{CancelJob, GetJob, JobStatus, SubmitJob};
 use cuzk_actors::{
-    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, Started,
-    Synthesized, SystemConfig,
+    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
+    Started, Synthesized, SystemConfig,
 };
 use proptest::prelude::*;
 
@@ -47,10 +47,17 @@ struct ScriptedBackend {
 }
 
 fn fail_here(job: &JobSpec, partition: u32, stage: FailAt) -> Result<(), String> {
-    let plan = job.work.downcast_ref::<Option<(u32, FailAt)>>().expect("test jobs carry their failure plan");
+    let plan = job
+        .work
+        .downcast_ref::<Option<(u32, FailAt)>>()
+        .expect("test jobs carry their failure plan");
     match plan {
-        Some((p, FailAt::Panic)) if *p == partition && stage == FailAt::ProveStart => panic!("scripted panic"),
-        Some((p, at)) if *p == partition && *at == stage => Err(format!("scripted {stage:?} failure")),
+        Some((p, FailAt::Panic)) if *p == partition && stage == FailAt::ProveStart => {
+            panic!("scripted panic")
+        }
+        Some((p, at)) if *p == partition && *at == stage => {
+            Err(format!("scripted {stage:?} failure"))
+        }
         _ => Ok(()),
     }
 }
@@ -69,28 +76,63 @@ impl Backend for ScriptedBackend {
                 open = self.gate_opened.wait(open).unwrap();
             }
         } else {
-            self.record.lock().unwrap().synthesized.push((job.id.0.clone(), partition));
+            self.record
+                .lock()
+                .unwrap()
+                .synthesized
+                .push((job.id.0.clone(), partition));
         }
         std::thread::sleep(Duration::from_micros(300));
         fail_here(job, partition, FailAt::Synthesis)?;
-        Ok(Synthesized { payload: Payload::new(partition), phases: vec![] })
+        Ok(Synthesized {
+            payload: Payload::new(partition),
+            phases: vec![],
+        })
     }
-    fn prove_start(&self, _: usize, job: &JobSpec, partition: u32, input: Payload) -> Result<Started, String> {
-        assert_eq!(input.take::<u32>()?, partition, "payloads stay with their partition");
+    fn prove_start(
+        &self,
+        _: usize,
+        job: &JobSpec,
+        partition: u32,
+        input: Payload,
+    ) -> Result<Started, String> {
+        assert_eq!(
+            input.take::<u32>()?,
+            partition,
+            "payloads stay with their partition"
+        );
         std::thread::sleep(Duration::from_micros(500));
         fail_here(job, partition, FailAt::ProveStart)?;
-        Ok(Started { payload: Payload::new(partition), freed_bytes: job.reservation.abc_bytes, phases: vec![] })
+        Ok(Started {
+            payload: Payload::new(partition),
+            freed_bytes: job.reservation.abc_bytes,
+            phases: vec![],
+        })
     }
     fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, String> {
         fail_here(job, partition, FailAt::ProveFinish)?;
-        *self.record.lock().unwrap().finished.entry((job.id.0.clone(), partition)).or_default() += 1;
-        Ok(Finished { proof: vec![partition as u8], public_inputs: vec![], phases: vec![] })
+        *self
+            .record
+            .lock()
+            .unwrap()
+            .finished
+            .entry((job.id.0.clone(), partition))
+            .or_default() += 1;
+        Ok(Finished {
+            proof: vec![partition as u8],
+            public_inputs: vec![],
+            phases: vec![],
+        })
     }
 }
 
 fn job_plan() -> impl Strategy<Value = JobPlan> {
-    let priority =
-        prop_oneof![Just(Priority::Low), Just(Priority::Normal), Just(Priority::High), Just(Priority::Critical)];
+    let priority = prop_oneof![
+        Just(Priority::Low),
+        Just(Priority::Normal),
+        Just(Priority::High),
+        Just(Priority::Critical)
+    ];
     let stage = prop_oneof![
         Just(FailAt::Synthesis),
         Just(FailAt::ProveStart),
@@ -99,24 +141,34 @@ fn job_plan() -> impl Strategy<Value = JobPlan> {
     ];
     let failure = prop_oneof![4 => Just(None), 1 => (0u32..4, stage).prop_map(Some)];
     let cancel = prop_oneof![4 => Just(None), 1 => (0u64..20).prop_map(Some)];
-    (priority, 1u32..5, failure, cancel).prop_map(|(priority, partitions, failure, cancel_after_ms)| JobPlan {
-        priority,
-        partitions,
-        failure,
-        cancel_after_ms,
-    })
+    (priority, 1u32..5, failure, cancel).prop_map(
+        |(priority, partitions, failure, cancel_after_ms)| JobPlan {
+            priority,
+            partitions,
+            failure,
+            cancel_after_ms,
+        },
+    )
 }
 
 const PARTITION_BYTES: u64 = 100;
 
-fn new_job(id: &str, priority: Priority, partitions: u32, failure: Option<(u32, FailAt)>) -> NewJob {
+fn new_job(
+    id: &str,
+    priority: Priority,
+    partitions: u32,
+    failure: Option<(u32, FailAt)>,
+) -> NewJob {
     NewJob {
         id: JobId(id.into()),
         priority,
         partitions,
         circuit: "scripted".into(),
         circuit_id: "scripted".into(),
-        reservation: Reservation { abc_bytes: 60, retained_bytes: PARTITION_BYTES - 60 },
+        reservation: Reservation {
+            abc_bytes: 60,
+            retained_bytes: PARTITION_BYTES - 60,
+        },
         idempotency_key: None,
         work: Arc::new(failure),
     }
@@ -131,8 +183,11 @@ struct Outcome {
 
 /// Runs a mix to the end and checks that the budget came back whole.
 fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) -> Outcome {
-    let backend =
-        Arc::new(ScriptedBackend { record: Mutex::default(), gate: Mutex::new(false), gate_opened: Condvar::new() });
+    let backend = Arc::new(ScriptedBackend {
+        record: Mutex::default(),
+        gate: Mutex::new(false),
+        gate_opened: Condvar::new(),
+    });
     let limit = budget_partitions * PARTITION_BYTES;
     actix_rt::System::new().block_on(async {
         let system = ProvingSystem::start(
@@ -142,38 +197,71 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
                 workers_per_device: 2,
                 gpu_lookahead: 1,
                 budget_bytes: limit,
-                pacer: PacerConfig { enabled: false, ..PacerConfig::default() },
+                pacer: PacerConfig {
+                    enabled: false,
+                    ..PacerConfig::default()
+                },
             },
             backend.clone(),
         );
         // Hold synthesis until every job is queued, so that the order it
         // then follows is the queues' order alone.
-        system.tracker.send(SubmitJob(new_job("gate", Priority::Critical, 1, None))).await.unwrap();
+        system
+            .tracker
+            .send(SubmitJob(new_job("gate", Priority::Critical, 1, None)))
+            .await
+            .unwrap();
         for (i, plan) in plans.iter().enumerate() {
-            let job = new_job(&format!("j{i}"), plan.priority, plan.partitions, plan.failure);
+            let job = new_job(
+                &format!("j{i}"),
+                plan.priority,
+                plan.partitions,
+                plan.failure,
+            );
             system.tracker.send(SubmitJob(job)).await.unwrap();
         }
         let start = Instant::now();
         *backend.gate.lock().unwrap() = true;
         backend.gate_opened.notify_all();
-        let mut cancels: Vec<(u64, usize)> =
-            plans.iter().enumerate().filter_map(|(i, p)| p.cancel_after_ms.map(|ms| (ms, i))).collect();
+        let mut cancels: Vec<(u64, usize)> = plans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.cancel_after_ms.map(|ms| (ms, i)))
+            .collect();
         cancels.sort();
         for (ms, i) in cancels {
             let at = start + Duration::from_millis(ms);
             actix_rt::time::sleep(at.saturating_duration_since(Instant::now())).await;
-            system.tracker.send(CancelJob(JobId(format!("j{i}")))).await.unwrap();
+            system
+                .tracker
+                .send(CancelJob(JobId(format!("j{i}"))))
+                .await
+                .unwrap();
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         let statuses = loop {
             let mut statuses = Vec::new();
             for i in 0..plans.len() {
-                statuses.push(system.tracker.send(GetJob(JobId(format!("j{i}")))).await.unwrap().unwrap().status);
+                statuses.push(
+                    system
+                        .tracker
+                        .send(GetJob(JobId(format!("j{i}"))))
+                        .await
+                        .unwrap()
+                        .unwrap()
+                        .status,
+                );
             }
-            if statuses.iter().all(|s| !matches!(s, JobStatus::Queued | JobStatus::Running)) {
+            if statuses
+                .iter()
+                .all(|s| !matches!(s, JobStatus::Queued | JobStatus::Running))
+            {
                 break statuses;
             }
-            assert!(Instant::now() < deadline, "deadlock: jobs still {statuses:?}");
+            assert!(
+                Instant::now() < deadline,
+                "deadlock: jobs still {statuses:?}"
+            );
             actix_rt::time::sleep(Duration::from_millis(5)).await;
         };
         // Stage threads may still be handing back budget of abandoned work.
@@ -184,9 +272,18 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
             }
             actix_rt::time::sleep(Duration::from_millis(5)).await;
         };
-        assert_eq!((budget.used_bytes, budget.holders, budget.waiting), (0, 0, 0), "budget leaked: {budget:?}");
+        assert_eq!(
+            (budget.used_bytes, budget.holders, budget.waiting),
+            (0, 0, 0),
+            "budget leaked: {budget:?}"
+        );
         let record = std::mem::take(&mut *backend.record.lock().unwrap());
-        Outcome { statuses, record, peak: budget.peak_bytes, limit }
+        Outcome {
+            statuses,
+            record,
+            peak: budget.peak_bytes,
+            limit,
+        }
     })
 }
 

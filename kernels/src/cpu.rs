@@ -40,7 +40,13 @@ impl ProveStartEngine for CpuEngine {
         self.pool.install(|| {
             let mut phases = Vec::new();
             let freed_bytes = synthesized.abc_bytes();
-            let Synthesized { a, b, c, assignment, num_inputs } = synthesized;
+            let Synthesized {
+                a,
+                b,
+                c,
+                assignment,
+                num_inputs,
+            } = synthesized;
             let domain = circuit.domain();
             let h = timed(&mut phases, "ntt", || compute_h_cpu(&domain, a, b, c));
             let pk = &circuit.pk;
@@ -53,8 +59,9 @@ impl ProveStartEngine for CpuEngine {
             let l_acc = timed(&mut phases, "msm_l", || {
                 G1Projective::msm_bigint(&pk.l_query, &scalars[num_inputs - 1..])
             });
-            let a_acc =
-                timed(&mut phases, "msm_a", || G1Projective::msm_bigint(&pk.a_query[1..], &scalars));
+            let a_acc = timed(&mut phases, "msm_a", || {
+                G1Projective::msm_bigint(&pk.a_query[1..], &scalars)
+            });
             let b1_acc = timed(&mut phases, "msm_b1", || {
                 G1Projective::msm_bigint(&pk.b_g1_query[1..], &scalars)
             });

@@ -79,7 +79,10 @@ pub struct PhaseTiming {
 pub fn timed<T>(phases: &mut Vec<PhaseTiming>, phase: &'static str, f: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let out = f();
-    phases.push(PhaseTiming { phase, duration: start.elapsed() });
+    phases.push(PhaseTiming {
+        phase,
+        duration: start.elapsed(),
+    });
     out
 }
 
@@ -198,7 +201,8 @@ impl PreparedCircuit {
         let g1 = std::mem::size_of::<ark_bls12_381::G1Affine>();
         let g2 = std::mem::size_of::<ark_bls12_381::G2Affine>();
         let pk = &self.pk;
-        let g1_points = pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len();
+        let g1_points =
+            pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len();
         let term = std::mem::size_of::<(Fr, usize)>();
         let m = &self.matrices;
         let terms = m.a_num_non_zero + m.b_num_non_zero + m.c_num_non_zero;
@@ -212,7 +216,9 @@ pub fn synthesize(
     circuit: &PreparedCircuit,
     instance: Box<dyn CircuitInstance>,
 ) -> Result<Synthesized, KernelError> {
-    let cs = constraint_system(SynthesisMode::Prove { construct_matrices: false });
+    let cs = constraint_system(SynthesisMode::Prove {
+        construct_matrices: false,
+    });
     InstanceCircuit(instance)
         .generate_constraints(cs.clone())
         .map_err(|e| KernelError::Synthesis(e.to_string()))?;
@@ -255,7 +261,13 @@ pub fn synthesize(
     }
     // The input-consistency rows of the libsnark reduction.
     a[m..m + circuit.num_inputs].copy_from_slice(&assignment[..circuit.num_inputs]);
-    Ok(Synthesized { a, b, c, assignment, num_inputs: circuit.num_inputs })
+    Ok(Synthesized {
+        a,
+        b,
+        c,
+        assignment,
+        num_inputs: circuit.num_inputs,
+    })
 }
 
 fn evaluate_row(row: &[(Fr, usize)], assignment: &[Fr]) -> Fr {
@@ -273,7 +285,9 @@ fn evaluate_row(row: &[(Fr, usize)], assignment: &[Fr]) -> Fr {
 /// H = (a·b − c) / Z over the coset, from the seven NTTs of the libsnark
 /// reduction. Consumes a, b and c.
 pub fn compute_h_cpu(domain: &Domain, mut a: Vec<Fr>, mut b: Vec<Fr>, mut c: Vec<Fr>) -> Vec<Fr> {
-    let coset = domain.get_coset(Fr::GENERATOR).expect("the generator spans a coset");
+    let coset = domain
+        .get_coset(Fr::GENERATOR)
+        .expect("the generator spans a coset");
     domain.ifft_in_place(&mut a);
     domain.ifft_in_place(&mut b);
     domain.ifft_in_place(&mut c);
@@ -284,9 +298,12 @@ pub fn compute_h_cpu(domain: &Domain, mut a: Vec<Fr>, mut b: Vec<Fr>, mut c: Vec
         .evaluate_vanishing_polynomial(Fr::GENERATOR)
         .inverse()
         .expect("the vanishing polynomial is nonzero off the domain");
-    a.par_iter_mut().zip(b.par_iter()).zip(c.par_iter()).for_each(|((a, b), c)| {
-        *a = (*a * b - c) * z_inv;
-    });
+    a.par_iter_mut()
+        .zip(b.par_iter())
+        .zip(c.par_iter())
+        .for_each(|((a, b), c)| {
+            *a = (*a * b - c) * z_inv;
+        });
     drop(b);
     drop(c);
     coset.ifft_in_place(&mut a);
@@ -295,7 +312,10 @@ pub fn compute_h_cpu(domain: &Domain, mut a: Vec<Fr>, mut b: Vec<Fr>, mut c: Vec
 
 /// MSM of the assignment (without the constant one) against query[1..].
 pub fn assignment_bigints(assignment: &[Fr]) -> Vec<<Fr as PrimeField>::BigInt> {
-    assignment[1..].par_iter().map(|s| s.into_bigint()).collect()
+    assignment[1..]
+        .par_iter()
+        .map(|s| s.into_bigint())
+        .collect()
 }
 
 /// The finalizer's stage: the G2 MSM for B when the engine did not do it,
@@ -325,7 +345,11 @@ pub fn prove_finish(
         let g2_b = pk.vk.delta_g2 * s + pk.b_g2_query[0] + b2_acc + pk.vk.beta_g2;
         let g_c = g_a * s + g1_b * r - pk.delta_g1 * (r * s) + start.l_acc + start.h_acc;
         let affine = G1Projective::normalize_batch(&[g_a, g_c]);
-        Proof { a: affine[0], b: g2_b.into_affine(), c: affine[1] }
+        Proof {
+            a: affine[0],
+            b: g2_b.into_affine(),
+            c: affine[1],
+        }
     });
     (proof, phases)
 }

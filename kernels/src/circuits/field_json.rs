@@ -73,9 +73,15 @@ pub fn parse_object<'a>(
     allowed_keys: &[&str],
 ) -> Result<&'a Map<String, Value>, InputError> {
     let object = value.as_object().ok_or_else(|| {
-        InputError::new(format!("{path} must be an object, got {}", json_type_name(value)))
+        InputError::new(format!(
+            "{path} must be an object, got {}",
+            json_type_name(value)
+        ))
     })?;
-    if let Some(unknown) = object.keys().find(|key| !allowed_keys.contains(&key.as_str())) {
+    if let Some(unknown) = object
+        .keys()
+        .find(|key| !allowed_keys.contains(&key.as_str()))
+    {
         return Err(InputError::new(format!(
             "{path} has an unknown key \"{unknown}\"; allowed: {}",
             allowed_keys.join(", ")
@@ -90,7 +96,9 @@ pub fn required<'a>(
     path: &str,
     key: &str,
 ) -> Result<&'a Value, InputError> {
-    object.get(key).ok_or_else(|| InputError::new(format!("{path}.{key} is required")))
+    object
+        .get(key)
+        .ok_or_else(|| InputError::new(format!("{path}.{key} is required")))
 }
 
 /// Reads `value` as a JSON array of exactly `expected_len` elements, each
@@ -102,7 +110,10 @@ pub fn parse_array<T>(
     parse_element: impl Fn(&Value, &str) -> Result<T, InputError>,
 ) -> Result<Vec<T>, InputError> {
     let items = value.as_array().ok_or_else(|| {
-        InputError::new(format!("{path} must be an array, got {}", json_type_name(value)))
+        InputError::new(format!(
+            "{path} must be an array, got {}",
+            json_type_name(value)
+        ))
     })?;
     if items.len() != expected_len {
         return Err(InputError::new(format!(
@@ -110,15 +121,22 @@ pub fn parse_array<T>(
             items.len()
         )));
     }
-    items.iter().enumerate().map(|(i, item)| parse_element(item, &format!("{path}[{i}]"))).collect()
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parse_element(item, &format!("{path}[{i}]")))
+        .collect()
 }
 
 fn parse_digits(digits: &str, radix: u32, path: &str) -> Result<Fr, InputError> {
     if digits.is_empty() {
         return Err(InputError::new(format!("{path}: empty field element")));
     }
-    let too_large =
-        || InputError::new(format!("{path}: not less than the BLS12-381 scalar field modulus"));
+    let too_large = || {
+        InputError::new(format!(
+            "{path}: not less than the BLS12-381 scalar field modulus"
+        ))
+    };
     let mut limbs = [0u64; 4];
     for ch in digits.chars() {
         let digit = ch.to_digit(radix).ok_or_else(|| {
@@ -169,7 +187,10 @@ mod tests {
     fn parses_the_three_forms() {
         assert_eq!(parse_fr(&json!("12345"), "x").unwrap(), Fr::from(12345u64));
         assert_eq!(parse_fr(&json!("0x3039"), "x").unwrap(), Fr::from(12345u64));
-        assert_eq!(parse_fr(&json!("0x0000AbCd"), "x").unwrap(), Fr::from(0xabcdu64));
+        assert_eq!(
+            parse_fr(&json!("0x0000AbCd"), "x").unwrap(),
+            Fr::from(0xabcdu64)
+        );
         assert_eq!(parse_fr(&json!(12345), "x").unwrap(), Fr::from(12345u64));
         assert_eq!(parse_fr(&json!(u64::MAX), "x").unwrap(), Fr::from(u64::MAX));
         assert_eq!(parse_fr(&json!("0"), "x").unwrap(), Fr::from(0u64));
@@ -189,7 +210,10 @@ mod tests {
         let err = parse_fr(&json!(modulus_decimal()), "inputs.x").unwrap_err();
         assert!(err.0.starts_with("inputs.x: not less than"), "{err}");
         let hex = format!("0x{}", hex::encode(Fr::MODULUS.to_bytes_be()));
-        assert!(parse_fr(&json!(hex), "x").unwrap_err().0.contains("modulus"));
+        assert!(parse_fr(&json!(hex), "x")
+            .unwrap_err()
+            .0
+            .contains("modulus"));
         // Beyond 256 bits: overflow is caught, not wrapped.
         let err = parse_fr(&json!(format!("0x1{}", "0".repeat(64))), "x").unwrap_err();
         assert!(err.0.contains("modulus"), "{err}");
@@ -224,12 +248,18 @@ mod tests {
         assert_eq!(parse_integer(&json!(7), "p.k", 2..=24).unwrap(), 7);
         for bad in [json!(1), json!(25), json!(-3), json!(7.0), json!("7")] {
             let err = parse_integer(&bad, "p.k", 2..=24).unwrap_err();
-            assert!(err.0.starts_with("p.k must be an integer in 2..=24, got"), "{err}");
+            assert!(
+                err.0.starts_with("p.k must be an integer in 2..=24, got"),
+                "{err}"
+            );
         }
         let value = json!({"a": 1});
         let object = parse_object(&value, "params", &["a", "b"]).unwrap();
         assert_eq!(required(object, "params", "a").unwrap(), &json!(1));
-        assert_eq!(required(object, "params", "b").unwrap_err().0, "params.b is required");
+        assert_eq!(
+            required(object, "params", "b").unwrap_err().0,
+            "params.b is required"
+        );
         let err = parse_object(&json!({"c": 1}), "params", &["a", "b"]).unwrap_err();
         assert_eq!(err.0, "params has an unknown key \"c\"; allowed: a, b");
         let err = parse_object(&json!([]), "params", &["a"]).unwrap_err();

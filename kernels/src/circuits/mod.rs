@@ -114,13 +114,19 @@ impl Wire {
     /// A new public input.
     pub fn input(cs: &ConstraintSystemRef<Fr>, value: Fr) -> Result<Self, SynthesisError> {
         let variable = cs.new_input_variable(|| Ok(value))?;
-        Ok(Self { lc: variable.into(), value })
+        Ok(Self {
+            lc: variable.into(),
+            value,
+        })
     }
 
     /// A new private witness variable.
     pub fn witness(cs: &ConstraintSystemRef<Fr>, value: Fr) -> Result<Self, SynthesisError> {
         let variable = cs.new_witness_variable(|| Ok(value))?;
-        Ok(Self { lc: variable.into(), value })
+        Ok(Self {
+            lc: variable.into(),
+            value,
+        })
     }
 
     pub fn value(&self) -> Fr {
@@ -129,10 +135,14 @@ impl Wire {
 
     /// Σ coefficient·wire: free, no constraint.
     pub fn weighted_sum<'a>(terms: impl IntoIterator<Item = (Fr, &'a Wire)>) -> Self {
-        terms.into_iter().fold(Self::constant(Fr::zero()), |sum, (coefficient, wire)| Self {
-            lc: sum.lc + (coefficient, &wire.lc),
-            value: sum.value + coefficient * wire.value,
-        })
+        terms
+            .into_iter()
+            .fold(Self::constant(Fr::zero()), |sum, (coefficient, wire)| {
+                Self {
+                    lc: sum.lc + (coefficient, &wire.lc),
+                    value: sum.value + coefficient * wire.value,
+                }
+            })
     }
 
     /// self + constant: free, no constraint.

@@ -45,7 +45,10 @@ pub fn constants() -> &'static PoseidonConstants {
             0,
         );
         let row = |values: &Vec<Fr>| -> [Fr; WIDTH] {
-            values.as_slice().try_into().expect("Grain LFSR rows have the state width")
+            values
+                .as_slice()
+                .try_into()
+                .expect("Grain LFSR rows have the state width")
         };
         PoseidonConstants {
             round_constants: ark.iter().map(row).collect(),
@@ -113,9 +116,15 @@ pub fn hash2_gadget(
         let sboxed_elements = sbox_width(round);
         for (index, element) in state.iter_mut().enumerate() {
             let shifted = element.clone().plus_constant(round_constants[index]);
-            *element = if index < sboxed_elements { sbox_gadget(&shifted, cs)? } else { shifted };
+            *element = if index < sboxed_elements {
+                sbox_gadget(&shifted, cs)?
+            } else {
+                shifted
+            };
         }
-        state = constants.mds.map(|mds_row| Wire::weighted_sum(mds_row.into_iter().zip(&state)));
+        state = constants
+            .mds
+            .map(|mds_row| Wire::weighted_sum(mds_row.into_iter().zip(&state)));
     }
     let [_, output, _] = state;
     Ok(output)
@@ -139,8 +148,15 @@ mod tests {
             PARTIAL_ROUNDS as u64,
             0,
         );
-        let config =
-            PoseidonConfig::new(FULL_ROUNDS, PARTIAL_ROUNDS, ALPHA, mds, ark, RATE, WIDTH - RATE);
+        let config = PoseidonConfig::new(
+            FULL_ROUNDS,
+            PARTIAL_ROUNDS,
+            ALPHA,
+            mds,
+            ark,
+            RATE,
+            WIDTH - RATE,
+        );
         let mut sponge = PoseidonSponge::new(&config);
         sponge.absorb(&vec![left, right]);
         sponge.squeeze_field_elements::<Fr>(1)[0]
@@ -153,7 +169,10 @@ mod tests {
             let (left, right) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
             assert_eq!(hash2(left, right), sponge_hash2(left, right));
         }
-        assert_eq!(hash2(Fr::zero(), Fr::zero()), sponge_hash2(Fr::zero(), Fr::zero()));
+        assert_eq!(
+            hash2(Fr::zero(), Fr::zero()),
+            sponge_hash2(Fr::zero(), Fr::zero())
+        );
     }
 
     #[test]
