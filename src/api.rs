@@ -79,6 +79,8 @@ struct SubmitRequest {
     seed: Option<u64>,
     inputs: Option<Value>,
     request_id: Option<String>,
+    /// Milliseconds after submission by which the job should be done.
+    deadline_ms: Option<u64>,
 }
 
 fn empty_object() -> Value {
@@ -218,6 +220,7 @@ pub async fn submit_job(
         circuit_id: job.shape.circuit_id.clone(),
         reservation: (state.reservation)(&job.shape),
         idempotency_key: header_key.or(request.request_id),
+        deadline: request.deadline_ms.map(std::time::Duration::from_millis),
         work: Arc::new(job),
     };
     let outcome = state

@@ -249,3 +249,26 @@ fn cancel_stops_a_queued_job() {
     let (status, _) = d.post("/v1/jobs/nope/cancel", &json!({}));
     assert_eq!(status, 404);
 }
+
+#[test]
+fn a_missed_deadline_is_reported() {
+    let d = start();
+    let mut late = small_job();
+    late["deadline_ms"] = json!(1);
+    let (_, accepted) = d.post("/v1/jobs", &late);
+    let job = d.wait(accepted["id"].as_str().unwrap(), Duration::from_secs(120));
+    assert_eq!((&job["status"], &job["deadline_missed"]), (&json!("done"), &json!(true)), "{job}");
+    let metrics = d.metrics();
+    assert!(
+        common::metric_value(&metrics, "cuzk_jobs_deadline_missed_total{priority=\"high\"}") >= 1.0,
+        "{metrics}"
+    );
+
+    let mut relaxed = small_job();
+    relaxed["deadline_ms"] = json!(3_600_000);
+    let (_, accepted) = d.post("/v1/jobs", &relaxed);
+    let job = d.wait(accepted["id"].as_str().unwrap(), Duration::from_secs(120));
+    assert_eq!(job["deadline_missed"], json!(false), "{job}");
+    let (_, plain) = d.get(&format!("/v1/jobs/{}", accepted["id"].as_str().unwrap()));
+    assert!(plain.get("deadline_missed").is_some());
+}

@@ -71,7 +71,8 @@ fn a_live_scrape_shows_every_catalogued_metric_and_nothing_else() {
     let d = common::start();
     let (status, accepted) = d.post(
         "/v1/jobs",
-        &json!({"circuit": "mimc-chain", "params": {"log2_constraints": 5}, "partitions": 2, "seed": 3}),
+        // A deadline it cannot meet, so that the deadline counter exists too.
+        &json!({"circuit": "mimc-chain", "params": {"log2_constraints": 5}, "partitions": 2, "seed": 3, "deadline_ms": 0}),
     );
     assert_eq!(status, 202);
     let job = d.wait(accepted["id"].as_str().unwrap(), Duration::from_secs(120));

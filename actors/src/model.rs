@@ -132,6 +132,9 @@ pub struct NewJob {
     pub reservation: Reservation,
     /// The same key returns the same job.
     pub idempotency_key: Option<String>,
+    /// The job should be done within this time of submission; a miss is
+    /// reported (job status and metric), not enforced.
+    pub deadline: Option<std::time::Duration>,
     /// The backend's own description of the work (circuit, witnesses).
     pub work: Arc<dyn Any + Send + Sync>,
 }
@@ -149,6 +152,7 @@ pub struct JobSpec {
     pub work: Arc<dyn Any + Send + Sync>,
     pub submitted: Instant,
     pub submitted_wall: SystemTime,
+    pub deadline: Option<Instant>,
     /// Set by the tracker when the job fails or is cancelled; stage actors
     /// check it at stage boundaries and skip the work.
     pub(crate) abandoned: AtomicBool,

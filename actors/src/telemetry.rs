@@ -113,6 +113,12 @@ pub const PARTITIONS_FINISHED: MetricDef = counter(
     &["outcome"],
     "Partitions that reached a final state, by outcome.",
 );
+pub const DEADLINES_MISSED: MetricDef = counter(
+    "cuzk_jobs_deadline_missed_total",
+    "jobs",
+    &["priority"],
+    "Jobs that ended after their deadline, by priority.",
+);
 pub const JOB_DURATION: MetricDef = histogram(
     "cuzk_job_duration_seconds",
     &["outcome"],
@@ -200,6 +206,7 @@ pub const HTTP_REQUESTS: MetricDef = counter(
 pub const CATALOGUE: &[MetricDef] = &[
     JOBS_SUBMITTED,
     JOBS_FINISHED,
+    DEADLINES_MISSED,
     PARTITIONS_FINISHED,
     JOB_DURATION,
     STAGE_DURATION,
@@ -301,6 +308,19 @@ impl JobFinished<'_> {
         metrics::counter!(JOBS_FINISHED.name, "outcome" => self.outcome.as_str()).increment(1);
         metrics::histogram!(JOB_DURATION.name, "outcome" => self.outcome.as_str())
             .record(self.elapsed.as_secs_f64());
+    }
+}
+
+pub struct DeadlineMissed<'a> {
+    pub job: &'a str,
+    pub priority: Priority,
+    pub outcome: Stage,
+}
+
+impl DeadlineMissed<'_> {
+    pub fn emit(&self) {
+        log::warn!("job {} missed its deadline ({})", self.job, self.outcome.as_str());
+        metrics::counter!(DEADLINES_MISSED.name, "priority" => self.priority.as_str()).increment(1);
     }
 }
 

@@ -128,6 +128,9 @@ impl Tracker {
             None => return,
         };
         job.finished = Some((final_stage, now));
+        if job.spec.deadline.is_some_and(|deadline| now > deadline) {
+            telemetry::DeadlineMissed { job: &id.0, priority: job.spec.priority, outcome: final_stage }.emit();
+        }
         telemetry::JobFinished {
             job: &id.0,
             outcome: final_stage,
@@ -275,6 +278,9 @@ pub struct JobView {
     pub circuit_id: String,
     pub priority: crate::Priority,
     pub submitted_at_ms: u64,
+    /// Present when the job has a deadline: whether it was (or is already) missed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline_missed: Option<bool>,
     pub partitions: Vec<PartitionView>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -401,6 +407,7 @@ impl JobState {
             circuit_id: self.spec.circuit_id.clone(),
             priority: self.spec.priority,
             submitted_at_ms: unix_ms(self.spec.submitted_wall),
+            deadline_missed: self.spec.deadline.map(|deadline| end > deadline),
             partitions,
             error: self.error.clone(),
             timings_ms,
@@ -453,6 +460,7 @@ impl Handler<SubmitJob> for Tracker {
             work: job.work,
             submitted: now,
             submitted_wall: SystemTime::now(),
+            deadline: job.deadline.map(|d| now + d),
             abandoned: Default::default(),
         });
         self.next_seq += 1;

@@ -170,6 +170,7 @@ fn new_job(
             retained_bytes: PARTITION_BYTES - 60,
         },
         idempotency_key: None,
+        deadline: None,
         work: Arc::new(failure),
     }
 }
