@@ -101,15 +101,23 @@ fn partition_seed(seed: u64, partition: u32) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Memory one partition of `shape` holds: a, b, c over the domain (released
-/// after prove_start), then the assignment, H and the scalar copies the MSMs
-/// make (released at finalize).
+/// Memory one partition of `shape` holds on the host, from its NTT domain n
+/// (32-byte field elements): a, b and c (3n, released after prove_start),
+/// then the assignment, H, the MSM scalars and the signed-digit table
+/// arkworks' MSM builds (one 8-byte digit per scalar per window, with
+/// windows of ln(n)+2 bits), plus a fixed allowance for MSM buckets and
+/// thread-local buffers. `tests/reservation_peak.rs` measures a partition's
+/// real peak against it.
 pub fn reservation_for(shape: &CircuitShape) -> Reservation {
+    const ELEMENT: u64 = 32;
+    const BUCKETS_AND_BUFFERS: u64 = 1 << 20;
     let n = shape.estimated_constraints.next_power_of_two() as u64;
-    let element = 32;
+    let window_bits = u64::from(n.ilog2()) * 69 / 100 + 2;
+    let windows = 255u64.div_ceil(window_bits) + 1;
+    let digit_table = n * windows * 8;
     Reservation {
-        abc_bytes: 3 * n * element,
-        retained_bytes: 3 * n * element,
+        abc_bytes: 3 * n * ELEMENT,
+        retained_bytes: 5 * n * ELEMENT + digit_table + BUCKETS_AND_BUFFERS,
     }
 }
 
