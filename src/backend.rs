@@ -145,6 +145,10 @@ impl Backend for ProvingBackend {
         })
     }
 
+    fn resident_bytes(&self) -> u64 {
+        self.store.resident_bytes()
+    }
+
     fn prove_finish(
         &self,
         _job: &JobSpec,

@@ -58,6 +58,18 @@ impl CircuitStore {
         VerifyingKey::deserialize_compressed(&bytes[..]).ok()
     }
 
+    /// Host bytes of every prepared shape (keys and matrices).
+    pub fn resident_bytes(&self) -> u64 {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots
+            .values()
+            .filter_map(|slot| match slot.get() {
+                Some(Ok(prepared)) => Some(prepared.resident_bytes()),
+                _ => None,
+            })
+            .sum()
+    }
+
     /// circuit ids with a key on disk or in memory.
     pub fn known_shapes(&self) -> BTreeSet<String> {
         let mut ids: BTreeSet<String> = fs::read_dir(&self.dir)

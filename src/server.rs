@@ -103,6 +103,7 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
     }
     let options = CudaOptions {
         g2_on_gpu: config.cuda.g2_on_gpu.unwrap_or(true),
+        ..CudaOptions::default()
     };
     ordinals
         .into_iter()

@@ -243,9 +243,11 @@ fn cancel_stops_a_queued_job() {
     let (status, late) = d.post(&format!("/v1/jobs/{first_id}/cancel"), &json!({}));
     assert_eq!(status, 409, "{late}");
     assert_eq!(late["status"], "done");
-    // Every reservation came back.
+    // Every reservation came back; the shape's key and matrices stay
+    // resident and are counted.
     let (_, status) = d.get("/v1/status");
     assert_eq!(status["budget"]["used_bytes"], 0, "{status}");
+    assert!(status["budget"]["resident_bytes"].as_u64().unwrap() > 0, "{status}");
     let (status, _) = d.post("/v1/jobs/nope/cancel", &json!({}));
     assert_eq!(status, 404);
 }

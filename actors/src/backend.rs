@@ -68,6 +68,11 @@ pub trait Backend: Send + Sync + 'static {
         partition: u32,
         input: Payload,
     ) -> Result<Finished, String>;
+    /// Host bytes the backend keeps across partitions (proving keys,
+    /// matrices); the budget counts them as used.
+    fn resident_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// Runs a stage body, turning a panic into an error so that a bad input or a

@@ -16,7 +16,9 @@ pub const MAILBOX_CAPACITY: usize = 1024;
 pub struct BudgetManager {
     limit: u64,
     used: u64,
-    /// The most ever reserved at once.
+    /// Held by the backend across partitions (keys, matrices).
+    resident: u64,
+    /// The most ever in use at once, resident bytes included.
     peak: u64,
     held: HashMap<PartitionKey, u64>,
     waiting: BTreeMap<QueueOrder, Waiter>,
@@ -30,10 +32,11 @@ struct Waiter {
 
 impl BudgetManager {
     pub fn new(limit: u64) -> Self {
-        telemetry::BudgetChanged { used: 0, limit }.emit();
+        telemetry::BudgetChanged { used: 0, resident: 0, limit }.emit();
         Self {
             limit,
             used: 0,
+            resident: 0,
             peak: 0,
             held: HashMap::new(),
             waiting: BTreeMap::new(),
@@ -42,12 +45,12 @@ impl BudgetManager {
 
     fn grant_waiters(&mut self) {
         while let Some(entry) = self.waiting.first_entry() {
-            if self.used + entry.get().bytes > self.limit {
+            if self.used + self.resident + entry.get().bytes > self.limit {
                 break;
             }
             let waiter = entry.remove();
             self.used += waiter.bytes;
-            self.peak = self.peak.max(self.used);
+            self.peak = self.peak.max(self.used + self.resident);
             *self.held.entry(waiter.key.clone()).or_default() += waiter.bytes;
             waiter.reply.do_send(BudgetDecision {
                 key: waiter.key,
@@ -56,6 +59,7 @@ impl BudgetManager {
         }
         telemetry::BudgetChanged {
             used: self.used,
+            resident: self.resident,
             limit: self.limit,
         }
         .emit();
@@ -94,6 +98,13 @@ pub struct Release {
     pub bytes: Option<u64>,
 }
 
+/// The backend's resident bytes changed (fire-and-forget).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetResident {
+    pub bytes: u64,
+}
+
 #[derive(Message)]
 #[rtype(result = "BudgetStatus")]
 pub struct GetBudgetStatus;
@@ -101,7 +112,10 @@ pub struct GetBudgetStatus;
 #[derive(Debug, Clone, Serialize, MessageResponse)]
 pub struct BudgetStatus {
     pub limit_bytes: u64,
+    /// Reserved by partitions.
     pub used_bytes: u64,
+    /// Kept by the backend across partitions.
+    pub resident_bytes: u64,
     pub peak_bytes: u64,
     pub holders: usize,
     pub waiting: usize,
@@ -111,12 +125,13 @@ impl Handler<Reserve> for BudgetManager {
     type Result = ();
 
     fn handle(&mut self, msg: Reserve, _: &mut Context<Self>) {
-        if msg.bytes > self.limit {
+        let available = self.limit.saturating_sub(self.resident);
+        if msg.bytes > available {
             msg.reply.do_send(BudgetDecision {
                 key: msg.key,
                 granted: Err(format!(
-                    "a partition needs {} bytes but the whole budget is {} bytes",
-                    msg.bytes, self.limit
+                    "a partition needs {} bytes but the budget is {} bytes, {} of them resident",
+                    msg.bytes, self.limit, self.resident
                 )),
             });
             return;
@@ -150,6 +165,18 @@ impl Handler<Release> for BudgetManager {
     }
 }
 
+impl Handler<SetResident> for BudgetManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetResident, _: &mut Context<Self>) {
+        if msg.bytes != self.resident {
+            self.resident = msg.bytes;
+            self.peak = self.peak.max(self.used + self.resident);
+            self.grant_waiters();
+        }
+    }
+}
+
 impl Handler<GetBudgetStatus> for BudgetManager {
     type Result = BudgetStatus;
 
@@ -157,6 +184,7 @@ impl Handler<GetBudgetStatus> for BudgetManager {
         BudgetStatus {
             limit_bytes: self.limit,
             used_bytes: self.used,
+            resident_bytes: self.resident,
             peak_bytes: self.peak,
             holders: self.held.len(),
             waiting: self.waiting.len(),

@@ -8,6 +8,7 @@ use std::time::Instant;
 use actix::prelude::*;
 
 use crate::backend::{run_stage, Backend, Synthesized};
+use crate::budget::{BudgetManager, SetResident};
 use crate::dispatcher::{Dispatcher, SynthesisDone};
 use crate::model::{JobSpec, Stage};
 use crate::tracker::{Progress, Tracker};
@@ -16,6 +17,7 @@ pub struct SynthesisWorker {
     pub backend: Arc<dyn Backend>,
     pub tracker: Addr<Tracker>,
     pub dispatcher: Addr<Dispatcher>,
+    pub budget: Addr<BudgetManager>,
 }
 
 impl Actor for SynthesisWorker {
@@ -52,6 +54,8 @@ impl Handler<Synthesize> for SynthesisWorker {
             }
             result
         };
+        // Synthesis is where shapes get loaded or set up.
+        self.budget.do_send(SetResident { bytes: self.backend.resident_bytes() });
         self.dispatcher.do_send(SynthesisDone {
             job: msg.job,
             index: msg.index,

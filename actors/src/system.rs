@@ -58,12 +58,13 @@ impl ProvingSystem {
         let mut arbiters = Vec::new();
 
         let synthesis = {
-            let (backend, tracker, dispatcher) =
-                (backend.clone(), tracker.clone(), dispatcher.clone());
+            let (backend, tracker, dispatcher, budget) =
+                (backend.clone(), tracker.clone(), dispatcher.clone(), budget.clone());
             SyncArbiter::start(config.synthesis_threads.max(1), move || SynthesisWorker {
                 backend: backend.clone(),
                 tracker: tracker.clone(),
                 dispatcher: dispatcher.clone(),
+                budget: budget.clone(),
             })
         };
         let finalizer = {

@@ -160,6 +160,12 @@ pub const BUDGET_USED: MetricDef = gauge(
     &[],
     "Bytes of the memory budget currently reserved.",
 );
+pub const BUDGET_RESIDENT: MetricDef = gauge(
+    "cuzk_budget_resident_bytes",
+    "bytes",
+    &[],
+    "Bytes of the budget held by the backend across partitions (proving keys, matrices).",
+);
 pub const BUDGET_LIMIT: MetricDef = gauge(
     "cuzk_budget_limit_bytes",
     "bytes",
@@ -215,6 +221,7 @@ pub const CATALOGUE: &[MetricDef] = &[
     PARTITIONS_ACTIVE,
     GPU_BUSY,
     BUDGET_USED,
+    BUDGET_RESIDENT,
     BUDGET_LIMIT,
     PACER_INTERVAL,
     PACER_GPU_EMA,
@@ -410,12 +417,14 @@ impl FinalizerLoad {
 
 pub struct BudgetChanged {
     pub used: u64,
+    pub resident: u64,
     pub limit: u64,
 }
 
 impl BudgetChanged {
     pub fn emit(&self) {
         metrics::gauge!(BUDGET_USED.name).set(self.used as f64);
+        metrics::gauge!(BUDGET_RESIDENT.name).set(self.resident as f64);
         metrics::gauge!(BUDGET_LIMIT.name).set(self.limit as f64);
     }
 }
