@@ -54,6 +54,8 @@ impl Handler<ProvePartition> for GpuWorker {
             self.budget.do_send(Release { key, bytes: None });
             return;
         }
+        let partition = key.to_string();
+        telemetry::GpuSpanStarted { worker: self.id, partition: &partition }.emit();
         let start = Instant::now();
         self.tracker.do_send(SpanStarted {
             worker: self.id,
@@ -70,7 +72,6 @@ impl Handler<ProvePartition> for GpuWorker {
             slot: self.slot,
             busy,
         });
-        let partition = key.to_string();
         match result {
             Ok(started) => {
                 self.budget.do_send(Release {

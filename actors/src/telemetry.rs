@@ -154,6 +154,12 @@ pub const GPU_BUSY: MetricDef = MetricDef {
     help: "Seconds a GPU worker spent proving partitions.",
     buckets: &[],
 };
+pub const GPU_WORKER_PROVING: MetricDef = gauge(
+    "cuzk_gpu_worker_proving",
+    "boolean",
+    &["device", "worker"],
+    "1 while a GPU worker proves a partition, 0 while it is idle.",
+);
 pub const BUDGET_USED: MetricDef = gauge(
     "cuzk_budget_used_bytes",
     "bytes",
@@ -220,6 +226,7 @@ pub const CATALOGUE: &[MetricDef] = &[
     QUEUE_DEPTH,
     PARTITIONS_ACTIVE,
     GPU_BUSY,
+    GPU_WORKER_PROVING,
     BUDGET_USED,
     BUDGET_RESIDENT,
     BUDGET_LIMIT,
@@ -355,6 +362,27 @@ impl PartitionFinished<'_> {
     }
 }
 
+pub struct GpuSpanStarted<'a> {
+    pub worker: WorkerId,
+    pub partition: &'a str,
+}
+
+impl GpuSpanStarted<'_> {
+    pub fn emit(&self) {
+        log::debug!("{} starts {}", self.worker, self.partition);
+        worker_proving(self.worker, 1.0);
+    }
+}
+
+fn worker_proving(worker: WorkerId, value: f64) {
+    metrics::gauge!(
+        GPU_WORKER_PROVING.name,
+        "device" => worker.device.to_string(),
+        "worker" => worker.worker.to_string()
+    )
+    .set(value);
+}
+
 pub struct GpuSpanFinished<'a> {
     pub worker: WorkerId,
     pub partition: &'a str,
@@ -371,6 +399,7 @@ impl GpuSpanFinished<'_> {
             self.busy.as_secs_f64(),
             self.phases
         );
+        worker_proving(self.worker, 0.0);
         metrics::gauge!(
             GPU_BUSY.name,
             "device" => self.worker.device.to_string(),
