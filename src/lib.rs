@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod bench_gpu;
 pub mod bench_scheduler;
 pub mod client;
 pub mod config;

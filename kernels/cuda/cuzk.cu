@@ -1,0 +1,83 @@
+// The one compile unit: every kernel the host launches, with C names.
+// The arithmetic lives in the family headers.
+#include "field.cuh"
+#include "curve.cuh"
+#include "ntt.cuh"
+#include "msm.cuh"
+#include "groth16.cuh"
+
+#define GRID_STRIDE_ID (blockIdx.x * blockDim.x + threadIdx.x)
+
+// ---------- field tests: op 0 add, 1 sub, 2 mul, 3 sqr, 4 neg, 5 from_mont ----------
+template <class F>
+__device__ __forceinline__ F field_op(uint32_t op, const F& a, const F& b) {
+    switch (op) {
+        case 0: return a + b;
+        case 1: return a - b;
+        case 2: return a * b;
+        case 3: return a.sqr();
+        case 4: return a.neg();
+        default: return a.dbl();
+    }
+}
+extern "C" __global__ void test_fr_op(uint32_t op, const Fr* a, const Fr* b, Fr* out, uint32_t n) {
+    uint32_t i = GRID_STRIDE_ID;
+    if (i >= n) return;
+    out[i] = op == 5 ? a[i].from_mont() : field_op(op, a[i], b[i]);
+}
+extern "C" __global__ void test_fq_op(uint32_t op, const Fq* a, const Fq* b, Fq* out, uint32_t n) {
+    uint32_t i = GRID_STRIDE_ID;
+    if (i >= n) return;
+    out[i] = field_op(op, a[i], b[i]);
+}
+extern "C" __global__ void test_fq2_op(uint32_t op, const Fq2* a, const Fq2* b, Fq2* out, uint32_t n) {
+    uint32_t i = GRID_STRIDE_ID;
+    if (i >= n) return;
+    out[i] = field_op(op, a[i], b[i]);
+}
+// ---------- curve tests: out = 2a, a+b (mixed), (a+b)+a (jacobian) ----------
+template <class F>
+__device__ __forceinline__ void curve_test(const Affine<F>* a, const Affine<F>* b, Jacobian<F>* out, uint32_t n) {
+    uint32_t i = GRID_STRIDE_ID;
+    if (i >= n) return;
+    Jacobian<F> pa = Jacobian<F>::from_affine(a[i]);
+    out[3 * i] = pa.dbl();
+    Jacobian<F> s = pa.add_affine(b[i]);
+    out[3 * i + 1] = s;
+    out[3 * i + 2] = s.add(pa);
+}
+extern "C" __global__ void test_g1_ops(const G1Affine* a, const G1Affine* b, G1Jac* out, uint32_t n) { curve_test(a, b, out, n); }
+extern "C" __global__ void test_g2_ops(const G2Affine* a, const G2Affine* b, G2Jac* out, uint32_t n) { curve_test(a, b, out, n); }
+
+// ---------- NTT ----------
+extern "C" __global__ void k_ntt_bitrev(Fr* data, uint32_t n, uint32_t logn) { ntt_bitrev(data, n, logn); }
+extern "C" __global__ void k_ntt_shared(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t logn, uint32_t s, uint32_t gather) { ntt_shared(in, out, tw, n, logn, s, gather); }
+extern "C" __global__ void k_ntt_radix1(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t p) { ntt_radix<1>(in, out, tw, n, p); }
+extern "C" __global__ void k_ntt_radix2(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t p) { ntt_radix<2>(in, out, tw, n, p); }
+extern "C" __global__ void k_ntt_radix3(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t p) { ntt_radix<3>(in, out, tw, n, p); }
+extern "C" __global__ void k_fr_scale_lohi(Fr* data, uint32_t n, const Fr* lo, const Fr* hi, uint32_t logl) { fr_scale_lohi(data, n, lo, hi, logl); }
+extern "C" __global__ void k_fr_scale_const(Fr* data, uint32_t n, const Fr* k) { fr_scale_const(data, n, k); }
+extern "C" __global__ void k_h_pointwise(Fr* a, const Fr* b, const Fr* c, uint32_t n, const Fr* z_inv) { groth16_h_pointwise(a, b, c, n, z_inv); }
+
+// ---------- MSM ----------
+extern "C" __global__ void k_msm_from_mont(const Fr* in, Fr* out, uint32_t n) { msm_from_mont(in, out, n); }
+extern "C" __global__ void k_msm_histogram(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts) { msm_histogram(sc, n, c, nwin, counts); }
+extern "C" __global__ void k_msm_scatter(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor, uint32_t* list) { msm_scatter(sc, n, c, nwin, cursor, list); }
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_tiles(const uint32_t* in, uint32_t* out, uint32_t n, uint32_t* sums) { scan_tiles(in, out, n, sums); }
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_sums(uint32_t* sums, uint32_t m) { scan_sums(sums, m); }
+extern "C" __global__ void k_scan_add(uint32_t* out, uint32_t n, const uint32_t* sums) { scan_add(out, n, sums); }
+extern "C" __global__ void k_msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K) { msm_items(cnt, items, nb, K); }
+
+extern "C" __global__ void k_g1_level0(const G1Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g1_levelN(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g1_segments(const G1Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G1Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
+extern "C" __global__ void k_g1_window_sum(const G1Jac* seg, uint32_t segs, G1Jac* out) { msm_window_sum(seg, segs, out); }
+
+extern "C" __global__ void k_g2_level0(const G2Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g2_levelN(const G2Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g2_segments(const G2Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G2Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
+extern "C" __global__ void k_g2_window_sum(const G2Jac* seg, uint32_t segs, G2Jac* out) { msm_window_sum(seg, segs, out); }
+
+// ---------- utilities ----------
+extern "C" __global__ void k_fill_u32(uint32_t* p, uint32_t n, uint32_t v) { uint32_t i = GRID_STRIDE_ID; if (i < n) p[i] = v; }
+extern "C" __global__ void k_copy_u32(const uint32_t* src, uint32_t* dst, uint32_t n) { uint32_t i = GRID_STRIDE_ID; if (i < n) dst[i] = src[i]; }

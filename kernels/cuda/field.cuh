@@ -1,0 +1,243 @@
+// BLS12-381 prime fields Fr (scalar, 255 bits) and Fq (base, 381 bits) and the
+// quadratic extension Fq2 = Fq[u]/(u^2 + 1).
+//
+// Elements are kept in arkworks' Montgomery form: an arkworks `Fp<_, N>` is a
+// little-endian [u64; N] holding a*R mod p with R = 2^(64N); read as 2N
+// little-endian u32 limbs it is the same number, and R = 2^(32*2N), so the
+// bytes of an arkworks element are the bytes of ours. No conversion needed.
+//
+// Multiplication is CIOS Montgomery with 32-bit limbs and 64-bit accumulators
+// (portable C++: the same code compiles for the host, which lets it be checked
+// without a GPU).
+#pragma once
+#include <stdint.h>
+#include "mont_ptx.cuh"
+
+#ifdef __CUDACC__
+#define DEV __device__ __forceinline__
+#define DEVI __device__ __noinline__
+#define CONSTMEM __device__ __constant__
+#else
+#define DEV inline
+#define DEVI inline
+#define CONSTMEM static const
+#endif
+
+CONSTMEM uint32_t FQ_MOD[12] = {0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe, 0xf6b0f624, 0x6730d2a0,
+                                 0xf38512bf, 0x64774b84, 0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
+CONSTMEM uint32_t FQ_ONE[12] = {0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b, 0x53c758ba, 0x5f489857,
+                                 0x70525745, 0x77ce5853, 0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3};
+CONSTMEM uint32_t FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402,
+                                0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
+CONSTMEM uint32_t FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa,
+                                0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};
+
+struct FqParams {
+    static const int N = 12;
+    static const uint32_t INV = 0xfffcfffdu;  // -p^-1 mod 2^32
+    static DEV uint32_t mod(int i) { return FQ_MOD[i]; }
+    static DEV uint32_t one(int i) { return FQ_ONE[i]; }
+};
+struct FrParams {
+    static const int N = 8;
+    static const uint32_t INV = 0xffffffffu;
+    static DEV uint32_t mod(int i) { return FR_MOD[i]; }
+    static DEV uint32_t one(int i) { return FR_ONE[i]; }
+};
+
+template <class P>
+struct Fp;
+// Fq multiplication is an out-of-line call on the device: inlining every
+// 12-limb product into the point formulas made nvcc run for many minutes on
+// 2 cores (G2 above all; G1 inline alone took > 6 min); a call costs a few
+// percent. Fr (NTT) inlines it.
+DEVI Fp<FqParams> fq_mul_call(const Fp<FqParams>& a, const Fp<FqParams>& b);
+
+template <class P>
+struct Fp {
+    static const int N = P::N;
+    uint32_t v[N];
+
+    static DEV Fp zero() {
+        Fp r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = 0;
+        return r;
+    }
+    static DEV Fp one() {
+        Fp r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = P::one(i);
+        return r;
+    }
+    DEV bool is_zero() const {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) acc |= v[i];
+        return acc == 0;
+    }
+    DEV bool operator==(const Fp& o) const {
+        uint32_t acc = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) acc |= v[i] ^ o.v[i];
+        return acc == 0;
+    }
+    DEV bool operator!=(const Fp& o) const { return !(*this == o); }
+
+    // r = x - p if x >= p (x < 2p, no overflow beyond N limbs)
+    static DEV void reduce_once(Fp& x) {
+        uint32_t t[N];
+        int64_t borrow = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            int64_t d = (int64_t)x.v[i] - (int64_t)P::mod(i) + borrow;
+            t[i] = (uint32_t)d;
+            borrow = d >> 32;  // 0 or -1
+        }
+        if (borrow == 0) {
+#pragma unroll
+            for (int i = 0; i < N; i++) x.v[i] = t[i];
+        }
+    }
+
+    DEV Fp operator+(const Fp& o) const {
+        Fp r;
+        uint64_t c = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            c += (uint64_t)v[i] + o.v[i];
+            r.v[i] = (uint32_t)c;
+            c >>= 32;
+        }
+        reduce_once(r);  // both moduli leave spare top bits: no carry out
+        return r;
+    }
+    DEV Fp operator-(const Fp& o) const {
+        Fp r;
+        int64_t b = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            int64_t d = (int64_t)v[i] - (int64_t)o.v[i] + b;
+            r.v[i] = (uint32_t)d;
+            b = d >> 32;
+        }
+        if (b) {
+            uint64_t c = 0;
+#pragma unroll
+            for (int i = 0; i < N; i++) {
+                c += (uint64_t)r.v[i] + P::mod(i);
+                r.v[i] = (uint32_t)c;
+                c >>= 32;
+            }
+        }
+        return r;
+    }
+    DEV Fp neg() const {
+        if (is_zero()) return *this;
+        Fp r;
+        int64_t b = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            int64_t d = (int64_t)P::mod(i) - (int64_t)v[i] + b;
+            r.v[i] = (uint32_t)d;
+            b = d >> 32;
+        }
+        return r;
+    }
+    DEV Fp dbl() const { return *this + *this; }
+
+    DEV Fp operator*(const Fp& b) const {
+        if constexpr (N == 12) return fq_mul_call(*this, b);
+        else return mul_inline(b);
+    }
+
+    // CIOS Montgomery multiplication: a*b*2^(-32N) mod p.
+    DEV Fp mul_inline(const Fp& b) const {
+#if defined(__CUDA_ARCH__) && !defined(CUZK_NO_PTX)
+        {
+            uint32_t p[N];
+#pragma unroll
+            for (int j = 0; j < N; j++) p[j] = P::mod(j);
+            Fp r;
+            if constexpr (N == 8) mont_mul_ptx8(r.v, v, b.v, p, P::INV);
+            else mont_mul_ptx12(r.v, v, b.v, p, P::INV);
+            reduce_once(r);
+            return r;
+        }
+#endif
+        uint32_t t[N + 2];
+#pragma unroll
+        for (int i = 0; i < N + 2; i++) t[i] = 0;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            uint64_t c = 0;
+#pragma unroll
+            for (int j = 0; j < N; j++) {
+                c = (uint64_t)t[j] + (uint64_t)v[j] * b.v[i] + (c >> 32);
+                t[j] = (uint32_t)c;
+            }
+            c = (uint64_t)t[N] + (c >> 32);
+            t[N] = (uint32_t)c;
+            t[N + 1] = (uint32_t)(c >> 32);
+            uint32_t m = t[0] * P::INV;
+            c = (uint64_t)t[0] + (uint64_t)m * P::mod(0);
+#pragma unroll
+            for (int j = 1; j < N; j++) {
+                c = (uint64_t)t[j] + (uint64_t)m * P::mod(j) + (c >> 32);
+                t[j - 1] = (uint32_t)c;
+            }
+            c = (uint64_t)t[N] + (c >> 32);
+            t[N - 1] = (uint32_t)c;
+            t[N] = t[N + 1] + (uint32_t)(c >> 32);
+        }
+        Fp r;
+#pragma unroll
+        for (int i = 0; i < N; i++) r.v[i] = t[i];
+        reduce_once(r);
+        return r;
+    }
+    DEV Fp sqr() const { return *this * *this; }
+
+    // Montgomery form -> plain integer (multiply by 1 and reduce).
+    DEV Fp from_mont() const {
+        Fp one_raw = zero();
+        one_raw.v[0] = 1;
+        return *this * one_raw;
+    }
+};
+
+typedef Fp<FqParams> Fq;
+typedef Fp<FrParams> Fr;
+
+DEVI Fq fq_mul_call(const Fq& a, const Fq& b) { return a.mul_inline(b); }
+
+// Fq2 = Fq[u]/(u^2+1); arkworks' layout: c0 then c1.
+struct Fq2 {
+    Fq c0, c1;
+    static DEV Fq2 zero() { Fq2 r; r.c0 = Fq::zero(); r.c1 = Fq::zero(); return r; }
+    static DEV Fq2 one() { Fq2 r; r.c0 = Fq::one(); r.c1 = Fq::zero(); return r; }
+    DEV bool is_zero() const { return c0.is_zero() && c1.is_zero(); }
+    DEV bool operator==(const Fq2& o) const { return c0 == o.c0 && c1 == o.c1; }
+    DEV bool operator!=(const Fq2& o) const { return !(*this == o); }
+    DEV Fq2 operator+(const Fq2& o) const { Fq2 r; r.c0 = c0 + o.c0; r.c1 = c1 + o.c1; return r; }
+    DEV Fq2 operator-(const Fq2& o) const { Fq2 r; r.c0 = c0 - o.c0; r.c1 = c1 - o.c1; return r; }
+    DEV Fq2 neg() const { Fq2 r; r.c0 = c0.neg(); r.c1 = c1.neg(); return r; }
+    DEV Fq2 dbl() const { Fq2 r; r.c0 = c0.dbl(); r.c1 = c1.dbl(); return r; }
+    DEV Fq2 operator*(const Fq2& o) const {
+        Fq a = fq_mul_call(c0, o.c0);
+        Fq b = fq_mul_call(c1, o.c1);
+        Fq s = fq_mul_call(c0 + c1, o.c0 + o.c1);
+        Fq2 r;
+        r.c0 = a - b;
+        r.c1 = s - a - b;
+        return r;
+    }
+    DEV Fq2 sqr() const {
+        Fq a = fq_mul_call(c0 + c1, c0 - c1);
+        Fq b = fq_mul_call(c0, c1);
+        Fq2 r;
+        r.c0 = a;
+        r.c1 = b.dbl();
+        return r;
+    }
+};

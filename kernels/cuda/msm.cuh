@@ -1,0 +1,230 @@
+// Pippenger MSM with signed windows, for G1 and G2 (templated on the field).
+//
+// 1. scalars leave Montgomery form (msm_from_mont).
+// 2. each scalar is cut into nwin signed c-bit digits d in (-2^(c-1), 2^(c-1)];
+//    bucket (w, |d|-1) gets point i (negated when d < 0). Counting sort:
+//    msm_histogram (atomics), an exclusive scan (scan_*), msm_scatter.
+//    The sorted lists depend only on the scalars: A, B1 and B2 share one.
+// 3. bucket accumulation in levels: a work item sums at most K consecutive
+//    entries of one bucket; after a level a bucket with m entries has
+//    ceil(m/K) partial sums, contiguous, which the next level reduces the same
+//    way. Every item does <= K additions whatever the scalar distribution, so
+//    a bucket holding most points (all-ones scalars) does not serialize.
+// 4. window reduction: sum_k k*B_k per window by running sums over segments of
+//    16 buckets (plus (a-1)*segment sum), then a block per window sums the
+//    segments. The host combines the nwin window sums (Horner in 2^c).
+#pragma once
+#include "curve.cuh"
+
+#define MSM_SIGN 0x80000000u
+
+// Signed digit of window w, carry in/out.
+__device__ __forceinline__ int32_t msm_digit(const Fr& s, uint32_t w, uint32_t c, uint32_t& carry) {
+    uint32_t bit = w * c;
+    uint32_t limb = bit >> 5, sh = bit & 31;
+    uint64_t v = 0;
+    if (limb < 8) v = s.v[limb];
+    if (limb + 1 < 8) v |= (uint64_t)s.v[limb + 1] << 32;
+    uint32_t d = (uint32_t)(v >> sh) & ((1u << c) - 1);
+    d += carry;
+    if (d > (1u << (c - 1))) {
+        carry = 1;
+        return (int32_t)d - (int32_t)(1u << c);
+    }
+    carry = 0;
+    return (int32_t)d;
+}
+
+__device__ __forceinline__ void msm_from_mont(const Fr* in, Fr* out, uint32_t n) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = in[i].from_mont();
+}
+
+__device__ __forceinline__ void msm_histogram(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    Fr s = sc[i];
+    uint32_t carry = 0;
+    uint32_t nb = 1u << (c - 1);
+    for (uint32_t w = 0; w < nwin; w++) {
+        int32_t d = msm_digit(s, w, c, carry);
+        if (d != 0) {
+            uint32_t b = (uint32_t)(d < 0 ? -d : d) - 1;
+            atomicAdd(&counts[w * nb + b], 1u);
+        }
+    }
+}
+
+__device__ __forceinline__ void msm_scatter(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor,
+                                            uint32_t* list) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    Fr s = sc[i];
+    uint32_t carry = 0;
+    uint32_t nb = 1u << (c - 1);
+    for (uint32_t w = 0; w < nwin; w++) {
+        int32_t d = msm_digit(s, w, c, carry);
+        if (d != 0) {
+            uint32_t b = (uint32_t)(d < 0 ? -d : d) - 1;
+            uint32_t pos = atomicAdd(&cursor[w * nb + b], 1u);
+            list[pos] = i | (d < 0 ? MSM_SIGN : 0u);
+        }
+    }
+}
+
+// ---- exclusive scan of u32 (3 phases) ----
+#define SCAN_THREADS 512
+#define SCAN_PER_THREAD 8
+#define SCAN_TILE (SCAN_THREADS * SCAN_PER_THREAD)
+
+__device__ __forceinline__ uint32_t block_excl_scan(uint32_t x, uint32_t* sh, uint32_t& total) {
+    uint32_t t = threadIdx.x;
+    sh[t] = x;
+    __syncthreads();
+    for (uint32_t off = 1; off < blockDim.x; off <<= 1) {
+        uint32_t y = t >= off ? sh[t - off] : 0;
+        __syncthreads();
+        sh[t] += y;
+        __syncthreads();
+    }
+    uint32_t incl = sh[t];
+    total = sh[blockDim.x - 1];
+    __syncthreads();
+    return incl - x;
+}
+
+// out[i] = sum of in[0..i) within the tile; sums[tile] = tile total.
+__device__ __forceinline__ void scan_tiles(const uint32_t* in, uint32_t* out, uint32_t n, uint32_t* sums) {
+    __shared__ uint32_t sh[SCAN_THREADS];
+    uint32_t base = blockIdx.x * SCAN_TILE + threadIdx.x * SCAN_PER_THREAD;
+    uint32_t v[SCAN_PER_THREAD];
+    uint32_t acc = 0;
+#pragma unroll
+    for (int k = 0; k < SCAN_PER_THREAD; k++) {
+        v[k] = base + k < n ? in[base + k] : 0;
+        acc += v[k];
+    }
+    uint32_t total;
+    uint32_t pre = block_excl_scan(acc, sh, total);
+#pragma unroll
+    for (int k = 0; k < SCAN_PER_THREAD; k++) {
+        if (base + k < n) out[base + k] = pre;
+        pre += v[k];
+    }
+    if (threadIdx.x == 0) sums[blockIdx.x] = total;
+}
+
+// One block: exclusive scan of the tile sums in place (any count).
+__device__ __forceinline__ void scan_sums(uint32_t* sums, uint32_t m) {
+    __shared__ uint32_t sh[SCAN_THREADS];
+    uint32_t carry = 0;
+    for (uint32_t start = 0; start < m; start += blockDim.x) {
+        uint32_t i = start + threadIdx.x;
+        uint32_t x = i < m ? sums[i] : 0;
+        uint32_t total;
+        uint32_t pre = block_excl_scan(x, sh, total);
+        if (i < m) sums[i] = pre + carry;
+        carry += total;
+    }
+}
+
+__device__ __forceinline__ void scan_add(uint32_t* out, uint32_t n, const uint32_t* sums) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] += sums[i / SCAN_TILE];
+}
+
+// items[b] = ceil(cnt[b] / K); items[nb] = 0 so that the scan's last entry is the total.
+__device__ __forceinline__ void msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K) {
+    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b > nb) return;
+    items[b] = b == nb ? 0 : (cnt[b] + K - 1) / K;
+}
+
+// Bucket whose item range holds id: the last b with item_off[b] <= id.
+__device__ __forceinline__ uint32_t msm_find_bucket(const uint32_t* item_off, uint32_t nb, uint32_t id) {
+    uint32_t lo = 0, hi = nb;  // answer in [lo, hi)
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (item_off[mid] <= id) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+// Level 0: items over the sorted point-index list; affine bases.
+template <class F>
+__device__ __forceinline__ void msm_level0(const Affine<F>* bases, const uint32_t* list, const uint32_t* off,
+                                           const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K,
+                                           Jacobian<F>* out) {
+    uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= item_off[nb]) return;
+    uint32_t b = msm_find_bucket(item_off, nb, id);
+    uint32_t j = id - item_off[b];
+    uint32_t start = off[b] + j * K;
+    uint32_t end = min(off[b] + cnt[b], start + K);
+    Jacobian<F> acc = Jacobian<F>::inf();
+    for (uint32_t e = start; e < end; e++) {
+        uint32_t idx = list[e];
+        Affine<F> p = bases[idx & ~MSM_SIGN];
+        if (idx & MSM_SIGN) p.y = p.y.neg();
+        acc = acc.add_affine(p);
+    }
+    out[id] = acc;
+}
+
+// Level >= 1: the same over Jacobian partial sums.
+template <class F>
+__device__ __forceinline__ void msm_levelN(const Jacobian<F>* in, const uint32_t* off, const uint32_t* cnt,
+                                           const uint32_t* item_off, uint32_t nb, uint32_t K, Jacobian<F>* out) {
+    uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= item_off[nb]) return;
+    uint32_t b = msm_find_bucket(item_off, nb, id);
+    uint32_t j = id - item_off[b];
+    uint32_t start = off[b] + j * K;
+    uint32_t end = min(off[b] + cnt[b], start + K);
+    Jacobian<F> acc = in[start];
+    for (uint32_t e = start + 1; e < end; e++) acc = acc.add(in[e]);
+    out[id] = acc;
+}
+
+#define MSM_SEG 16
+
+// Thread per (window, segment of MSM_SEG buckets): sum_{k in seg} k * B_k.
+// Buckets hold cnt <= 1 partials after the last level.
+template <class F>
+__device__ __forceinline__ void msm_segments(const Jacobian<F>* pts, const uint32_t* off, const uint32_t* cnt,
+                                             uint32_t nbw, uint32_t nwin, Jacobian<F>* seg_out) {
+    uint32_t segs = (nbw + MSM_SEG - 1) / MSM_SEG;
+    uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= segs * nwin) return;
+    uint32_t w = id / segs, s = id % segs;
+    uint32_t first = s * MSM_SEG;                     // bucket index; value first+1
+    uint32_t last = min(first + MSM_SEG, nbw);        // exclusive
+    Jacobian<F> run = Jacobian<F>::inf(), acc = Jacobian<F>::inf();
+    for (uint32_t k = last; k-- > first;) {
+        uint32_t b = w * nbw + k;
+        if (cnt[b]) run = run.add(pts[off[b]]);
+        acc = acc.add(run);
+    }
+    // acc = sum (k - first + 1) B_k over values; add first * run (value a-1 = first).
+    if (first) acc = acc.add(run.mul_small(first));
+    seg_out[id] = acc;
+}
+
+// Block per window (blockDim 128): sum the window's segments.
+template <class F>
+__device__ __forceinline__ void msm_window_sum(const Jacobian<F>* seg, uint32_t segs, Jacobian<F>* win_out) {
+    extern __shared__ unsigned char smem[];
+    Jacobian<F>* sh = (Jacobian<F>*)smem;
+    uint32_t w = blockIdx.x, t = threadIdx.x;
+    Jacobian<F> acc = Jacobian<F>::inf();
+    for (uint32_t s = t; s < segs; s += blockDim.x) acc = acc.add(seg[(size_t)w * segs + s]);
+    sh[t] = acc;
+    __syncthreads();
+    for (uint32_t half = blockDim.x >> 1; half > 0; half >>= 1) {
+        if (t < half) sh[t] = sh[t].add(sh[t + half]);
+        __syncthreads();
+    }
+    if (t == 0) win_out[w] = sh[0];
+}

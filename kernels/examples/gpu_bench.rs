@@ -1,0 +1,46 @@
+//! Standalone GPU benchmark (the same code as `cuzk bench gpu`), for runs on
+//! the GPU machine without the daemon:
+//!   gpu_bench [--device N] [--g1 16,18,..] [--g2 ..] [--ntt ..] [--partition ..]
+//!             [--cpu-max-log 20] [--runs 5] [--sweep-c 13,16,18]
+//! An empty list ("--g2 ''") skips that group.
+#[cfg(feature = "cuda")]
+fn main() {
+    use cuzk_kernels::cuda::bench::{run_bench, BenchConfig};
+    let mut cfg = BenchConfig::default();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let list = |s: &str| -> Vec<u32> {
+        s.split(',')
+            .filter(|x| !x.is_empty())
+            .map(|x| x.trim().parse().expect("a number"))
+            .collect()
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let v = args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--device" => cfg.device = v.parse().unwrap(),
+            "--g1" => cfg.g1_logs = list(&v),
+            "--g2" => cfg.g2_logs = list(&v),
+            "--ntt" => cfg.ntt_logs = list(&v),
+            "--partition" => cfg.partition_logs = list(&v),
+            "--cpu-max-log" => cfg.cpu_max_log = v.parse().unwrap(),
+            "--runs" => cfg.runs = v.parse().unwrap(),
+            "--sweep-c" => cfg.sweep_c = list(&v),
+            other => panic!("unknown argument {other}"),
+        }
+        i += 2;
+    }
+    match run_bench(&cfg) {
+        Ok(table) => println!("{table}"),
+        Err(e) => {
+            eprintln!("gpu bench failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn main() {
+    eprintln!("gpu_bench needs the `cuda` feature");
+    std::process::exit(1);
+}

@@ -1,0 +1,268 @@
+//! The GPU benchmark behind `cuzk bench gpu` and `examples/gpu_bench.rs`:
+//! G1 and G2 MSMs with data already on the device, NTTs, and Groth16
+//! partitions (prove_start + prove_finish) on the GPU against the CPU engine.
+//!
+//! Inputs are random and fresh each run. MSM bases are random curve points
+//! (see testutil); partitions use a fabricated proving key with random bases
+//! and random a, b, c, assignment: the work is a real partition's, the proof
+//! is not valid (correctness is the tests' job).
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use super::testutil;
+use super::{detect_devices, CudaEngine, CudaOptions};
+use crate::cpu::CpuEngine;
+use crate::groth16::{prove_finish, ProveStartEngine};
+use crate::{Fr, KernelError};
+
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub device: usize,
+    pub g1_logs: Vec<u32>,
+    pub g2_logs: Vec<u32>,
+    pub ntt_logs: Vec<u32>,
+    pub partition_logs: Vec<u32>,
+    /// Largest partition also proved on the CPU engine (all cores).
+    pub cpu_max_log: u32,
+    pub runs: usize,
+    /// Window sizes to try for the largest G1 MSM (empty: the default only).
+    pub sweep_c: Vec<u32>,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            device: 0,
+            g1_logs: vec![16, 18, 20, 22, 24],
+            g2_logs: vec![16, 18, 20, 22],
+            ntt_logs: vec![16, 18, 20, 22, 24],
+            partition_logs: vec![16, 18, 20, 22],
+            cpu_max_log: 20,
+            runs: 5,
+            sweep_c: vec![],
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn time_ms<T>(f: impl FnOnce() -> Result<T, KernelError>) -> Result<(f64, T), KernelError> {
+    let t = Instant::now();
+    let out = f()?;
+    Ok((t.elapsed().as_secs_f64() * 1e3, out))
+}
+
+fn line(out: &mut String, s: String) {
+    eprintln!("{s}");
+    let _ = writeln!(out, "{s}");
+}
+
+pub fn run_bench(cfg: &BenchConfig) -> Result<String, String> {
+    run_inner(cfg).map_err(|e| e.to_string())
+}
+
+fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
+    let mut out = String::new();
+    let devices = detect_devices()?;
+    let dev = devices
+        .get(cfg.device)
+        .ok_or_else(|| KernelError::Device(format!("no CUDA device {}", cfg.device)))?;
+    let threads = rayon::current_num_threads();
+    line(
+        &mut out,
+        format!(
+            "device {}: {} ({} GiB), host threads {threads}",
+            dev.ordinal,
+            dev.name,
+            dev.total_memory >> 30
+        ),
+    );
+    let engine = CudaEngine::new(cfg.device, CudaOptions::default())?;
+    let seed = testutil::fresh_seed();
+    let runs = cfg.runs.max(1);
+
+    let max_g1 = cfg
+        .g1_logs
+        .iter()
+        .chain(cfg.partition_logs.iter())
+        .copied()
+        .max()
+        .unwrap_or(16);
+    let max_g2 = cfg
+        .g2_logs
+        .iter()
+        .chain(cfg.partition_logs.iter())
+        .copied()
+        .max()
+        .unwrap_or(16);
+    let t = Instant::now();
+    let g1_pool = testutil::random_g1(1 << max_g1, seed);
+    let g2_pool = testutil::random_g2(1 << max_g2, seed ^ 1);
+    line(
+        &mut out,
+        format!(
+            "random bases: 2^{max_g1} G1 + 2^{max_g2} G2 in {:.1} s",
+            t.elapsed().as_secs_f64()
+        ),
+    );
+
+    line(&mut out, "| op | size | median ms | runs |".into());
+    line(&mut out, "|---|---|---|---|".into());
+    // G1 MSM, data on the device
+    if !cfg.g1_logs.is_empty() {
+        let maxn = 1usize << cfg.g1_logs.iter().max().unwrap();
+        let bases = engine.upload_g1(&g1_pool[..maxn])?;
+        let scalars = engine.upload_fr(&testutil::random_fr(maxn, seed ^ 2))?;
+        for &k in &cfg.g1_logs {
+            let n = 1usize << k;
+            let _ = engine.msm_g1_device(&bases, &scalars, n)?; // warm-up
+            let mut ts = Vec::new();
+            for _ in 0..runs {
+                ts.push(time_ms(|| engine.msm_g1_device(&bases, &scalars, n))?.0);
+            }
+            line(
+                &mut out,
+                format!("| G1 MSM | 2^{k} | {:.2} | {runs} |", median(ts)),
+            );
+        }
+        if !cfg.sweep_c.is_empty() {
+            let k = *cfg.g1_logs.iter().max().unwrap();
+            let n = 1usize << k;
+            for &c in &cfg.sweep_c {
+                std::env::set_var("CUZK_MSM_C", c.to_string());
+                let r = (|| -> Result<f64, KernelError> {
+                    let _ = engine.msm_g1_device(&bases, &scalars, n)?;
+                    let mut ts = Vec::new();
+                    for _ in 0..3 {
+                        ts.push(time_ms(|| engine.msm_g1_device(&bases, &scalars, n))?.0);
+                    }
+                    Ok(median(ts))
+                })();
+                std::env::remove_var("CUZK_MSM_C");
+                match r {
+                    Ok(ms) => line(&mut out, format!("| G1 MSM c={c} | 2^{k} | {ms:.2} | 3 |")),
+                    Err(e) => line(&mut out, format!("| G1 MSM c={c} | 2^{k} | error: {e} | |")),
+                }
+            }
+        }
+    }
+    // G2 MSM
+    if !cfg.g2_logs.is_empty() {
+        let maxn = 1usize << cfg.g2_logs.iter().max().unwrap();
+        let bases = engine.upload_g2(&g2_pool[..maxn])?;
+        let scalars = engine.upload_fr(&testutil::random_fr(maxn, seed ^ 3))?;
+        for &k in &cfg.g2_logs {
+            let n = 1usize << k;
+            let _ = engine.msm_g2_device(&bases, &scalars, n)?;
+            let mut ts = Vec::new();
+            for _ in 0..runs.min(3) {
+                ts.push(time_ms(|| engine.msm_g2_device(&bases, &scalars, n))?.0);
+            }
+            line(
+                &mut out,
+                format!("| G2 MSM | 2^{k} | {:.2} | {} |", median(ts), runs.min(3)),
+            );
+        }
+    }
+    // NTT
+    for &k in &cfg.ntt_logs {
+        let n = 1usize << k;
+        let data = engine.upload_fr(&testutil::random_fr(n, seed ^ 4))?;
+        let scratch = engine.upload_fr(&vec![Fr::from(0u64); n])?;
+        engine.ntt_device_with(&data, &scratch, n, false, false)?;
+        for (name, inv, coset) in [
+            ("NTT", false, false),
+            ("iNTT", true, false),
+            ("coset NTT", false, true),
+        ] {
+            let mut ts = Vec::new();
+            for _ in 0..runs.max(5) {
+                ts.push(time_ms(|| engine.ntt_device_with(&data, &scratch, n, inv, coset))?.0);
+            }
+            line(
+                &mut out,
+                format!("| {name} | 2^{k} | {:.3} | {} |", median(ts), runs.max(5)),
+            );
+        }
+    }
+    // partitions
+    if !cfg.partition_logs.is_empty() {
+        let cpu = CpuEngine::new(0)?;
+        let engine_g2cpu = CudaEngine::new(
+            cfg.device,
+            CudaOptions {
+                g2_on_gpu: false,
+                ..Default::default()
+            },
+        )?;
+        line(&mut out, String::new());
+        line(&mut out, "| partition 2^k | GPU start+finish ms (G2 on GPU) | GPU phases (last run) | GPU, G2 on CPU ms | CPU engine ms | speedup (G2 on GPU) |".into());
+        line(&mut out, "|---|---|---|---|---|---|".into());
+        for &k in &cfg.partition_logs {
+            let (circuit, make) =
+                testutil::fabricated_partition(k, &g1_pool, &g2_pool, seed ^ k as u64);
+            let (r, s) = (Fr::from(3u64), Fr::from(5u64));
+            let prove = |e: &dyn ProveStartEngine, i: u64| -> Result<(f64, String), KernelError> {
+                let syn = make(seed ^ i);
+                let t = Instant::now();
+                let st = e.prove_start(&circuit, syn)?;
+                let phases: Vec<String> = st
+                    .phases
+                    .iter()
+                    .map(|p| format!("{} {:.1}", p.phase, p.duration.as_secs_f64() * 1e3))
+                    .collect();
+                let (_proof, fin) = prove_finish(&circuit, st, r, s);
+                let fins: Vec<String> = fin
+                    .iter()
+                    .map(|p| format!("fin:{} {:.1}", p.phase, p.duration.as_secs_f64() * 1e3))
+                    .collect();
+                Ok((
+                    t.elapsed().as_secs_f64() * 1e3,
+                    format!("{} {}", phases.join(", "), fins.join(", ")),
+                ))
+            };
+            prove(&engine, 100)?; // upload bases, tables; warm-up
+            let mut ts = Vec::new();
+            let mut ph = String::new();
+            for i in 0..runs.min(3) {
+                let (ms, p) = prove(&engine, i as u64)?;
+                ts.push(ms);
+                ph = p;
+            }
+            let gpu_ms = median(ts);
+            let g2cpu_ms = if k <= cfg.cpu_max_log {
+                prove(&engine_g2cpu, 200)?;
+                let ms = prove(&engine_g2cpu, 201)?.0;
+                engine_g2cpu.evict(&circuit.circuit_id);
+                Some(ms)
+            } else {
+                None
+            };
+            let cpu_ms = if k <= cfg.cpu_max_log {
+                Some(prove(&cpu, 300)?.0)
+            } else {
+                None
+            };
+            engine.evict(&circuit.circuit_id);
+            line(
+                &mut out,
+                format!(
+                    "| 2^{k} | {gpu_ms:.1} | {ph} | {} | {} | {} |",
+                    g2cpu_ms.map_or("-".into(), |c| format!("{c:.1}")),
+                    cpu_ms.map_or("-".into(), |c| format!("{c:.0}")),
+                    cpu_ms.map_or("-".into(), |c| format!("{:.1}x", c / gpu_ms))
+                ),
+            );
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,205 @@
+//! Random inputs for the GPU tests and benchmarks (fresh each run).
+//!
+//! Points: s_c*G + j*R for random s_c per chunk and a random R, then one
+//! batch normalization: distinct pseudo-random curve points at the cost of
+//! one addition each, instead of a scalar multiplication each.
+
+use ark_ec::{AffineRepr, CurveGroup, PrimeGroup};
+use ark_ff::{PrimeField, UniformRand};
+use ark_groth16::{ProvingKey, VerifyingKey};
+use ark_relations::lc;
+use ark_relations::r1cs::{ConstraintMatrices, ConstraintSystemRef, SynthesisError, Variable};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+
+use crate::circuits::CircuitInstance;
+use crate::groth16::{PreparedCircuit, Synthesized};
+use crate::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
+
+pub fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    t.as_nanos() as u64 ^ (std::process::id() as u64) << 40
+}
+
+pub fn rng(seed: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(seed)
+}
+
+fn random_points<G: CurveGroup + PrimeGroup>(n: usize, seed: u64) -> Vec<G::Affine>
+where
+    G::ScalarField: UniformRand,
+{
+    const CHUNK: usize = 4096;
+    let mut r = rng(seed);
+    let step = G::generator() * G::ScalarField::rand(&mut r);
+    let starts: Vec<G::ScalarField> = (0..n.div_ceil(CHUNK))
+        .map(|_| G::ScalarField::rand(&mut r))
+        .collect();
+    let proj: Vec<G> = starts
+        .par_iter()
+        .enumerate()
+        .flat_map_iter(|(ci, s)| {
+            let len = CHUNK.min(n - ci * CHUNK);
+            let mut p = G::generator() * s;
+            (0..len).map(move |_| {
+                let out = p;
+                p += step;
+                out
+            })
+        })
+        .collect();
+    G::normalize_batch(&proj)
+}
+
+pub fn random_g1(n: usize, seed: u64) -> Vec<G1Affine> {
+    random_points::<G1Projective>(n, seed)
+}
+
+pub fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
+    random_points::<G2Projective>(n, seed)
+}
+
+pub fn random_fr(n: usize, seed: u64) -> Vec<Fr> {
+    const CHUNK: usize = 1 << 14;
+    (0..n.div_ceil(CHUNK))
+        .into_par_iter()
+        .flat_map_iter(|ci| {
+            let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
+            let len = CHUNK.min(n - ci * CHUNK);
+            (0..len).map(move |_| Fr::rand(&mut r))
+        })
+        .collect()
+}
+
+/// A proving key with random bases (not a real setup) and a `Synthesized`
+/// with random a, b, c and assignment, for timing prove_start at domain size
+/// n = 2^log_n: the work is exactly a real partition's, the proof is not valid.
+pub fn fabricated_partition(
+    log_n: u32,
+    g1_pool: &[G1Affine],
+    g2_pool: &[G2Affine],
+    seed: u64,
+) -> (PreparedCircuit, impl Fn(u64) -> Synthesized) {
+    let n = 1usize << log_n;
+    let num_inputs = 2;
+    let num_vars = n; // witness count close to the constraint count
+    let take1 = |len: usize, off: usize| -> Vec<G1Affine> {
+        (0..len)
+            .map(|i| g1_pool[(i + off) % g1_pool.len()])
+            .collect()
+    };
+    let mut r = rng(seed);
+    let pk = ProvingKey::<Bls12_381> {
+        vk: VerifyingKey::default(),
+        beta_g1: g1_pool[0],
+        delta_g1: g1_pool[1],
+        a_query: take1(num_vars, 0),
+        b_g1_query: take1(num_vars, 7),
+        b_g2_query: (0..num_vars).map(|i| g2_pool[i % g2_pool.len()]).collect(),
+        h_query: take1(n - 1, 13),
+        l_query: take1(num_vars - num_inputs, 29),
+    };
+    let _ = r.gen::<u64>();
+    let matrices = ConstraintMatrices::<Fr> {
+        num_instance_variables: num_inputs,
+        num_witness_variables: num_vars - num_inputs,
+        num_constraints: n - num_inputs,
+        a_num_non_zero: 0,
+        b_num_non_zero: 0,
+        c_num_non_zero: 0,
+        a: vec![],
+        b: vec![],
+        c: vec![],
+    };
+    let circuit = PreparedCircuit {
+        circuit_id: format!("fabricated-2^{log_n}"),
+        pk,
+        matrices,
+        num_inputs,
+        num_constraints: n - num_inputs,
+        domain_size: n,
+    };
+    let make = move |s: u64| {
+        let mut assignment = random_fr(num_vars, s);
+        assignment[0] = Fr::from(1u64);
+        Synthesized {
+            a: random_fr(n, s ^ 1),
+            b: random_fr(n, s ^ 2),
+            c: random_fr(n, s ^ 3),
+            assignment,
+            num_inputs,
+        }
+    };
+    (circuit, make)
+}
+
+/// A small real circuit: a chain v_{i+1} = v_i^2 + i with v_0 secret and the
+/// last value public, plus boolean wires (many 0/1 witness values, which pile
+/// into one bucket) and a repeated constant wire.
+pub struct ChainInstance {
+    pub steps: usize,
+    pub x: Fr,
+}
+
+impl ChainInstance {
+    pub fn output(&self) -> Fr {
+        let mut v = self.x;
+        for i in 0..self.steps {
+            v = v * v + Fr::from(i as u64);
+        }
+        v
+    }
+}
+
+impl CircuitInstance for ChainInstance {
+    fn public_inputs(&self) -> Vec<Fr> {
+        vec![self.output()]
+    }
+
+    fn generate(self: Box<Self>, cs: ConstraintSystemRef<Fr>) -> Result<(), SynthesisError> {
+        let out = cs.new_input_variable(|| Ok(self.output()))?;
+        let mut v_val = self.x;
+        let mut v = cs.new_witness_variable(|| Ok(v_val))?;
+        for i in 0..self.steps {
+            let next_val = v_val * v_val + Fr::from(i as u64);
+            let next = if i + 1 == self.steps {
+                out
+            } else {
+                cs.new_witness_variable(|| Ok(next_val))?
+            };
+            cs.enforce_constraint(
+                lc!() + v,
+                lc!() + v,
+                lc!() + next - (Fr::from(i as u64), Variable::One),
+            )?;
+            // a boolean wire: b * (1 - b) = 0
+            let bit = (next_val.into_bigint().0[0] & 1) as u64;
+            let b = cs.new_witness_variable(|| Ok(Fr::from(bit)))?;
+            cs.enforce_constraint(lc!() + b, lc!() + Variable::One - b, lc!())?;
+            v = next;
+            v_val = next_val;
+        }
+        Ok(())
+    }
+}
+
+/// Whether an affine point list has the identity at index i (helpers for edge cases).
+pub fn with_identity(mut pts: Vec<G1Affine>, at: &[usize]) -> Vec<G1Affine> {
+    for &i in at {
+        if i < pts.len() {
+            pts[i] = G1Affine::zero();
+        }
+    }
+    pts
+}
+
+pub fn minus_one() -> Fr {
+    -Fr::from(1u64)
+}
+
+pub fn identity_g1() -> G1Affine {
+    G1Affine::identity()
+}

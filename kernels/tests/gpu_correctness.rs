@@ -1,0 +1,412 @@
+//! GPU correctness against arkworks, on fresh random inputs every run.
+//! `#[ignore]`d: run with `cargo test --release --features cuda -- --ignored`.
+//! Without a CUDA device each test prints SKIPPED and passes.
+#![cfg(feature = "cuda")]
+
+use std::sync::OnceLock;
+
+use ark_bls12_381::{Fq, Fq2, G1Projective, G2Projective};
+use ark_ec::{AdditiveGroup, AffineRepr, CurveGroup, VariableBaseMSM};
+use ark_ff::{BigInt, FftField, Field, Fp, PrimeField, UniformRand};
+use ark_poly::EvaluationDomain;
+use cuzk_kernels::cpu::CpuEngine;
+use cuzk_kernels::cuda::testutil::{self, ChainInstance};
+use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+use cuzk_kernels::groth16::{self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine};
+use cuzk_kernels::{Fr, G1Affine, G2Affine};
+
+fn engine() -> Option<&'static CudaEngine> {
+    static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
+    E.get_or_init(|| match detect_devices() {
+        Ok(d) if !d.is_empty() => {
+            eprintln!("GPU: {:?}", d[0]);
+            Some(CudaEngine::new(0, CudaOptions::default()).expect("engine on device 0"))
+        }
+        Ok(_) => None,
+        Err(e) => {
+            eprintln!("no CUDA driver: {e}");
+            None
+        }
+    })
+    .as_ref()
+}
+
+macro_rules! gpu_or_skip {
+    ($name:expr) => {
+        match engine() {
+            Some(e) => e,
+            None => {
+                eprintln!("SKIPPED {}: no CUDA device", $name);
+                return;
+            }
+        }
+    };
+}
+
+fn seed() -> u64 {
+    let s = testutil::fresh_seed();
+    eprintln!("seed {s}");
+    s
+}
+
+fn fq_words(x: &Fq) -> Vec<u64> {
+    x.0 .0.to_vec()
+}
+fn fq_from(w: &[u64]) -> Fq {
+    Fp::new_unchecked(BigInt([w[0], w[1], w[2], w[3], w[4], w[5]]))
+}
+fn fr_from(w: &[u64]) -> Fr {
+    Fp::new_unchecked(BigInt([w[0], w[1], w[2], w[3]]))
+}
+
+#[test]
+#[ignore]
+fn gpu_field_ops() {
+    let e = gpu_or_skip!("gpu_field_ops");
+    let mut r = testutil::rng(seed());
+    let n = 4096;
+    // Fr, with edge values
+    let mut a: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut r)).collect();
+    let mut b: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut r)).collect();
+    a[0] = Fr::from(0u64);
+    b[1] = Fr::from(0u64);
+    a[2] = -Fr::from(1u64);
+    b[2] = -Fr::from(1u64);
+    a[3] = b[3];
+    let aw: Vec<u64> = a.iter().flat_map(|x| x.0 .0).collect();
+    let bw: Vec<u64> = b.iter().flat_map(|x| x.0 .0).collect();
+    for op in 0..6u32 {
+        let out = e.field_op("test_fr_op", op, &aw, &bw, 4).unwrap();
+        for i in 0..n {
+            let got = fr_from(&out[4 * i..4 * i + 4]);
+            let want = match op {
+                0 => a[i] + b[i],
+                1 => a[i] - b[i],
+                2 => a[i] * b[i],
+                3 => a[i].square(),
+                4 => -a[i],
+                _ => {
+                    // from_mont: the plain integer as limbs
+                    let bi = a[i].into_bigint();
+                    assert_eq!(&out[4 * i..4 * i + 4], &bi.0[..], "Fr from_mont at {i}");
+                    continue;
+                }
+            };
+            assert_eq!(got, want, "Fr op {op} at {i}");
+        }
+    }
+    // Fq
+    let mut a: Vec<Fq> = (0..n).map(|_| Fq::rand(&mut r)).collect();
+    let b: Vec<Fq> = (0..n).map(|_| Fq::rand(&mut r)).collect();
+    a[0] = Fq::from(0u64);
+    a[1] = -Fq::from(1u64);
+    let aw: Vec<u64> = a.iter().flat_map(fq_words).collect();
+    let bw: Vec<u64> = b.iter().flat_map(fq_words).collect();
+    for op in 0..6u32 {
+        let out = e.field_op("test_fq_op", op, &aw, &bw, 6).unwrap();
+        for i in 0..n {
+            let got = fq_from(&out[6 * i..6 * i + 6]);
+            let want = match op {
+                0 => a[i] + b[i],
+                1 => a[i] - b[i],
+                2 => a[i] * b[i],
+                3 => a[i].square(),
+                4 => -a[i],
+                _ => a[i].double(),
+            };
+            assert_eq!(got, want, "Fq op {op} at {i}");
+        }
+    }
+    // Fq2
+    let a: Vec<Fq2> = (0..n).map(|_| Fq2::rand(&mut r)).collect();
+    let b: Vec<Fq2> = (0..n).map(|_| Fq2::rand(&mut r)).collect();
+    let w2 = |x: &Fq2| [fq_words(&x.c0), fq_words(&x.c1)].concat();
+    let aw: Vec<u64> = a.iter().flat_map(w2).collect();
+    let bw: Vec<u64> = b.iter().flat_map(w2).collect();
+    for op in 0..6u32 {
+        let out = e.field_op("test_fq2_op", op, &aw, &bw, 12).unwrap();
+        for i in 0..n {
+            let o = &out[12 * i..12 * i + 12];
+            let got = Fq2::new(fq_from(&o[..6]), fq_from(&o[6..]));
+            let want = match op {
+                0 => a[i] + b[i],
+                1 => a[i] - b[i],
+                2 => a[i] * b[i],
+                3 => a[i].square(),
+                4 => -a[i],
+                _ => a[i].double(),
+            };
+            assert_eq!(got, want, "Fq2 op {op} at {i}");
+        }
+    }
+    eprintln!(
+        "field ops: Fr, Fq, Fq2 add/sub/mul/sqr/neg/dbl (+ Fr from_mont) on {n} random inputs: OK"
+    );
+}
+
+#[test]
+#[ignore]
+fn gpu_curve_ops() {
+    let e = gpu_or_skip!("gpu_curve_ops");
+    let s = seed();
+    let n = 1024;
+    let mut a = testutil::random_g1(n, s);
+    let mut b = testutil::random_g1(n, s ^ 5);
+    b[0] = a[0]; // doubling through add
+    b[1] = (-a[1].into_group()).into_affine(); // P + (-P)
+    b[2] = G1Affine::identity();
+    a[3] = G1Affine::identity();
+    let aw = cuzk_kernels::cuda::msm::g1_to_words(&a);
+    let bw = cuzk_kernels::cuda::msm::g1_to_words(&b);
+    let out = e.field_op("test_g1_ops", 0, &aw, &bw, 12).unwrap();
+    for i in 0..n {
+        let j = |k: usize| {
+            cuzk_kernels::cuda::g1_from_jac(&out[(3 * i + k) * 18..(3 * i + k + 1) * 18])
+        };
+        let pa = a[i].into_group();
+        let s = pa + b[i];
+        assert_eq!(j(0), pa + pa, "G1 dbl at {i}");
+        assert_eq!(j(1), s, "G1 madd at {i}");
+        assert_eq!(j(2), s + pa, "G1 add at {i}");
+    }
+    let a2 = testutil::random_g2(256, s ^ 9);
+    let mut b2 = testutil::random_g2(256, s ^ 11);
+    b2[0] = a2[0];
+    b2[1] = (-a2[1].into_group()).into_affine();
+    b2[2] = G2Affine::identity();
+    let aw = cuzk_kernels::cuda::msm::g2_to_words(&a2);
+    let bw = cuzk_kernels::cuda::msm::g2_to_words(&b2);
+    let out = e.field_op("test_g2_ops", 0, &aw, &bw, 24).unwrap();
+    for i in 0..256 {
+        let j = |k: usize| {
+            cuzk_kernels::cuda::g2_from_jac(&out[(3 * i + k) * 36..(3 * i + k + 1) * 36])
+        };
+        let pa = a2[i].into_group();
+        let s = pa + b2[i];
+        assert_eq!(j(0), pa + pa, "G2 dbl at {i}");
+        assert_eq!(j(1), s, "G2 madd at {i}");
+        assert_eq!(j(2), s + pa, "G2 add at {i}");
+    }
+    eprintln!("curve ops G1 (1024) and G2 (256), with doubling/inverse/identity cases: OK");
+}
+
+#[test]
+#[ignore]
+fn gpu_ntt_all_sizes() {
+    let e = gpu_or_skip!("gpu_ntt_all_sizes");
+    let s = seed();
+    for k in 1..=22u32 {
+        let n = 1usize << k;
+        let domain = Domain::new(n).unwrap();
+        let coset = domain.get_coset(Fr::GENERATOR).unwrap();
+        let input = testutil::random_fr(n, s ^ k as u64);
+        for (inverse, is_coset) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut want = input.clone();
+            match (inverse, is_coset) {
+                (false, false) => domain.fft_in_place(&mut want),
+                (true, false) => domain.ifft_in_place(&mut want),
+                (false, true) => coset.fft_in_place(&mut want),
+                (true, true) => coset.ifft_in_place(&mut want),
+            }
+            let d = e.upload_fr(&input).unwrap();
+            e.ntt_device(&d, n, inverse, is_coset).unwrap();
+            let got = e.download_fr(&d, n).unwrap();
+            if let Some(i) = (0..n).find(|&i| got[i] != want[i]) {
+                panic!("NTT 2^{k} inverse={inverse} coset={is_coset}: first mismatch at {i}");
+            }
+        }
+    }
+    eprintln!("NTT forward/inverse/coset/coset-inverse at 2^1..=2^22 equal ark-poly: OK");
+}
+
+fn check_msm_g1(e: &CudaEngine, bases: &[G1Affine], scalars: &[Fr], what: &str) {
+    let want = G1Projective::msm(bases, scalars).unwrap();
+    let got = e.msm_g1(bases, scalars).unwrap();
+    assert_eq!(
+        got.into_affine(),
+        want.into_affine(),
+        "G1 MSM {what} (n = {})",
+        bases.len()
+    );
+}
+
+#[test]
+#[ignore]
+fn gpu_msm_g1() {
+    let e = gpu_or_skip!("gpu_msm_g1");
+    let s = seed();
+    let max = 1usize << 22;
+    let pool = testutil::random_g1(max, s);
+    let sc = testutil::random_fr(max, s ^ 77);
+    for n in [
+        1usize,
+        2,
+        3,
+        5,
+        17,
+        100,
+        1000,
+        4096,
+        1 << 14,
+        1 << 16,
+        1 << 18,
+        1 << 20,
+        1 << 22,
+    ] {
+        check_msm_g1(e, &pool[..n], &sc[..n], "random");
+    }
+    let n = 5000;
+    let zeros = vec![Fr::from(0u64); n];
+    check_msm_g1(e, &pool[..n], &zeros, "all zero scalars");
+    let mut mixed = sc[..n].to_vec();
+    for i in (0..n).step_by(3) {
+        mixed[i] = Fr::from(0u64);
+    }
+    for i in (1..n).step_by(7) {
+        mixed[i] = testutil::minus_one();
+    }
+    for i in (2..n).step_by(11) {
+        mixed[i] = Fr::from(1u64);
+    }
+    check_msm_g1(e, &pool[..n], &mixed, "zero, one and r-1 scalars");
+    let ident = testutil::with_identity(pool[..n].to_vec(), &[0, 1, 2, 100, 4999]);
+    check_msm_g1(e, &ident, &sc[..n], "identity points");
+    let repeated: Vec<G1Affine> = (0..n).map(|i| pool[i % 7]).collect();
+    check_msm_g1(e, &repeated, &sc[..n], "repeated points");
+    let same_scalar = vec![sc[0]; n];
+    check_msm_g1(e, &repeated, &same_scalar, "repeated points, one scalar");
+    let all_minus_one = vec![testutil::minus_one(); 1 << 16];
+    check_msm_g1(
+        e,
+        &pool[..1 << 16],
+        &all_minus_one,
+        "all r-1 (one bucket per window)",
+    );
+    let ones = vec![Fr::from(1u64); 1 << 20];
+    check_msm_g1(e, &pool[..1 << 20], &ones, "2^20 ones (one huge bucket)");
+    eprintln!("G1 MSM sizes 1..2^22 and edge cases equal arkworks: OK");
+}
+
+#[test]
+#[ignore]
+fn gpu_msm_g2() {
+    let e = gpu_or_skip!("gpu_msm_g2");
+    let s = seed();
+    let max = 1usize << 18;
+    let pool = testutil::random_g2(max, s);
+    let sc = testutil::random_fr(max, s ^ 3);
+    let check = |b: &[G2Affine], x: &[Fr], what: &str| {
+        let want = G2Projective::msm(b, x).unwrap();
+        let got = e.msm_g2(b, x).unwrap();
+        assert_eq!(
+            got.into_affine(),
+            want.into_affine(),
+            "G2 MSM {what} (n = {})",
+            b.len()
+        );
+    };
+    for n in [1usize, 2, 3, 100, 4096, 1 << 16, 1 << 18] {
+        check(&pool[..n], &sc[..n], "random");
+    }
+    let n = 3000;
+    let mut mixed = sc[..n].to_vec();
+    for i in (0..n).step_by(3) {
+        mixed[i] = Fr::from(0u64);
+    }
+    for i in (1..n).step_by(5) {
+        mixed[i] = testutil::minus_one();
+    }
+    let mut pts = pool[..n].to_vec();
+    pts[4] = G2Affine::identity();
+    pts[5] = pts[6];
+    check(&pts, &mixed, "zeros, r-1, identity, repeated");
+    eprintln!("G2 MSM sizes 1..2^18 and edge cases equal arkworks: OK");
+}
+
+fn chain_circuit(steps: usize, seed: u64) -> PreparedCircuit {
+    let mut r = testutil::rng(seed);
+    let x = Fr::rand(&mut r);
+    // The same id for every shape on purpose: the engine must notice a
+    // different key under a known id and re-upload.
+    PreparedCircuit::setup(
+        "gpu-test-chain",
+        || Box::new(ChainInstance { steps, x }),
+        &mut r,
+    )
+    .unwrap()
+}
+
+#[test]
+#[ignore]
+fn gpu_prove_start_equals_cpu() {
+    let e = gpu_or_skip!("gpu_prove_start_equals_cpu");
+    let s = seed();
+    let cpu = CpuEngine::new(0).unwrap();
+    for steps in [5usize, 1000, 20000] {
+        let circuit = chain_circuit(steps, s ^ steps as u64);
+        let mut r = testutil::rng(s ^ 999 ^ steps as u64);
+        let x = Fr::rand(&mut r);
+        let syn = || groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
+        let c = cpu.prove_start(&circuit, syn()).unwrap();
+        let g = e.prove_start(&circuit, syn()).unwrap();
+        assert_eq!(
+            g.a_acc.into_affine(),
+            c.a_acc.into_affine(),
+            "a_acc, {steps} steps"
+        );
+        assert_eq!(g.b1_acc.into_affine(), c.b1_acc.into_affine(), "b1_acc");
+        assert_eq!(g.l_acc.into_affine(), c.l_acc.into_affine(), "l_acc");
+        assert_eq!(g.h_acc.into_affine(), c.h_acc.into_affine(), "h_acc");
+        let b2_cpu = G2Projective::msm_bigint(
+            &circuit.pk.b_g2_query[1..],
+            &assignment_bigints(&c.assignment),
+        );
+        assert_eq!(
+            g.b2_acc.unwrap().into_affine(),
+            b2_cpu.into_affine(),
+            "b2_acc"
+        );
+        let phases: Vec<_> = g
+            .phases
+            .iter()
+            .map(|p| format!("{}={:?}", p.phase, p.duration))
+            .collect();
+        eprintln!("prove_start {steps} steps: {}", phases.join(" "));
+        let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
+        let inputs = g.public_inputs().to_vec();
+        let (pg, _) = groth16::prove_finish(&circuit, g, rr, ss);
+        let (pc, _) = groth16::prove_finish(&circuit, c, rr, ss);
+        assert_eq!(pg, pc, "GPU proof equals CPU proof");
+        let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
+        assert!(
+            ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs)
+                .unwrap()
+        );
+    }
+    // without G2 on the GPU: b2_acc left to the finalizer
+    let e2 = CudaEngine::new(
+        0,
+        CudaOptions {
+            g2_on_gpu: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let circuit = chain_circuit(300, s ^ 4242);
+    let x = Fr::from(7u64);
+    let g = e2
+        .prove_start(
+            &circuit,
+            groth16::synthesize(&circuit, Box::new(ChainInstance { steps: 300, x })).unwrap(),
+        )
+        .unwrap();
+    assert!(g.b2_acc.is_none());
+    let inputs = g.public_inputs().to_vec();
+    let (p, _) = groth16::prove_finish(&circuit, g, Fr::from(3u64), Fr::from(5u64));
+    let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
+    assert!(
+        ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs).unwrap()
+    );
+    assert!(e.resident_bytes() > 0);
+    eprintln!("GPU prove_start equals CPU, proofs verify (G2 on GPU and on CPU): OK");
+}
