@@ -32,8 +32,8 @@ pub struct Dispatcher {
     per_worker: usize,
     /// Waiting for a synthesis slot.
     pending: BTreeMap<QueueOrder, Arc<JobSpec>>,
-    /// Reserving budget (`false`) or being synthesized (`true`).
-    in_synthesis: HashMap<PartitionKey, (Arc<JobSpec>, bool)>,
+    /// Reserving budget (`None`) or being synthesized since the instant.
+    in_synthesis: HashMap<PartitionKey, (Arc<JobSpec>, Option<Instant>)>,
     reserving: usize,
     /// Synthesized, waiting for a GPU worker.
     ready: BTreeMap<QueueOrder, (Arc<JobSpec>, Payload)>,
@@ -44,6 +44,7 @@ pub struct Dispatcher {
 
 struct WorkerSlot {
     addr: Addr<GpuWorker>,
+    device: usize,
     assigned: usize,
 }
 
@@ -53,7 +54,7 @@ impl Dispatcher {
         budget: Addr<BudgetManager>,
         synthesis: Addr<SynthesisWorker>,
         synthesis_threads: usize,
-        workers: Vec<Addr<GpuWorker>>,
+        workers: Vec<(usize, Addr<GpuWorker>)>,
         lookahead: usize,
         pacer: PacerConfig,
     ) -> Self {
@@ -65,7 +66,7 @@ impl Dispatcher {
             synthesis_threads: synthesis_threads.max(1),
             workers: workers
                 .into_iter()
-                .map(|addr| WorkerSlot { addr, assigned: 0 })
+                .map(|(device, addr)| WorkerSlot { addr, device, assigned: 0 })
                 .collect(),
             per_worker: 1 + lookahead,
             pending: BTreeMap::new(),
@@ -90,7 +91,8 @@ impl Dispatcher {
         if head == Priority::Critical {
             return true;
         }
-        match self.pacer.admit(Instant::now(), self.in_pipeline()) {
+        let at_workers = self.workers.iter().map(|w| w.assigned).sum();
+        match self.pacer.admit(Instant::now(), self.ready.len(), self.in_synthesis.len(), at_workers) {
             Admission::Now => true,
             Admission::Hold => false,
             Admission::At(at) => {
@@ -131,15 +133,21 @@ impl Dispatcher {
                 bytes: job.reservation.total(),
                 reply: ctx.address().recipient(),
             });
-            self.in_synthesis.insert(key, (job, false));
+            self.in_synthesis.insert(key, (job, None));
             self.reserving += 1;
         }
         while !self.ready.is_empty() {
+            // The least-loaded worker, and among those the one on the
+            // least-loaded device, so that devices fill evenly.
+            let mut device_load = HashMap::<usize, usize>::new();
+            for w in &self.workers {
+                *device_load.entry(w.device).or_default() += w.assigned;
+            }
             let Some(slot) = self
                 .workers
                 .iter_mut()
                 .filter(|w| w.assigned < self.per_worker)
-                .min_by_key(|w| w.assigned)
+                .min_by_key(|w| (w.assigned, device_load[&w.device]))
             else {
                 break;
             };
@@ -238,7 +246,7 @@ impl Handler<BudgetDecision> for Dispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: BudgetDecision, ctx: &mut Context<Self>) {
-        let Some((job, granted)) = self.in_synthesis.get_mut(&msg.key) else {
+        let Some((job, synthesizing_since)) = self.in_synthesis.get_mut(&msg.key) else {
             // The job was dropped while its reservation was in the mail.
             self.budget.do_send(Release {
                 key: msg.key,
@@ -246,7 +254,7 @@ impl Handler<BudgetDecision> for Dispatcher {
             });
             return;
         };
-        *granted = true;
+        *synthesizing_since = Some(Instant::now());
         let job = job.clone();
         self.reserving -= 1;
         match msg.granted {
@@ -268,7 +276,11 @@ impl Handler<SynthesisDone> for Dispatcher {
 
     fn handle(&mut self, msg: SynthesisDone, ctx: &mut Context<Self>) {
         let key = msg.job.key(msg.index);
-        let tracked = self.in_synthesis.remove(&key).is_some();
+        let tracked = self.in_synthesis.remove(&key);
+        if let (Some((_, Some(since))), Ok(_)) = (&tracked, &msg.result) {
+            self.pacer.record_synthesis(since.elapsed());
+        }
+        let tracked = tracked.is_some();
         match msg.result {
             Ok(synthesized) if tracked && !msg.job.is_abandoned() => {
                 self.ready
@@ -292,7 +304,7 @@ impl Handler<WorkerDone> for Dispatcher {
         }
         if let Some(busy) = msg.busy {
             self.pacer.record_gpu(busy);
-            self.pacer.update(self.ready.len());
+            self.pacer.update(self.ready.len(), self.in_synthesis.len());
         }
         self.pump(ctx);
     }
@@ -316,7 +328,7 @@ impl Handler<DropJob> for Dispatcher {
         let reserving: Vec<PartitionKey> = self
             .in_synthesis
             .iter()
-            .filter(|(k, (_, granted))| k.job == msg.job && !granted)
+            .filter(|(k, (_, since))| k.job == msg.job && since.is_none())
             .map(|(k, _)| k.clone())
             .collect();
         for key in &reserving {

@@ -6,10 +6,21 @@
 //! A PI controller. Feed-forward: an EMA of the GPU time per partition
 //! divided by the number of GPU workers, where the time per partition is
 //! Δ(sum of worker busy time) / Δ(partitions) between updates: idle time and
-//! pipeline fill never enter it. Feedback: the buffer depth against the
-//! target. Before the first GPU completion (and again whenever the pipeline
-//! runs truly empty) it bootstraps: partitions start freely until the
-//! pipeline holds `target + workers`, which no later synthesis can overshoot.
+//! pipeline fill never enter it. Feedback: the buffer against the target.
+//!
+//! The buffer answers a release only one synthesis later, and a controller
+//! fed the buffer alone oscillates over that delay (measured: interval
+//! swinging 0 to 100 ms, buffer 0 to 22, GPUs starving every half second;
+//! docs/benchmarks.md). So the feedback acts on the *projected* buffer: the
+//! partitions synthesized plus those being synthesized, less the ones the
+//! GPUs will take while a synthesis runs (synthesis-time EMA over the
+//! feed-forward interval). A release moves it at once, so there is no delay
+//! in the loop. Releases also stop outright while the projection exceeds
+//! the target by the number of workers.
+//!
+//! Before the first GPU completion (and again whenever the pipeline runs
+//! truly empty) it bootstraps: partitions start freely until the pipeline
+//! holds `target + workers`.
 
 use std::time::{Duration, Instant};
 
@@ -66,6 +77,7 @@ pub struct PacerStatus {
     pub bootstrapping: bool,
     pub interval_ms: f64,
     pub ema_gpu_ms: Option<f64>,
+    pub ema_synthesis_ms: Option<f64>,
     pub integral: f64,
     pub target_buffer: usize,
     pub buffer: usize,
@@ -79,6 +91,7 @@ pub struct Pacer {
     sampled_sum: Duration,
     sampled_count: u64,
     ema_gpu: Option<f64>,
+    ema_synthesis: Option<f64>,
     integral: f64,
     interval: Duration,
     next_release: Option<Instant>,
@@ -96,6 +109,7 @@ impl Pacer {
             sampled_sum: Duration::ZERO,
             sampled_count: 0,
             ema_gpu: None,
+            ema_synthesis: None,
             integral: 0.0,
             interval: Duration::ZERO,
             next_release: None,
@@ -110,8 +124,36 @@ impl Pacer {
         self.busy_count += 1;
     }
 
-    /// Recomputes the interval after GPU completions, given the buffer depth.
-    pub fn update(&mut self, buffer: usize) {
+    /// Adds one partition's synthesis time.
+    pub fn record_synthesis(&mut self, took: Duration) {
+        self.ema_synthesis = Some(self.ema(self.ema_synthesis, took.as_secs_f64()));
+    }
+
+    fn ema(&self, previous: Option<f64>, sample: f64) -> f64 {
+        match previous {
+            Some(ema) => self.config.alpha * sample + (1.0 - self.config.alpha) * ema,
+            None => sample,
+        }
+    }
+
+    /// Seconds between partitions as the GPUs consume them.
+    fn consumption_interval(&self) -> Option<f64> {
+        self.ema_gpu.map(|ema| ema / self.workers as f64)
+    }
+
+    /// Synthesized plus synthesizing partitions, less those the GPUs will
+    /// take during one synthesis.
+    fn projected_buffer(&self, buffer: usize, synthesizing: usize) -> f64 {
+        let draining = match (self.ema_synthesis, self.consumption_interval()) {
+            (Some(synthesis), Some(interval)) if interval > 0.0 => synthesis / interval,
+            _ => 0.0,
+        };
+        (buffer + synthesizing) as f64 - draining
+    }
+
+    /// Recomputes the interval after GPU completions, given the buffer and
+    /// the partitions reserving or being synthesized.
+    pub fn update(&mut self, buffer: usize, synthesizing: usize) {
         self.buffer = buffer;
         let count = self.busy_count - self.sampled_count;
         if count == 0 {
@@ -120,17 +162,12 @@ impl Pacer {
         let per_partition = (self.busy_sum - self.sampled_sum).as_secs_f64() / count as f64;
         self.sampled_sum = self.busy_sum;
         self.sampled_count = self.busy_count;
-        let alpha = self.config.alpha;
-        let ema = match self.ema_gpu {
-            Some(ema) => alpha * per_partition + (1.0 - alpha) * ema,
-            None => per_partition,
-        };
-        self.ema_gpu = Some(ema);
+        self.ema_gpu = Some(self.ema(self.ema_gpu, per_partition));
         self.bootstrapping = false;
-        let error = buffer as f64 - self.config.target_buffer as f64;
+        let error = self.projected_buffer(buffer, synthesizing) - self.config.target_buffer as f64;
         let limit = self.config.integral_limit;
         self.integral = (self.integral + error).clamp(-limit, limit);
-        let feed_forward = ema / self.workers as f64;
+        let feed_forward = self.consumption_interval().unwrap_or(0.0);
         let factor = (1.0 + self.config.kp * error + self.config.ki * self.integral).max(0.0);
         let seconds = (feed_forward * factor).clamp(
             self.config.min_interval_ms as f64 / 1e3,
@@ -140,18 +177,19 @@ impl Pacer {
         self.emit();
     }
 
-    /// Whether the next partition may start; `in_pipeline` counts partitions
-    /// reserving, synthesizing, synthesized or at a worker.
-    pub fn admit(&self, now: Instant, in_pipeline: usize) -> Admission {
+    /// Whether the next partition may start, given the buffer, the
+    /// partitions reserving or being synthesized, and those at workers.
+    pub fn admit(&self, now: Instant, buffer: usize, synthesizing: usize, at_workers: usize) -> Admission {
         if !self.config.enabled {
             return Admission::Now;
         }
+        let ceiling = (self.config.target_buffer + self.workers) as f64;
         if self.bootstrapping {
-            return if in_pipeline < self.config.target_buffer + self.workers {
-                Admission::Now
-            } else {
-                Admission::Hold
-            };
+            let in_pipeline = buffer + synthesizing + at_workers;
+            return if (in_pipeline as f64) < ceiling { Admission::Now } else { Admission::Hold };
+        }
+        if self.projected_buffer(buffer, synthesizing) >= ceiling {
+            return Admission::Hold;
         }
         match self.next_release {
             Some(at) if at > now => Admission::At(at),
@@ -177,6 +215,7 @@ impl Pacer {
 
     pub fn status(&self) -> PacerStatus {
         PacerStatus {
+            ema_synthesis_ms: self.ema_synthesis.map(|s| s * 1e3),
             enabled: self.config.enabled,
             bootstrapping: self.bootstrapping,
             interval_ms: self.interval.as_secs_f64() * 1e3,
@@ -207,46 +246,49 @@ mod tests {
         Pacer::new(PacerConfig::default(), 4)
     }
 
+    /// A pacer that has seen 400 ms of GPU time per partition (100 ms per
+    /// partition over 4 workers) and 1 s syntheses: 10 partitions drain
+    /// during one synthesis.
+    fn measured() -> Pacer {
+        let mut p = pacer();
+        p.record_synthesis(Duration::from_secs(1));
+        p.record_gpu(Duration::from_millis(400));
+        p
+    }
+
     #[test]
     fn bootstrap_fills_the_pipeline_up_to_target_plus_workers_then_holds() {
         let p = pacer();
         let now = Instant::now();
-        assert_eq!(p.admit(now, 7), Admission::Now);
-        assert_eq!(p.admit(now, 8), Admission::Hold);
+        assert_eq!(p.admit(now, 0, 5, 2), Admission::Now);
+        assert_eq!(p.admit(now, 2, 4, 2), Admission::Hold);
     }
 
     #[test]
     fn feed_forward_is_gpu_time_per_worker_and_ignores_idle_time() {
-        let mut p = pacer();
-        for _ in 0..4 {
-            p.record_gpu(Duration::from_millis(400));
-        }
-        p.update(4); // buffer on target: no feedback
-        assert!(
-            (p.status().interval_ms - 100.0).abs() < 1e-6,
-            "{:?}",
-            p.status()
-        );
+        let mut p = measured();
+        // On target: 4 buffered, 10 in synthesis cover the 10 that drain.
+        p.update(4, 10);
+        assert!((p.status().interval_ms - 100.0).abs() < 1e-6, "{:?}", p.status());
         // A long idle stretch adds no busy time and no partitions: nothing moves.
         std::thread::sleep(Duration::from_millis(5));
-        p.update(4);
+        p.update(4, 10);
         assert!((p.status().interval_ms - 100.0).abs() < 1e-6);
     }
 
     #[test]
-    fn a_full_buffer_slows_releases_and_an_empty_one_speeds_them_up() {
-        let mut full = pacer();
-        let mut empty = pacer();
-        for p in [&mut full, &mut empty] {
-            p.record_gpu(Duration::from_millis(400));
-        }
-        full.update(8);
-        empty.update(1);
-        assert!(full.status().interval_ms > 100.0);
-        assert!(empty.status().interval_ms < 100.0);
+    fn partitions_in_synthesis_count_before_they_reach_the_buffer() {
+        let (mut ahead, mut behind) = (measured(), measured());
+        // The same empty buffer: one pipeline has syntheses under way, the
+        // other none. Only the second must hurry.
+        ahead.update(0, 16);
+        behind.update(0, 0);
+        assert!(ahead.status().interval_ms > 100.0, "{:?}", ahead.status());
+        assert!(behind.status().interval_ms < 100.0, "{:?}", behind.status());
         let now = Instant::now();
-        full.released(now);
-        assert!(matches!(full.admit(now, 100), Admission::At(at) if at > now));
+        assert_eq!(ahead.admit(now, 0, 18, 4), Admission::Hold);
+        behind.released(now);
+        assert!(matches!(behind.admit(now, 0, 0, 4), Admission::At(_) | Admission::Now));
     }
 
     #[test]
@@ -254,7 +296,7 @@ mod tests {
         let mut p = pacer();
         for _ in 0..1000 {
             p.record_gpu(Duration::from_millis(10));
-            p.update(0);
+            p.update(0, 0);
         }
         let s = p.status();
         assert_eq!(s.integral, -PacerConfig::default().integral_limit);
@@ -265,7 +307,7 @@ mod tests {
     fn an_empty_pipeline_bootstraps_again() {
         let mut p = pacer();
         p.record_gpu(Duration::from_millis(10));
-        p.update(4);
+        p.update(4, 0);
         assert!(!p.status().bootstrapping);
         p.pipeline_empty();
         assert!(p.status().bootstrapping);

@@ -99,7 +99,7 @@ impl ProvingSystem {
                 );
                 arbiters.push(arbiter);
                 worker_ids.push(id);
-                workers.push(addr);
+                workers.push((device, addr));
             }
         }
 
