@@ -16,12 +16,13 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use cuzk_actors::budget::GetBudgetStatus;
 use cuzk_actors::dispatcher::GetQueueStatus;
+use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::tracker::{SpanFinished, SubscribeSpans};
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::config::{BackendKind, Budget, Config, SimConfig};
+use crate::config::{BackendKind, Budget, Config, SchedulerConfig, SimConfig};
 use crate::server::{self, RunningDaemon};
 use crate::sim::SimProfile;
 
@@ -45,16 +46,17 @@ pub struct SchedulerBenchArgs {
     /// Each simulated duration varies uniformly by up to this fraction.
     #[arg(long, default_value_t = 0.1)]
     pub jitter: f64,
-    /// Budget in bytes [default: enough for every partition the pipeline
-    /// can hold, so that it never limits].
+    /// Budget in bytes [default: room for every partition a paced pipeline
+    /// holds: one per synthesis and finalizer thread, and twice the GPU
+    /// workers' running and lookahead partitions].
     #[arg(long)]
     pub budget: Option<u64>,
     /// [default: enough for a synthesis capacity of at least 1.2 times the
     /// GPU demand, from the profile].
     #[arg(long)]
     pub synthesis_threads: Option<usize>,
-    /// [default: enough to finalize 1.2 times as fast as the GPUs prove,
-    /// stall included].
+    /// [default: enough to finalize at least 1.2 times as fast as the GPUs
+    /// prove, stall included].
     #[arg(long)]
     pub finalizer_threads: Option<usize>,
     /// GET /v1/status requests per second during the run (0: none).
@@ -67,6 +69,10 @@ pub struct SchedulerBenchArgs {
     /// scaled synthesis-plus-GPU times, at least one second].
     #[arg(long)]
     pub warmup: Option<f64>,
+    /// Disable the pacer, for comparison: synthesis then starts whenever a
+    /// thread and the budget allow.
+    #[arg(long)]
+    pub no_pacer: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -80,15 +86,15 @@ pub struct SchedulerBenchArgs {
 /// percent shorter (host staging), so the margin is larger.
 const CAPACITY_MARGIN: f64 = 1.3;
 const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
-/// Partitions per synthesis thread kept waiting for synthesis, so that the
-/// 50 ms between queue samples can never empty the queue.
-const QUEUED_PER_SYNTHESIS_THREAD: usize = 2;
 
 /// Runs the benchmark and prints the report (JSON or a table).
 pub fn run(args: &SchedulerBenchArgs) -> Result<(), String> {
     let report = measure(args)?;
     if args.json {
-        println!("{}", serde_json::to_string(&report).expect("the report serializes"));
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("the report serializes")
+        );
     } else {
         print!("{report}");
     }
@@ -122,6 +128,8 @@ struct Plan {
     synthesis_threads: usize,
     finalizer_threads: usize,
     budget_bytes: u64,
+    /// The feeder submits jobs while fewer partitions wait for synthesis.
+    queued_low_water: usize,
     warmup: Duration,
     duration: Duration,
 }
@@ -129,16 +137,26 @@ struct Plan {
 impl Plan {
     fn new(args: &SchedulerBenchArgs) -> Result<Self, String> {
         let profile = SimProfile::by_name(&args.profile).ok_or_else(|| {
-            format!("unknown profile {:?}; known: {}", args.profile, SimProfile::NAMES.join(", "))
+            format!(
+                "unknown profile {:?}; known: {}",
+                args.profile,
+                SimProfile::NAMES.join(", ")
+            )
         })?;
         if args.devices == 0 || args.workers_per_device == 0 {
             return Err("--devices and --workers-per-device must be at least 1".into());
         }
         if !(args.duration > 0.0 && args.duration.is_finite()) {
-            return Err(format!("--duration must be positive, got {}", args.duration));
+            return Err(format!(
+                "--duration must be positive, got {}",
+                args.duration
+            ));
         }
         if !(args.status_load >= 0.0 && args.status_load.is_finite()) {
-            return Err(format!("--status-load must be 0 or more, got {}", args.status_load));
+            return Err(format!(
+                "--status-load must be 0 or more, got {}",
+                args.status_load
+            ));
         }
         let scaled = |d: Duration| d.as_secs_f64() * args.time_scale;
         let (gpu_low, gpu_high) = profile.gpu;
@@ -156,9 +174,23 @@ impl Plan {
         // thread, twice what the workers hold (running and lookahead) for
         // the buffer and the workers, and one per finalizer thread.
         let holders = synthesis_threads + 2 * workers * (1 + lookahead) + finalizer_threads;
-        let budget_bytes = args.budget.unwrap_or(profile.reservation.total() * holders as u64);
+        let budget_bytes = args
+            .budget
+            .unwrap_or(profile.reservation.total() * holders as u64);
+        // Enough that neither every synthesis thread starting at once nor
+        // two sample intervals of GPU demand can empty the queue.
+        let queued_low_water = [
+            2 * synthesis_threads,
+            2 * profile.partitions as usize,
+            (2.0 * gpu_demand_per_s * SAMPLE_INTERVAL.as_secs_f64()).ceil() as usize,
+        ]
+        .into_iter()
+        .max()
+        .expect("three candidates");
         let warmup = match args.warmup {
-            Some(seconds) if seconds >= 0.0 && seconds.is_finite() => Duration::from_secs_f64(seconds),
+            Some(seconds) if seconds >= 0.0 && seconds.is_finite() => {
+                Duration::from_secs_f64(seconds)
+            }
             Some(seconds) => return Err(format!("--warmup must be 0 or more, got {seconds}")),
             None => Duration::from_secs_f64((10.0 * scaled(profile.synthesis + gpu_high)).max(1.0)),
         };
@@ -168,28 +200,37 @@ impl Plan {
             synthesis_threads,
             finalizer_threads,
             budget_bytes,
+            queued_low_water,
             warmup,
             duration: Duration::from_secs_f64(args.duration),
         })
     }
 
     fn config(&self, data_dir: &Path) -> Config {
-        let mut config = Config::default();
-        config.listen = "127.0.0.1:0".into();
-        config.data_dir = data_dir.to_path_buf();
-        config.backend = BackendKind::Sim;
-        config.sim = SimConfig {
-            profile: self.profile.name.into(),
-            time_scale: self.args.time_scale,
-            jitter: self.args.jitter,
-            devices: self.args.devices,
-            finalizer_stall_ms: self.args.finalizer_stall_ms,
-        };
-        config.scheduler.synthesis_threads = self.synthesis_threads;
-        config.scheduler.finalizer_threads = self.finalizer_threads;
-        config.scheduler.workers_per_device = self.args.workers_per_device;
-        config.scheduler.budget = Budget::Bytes(self.budget_bytes);
-        config
+        Config {
+            listen: "127.0.0.1:0".into(),
+            data_dir: data_dir.to_path_buf(),
+            backend: BackendKind::Sim,
+            sim: SimConfig {
+                profile: self.profile.name.into(),
+                time_scale: self.args.time_scale,
+                jitter: self.args.jitter,
+                devices: self.args.devices,
+                finalizer_stall_ms: self.args.finalizer_stall_ms,
+            },
+            scheduler: SchedulerConfig {
+                synthesis_threads: self.synthesis_threads,
+                finalizer_threads: self.finalizer_threads,
+                workers_per_device: self.args.workers_per_device,
+                budget: Budget::Bytes(self.budget_bytes),
+                pacer: PacerConfig {
+                    enabled: !self.args.no_pacer,
+                    ..PacerConfig::default()
+                },
+                ..SchedulerConfig::default()
+            },
+            ..Config::default()
+        }
     }
 
     fn workers(&self) -> usize {
@@ -205,7 +246,11 @@ impl Plan {
     /// Time after the window for spans running at its end to report: a
     /// worker may wait for its device's other worker before its own turn.
     fn grace(&self) -> Duration {
-        self.profile.gpu.1.mul_f64(2.0 * self.args.time_scale * (1.0 + self.args.jitter)) + 2 * SAMPLE_INTERVAL
+        self.profile
+            .gpu
+            .1
+            .mul_f64(2.0 * self.args.time_scale * (1.0 + self.args.jitter))
+            + 2 * SAMPLE_INTERVAL
     }
 
     /// A job of the profile's shape; the feeder gives each its own seed.
@@ -228,8 +273,12 @@ impl ScratchDir {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!("cuzk-bench-scheduler-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let path = std::env::temp_dir().join(format!(
+            "cuzk-bench-scheduler-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         Ok(Self(path))
     }
 }
@@ -310,21 +359,27 @@ impl Run {
 
 async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, String> {
     let collector = SpanCollector::default().start();
-    daemon.system.tracker.do_send(SubscribeSpans(collector.clone().recipient()));
+    daemon
+        .system
+        .tracker
+        .do_send(SubscribeSpans(collector.clone().recipient()));
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let gauge = Arc::new(QueueGauge::default());
     let feeder = {
         let (url, stop, gauge) = (daemon.url(), stop.clone(), gauge.clone());
-        let low_water = (QUEUED_PER_SYNTHESIS_THREAD * plan.synthesis_threads).max(2 * plan.profile.partitions as usize);
-        let partitions = plan.profile.partitions as usize;
+        let (partitions, low_water) = (plan.profile.partitions as usize, plan.queued_low_water);
         let body = plan.job_body();
-        spawn_named("bench-feeder", move || keep_queue_full(&url, body, partitions, low_water, &gauge, &stop))?
+        spawn_named("bench-feeder", move || {
+            keep_queue_full(&url, body, partitions, low_water, &gauge, &stop)
+        })?
     };
     let status_load = match plan.args.status_load {
         rps if rps > 0.0 => {
             let (url, stop) = (daemon.url(), stop.clone());
-            Some(spawn_named("bench-status-load", move || Ok(query_status(&url, rps, &stop)))?)
+            Some(spawn_named("bench-status-load", move || {
+                Ok(query_status(&url, rps, &stop))
+            })?)
         }
         _ => None,
     };
@@ -346,7 +401,9 @@ async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, String> {
                     waiting_gpu: count(&queues["waiting_gpu"]),
                     pacer: queues.get("pacer").cloned(),
                 };
-                gauge.waiting_synthesis.store(sample.waiting_synthesis as u64, Ordering::Release);
+                gauge
+                    .waiting_synthesis
+                    .store(sample.waiting_synthesis as u64, Ordering::Release);
                 gauge.samples.fetch_add(1, Ordering::AcqRel);
                 samples.push(sample);
             }
@@ -357,8 +414,16 @@ async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, String> {
     let job_ids = join(feeder);
     let status_served_per_s = status_load.map(join).transpose()?;
     sampled?;
-    let spans = collector.send(TakeSpans).await.map_err(|e| format!("span collector: {e}"))?;
-    let budget = daemon.system.budget.send(GetBudgetStatus).await.map_err(|e| format!("budget: {e}"))?;
+    let spans = collector
+        .send(TakeSpans)
+        .await
+        .map_err(|e| format!("span collector: {e}"))?;
+    let budget = daemon
+        .system
+        .budget
+        .send(GetBudgetStatus)
+        .await
+        .map_err(|e| format!("budget: {e}"))?;
     Ok(Run {
         started,
         spans,
@@ -378,15 +443,22 @@ fn spawn_named<T: Send + 'static>(
     name: &str,
     body: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> Result<JoinHandle<Result<T, String>>, String> {
-    std::thread::Builder::new().name(name.into()).spawn(body).map_err(|e| format!("cannot start {name}: {e}"))
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(body)
+        .map_err(|e| format!("cannot start {name}: {e}"))
 }
 
 fn join<T>(handle: JoinHandle<Result<T, String>>) -> Result<T, String> {
-    handle.join().map_err(|_| "a benchmark thread panicked".to_string())?
+    handle
+        .join()
+        .map_err(|_| "a benchmark thread panicked".to_string())?
 }
 
 fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build()
+    ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build()
 }
 
 /// Submits jobs whenever the last queue sample shows fewer than `low_water`
@@ -408,7 +480,10 @@ fn keep_queue_full(
         if sample != seen_sample {
             seen_sample = sample;
             let waiting = gauge.waiting_synthesis.load(Ordering::Acquire) as usize;
-            for _ in 0..low_water.saturating_sub(waiting).div_ceil(partitions_per_job) {
+            for _ in 0..low_water
+                .saturating_sub(waiting)
+                .div_ceil(partitions_per_job)
+            {
                 body["seed"] = json!(ids.len());
                 let job: Value = agent
                     .post(&format!("{url}/v1/jobs"))
@@ -416,7 +491,12 @@ fn keep_queue_full(
                     .map_err(|e| format!("submitting a job: {e}"))?
                     .into_json()
                     .map_err(|e| format!("submitting a job: {e}"))?;
-                ids.push(job["id"].as_str().ok_or("the daemon answered no job id")?.to_string());
+                ids.push(
+                    job["id"]
+                        .as_str()
+                        .ok_or("the daemon answered no job id")?
+                        .to_string(),
+                );
             }
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -459,8 +539,9 @@ fn mean_synthesis_seconds(url: &str, job_ids: &[String]) -> Result<f64, String> 
         let job: Value = agent
             .get(&format!("{url}/v1/jobs/{id}"))
             .call()
-            .and_then(|r| Ok(r.into_json()?))
-            .map_err(|e| format!("fetching job {id}: {e}"))?;
+            .map_err(|e| format!("fetching job {id}: {e}"))?
+            .into_json()
+            .map_err(|e| format!("reading job {id}: {e}"))?;
         for partition in job["partitions"].as_array().into_iter().flatten() {
             if let Some(ms) = partition["timings_ms"]["synthesis"].as_f64() {
                 total_ms += ms;
@@ -498,7 +579,10 @@ fn device_phase(span: &SpanFinished, run: &Run) -> Option<Interval> {
     let position = span.phases.iter().position(|(name, _)| *name == "device")?;
     let before: Duration = span.phases[..position].iter().map(|(_, d)| *d).sum();
     let start = run.seconds(span.start) + before.as_secs_f64();
-    Some(Interval { start, end: start + span.phases[position].1.as_secs_f64() })
+    Some(Interval {
+        start,
+        end: start + span.phases[position].1.as_secs_f64(),
+    })
 }
 
 /// Sorted, overlapping intervals merged: when a device was busy.
@@ -587,6 +671,7 @@ pub struct BufferFigures {
     pub samples: usize,
     /// Samples taken while partitions were waiting for synthesis.
     pub samples_with_work_queued: usize,
+    /// The most waiting in those samples.
     pub max_waiting_gpu: usize,
     /// Samples with an empty buffer while partitions waited for synthesis.
     pub drained_while_queued: usize,
@@ -616,6 +701,7 @@ pub struct Settings {
     pub duration_s: f64,
     pub status_load_rps: f64,
     pub finalizer_stall_ms: u64,
+    pub pacer_enabled: bool,
 }
 
 impl SchedulerReport {
@@ -623,15 +709,24 @@ impl SchedulerReport {
         let window = plan.window();
         let seconds = window.1 - window.0;
         let in_window = |at: f64| at >= window.0 && at <= window.1;
-        let finished: Vec<&SpanFinished> =
-            run.spans.iter().filter(|s| s.ok && in_window(run.seconds(s.end))).collect();
+        let finished: Vec<&SpanFinished> = run
+            .spans
+            .iter()
+            .filter(|s| s.ok && in_window(run.seconds(s.end)))
+            .collect();
         let devices: Vec<DeviceFigures> = (0..plan.args.devices)
             .map(|device| {
                 let busy = merge(
-                    run.spans.iter().filter(|s| s.worker.device == device).filter_map(|s| device_phase(s, run)).collect(),
+                    run.spans
+                        .iter()
+                        .filter(|s| s.worker.device == device)
+                        .filter_map(|s| device_phase(s, run))
+                        .collect(),
                 );
-                let busy_seconds: f64 =
-                    busy.iter().map(|i| (i.end.min(window.1) - i.start.max(window.0)).max(0.0)).sum();
+                let busy_seconds: f64 = busy
+                    .iter()
+                    .map(|i| (i.end.min(window.1) - i.start.max(window.0)).max(0.0))
+                    .sum();
                 let mut gaps = idle_gaps(&busy, window);
                 gaps.sort_by(f64::total_cmp);
                 DeviceFigures {
@@ -641,20 +736,28 @@ impl SchedulerReport {
                     idle_gap_p99_ms: percentile(&gaps, 0.99) * 1e3,
                     idle_gap_max_ms: gaps.last().copied().unwrap_or(0.0) * 1e3,
                     idle_gaps: gaps.len(),
-                    partitions: finished.iter().filter(|s| s.worker.device == device).count(),
+                    partitions: finished
+                        .iter()
+                        .filter(|s| s.worker.device == device)
+                        .count(),
                 }
             })
             .collect();
-        let device_seconds: Vec<f64> =
-            finished.iter().filter_map(|s| device_phase(s, run)).map(|i| i.end - i.start).collect();
+        let device_seconds: Vec<f64> = finished
+            .iter()
+            .filter_map(|s| device_phase(s, run))
+            .map(|i| i.end - i.start)
+            .collect();
         let mean_device_s = mean(&device_seconds);
         let gpu_capacity_per_s = plan.args.devices as f64 / mean_device_s;
         let synthesis_capacity_per_s = plan.synthesis_threads as f64 / mean_synthesis_s;
         let throughput_per_s = finished.len() as f64 / seconds;
-        let window_samples: Vec<&QueueSample> = run.samples.iter().filter(|s| in_window(s.at)).collect();
+        let window_samples: Vec<&QueueSample> =
+            run.samples.iter().filter(|s| in_window(s.at)).collect();
         Self {
             devices,
-            throughput_ratio_to_bound: throughput_per_s / gpu_capacity_per_s.min(synthesis_capacity_per_s),
+            throughput_ratio_to_bound: throughput_per_s
+                / gpu_capacity_per_s.min(synthesis_capacity_per_s),
             budget_peak_bytes: run.budget_peak_bytes,
             budget_limit_bytes: run.budget_limit_bytes,
             throughput_per_s,
@@ -677,6 +780,7 @@ impl SchedulerReport {
                 duration_s: seconds,
                 status_load_rps: plan.args.status_load,
                 finalizer_stall_ms: plan.args.finalizer_stall_ms,
+                pacer_enabled: !plan.args.no_pacer,
             },
         }
     }
@@ -686,10 +790,12 @@ impl SchedulerReport {
 /// name contains `part` (the daemon's field names may change).
 fn pacer_field(pacer: &Value, exact: &str, part: &str) -> Option<f64> {
     let fields = pacer.as_object()?;
-    fields
-        .get(exact)
-        .and_then(Value::as_f64)
-        .or_else(|| fields.iter().find(|(name, _)| name.contains(part)).and_then(|(_, v)| v.as_f64()))
+    fields.get(exact).and_then(Value::as_f64).or_else(|| {
+        fields
+            .iter()
+            .find(|(name, _)| name.contains(part))
+            .and_then(|(_, v)| v.as_f64())
+    })
 }
 
 fn buffer_target(sample: &QueueSample) -> Option<f64> {
@@ -702,7 +808,8 @@ fn pacer_interval_ms(sample: &QueueSample) -> Option<f64> {
 
 impl BufferFigures {
     fn new(samples: &[&QueueSample], workers: usize) -> Self {
-        let queued: Vec<&&QueueSample> = samples.iter().filter(|s| s.waiting_synthesis > 0).collect();
+        let queued: Vec<&&QueueSample> =
+            samples.iter().filter(|s| s.waiting_synthesis > 0).collect();
         let excess = samples
             .iter()
             .filter_map(|s| Some(s.waiting_gpu as f64 - buffer_target(s)? - workers as f64))
@@ -710,7 +817,7 @@ impl BufferFigures {
         Self {
             samples: samples.len(),
             samples_with_work_queued: queued.len(),
-            max_waiting_gpu: samples.iter().map(|s| s.waiting_gpu).max().unwrap_or(0),
+            max_waiting_gpu: queued.iter().map(|s| s.waiting_gpu).max().unwrap_or(0),
             drained_while_queued: queued.iter().filter(|s| s.waiting_gpu == 0).count(),
             target: samples.iter().find_map(|s| buffer_target(s)),
             max_excess_over_target_plus_workers: excess,
@@ -731,7 +838,11 @@ fn pacer_spreads(samples: &[&QueueSample]) -> BTreeMap<String, Spread> {
         .into_iter()
         .map(|(name, mut values)| {
             values.sort_by(f64::total_cmp);
-            let spread = Spread { min: values[0], p50: percentile(&values, 0.5), max: values[values.len() - 1] };
+            let spread = Spread {
+                min: values[0],
+                p50: percentile(&values, 0.5),
+                max: values[values.len() - 1],
+            };
             (name, spread)
         })
         .collect()
@@ -748,10 +859,18 @@ impl fmt::Display for SchedulerReport {
         )?;
         writeln!(
             f,
-            "measured {:.1} s after {:.1} s warm-up; status load {}/s; finalizer stall {} ms\n",
-            s.duration_s, s.warmup_s, s.status_load_rps, s.finalizer_stall_ms
+            "measured {:.1} s after {:.1} s warm-up; status load {}/s; finalizer stall {} ms; pacer {}\n",
+            s.duration_s,
+            s.warmup_s,
+            s.status_load_rps,
+            s.finalizer_stall_ms,
+            if s.pacer_enabled { "on" } else { "off" }
         )?;
-        writeln!(f, "{:<8} {:>8} {:>12} {:>12} {:>12} {:>6} {:>10}", "device", "busy", "gap p50 ms", "gap p99 ms", "gap max ms", "gaps", "partitions")?;
+        writeln!(
+            f,
+            "{:<8} {:>8} {:>12} {:>12} {:>12} {:>6} {:>10}",
+            "device", "busy", "gap p50 ms", "gap p99 ms", "gap max ms", "gaps", "partitions"
+        )?;
         for d in &self.devices {
             writeln!(
                 f,
@@ -785,7 +904,9 @@ impl fmt::Display for SchedulerReport {
         )?;
         let b = &self.buffer;
         let target = match (b.target, b.max_excess_over_target_plus_workers) {
-            (Some(target), Some(excess)) => format!("target {target}, max excess over target + workers {excess}"),
+            (Some(target), Some(excess)) => {
+                format!("target {target}, max excess over target + workers {excess}")
+            }
             _ => "no pacer target exported".into(),
         };
         writeln!(
@@ -794,7 +915,11 @@ impl fmt::Display for SchedulerReport {
             b.max_waiting_gpu, b.drained_while_queued, b.samples_with_work_queued
         )?;
         for (name, spread) in &self.pacer {
-            writeln!(f, "pacer       {name:<14} min {:.3}  p50 {:.3}  max {:.3}", spread.min, spread.p50, spread.max)?;
+            writeln!(
+                f,
+                "pacer       {name:<14} min {:.3}  p50 {:.3}  max {:.3}",
+                spread.min, spread.p50, spread.max
+            )?;
         }
         if let Some(served) = self.status_served_per_s {
             writeln!(f, "status      {served:.0} requests/s answered")?;
@@ -810,7 +935,9 @@ mod chart {
 
     use plotters::prelude::*;
 
-    use super::{buffer_target, device_phase, merge, pacer_interval_ms, Interval, Plan, Run, SchedulerReport};
+    use super::{
+        buffer_target, device_phase, merge, pacer_interval_ms, Interval, Plan, Run, SchedulerReport,
+    };
 
     const WIDTH: u32 = 1400;
     const HEIGHT: u32 = 1200;
@@ -826,6 +953,13 @@ mod chart {
         bars: Vec<(Interval, RGBColor)>,
     }
 
+    /// One line of a line chart: (seconds, value) points.
+    struct Series<'a> {
+        name: &'a str,
+        points: &'a [(f64, f64)],
+        colour: RGBColor,
+    }
+
     type Failure = String;
 
     fn failed(e: impl std::fmt::Display) -> Failure {
@@ -836,7 +970,12 @@ mod chart {
     /// device (merged device phases); two views of them (the whole run, and
     /// around the longest idle gap of the measured window); then the pacer
     /// interval and the buffer against its target over time.
-    pub(super) fn draw(path: &Path, plan: &Plan, run: &Run, report: &SchedulerReport) -> Result<(), Failure> {
+    pub(super) fn draw(
+        path: &Path,
+        plan: &Plan,
+        run: &Run,
+        report: &SchedulerReport,
+    ) -> Result<(), Failure> {
         let lanes = lanes(plan, run);
         let end = plan.window().1;
         let root = SVGBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
@@ -846,22 +985,71 @@ mod chart {
             plan.profile.name,
             plan.args.devices,
             plan.args.workers_per_device,
-            report.devices.iter().map(|d| format!("{:.2}%", 100.0 * d.busy_fraction)).collect::<Vec<_>>().join(", ")
+            report
+                .devices
+                .iter()
+                .map(|d| format!("{:.2}%", 100.0 * d.busy_fraction))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let root = root.titled(&title, ("sans-serif", 22)).map_err(failed)?;
         let panels = root.split_evenly((4, 1));
-        draw_lanes(&panels[0], "worker and device lanes, whole run (grey: warm-up)", &lanes, (0.0, end), plan)?;
+        draw_lanes(
+            &panels[0],
+            "worker and device lanes, whole run (grey: warm-up)",
+            &lanes,
+            (0.0, end),
+            plan,
+        )?;
         let zoom = zoom_window(report, run, plan);
-        draw_lanes(&panels[1], "zoom on the measured window's longest device idle gap", &lanes, zoom, plan)?;
-        let interval: Vec<(f64, f64)> =
-            run.samples.iter().filter_map(|s| Some((s.at, pacer_interval_ms(s)?))).collect();
-        draw_lines(&panels[2], "pacer interval (ms)", &[("interval_ms", &interval, RED)], end, plan)?;
-        let waiting: Vec<(f64, f64)> = run.samples.iter().map(|s| (s.at, s.waiting_gpu as f64)).collect();
-        let target: Vec<(f64, f64)> = run.samples.iter().filter_map(|s| Some((s.at, buffer_target(s)?))).collect();
+        draw_lanes(
+            &panels[1],
+            "zoom on the measured window's longest device idle gap",
+            &lanes,
+            zoom,
+            plan,
+        )?;
+        let interval: Vec<(f64, f64)> = run
+            .samples
+            .iter()
+            .filter_map(|s| Some((s.at, pacer_interval_ms(s)?)))
+            .collect();
+        draw_lines(
+            &panels[2],
+            "pacer interval (ms)",
+            &[Series {
+                name: "interval_ms",
+                points: &interval,
+                colour: RED,
+            }],
+            end,
+            plan,
+        )?;
+        let waiting: Vec<(f64, f64)> = run
+            .samples
+            .iter()
+            .map(|s| (s.at, s.waiting_gpu as f64))
+            .collect();
+        let target: Vec<(f64, f64)> = run
+            .samples
+            .iter()
+            .filter_map(|s| Some((s.at, buffer_target(s)?)))
+            .collect();
         draw_lines(
             &panels[3],
             "synthesized partitions waiting for a GPU worker",
-            &[("waiting_gpu", &waiting, BLUE), ("target", &target, BLACK)],
+            &[
+                Series {
+                    name: "waiting_gpu",
+                    points: &waiting,
+                    colour: BLUE,
+                },
+                Series {
+                    name: "target",
+                    points: &target,
+                    colour: BLACK,
+                },
+            ],
             end,
             plan,
         )?;
@@ -873,15 +1061,38 @@ mod chart {
         for device in 0..plan.args.devices {
             for worker in 0..plan.args.workers_per_device {
                 let mut bars = Vec::new();
-                for span in run.spans.iter().filter(|s| s.worker.device == device && s.worker.worker == worker) {
-                    bars.push((Interval { start: run.seconds(span.start), end: run.seconds(span.end) }, STAGING));
+                for span in run
+                    .spans
+                    .iter()
+                    .filter(|s| s.worker.device == device && s.worker.worker == worker)
+                {
+                    bars.push((
+                        Interval {
+                            start: run.seconds(span.start),
+                            end: run.seconds(span.end),
+                        },
+                        STAGING,
+                    ));
                     bars.extend(device_phase(span, run).map(|phase| (phase, DEVICE_PHASE)));
                 }
-                lanes.push(Lane { name: format!("gpu{device}/w{worker}"), bars });
+                lanes.push(Lane {
+                    name: format!("gpu{device}/w{worker}"),
+                    bars,
+                });
             }
-            let phases = run.spans.iter().filter(|s| s.worker.device == device).filter_map(|s| device_phase(s, run));
-            let bars = merge(phases.collect()).into_iter().map(|i| (i, DEVICE_BUSY)).collect();
-            lanes.push(Lane { name: format!("device {device}"), bars });
+            let phases = run
+                .spans
+                .iter()
+                .filter(|s| s.worker.device == device)
+                .filter_map(|s| device_phase(s, run));
+            let bars = merge(phases.collect())
+                .into_iter()
+                .map(|i| (i, DEVICE_BUSY))
+                .collect();
+            lanes.push(Lane {
+                name: format!("device {device}"),
+                bars,
+            });
         }
         lanes
     }
@@ -925,19 +1136,30 @@ mod chart {
             .x_desc("seconds since start")
             .y_labels(lanes.len())
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => names.get(*i as usize).map(|n| n.to_string()).unwrap_or_default(),
+                SegmentValue::CenterOf(i) => names
+                    .get(*i as usize)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
                 _ => String::new(),
             })
             .draw()
             .map_err(failed)?;
         let warmup_end = plan.window().0.min(to);
         if warmup_end > from {
-            let whole = [(from, SegmentValue::Exact(0)), (warmup_end, SegmentValue::Exact(lanes.len() as i32))];
-            chart.draw_series(std::iter::once(Rectangle::new(whole, WARMUP.filled()))).map_err(failed)?;
+            let whole = [
+                (from, SegmentValue::Exact(0)),
+                (warmup_end, SegmentValue::Exact(lanes.len() as i32)),
+            ];
+            chart
+                .draw_series(std::iter::once(Rectangle::new(whole, WARMUP.filled())))
+                .map_err(failed)?;
         }
         for (row, lane) in lanes.iter().enumerate() {
             let row = row as i32;
-            let visible = lane.bars.iter().filter(|(i, _)| i.end > from && i.start < to);
+            let visible = lane
+                .bars
+                .iter()
+                .filter(|(i, _)| i.end > from && i.start < to);
             chart
                 .draw_series(visible.map(|(interval, colour)| {
                     let corners = [
@@ -956,11 +1178,15 @@ mod chart {
     fn draw_lines<DB: DrawingBackend>(
         area: &DrawingArea<DB, plotters::coord::Shift>,
         caption: &str,
-        series: &[(&str, &Vec<(f64, f64)>, RGBColor)],
+        series: &[Series],
         end: f64,
         plan: &Plan,
     ) -> Result<(), Failure> {
-        let top = series.iter().flat_map(|(_, points, _)| points.iter().map(|p| p.1)).fold(1.0, f64::max) * 1.1;
+        let top = series
+            .iter()
+            .flat_map(|line| line.points.iter().map(|p| p.1))
+            .fold(1.0, f64::max)
+            * 1.1;
         let mut chart = ChartBuilder::on(area)
             .caption(caption, ("sans-serif", 16))
             .margin(8)
@@ -968,16 +1194,27 @@ mod chart {
             .y_label_area_size(80)
             .build_cartesian_2d(0.0..end, 0.0..top)
             .map_err(failed)?;
-        chart.configure_mesh().x_desc("seconds since start").draw().map_err(failed)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since start")
+            .draw()
+            .map_err(failed)?;
         let warmup = [(0.0, 0.0), (plan.window().0, top)];
-        chart.draw_series(std::iter::once(Rectangle::new(warmup, WARMUP.filled()))).map_err(failed)?;
-        for (name, points, colour) in series {
-            let colour = *colour;
+        chart
+            .draw_series(std::iter::once(Rectangle::new(warmup, WARMUP.filled())))
+            .map_err(failed)?;
+        for line in series {
+            let colour = line.colour;
             chart
-                .draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(2)))
+                .draw_series(LineSeries::new(
+                    line.points.iter().copied(),
+                    colour.stroke_width(2),
+                ))
                 .map_err(failed)?
-                .label(*name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+                .label(line.name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
         }
         chart
             .configure_series_labels()
@@ -998,13 +1235,22 @@ mod tests {
 
     #[test]
     fn merging_joins_overlapping_device_phases() {
-        let merged = merge(vec![interval(3.0, 4.0), interval(0.0, 1.0), interval(0.5, 2.0)]);
+        let merged = merge(vec![
+            interval(3.0, 4.0),
+            interval(0.0, 1.0),
+            interval(0.5, 2.0),
+        ]);
         assert_eq!(merged, vec![interval(0.0, 2.0), interval(3.0, 4.0)]);
     }
 
     #[test]
     fn idle_gaps_cover_the_window_outside_busy_time() {
-        let busy = [interval(0.0, 1.0), interval(1.5, 2.0), interval(2.0, 3.5), interval(5.0, 6.0)];
+        let busy = [
+            interval(0.0, 1.0),
+            interval(1.5, 2.0),
+            interval(2.0, 3.5),
+            interval(5.0, 6.0),
+        ];
         let gaps = idle_gaps(&busy, (0.5, 4.0));
         assert_eq!(gaps, vec![0.5, 0.5]);
         assert_eq!(idle_gaps(&[], (1.0, 2.0)), vec![1.0]);

@@ -123,9 +123,11 @@ impl SimBackend {
         } else {
             1.0
         };
-        let duration = base.mul_f64(self.time_scale * factor);
-        std::thread::sleep(duration);
-        duration
+        let started = Instant::now();
+        std::thread::sleep(base.mul_f64(self.time_scale * factor));
+        // What was slept, not what was asked: the OS oversleeps, and the
+        // benchmark's device intervals must match the real ones.
+        started.elapsed()
     }
 }
 
