@@ -85,14 +85,28 @@ impl Dispatcher {
             + self.workers.iter().map(|w| w.assigned).sum::<usize>()
     }
 
+    /// Partitions being synthesized. Those still waiting for budget are not
+    /// counted: while memory is short they make no progress, and counting
+    /// them would make the pacer expect partitions that are not coming.
+    fn synthesizing(&self) -> usize {
+        self.in_synthesis.len() - self.reserving
+    }
+
     /// Whether the head of the synthesis queue may start now. Critical work
-    /// is never held by the pacer.
+    /// is never held back.
     fn may_release(&mut self, head: Priority, ctx: &mut Context<Self>) -> bool {
         if head == Priority::Critical {
             return true;
         }
-        let at_workers = self.workers.iter().map(|w| w.assigned).sum();
-        match self.pacer.admit(Instant::now(), self.ready.len(), self.in_synthesis.len(), at_workers) {
+        // One partition waits for memory at a time: otherwise every release
+        // made while the budget is full is granted in one burst when memory
+        // comes back, and the pacer no longer sets the pace.
+        if self.reserving > 0 {
+            return false;
+        }
+        let at_workers: usize = self.workers.iter().map(|w| w.assigned).sum();
+        let (buffer, synthesizing) = (self.ready.len(), self.synthesizing());
+        match self.pacer.admit(Instant::now(), buffer, synthesizing, at_workers + self.reserving) {
             Admission::Now => true,
             Admission::Hold => false,
             Admission::At(at) => {
@@ -166,7 +180,7 @@ impl Dispatcher {
             synthesis: self.pending.len(),
             budget: self.reserving,
             gpu: self.ready.len(),
-            synthesizing: self.in_synthesis.len() - self.reserving,
+            synthesizing: self.synthesizing(),
             proving: self.workers.iter().map(|w| w.assigned.min(1)).sum(),
         }
         .emit();
@@ -304,7 +318,7 @@ impl Handler<WorkerDone> for Dispatcher {
         }
         if let Some(busy) = msg.busy {
             self.pacer.record_gpu(busy);
-            self.pacer.update(self.ready.len(), self.in_synthesis.len());
+            self.pacer.update(self.ready.len(), self.synthesizing());
         }
         self.pump(ctx);
     }
@@ -349,7 +363,7 @@ impl Handler<GetQueueStatus> for Dispatcher {
         QueueStatus {
             waiting_synthesis: self.pending.len(),
             waiting_budget: self.reserving,
-            synthesizing: self.in_synthesis.len() - self.reserving,
+            synthesizing: self.synthesizing(),
             waiting_gpu: self.ready.len(),
             assigned_to_workers: self.workers.iter().map(|w| w.assigned).sum(),
             pacer: self.pacer.status(),
