@@ -12,4 +12,6 @@ if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kern
     NVCC=$(scripts/install-cuda-toolchain.sh)
     export NVCC
     cargo test --workspace --locked --features cuda 2>&1
+    echo "== GPU correctness tests: each says SKIPPED when no CUDA device exists"
+    cargo test --locked --features cuda -p cuzk-kernels --test gpu_correctness -- --ignored --nocapture 2>&1
 fi
