@@ -487,33 +487,26 @@ impl CudaEngine {
 
     /// Uploads G1 bases (resident until dropped).
     pub fn upload_g1(&self, points: &[G1Affine]) -> Res<DBuf<u64>> {
-        self.gpu.enter()?;
-        let words = msm::g1_to_words(points);
-        let mut b = DBuf::new(words.len())?;
-        let s = self.gpu.stream()?;
-        b.upload(&words, &s)?;
-        s.synchronize().map_err(dev_err("upload"))?;
-        Ok(b)
+        self.upload_words(&msm::g1_to_words(points))
     }
 
     pub fn upload_g2(&self, points: &[G2Affine]) -> Res<DBuf<u64>> {
-        self.gpu.enter()?;
-        let words = msm::g2_to_words(points);
-        let mut b = DBuf::new(words.len())?;
-        let s = self.gpu.stream()?;
-        b.upload(&words, &s)?;
-        s.synchronize().map_err(dev_err("upload"))?;
-        Ok(b)
+        self.upload_words(&msm::g2_to_words(points))
     }
 
     /// Uploads field elements (Montgomery form, as arkworks holds them).
     pub fn upload_fr(&self, s: &[Fr]) -> Res<DBuf<u64>> {
+        self.upload_words(msm::fr_words(s))
+    }
+
+    /// Copies words to a new device buffer and waits for the copy.
+    fn upload_words(&self, words: &[u64]) -> Res<DBuf<u64>> {
         self.gpu.enter()?;
-        let mut b = DBuf::new(s.len() * 4)?;
-        let st = self.gpu.stream()?;
-        b.upload(msm::fr_words(s), &st)?;
-        st.synchronize().map_err(dev_err("upload"))?;
-        Ok(b)
+        let mut buffer = DBuf::new(words.len())?;
+        let stream = self.gpu.stream()?;
+        buffer.upload(words, &stream)?;
+        stream.synchronize().map_err(dev_err("upload"))?;
+        Ok(buffer)
     }
 
     pub fn download_fr(&self, buf: &DBuf<u64>, n: usize) -> Res<Vec<Fr>> {
