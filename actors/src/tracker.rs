@@ -52,7 +52,7 @@ pub struct ProofRecord {
 struct WorkerState {
     current: Option<(PartitionKey, Instant)>,
     idle_since: Instant,
-    spans: VecDeque<SpanView>,
+    spans: VecDeque<SpanRecord>,
 }
 
 impl Tracker {
@@ -80,17 +80,13 @@ impl Tracker {
         }
     }
 
-    fn partition_mut(&mut self, key: &PartitionKey) -> Option<(&mut PartitionState, bool)> {
-        let job = self.jobs.get_mut(&key.job)?;
-        let finished = job.finished.is_some();
-        job.partitions
-            .get_mut(key.index as usize)
-            .map(|p| (p, finished))
+    fn partition_mut(&mut self, key: &PartitionKey) -> Option<&mut PartitionState> {
+        self.jobs.get_mut(&key.job)?.partitions.get_mut(key.index as usize)
     }
 
     /// Moves a partition forward; stale or out-of-order reports are ignored.
     fn advance(&mut self, key: &PartitionKey, stage: Stage, at: Instant) -> bool {
-        let Some((partition, _)) = self.partition_mut(key) else {
+        let Some(partition) = self.partition_mut(key) else {
             return false;
         };
         if partition.stage.is_terminal() || stage < partition.stage {
@@ -331,6 +327,26 @@ pub struct WorkerView {
     pub recent: Vec<SpanView>,
 }
 
+/// A finished span as the tracker keeps it; viewed relative to the time of
+/// the query.
+struct SpanRecord {
+    partition: String,
+    start: Instant,
+    busy: Duration,
+    ok: bool,
+}
+
+impl SpanRecord {
+    fn view(&self) -> SpanView {
+        SpanView {
+            partition: self.partition.clone(),
+            started_ms_ago: ms(self.start.elapsed()),
+            busy_ms: ms(self.busy),
+            ok: self.ok,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SpanView {
     pub partition: String,
@@ -520,7 +536,7 @@ impl Handler<SpanStarted> for Tracker {
             worker.current = Some((msg.key.clone(), msg.at));
         }
         if self.advance(&msg.key, Stage::Proving, msg.at) {
-            if let Some((p, _)) = self.partition_mut(&msg.key) {
+            if let Some(p) = self.partition_mut(&msg.key) {
                 p.worker = Some(msg.worker);
             }
         }
@@ -546,15 +562,15 @@ impl Handler<SpanFinished> for Tracker {
             if worker.spans.len() == SPANS_PER_WORKER {
                 worker.spans.pop_front();
             }
-            worker.spans.push_back(SpanView {
+            worker.spans.push_back(SpanRecord {
                 partition: msg.key.to_string(),
-                started_ms_ago: ms(msg.start.elapsed()),
-                busy_ms: ms(msg.end - msg.start),
+                start: msg.start,
+                busy: msg.end - msg.start,
                 ok: msg.ok,
             });
         }
         if msg.ok && self.advance(&msg.key, Stage::WaitingFinalizer, msg.end) {
-            if let Some((p, _)) = self.partition_mut(&msg.key) {
+            if let Some(p) = self.partition_mut(&msg.key) {
                 p.gpu_phases = msg.phases;
             }
         }
@@ -678,7 +694,7 @@ impl Handler<GetTrackerStatus> for Tracker {
                     state,
                     partition,
                     for_ms: ms(since.elapsed()),
-                    recent: w.spans.iter().rev().take(8).cloned().collect(),
+                    recent: w.spans.iter().rev().take(8).map(SpanRecord::view).collect(),
                 }
             })
             .collect();
