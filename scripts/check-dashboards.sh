@@ -42,6 +42,7 @@ fi
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/cuzk-dashboards.XXXXXX")"
 pids=()
+# shellcheck disable=SC2329 # invoked by the EXIT trap
 cleanup() {
     local rc=$?
     for pid in "${pids[@]}"; do
