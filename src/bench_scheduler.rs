@@ -17,7 +17,7 @@ use actix::prelude::*;
 use cuzk_actors::budget::GetBudgetStatus;
 use cuzk_actors::dispatcher::GetQueueStatus;
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::tracker::{SpanFinished, SubscribeSpans};
+use cuzk_actors::worker_monitor::{SpanFinished, SubscribeSpans};
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -361,7 +361,7 @@ async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, String> {
     let collector = SpanCollector::default().start();
     daemon
         .system
-        .tracker
+        .monitor
         .do_send(SubscribeSpans(collector.clone().recipient()));
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));

@@ -7,5 +7,6 @@ pub mod bench_scheduler;
 pub mod client;
 pub mod config;
 pub mod keys;
+pub mod observe;
 pub mod server;
 pub mod sim;

@@ -208,6 +208,8 @@ fn build(
                     Ok(res)
                 }
             })
+            // Before the API: its /v1 scope would answer 404 for these.
+            .configure(crate::observe::configure)
             .configure(|cfg| api::configure(cfg, max_body))
     })
     .workers(2)

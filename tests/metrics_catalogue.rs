@@ -57,6 +57,9 @@ fn catalogue_follows_prometheus_conventions() {
         if def.unit == "bytes" {
             assert!(def.name.ends_with("_bytes"), "{}", def.name);
         }
+        if def.unit == "ratio" {
+            assert!(def.name.ends_with("_ratio"), "{}", def.name);
+        }
         assert!(
             !def.labels.iter().any(|l| l.contains("job")),
             "{}: no job ids as labels",

@@ -14,16 +14,18 @@ use serde::Serialize;
 use crate::backend::{Payload, Synthesized};
 use crate::budget::{BudgetDecision, BudgetManager, Release, Reserve};
 use crate::gpu_worker::{GpuWorker, ProvePartition};
-use crate::model::{JobId, JobSpec, PartitionKey, Priority, QueueOrder, Stage};
+use crate::model::{JobId, JobSpec, PartitionKey, Priority, QueueOrder, Stage, WorkerId};
 use crate::pacer::{Admission, Pacer, PacerConfig, PacerStatus};
 use crate::synthesis::{SynthesisWorker, Synthesize};
 use crate::telemetry;
 use crate::tracker::{PartitionFailed, Progress, Tracker};
+use crate::worker_monitor::{HandedOver, IdleCause, IdleCauseChanged, WorkerMonitor};
 
 pub const MAILBOX_CAPACITY: usize = 4096;
 
 pub struct Dispatcher {
     tracker: Addr<Tracker>,
+    monitor: Addr<WorkerMonitor>,
     budget: Addr<BudgetManager>,
     synthesis: Addr<SynthesisWorker>,
     synthesis_threads: usize,
@@ -40,33 +42,40 @@ pub struct Dispatcher {
     pacer: Pacer,
     /// A pump is scheduled for when the pacer allows the next release.
     wake_scheduled: bool,
+    /// The pacer held the head of the synthesis queue in the last pump.
+    paced: bool,
+    /// The idle cause last reported to the monitor.
+    idle_cause: IdleCause,
 }
 
 struct WorkerSlot {
+    id: WorkerId,
     addr: Addr<GpuWorker>,
-    device: usize,
     assigned: usize,
 }
 
 impl Dispatcher {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         tracker: Addr<Tracker>,
+        monitor: Addr<WorkerMonitor>,
         budget: Addr<BudgetManager>,
         synthesis: Addr<SynthesisWorker>,
         synthesis_threads: usize,
-        workers: Vec<(usize, Addr<GpuWorker>)>,
+        workers: Vec<(WorkerId, Addr<GpuWorker>)>,
         lookahead: usize,
         pacer: PacerConfig,
     ) -> Self {
         let pacer = Pacer::new(pacer, workers.len());
         Self {
             tracker,
+            monitor,
             budget,
             synthesis,
             synthesis_threads: synthesis_threads.max(1),
             workers: workers
                 .into_iter()
-                .map(|(device, addr)| WorkerSlot { addr, device, assigned: 0 })
+                .map(|(id, addr)| WorkerSlot { id, addr, assigned: 0 })
                 .collect(),
             per_worker: 1 + lookahead,
             pending: BTreeMap::new(),
@@ -75,6 +84,8 @@ impl Dispatcher {
             ready: BTreeMap::new(),
             pacer,
             wake_scheduled: false,
+            paced: false,
+            idle_cause: IdleCause::NoWork,
         }
     }
 
@@ -108,8 +119,12 @@ impl Dispatcher {
         let (buffer, synthesizing) = (self.ready.len(), self.synthesizing());
         match self.pacer.admit(Instant::now(), buffer, synthesizing, at_workers + self.reserving) {
             Admission::Now => true,
-            Admission::Hold => false,
+            Admission::Hold => {
+                self.paced = true;
+                false
+            }
             Admission::At(at) => {
+                self.paced = true;
                 if !self.wake_scheduled {
                     self.wake_scheduled = true;
                     let delay = at
@@ -126,6 +141,7 @@ impl Dispatcher {
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
+        self.paced = false;
         while self.in_synthesis.len() < self.synthesis_threads {
             let Some((order, _)) = self.pending.first_key_value() else {
                 break;
@@ -155,22 +171,38 @@ impl Dispatcher {
             // least-loaded device, so that devices fill evenly.
             let mut device_load = HashMap::<usize, usize>::new();
             for w in &self.workers {
-                *device_load.entry(w.device).or_default() += w.assigned;
+                *device_load.entry(w.id.device).or_default() += w.assigned;
             }
             let Some(slot) = self
                 .workers
                 .iter_mut()
                 .filter(|w| w.assigned < self.per_worker)
-                .min_by_key(|w| (w.assigned, device_load[&w.device]))
+                .min_by_key(|w| (w.assigned, device_load[&w.id.device]))
             else {
                 break;
             };
             let (order, (job, payload)) = self.ready.pop_first().expect("checked non-empty");
             slot.assigned += 1;
+            let handed_at = Instant::now();
+            // The monitor hears first, so it never sees a span start for a
+            // partition it does not know was handed over.
+            self.monitor.do_send(HandedOver {
+                worker: slot.id,
+                at: handed_at,
+            });
             slot.addr.do_send(ProvePartition {
                 job,
                 index: order.2,
                 input: payload,
+                handed_at,
+            });
+        }
+        let cause = self.idle_cause();
+        if cause != self.idle_cause {
+            self.idle_cause = cause;
+            self.monitor.do_send(IdleCauseChanged {
+                cause,
+                at: Instant::now(),
             });
         }
         if self.pending.is_empty() && self.in_pipeline() == 0 {
@@ -184,6 +216,25 @@ impl Dispatcher {
             proving: self.workers.iter().map(|w| w.assigned.min(1)).sum(),
         }
         .emit();
+    }
+
+    /// What a GPU worker with nothing in its mailbox waits for. When several
+    /// apply, the one nearest the GPU wins: a partition being synthesized
+    /// will reach a worker before one still waiting for memory or the pacer.
+    fn idle_cause(&self) -> IdleCause {
+        if !self.ready.is_empty() {
+            IdleCause::Handoff
+        } else if self.synthesizing() > 0 {
+            IdleCause::Synthesis
+        } else if self.reserving > 0 {
+            IdleCause::Budget
+        } else if self.pending.is_empty() {
+            IdleCause::NoWork
+        } else if self.paced {
+            IdleCause::Paced
+        } else {
+            IdleCause::Synthesis
+        }
     }
 
     fn fail(&self, key: PartitionKey, error: String) {

@@ -1,6 +1,6 @@
 //! A GpuWorker: one actor on its own OS thread, bound to one device. It runs
 //! prove_start and reports by fire-and-forget messages only: it never waits
-//! for the tracker, the budget or the finalizer.
+//! for the tracker, the monitor, the budget or the finalizer.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,9 +11,10 @@ use crate::backend::{run_stage, Backend, Payload};
 use crate::budget::{BudgetManager, Release};
 use crate::dispatcher::{Dispatcher, WorkerDone};
 use crate::finalizer::{Finalize, Finalizer};
-use crate::model::{JobSpec, WorkerId};
+use crate::model::{JobSpec, Stage, WorkerId};
 use crate::telemetry;
-use crate::tracker::{PartitionFailed, SpanFinished, SpanStarted, Tracker};
+use crate::tracker::{PartitionFailed, Progress, Tracker};
+use crate::worker_monitor::{HandOverDropped, SpanFinished, SpanStarted, WorkerMonitor};
 
 /// The running partition plus lookahead; the dispatcher never sends more.
 pub const MAILBOX_CAPACITY: usize = 16;
@@ -24,9 +25,12 @@ pub struct GpuWorker {
     pub slot: usize,
     pub backend: Arc<dyn Backend>,
     pub tracker: Addr<Tracker>,
+    pub monitor: Addr<WorkerMonitor>,
     pub dispatcher: Addr<Dispatcher>,
     pub budget: Addr<BudgetManager>,
     pub finalizer: Addr<Finalizer>,
+    /// When the last partition ended (or the worker started).
+    pub free_since: Instant,
 }
 
 impl Actor for GpuWorker {
@@ -39,6 +43,8 @@ pub struct ProvePartition {
     pub job: Arc<JobSpec>,
     pub index: u32,
     pub input: Payload,
+    /// When the dispatcher put it in this worker's mailbox.
+    pub handed_at: Instant,
 }
 
 impl Handler<ProvePartition> for GpuWorker {
@@ -47,6 +53,10 @@ impl Handler<ProvePartition> for GpuWorker {
     fn handle(&mut self, msg: ProvePartition, _: &mut Context<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
+            self.monitor.do_send(HandOverDropped {
+                worker: self.id,
+                at: Instant::now(),
+            });
             self.dispatcher.do_send(WorkerDone {
                 slot: self.slot,
                 busy: None,
@@ -57,70 +67,77 @@ impl Handler<ProvePartition> for GpuWorker {
         let partition = key.to_string();
         telemetry::GpuSpanStarted { worker: self.id, partition: &partition }.emit();
         let start = Instant::now();
-        self.tracker.do_send(SpanStarted {
+        let waited = start.saturating_duration_since(msg.handed_at.max(self.free_since));
+        let started = SpanStarted {
             worker: self.id,
             key: key.clone(),
             at: start,
-        });
+        };
+        self.monitor.do_send(started.clone());
+        self.tracker.do_send(started);
         let result = run_stage("prove_start", || {
             self.backend
                 .prove_start(self.id.device, &msg.job, msg.index, msg.input)
         });
-        let end = Instant::now();
-        let busy = result.is_ok().then(|| end - start);
-        self.dispatcher.do_send(WorkerDone {
-            slot: self.slot,
-            busy,
-        });
-        match result {
+        let proved = Instant::now();
+        // Hand the results on before the span ends: the hand-off is part of
+        // the worker's busy time.
+        let (ok, mut phases) = match result {
             Ok(started) => {
                 self.budget.do_send(Release {
                     key: key.clone(),
                     bytes: Some(started.freed_bytes),
                 });
-                telemetry::GpuSpanFinished {
-                    worker: self.id,
-                    partition: &partition,
-                    busy: end - start,
-                    phases: &started.phases,
-                }
-                .emit();
-                self.tracker.do_send(SpanFinished {
-                    worker: self.id,
-                    key,
-                    start,
-                    end,
-                    phases: started.phases,
-                    ok: true,
+                // Before the finalizer can report Finalizing.
+                self.tracker.do_send(Progress {
+                    key: key.clone(),
+                    stage: Stage::WaitingFinalizer,
+                    at: proved,
                 });
                 self.finalizer.do_send(Finalize {
                     job: msg.job,
                     index: msg.index,
                     input: started.payload,
                 });
+                (true, started.phases)
             }
             Err(error) => {
-                telemetry::GpuSpanFinished {
-                    worker: self.id,
-                    partition: &partition,
-                    busy: end - start,
-                    phases: &[],
-                }
-                .emit();
-                self.tracker.do_send(SpanFinished {
-                    worker: self.id,
-                    key: key.clone(),
-                    start,
-                    end,
-                    phases: Vec::new(),
-                    ok: false,
-                });
                 self.budget.do_send(Release {
                     key: key.clone(),
                     bytes: None,
                 });
-                self.tracker.do_send(PartitionFailed { key, error });
+                self.tracker.do_send(PartitionFailed {
+                    key: key.clone(),
+                    error,
+                });
+                (false, Vec::new())
             }
+        };
+        let end = Instant::now();
+        phases.push(("handoff", end - proved));
+        self.free_since = end;
+        self.dispatcher.do_send(WorkerDone {
+            slot: self.slot,
+            busy: ok.then(|| end - start),
+        });
+        telemetry::GpuSpanFinished {
+            worker: self.id,
+            partition: &partition,
+            busy: end - start,
+            waited,
+            phases: &phases,
         }
+        .emit();
+        let finished = SpanFinished {
+            worker: self.id,
+            key,
+            start,
+            end,
+            waited,
+            phases,
+            ok,
+        };
+        self.tracker.do_send(finished.clone());
+        self.monitor.do_send(finished);
     }
 }

@@ -19,6 +19,7 @@ pub mod synthesis;
 pub mod system;
 pub mod telemetry;
 pub mod tracker;
+pub mod worker_monitor;
 
 pub use backend::{Backend, Finished, Payload, Phases, Started, Synthesized};
 pub use model::{JobId, JobSpec, NewJob, PartitionKey, Priority, Reservation, Stage, WorkerId};

@@ -16,6 +16,7 @@ use crate::model::WorkerId;
 use crate::pacer::PacerConfig;
 use crate::synthesis::SynthesisWorker;
 use crate::tracker::{self, GetTrackerStatus, Tracker, TrackerStatus};
+use crate::worker_monitor::{self, GetWorkers, WorkerMonitor, WorkerReport};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SystemConfig {
@@ -32,6 +33,7 @@ pub struct SystemConfig {
 #[derive(Clone)]
 pub struct ProvingSystem {
     pub tracker: Addr<Tracker>,
+    pub monitor: Addr<WorkerMonitor>,
     pub dispatcher: Addr<Dispatcher>,
     pub budget: Addr<BudgetManager>,
     pub backend: Arc<dyn Backend>,
@@ -47,7 +49,12 @@ pub struct SystemStatus {
     pub queues: QueueStatus,
     #[serde(flatten)]
     pub tracker: TrackerStatus,
+    /// Each GPU worker with its last few spans; `/v1/workers` has more.
+    pub workers: Vec<WorkerReport>,
 }
+
+/// Spans per worker in `/v1/status`.
+const STATUS_SPANS: usize = 8;
 
 impl ProvingSystem {
     /// Starts every actor. Must run inside an actix `System`.
@@ -55,6 +62,7 @@ impl ProvingSystem {
         let (tracker, tracker_box) = mailbox::<Tracker>(tracker::MAILBOX_CAPACITY);
         let (dispatcher, dispatcher_box) = mailbox::<Dispatcher>(dispatcher::MAILBOX_CAPACITY);
         let (budget, budget_box) = mailbox::<BudgetManager>(budget::MAILBOX_CAPACITY);
+        let (monitor, monitor_box) = mailbox::<WorkerMonitor>(worker_monitor::MAILBOX_CAPACITY);
         let mut arbiters = Vec::new();
 
         let synthesis = {
@@ -92,27 +100,32 @@ impl ProvingSystem {
                         slot: workers.len(),
                         backend: backend.clone(),
                         tracker: tracker.clone(),
+                        monitor: monitor.clone(),
                         dispatcher: dispatcher.clone(),
                         budget: budget.clone(),
                         finalizer: finalizer.clone(),
+                        free_since: std::time::Instant::now(),
                     },
                 );
                 arbiters.push(arbiter);
                 worker_ids.push(id);
-                workers.push((device, addr));
+                workers.push((id, addr));
             }
         }
 
         let tracker_arbiter = Arbiter::new();
         tracker_box.start_on(
             &tracker_arbiter.handle(),
-            Tracker::new(dispatcher.clone(), worker_ids),
+            Tracker::new(dispatcher.clone()),
         );
+        let monitor_arbiter = Arbiter::new();
+        monitor_box.start_on(&monitor_arbiter.handle(), WorkerMonitor::new(worker_ids));
         let dispatcher_arbiter = Arbiter::new();
         dispatcher_box.start_on(
             &dispatcher_arbiter.handle(),
             Dispatcher::new(
                 tracker.clone(),
+                monitor.clone(),
                 budget.clone(),
                 synthesis,
                 config.synthesis_threads,
@@ -126,10 +139,11 @@ impl ProvingSystem {
             &budget_arbiter.handle(),
             BudgetManager::new(config.budget_bytes),
         );
-        arbiters.extend([tracker_arbiter, dispatcher_arbiter, budget_arbiter]);
+        arbiters.extend([tracker_arbiter, monitor_arbiter, dispatcher_arbiter, budget_arbiter]);
 
         Self {
             tracker,
+            monitor,
             dispatcher,
             budget,
             backend,
@@ -139,17 +153,19 @@ impl ProvingSystem {
     }
 
     /// Budget, queues, jobs and workers. Each request is in its actor's
-    /// mailbox as soon as `send` returns, so the three are answered
+    /// mailbox as soon as `send` returns, so the four are answered
     /// concurrently even though they are awaited in turn.
     pub async fn status(&self) -> Result<SystemStatus, MailboxError> {
         let budget = self.budget.send(GetBudgetStatus);
         let queues = self.dispatcher.send(GetQueueStatus);
         let tracker = self.tracker.send(GetTrackerStatus);
+        let workers = self.monitor.send(GetWorkers { spans: STATUS_SPANS });
         Ok(SystemStatus {
             backend: self.backend.name().to_string(),
             budget: budget.await?,
             queues: queues.await?,
             tracker: tracker.await?,
+            workers: workers.await?,
         })
     }
 }

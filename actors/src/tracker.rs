@@ -2,7 +2,7 @@
 //! progress to it by fire-and-forget messages; it answers status queries.
 //! Nothing it does can stall a GPU worker, which never waits for it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant, SystemTime};
 
 use actix::prelude::*;
@@ -11,19 +11,15 @@ use serde::Serialize;
 use crate::dispatcher::{Dispatcher, DropJob, Enqueue};
 use crate::model::{JobId, JobSpec, NewJob, PartitionKey, Stage, WorkerId};
 use crate::telemetry;
+use crate::worker_monitor::{SpanFinished, SpanStarted};
 
 pub const MAILBOX_CAPACITY: usize = 4096;
-
-/// How many finished spans each worker keeps for `/v1/status`.
-const SPANS_PER_WORKER: usize = 64;
 
 pub struct Tracker {
     dispatcher: Addr<Dispatcher>,
     jobs: HashMap<JobId, JobState>,
     by_idempotency_key: HashMap<String, JobId>,
     next_seq: u64,
-    workers: BTreeMap<WorkerId, WorkerState>,
-    span_subscribers: Vec<Recipient<SpanFinished>>,
 }
 
 struct JobState {
@@ -49,34 +45,13 @@ pub struct ProofRecord {
     pub public_inputs: Vec<Vec<u8>>,
 }
 
-struct WorkerState {
-    current: Option<(PartitionKey, Instant)>,
-    idle_since: Instant,
-    spans: VecDeque<SpanRecord>,
-}
-
 impl Tracker {
-    pub fn new(dispatcher: Addr<Dispatcher>, workers: impl IntoIterator<Item = WorkerId>) -> Self {
-        let now = Instant::now();
+    pub fn new(dispatcher: Addr<Dispatcher>) -> Self {
         Self {
             dispatcher,
             jobs: HashMap::new(),
             by_idempotency_key: HashMap::new(),
             next_seq: 0,
-            workers: workers
-                .into_iter()
-                .map(|id| {
-                    (
-                        id,
-                        WorkerState {
-                            current: None,
-                            idle_since: now,
-                            spans: VecDeque::new(),
-                        },
-                    )
-                })
-                .collect(),
-            span_subscribers: Vec::new(),
         }
     }
 
@@ -195,32 +170,6 @@ pub struct Progress {
     pub at: Instant,
 }
 
-/// A GPU worker started a partition (fire-and-forget).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SpanStarted {
-    pub worker: WorkerId,
-    pub key: PartitionKey,
-    pub at: Instant,
-}
-
-/// A GPU worker finished a partition, successfully or not (fire-and-forget).
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub struct SpanFinished {
-    pub worker: WorkerId,
-    pub key: PartitionKey,
-    pub start: Instant,
-    pub end: Instant,
-    pub phases: Vec<(&'static str, Duration)>,
-    pub ok: bool,
-}
-
-/// Forwards a copy of every finished span to `0` (benchmarks, timelines).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SubscribeSpans(pub Recipient<SpanFinished>);
-
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct PartitionProved {
@@ -311,48 +260,6 @@ pub enum ProofsError {
 #[derive(Debug, Serialize)]
 pub struct TrackerStatus {
     pub jobs: BTreeMap<&'static str, usize>,
-    pub workers: Vec<WorkerView>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct WorkerView {
-    pub id: String,
-    pub device: usize,
-    pub worker: usize,
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub partition: Option<String>,
-    /// Milliseconds in the current state.
-    pub for_ms: f64,
-    pub recent: Vec<SpanView>,
-}
-
-/// A finished span as the tracker keeps it; viewed relative to the time of
-/// the query.
-struct SpanRecord {
-    partition: String,
-    start: Instant,
-    busy: Duration,
-    ok: bool,
-}
-
-impl SpanRecord {
-    fn view(&self) -> SpanView {
-        SpanView {
-            partition: self.partition.clone(),
-            started_ms_ago: ms(self.start.elapsed()),
-            busy_ms: ms(self.busy),
-            ok: self.ok,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct SpanView {
-    pub partition: String,
-    pub started_ms_ago: f64,
-    pub busy_ms: f64,
-    pub ok: bool,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -532,9 +439,6 @@ impl Handler<SpanStarted> for Tracker {
     type Result = ();
 
     fn handle(&mut self, msg: SpanStarted, _: &mut Context<Self>) {
-        if let Some(worker) = self.workers.get_mut(&msg.worker) {
-            worker.current = Some((msg.key.clone(), msg.at));
-        }
         if self.advance(&msg.key, Stage::Proving, msg.at) {
             if let Some(p) = self.partition_mut(&msg.key) {
                 p.worker = Some(msg.worker);
@@ -547,41 +451,10 @@ impl Handler<SpanFinished> for Tracker {
     type Result = ();
 
     fn handle(&mut self, msg: SpanFinished, _: &mut Context<Self>) {
-        for subscriber in &self.span_subscribers {
-            subscriber.do_send(msg.clone());
+        // The worker reported WaitingFinalizer already; keep the phases.
+        if let Some(p) = self.partition_mut(&msg.key).filter(|_| msg.ok) {
+            p.gpu_phases = msg.phases;
         }
-        if let Some(worker) = self.workers.get_mut(&msg.worker) {
-            if worker
-                .current
-                .as_ref()
-                .is_some_and(|(key, _)| *key == msg.key)
-            {
-                worker.current = None;
-                worker.idle_since = msg.end;
-            }
-            if worker.spans.len() == SPANS_PER_WORKER {
-                worker.spans.pop_front();
-            }
-            worker.spans.push_back(SpanRecord {
-                partition: msg.key.to_string(),
-                start: msg.start,
-                busy: msg.end - msg.start,
-                ok: msg.ok,
-            });
-        }
-        if msg.ok && self.advance(&msg.key, Stage::WaitingFinalizer, msg.end) {
-            if let Some(p) = self.partition_mut(&msg.key) {
-                p.gpu_phases = msg.phases;
-            }
-        }
-    }
-}
-
-impl Handler<SubscribeSpans> for Tracker {
-    type Result = ();
-
-    fn handle(&mut self, msg: SubscribeSpans, _: &mut Context<Self>) {
-        self.span_subscribers.push(msg.0);
     }
 }
 
@@ -679,25 +552,6 @@ impl Handler<GetTrackerStatus> for Tracker {
         for job in self.jobs.values() {
             *jobs.entry(job.status().as_str()).or_default() += 1;
         }
-        let workers = self
-            .workers
-            .iter()
-            .map(|(id, w)| {
-                let (state, partition, since) = match &w.current {
-                    Some((key, since)) => ("proving", Some(key.to_string()), *since),
-                    None => ("idle", None, w.idle_since),
-                };
-                WorkerView {
-                    id: id.to_string(),
-                    device: id.device,
-                    worker: id.worker,
-                    state,
-                    partition,
-                    for_ms: ms(since.elapsed()),
-                    recent: w.spans.iter().rev().take(8).map(SpanRecord::view).collect(),
-                }
-            })
-            .collect();
-        MessageResult(TrackerStatus { jobs, workers })
+        MessageResult(TrackerStatus { jobs })
     }
 }

@@ -1,0 +1,691 @@
+//! The WorkerMonitor: accounts for every second of every GPU worker. A worker
+//! is either proving a partition or idle, and every idle interval carries one
+//! cause. The dispatcher reports the cause an idle worker would wait for
+//! (it alone knows the queues) and each hand-off of a partition; the workers
+//! report their spans. The monitor keeps a bounded timeline per worker,
+//! advances the busy and idle counters while time passes (not only when a
+//! partition ends), and answers `/v1/workers` and `/v1/timeline`.
+//!
+//! Every report carries the instant it happened; the monitor accounts each
+//! worker's time up to a per-worker mark that only moves forward, so busy
+//! plus idle equals the time since the monitor started, whatever the order
+//! in which reports from different threads arrive.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant, SystemTime};
+
+use actix::prelude::*;
+use serde::Serialize;
+
+use crate::backend::Phases;
+use crate::model::{PartitionKey, WorkerId};
+use crate::telemetry;
+
+pub const MAILBOX_CAPACITY: usize = 8192;
+
+/// Timeline segments (busy spans and idle intervals) kept per worker.
+const SEGMENTS_PER_WORKER: usize = 4096;
+/// How often counters and the utilization gauge advance without events.
+const TICK: Duration = Duration::from_millis(500);
+/// The window of `cuzk_gpu_utilization_ratio`.
+pub const UTILIZATION_WINDOW: Duration = Duration::from_secs(60);
+
+/// Why an idle GPU worker is idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleCause {
+    /// Nothing queued anywhere.
+    NoWork,
+    /// Work is queued but no partition is synthesized yet.
+    Synthesis,
+    /// Partitions wait for memory and none is being synthesized.
+    Budget,
+    /// The pacer holds queued work back and none is being synthesized.
+    Paced,
+    /// A synthesized partition exists but has not reached the worker yet.
+    Handoff,
+}
+
+impl IdleCause {
+    pub const ALL: [IdleCause; 5] = [
+        IdleCause::NoWork,
+        IdleCause::Synthesis,
+        IdleCause::Budget,
+        IdleCause::Paced,
+        IdleCause::Handoff,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleCause::NoWork => "no_work",
+            IdleCause::Synthesis => "synthesis",
+            IdleCause::Budget => "budget",
+            IdleCause::Paced => "paced",
+            IdleCause::Handoff => "handoff",
+        }
+    }
+}
+
+/// What a worker is doing: the value of `cuzk_gpu_worker_state{state}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    Proving,
+    Idle(IdleCause),
+}
+
+impl Activity {
+    pub const ALL: [Activity; 6] = [
+        Activity::Proving,
+        Activity::Idle(IdleCause::NoWork),
+        Activity::Idle(IdleCause::Synthesis),
+        Activity::Idle(IdleCause::Budget),
+        Activity::Idle(IdleCause::Paced),
+        Activity::Idle(IdleCause::Handoff),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activity::Proving => "proving",
+            Activity::Idle(cause) => cause.as_str(),
+        }
+    }
+}
+
+pub struct WorkerMonitor {
+    clock: WallClock,
+    /// The cause the dispatcher last reported for a worker with nothing
+    /// handed to it.
+    cause: IdleCause,
+    workers: BTreeMap<WorkerId, WorkerAccount>,
+    subscribers: Vec<Recipient<SpanFinished>>,
+}
+
+/// Maps instants to wall-clock time for the API.
+#[derive(Clone, Copy)]
+struct WallClock {
+    instant: Instant,
+    unix_ms: f64,
+}
+
+impl WallClock {
+    fn now() -> Self {
+        let unix = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            instant: Instant::now(),
+            unix_ms: unix.as_secs_f64() * 1e3,
+        }
+    }
+
+    fn unix_ms(&self, at: Instant) -> f64 {
+        let offset = match at.checked_duration_since(self.instant) {
+            Some(after) => after.as_secs_f64(),
+            None => -(self.instant - at).as_secs_f64(),
+        };
+        round_ms(self.unix_ms + offset * 1e3)
+    }
+
+    fn instant(&self, unix_ms: f64) -> Instant {
+        let offset = Duration::from_secs_f64((unix_ms - self.unix_ms).abs() / 1e3);
+        if unix_ms >= self.unix_ms {
+            self.instant + offset
+        } else {
+            self.instant.checked_sub(offset).unwrap_or(self.instant)
+        }
+    }
+}
+
+struct WorkerAccount {
+    id: WorkerId,
+    /// This worker's time is accounted up to here.
+    accounted_to: Instant,
+    activity: Activity,
+    /// When the current activity began (for an idle worker: when the
+    /// current cause began).
+    activity_since: Instant,
+    /// When the worker last became idle (the start of the current gap).
+    idle_since: Option<Instant>,
+    /// The partition it proves, when proving.
+    proving: Option<PartitionKey>,
+    /// Partitions handed to it that it has not started.
+    handed_over: usize,
+    busy: Duration,
+    idle: [Duration; IdleCause::ALL.len()],
+    segments: VecDeque<Segment>,
+    /// (instant, busy total) once per tick, for the rolling utilization.
+    samples: VecDeque<(Instant, Duration)>,
+}
+
+struct Segment {
+    start: Instant,
+    end: Instant,
+    kind: SegmentKind,
+}
+
+enum SegmentKind {
+    Busy {
+        partition: PartitionKey,
+        ok: bool,
+        waited: Duration,
+        phases: Phases,
+    },
+    Idle(IdleCause),
+}
+
+impl WorkerAccount {
+    fn new(id: WorkerId, now: Instant, cause: IdleCause) -> Self {
+        Self {
+            id,
+            accounted_to: now,
+            activity: Activity::Idle(cause),
+            activity_since: now,
+            idle_since: Some(now),
+            proving: None,
+            handed_over: 0,
+            busy: Duration::ZERO,
+            idle: [Duration::ZERO; IdleCause::ALL.len()],
+            segments: VecDeque::new(),
+            samples: VecDeque::from([(now, Duration::ZERO)]),
+        }
+    }
+
+    /// Accounts the time up to `to` to the current activity.
+    fn advance(&mut self, to: Instant) {
+        let Some(elapsed) = to.checked_duration_since(self.accounted_to) else {
+            return;
+        };
+        self.accounted_to = to;
+        if elapsed.is_zero() {
+            return;
+        }
+        match self.activity {
+            Activity::Proving => self.busy += elapsed,
+            Activity::Idle(cause) => self.idle[cause as usize] += elapsed,
+        }
+        telemetry::WorkerTimeAccounted {
+            worker: self.id,
+            activity: self.activity,
+            elapsed,
+        }
+        .emit();
+    }
+
+    fn push(&mut self, segment: Segment) {
+        if self.segments.len() == SEGMENTS_PER_WORKER {
+            self.segments.pop_front();
+        }
+        self.segments.push_back(segment);
+    }
+
+    /// Switches activity at `at`, closing the current idle segment.
+    fn switch(&mut self, to: Activity, at: Instant) {
+        let at = at.max(self.accounted_to);
+        self.advance(at);
+        if to == self.activity {
+            return;
+        }
+        if let Activity::Idle(cause) = self.activity {
+            if at > self.activity_since {
+                self.push(Segment {
+                    start: self.activity_since,
+                    end: at,
+                    kind: SegmentKind::Idle(cause),
+                });
+            }
+        }
+        telemetry::WorkerStateChanged {
+            worker: self.id,
+            from: self.activity,
+            to,
+        }
+        .emit();
+        self.activity = to;
+        self.activity_since = at;
+    }
+
+    /// The cause this worker is idle for, given the dispatcher's cause.
+    fn idle_cause(&self, global: IdleCause) -> IdleCause {
+        if self.handed_over > 0 {
+            IdleCause::Handoff
+        } else {
+            global
+        }
+    }
+
+    fn settle_idle_cause(&mut self, global: IdleCause, at: Instant) {
+        if matches!(self.activity, Activity::Idle(_)) {
+            self.switch(Activity::Idle(self.idle_cause(global)), at);
+        }
+    }
+
+    fn utilization(&self) -> f64 {
+        let Some(&(since, busy_then)) = self.samples.front() else {
+            return 0.0;
+        };
+        let window = self.accounted_to.saturating_duration_since(since);
+        if window.is_zero() {
+            return 0.0;
+        }
+        (self.busy.saturating_sub(busy_then)).as_secs_f64() / window.as_secs_f64()
+    }
+
+    fn sample(&mut self) {
+        self.samples.push_back((self.accounted_to, self.busy));
+        while self
+            .samples
+            .front()
+            .is_some_and(|(t, _)| self.accounted_to.saturating_duration_since(*t) > UTILIZATION_WINDOW)
+        {
+            self.samples.pop_front();
+        }
+        telemetry::WorkerUtilization {
+            worker: self.id,
+            ratio: self.utilization(),
+        }
+        .emit();
+    }
+}
+
+impl WorkerMonitor {
+    pub fn new(workers: impl IntoIterator<Item = WorkerId>) -> Self {
+        let clock = WallClock::now();
+        let cause = IdleCause::NoWork;
+        let workers = workers
+            .into_iter()
+            .map(|id| (id, WorkerAccount::new(id, clock.instant, cause)))
+            .collect::<BTreeMap<_, _>>();
+        for id in workers.keys() {
+            telemetry::WorkerRegistered { worker: *id, activity: Activity::Idle(cause) }.emit();
+        }
+        Self {
+            clock,
+            cause,
+            workers,
+            subscribers: Vec::new(),
+        }
+    }
+
+    fn report(&self, account: &WorkerAccount, spans: usize, now: Instant) -> WorkerReport {
+        let mut account_now = WorkerReportTimes {
+            busy: account.busy,
+            idle: account.idle,
+        };
+        // Count the time since the last event too, without mutating.
+        let pending = now.saturating_duration_since(account.accounted_to);
+        match account.activity {
+            Activity::Proving => account_now.busy += pending,
+            Activity::Idle(cause) => account_now.idle[cause as usize] += pending,
+        }
+        let (state, cause) = match account.activity {
+            Activity::Proving => ("proving", None),
+            Activity::Idle(cause) => ("idle", Some(cause)),
+        };
+        let since = match account.activity {
+            Activity::Proving => account.activity_since,
+            Activity::Idle(_) => account.idle_since.unwrap_or(account.activity_since),
+        };
+        WorkerReport {
+            id: account.id.to_string(),
+            device: account.id.device,
+            worker: account.id.worker,
+            state,
+            idle_cause: cause,
+            job: account.proving.as_ref().map(|k| k.job.0.clone()),
+            partition: account.proving.as_ref().map(|k| k.index),
+            since_unix_ms: self.clock.unix_ms(since),
+            for_ms: ms(now.saturating_duration_since(since)),
+            handed_over: account.handed_over,
+            busy_seconds: account_now.busy.as_secs_f64(),
+            idle_seconds: IdleCause::ALL
+                .iter()
+                .map(|c| (c.as_str(), account_now.idle[*c as usize].as_secs_f64()))
+                .collect(),
+            utilization_ratio: account.utilization(),
+            recent_spans: account
+                .segments
+                .iter()
+                .rev()
+                .filter(|s| matches!(s.kind, SegmentKind::Busy { .. }))
+                .take(spans)
+                .map(|s| self.entry(account.id, s, false))
+                .collect(),
+        }
+    }
+
+    fn entry(&self, worker: WorkerId, segment: &Segment, open: bool) -> TimelineEntry {
+        let (kind, cause, job, partition, ok, waited_ms, phases) = match &segment.kind {
+            SegmentKind::Busy {
+                partition,
+                ok,
+                waited,
+                phases,
+            } => (
+                "busy",
+                None,
+                Some(partition.job.0.clone()),
+                Some(partition.index),
+                Some(*ok),
+                Some(ms(*waited)),
+                phases.iter().map(|(n, d)| (*n, ms(*d))).collect(),
+            ),
+            SegmentKind::Idle(cause) => ("idle", Some(*cause), None, None, None, None, Vec::new()),
+        };
+        TimelineEntry {
+            device: worker.device,
+            worker: worker.worker,
+            kind,
+            cause,
+            job,
+            partition,
+            ok,
+            start_unix_ms: self.clock.unix_ms(segment.start),
+            end_unix_ms: self.clock.unix_ms(segment.end),
+            duration_ms: ms(segment.end.saturating_duration_since(segment.start)),
+            open,
+            waited_ms,
+            phases,
+        }
+    }
+
+    /// The segment in progress, up to `now`.
+    fn open_segment(account: &WorkerAccount, now: Instant) -> Option<Segment> {
+        let kind = match account.activity {
+            Activity::Idle(cause) => SegmentKind::Idle(cause),
+            Activity::Proving => SegmentKind::Busy {
+                partition: account.proving.clone()?,
+                ok: true,
+                waited: Duration::ZERO,
+                phases: Vec::new(),
+            },
+        };
+        Some(Segment {
+            start: account.activity_since,
+            end: now.max(account.activity_since),
+            kind,
+        })
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    round_ms(d.as_secs_f64() * 1e3)
+}
+
+fn round_ms(value: f64) -> f64 {
+    (value * 1e3).round() / 1e3
+}
+
+struct WorkerReportTimes {
+    busy: Duration,
+    idle: [Duration; IdleCause::ALL.len()],
+}
+
+impl Actor for WorkerMonitor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(TICK, |monitor, _| {
+            let now = Instant::now();
+            for account in monitor.workers.values_mut() {
+                account.advance(now);
+                account.sample();
+            }
+        });
+    }
+}
+
+// ---- messages -------------------------------------------------------------
+
+/// The dispatcher's view changed: what an idle worker with nothing handed to
+/// it now waits for.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct IdleCauseChanged {
+    pub cause: IdleCause,
+    pub at: Instant,
+}
+
+/// The dispatcher handed a partition to a worker's mailbox.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct HandedOver {
+    pub worker: WorkerId,
+    pub at: Instant,
+}
+
+/// A worker dropped a handed-over partition without proving it (its job
+/// was cancelled or failed meanwhile).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct HandOverDropped {
+    pub worker: WorkerId,
+    pub at: Instant,
+}
+
+/// A GPU worker started a partition.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct SpanStarted {
+    pub worker: WorkerId,
+    pub key: PartitionKey,
+    pub at: Instant,
+}
+
+/// A GPU worker finished a partition, successfully or not.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct SpanFinished {
+    pub worker: WorkerId,
+    pub key: PartitionKey,
+    pub start: Instant,
+    pub end: Instant,
+    /// Time between the worker being free with this partition handed to it
+    /// and starting it (the hand-off before the span; not busy time).
+    pub waited: Duration,
+    pub phases: Phases,
+    pub ok: bool,
+}
+
+/// Forwards a copy of every finished span (benchmarks).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SubscribeSpans(pub Recipient<SpanFinished>);
+
+/// Every worker's state and its last `spans` spans.
+#[derive(Message)]
+#[rtype(result = "Vec<WorkerReport>")]
+pub struct GetWorkers {
+    pub spans: usize,
+}
+
+/// Busy and idle segments of all workers that overlap `[since, until]`
+/// (Unix milliseconds), oldest first, the ones in progress included.
+#[derive(Message)]
+#[rtype(result = "Vec<TimelineEntry>")]
+pub struct GetTimeline {
+    pub since_unix_ms: f64,
+    pub until_unix_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    pub id: String,
+    pub device: usize,
+    pub worker: usize,
+    /// "proving" or "idle".
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_cause: Option<IdleCause>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<u32>,
+    /// When the current state began (for an idle worker: when the gap began).
+    pub since_unix_ms: f64,
+    pub for_ms: f64,
+    /// Partitions in its mailbox that it has not started.
+    pub handed_over: usize,
+    pub busy_seconds: f64,
+    pub idle_seconds: BTreeMap<&'static str, f64>,
+    /// Busy fraction over the last minute.
+    pub utilization_ratio: f64,
+    pub recent_spans: Vec<TimelineEntry>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineEntry {
+    pub device: usize,
+    pub worker: usize,
+    /// "busy" or "idle".
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<IdleCause>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    pub start_unix_ms: f64,
+    pub end_unix_ms: f64,
+    pub duration_ms: f64,
+    /// Still in progress: `end_unix_ms` is the time of the query.
+    pub open: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waited_ms: Option<f64>,
+    /// Phases of a busy span, in the order they ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<(&'static str, f64)>,
+}
+
+// ---- handlers -------------------------------------------------------------
+
+impl Handler<IdleCauseChanged> for WorkerMonitor {
+    type Result = ();
+
+    fn handle(&mut self, msg: IdleCauseChanged, _: &mut Context<Self>) {
+        self.cause = msg.cause;
+        for account in self.workers.values_mut() {
+            account.settle_idle_cause(msg.cause, msg.at);
+        }
+    }
+}
+
+impl Handler<HandedOver> for WorkerMonitor {
+    type Result = ();
+
+    fn handle(&mut self, msg: HandedOver, _: &mut Context<Self>) {
+        if let Some(account) = self.workers.get_mut(&msg.worker) {
+            account.advance(msg.at);
+            account.handed_over += 1;
+            account.settle_idle_cause(self.cause, msg.at);
+        }
+    }
+}
+
+impl Handler<HandOverDropped> for WorkerMonitor {
+    type Result = ();
+
+    fn handle(&mut self, msg: HandOverDropped, _: &mut Context<Self>) {
+        if let Some(account) = self.workers.get_mut(&msg.worker) {
+            account.advance(msg.at);
+            account.handed_over = account.handed_over.saturating_sub(1);
+            account.settle_idle_cause(self.cause, msg.at);
+        }
+    }
+}
+
+impl Handler<SpanStarted> for WorkerMonitor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SpanStarted, _: &mut Context<Self>) {
+        let Some(account) = self.workers.get_mut(&msg.worker) else {
+            return;
+        };
+        account.handed_over = account.handed_over.saturating_sub(1);
+        account.switch(Activity::Proving, msg.at);
+        if let Some(since) = account.idle_since.take() {
+            telemetry::IdleGapEnded {
+                worker: msg.worker,
+                gap: account.activity_since.saturating_duration_since(since),
+            }
+            .emit();
+        }
+        account.proving = Some(msg.key);
+    }
+}
+
+impl Handler<SpanFinished> for WorkerMonitor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SpanFinished, _: &mut Context<Self>) {
+        for subscriber in &self.subscribers {
+            subscriber.do_send(msg.clone());
+        }
+        let Some(account) = self.workers.get_mut(&msg.worker) else {
+            return;
+        };
+        let idle = Activity::Idle(account.idle_cause(self.cause));
+        account.switch(idle, msg.end);
+        account.idle_since = Some(account.activity_since);
+        account.proving = None;
+        account.push(Segment {
+            start: msg.start,
+            end: msg.end,
+            kind: SegmentKind::Busy {
+                partition: msg.key,
+                ok: msg.ok,
+                waited: msg.waited,
+                phases: msg.phases,
+            },
+        });
+    }
+}
+
+impl Handler<SubscribeSpans> for WorkerMonitor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SubscribeSpans, _: &mut Context<Self>) {
+        self.subscribers.push(msg.0);
+    }
+}
+
+impl Handler<GetWorkers> for WorkerMonitor {
+    type Result = MessageResult<GetWorkers>;
+
+    fn handle(&mut self, msg: GetWorkers, _: &mut Context<Self>) -> Self::Result {
+        let now = Instant::now();
+        MessageResult(
+            self.workers
+                .values()
+                .map(|account| self.report(account, msg.spans, now))
+                .collect(),
+        )
+    }
+}
+
+impl Handler<GetTimeline> for WorkerMonitor {
+    type Result = MessageResult<GetTimeline>;
+
+    fn handle(&mut self, msg: GetTimeline, _: &mut Context<Self>) -> Self::Result {
+        let now = Instant::now();
+        let since = self.clock.instant(msg.since_unix_ms);
+        let until = msg.until_unix_ms.map(|u| self.clock.instant(u)).unwrap_or(now);
+        let mut entries = Vec::new();
+        for account in self.workers.values() {
+            let overlapping = |s: &Segment| s.end >= since && s.start <= until;
+            entries.extend(
+                account
+                    .segments
+                    .iter()
+                    .filter(|s| overlapping(s))
+                    .map(|s| self.entry(account.id, s, false)),
+            );
+            if let Some(open) = Self::open_segment(account, now).filter(overlapping) {
+                entries.push(self.entry(account.id, &open, true));
+            }
+        }
+        entries.sort_by(|a, b| a.start_unix_ms.total_cmp(&b.start_unix_ms));
+        MessageResult(entries)
+    }
+}

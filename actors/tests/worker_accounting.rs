@@ -1,0 +1,215 @@
+//! Every second of every GPU worker is accounted for: busy plus idle equals
+//! wall time, the timeline has no holes or overlaps, and idle time lands on
+//! the cause that actually held the worker up.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cuzk_actors::pacer::PacerConfig;
+use cuzk_actors::tracker::{GetJob, JobStatus, SubmitJob};
+use cuzk_actors::worker_monitor::{GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
+use cuzk_actors::{
+    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
+    Started, Synthesized, SystemConfig,
+};
+
+/// Sleeps for fixed stage times: a stand-in whose timing the test controls.
+struct Timed {
+    synthesis: Duration,
+    prove: Duration,
+}
+
+impl Backend for Timed {
+    fn name(&self) -> &str {
+        "timed"
+    }
+    fn devices(&self) -> Vec<String> {
+        vec!["d0".into()]
+    }
+    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, String> {
+        std::thread::sleep(self.synthesis);
+        Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
+    }
+    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, String> {
+        std::thread::sleep(self.prove);
+        Ok(Started {
+            payload: Payload::new(()),
+            freed_bytes: 0,
+            phases: vec![("device", self.prove)],
+        })
+    }
+    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, String> {
+        Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
+    }
+}
+
+const RESERVATION: Reservation = Reservation { abc_bytes: 1000, retained_bytes: 1000 };
+
+fn job(id: &str, partitions: u32) -> NewJob {
+    NewJob {
+        id: JobId(id.into()),
+        priority: Priority::Normal,
+        partitions,
+        circuit: "test".into(),
+        circuit_id: "test".into(),
+        reservation: RESERVATION,
+        idempotency_key: None,
+        deadline: None,
+        work: Arc::new(()),
+    }
+}
+
+fn config(budget_bytes: u64, pacer: PacerConfig) -> SystemConfig {
+    SystemConfig {
+        synthesis_threads: 2,
+        finalizer_threads: 1,
+        workers_per_device: 2,
+        gpu_lookahead: 1,
+        budget_bytes,
+        pacer,
+    }
+}
+
+async fn run_to_done(system: &ProvingSystem, id: &str, partitions: u32) {
+    system.tracker.send(SubmitJob(job(id, partitions))).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = system.tracker.send(GetJob(JobId(id.into()))).await.unwrap().unwrap();
+        if view.status == JobStatus::Done {
+            return;
+        }
+        assert!(Instant::now() < deadline, "job {id} did not finish: {:?}", view.status);
+        actix_rt::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn idle_total(report: &WorkerReport) -> f64 {
+    report.idle_seconds.values().sum()
+}
+
+fn by_worker(entries: &[TimelineEntry], worker: usize) -> Vec<&TimelineEntry> {
+    entries.iter().filter(|e| e.worker == worker).collect()
+}
+
+#[test]
+fn busy_plus_idle_is_wall_time_and_the_timeline_is_gapless() {
+    let backend = Arc::new(Timed {
+        synthesis: Duration::from_millis(15),
+        prove: Duration::from_millis(10),
+    });
+    actix_rt::System::new().block_on(async {
+        let before_start = Instant::now();
+        let system = ProvingSystem::start(config(1 << 40, PacerConfig::default()), backend);
+        actix_rt::time::sleep(Duration::from_millis(300)).await;
+        run_to_done(&system, "a", 40).await;
+        actix_rt::time::sleep(Duration::from_millis(700)).await;
+        let asked = Instant::now();
+        let workers = system.monitor.send(GetWorkers { spans: 1000 }).await.unwrap();
+        let answered = Instant::now();
+        let timeline = system
+            .monitor
+            .send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: None })
+            .await
+            .unwrap();
+
+        let wall_max = (answered - before_start).as_secs_f64();
+        let wall_min = (asked - before_start).as_secs_f64() - 0.05;
+        let mut spans = 0;
+        for report in &workers {
+            let accounted = report.busy_seconds + idle_total(report);
+            assert!(
+                accounted <= wall_max * 1.01 && accounted >= wall_min * 0.99,
+                "{}: busy {} + idle {} = {accounted} s, wall between {wall_min} and {wall_max} s",
+                report.id,
+                report.busy_seconds,
+                idle_total(report)
+            );
+            let busy_spans: Vec<_> = report.recent_spans.iter().filter(|s| s.kind == "busy").collect();
+            let span_seconds: f64 = busy_spans.iter().map(|s| s.duration_ms / 1e3).sum();
+            assert!(
+                (span_seconds - report.busy_seconds).abs() < 0.001 * busy_spans.len().max(1) as f64,
+                "{}: spans add up to {span_seconds} s, busy counter says {} s",
+                report.id,
+                report.busy_seconds
+            );
+            assert!(report.idle_seconds["no_work"] >= 0.25, "{report:?}");
+            spans += busy_spans.len();
+
+            // Segments of one worker tile its whole life: each begins where
+            // the previous one ended.
+            let segments = by_worker(&timeline, report.worker);
+            assert!(segments.last().unwrap().open, "the last segment is the current one");
+            for pair in segments.windows(2) {
+                let gap = pair[1].start_unix_ms - pair[0].end_unix_ms;
+                assert!(
+                    gap.abs() < 0.002,
+                    "worker {}: {:?} then {:?} leave {gap} ms",
+                    report.worker,
+                    pair[0],
+                    pair[1]
+                );
+            }
+            let covered: f64 = segments.iter().map(|e| e.duration_ms).sum::<f64>() / 1e3;
+            assert!(
+                (covered - accounted).abs() < 0.02,
+                "worker {}: timeline covers {covered} s, counters {accounted} s",
+                report.worker
+            );
+        }
+        assert_eq!(spans, 40, "every partition is one busy span");
+    });
+}
+
+#[test]
+fn slow_synthesis_shows_as_synthesis_and_a_full_budget_as_budget() {
+    // Synthesis is five times slower than proving: the workers wait for it.
+    let backend = Arc::new(Timed {
+        synthesis: Duration::from_millis(50),
+        prove: Duration::from_millis(5),
+    });
+    actix_rt::System::new().block_on(async {
+        let system = ProvingSystem::start(config(1 << 40, PacerConfig::default()), backend);
+        run_to_done(&system, "slow-synthesis", 12).await;
+        let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
+        let synthesis: f64 = workers.iter().map(|w| w.idle_seconds["synthesis"]).sum();
+        let others: f64 = workers
+            .iter()
+            .map(|w| w.idle_seconds["budget"] + w.idle_seconds["paced"] + w.idle_seconds["handoff"])
+            .sum();
+        assert!(synthesis > 0.2 && synthesis > 5.0 * others, "synthesis {synthesis} s, others {others} s");
+    });
+
+    // Memory for one partition at a time: the second worker waits for budget.
+    let backend = Arc::new(Timed {
+        synthesis: Duration::from_millis(2),
+        prove: Duration::from_millis(30),
+    });
+    actix_rt::System::new().block_on(async {
+        let system = ProvingSystem::start(config(RESERVATION.total(), PacerConfig::default()), backend);
+        run_to_done(&system, "one-at-a-time", 10).await;
+        let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
+        let budget: f64 = workers.iter().map(|w| w.idle_seconds["budget"]).sum();
+        let busy: f64 = workers.iter().map(|w| w.busy_seconds).sum();
+        assert!(budget > 0.5 * busy, "budget idle {budget} s against {busy} s busy");
+    });
+}
+
+#[test]
+fn a_pacer_holding_work_back_shows_as_paced() {
+    let backend = Arc::new(Timed {
+        synthesis: Duration::from_millis(1),
+        prove: Duration::from_millis(1),
+    });
+    let pacer = PacerConfig {
+        min_interval_ms: 100,
+        ..PacerConfig::default()
+    };
+    actix_rt::System::new().block_on(async {
+        let system = ProvingSystem::start(config(1 << 40, pacer), backend);
+        run_to_done(&system, "paced", 8).await;
+        let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
+        let paced: f64 = workers.iter().map(|w| w.idle_seconds["paced"]).sum();
+        let synthesis: f64 = workers.iter().map(|w| w.idle_seconds["synthesis"]).sum();
+        assert!(paced > 0.3 && paced > synthesis, "paced {paced} s, synthesis {synthesis} s");
+    });
+}

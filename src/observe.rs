@@ -1,0 +1,163 @@
+//! What the GPU workers are doing: `/v1/workers`, `/v1/timeline` and the
+//! built-in page at `/`. The data comes from the WorkerMonitor actor.
+
+use std::fmt::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use cuzk_actors::worker_monitor::{GetTimeline, GetWorkers, TimelineEntry};
+use serde::Deserialize;
+
+use crate::api::{ApiError, AppState};
+
+/// The page: one file, no external assets.
+const INDEX_HTML: &str = include_str!("ui/index.html");
+
+/// Spans per worker that `/v1/workers` returns unless told otherwise.
+const DEFAULT_SPANS: usize = 20;
+const MAX_SPANS: usize = 1000;
+/// The default timeline window.
+const DEFAULT_WINDOW_MS: f64 = 5.0 * 60_000.0;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkersQuery {
+    spans: Option<usize>,
+}
+
+pub async fn workers(
+    state: web::Data<AppState>,
+    query: web::Query<WorkersQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let spans = query.spans.unwrap_or(DEFAULT_SPANS);
+    if spans > MAX_SPANS {
+        return Err(ApiError::new(
+            400,
+            format!("spans must be at most {MAX_SPANS}, got {spans}"),
+        ));
+    }
+    let workers = state
+        .system
+        .monitor
+        .send(GetWorkers { spans })
+        .await
+        .map_err(|e| ApiError::new(503, format!("worker monitor unavailable: {e}")))?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "workers": workers })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimelineQuery {
+    /// Unix milliseconds; default: five minutes ago.
+    since: Option<f64>,
+    /// Unix milliseconds; default: now.
+    until: Option<f64>,
+    /// `csv` or `json`; otherwise the Accept header decides.
+    format: Option<String>,
+}
+
+fn now_unix_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+        * 1e3
+}
+
+fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> {
+    match format {
+        Some("csv") => Ok(true),
+        Some("json") => Ok(false),
+        Some(other) => Err(ApiError::new(
+            400,
+            format!("format must be \"csv\" or \"json\", got {other:?}"),
+        )),
+        None => Ok(req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/csv"))),
+    }
+}
+
+pub async fn timeline(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<TimelineQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let csv = wants_csv(&req, query.format.as_deref())?;
+    let now = now_unix_ms();
+    let since = query.since.unwrap_or(now - DEFAULT_WINDOW_MS);
+    let until = query.until;
+    let valid = |t: f64| t.is_finite() && t >= 0.0 && t <= now + DEFAULT_WINDOW_MS;
+    if !valid(since) || !until.map_or(true, valid) {
+        return Err(ApiError::new(
+            400,
+            "since and until are Unix times in milliseconds, not in the future",
+        ));
+    }
+    if until.is_some_and(|until| until < since) {
+        return Err(ApiError::new(400, "until is before since"));
+    }
+    let entries = state
+        .system
+        .monitor
+        .send(GetTimeline {
+            since_unix_ms: since,
+            until_unix_ms: until,
+        })
+        .await
+        .map_err(|e| ApiError::new(503, format!("worker monitor unavailable: {e}")))?;
+    if csv {
+        return Ok(HttpResponse::Ok()
+            .content_type("text/csv; charset=utf-8")
+            .body(timeline_csv(&entries)));
+    }
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "since_unix_ms": since, "entries": entries })))
+}
+
+pub const CSV_HEADER: &str =
+    "start_unix_ms,end_unix_ms,duration_ms,device,worker,kind,cause,job,partition,ok,open,waited_ms,phases";
+
+/// One line per busy span or idle interval; phases as `name=ms` joined by `;`.
+fn timeline_csv(entries: &[TimelineEntry]) -> String {
+    let mut out = String::with_capacity(64 * (entries.len() + 1));
+    out.push_str(CSV_HEADER);
+    out.push('\n');
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    for e in entries {
+        let phases: Vec<String> = e.phases.iter().map(|(n, ms)| format!("{n}={ms}")).collect();
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            e.start_unix_ms,
+            e.end_unix_ms,
+            e.duration_ms,
+            e.device,
+            e.worker,
+            e.kind,
+            opt(e.cause.map(|c| c.as_str().to_string())),
+            opt(e.job.clone()),
+            opt(e.partition.map(|p| p.to_string())),
+            opt(e.ok.map(|ok| ok.to_string())),
+            e.open,
+            opt(e.waited_ms.map(|w| w.to_string())),
+            phases.join(";"),
+        );
+    }
+    out
+}
+
+pub async fn index() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .body(INDEX_HTML)
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/", web::get().to(index))
+        .route("/v1/workers", web::get().to(workers))
+        .route("/v1/timeline", web::get().to(timeline));
+}
