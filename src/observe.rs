@@ -114,7 +114,11 @@ pub async fn timeline(
             .content_type("text/csv; charset=utf-8")
             .body(timeline_csv(&entries)));
     }
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "since_unix_ms": since, "entries": entries })))
+    Ok(HttpResponse::Ok().json(serde_json::json!({
+        "since_unix_ms": since,
+        "until_unix_ms": until.unwrap_or(now),
+        "entries": entries,
+    })))
 }
 
 pub const CSV_HEADER: &str =
