@@ -217,6 +217,7 @@ impl Plan {
                 jitter: self.args.jitter,
                 devices: self.args.devices,
                 finalizer_stall_ms: self.args.finalizer_stall_ms,
+                ..SimConfig::default()
             },
             scheduler: SchedulerConfig {
                 synthesis_threads: self.synthesis_threads,

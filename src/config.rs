@@ -49,6 +49,8 @@ pub struct SchedulerConfig {
     pub gpu_lookahead: usize,
     pub budget: Budget,
     pub pacer: cuzk_actors::pacer::PacerConfig,
+    /// Attempts a partition gets when a stage fails or panics (1: no retry).
+    pub max_attempts: u32,
 }
 
 /// The memory budget: `"auto"` or a number of bytes.
@@ -99,6 +101,32 @@ pub struct SimConfig {
     pub devices: usize,
     /// Extra time every finalization takes (to show it cannot delay GPUs).
     pub finalizer_stall_ms: u64,
+    /// Injected faults, for tests of supervision and recovery.
+    pub faults: SimFaults,
+}
+
+/// Faults the simulated backend injects. Draws come from a seeded generator,
+/// so a run is repeatable for a given order of stage calls.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimFaults {
+    pub seed: u64,
+    pub synthesis: StageFaults,
+    pub prove: StageFaults,
+    pub finalize: StageFaults,
+    /// Bytes the backend claims to hold across partitions: memory pressure
+    /// on the budget (all of it, or more, exhausts it).
+    pub resident_bytes: u64,
+}
+
+/// Per stage call: probabilities of an error, a panic and a stall.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StageFaults {
+    pub error_rate: f64,
+    pub panic_rate: f64,
+    pub stall_rate: f64,
+    pub stall_ms: u64,
 }
 
 impl Default for SimConfig {
@@ -109,6 +137,7 @@ impl Default for SimConfig {
             jitter: 0.1,
             devices: 1,
             finalizer_stall_ms: 0,
+            faults: SimFaults::default(),
         }
     }
 }
@@ -155,6 +184,7 @@ impl Default for SchedulerConfig {
             gpu_lookahead: 1,
             budget: Budget::Auto(AutoBudget::Auto),
             pacer: Default::default(),
+            max_attempts: 3,
         }
     }
 }

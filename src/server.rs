@@ -178,6 +178,7 @@ fn build(
             gpu_lookahead: config.scheduler.gpu_lookahead,
             budget_bytes: config.budget_bytes(),
             pacer: config.scheduler.pacer.clone(),
+            max_attempts: config.scheduler.max_attempts,
         },
         backend,
     );

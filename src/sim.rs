@@ -3,15 +3,16 @@
 //! for a profile's durations and hold a profile's bytes. It proves nothing;
 //! its "proofs" are marked as simulated.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cuzk_actors::{
     Backend, Finished, JobSpec, Payload, Priority, Reservation, Started, Synthesized,
 };
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 
-use crate::config::SimConfig;
+use crate::config::{SimConfig, SimFaults, StageFaults};
 
 /// Stage durations and memory of one kind of proof, from cuzk's published
 /// numbers (docs/benchmarks.md cites them).
@@ -77,6 +78,9 @@ pub struct SimBackend {
     time_scale: f64,
     jitter: f64,
     finalizer_stall: Duration,
+    faults: SimFaults,
+    /// Stage calls so far: each draws its faults from its own number.
+    calls: AtomicU64,
     /// One per simulated device: held while it "computes", so that the
     /// workers of one device take turns as on a real GPU.
     devices: Vec<Mutex<()>>,
@@ -103,11 +107,24 @@ impl SimBackend {
                 config.jitter
             ));
         }
+        let faults = &config.faults;
+        for (stage, f) in [("synthesis", &faults.synthesis), ("prove", &faults.prove), ("finalize", &faults.finalize)] {
+            for (name, rate) in [("error_rate", f.error_rate), ("panic_rate", f.panic_rate), ("stall_rate", f.stall_rate)] {
+                if !(0.0..=1.0).contains(&rate) {
+                    return Err(format!("sim.faults.{stage}.{name} must be in [0, 1], got {rate}"));
+                }
+            }
+            if f.error_rate + f.panic_rate > 1.0 {
+                return Err(format!("sim.faults.{stage}: error_rate + panic_rate exceeds 1"));
+            }
+        }
         Ok(Self {
             profile,
             time_scale: config.time_scale,
             jitter: config.jitter,
             finalizer_stall: Duration::from_millis(config.finalizer_stall_ms),
+            faults: faults.clone(),
+            calls: AtomicU64::new(0),
             devices: (0..config.devices.max(1)).map(|_| Mutex::new(())).collect(),
         })
     }
@@ -131,6 +148,25 @@ impl SimBackend {
     }
 }
 
+impl SimBackend {
+    /// Stalls, panics or fails one stage call as the faults say.
+    fn inject(&self, stage: &str, faults: &StageFaults) -> Result<(), String> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let mut draw = rand::rngs::StdRng::seed_from_u64(self.faults.seed ^ call.rotate_left(17));
+        if draw.gen::<f64>() < faults.stall_rate {
+            std::thread::sleep(Duration::from_millis(faults.stall_ms));
+        }
+        let roll = draw.gen::<f64>();
+        if roll < faults.panic_rate {
+            panic!("injected panic in {stage} (sim fault, call {call})");
+        }
+        if roll < faults.panic_rate + faults.error_rate {
+            return Err(format!("injected error in {stage} (sim fault, call {call})"));
+        }
+        Ok(())
+    }
+}
+
 impl Backend for SimBackend {
     fn name(&self) -> &str {
         "sim"
@@ -141,6 +177,7 @@ impl Backend for SimBackend {
     }
 
     fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, String> {
+        self.inject("synthesis", &self.faults.synthesis)?;
         let took = self.take(self.profile.synthesis);
         Ok(Synthesized {
             payload: Payload::new(()),
@@ -157,6 +194,7 @@ impl Backend for SimBackend {
         _: u32,
         _: Payload,
     ) -> Result<Started, String> {
+        self.inject("prove_start", &self.faults.prove)?;
         let (low, high) = self.profile.gpu;
         let base = low + (high - low).mul_f64(rand::thread_rng().gen::<f64>());
         let host = self.take(base.mul_f64(HOST_SHARE));
@@ -180,6 +218,7 @@ impl Backend for SimBackend {
     }
 
     fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, String> {
+        self.inject("prove_finish", &self.faults.finalize)?;
         let took = self.take(self.profile.finalize);
         std::thread::sleep(self.finalizer_stall);
         Ok(Finished {
@@ -187,5 +226,9 @@ impl Backend for SimBackend {
             public_inputs: Vec::new(),
             phases: vec![("finalize", took)],
         })
+    }
+
+    fn resident_bytes(&self) -> u64 {
+        self.faults.resident_bytes
     }
 }

@@ -75,18 +75,34 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// Runs a stage body, turning a panic into an error so that a bad input or a
-/// backend bug fails one partition instead of killing a stage thread.
-pub fn run_stage<T>(stage: &str, body: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+/// A stage body that returned an error or panicked.
+#[derive(Debug)]
+pub struct StageFailure {
+    pub error: String,
+    /// The body panicked: the actor that ran it restarts before its next
+    /// message, in case the panic left it inconsistent.
+    pub panicked: bool,
+}
+
+/// Runs a stage body, turning a panic into a failure so that a bad input or a
+/// backend bug fails one attempt of one partition instead of killing a stage
+/// thread.
+pub fn run_stage<T>(
+    stage: &str,
+    body: impl FnOnce() -> Result<T, String>,
+) -> Result<T, StageFailure> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(result) => result,
+        Ok(result) => result.map_err(|error| StageFailure { error, panicked: false }),
         Err(panic) => {
             let text = panic
                 .downcast_ref::<&str>()
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(format!("{stage} panicked: {text}"))
+            Err(StageFailure {
+                error: format!("{stage} panicked: {text}"),
+                panicked: true,
+            })
         }
     }
 }

@@ -237,12 +237,14 @@ impl Dispatcher {
         }
     }
 
-    fn fail(&self, key: PartitionKey, error: String) {
+    /// `retry`: whether another attempt could succeed (a stage failure), as
+    /// opposed to a request the budget can never grant.
+    fn fail(&self, key: PartitionKey, error: String, retry: bool) {
         self.budget.do_send(Release {
             key: key.clone(),
             bytes: None,
         });
-        self.tracker.do_send(PartitionFailed { key, error });
+        self.tracker.do_send(PartitionFailed { key, error, retry });
     }
 }
 
@@ -255,6 +257,15 @@ impl Actor for Dispatcher {
 #[rtype(result = "()")]
 pub struct Enqueue {
     pub job: Arc<JobSpec>,
+}
+
+/// One partition again, after a failed attempt (sent by the tracker, which
+/// counts attempts).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Requeue {
+    pub job: Arc<JobSpec>,
+    pub index: u32,
 }
 
 #[derive(Message)]
@@ -307,6 +318,17 @@ impl Handler<Enqueue> for Dispatcher {
     }
 }
 
+impl Handler<Requeue> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: Requeue, ctx: &mut Context<Self>) {
+        if !msg.job.is_abandoned() {
+            self.pending.insert(msg.job.order(msg.index), msg.job);
+        }
+        self.pump(ctx);
+    }
+}
+
 impl Handler<BudgetDecision> for Dispatcher {
     type Result = ();
 
@@ -329,7 +351,7 @@ impl Handler<BudgetDecision> for Dispatcher {
             }),
             Err(error) => {
                 self.in_synthesis.remove(&msg.key);
-                self.fail(msg.key, error);
+                self.fail(msg.key, error, false);
             }
         }
         self.pump(ctx);
@@ -354,7 +376,7 @@ impl Handler<SynthesisDone> for Dispatcher {
             Ok(_) => {
                 self.budget.do_send(Release { key, bytes: None });
             }
-            Err(error) => self.fail(key, error),
+            Err(error) => self.fail(key, error, true),
         }
         self.pump(ctx);
     }

@@ -38,7 +38,7 @@ pub struct Finalize {
 impl Handler<Finalize> for Finalizer {
     type Result = ();
 
-    fn handle(&mut self, msg: Finalize, _: &mut SyncContext<Self>) {
+    fn handle(&mut self, msg: Finalize, ctx: &mut SyncContext<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
             self.budget.do_send(Release { key, bytes: None });
@@ -69,7 +69,18 @@ impl Handler<Finalize> for Finalizer {
                 },
                 at: Instant::now(),
             }),
-            Err(error) => self.tracker.do_send(PartitionFailed { key, error }),
+            Err(failure) => {
+                if failure.panicked {
+                    // The SyncArbiter builds a fresh finalizer for the next message.
+                    telemetry::ActorRestarted { actor: "finalizer", error: &failure.error }.emit();
+                    ctx.stop();
+                }
+                self.tracker.do_send(PartitionFailed {
+                    key,
+                    error: failure.error,
+                    retry: true,
+                })
+            }
         }
         let active = self.active.fetch_sub(1, Ordering::Relaxed) - 1;
         telemetry::FinalizerLoad { active }.emit();

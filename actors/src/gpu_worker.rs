@@ -37,6 +37,14 @@ impl Actor for GpuWorker {
     type Context = Context<Self>;
 }
 
+/// Run under an actix Supervisor: stopping after a panic restarts the
+/// worker on the same mailbox, so partitions handed to it are kept.
+impl Supervised for GpuWorker {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.free_since = Instant::now();
+    }
+}
+
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ProvePartition {
@@ -50,7 +58,7 @@ pub struct ProvePartition {
 impl Handler<ProvePartition> for GpuWorker {
     type Result = ();
 
-    fn handle(&mut self, msg: ProvePartition, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: ProvePartition, ctx: &mut Context<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
             self.monitor.do_send(HandOverDropped {
@@ -101,14 +109,19 @@ impl Handler<ProvePartition> for GpuWorker {
                 });
                 (true, started.phases)
             }
-            Err(error) => {
+            Err(failure) => {
                 self.budget.do_send(Release {
                     key: key.clone(),
                     bytes: None,
                 });
+                if failure.panicked {
+                    telemetry::ActorRestarted { actor: "gpu_worker", error: &failure.error }.emit();
+                    ctx.stop();
+                }
                 self.tracker.do_send(PartitionFailed {
                     key: key.clone(),
-                    error,
+                    error: failure.error,
+                    retry: true,
                 });
                 (false, Vec::new())
             }

@@ -11,6 +11,7 @@ use crate::backend::{run_stage, Backend, Synthesized};
 use crate::budget::{BudgetManager, SetResident};
 use crate::dispatcher::{Dispatcher, SynthesisDone};
 use crate::model::{JobSpec, Stage};
+use crate::telemetry;
 use crate::tracker::{Progress, Tracker};
 
 pub struct SynthesisWorker {
@@ -34,7 +35,7 @@ pub struct Synthesize {
 impl Handler<Synthesize> for SynthesisWorker {
     type Result = ();
 
-    fn handle(&mut self, msg: Synthesize, _: &mut SyncContext<Self>) {
+    fn handle(&mut self, msg: Synthesize, ctx: &mut SyncContext<Self>) {
         let key = msg.job.key(msg.index);
         let result: Result<Synthesized, String> = if msg.job.is_abandoned() {
             Err("job abandoned".into())
@@ -44,15 +45,24 @@ impl Handler<Synthesize> for SynthesisWorker {
                 stage: Stage::Synthesizing,
                 at: Instant::now(),
             });
-            let result = run_stage("synthesis", || self.backend.synthesize(&msg.job, msg.index));
-            if result.is_ok() {
-                self.tracker.do_send(Progress {
-                    key,
-                    stage: Stage::WaitingGpu,
-                    at: Instant::now(),
-                });
+            match run_stage("synthesis", || self.backend.synthesize(&msg.job, msg.index)) {
+                Ok(synthesized) => {
+                    self.tracker.do_send(Progress {
+                        key,
+                        stage: Stage::WaitingGpu,
+                        at: Instant::now(),
+                    });
+                    Ok(synthesized)
+                }
+                Err(failure) => {
+                    if failure.panicked {
+                        // The SyncArbiter builds a fresh worker for the next message.
+                        telemetry::ActorRestarted { actor: "synthesis", error: &failure.error }.emit();
+                        ctx.stop();
+                    }
+                    Err(failure.error)
+                }
             }
-            result
         };
         // Synthesis is where shapes get loaded or set up.
         self.budget.do_send(SetResident { bytes: self.backend.resident_bytes() });

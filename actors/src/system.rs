@@ -7,7 +7,7 @@ use actix::prelude::*;
 use serde::Serialize;
 
 use crate::backend::Backend;
-use crate::budget::{self, BudgetManager, BudgetStatus, GetBudgetStatus};
+use crate::budget::{self, BudgetManager, BudgetStatus, GetBudgetStatus, SetResident};
 use crate::dispatcher::{self, Dispatcher, GetQueueStatus, QueueStatus};
 use crate::finalizer::Finalizer;
 use crate::gpu_worker::{self, GpuWorker};
@@ -27,6 +27,8 @@ pub struct SystemConfig {
     pub gpu_lookahead: usize,
     pub budget_bytes: u64,
     pub pacer: PacerConfig,
+    /// Attempts a partition gets (stage errors and panics) before its job fails.
+    pub max_attempts: u32,
 }
 
 /// Handles to a running actor system.
@@ -91,22 +93,24 @@ impl ProvingSystem {
         for device in 0..backend.devices().len() {
             for worker in 0..config.workers_per_device.max(1) {
                 let id = WorkerId { device, worker };
-                let (addr, pending) = mailbox::<GpuWorker>(gpu_worker::MAILBOX_CAPACITY);
                 let arbiter = Arbiter::new();
-                pending.start_on(
-                    &arbiter.handle(),
-                    GpuWorker {
-                        id,
-                        slot: workers.len(),
-                        backend: backend.clone(),
-                        tracker: tracker.clone(),
-                        monitor: monitor.clone(),
-                        dispatcher: dispatcher.clone(),
-                        budget: budget.clone(),
-                        finalizer: finalizer.clone(),
-                        free_since: std::time::Instant::now(),
-                    },
-                );
+                let worker = GpuWorker {
+                    id,
+                    slot: workers.len(),
+                    backend: backend.clone(),
+                    tracker: tracker.clone(),
+                    monitor: monitor.clone(),
+                    dispatcher: dispatcher.clone(),
+                    budget: budget.clone(),
+                    finalizer: finalizer.clone(),
+                    free_since: std::time::Instant::now(),
+                };
+                // Supervised: a worker that stops after a panic is restarted
+                // on the same mailbox.
+                let addr = Supervisor::start_in_arbiter(&arbiter.handle(), move |ctx| {
+                    ctx.set_mailbox_capacity(gpu_worker::MAILBOX_CAPACITY);
+                    worker
+                });
                 arbiters.push(arbiter);
                 worker_ids.push(id);
                 workers.push((id, addr));
@@ -116,7 +120,7 @@ impl ProvingSystem {
         let tracker_arbiter = Arbiter::new();
         tracker_box.start_on(
             &tracker_arbiter.handle(),
-            Tracker::new(dispatcher.clone()),
+            Tracker::new(dispatcher.clone(), config.max_attempts),
         );
         let monitor_arbiter = Arbiter::new();
         monitor_box.start_on(&monitor_arbiter.handle(), WorkerMonitor::new(worker_ids));
@@ -139,6 +143,8 @@ impl ProvingSystem {
             &budget_arbiter.handle(),
             BudgetManager::new(config.budget_bytes),
         );
+        // What the backend holds already counts before the first synthesis.
+        budget.do_send(SetResident { bytes: backend.resident_bytes() });
         arbiters.extend([tracker_arbiter, monitor_arbiter, dispatcher_arbiter, budget_arbiter]);
 
         Self {

@@ -242,6 +242,18 @@ pub const PACER_BOOTSTRAPPING: MetricDef = gauge(
     &[],
     "1 while the pacer bootstraps (before the first GPU completion, or after the pipeline ran empty).",
 );
+pub const PARTITION_RETRIES: MetricDef = counter(
+    "cuzk_partition_retries_total",
+    "partitions",
+    &["stage"],
+    "Partitions queued again after a failed attempt, by the stage that failed (synthesizing, proving, finalizing).",
+);
+pub const ACTOR_RESTARTS: MetricDef = counter(
+    "cuzk_actor_restarts_total",
+    "restarts",
+    &["actor"],
+    "Stage actors restarted after a panic in a stage body (synthesis, gpu_worker, finalizer).",
+);
 pub const HTTP_REQUESTS: MetricDef = counter(
     "cuzk_http_requests_total",
     "requests",
@@ -273,6 +285,8 @@ pub const CATALOGUE: &[MetricDef] = &[
     PACER_INTEGRAL,
     PACER_TARGET,
     PACER_BOOTSTRAPPING,
+    PARTITION_RETRIES,
+    ACTOR_RESTARTS,
     HTTP_REQUESTS,
 ];
 
@@ -299,8 +313,16 @@ pub fn fix_exposition(text: &str) -> String {
     out
 }
 
-/// Registers help texts and units with the installed recorder.
+/// Registers help texts and units with the installed recorder, and starts
+/// the rare counters at zero so that they are scraped (and rated) before
+/// their first event.
 pub fn describe_all() {
+    for stage in [Stage::Synthesizing, Stage::Proving, Stage::Finalizing] {
+        metrics::counter!(PARTITION_RETRIES.name, "stage" => stage.as_str()).absolute(0);
+    }
+    for actor in ["synthesis", "gpu_worker", "finalizer"] {
+        metrics::counter!(ACTOR_RESTARTS.name, "actor" => actor).absolute(0);
+    }
     for def in CATALOGUE {
         match def.kind {
             MetricKind::Counter => metrics::describe_counter!(def.name, def.help),
@@ -632,6 +654,40 @@ impl PacerUpdated {
         metrics::gauge!(PACER_INTEGRAL.name).set(self.integral);
         metrics::gauge!(PACER_TARGET.name).set(self.target as f64);
         metrics::gauge!(PACER_BOOTSTRAPPING.name).set(if self.bootstrapping { 1.0 } else { 0.0 });
+    }
+}
+
+/// A partition failed an attempt and goes back to the synthesis queue.
+pub struct PartitionRetried<'a> {
+    pub partition: &'a str,
+    pub stage: Stage,
+    pub attempt: u32,
+    pub error: &'a str,
+}
+
+impl PartitionRetried<'_> {
+    pub fn emit(&self) {
+        log::warn!(
+            "partition {} failed while {} (attempt {}), retrying: {}",
+            self.partition,
+            self.stage.as_str(),
+            self.attempt,
+            self.error
+        );
+        metrics::counter!(PARTITION_RETRIES.name, "stage" => self.stage.as_str()).increment(1);
+    }
+}
+
+/// A stage actor panicked in a stage body and is being restarted.
+pub struct ActorRestarted<'a> {
+    pub actor: &'static str,
+    pub error: &'a str,
+}
+
+impl ActorRestarted<'_> {
+    pub fn emit(&self) {
+        log::error!("restarting {} after: {}", self.actor, self.error);
+        metrics::counter!(ACTOR_RESTARTS.name, "actor" => self.actor).increment(1);
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use actix::prelude::*;
 use serde::Serialize;
 
-use crate::dispatcher::{Dispatcher, DropJob, Enqueue};
+use crate::dispatcher::{Dispatcher, DropJob, Enqueue, Requeue};
 use crate::model::{JobId, JobSpec, NewJob, PartitionKey, Stage, WorkerId};
 use crate::telemetry;
 use crate::worker_monitor::{SpanFinished, SpanStarted};
@@ -20,6 +20,8 @@ pub struct Tracker {
     jobs: HashMap<JobId, JobState>,
     by_idempotency_key: HashMap<String, JobId>,
     next_seq: u64,
+    /// Attempts a partition gets before its failure fails the job.
+    max_attempts: u32,
 }
 
 struct JobState {
@@ -37,6 +39,10 @@ struct PartitionState {
     error: Option<String>,
     worker: Option<WorkerId>,
     gpu_phases: Vec<(&'static str, Duration)>,
+    /// Attempts started so far (1 for the first).
+    attempts: u32,
+    /// Why the last failed attempt failed, when it was retried.
+    retried_after: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -46,12 +52,13 @@ pub struct ProofRecord {
 }
 
 impl Tracker {
-    pub fn new(dispatcher: Addr<Dispatcher>) -> Self {
+    pub fn new(dispatcher: Addr<Dispatcher>, max_attempts: u32) -> Self {
         Self {
             dispatcher,
             jobs: HashMap::new(),
             by_idempotency_key: HashMap::new(),
             next_seq: 0,
+            max_attempts: max_attempts.max(1),
         }
     }
 
@@ -183,6 +190,9 @@ pub struct PartitionProved {
 pub struct PartitionFailed {
     pub key: PartitionKey,
     pub error: String,
+    /// Another attempt could succeed: the partition is queued again while
+    /// it has attempts left.
+    pub retry: bool,
 }
 
 /// Cancels a job: queued partitions are dropped, running ones stop at their
@@ -243,6 +253,10 @@ pub struct PartitionView {
     pub gpu_phases_ms: BTreeMap<&'static str, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    pub attempts: u32,
+    /// The error of the last failed attempt, when the partition was retried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retried_after: Option<String>,
 }
 
 #[derive(Debug)]
@@ -311,6 +325,8 @@ impl JobState {
                     .map(|(name, d)| (*name, ms(*d)))
                     .collect(),
                 error: p.error.clone(),
+                attempts: p.attempts,
+                retried_after: p.retried_after.clone(),
             })
             .collect();
         let mut timings_ms = BTreeMap::new();
@@ -397,6 +413,8 @@ impl Handler<SubmitJob> for Tracker {
                 error: None,
                 worker: None,
                 gpu_phases: Vec::new(),
+                attempts: 1,
+                retried_after: None,
             })
             .collect();
         telemetry::JobSubmitted {
@@ -476,10 +494,48 @@ impl Handler<PartitionProved> for Tracker {
     }
 }
 
+impl Tracker {
+    /// Queues a failed partition again if it has attempts left; true if so.
+    fn retry(&mut self, key: &PartitionKey, error: &str) -> bool {
+        let max_attempts = self.max_attempts;
+        let Some(job) = self.jobs.get_mut(&key.job).filter(|j| j.finished.is_none()) else {
+            return false;
+        };
+        let Some(p) = job.partitions.get_mut(key.index as usize) else {
+            return false;
+        };
+        if p.stage.is_terminal() || p.attempts >= max_attempts {
+            return false;
+        }
+        telemetry::PartitionRetried {
+            partition: &key.to_string(),
+            stage: p.stage,
+            attempt: p.attempts,
+            error,
+        }
+        .emit();
+        p.attempts += 1;
+        p.retried_after = Some(error.to_string());
+        p.stage = Stage::Queued;
+        p.entered = [None; Stage::COUNT];
+        p.entered[Stage::Queued as usize] = Some(Instant::now());
+        p.worker = None;
+        p.gpu_phases.clear();
+        self.dispatcher.do_send(Requeue {
+            job: job.spec.clone(),
+            index: key.index,
+        });
+        true
+    }
+}
+
 impl Handler<PartitionFailed> for Tracker {
     type Result = ();
 
     fn handle(&mut self, msg: PartitionFailed, _: &mut Context<Self>) {
+        if msg.retry && self.retry(&msg.key, &msg.error) {
+            return;
+        }
         let at = Instant::now();
         if !self.advance(&msg.key, Stage::Failed, at) {
             return;
@@ -489,14 +545,15 @@ impl Handler<PartitionFailed> for Tracker {
             .get_mut(&msg.key.job)
             .expect("advance found the job");
         let p = &mut job.partitions[msg.key.index as usize];
-        p.error = Some(msg.error.clone());
+        let error = match p.attempts {
+            1 => msg.error,
+            n => format!("{} (attempt {n} of {n})", msg.error),
+        };
+        p.error = Some(error.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Failed);
         self.settle(
             &msg.key.job,
-            Some((
-                Stage::Failed,
-                format!("partition {}: {}", msg.key.index, msg.error),
-            )),
+            Some((Stage::Failed, format!("partition {}: {error}", msg.key.index))),
         );
     }
 }

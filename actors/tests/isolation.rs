@@ -59,6 +59,7 @@ fn gpu_workers_prove_on_while_finalizers_are_stuck_and_status_is_flooded() {
                 gpu_lookahead: 1,
                 budget_bytes: 1 << 40,
                 pacer: PacerConfig::default(),
+                max_attempts: 3,
             },
             backend.clone(),
         );

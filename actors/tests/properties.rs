@@ -202,6 +202,8 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
                     enabled: false,
                     ..PacerConfig::default()
                 },
+                // Each planned failure fails its job: retries are tested apart.
+                max_attempts: 1,
             },
             backend.clone(),
         );

@@ -67,6 +67,7 @@ fn config(budget_bytes: u64, pacer: PacerConfig) -> SystemConfig {
         gpu_lookahead: 1,
         budget_bytes,
         pacer,
+        max_attempts: 3,
     }
 }
 
