@@ -7,6 +7,13 @@ cd "$(dirname "$0")/.."
 echo "== cargo test (default build: CPU backend)"
 cargo test --workspace --locked 2>&1
 
+echo "== script tests against a running daemon (Debian packages they need first)"
+scripts/install-test-deps.sh
+cargo build --locked --bin cuzk 2>&1 | tail -n 1
+export CUZK_BIN="$PWD/target/debug/cuzk"
+tests/ui.sh
+scripts/check-dashboards.sh
+
 if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kernels/cuda ]; then
     echo "== CUDA build: kernels compile with nvcc; GPU tests report themselves skipped without a GPU"
     NVCC=$(scripts/install-cuda-toolchain.sh)
