@@ -7,7 +7,7 @@
 # each must parse and return data. Also checks the dashboards' JSON (uids, panel
 # ids, datasource uids against deploy/grafana/provisioning).
 #
-# Needs: bash, curl, python3, Prometheus (Debian: apt-get install -y prometheus).
+# Needs: bash, python3, coreutils, Prometheus (Debian: apt-get install -y prometheus).
 # Environment:
 #   CUZK_BIN         daemon binary (default target/debug/cuzk, built if missing)
 #   PROMETHEUS_BIN   prometheus binary (default: from PATH, then /usr/bin/prometheus)
@@ -25,7 +25,6 @@ started=$(date +%s)
 
 die() { echo "check-dashboards: $*" >&2; echo "dashboards: 0 passed, 1 failed"; exit 1; }
 
-command -v curl >/dev/null || die "curl not found"
 command -v python3 >/dev/null || die "python3 not found"
 
 prom="${PROMETHEUS_BIN:-$(command -v prometheus || true)}"
@@ -67,12 +66,22 @@ trap 'exit 130' INT TERM
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+# GET url within seconds (python, not curl: curl is not assumed).
 wait_http() { # url seconds
-    local deadline=$(( $(date +%s) + $2 ))
-    until curl -fs -o /dev/null --max-time 2 "$1"; do
-        [ "$(date +%s)" -lt "$deadline" ] || return 1
-        sleep 0.2
-    done
+    python3 - "$1" "$2" <<'PY'
+import sys, time, urllib.request
+url, deadline = sys.argv[1], time.time() + float(sys.argv[2])
+while True:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except Exception:
+        pass
+    if time.time() > deadline:
+        sys.exit(1)
+    time.sleep(0.2)
+PY
 }
 
 cuzk_port=$(free_port)
@@ -188,7 +197,9 @@ pids+=($!)
 echo "== load for ${warmup}s"
 sleep "$warmup"
 kill -0 "${pids[2]}" 2>/dev/null || die "load generator died: $(tail -n 5 "$tmp/load.log")"
-up=$(curl -fsS "http://127.0.0.1:$prom_port/api/v1/query?query=up" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "none")')
+up=$(python3 -c 'import json, sys, urllib.request
+r = json.load(urllib.request.urlopen(sys.argv[1] + "/api/v1/query?query=up", timeout=5))["data"]["result"]
+print(r[0]["value"][1] if r else "none")' "http://127.0.0.1:$prom_port" || echo error)
 [ "$up" = 1 ] || die "prometheus does not scrape cuzk (up=$up)"
 
 echo "== checking dashboards"
