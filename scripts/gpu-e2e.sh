@@ -24,6 +24,20 @@ for job in 'poseidon-merkle {"depth":8,"challenges":2} 4' 'mimc-chain {"log2_con
         --partitions "$3" --seed 7 --out "$OUT/proofs-$1.json" || status=1
     timeout 60 "$BIN" verify --server http://127.0.0.1:9830 "$OUT/proofs-$1.json" || status=1
 done
+# A burst of jobs, then what the workers did meanwhile: /v1/workers before
+# and after (idle seconds by cause), and the timeline as CSV.
+echo "== burst: ${BURST_JOBS:=12} mimc-chain k=${BURST_K:=16} jobs x2 at once"
+curl -s localhost:9830/v1/workers?spans=0 > "$OUT/workers-before.json"
+for seed in $(seq 1 "$BURST_JOBS"); do
+    curl -s -X POST localhost:9830/v1/jobs -H 'Content-Type: application/json' \
+        -d "{\"circuit\":\"mimc-chain\",\"params\":{\"log2_constraints\":$BURST_K},\"partitions\":2,\"seed\":$((100 + seed))}" > /dev/null
+done
+for _ in $(seq 600); do
+    curl -s localhost:9830/v1/status | grep -q '"queued":0,"running":0' && break
+    sleep 0.5
+done
+curl -s localhost:9830/v1/workers?spans=100 > "$OUT/workers-after.json"
+curl -s -H 'Accept: text/csv' "localhost:9830/v1/timeline?since=0" > "$OUT/timeline.csv"
 curl -s localhost:9830/v1/status > "$OUT/status.json"
 curl -s localhost:9830/metrics > "$OUT/metrics.txt"
 grep -E 'cuzk_gpu_phase_duration_seconds_(sum|count)' "$OUT/metrics.txt"

@@ -17,7 +17,7 @@ use actix::prelude::*;
 use cuzk_actors::budget::GetBudgetStatus;
 use cuzk_actors::dispatcher::GetQueueStatus;
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::worker_monitor::{SpanFinished, SubscribeSpans};
+use cuzk_actors::worker_monitor::{GetWorkers, SpanFinished, SubscribeSpans, WorkerReport};
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -350,6 +350,8 @@ struct Run {
     budget_limit_bytes: u64,
     /// Status requests answered per second, when there was a status load.
     status_served_per_s: Option<f64>,
+    /// The worker monitor's accounts at the start and end of the window.
+    accounts: Vec<Vec<WorkerReport>>,
 }
 
 impl Run {
@@ -386,12 +388,22 @@ async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, String> {
     };
 
     let collect_until = started + plan.warmup + plan.duration + plan.grace();
+    let (window_start, window_end) = plan.window();
+    let snapshot_at = [window_start, window_end];
+    let mut accounts = Vec::new();
     let mut samples = Vec::new();
     let mut ticks = actix_rt::time::interval(SAMPLE_INTERVAL);
     let sampled = loop {
         ticks.tick().await;
         if Instant::now() >= collect_until {
             break Ok(());
+        }
+        let due = snapshot_at.get(accounts.len());
+        if due.is_some_and(|at| started.elapsed().as_secs_f64() >= *at) {
+            match daemon.system.monitor.send(GetWorkers { spans: 0 }).await {
+                Ok(reports) => accounts.push(reports),
+                Err(e) => break Err(format!("the worker monitor did not answer: {e}")),
+            }
         }
         match daemon.system.dispatcher.send(GetQueueStatus).await {
             Ok(queues) => {
@@ -433,6 +445,7 @@ async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, String> {
         budget_peak_bytes: budget.peak_bytes,
         budget_limit_bytes: budget.limit_bytes,
         status_served_per_s,
+        accounts,
     })
 }
 
@@ -649,6 +662,9 @@ pub struct SchedulerReport {
     /// GET /v1/status answered per second (with --status-load).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_served_per_s: Option<f64>,
+    /// All workers' time in the window as the daemon's monitor accounted
+    /// it: `busy` and each idle cause, as fractions summing to 1.
+    pub worker_time: BTreeMap<String, f64>,
     pub settings: Settings,
 }
 
@@ -769,6 +785,7 @@ impl SchedulerReport {
             buffer: BufferFigures::new(&window_samples, plan.workers()),
             pacer: pacer_spreads(&window_samples),
             status_served_per_s: run.status_served_per_s,
+            worker_time: worker_time_shares(&run.accounts),
             settings: Settings {
                 profile: plan.profile.name.into(),
                 devices: plan.args.devices,
@@ -785,6 +802,25 @@ impl SchedulerReport {
             },
         }
     }
+}
+
+/// Shares of busy and idle-by-cause time between two account snapshots.
+fn worker_time_shares(accounts: &[Vec<WorkerReport>]) -> BTreeMap<String, f64> {
+    let [before, after] = accounts else {
+        return BTreeMap::new();
+    };
+    let mut seconds = BTreeMap::<String, f64>::new();
+    for (b, a) in before.iter().zip(after) {
+        *seconds.entry("busy".into()).or_default() += a.busy_seconds - b.busy_seconds;
+        for (cause, idle) in &a.idle_seconds {
+            *seconds.entry(cause.to_string()).or_default() += idle - b.idle_seconds[cause];
+        }
+    }
+    let total: f64 = seconds.values().sum();
+    if total > 0.0 {
+        seconds.values_mut().for_each(|s| *s /= total);
+    }
+    seconds
 }
 
 /// A numeric pacer field by name: `exact` if present, else the first whose
@@ -925,6 +961,12 @@ impl fmt::Display for SchedulerReport {
         if let Some(served) = self.status_served_per_s {
             writeln!(f, "status      {served:.0} requests/s answered")?;
         }
+        let shares: Vec<String> = self
+            .worker_time
+            .iter()
+            .map(|(name, share)| format!("{name} {:.2}%", 100.0 * share))
+            .collect();
+        writeln!(f, "worker time {}", shares.join(", "))?;
         Ok(())
     }
 }
