@@ -8,4 +8,6 @@ pub mod client;
 pub mod config;
 pub mod keys;
 pub mod server;
+pub mod shutdown;
 pub mod sim;
+pub mod store;

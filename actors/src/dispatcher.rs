@@ -40,6 +40,9 @@ pub struct Dispatcher {
     pacer: Pacer,
     /// A pump is scheduled for when the pacer allows the next release.
     wake_scheduled: bool,
+    /// Shutting down: queued partitions stay queued (they resume after a
+    /// restart); those already started go on.
+    holding_queued: bool,
 }
 
 struct WorkerSlot {
@@ -75,6 +78,7 @@ impl Dispatcher {
             ready: BTreeMap::new(),
             pacer,
             wake_scheduled: false,
+            holding_queued: false,
         }
     }
 
@@ -126,7 +130,7 @@ impl Dispatcher {
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        while self.in_synthesis.len() < self.synthesis_threads {
+        while !self.holding_queued && self.in_synthesis.len() < self.synthesis_threads {
             let Some((order, _)) = self.pending.first_key_value() else {
                 break;
             };
@@ -206,6 +210,19 @@ pub struct Enqueue {
     pub job: Arc<JobSpec>,
 }
 
+/// Some partitions of a job restored after a restart: those not yet proved.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct EnqueuePartitions {
+    pub job: Arc<JobSpec>,
+    pub partitions: Vec<u32>,
+}
+
+/// Starts no more queued partitions (graceful shutdown).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct HoldQueued;
+
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SynthesisDone {
@@ -253,6 +270,25 @@ impl Handler<Enqueue> for Dispatcher {
             self.pending.insert(msg.job.order(index), msg.job.clone());
         }
         self.pump(ctx);
+    }
+}
+
+impl Handler<EnqueuePartitions> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, msg: EnqueuePartitions, ctx: &mut Context<Self>) {
+        for index in msg.partitions {
+            self.pending.insert(msg.job.order(index), msg.job.clone());
+        }
+        self.pump(ctx);
+    }
+}
+
+impl Handler<HoldQueued> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, _: HoldQueued, _: &mut Context<Self>) {
+        self.holding_queued = true;
     }
 }
 
