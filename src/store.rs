@@ -8,6 +8,7 @@
 //! for the disk.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -43,6 +44,14 @@ enum Command {
 pub struct RedbJobStore {
     commands: mpsc::Sender<Command>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    counts: Arc<CommitCounts>,
+}
+
+/// How well group commit works: writes per transaction.
+#[derive(Default)]
+struct CommitCounts {
+    writes: AtomicU64,
+    transactions: AtomicU64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -62,14 +71,22 @@ impl RedbJobStore {
             .map_err(|e| format!("cannot open the job store {}: {e}", path.display()))?;
         create_tables(&db).map_err(|e| format!("job store {}: {e}", path.display()))?;
         let (commands, queue) = mpsc::channel();
+        let counts = Arc::new(CommitCounts::default());
+        let writer_counts = counts.clone();
         let writer = std::thread::Builder::new()
             .name("cuzk-store-writer".into())
-            .spawn(move || run_writer(db, queue))
+            .spawn(move || run_writer(db, queue, &writer_counts))
             .map_err(|e| format!("cannot start the store writer: {e}"))?;
         Ok(Self {
             commands,
             writer: Mutex::new(Some(writer)),
+            counts,
         })
+    }
+
+    /// Transactions committed so far, each one fsync.
+    pub fn transactions(&self) -> u64 {
+        self.counts.transactions.load(Ordering::Relaxed)
     }
 }
 
@@ -100,6 +117,11 @@ impl JobStore for RedbJobStore {
         let _ = self.commands.send(Command::Close(signal));
         let result = committed.wait_blocking();
         let _ = writer.join();
+        log::info!(
+            "job store closed: {} writes in {} transactions",
+            self.counts.writes.load(Ordering::Relaxed),
+            self.transactions()
+        );
         result
     }
 }
@@ -114,7 +136,7 @@ fn create_tables(db: &Database) -> Result<(), redb::Error> {
     Ok(())
 }
 
-fn run_writer(db: Database, queue: mpsc::Receiver<Command>) {
+fn run_writer(db: Database, queue: mpsc::Receiver<Command>, counts: &CommitCounts) {
     let mut pending: Vec<(StoreWrite, CommitSignal)> = Vec::new();
     while let Ok(first) = queue.recv() {
         for command in std::iter::once(first).chain(queue.try_iter()) {
@@ -122,31 +144,37 @@ fn run_writer(db: Database, queue: mpsc::Receiver<Command>) {
                 Command::Write(write, signal) => {
                     pending.push((write, signal));
                     if pending.len() == MAX_WRITES_PER_COMMIT {
-                        commit(&db, &mut pending);
+                        commit(&db, &mut pending, counts);
                     }
                 }
                 // Everything queued before a load or close is committed first.
                 Command::Load(reply) => {
-                    commit(&db, &mut pending);
+                    commit(&db, &mut pending, counts);
                     let _ = reply.send(load(&db));
                 }
                 Command::Close(signal) => {
-                    commit(&db, &mut pending);
+                    commit(&db, &mut pending, counts);
                     signal.send(Ok(()));
                     return;
                 }
             }
         }
-        commit(&db, &mut pending);
+        commit(&db, &mut pending, counts);
     }
 }
 
 /// One transaction, one fsync, then every waiter hears the result.
-fn commit(db: &Database, pending: &mut Vec<(StoreWrite, CommitSignal)>) {
+fn commit(db: &Database, pending: &mut Vec<(StoreWrite, CommitSignal)>, counts: &CommitCounts) {
     if pending.is_empty() {
         return;
     }
-    let result = apply(db, pending.iter().map(|(write, _)| write)).map_err(text);
+    let result = apply(db, pending.iter().map(|(write, _)| write));
+    if result.is_ok() {
+        counts.transactions.fetch_add(1, Ordering::Relaxed);
+        counts
+            .writes
+            .fetch_add(pending.len() as u64, Ordering::Relaxed);
+    }
     if let Err(error) = &result {
         log::error!("job store: {} writes not committed: {error}", pending.len());
     }
