@@ -8,7 +8,7 @@ use actix_web::dev::Service;
 use actix_web::middleware::ErrorHandlers;
 use actix_web::{web, App, HttpServer};
 use cuzk_actors::store::{JobStore, Persistence};
-use cuzk_actors::tracker::RestoreJobs;
+use cuzk_actors::tracker::{RestoreJobs, RestoredJob};
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -249,7 +249,11 @@ fn build(config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
     });
     let restored = job_store::rebuild(&state, jobs.as_ref(), stored);
     if !restored.is_empty() {
-        log::info!("job store: {} jobs restored", restored.len());
+        let unfinished = restored
+            .iter()
+            .filter(|job| matches!(job, RestoredJob::Unfinished { .. }))
+            .count();
+        log::info!("job store: {} jobs restored, {unfinished} of them resume", restored.len());
     }
     // Sent before the server runs, so it is handled before any submission.
     system.tracker.do_send(RestoreJobs(restored));
