@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::backend::ProofJob;
 use crate::keys::CircuitStore;
+use crate::shutdown::Intake;
 
 /// How many bytes one partition of a shape reserves (backend-specific).
 pub type ReservationRule = Arc<dyn Fn(&CircuitShape) -> Reservation + Send + Sync>;
@@ -23,6 +24,8 @@ pub struct AppState {
     pub store: Arc<CircuitStore>,
     pub max_partitions: u32,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Closed once a shutdown begins.
+    pub intake: Intake,
 }
 
 /// An error answered as `{"error": "..."}` with its status code.
@@ -68,7 +71,7 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SubmitRequest {
+pub(crate) struct SubmitRequest {
     circuit: String,
     #[serde(default = "empty_object")]
     params: Value,
@@ -121,7 +124,13 @@ pub fn reservation_for(shape: &CircuitShape) -> Reservation {
     }
 }
 
-fn parse_submit(state: &AppState, body: &[u8]) -> Result<(SubmitRequest, ProofJob), ApiError> {
+/// Also rebuilds stored jobs on restart (`store::rebuild`), so a job resumes
+/// exactly as it was accepted.
+pub(crate) fn parse_submit(
+    registry: &CircuitRegistry,
+    max_partitions: u32,
+    body: &[u8],
+) -> Result<(SubmitRequest, ProofJob), ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::new(400, format!("invalid JSON: {e}")))?;
     if !value.is_object() {
@@ -129,12 +138,11 @@ fn parse_submit(state: &AppState, body: &[u8]) -> Result<(SubmitRequest, ProofJo
     }
     let request: SubmitRequest = serde_json::from_value(value)
         .map_err(|e| ApiError::new(422, format!("invalid job: {e}")))?;
-    let family = state
-        .registry
+    let family = registry
         .get(&request.circuit)
         .cloned()
         .ok_or_else(|| {
-            let known: Vec<&str> = state.registry.families().map(|f| f.name()).collect();
+            let known: Vec<&str> = registry.families().map(|f| f.name()).collect();
             ApiError::new(
                 422,
                 format!(
@@ -144,12 +152,12 @@ fn parse_submit(state: &AppState, body: &[u8]) -> Result<(SubmitRequest, ProofJo
                 ),
             )
         })?;
-    if request.partitions == 0 || request.partitions > state.max_partitions {
+    if request.partitions == 0 || request.partitions > max_partitions {
         return Err(ApiError::new(
             422,
             format!(
                 "partitions must be between 1 and {}, got {}",
-                state.max_partitions, request.partitions
+                max_partitions, request.partitions
             ),
         ));
     }
@@ -216,10 +224,16 @@ pub async fn submit_job(
         ),
         None => None,
     };
+    if !state.intake.is_open() {
+        return Err(shutting_down());
+    }
     let parse_state = state.clone();
-    let (request, job) = web::block(move || parse_submit(&parse_state, &body))
-        .await
-        .map_err(|e| ApiError::new(500, format!("validation thread failed: {e}")))??;
+    let parse_body = body.clone();
+    let (request, job) = web::block(move || {
+        parse_submit(&parse_state.registry, parse_state.max_partitions, &parse_body)
+    })
+    .await
+    .map_err(|e| ApiError::new(500, format!("validation thread failed: {e}")))??;
     let new_job = NewJob {
         id: JobId(uuid::Uuid::new_v4().simple().to_string()),
         priority: request.priority,
@@ -230,6 +244,8 @@ pub async fn submit_job(
         idempotency_key: header_key.or(request.request_id),
         deadline: request.deadline_ms.map(std::time::Duration::from_millis),
         work: Arc::new(job),
+        // Parsed above, so valid JSON and UTF-8.
+        request: String::from_utf8(body.to_vec()).ok(),
     };
     let outcome = state
         .system
@@ -237,6 +253,17 @@ pub async fn submit_job(
         .send(SubmitJob(new_job))
         .await
         .map_err(unavailable)?;
+    // Durable before the 202: a job we answered for survives a crash.
+    if let Some(durable) = outcome.durable {
+        if let Err(error) = durable.await {
+            let _ = state.system.tracker.send(CancelJob(outcome.id.clone())).await;
+            return Err(if state.intake.is_open() {
+                ApiError::new(503, format!("the job could not be stored: {error}"))
+            } else {
+                shutting_down()
+            });
+        }
+    }
     let mut response = if outcome.created {
         HttpResponse::Accepted()
     } else {
@@ -245,6 +272,11 @@ pub async fn submit_job(
     Ok(response
         .insert_header((header::LOCATION, format!("/v1/jobs/{}", outcome.id)))
         .json(json!({ "id": outcome.id, "status": outcome.status })))
+}
+
+fn shutting_down() -> ApiError {
+    ApiError::new(503, "shutting down: not taking new jobs; retry on another daemon or after the restart")
+        .with("reason", json!("shutting_down"))
 }
 
 fn job_not_found(id: &str) -> ApiError {

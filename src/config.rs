@@ -17,6 +17,29 @@ pub struct Config {
     pub sim: SimConfig,
     pub proving: ProvingConfig,
     pub limits: Limits,
+    pub store: StoreConfig,
+    /// On SIGTERM or Ctrl-C, how long partitions already started may run
+    /// before the daemon exits anyway (they resume on the next start).
+    pub shutdown_grace_secs: u64,
+}
+
+/// The job store, `<data_dir>/jobs.redb`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Finished jobs (and their proofs) are kept this long, then forgotten.
+    pub retention_secs: u64,
+    /// How often finished jobs past retention are looked for.
+    pub sweep_interval_secs: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            retention_secs: 7 * 24 * 3600,
+            sweep_interval_secs: 300,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -171,6 +194,8 @@ impl Default for Config {
             sim: SimConfig::default(),
             proving: ProvingConfig::default(),
             limits: Limits::default(),
+            store: StoreConfig::default(),
+            shutdown_grace_secs: 30,
         }
     }
 }

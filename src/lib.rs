@@ -9,4 +9,6 @@ pub mod config;
 pub mod keys;
 pub mod observe;
 pub mod server;
+pub mod shutdown;
 pub mod sim;
+pub mod store;

@@ -7,15 +7,20 @@ use std::time::Duration;
 use actix_web::dev::Service;
 use actix_web::middleware::ErrorHandlers;
 use actix_web::{web, App, HttpServer};
+use cuzk_actors::store::{JobStore, Persistence};
+use cuzk_actors::tracker::{RestoreJobs, RestoredJob};
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::api::{self, AppState, ReservationRule};
 use crate::backend::{Device, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::keys::CircuitStore;
+use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
+use crate::store::{self as job_store, RedbJobStore};
 
 /// The process-wide Prometheus recorder, installed once with the catalogue's
 /// histogram buckets.
@@ -131,7 +136,9 @@ pub struct RunningDaemon {
     pub addr: SocketAddr,
     /// The actors, for in-process observers (benchmarks).
     pub system: ProvingSystem,
-    server: actix_web::dev::ServerHandle,
+    stop_requests: StopRequests,
+    grace: Duration,
+    intake: Intake,
     thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
@@ -140,16 +147,32 @@ impl RunningDaemon {
         format!("http://{}", self.addr)
     }
 
+    /// Stops at once, as after a crash except that the job store is
+    /// committed: started partitions are abandoned and resume on the next
+    /// start.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
+    /// What SIGTERM does; returns once new jobs are refused (`wait` for
+    /// the exit).
+    pub fn begin_shutdown(&self) {
+        self.intake.close();
+        let _ = self.stop_requests.send(self.grace);
+    }
+
+    /// Waits until the daemon has exited.
+    pub fn wait(mut self) -> Result<(), String> {
+        let thread = self.thread.take().expect("joined only here and on drop");
+        thread
+            .join()
+            .map_err(|_| "the daemon thread panicked".to_string())?
+            .map_err(|e| e.to_string())
+    }
+
     fn shutdown(&mut self) {
         if let Some(thread) = self.thread.take() {
-            let server = self.server.clone();
-            let _ =
-                std::thread::spawn(move || actix_rt::System::new().block_on(server.stop(false)))
-                    .join();
+            let _ = self.stop_requests.send(Duration::ZERO);
             let _ = thread.join();
         }
     }
@@ -161,16 +184,47 @@ impl Drop for RunningDaemon {
     }
 }
 
-/// Builds everything and binds the listener; the returned server still has
-/// to be awaited. Must run inside an actix system.
-fn build(
-    config: Config,
-    registry: CircuitRegistry,
-) -> Result<(actix_web::dev::Server, SocketAddr, ProvingSystem), String> {
+/// A daemon built and bound, not yet serving.
+struct Daemon {
+    server: actix_web::dev::Server,
+    addr: SocketAddr,
+    system: ProvingSystem,
+    intake: Intake,
+    jobs: Arc<dyn JobStore>,
+    grace: Duration,
+}
+
+impl Daemon {
+    /// Serves until the first stop request (or until no one can send one),
+    /// then drains and stops.
+    async fn run(self, mut stop_requests: UnboundedReceiver<Duration>) -> std::io::Result<()> {
+        let handle = self.server.handle();
+        let serving = actix_rt::spawn(self.server);
+        let grace = stop_requests.recv().await.unwrap_or(Duration::ZERO);
+        shutdown::drain(&self.system, &self.intake, self.jobs, grace).await;
+        handle.stop(true).await;
+        let served = serving.await.unwrap_or(Ok(()));
+        // Ends the actors' threads too (partitions still running are
+        // abandoned: the store already has what they had finished).
+        actix_rt::System::current().stop();
+        served
+    }
+}
+
+/// Builds everything, restores stored jobs and binds the listener. Must run
+/// inside an actix system.
+fn build(config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
     let metrics = metrics_handle();
     let store = Arc::new(CircuitStore::open(&config.data_dir)?);
     let (backend, reservation) = backend(&config, store.clone())?;
-    let system = ProvingSystem::start(
+    let jobs: Arc<dyn JobStore> = Arc::new(RedbJobStore::open(&config.data_dir.join("jobs.redb"))?);
+    let stored = jobs.load()?;
+    let persistence = Persistence {
+        store: Some(jobs.clone()),
+        retention: Some(Duration::from_secs(config.store.retention_secs)),
+        sweep_interval: Duration::from_secs(config.store.sweep_interval_secs.max(1)),
+    };
+    let system = ProvingSystem::start_with(
         SystemConfig {
             synthesis_threads: config.synthesis_threads(),
             finalizer_threads: config.scheduler.finalizer_threads,
@@ -181,8 +235,10 @@ fn build(
             max_attempts: config.scheduler.max_attempts,
         },
         backend,
+        persistence,
     );
     log::info!("scheduler: {:?}", system.config);
+    let intake = Intake::default();
     let state = web::Data::new(AppState {
         system: system.clone(),
         registry,
@@ -190,7 +246,18 @@ fn build(
         reservation,
         max_partitions: config.limits.max_partitions,
         metrics,
+        intake: intake.clone(),
     });
+    let restored = job_store::rebuild(&state, jobs.as_ref(), stored);
+    if !restored.is_empty() {
+        let unfinished = restored
+            .iter()
+            .filter(|job| matches!(job, RestoredJob::Unfinished { .. }))
+            .count();
+        log::info!("job store: {} jobs restored, {unfinished} of them resume", restored.len());
+    }
+    // Sent before the server runs, so it is handled before any submission.
+    system.tracker.do_send(RestoreJobs(restored));
     let max_body = config.limits.max_body_bytes;
     let server = HttpServer::new(move || {
         App::new()
@@ -214,35 +281,55 @@ fn build(
             .configure(|cfg| api::configure(cfg, max_body))
     })
     .workers(2)
+    .disable_signals()
+    .shutdown_timeout(5)
     .bind(&config.listen)
     .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = *server
         .addrs()
         .first()
         .ok_or("the server bound no address")?;
-    Ok((server.run(), addr, system))
+    Ok(Daemon {
+        server: server.run(),
+        addr,
+        system,
+        intake,
+        jobs,
+        grace: Duration::from_secs(config.shutdown_grace_secs),
+    })
 }
 
-/// Runs the daemon until it is stopped (Ctrl-C or SIGTERM).
+/// Runs the daemon until SIGTERM or Ctrl-C, then shuts down gracefully.
 pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), String> {
     actix_rt::System::new().block_on(async move {
-        let (server, addr, _) = build(config, registry)?;
-        log::info!("cuzk listening on http://{addr}");
-        server.await.map_err(|e| e.to_string())
+        let daemon = build(config, registry)?;
+        let (stop, stop_requests) = unbounded_channel();
+        shutdown::forward_signals(stop, daemon.grace, daemon.intake.clone())
+            .map_err(|e| format!("cannot handle signals: {e}"))?;
+        log::info!("cuzk listening on http://{}", daemon.addr);
+        daemon.run(stop_requests).await.map_err(|e| e.to_string())?;
+        log::info!("cuzk stopped");
+        Ok(())
     })
 }
 
 /// Starts the daemon on a thread of its own and returns once it listens.
 pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon, String> {
     let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_requests, stop_received) = unbounded_channel();
     let thread = std::thread::Builder::new()
         .name("cuzk-daemon".into())
         .spawn(move || {
             actix_rt::System::new().block_on(async move {
                 match build(config, registry) {
-                    Ok((server, addr, system)) => {
-                        let _ = tx.send(Ok((server.handle(), addr, system)));
-                        server.await
+                    Ok(daemon) => {
+                        let _ = tx.send(Ok((
+                            daemon.addr,
+                            daemon.system.clone(),
+                            daemon.grace,
+                            daemon.intake.clone(),
+                        )));
+                        daemon.run(stop_received).await
                     }
                     Err(e) => {
                         let _ = tx.send(Err(e));
@@ -252,13 +339,15 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
             })
         })
         .map_err(|e| e.to_string())?;
-    let (server, addr, system) = rx
+    let (addr, system, grace, intake) = rx
         .recv()
         .map_err(|_| "the daemon thread died while starting".to_string())??;
     Ok(RunningDaemon {
         addr,
         system,
-        server,
+        stop_requests,
+        grace,
+        intake,
         thread: Some(thread),
     })
 }

@@ -46,6 +46,9 @@ pub struct Dispatcher {
     paced: bool,
     /// The idle cause last reported to the monitor.
     idle_cause: IdleCause,
+    /// Shutting down: queued partitions stay queued (they resume after a
+    /// restart); those already started go on.
+    holding_queued: bool,
 }
 
 struct WorkerSlot {
@@ -86,6 +89,7 @@ impl Dispatcher {
             wake_scheduled: false,
             paced: false,
             idle_cause: IdleCause::NoWork,
+            holding_queued: false,
         }
     }
 
@@ -142,7 +146,7 @@ impl Dispatcher {
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
         self.paced = false;
-        while self.in_synthesis.len() < self.synthesis_threads {
+        while !self.holding_queued && self.in_synthesis.len() < self.synthesis_threads {
             let Some((order, _)) = self.pending.first_key_value() else {
                 break;
             };
@@ -259,14 +263,19 @@ pub struct Enqueue {
     pub job: Arc<JobSpec>,
 }
 
-/// One partition again, after a failed attempt (sent by the tracker, which
-/// counts attempts).
+/// Some partitions of a job: after a restart, those not yet proved; after a
+/// failed attempt, the one to try again.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Requeue {
+pub struct EnqueuePartitions {
     pub job: Arc<JobSpec>,
-    pub index: u32,
+    pub partitions: Vec<u32>,
 }
+
+/// Starts no more queued partitions (graceful shutdown).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct HoldQueued;
 
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -318,14 +327,25 @@ impl Handler<Enqueue> for Dispatcher {
     }
 }
 
-impl Handler<Requeue> for Dispatcher {
+impl Handler<EnqueuePartitions> for Dispatcher {
     type Result = ();
 
-    fn handle(&mut self, msg: Requeue, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: EnqueuePartitions, ctx: &mut Context<Self>) {
+        // A retry may cross the job's failure or cancellation in the mail.
         if !msg.job.is_abandoned() {
-            self.pending.insert(msg.job.order(msg.index), msg.job);
+            for index in msg.partitions {
+                self.pending.insert(msg.job.order(index), msg.job.clone());
+            }
         }
         self.pump(ctx);
+    }
+}
+
+impl Handler<HoldQueued> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, _: HoldQueued, _: &mut Context<Self>) {
+        self.holding_queued = true;
     }
 }
 

@@ -15,6 +15,7 @@ pub mod gpu_worker;
 pub mod mailbox;
 pub mod model;
 pub mod pacer;
+pub mod store;
 pub mod synthesis;
 pub mod system;
 pub mod telemetry;

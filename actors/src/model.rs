@@ -137,6 +137,9 @@ pub struct NewJob {
     pub deadline: Option<std::time::Duration>,
     /// The backend's own description of the work (circuit, witnesses).
     pub work: Arc<dyn Any + Send + Sync>,
+    /// The request as the client sent it. With a job store, only jobs that
+    /// carry it are recorded, since it is what rebuilds `work` on restart.
+    pub request: Option<String>,
 }
 
 /// A job once the tracker accepted it.

@@ -14,6 +14,7 @@ use crate::gpu_worker::{self, GpuWorker};
 use crate::mailbox::mailbox;
 use crate::model::WorkerId;
 use crate::pacer::PacerConfig;
+use crate::store::Persistence;
 use crate::synthesis::SynthesisWorker;
 use crate::tracker::{self, GetTrackerStatus, Tracker, TrackerStatus};
 use crate::worker_monitor::{self, GetWorkers, WorkerMonitor, WorkerReport};
@@ -59,8 +60,18 @@ pub struct SystemStatus {
 const STATUS_SPANS: usize = 8;
 
 impl ProvingSystem {
-    /// Starts every actor. Must run inside an actix `System`.
+    /// Starts every actor, keeping jobs in memory only. Must run inside an
+    /// actix `System`.
     pub fn start(config: SystemConfig, backend: Arc<dyn Backend>) -> Self {
+        Self::start_with(config, backend, Persistence::in_memory())
+    }
+
+    /// Starts every actor; the tracker records jobs as `persistence` says.
+    pub fn start_with(
+        config: SystemConfig,
+        backend: Arc<dyn Backend>,
+        persistence: Persistence,
+    ) -> Self {
         let (tracker, tracker_box) = mailbox::<Tracker>(tracker::MAILBOX_CAPACITY);
         let (dispatcher, dispatcher_box) = mailbox::<Dispatcher>(dispatcher::MAILBOX_CAPACITY);
         let (budget, budget_box) = mailbox::<BudgetManager>(budget::MAILBOX_CAPACITY);
@@ -120,7 +131,7 @@ impl ProvingSystem {
         let tracker_arbiter = Arbiter::new();
         tracker_box.start_on(
             &tracker_arbiter.handle(),
-            Tracker::new(dispatcher.clone(), config.max_attempts),
+            Tracker::new(dispatcher.clone(), config.max_attempts).with_persistence(persistence),
         );
         let monitor_arbiter = Arbiter::new();
         monitor_box.start_on(&monitor_arbiter.handle(), WorkerMonitor::new(worker_ids));

@@ -2,14 +2,19 @@
 //! progress to it by fire-and-forget messages; it answers status queries.
 //! Nothing it does can stall a GPU worker, which never waits for it.
 
+use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use actix::prelude::*;
 use serde::Serialize;
 
-use crate::dispatcher::{Dispatcher, DropJob, Enqueue, Requeue};
-use crate::model::{JobId, JobSpec, NewJob, PartitionKey, Stage, WorkerId};
+use crate::dispatcher::{Dispatcher, DropJob, Enqueue, EnqueuePartitions};
+use crate::model::{JobId, JobSpec, NewJob, PartitionKey, Reservation, Stage, WorkerId};
+use crate::store::{
+    Committed, JobOutcome, JobRecord, JobStore, Persistence, StoreWrite, StoredJob,
+};
 use crate::telemetry;
 use crate::worker_monitor::{SpanFinished, SpanStarted};
 
@@ -22,6 +27,7 @@ pub struct Tracker {
     next_seq: u64,
     /// Attempts a partition gets before its failure fails the job.
     max_attempts: u32,
+    persistence: Persistence,
 }
 
 struct JobState {
@@ -45,7 +51,7 @@ struct PartitionState {
     retried_after: Option<String>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProofRecord {
     pub proof: Vec<u8>,
     pub public_inputs: Vec<Vec<u8>>,
@@ -59,6 +65,140 @@ impl Tracker {
             by_idempotency_key: HashMap::new(),
             next_seq: 0,
             max_attempts: max_attempts.max(1),
+            persistence: Persistence::in_memory(),
+        }
+    }
+
+    /// Records jobs in a store and forgets finished ones after retention.
+    pub fn with_persistence(mut self, persistence: Persistence) -> Self {
+        self.persistence = persistence;
+        self
+    }
+
+    /// Fire-and-forget: the store commits it in its own time.
+    fn record(&self, write: StoreWrite) {
+        if let Some(store) = &self.persistence.store {
+            drop(store.write(write));
+        }
+    }
+
+    fn store(&self) -> Option<&dyn JobStore> {
+        self.persistence.store.as_deref()
+    }
+
+    /// Forgets finished jobs past retention, here and in the store.
+    fn sweep(&mut self) {
+        let Some(retention) = self.persistence.retention else {
+            return;
+        };
+        let expired: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, job)| job.finished.is_some_and(|(_, at)| at.elapsed() >= retention))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        for id in &expired {
+            self.jobs.remove(id);
+        }
+        self.by_idempotency_key.retain(|_, id| self.jobs.contains_key(id));
+        log::info!("retention: forgot {} finished jobs", expired.len());
+        for id in expired {
+            self.record(StoreWrite::Removed(id));
+        }
+    }
+
+    /// Rebuilds a job from the store: proved partitions keep their proofs,
+    /// an unfinished job gets only its missing partitions queued.
+    fn restore(&mut self, restored: RestoredJob) {
+        let (stored, work, reservation) = match restored {
+            // Never dispatched again, so it needs no work.
+            RestoredJob::Finished(stored) => {
+                (stored, Arc::new(()) as Arc<dyn Any + Send + Sync>, Reservation::default())
+            }
+            RestoredJob::Unfinished { stored, work, reservation } => (stored, work, reservation),
+        };
+        let StoredJob { record, mut proofs, failures, outcome } = stored;
+        let submitted_wall = SystemTime::UNIX_EPOCH + Duration::from_millis(record.submitted_unix_ms);
+        let submitted = instant_at(submitted_wall);
+        let spec = Arc::new(JobSpec {
+            id: record.id.clone(),
+            seq: record.seq,
+            priority: record.priority,
+            partitions: record.partitions,
+            circuit: record.circuit,
+            circuit_id: record.circuit_id,
+            reservation,
+            work,
+            submitted,
+            submitted_wall,
+            deadline: record.deadline_ms.map(|ms| submitted + Duration::from_millis(ms)),
+            abandoned: Default::default(),
+        });
+        self.next_seq = self.next_seq.max(record.seq + 1);
+        let finished = outcome.as_ref().map(|o| {
+            let at = instant_at(SystemTime::UNIX_EPOCH + Duration::from_millis(o.finished_unix_ms));
+            (o.stage, at)
+        });
+        let now = Instant::now();
+        let partitions = (0..record.partitions)
+            .map(|index| {
+                let mut entered = [None; Stage::COUNT];
+                entered[Stage::Queued as usize] = Some(submitted);
+                let proof = proofs.remove(&index);
+                let error = failures.get(&index).cloned();
+                let stage = match (&proof, &error, &finished) {
+                    (Some(_), _, _) => Stage::Done,
+                    (None, Some(_), _) => Stage::Failed,
+                    (None, None, Some((stage, _))) => *stage,
+                    (None, None, None) => Stage::Queued,
+                };
+                if stage != Stage::Queued {
+                    entered[stage as usize] = Some(finished.map_or(now, |(_, at)| at));
+                }
+                PartitionState {
+                    stage,
+                    entered,
+                    proof,
+                    error,
+                    worker: None,
+                    gpu_phases: Vec::new(),
+                    attempts: 1,
+                    retried_after: None,
+                }
+            })
+            .collect::<Vec<_>>();
+        let missing: Vec<u32> = partitions
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.stage == Stage::Queued)
+            .map(|(index, _)| index as u32)
+            .collect();
+        if let Some(key) = record.idempotency_key {
+            self.by_idempotency_key.insert(key, record.id.clone());
+        }
+        self.jobs.insert(
+            record.id.clone(),
+            JobState {
+                spec: spec.clone(),
+                partitions,
+                error: outcome.and_then(|o| o.error),
+                finished,
+            },
+        );
+        if finished.is_some() {
+            return;
+        }
+        // Killed between recording a partition's failure and the job's end.
+        if let Some((index, error)) = failures.into_iter().next() {
+            let error = format!("partition {index}: {error}");
+            self.settle(&record.id, Some((Stage::Failed, error)));
+        } else if missing.is_empty() {
+            self.settle(&record.id, None);
+        } else {
+            self.dispatcher.do_send(EnqueuePartitions { job: spec, partitions: missing });
         }
     }
 
@@ -106,6 +246,11 @@ impl Tracker {
             None => return,
         };
         job.finished = Some((final_stage, now));
+        let outcome = JobOutcome {
+            stage: final_stage,
+            error: job.error.clone(),
+            finished_unix_ms: unix_ms(SystemTime::now()),
+        };
         if job.spec.deadline.is_some_and(|deadline| now > deadline) {
             telemetry::DeadlineMissed { job: &id.0, priority: job.spec.priority, outcome: final_stage }.emit();
         }
@@ -116,7 +261,16 @@ impl Tracker {
             error: job.error.as_deref(),
         }
         .emit();
+        self.record(StoreWrite::Finished { job: id.clone(), outcome });
     }
+}
+
+/// The monotonic instant of a wall-clock time in the past (now if the clock
+/// cannot go back that far).
+fn instant_at(wall: SystemTime) -> Instant {
+    let now = Instant::now();
+    let age = SystemTime::now().duration_since(wall).unwrap_or_default();
+    now.checked_sub(age).unwrap_or(now)
 }
 
 fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage) {
@@ -151,6 +305,12 @@ fn stage_durations(p: &PartitionState) -> Vec<(&'static str, Duration)> {
 
 impl Actor for Tracker {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.persistence.retention.is_some() {
+            ctx.run_interval(self.persistence.sweep_interval, |tracker, _| tracker.sweep());
+        }
+    }
 }
 
 // ---- messages -------------------------------------------------------------
@@ -160,13 +320,38 @@ impl Actor for Tracker {
 #[rtype(result = "SubmitOutcome")]
 pub struct SubmitJob(pub NewJob);
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SubmitOutcome {
     pub id: JobId,
     /// False when an idempotency key matched an existing job.
     pub created: bool,
     pub status: JobStatus,
+    /// With a store: resolves once the new job is durable. Awaited by the
+    /// caller, never by the tracker.
+    pub durable: Option<Committed>,
 }
+
+/// Jobs read back from the store on start, in submission order. Must reach
+/// the tracker before any new submission.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RestoreJobs(pub Vec<RestoredJob>);
+
+pub enum RestoredJob {
+    Finished(StoredJob),
+    /// Its work rebuilt from the recorded request.
+    Unfinished {
+        stored: StoredJob,
+        work: Arc<dyn Any + Send + Sync>,
+        reservation: Reservation,
+    },
+}
+
+/// Partitions past the queue and not yet finished: what a graceful
+/// shutdown waits for.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct CountRunningPartitions;
 
 /// A partition entered a stage (fire-and-forget).
 #[derive(Message)]
@@ -385,6 +570,7 @@ impl Handler<SubmitJob> for Tracker {
                 id: existing.clone(),
                 created: false,
                 status,
+                durable: None,
             });
         }
         let now = Instant::now();
@@ -424,6 +610,21 @@ impl Handler<SubmitJob> for Tracker {
             priority: spec.priority,
         }
         .emit();
+        let durable = match (self.store(), job.request) {
+            (Some(store), Some(request)) => Some(store.write(StoreWrite::Accepted(JobRecord {
+                id: job.id.clone(),
+                seq: spec.seq,
+                priority: spec.priority,
+                partitions: spec.partitions,
+                circuit: spec.circuit.clone(),
+                circuit_id: spec.circuit_id.clone(),
+                idempotency_key: job.idempotency_key.clone(),
+                submitted_unix_ms: unix_ms(spec.submitted_wall),
+                deadline_ms: job.deadline.map(|d| d.as_millis() as u64),
+                request,
+            }))),
+            _ => None,
+        };
         if let Some(key) = job.idempotency_key {
             self.by_idempotency_key.insert(key, job.id.clone());
         }
@@ -441,6 +642,7 @@ impl Handler<SubmitJob> for Tracker {
             id: job.id,
             created: true,
             status: JobStatus::Queued,
+            durable,
         })
     }
 }
@@ -488,8 +690,13 @@ impl Handler<PartitionProved> for Tracker {
             .get_mut(&msg.key.job)
             .expect("advance found the job");
         let p = &mut job.partitions[msg.key.index as usize];
-        p.proof = Some(msg.proof);
+        p.proof = Some(msg.proof.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Done);
+        self.record(StoreWrite::PartitionProved {
+            job: msg.key.job.clone(),
+            index: msg.key.index,
+            proof: msg.proof,
+        });
         self.settle(&msg.key.job, None);
     }
 }
@@ -521,9 +728,9 @@ impl Tracker {
         p.entered[Stage::Queued as usize] = Some(Instant::now());
         p.worker = None;
         p.gpu_phases.clear();
-        self.dispatcher.do_send(Requeue {
+        self.dispatcher.do_send(EnqueuePartitions {
             job: job.spec.clone(),
-            index: key.index,
+            partitions: vec![key.index],
         });
         true
     }
@@ -551,6 +758,11 @@ impl Handler<PartitionFailed> for Tracker {
         };
         p.error = Some(error.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Failed);
+        self.record(StoreWrite::PartitionFailed {
+            job: msg.key.job.clone(),
+            index: msg.key.index,
+            error: error.clone(),
+        });
         self.settle(
             &msg.key.job,
             Some((Stage::Failed, format!("partition {}: {error}", msg.key.index))),
@@ -610,5 +822,28 @@ impl Handler<GetTrackerStatus> for Tracker {
             *jobs.entry(job.status().as_str()).or_default() += 1;
         }
         MessageResult(TrackerStatus { jobs })
+    }
+}
+
+impl Handler<RestoreJobs> for Tracker {
+    type Result = ();
+
+    fn handle(&mut self, RestoreJobs(jobs): RestoreJobs, _: &mut Context<Self>) {
+        for job in jobs {
+            self.restore(job);
+        }
+    }
+}
+
+impl Handler<CountRunningPartitions> for Tracker {
+    type Result = usize;
+
+    fn handle(&mut self, _: CountRunningPartitions, _: &mut Context<Self>) -> usize {
+        self.jobs
+            .values()
+            .filter(|job| job.finished.is_none())
+            .flat_map(|job| &job.partitions)
+            .filter(|p| p.stage != Stage::Queued && !p.stage.is_terminal())
+            .count()
     }
 }

@@ -73,6 +73,7 @@ fn gpu_workers_prove_on_while_finalizers_are_stuck_and_status_is_flooded() {
             idempotency_key: None,
             deadline: None,
             work: Arc::new(()),
+            request: None,
         };
         system.tracker.send(SubmitJob(job)).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);

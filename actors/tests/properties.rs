@@ -172,6 +172,7 @@ fn new_job(
         idempotency_key: None,
         deadline: None,
         work: Arc::new(failure),
+        request: None,
     }
 }
 

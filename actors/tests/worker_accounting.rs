@@ -55,6 +55,7 @@ fn job(id: &str, partitions: u32) -> NewJob {
         reservation: RESERVATION,
         idempotency_key: None,
         deadline: None,
+        request: None,
         work: Arc::new(()),
     }
 }

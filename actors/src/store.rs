@@ -1,0 +1,144 @@
+//! Durable job state: what the Tracker records so that a restarted daemon
+//! resumes unfinished jobs and still serves finished ones. The trait knows no
+//! storage engine; the daemon implements it (an embedded file today, a shared
+//! database later).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{JobId, Priority, Stage};
+use crate::tracker::ProofRecord;
+
+/// A job as accepted: enough to rebuild its work after a restart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: JobId,
+    pub seq: u64,
+    pub priority: Priority,
+    pub partitions: u32,
+    pub circuit: String,
+    pub circuit_id: String,
+    pub idempotency_key: Option<String>,
+    pub submitted_unix_ms: u64,
+    /// Relative to submission.
+    pub deadline_ms: Option<u64>,
+    /// The request as the client sent it (JSON), parsed again on restore.
+    pub request: String,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobOutcome {
+    /// Done, Failed or Cancelled.
+    pub stage: Stage,
+    pub error: Option<String>,
+    pub finished_unix_ms: u64,
+}
+
+/// One recorded change. Writes of one store are applied in the order given.
+#[derive(Clone, Debug)]
+pub enum StoreWrite {
+    Accepted(JobRecord),
+    PartitionProved {
+        job: JobId,
+        index: u32,
+        proof: ProofRecord,
+    },
+    PartitionFailed {
+        job: JobId,
+        index: u32,
+        error: String,
+    },
+    Finished {
+        job: JobId,
+        outcome: JobOutcome,
+    },
+    /// Past retention: the job and everything recorded of it go.
+    Removed(JobId),
+}
+
+/// A job as the store has it on start.
+#[derive(Clone, Debug)]
+pub struct StoredJob {
+    pub record: JobRecord,
+    pub proofs: BTreeMap<u32, ProofRecord>,
+    pub failures: BTreeMap<u32, String>,
+    pub outcome: Option<JobOutcome>,
+}
+
+/// Resolves once a write (and every write queued before it) is durable.
+#[derive(Debug)]
+pub struct Committed(tokio::sync::oneshot::Receiver<Result<(), String>>);
+
+/// The sending half of [`Committed`], for store implementations.
+pub struct CommitSignal(tokio::sync::oneshot::Sender<Result<(), String>>);
+
+impl Committed {
+    pub fn channel() -> (CommitSignal, Committed) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (CommitSignal(tx), Committed(rx))
+    }
+
+    /// Waits outside any async runtime.
+    pub fn wait_blocking(self) -> Result<(), String> {
+        self.0
+            .blocking_recv()
+            .unwrap_or_else(|_| Err("the store closed before committing".into()))
+    }
+}
+
+impl CommitSignal {
+    pub fn send(self, result: Result<(), String>) {
+        // The waiter may have gone (client hung up); the write stands.
+        let _ = self.0.send(result);
+    }
+}
+
+impl Future for Committed {
+    type Output = Result<(), String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(|received| {
+            received.unwrap_or_else(|_| Err("the store closed before committing".into()))
+        })
+    }
+}
+
+/// Durable job storage. Methods never block on disk: writes are queued and
+/// committed by the store's own writer.
+pub trait JobStore: Send + Sync {
+    /// Queues a write; `Committed` resolves when it is durable.
+    fn write(&self, write: StoreWrite) -> Committed;
+
+    /// Every job recorded and not removed, in submission order.
+    fn load(&self) -> Result<Vec<StoredJob>, String>;
+
+    /// Commits everything queued, then closes: later writes fail. Blocks.
+    fn close(&self) -> Result<(), String>;
+}
+
+/// What the Tracker keeps and for how long.
+#[derive(Clone)]
+pub struct Persistence {
+    pub store: Option<Arc<dyn JobStore>>,
+    /// Finished jobs older than this are forgotten (memory and store).
+    pub retention: Option<Duration>,
+    pub sweep_interval: Duration,
+}
+
+impl Persistence {
+    /// Nothing stored, nothing forgotten.
+    pub fn in_memory() -> Self {
+        Self {
+            store: None,
+            retention: None,
+            sweep_interval: Duration::from_secs(60),
+        }
+    }
+}
