@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Tests the Grafana dashboards for real: starts a cuzk daemon with the sim
-# backend (2 devices) on a free loopback port, loads it (jobs of every
-# priority, missed deadlines, a cancelled job, 4xx requests), starts a real
-# Prometheus scraping it every second, then evaluates every PromQL expression
-# of every dashboard through Prometheus's HTTP API (scripts/check_dashboards.py):
-# each must parse and return data. Also checks the dashboards' JSON (uids, panel
-# ids, datasource uids against deploy/grafana/provisioning).
+# backend (2 devices, injected faults) on a free loopback port, loads it (jobs
+# of every priority, missed deadlines, cancelled and failed jobs, retries, actor
+# restarts, 4xx requests), starts a real Prometheus scraping it every second,
+# then evaluates every PromQL expression of every dashboard through
+# Prometheus's HTTP API (scripts/check_dashboards.py): each must parse and
+# return data, and the load must have produced every outcome (--expect). Also
+# checks the dashboards' JSON (uids, panel ids, datasource uids against
+# deploy/grafana/provisioning).
 #
 # Needs: bash, python3, coreutils, Prometheus (Debian: apt-get install -y prometheus).
 # Environment:
@@ -95,17 +97,34 @@ cat > "$tmp/cuzk.toml" <<EOF
 listen = "127.0.0.1:$cuzk_port"
 data_dir = "$tmp/data"
 backend = "sim"
+shutdown_grace_secs = 2
 
 [scheduler]
 synthesis_threads = 4
 workers_per_device = 2
 budget = $(( 4 * 14 * 1024 * 1024 * 1024 + 1024 * 1024 * 1024 ))
+# Two attempts: with the faults below some partitions fail both, so jobs
+# also end failed.
+max_attempts = 2
 
 [sim]
 profile = "$profile"
 time_scale = 0.01
 jitter = 0.2
 devices = 2
+
+# Injected faults, so that retries, actor restarts and failed jobs have data.
+[sim.faults]
+seed = 7
+[sim.faults.synthesis]
+error_rate = 0.12
+panic_rate = 0.02
+[sim.faults.prove]
+error_rate = 0.03
+panic_rate = 0.02
+[sim.faults.finalize]
+error_rate = 0.03
+panic_rate = 0.02
 EOF
 echo "== cuzk $("$bin" --version 2>/dev/null | head -n1) on 127.0.0.1:$cuzk_port (sim $profile, 2 devices)"
 RUST_LOG=warn "$bin" serve --config "$tmp/cuzk.toml" > "$tmp/cuzk.log" 2>&1 &
@@ -205,7 +224,16 @@ print(r[0]["value"][1] if r else "none")' "http://127.0.0.1:$prom_port" || echo 
 echo "== checking dashboards"
 set +e
 timeout 180 python3 scripts/check_dashboards.py --prometheus "http://127.0.0.1:$prom_port" \
-    --rate-interval 4s --interval 1s --window "$warmup" "$@"
+    --rate-interval 4s --interval 1s --window "$warmup" \
+    --expect 'cuzk_jobs_finished_total{outcome="done"} > 0' \
+    --expect 'cuzk_jobs_finished_total{outcome="failed"} > 0' \
+    --expect 'cuzk_jobs_finished_total{outcome="cancelled"} > 0' \
+    --expect 'sum(cuzk_jobs_deadline_missed_total) > 0' \
+    --expect 'sum(cuzk_partition_retries_total) > 0' \
+    --expect 'sum(cuzk_actor_restarts_total) > 0' \
+    --expect 'count(count by (device, worker) (cuzk_gpu_busy_seconds_total)) == 4' \
+    --expect 'count(count by (status) (cuzk_http_requests_total)) >= 3' \
+    "$@"
 rc=$?
 set -e
 echo "check-dashboards: $(( $(date +%s) - started )) s"

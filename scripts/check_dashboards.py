@@ -12,7 +12,8 @@ panels; dashboard uids unique across files; panel ids unique within a
 dashboard (rows' nested panels included); every `datasource` reference is an
 object whose uid is the one provisioned in
 deploy/grafana/provisioning/datasources (no datasource names, no strings);
-every query panel has targets with an expr and unique refIds.
+every query panel has targets with an expr and unique refIds; every cuzk_*
+metric an expression uses is in the catalogue table of docs/metrics.md.
 
 Live checks, per PromQL expression (panel targets and templating queries):
 Grafana's variables are substituted ($__rate_interval, $__interval, $__range,
@@ -45,6 +46,10 @@ class Checker:
         self.passed = 0
         self.failed = 0
         self.verbose = args.verbose
+        # Metric names of the catalogue table in docs/metrics.md.
+        catalogue = Path(args.catalogue)
+        self.catalogue = (set(re.findall(r"^\| `(cuzk_[a-z0-9_]+)`", catalogue.read_text(), re.M))
+                          if catalogue.is_file() else None)
 
     def ok(self, what, detail=""):
         self.passed += 1
@@ -138,6 +143,15 @@ class Checker:
                     problems.append(f"{where}: datasource type {ds.get('type')!r}")
                 if set(ds) - {"type", "uid"}:
                     problems.append(f"{where}: unexpected datasource keys {sorted(set(ds) - {'type', 'uid'})}")
+            if self.catalogue is not None:
+                exprs = [t.get("expr") or "" for p in self.all_panels(dash.get("panels", []))
+                         for t in p.get("targets") or []]
+                exprs += [str(self.variable_query(v)) for v in dash.get("templating", {}).get("list", [])]
+                for expr in exprs:
+                    for metric in re.findall(r"\bcuzk_[a-z0-9_]+", expr):
+                        base = re.sub(r"_(bucket|sum|count)$", "", metric)
+                        if metric not in self.catalogue and base not in self.catalogue:
+                            problems.append(f"metric {metric} is not in docs/metrics.md")
             text = json.dumps(dash)
             if re.search(r"\$\{?DS_|\"Prometheus\"", text):
                 problems.append("refers to a datasource by name or import input (DS_...)")
@@ -309,11 +323,15 @@ def main():
     ap.add_argument("--prometheus", help="Prometheus base URL; without it only the static checks run")
     ap.add_argument("--dashboards", default=str(ROOT / "dashboards"))
     ap.add_argument("--datasources", default=str(ROOT / "deploy/grafana/provisioning/datasources"))
+    ap.add_argument("--catalogue", default=str(ROOT / "docs/metrics.md"),
+                    help="metric catalogue: every metric a dashboard uses must be listed there")
     ap.add_argument("--rate-interval", default="4s", help="value of $__rate_interval (4 x scrape interval)")
     ap.add_argument("--interval", default="1s", help="value of $__interval")
     ap.add_argument("--window", type=float, default=30, help="seconds of history each expression is evaluated over")
     ap.add_argument("--step", default="1s")
     ap.add_argument("--timeout", type=float, default=10)
+    ap.add_argument("--expect", action="append", default=[], metavar="EXPR",
+                    help="also require data from EXPR (load coverage: failed jobs, retries, ...); repeatable")
     ap.add_argument("-v", "--verbose", action="store_true", help="print passing checks too")
     args = ap.parse_args()
 
@@ -340,6 +358,8 @@ def main():
     c.static_checks(dashboards, ds_uid)
     if args.prometheus:
         c.live_checks(dashboards)
+        for expr in args.expect:
+            c.check_expr(f"load produced {expr}", expr, {})
     print(f"dashboards: {c.passed} passed, {c.failed} failed")
     return 1 if c.failed else 0
 
