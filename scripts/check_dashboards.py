@@ -356,6 +356,14 @@ def main():
             c.fail(f"{path.name}: JSON", str(e))
 
     c.static_checks(dashboards, ds_uid)
+    if c.catalogue:
+        used = set()
+        for _, dash in dashboards:
+            for m in re.findall(r"\bcuzk_[a-z0-9_]+", json.dumps(dash)):
+                used.add(re.sub(r"_(bucket|sum|count)$", "", m))
+        unused = sorted(c.catalogue - used)
+        if unused:
+            print(f"note: catalogue metrics no dashboard uses: {', '.join(unused)}")
     if args.prometheus:
         c.live_checks(dashboards)
         for expr in args.expect:
