@@ -253,10 +253,12 @@ pub async fn submit_job(
         .send(SubmitJob(new_job))
         .await
         .map_err(unavailable)?;
-    // Durable before the 202: a job we answered for survives a crash.
+    // Durable before the answer: a job we answered for survives a crash.
     if let Some(durable) = outcome.durable {
         if let Err(error) = durable.await {
-            let _ = state.system.tracker.send(CancelJob(outcome.id.clone())).await;
+            if outcome.created {
+                let _ = state.system.tracker.send(CancelJob(outcome.id.clone())).await;
+            }
             return Err(if state.intake.is_open() {
                 ApiError::new(503, format!("the job could not be stored: {error}"))
             } else {

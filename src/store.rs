@@ -218,6 +218,7 @@ fn apply<'a>(db: &Database, writes: impl Iterator<Item = &'a StoreWrite>) -> Res
                         .insert(job.0.as_str(), row.as_slice())
                         .map_err(text)?;
                 }
+                StoreWrite::Barrier => {}
                 StoreWrite::Removed(job) => {
                     let id = job.0.as_str();
                     jobs.remove(id).map_err(text)?;

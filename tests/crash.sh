@@ -2,7 +2,8 @@
 # Crash test: 50 small real jobs on the CPU backend survive a kill -9 and a
 # SIGTERM. The daemon is killed with work in flight, restarted on the same
 # data directory, stopped again by SIGTERM (which must exit 0), restarted,
-# and then every job must be done with exactly one valid proof per partition.
+# and then every job must be done with exactly one valid proof per partition
+# and its idempotency key must still name it.
 #
 #   tests/crash.sh                     # builds target/debug/cuzk first
 #   CUZK_BIN=path/to/cuzk tests/crash.sh
@@ -90,6 +91,12 @@ if command == "submit":
         if status != 202:
             sys.exit(f"job {i}: HTTP {status} {answer}")
         print(answer["id"], job_body(i)["partitions"])
+elif command == "resubmit":
+    # Every idempotency key still names its job after the restarts.
+    for i, line in enumerate(open(sys.argv[3])):
+        status, answer = call("POST", "/v1/jobs", job_body(i), {"Idempotency-Key": f"crash-{i}"})
+        if (status, answer.get("id")) != (200, line.split()[0]):
+            sys.exit(f"job {i}: repeated key answered HTTP {status} {answer}")
 elif command == "post-one":
     status, answer = call("POST", "/v1/jobs", job_body(0), {"Idempotency-Key": "after-sigterm"})
     print(status, answer.get("reason", ""))
@@ -192,6 +199,7 @@ while :; do
     check_time
     sleep 1
 done
+client resubmit "$WORK/jobs" || fail "idempotency keys did not survive the restarts"
 mkdir -p "$WORK/proofs"
 incomplete=$(client fetch-proofs "$WORK/jobs" "$WORK/proofs")
 [ -z "$incomplete" ] || echo "$incomplete" >&2

@@ -61,6 +61,8 @@ pub enum StoreWrite {
     },
     /// Past retention: the job and everything recorded of it go.
     Removed(JobId),
+    /// Changes nothing; committed once every write queued before it is.
+    Barrier,
 }
 
 /// A job as the store has it on start.

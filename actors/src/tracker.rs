@@ -566,11 +566,14 @@ impl Handler<SubmitJob> for Tracker {
             .and_then(|k| self.by_idempotency_key.get(k))
         {
             let status = self.jobs[existing].status();
+            // The original may still be on its way to disk: a repeat is
+            // answered only once it is there too.
+            let durable = self.store().map(|store| store.write(StoreWrite::Barrier));
             return MessageResult(SubmitOutcome {
                 id: existing.clone(),
                 created: false,
                 status,
-                durable: None,
+                durable,
             });
         }
         let now = Instant::now();
