@@ -17,6 +17,10 @@ pub struct Config {
     pub sim: SimConfig,
     pub proving: ProvingConfig,
     pub limits: Limits,
+    /// A second listener serving only /metrics and /healthz (plain HTTP).
+    pub metrics_listen: Option<String>,
+    pub auth: crate::auth::AuthConfig,
+    pub tls: crate::tls::TlsConfig,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -128,6 +132,11 @@ pub struct ProvingConfig {
 pub struct Limits {
     pub max_partitions: u32,
     pub max_body_bytes: usize,
+    /// Unfinished (queued or running) jobs above which a submission is
+    /// answered 429; 0: no limit.
+    pub max_queued_jobs: usize,
+    /// The Retry-After (seconds) of that 429.
+    pub queue_full_retry_after_s: u64,
 }
 
 impl Default for Config {
@@ -142,6 +151,9 @@ impl Default for Config {
             sim: SimConfig::default(),
             proving: ProvingConfig::default(),
             limits: Limits::default(),
+            metrics_listen: None,
+            auth: Default::default(),
+            tls: Default::default(),
         }
     }
 }
@@ -182,6 +194,8 @@ impl Default for Limits {
         Self {
             max_partitions: 64,
             max_body_bytes: 16 << 20,
+            max_queued_jobs: 1024,
+            queue_full_retry_after_s: 5,
         }
     }
 }

@@ -5,13 +5,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix_web::dev::Service;
-use actix_web::middleware::ErrorHandlers;
+use actix_web::middleware::{from_fn, ErrorHandlers};
 use actix_web::{web, App, HttpServer};
+use cuzk_actors::tracker::SetMaxUnfinished;
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::api::{self, AppState, ReservationRule};
+use crate::auth::Gate;
 use crate::backend::{Device, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::keys::CircuitStore;
@@ -129,6 +131,10 @@ fn cuda_devices(_: &Config) -> Result<Vec<Device>, String> {
 /// A daemon running in its own actix system thread (tests, embedding).
 pub struct RunningDaemon {
     pub addr: SocketAddr,
+    /// The metrics-only listener, when `metrics_listen` is set.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Whether `addr` speaks TLS.
+    pub tls: bool,
     /// The actors, for in-process observers (benchmarks).
     pub system: ProvingSystem,
     server: actix_web::dev::ServerHandle,
@@ -137,7 +143,8 @@ pub struct RunningDaemon {
 
 impl RunningDaemon {
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     pub fn stop(mut self) {
@@ -161,12 +168,34 @@ impl Drop for RunningDaemon {
     }
 }
 
+/// Where a built server listens.
+struct Bound {
+    addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    tls: bool,
+}
+
 /// Builds everything and binds the listener; the returned server still has
 /// to be awaited. Must run inside an actix system.
 fn build(
-    config: Config,
+    mut config: Config,
     registry: CircuitRegistry,
-) -> Result<(actix_web::dev::Server, SocketAddr, ProvingSystem), String> {
+) -> Result<(actix_web::dev::Server, Bound, ProvingSystem), String> {
+    // Refusals (no tokens off loopback, unreadable TLS files) come before
+    // anything starts.
+    let mut gate = Gate::new(&mut config.auth, &config.listen)?;
+    let tls = crate::tls::server_config(&config.tls)?;
+    let metrics_listener = match &config.metrics_listen {
+        Some(listen) => {
+            let listener = std::net::TcpListener::bind(listen)
+                .map_err(|e| format!("cannot listen on {listen} (metrics_listen): {e}"))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            gate = gate.with_metrics_listener(addr);
+            Some((listener, addr))
+        }
+        None => None,
+    };
+    let gate = web::Data::new(Arc::new(gate));
     let metrics = metrics_handle();
     let store = Arc::new(CircuitStore::open(&config.data_dir)?);
     let (backend, reservation) = backend(&config, store.clone())?;
@@ -182,18 +211,25 @@ fn build(
         backend,
     );
     log::info!("scheduler: {:?}", system.config);
+    let max_queued = config.limits.max_queued_jobs;
+    system
+        .tracker
+        .do_send(SetMaxUnfinished((max_queued > 0).then_some(max_queued)));
     let state = web::Data::new(AppState {
         system: system.clone(),
         registry,
         store,
         reservation,
         max_partitions: config.limits.max_partitions,
+        retry_after_s: config.limits.queue_full_retry_after_s,
         metrics,
     });
     let max_body = config.limits.max_body_bytes;
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(gate.clone())
+            .wrap(from_fn(crate::auth::gate))
             .wrap(ErrorHandlers::new().default_handler(api::json_errors))
             .wrap_fn(|req, srv| {
                 let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
@@ -210,21 +246,41 @@ fn build(
             })
             .configure(|cfg| api::configure(cfg, max_body))
     })
-    .workers(2)
-    .bind(&config.listen)
-    .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    .workers(2);
+    let listen_error = |e| format!("cannot listen on {}: {e}", config.listen);
+    let server = match tls.clone() {
+        Some(tls) => server.bind_rustls_0_23(&config.listen, tls),
+        None => server.bind(&config.listen),
+    }
+    .map_err(listen_error)?;
     let addr = *server
         .addrs()
         .first()
         .ok_or("the server bound no address")?;
-    Ok((server.run(), addr, system))
+    let metrics_addr = metrics_listener.as_ref().map(|(_, addr)| *addr);
+    let server = match metrics_listener {
+        Some((listener, _)) => server
+            .listen(listener)
+            .map_err(|e| format!("metrics_listen: {e}"))?,
+        None => server,
+    };
+    let bound = Bound {
+        addr,
+        metrics_addr,
+        tls: tls.is_some(),
+    };
+    Ok((server.run(), bound, system))
 }
 
 /// Runs the daemon until it is stopped (Ctrl-C or SIGTERM).
 pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), String> {
     actix_rt::System::new().block_on(async move {
-        let (server, addr, _) = build(config, registry)?;
-        log::info!("cuzk listening on http://{addr}");
+        let (server, bound, _) = build(config, registry)?;
+        let scheme = if bound.tls { "https" } else { "http" };
+        log::info!("cuzk listening on {scheme}://{}", bound.addr);
+        if let Some(addr) = bound.metrics_addr {
+            log::info!("metrics on http://{addr}/metrics");
+        }
         server.await.map_err(|e| e.to_string())
     })
 }
@@ -237,8 +293,8 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
         .spawn(move || {
             actix_rt::System::new().block_on(async move {
                 match build(config, registry) {
-                    Ok((server, addr, system)) => {
-                        let _ = tx.send(Ok((server.handle(), addr, system)));
+                    Ok((server, bound, system)) => {
+                        let _ = tx.send(Ok((server.handle(), bound, system)));
                         server.await
                     }
                     Err(e) => {
@@ -249,11 +305,13 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
             })
         })
         .map_err(|e| e.to_string())?;
-    let (server, addr, system) = rx
+    let (server, bound, system) = rx
         .recv()
         .map_err(|_| "the daemon thread died while starting".to_string())??;
     Ok(RunningDaemon {
-        addr,
+        addr: bound.addr,
+        metrics_addr: bound.metrics_addr,
+        tls: bound.tls,
         system,
         server,
         thread: Some(thread),

@@ -24,6 +24,8 @@ pub struct Tracker {
     next_seq: u64,
     workers: BTreeMap<WorkerId, WorkerState>,
     span_subscribers: Vec<Recipient<SpanFinished>>,
+    /// Unfinished jobs above which SubmitJob refuses new ones (None: no limit).
+    max_unfinished: Option<usize>,
 }
 
 struct JobState {
@@ -77,6 +79,7 @@ impl Tracker {
                 })
                 .collect(),
             span_subscribers: Vec::new(),
+            max_unfinished: None,
         }
     }
 
@@ -184,7 +187,21 @@ pub struct SubmitOutcome {
     /// False when an idempotency key matched an existing job.
     pub created: bool,
     pub status: JobStatus,
+    /// Set when the job was refused because too many jobs are unfinished;
+    /// nothing was queued.
+    pub queue_full: Option<QueueFull>,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull {
+    pub unfinished: usize,
+    pub limit: usize,
+}
+
+/// Sets how many unfinished (queued or running) jobs SubmitJob accepts.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetMaxUnfinished(pub Option<usize>);
 
 /// A partition entered a stage (fire-and-forget).
 #[derive(Message)]
@@ -462,7 +479,19 @@ impl Handler<SubmitJob> for Tracker {
                 id: existing.clone(),
                 created: false,
                 status,
+                queue_full: None,
             });
+        }
+        if let Some(limit) = self.max_unfinished {
+            let unfinished = self.jobs.values().filter(|j| j.finished.is_none()).count();
+            if unfinished >= limit {
+                return MessageResult(SubmitOutcome {
+                    id: job.id,
+                    created: false,
+                    status: JobStatus::Queued,
+                    queue_full: Some(QueueFull { unfinished, limit }),
+                });
+            }
         }
         let now = Instant::now();
         let spec = std::sync::Arc::new(JobSpec {
@@ -516,7 +545,16 @@ impl Handler<SubmitJob> for Tracker {
             id: job.id,
             created: true,
             status: JobStatus::Queued,
+            queue_full: None,
         })
+    }
+}
+
+impl Handler<SetMaxUnfinished> for Tracker {
+    type Result = ();
+
+    fn handle(&mut self, SetMaxUnfinished(limit): SetMaxUnfinished, _: &mut Context<Self>) {
+        self.max_unfinished = limit;
     }
 }
 
