@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::backend::ProofJob;
 use crate::keys::CircuitStore;
-#[allow(unused_imports)] // named by the #[utoipa::path] attributes
+// Named by the #[utoipa::path] attributes.
 use crate::openapi::{
     CircuitsDoc, ErrorBody, HealthDoc, JobDoc, JobRef, ProofsDoc, StatusDoc, VkDoc,
 };

@@ -248,7 +248,8 @@ fn build(
     })
     .workers(2);
     let listen_error = |e| format!("cannot listen on {}: {e}", config.listen);
-    let server = match tls.clone() {
+    let tls_enabled = tls.is_some();
+    let server = match tls {
         Some(tls) => server.bind_rustls_0_23(&config.listen, tls),
         None => server.bind(&config.listen),
     }
@@ -267,7 +268,7 @@ fn build(
     let bound = Bound {
         addr,
         metrics_addr,
-        tls: tls.is_some(),
+        tls: tls_enabled,
     };
     Ok((server.run(), bound, system))
 }
