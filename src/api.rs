@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use actix_web::http::header;
+use actix_web::http::{header, Method};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use cuzk_actors::tracker::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
 use cuzk_actors::{JobId, NewJob, Priority, ProvingSystem, Reservation};
@@ -13,6 +13,10 @@ use serde_json::{json, Value};
 use crate::backend::ProofJob;
 use crate::keys::CircuitStore;
 use crate::shutdown::Intake;
+// Named by the #[utoipa::path] attributes.
+use crate::openapi::{
+    CircuitsDoc, ErrorBody, HealthDoc, JobDoc, JobRef, ProofsDoc, StatusDoc, VkDoc,
+};
 
 /// How many bytes one partition of a shape reserves (backend-specific).
 pub type ReservationRule = Arc<dyn Fn(&CircuitShape) -> Reservation + Send + Sync>;
@@ -23,6 +27,8 @@ pub struct AppState {
     pub registry: CircuitRegistry,
     pub store: Arc<CircuitStore>,
     pub max_partitions: u32,
+    /// Seconds a client is told to wait when the job queue is full.
+    pub retry_after_s: u64,
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Closed once a shutdown begins.
     pub intake: Intake,
@@ -69,18 +75,31 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
     ApiError::new(503, format!("scheduler unavailable: {e}"))
 }
 
-#[derive(Deserialize)]
+/// A proof job. Exactly one of `seed` and `inputs`.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct SubmitRequest {
+#[schema(example = json!({"circuit": "mimc-chain", "params": {"log2_constraints": 4}, "partitions": 2, "seed": 7}))]
+pub struct SubmitRequest {
+    /// A registered circuit family (`GET /v1/circuits`).
+    #[schema(examples("mimc-chain", "poseidon-merkle"))]
     circuit: String,
+    /// The family's params; they select the shape.
     #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
     params: Value,
+    /// 1 to `limits.max_partitions`.
     #[serde(default = "one")]
+    #[schema(default = 1)]
     partitions: u32,
     #[serde(default)]
+    #[schema(value_type = crate::openapi::PriorityDoc)]
     priority: Priority,
+    /// Draw a random valid instance per partition.
     seed: Option<u64>,
+    /// Witness inputs: one object for every partition, or an array with one per partition.
+    #[schema(value_type = Option<Value>)]
     inputs: Option<Value>,
+    /// Idempotency key (the `Idempotency-Key` header wins).
     request_id: Option<String>,
     /// Milliseconds after submission by which the job should be done.
     deadline_ms: Option<u64>,
@@ -210,6 +229,27 @@ pub(crate) fn parse_submit(
     ))
 }
 
+#[utoipa::path(
+    post, path = "/v1/jobs", tag = "jobs",
+    request_body(content = SubmitRequest, content_type = "application/json"),
+    params(("Idempotency-Key" = Option<String>, Header, description = "idempotency key")),
+    responses(
+        (status = 202, description = "queued", body = JobRef,
+         headers(("Location" = String, description = "/v1/jobs/{id}"))),
+        (status = 200, description = "a repeated idempotency key: the existing job", body = JobRef,
+         headers(("Location" = String))),
+        (status = 400, description = "not JSON, or a non-ASCII Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 413, description = "body over limits.max_body_bytes", body = ErrorBody),
+        (status = 422, description = "not a valid job (the reason says why)", body = ErrorBody),
+        (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
+         headers(("Retry-After" = u64, description = "seconds"))),
+        (status = 503, description = "the scheduler's actors are gone", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["submit"]))
+)]
 pub async fn submit_job(
     state: web::Data<AppState>,
     req: HttpRequest,
@@ -253,6 +293,16 @@ pub async fn submit_job(
         .send(SubmitJob(new_job))
         .await
         .map_err(unavailable)?;
+    if let Some(full) = outcome.queue_full {
+        return Ok(HttpResponse::TooManyRequests()
+            .insert_header((header::RETRY_AFTER, state.retry_after_s.to_string()))
+            .json(json!({
+                "error": format!(
+                    "queue full: {} unfinished jobs (limits.max_queued_jobs = {}); retry later",
+                    full.unfinished, full.limit
+                )
+            })));
+    }
     // Durable before the answer: a job we answered for survives a crash.
     if let Some(durable) = outcome.durable {
         if let Err(error) = durable.await {
@@ -285,6 +335,19 @@ fn job_not_found(id: &str) -> ApiError {
     ApiError::new(404, format!("no job {id:?}"))
 }
 
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "the job, per partition", body = JobDoc),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 503, description = "the scheduler's actors are gone", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn get_job(
     state: web::Data<AppState>,
     id: web::Path<String>,
@@ -300,6 +363,20 @@ pub async fn get_job(
         .ok_or_else(|| job_not_found(&id))
 }
 
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}/proofs", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "one proof per partition", body = ProofsDoc),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 409, description = "the job is not done; `status` says what it is", body = ErrorBody),
+        (status = 503, description = "the scheduler's actors are gone", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn get_proofs(
     state: web::Data<AppState>,
     id: web::Path<String>,
@@ -332,6 +409,20 @@ pub async fn get_proofs(
     }
 }
 
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "cancelled (also when it already was)", body = JobRef),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 409, description = "the job already ended otherwise; `status` says how", body = ErrorBody),
+        (status = 503, description = "the scheduler's actors are gone", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["submit"]))
+)]
 pub async fn cancel_job(
     state: web::Data<AppState>,
     id: web::Path<String>,
@@ -356,6 +447,16 @@ pub async fn cancel_job(
     }
 }
 
+#[utoipa::path(
+    get, path = "/v1/circuits", tag = "circuits",
+    responses(
+        (status = 200, description = "circuit families and the shapes set up so far", body = CircuitsDoc),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
     let known = state.store.known_shapes();
     let circuits: Vec<Value> = state
@@ -373,6 +474,18 @@ pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "circuits": circuits }))
 }
 
+#[utoipa::path(
+    get, path = "/v1/circuits/{circuit_id}/vk", tag = "circuits",
+    params(("circuit_id" = String, Path, description = "a shape, e.g. poseidon-merkle-d8-c2")),
+    responses(
+        (status = 200, description = "the Groth16 verifying key", body = VkDoc),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 404, description = "the shape has not been set up", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn get_vk(
     state: web::Data<AppState>,
     id: web::Path<String>,
@@ -395,21 +508,57 @@ pub async fn get_vk(
     Ok(HttpResponse::Ok().json(json!({ "circuit_id": id, "vk": hex::encode(bytes) })))
 }
 
+#[utoipa::path(
+    get, path = "/v1/status", tag = "daemon",
+    responses(
+        (status = 200, description = "budget, queues, job counts, workers", body = StatusDoc),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 503, description = "the scheduler's actors are gone", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let status = state.system.status().await.map_err(unavailable)?;
     Ok(HttpResponse::Ok().json(status))
 }
 
+#[utoipa::path(
+    get, path = "/healthz", tag = "daemon",
+    responses((status = 200, description = "the daemon answers", body = HealthDoc)),
+    security(())
+)]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
+#[utoipa::path(
+    get, path = "/metrics", tag = "daemon",
+    responses(
+        (status = 200, description = "Prometheus text (docs/metrics.md)", body = String,
+         content_type = "text/plain"),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(cuzk_actors::telemetry::fix_exposition(
             &state.metrics.render(),
         ))
+}
+
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "daemon",
+    responses((status = 200, description = "this document", body = Object)),
+    security(())
+)]
+pub async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::document())
 }
 
 pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
@@ -447,19 +596,36 @@ pub fn json_errors<B: actix_web::body::MessageBody + 'static>(
     ))
 }
 
+macro_rules! routes {
+    ($(($method:ident, $path:literal, $handler:expr)),* $(,)?) => {
+        vec![$((Method::$method, $path, web::method(Method::$method).to($handler))),*]
+    };
+}
+
+/// Every route as (method, path, route): `configure` registers exactly
+/// these, and a test in src/openapi.rs checks that the OpenAPI document has each.
+pub fn routes() -> Vec<(Method, &'static str, actix_web::Route)> {
+    routes![
+        (GET, "/healthz", healthz),
+        (GET, "/metrics", metrics),
+        (POST, "/v1/jobs", submit_job),
+        (GET, "/v1/jobs/{id}", get_job),
+        (GET, "/v1/jobs/{id}/proofs", get_proofs),
+        (POST, "/v1/jobs/{id}/cancel", cancel_job),
+        (GET, "/v1/circuits", list_circuits),
+        (GET, "/v1/circuits/{circuit_id}/vk", get_vk),
+        (GET, "/v1/status", status),
+        (GET, "/v1/openapi.json", openapi_json),
+        (GET, "/v1/workers", crate::observe::workers),
+        (GET, "/v1/timeline", crate::observe::timeline),
+        (GET, "/", crate::observe::index),
+    ]
+}
+
 pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
-    cfg.app_data(web::PayloadConfig::new(max_body_bytes))
-        .route("/healthz", web::get().to(healthz))
-        .route("/metrics", web::get().to(metrics))
-        .service(
-            web::scope("/v1")
-                .route("/jobs", web::post().to(submit_job))
-                .route("/jobs/{id}", web::get().to(get_job))
-                .route("/jobs/{id}/proofs", web::get().to(get_proofs))
-                .route("/jobs/{id}/cancel", web::post().to(cancel_job))
-                .route("/circuits", web::get().to(list_circuits))
-                .route("/circuits/{circuit_id}/vk", web::get().to(get_vk))
-                .route("/status", web::get().to(status)),
-        )
-        .default_service(web::to(not_found));
+    cfg.app_data(web::PayloadConfig::new(max_body_bytes));
+    for (_, path, route) in routes() {
+        cfg.route(path, route);
+    }
+    cfg.default_service(web::to(not_found));
 }

@@ -13,6 +13,8 @@ pub struct Submission {
     pub server: String,
     pub body: Value,
     pub idempotency_key: Option<String>,
+    /// Sent as `Authorization: Bearer`.
+    pub token: Option<String>,
     pub timeout: Duration,
     pub progress: bool,
 }
@@ -38,9 +40,15 @@ fn describe(err: ureq::Error) -> String {
     }
 }
 
-pub fn get_json(agent: &ureq::Agent, url: &str) -> Result<Value, String> {
-    agent
-        .get(url)
+fn authorized(request: ureq::Request, token: Option<&str>) -> ureq::Request {
+    match token {
+        Some(token) => request.set("Authorization", &format!("Bearer {token}")),
+        None => request,
+    }
+}
+
+pub fn get_json(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<Value, String> {
+    authorized(agent.get(url), token)
         .call()
         .map_err(describe)?
         .into_json()
@@ -50,15 +58,26 @@ pub fn get_json(agent: &ureq::Agent, url: &str) -> Result<Value, String> {
 /// Submits, waits for the job to end, and returns its proofs document.
 pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
     let agent = agent();
-    let mut request = agent.post(&format!("{}/v1/jobs", sub.server));
-    if let Some(key) = &sub.idempotency_key {
-        request = request.set("Idempotency-Key", key);
-    }
-    let accepted: Value = request
-        .send_json(&sub.body)
-        .map_err(describe)?
-        .into_json()
-        .map_err(|e| e.to_string())?;
+    let token = sub.token.as_deref();
+    let deadline = Instant::now() + sub.timeout;
+    let accepted: Value = loop {
+        let mut request = authorized(agent.post(&format!("{}/v1/jobs", sub.server)), token);
+        if let Some(key) = &sub.idempotency_key {
+            request = request.set("Idempotency-Key", key);
+        }
+        match request.send_json(&sub.body) {
+            // A full queue: wait as long as the daemon asks, then try again.
+            Err(ureq::Error::Status(429, response)) if Instant::now() < deadline => {
+                let wait = response
+                    .header("Retry-After")
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(5);
+                eprintln!("the daemon's queue is full; retrying in {wait} s");
+                std::thread::sleep(Duration::from_secs(wait));
+            }
+            result => break result.map_err(describe)?.into_json().map_err(|e| e.to_string())?,
+        }
+    };
     let id = accepted["id"]
         .as_str()
         .ok_or("the daemon returned no job id")?
@@ -76,9 +95,8 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
         .expect("valid template"),
     );
     bar.set_message(id.clone());
-    let deadline = Instant::now() + sub.timeout;
     loop {
-        let job = get_json(&agent, &format!("{}/v1/jobs/{id}", sub.server))?;
+        let job = get_json(&agent, &format!("{}/v1/jobs/{id}", sub.server), token)?;
         let done = job["partitions"]
             .as_array()
             .map(|ps| ps.iter().filter(|p| p["stage"] == "done").count() as u64)
@@ -101,7 +119,7 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
         }
     }
     bar.finish();
-    get_json(&agent, &format!("{}/v1/jobs/{id}/proofs", sub.server))
+    get_json(&agent, &format!("{}/v1/jobs/{id}/proofs", sub.server), token)
 }
 
 fn from_hex<T: CanonicalDeserialize>(what: &str, text: &Value) -> Result<T, String> {
@@ -112,8 +130,12 @@ fn from_hex<T: CanonicalDeserialize>(what: &str, text: &Value) -> Result<T, Stri
     T::deserialize_compressed(&bytes[..]).map_err(|e| format!("{what} does not decode: {e}"))
 }
 
-pub fn fetch_vk(server: &str, circuit_id: &str) -> Result<VerifyingKey<Bls12_381>, String> {
-    let doc = get_json(&agent(), &format!("{server}/v1/circuits/{circuit_id}/vk"))?;
+pub fn fetch_vk(
+    server: &str,
+    circuit_id: &str,
+    token: Option<&str>,
+) -> Result<VerifyingKey<Bls12_381>, String> {
+    let doc = get_json(&agent(), &format!("{server}/v1/circuits/{circuit_id}/vk"), token)?;
     from_hex("vk", &doc["vk"])
 }
 

@@ -17,6 +17,10 @@ pub struct Config {
     pub sim: SimConfig,
     pub proving: ProvingConfig,
     pub limits: Limits,
+    /// A second listener serving only /metrics and /healthz (plain HTTP).
+    pub metrics_listen: Option<String>,
+    pub auth: crate::auth::AuthConfig,
+    pub tls: crate::tls::TlsConfig,
     pub store: StoreConfig,
     /// On SIGTERM or Ctrl-C, how long partitions already started may run
     /// before the daemon exits anyway (they resume on the next start).
@@ -180,6 +184,11 @@ pub struct ProvingConfig {
 pub struct Limits {
     pub max_partitions: u32,
     pub max_body_bytes: usize,
+    /// Unfinished (queued or running) jobs above which a submission is
+    /// answered 429; 0: no limit.
+    pub max_queued_jobs: usize,
+    /// The Retry-After (seconds) of that 429.
+    pub queue_full_retry_after_s: u64,
 }
 
 impl Default for Config {
@@ -196,6 +205,9 @@ impl Default for Config {
             limits: Limits::default(),
             store: StoreConfig::default(),
             shutdown_grace_secs: 30,
+            metrics_listen: None,
+            auth: Default::default(),
+            tls: Default::default(),
         }
     }
 }
@@ -237,6 +249,8 @@ impl Default for Limits {
         Self {
             max_partitions: 64,
             max_body_bytes: 16 << 20,
+            max_queued_jobs: 1024,
+            queue_full_retry_after_s: 5,
         }
     }
 }

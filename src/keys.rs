@@ -50,8 +50,18 @@ impl CircuitStore {
     }
 
     /// The verifying key of a shape already set up (in memory or on disk).
+    /// Looking up never adds a slot (ids come from clients) and never leaves
+    /// the key directory.
     pub fn verifying_key(&self, circuit_id: &str) -> Option<VerifyingKey<Bls12_381>> {
-        if let Some(Ok(prepared)) = self.slot(circuit_id).get() {
+        let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if circuit_id.is_empty() || !circuit_id.chars().all(id_chars) {
+            return None;
+        }
+        let slot = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.get(circuit_id).cloned()
+        };
+        if let Some(Ok(prepared)) = slot.as_ref().and_then(|s| s.get()) {
             return Some(prepared.pk.vk.clone());
         }
         let bytes = fs::read(self.vk_path(circuit_id)).ok()?;

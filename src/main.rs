@@ -44,6 +44,18 @@ enum Command {
         /// Time scale of the simulated backend (0.01: 100 times faster).
         #[arg(long)]
         time_scale: Option<f64>,
+        /// API tokens, one per line: TOKEN or TOKEN:SCOPE,SCOPE (scopes:
+        /// submit, read; default both). Added to the config's and to
+        /// CUZK_API_TOKENS (whitespace-separated entries of the same form).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Serve /metrics and /healthz on this address as well, overriding the config.
+        #[arg(long)]
+        metrics_listen: Option<String>,
+        /// Accept unauthenticated requests on a non-loopback address when no
+        /// token is configured.
+        #[arg(long)]
+        insecure: bool,
     },
     /// Submit a job, wait for it, and write its proofs to a file.
     Submit {
@@ -66,6 +78,9 @@ enum Command {
         inputs: Option<PathBuf>,
         #[arg(long)]
         idempotency_key: Option<String>,
+        /// API token (needs the submit and read scopes).
+        #[arg(long, env = "CUZK_TOKEN", hide_env_values = true)]
+        token: Option<String>,
         /// Where to write the proofs document.
         #[arg(long, default_value = "proofs.json")]
         out: PathBuf,
@@ -79,6 +94,9 @@ enum Command {
         server: String,
         /// The proofs document written by `submit` (or fetched from /proofs).
         proofs: PathBuf,
+        /// API token, when the daemon requires one for reading.
+        #[arg(long, env = "CUZK_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
     /// Benchmarks.
     Bench {
@@ -116,6 +134,9 @@ fn run(cli: Cli) -> Result<(), String> {
             backend,
             sim_profile,
             time_scale,
+            token_file,
+            metrics_listen,
+            insecure,
         } => {
             let mut config = match config {
                 Some(path) => Config::load(&path)?,
@@ -140,6 +161,16 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(scale) = time_scale {
                 config.sim.time_scale = scale;
             }
+            if let Some(path) = token_file {
+                config.auth.tokens.extend(cuzk::auth::read_token_file(&path)?);
+            }
+            if let Ok(list) = std::env::var("CUZK_API_TOKENS") {
+                config.auth.tokens.extend(cuzk::auth::parse_token_list(&list)?);
+            }
+            if metrics_listen.is_some() {
+                config.metrics_listen = metrics_listen;
+            }
+            config.auth.insecure = insecure;
             cuzk::server::serve(config, CircuitRegistry::builtin())
         }
         Command::Submit {
@@ -151,6 +182,7 @@ fn run(cli: Cli) -> Result<(), String> {
             seed,
             inputs,
             idempotency_key,
+            token,
             out,
             timeout,
         } => {
@@ -173,6 +205,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 server,
                 body,
                 idempotency_key,
+                token,
                 timeout: Duration::from_secs(timeout),
                 progress: true,
             })?;
@@ -182,14 +215,18 @@ fn run(cli: Cli) -> Result<(), String> {
             println!("proofs written to {}", out.display());
             Ok(())
         }
-        Command::Verify { server, proofs } => {
+        Command::Verify {
+            server,
+            proofs,
+            token,
+        } => {
             let text = std::fs::read_to_string(&proofs)
                 .map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
             let doc = parse_json(&proofs.display().to_string(), &text)?;
             let circuit_id = doc["circuit_id"]
                 .as_str()
                 .ok_or("the document has no circuit_id")?;
-            let vk = client::fetch_vk(&server, circuit_id)?;
+            let vk = client::fetch_vk(&server, circuit_id, token.as_deref())?;
             let results = client::verify_proofs(&vk, &doc)?;
             for (partition, valid) in &results {
                 println!(

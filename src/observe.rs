@@ -10,6 +10,8 @@ use cuzk_actors::worker_monitor::{GetTimeline, GetWorkers, TimelineEntry};
 use serde::Deserialize;
 
 use crate::api::{ApiError, AppState};
+// Named by the #[utoipa::path] attributes.
+use crate::openapi::{ErrorBody, TimelineDoc, WorkersDoc};
 
 /// The page: one file, no external assets.
 const INDEX_HTML: &str = include_str!("ui/index.html");
@@ -26,6 +28,19 @@ pub struct WorkersQuery {
     spans: Option<usize>,
 }
 
+#[utoipa::path(
+    get, path = "/v1/workers", tag = "workers",
+    params(("spans" = Option<usize>, Query, description = "busy spans per worker, default 20, at most 1000")),
+    responses(
+        (status = 200, description = "each GPU worker's state now, time by cause and last spans", body = WorkersDoc),
+        (status = 400, description = "spans out of range, or an unknown parameter", body = ErrorBody),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 503, description = "the worker monitor is gone", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn workers(
     state: web::Data<AppState>,
     query: web::Query<WorkersQuery>,
@@ -81,6 +96,26 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
     }
 }
 
+#[utoipa::path(
+    get, path = "/v1/timeline", tag = "workers",
+    params(
+        ("since" = Option<f64>, Query, description = "Unix ms; default five minutes ago"),
+        ("until" = Option<f64>, Query, description = "Unix ms; default now"),
+        ("format" = Option<String>, Query, description = "csv or json; otherwise the Accept header decides"),
+    ),
+    responses(
+        (status = 200, description = "busy spans and idle intervals of every worker, oldest first", content(
+            (TimelineDoc = "application/json"),
+            (String = "text/csv"),
+        )),
+        (status = 400, description = "since/until not a Unix time, in the future or reversed; an unknown format or parameter", body = ErrorBody),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        (status = 503, description = "the worker monitor is gone", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn timeline(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -153,15 +188,20 @@ fn timeline_csv(entries: &[TimelineEntry]) -> String {
     out
 }
 
+#[utoipa::path(
+    get, path = "/", tag = "workers",
+    responses(
+        (status = 200, description = "the built-in page: worker timeline and idle causes", body = String,
+         content_type = "text/html"),
+        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
+         headers(("WWW-Authenticate" = String))),
+        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+    ),
+    security((), ("bearer" = ["read"]))
+)]
 pub async fn index() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         .body(INDEX_HTML)
-}
-
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::get().to(index))
-        .route("/v1/workers", web::get().to(workers))
-        .route("/v1/timeline", web::get().to(timeline));
 }

@@ -5,16 +5,18 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use actix_web::dev::Service;
-use actix_web::middleware::ErrorHandlers;
+use actix_web::middleware::{from_fn, ErrorHandlers};
 use actix_web::{web, App, HttpServer};
 use cuzk_actors::store::{JobStore, Persistence};
 use cuzk_actors::tracker::{RestoreJobs, RestoredJob};
+use cuzk_actors::tracker::SetMaxUnfinished;
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::api::{self, AppState, ReservationRule};
+use crate::auth::Gate;
 use crate::backend::{Device, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::keys::CircuitStore;
@@ -134,6 +136,10 @@ fn cuda_devices(_: &Config) -> Result<Vec<Device>, String> {
 /// A daemon running in its own actix system thread (tests, embedding).
 pub struct RunningDaemon {
     pub addr: SocketAddr,
+    /// The metrics-only listener, when `metrics_listen` is set.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Whether `addr` speaks TLS.
+    pub tls: bool,
     /// The actors, for in-process observers (benchmarks).
     pub system: ProvingSystem,
     stop_requests: StopRequests,
@@ -144,7 +150,8 @@ pub struct RunningDaemon {
 
 impl RunningDaemon {
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Stops at once, as after a crash except that the job store is
@@ -184,10 +191,18 @@ impl Drop for RunningDaemon {
     }
 }
 
+/// Where a built server listens.
+#[derive(Clone, Copy)]
+struct Bound {
+    addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
+    tls: bool,
+}
+
 /// A daemon built and bound, not yet serving.
 struct Daemon {
     server: actix_web::dev::Server,
-    addr: SocketAddr,
+    bound: Bound,
     system: ProvingSystem,
     intake: Intake,
     jobs: Arc<dyn JobStore>,
@@ -211,9 +226,24 @@ impl Daemon {
     }
 }
 
-/// Builds everything, restores stored jobs and binds the listener. Must run
+/// Builds everything, restores stored jobs and binds the listeners. Must run
 /// inside an actix system.
-fn build(config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
+fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
+    // Refusals (no tokens off loopback, unreadable TLS files) come before
+    // anything starts.
+    let mut gate = Gate::new(&mut config.auth, &config.listen)?;
+    let tls = crate::tls::server_config(&config.tls)?;
+    let metrics_listener = match &config.metrics_listen {
+        Some(listen) => {
+            let listener = std::net::TcpListener::bind(listen)
+                .map_err(|e| format!("cannot listen on {listen} (metrics_listen): {e}"))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            gate = gate.with_metrics_listener(addr);
+            Some((listener, addr))
+        }
+        None => None,
+    };
+    let gate = web::Data::new(Arc::new(gate));
     let metrics = metrics_handle();
     let store = Arc::new(CircuitStore::open(&config.data_dir)?);
     let (backend, reservation) = backend(&config, store.clone())?;
@@ -239,12 +269,17 @@ fn build(config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
     );
     log::info!("scheduler: {:?}", system.config);
     let intake = Intake::default();
+    let max_queued = config.limits.max_queued_jobs;
+    system
+        .tracker
+        .do_send(SetMaxUnfinished((max_queued > 0).then_some(max_queued)));
     let state = web::Data::new(AppState {
         system: system.clone(),
         registry,
         store,
         reservation,
         max_partitions: config.limits.max_partitions,
+        retry_after_s: config.limits.queue_full_retry_after_s,
         metrics,
         intake: intake.clone(),
     });
@@ -262,6 +297,8 @@ fn build(config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(gate.clone())
+            .wrap(from_fn(crate::auth::gate))
             .wrap(ErrorHandlers::new().default_handler(api::json_errors))
             .wrap_fn(|req, srv| {
                 let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
@@ -276,22 +313,36 @@ fn build(config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
                     Ok(res)
                 }
             })
-            // Before the API: its /v1 scope would answer 404 for these.
-            .configure(crate::observe::configure)
             .configure(|cfg| api::configure(cfg, max_body))
     })
     .workers(2)
     .disable_signals()
-    .shutdown_timeout(5)
-    .bind(&config.listen)
-    .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    .shutdown_timeout(5);
+    let listen_error = |e| format!("cannot listen on {}: {e}", config.listen);
+    let tls_enabled = tls.is_some();
+    let server = match tls {
+        Some(tls) => server.bind_rustls_0_23(&config.listen, tls),
+        None => server.bind(&config.listen),
+    }
+    .map_err(listen_error)?;
     let addr = *server
         .addrs()
         .first()
         .ok_or("the server bound no address")?;
+    let metrics_addr = metrics_listener.as_ref().map(|(_, addr)| *addr);
+    let server = match metrics_listener {
+        Some((listener, _)) => server
+            .listen(listener)
+            .map_err(|e| format!("metrics_listen: {e}"))?,
+        None => server,
+    };
     Ok(Daemon {
         server: server.run(),
-        addr,
+        bound: Bound {
+            addr,
+            metrics_addr,
+            tls: tls_enabled,
+        },
         system,
         intake,
         jobs,
@@ -306,7 +357,11 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), String> {
         let (stop, stop_requests) = unbounded_channel();
         shutdown::forward_signals(stop, daemon.grace, daemon.intake.clone())
             .map_err(|e| format!("cannot handle signals: {e}"))?;
-        log::info!("cuzk listening on http://{}", daemon.addr);
+        let scheme = if daemon.bound.tls { "https" } else { "http" };
+        log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
+        if let Some(addr) = daemon.bound.metrics_addr {
+            log::info!("metrics on http://{addr}/metrics");
+        }
         daemon.run(stop_requests).await.map_err(|e| e.to_string())?;
         log::info!("cuzk stopped");
         Ok(())
@@ -324,7 +379,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 match build(config, registry) {
                     Ok(daemon) => {
                         let _ = tx.send(Ok((
-                            daemon.addr,
+                            daemon.bound,
                             daemon.system.clone(),
                             daemon.grace,
                             daemon.intake.clone(),
@@ -339,11 +394,13 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
             })
         })
         .map_err(|e| e.to_string())?;
-    let (addr, system, grace, intake) = rx
+    let (bound, system, grace, intake) = rx
         .recv()
         .map_err(|_| "the daemon thread died while starting".to_string())??;
     Ok(RunningDaemon {
-        addr,
+        addr: bound.addr,
+        metrics_addr: bound.metrics_addr,
+        tls: bound.tls,
         system,
         stop_requests,
         grace,

@@ -63,7 +63,7 @@ fn submit_poll_fetch_verify() {
         3
     );
 
-    let vk = cuzk::client::fetch_vk(&d.url, "poseidon-merkle-d4-c2").expect("vk served");
+    let vk = cuzk::client::fetch_vk(&d.url, "poseidon-merkle-d4-c2", None).expect("vk served");
     let results = cuzk::client::verify_proofs(&vk, &proofs).expect("proofs decode");
     assert_eq!(results, vec![(0, true), (1, true)]);
 

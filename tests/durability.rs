@@ -122,7 +122,7 @@ fn a_restarted_daemon_resumes_unfinished_jobs_and_keeps_finished_ones() {
         .map(|p| p["partition"].as_u64().unwrap())
         .collect();
     assert_eq!(indices, (0..8).collect::<Vec<_>>());
-    let vk = cuzk::client::fetch_vk(&second.url(), "poseidon-merkle-d4-c2").unwrap();
+    let vk = cuzk::client::fetch_vk(&second.url(), "poseidon-merkle-d4-c2", None).unwrap();
     let results = cuzk::client::verify_proofs(&vk, &proofs).unwrap();
     assert!(results.iter().all(|(_, valid)| *valid), "{results:?}");
     second.stop();

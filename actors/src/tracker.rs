@@ -28,6 +28,8 @@ pub struct Tracker {
     /// Attempts a partition gets before its failure fails the job.
     max_attempts: u32,
     persistence: Persistence,
+    /// Unfinished jobs above which SubmitJob refuses new ones (None: no limit).
+    max_unfinished: Option<usize>,
 }
 
 struct JobState {
@@ -66,6 +68,7 @@ impl Tracker {
             next_seq: 0,
             max_attempts: max_attempts.max(1),
             persistence: Persistence::in_memory(),
+            max_unfinished: None,
         }
     }
 
@@ -329,6 +332,9 @@ pub struct SubmitOutcome {
     /// With a store: resolves once the new job is durable. Awaited by the
     /// caller, never by the tracker.
     pub durable: Option<Committed>,
+    /// Set when the job was refused because too many jobs are unfinished;
+    /// nothing was queued.
+    pub queue_full: Option<QueueFull>,
 }
 
 /// Jobs read back from the store on start, in submission order. Must reach
@@ -352,6 +358,17 @@ pub enum RestoredJob {
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub struct CountRunningPartitions;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueFull {
+    pub unfinished: usize,
+    pub limit: usize,
+}
+
+/// Sets how many unfinished (queued or running) jobs SubmitJob accepts.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetMaxUnfinished(pub Option<usize>);
 
 /// A partition entered a stage (fire-and-forget).
 #[derive(Message)]
@@ -574,7 +591,20 @@ impl Handler<SubmitJob> for Tracker {
                 created: false,
                 status,
                 durable,
+                queue_full: None,
             });
+        }
+        if let Some(limit) = self.max_unfinished {
+            let unfinished = self.jobs.values().filter(|j| j.finished.is_none()).count();
+            if unfinished >= limit {
+                return MessageResult(SubmitOutcome {
+                    id: job.id,
+                    created: false,
+                    status: JobStatus::Queued,
+                    durable: None,
+                    queue_full: Some(QueueFull { unfinished, limit }),
+                });
+            }
         }
         let now = Instant::now();
         let spec = std::sync::Arc::new(JobSpec {
@@ -646,7 +676,16 @@ impl Handler<SubmitJob> for Tracker {
             created: true,
             status: JobStatus::Queued,
             durable,
+            queue_full: None,
         })
+    }
+}
+
+impl Handler<SetMaxUnfinished> for Tracker {
+    type Result = ();
+
+    fn handle(&mut self, SetMaxUnfinished(limit): SetMaxUnfinished, _: &mut Context<Self>) {
+        self.max_unfinished = limit;
     }
 }
 

@@ -1,0 +1,277 @@
+//! The OpenAPI document served at `GET /v1/openapi.json`. The paths come
+//! from the `#[utoipa::path]` attributes on the handlers in `api`; the
+//! response bodies the actors crate builds are described here by schema-only
+//! types, which fuzzing (tests/fuzz.sh) checks against real answers.
+
+// Schema-only types: read by the derive, never built.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi, ToSchema};
+
+use crate::api;
+
+/// Every error: a reason, plus the job's status for 409.
+#[derive(ToSchema)]
+pub struct ErrorBody {
+    error: String,
+    status: Option<JobStatusDoc>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Priority)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorityDoc {
+    Low,
+    Normal,
+    High,
+    Critical,
+}
+
+#[derive(ToSchema)]
+#[schema(as = JobStatus)]
+#[serde(rename_all = "lowercase")]
+pub enum JobStatusDoc {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Stage)]
+#[serde(rename_all = "snake_case")]
+pub enum StageDoc {
+    Queued,
+    WaitingBudget,
+    Synthesizing,
+    WaitingGpu,
+    Proving,
+    WaitingFinalizer,
+    Finalizing,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+/// A submitted job's id and status (also the answer to a cancel).
+#[derive(ToSchema)]
+pub struct JobRef {
+    id: String,
+    status: JobStatusDoc,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Job)]
+pub struct JobDoc {
+    id: String,
+    status: JobStatusDoc,
+    circuit: String,
+    circuit_id: String,
+    priority: PriorityDoc,
+    submitted_at_ms: u64,
+    /// Present when the job has a deadline.
+    deadline_missed: Option<bool>,
+    partitions: Vec<PartitionDoc>,
+    error: Option<String>,
+    /// Wall time since submission (`total`) and the partitions' summed stage times.
+    timings_ms: BTreeMap<String, f64>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Partition)]
+pub struct PartitionDoc {
+    index: u32,
+    stage: StageDoc,
+    timings_ms: BTreeMap<String, f64>,
+    worker: Option<String>,
+    gpu_phases_ms: Option<BTreeMap<String, f64>>,
+    error: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Proofs)]
+pub struct ProofsDoc {
+    circuit_id: String,
+    proofs: Vec<ProofDoc>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Proof)]
+pub struct ProofDoc {
+    partition: u32,
+    /// Compressed Groth16 proof, hex.
+    proof: String,
+    /// Compressed field elements, hex.
+    public_inputs: Vec<String>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Circuits)]
+pub struct CircuitsDoc {
+    circuits: Vec<CircuitDoc>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Circuit)]
+pub struct CircuitDoc {
+    name: String,
+    /// The family's params, inputs and public inputs, in words.
+    description: Value,
+    known_shapes: Vec<String>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = VerifyingKey)]
+pub struct VkDoc {
+    circuit_id: String,
+    /// Compressed Groth16 verifying key, hex.
+    vk: String,
+}
+
+/// Budget, queues, job counts by status and every worker's state
+/// (docs/api.md).
+#[derive(ToSchema)]
+#[schema(as = Status)]
+pub struct StatusDoc {
+    backend: String,
+    budget: BTreeMap<String, Value>,
+    queues: BTreeMap<String, Value>,
+    jobs: BTreeMap<String, u64>,
+    workers: Vec<BTreeMap<String, Value>>,
+}
+
+/// `GET /v1/workers` (docs/api.md).
+#[derive(ToSchema)]
+#[schema(as = Workers)]
+pub struct WorkersDoc {
+    workers: Vec<BTreeMap<String, Value>>,
+}
+
+/// `GET /v1/timeline` as JSON (docs/api.md).
+#[derive(ToSchema)]
+#[schema(as = Timeline)]
+pub struct TimelineDoc {
+    since_unix_ms: f64,
+    until_unix_ms: f64,
+    entries: Vec<BTreeMap<String, Value>>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Health)]
+pub struct HealthDoc {
+    status: String,
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "cuzk",
+        description = "Groth16 proving daemon. Errors are `{\"error\": reason}`. Bearer tokens \
+                       are needed once any is configured: scope `submit` for POST, scope `read` \
+                       for GET when read_requires_token is set (docs/security.md)."
+    ),
+    paths(
+        api::submit_job,
+        api::get_job,
+        api::get_proofs,
+        api::cancel_job,
+        api::list_circuits,
+        api::get_vk,
+        api::status,
+        api::healthz,
+        api::metrics,
+        api::openapi_json,
+        crate::observe::workers,
+        crate::observe::timeline,
+        crate::observe::index,
+    ),
+    modifiers(&BearerAuth)
+)]
+pub struct ApiDoc;
+
+/// The document as JSON, built once.
+pub fn document() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serializes");
+        add_job_links(&mut doc);
+        doc
+    })
+}
+
+/// Links from a submitted job's id to the operations on it, so that
+/// stateful fuzzing follows real jobs. Written as JSON because utoipa 5.5
+/// serializes a link's `operationId` in snake case.
+fn add_job_links(doc: &mut Value) {
+    let links: serde_json::Map<String, Value> = ["get_job", "get_proofs", "cancel_job"]
+        .into_iter()
+        .map(|operation| {
+            let link = serde_json::json!({
+                "operationId": operation,
+                "parameters": {"id": "$response.body#/id"},
+            });
+            (operation.to_string(), link)
+        })
+        .collect();
+    for code in ["200", "202"] {
+        if let Some(response) = doc.pointer_mut(&format!("/paths/~1v1~1jobs/post/responses/{code}"))
+        {
+            response["links"] = Value::Object(links.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_documented_and_nothing_else() {
+        let paths = document()["paths"].as_object().expect("paths");
+        let routes = api::routes();
+        for (method, path, _) in &routes {
+            let operation = &paths
+                .get(*path)
+                .unwrap_or_else(|| panic!("{path} is not in the OpenAPI document"))
+                [method.as_str().to_lowercase()];
+            assert!(
+                operation.is_object(),
+                "{method} {path} is not in the OpenAPI document"
+            );
+            let responses = operation["responses"].as_object().unwrap();
+            let errors = responses.keys().filter(|code| !code.starts_with('2'));
+            for code in errors {
+                let schema = &responses[code]["content"]["application/json"]["schema"]["$ref"];
+                assert_eq!(
+                    schema, "#/components/schemas/ErrorBody",
+                    "{method} {path} {code}"
+                );
+            }
+        }
+        let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
+        assert_eq!(
+            documented,
+            routes.len(),
+            "the document has operations no route serves"
+        );
+    }
+}

@@ -1,0 +1,358 @@
+//! Bearer tokens and scopes, the loopback rule, the metrics listener and TLS
+//! (docs/security.md), through the real server on the simulated backend.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{agent, response, start_with, TestDaemon};
+use cuzk::auth::{parse_token_entry, Scope, TokenConfig};
+use cuzk::config::{BackendKind, Config};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const SUBMITTER: &str = "submit-0123456789abcdef";
+const READER: &str = "read-0123456789abcdef";
+const BOTH: &str = "both-0123456789abcdef";
+
+fn sim(c: &mut Config) {
+    c.backend = BackendKind::Sim;
+    c.sim.profile = "winning-post".into();
+    c.sim.time_scale = 0.001;
+}
+
+fn with_tokens(c: &mut Config) {
+    sim(c);
+    c.auth.tokens = vec![
+        parse_token_entry(&format!("{SUBMITTER}:submit")).unwrap(),
+        parse_token_entry(&format!("{READER}:read")).unwrap(),
+        parse_token_entry(BOTH).unwrap(),
+    ];
+}
+
+fn job() -> Value {
+    json!({"circuit": "mimc-chain", "params": {"log2_constraints": 4}, "seed": 1})
+}
+
+fn call(
+    d: &TestDaemon,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, Value, Option<String>) {
+    let mut request = agent().request(method, &format!("{}{path}", d.url));
+    if let Some(token) = token {
+        request = request.set("Authorization", &format!("Bearer {token}"));
+    }
+    let result = if method == "POST" {
+        request.send_json(job())
+    } else {
+        request.call()
+    };
+    let challenge = match &result {
+        Ok(r) | Err(ureq::Error::Status(_, r)) => r.header("WWW-Authenticate").map(str::to_string),
+        Err(_) => None,
+    };
+    let (status, body) = response(result);
+    (status, body, challenge)
+}
+
+#[test]
+fn submit_and_cancel_need_a_token_with_the_submit_scope() {
+    let d = start_with(with_tokens);
+    let (status, body, challenge) = call(&d, "POST", "/v1/jobs", None);
+    assert_eq!(status, 401, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("Bearer"), "{body}");
+    assert!(challenge.unwrap().starts_with("Bearer"));
+
+    let (status, body, challenge) = call(&d, "POST", "/v1/jobs", Some("wrong-0123456789abcdef"));
+    assert_eq!(status, 401, "{body}");
+    assert!(challenge.unwrap().contains("invalid_token"));
+
+    let (status, body, challenge) = call(&d, "POST", "/v1/jobs", Some(READER));
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("submit scope"),
+        "{body}"
+    );
+    assert!(challenge.unwrap().contains("insufficient_scope"));
+    assert_eq!(
+        d.get("/v1/status").1["jobs"]["queued"],
+        0,
+        "refused jobs are not queued"
+    );
+
+    let (status, body, _) = call(&d, "POST", "/v1/jobs", Some(SUBMITTER));
+    assert_eq!(status, 202, "{body}");
+    let id = body["id"].as_str().unwrap();
+    let cancel = format!("/v1/jobs/{id}/cancel");
+    assert_eq!(call(&d, "POST", &cancel, None).0, 401);
+    assert_eq!(call(&d, "POST", &cancel, Some(READER)).0, 403);
+    let (status, body, _) = call(&d, "POST", &cancel, Some(BOTH));
+    assert!(status == 200 || status == 409, "{status} {body}");
+
+    // Reads stay open unless read_requires_token.
+    assert_eq!(call(&d, "GET", &format!("/v1/jobs/{id}"), None).0, 200);
+    assert!(agent().get(&format!("{}/metrics", d.url)).call().is_ok());
+}
+
+#[test]
+fn reads_can_require_a_token_with_the_read_scope() {
+    let d = start_with(|c| {
+        with_tokens(c);
+        c.auth.read_requires_token = true;
+    });
+    for path in ["/v1/status", "/v1/circuits", "/v1/jobs/nope"] {
+        let (status, body, challenge) = call(&d, "GET", path, None);
+        assert_eq!(status, 401, "{path}: {body}");
+        assert!(challenge.is_some());
+        assert_eq!(call(&d, "GET", path, Some(SUBMITTER)).0, 403, "{path}");
+    }
+    assert_eq!(call(&d, "GET", "/v1/status", Some(READER)).0, 200);
+    assert_eq!(call(&d, "GET", "/v1/jobs/nope", Some(BOTH)).0, 404);
+    let metrics = agent().get(&format!("{}/metrics", d.url)).call();
+    assert_eq!(metrics.unwrap_err().into_response().unwrap().status(), 401);
+    assert!(agent()
+        .get(&format!("{}/metrics", d.url))
+        .set("Authorization", &format!("bearer {READER}"))
+        .call()
+        .is_ok());
+    // Liveness and the API description stay open.
+    assert_eq!(call(&d, "GET", "/healthz", None).0, 200);
+    assert_eq!(call(&d, "GET", "/v1/openapi.json", None).0, 200);
+}
+
+#[test]
+fn hashed_tokens_from_the_config_file() {
+    let digest = hex::encode(Sha256::digest(SUBMITTER.as_bytes()));
+    let config: Config = toml::from_str(&format!(
+        "[auth]\nread_requires_token = true\n\
+         [[auth.tokens]]\nsha256 = \"{digest}\"\n\
+         [[auth.tokens]]\ntoken = \"{READER}\"\nscopes = [\"read\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        config.auth.tokens[0].scopes,
+        vec![Scope::Submit, Scope::Read]
+    );
+    let d = start_with(|c| {
+        sim(c);
+        c.auth = config.auth;
+    });
+    assert_eq!(call(&d, "POST", "/v1/jobs", Some(SUBMITTER)).0, 202);
+    assert_eq!(call(&d, "POST", "/v1/jobs", Some(READER)).0, 403);
+    assert_eq!(call(&d, "GET", "/v1/status", Some(READER)).0, 200);
+}
+
+#[test]
+fn without_tokens_only_loopback_unless_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::test_config(dir.path());
+    sim(&mut config);
+    config.listen = "0.0.0.0:0".into();
+    let error = cuzk::server::spawn(
+        config.clone(),
+        cuzk_kernels::circuits::CircuitRegistry::builtin(),
+    )
+    .err()
+    .expect("refuses a non-loopback listener without tokens");
+    assert!(error.contains("--insecure"), "{error}");
+
+    config.auth.insecure = true;
+    let daemon = cuzk::server::spawn(
+        config.clone(),
+        cuzk_kernels::circuits::CircuitRegistry::builtin(),
+    )
+    .expect("--insecure lets it listen");
+    let url = format!("http://127.0.0.1:{}", daemon.addr.port());
+    let (status, _) = response(agent().post(&format!("{url}/v1/jobs")).send_json(job()));
+    assert_eq!(status, 202);
+    daemon.stop();
+
+    config.auth.insecure = false;
+    config.auth.tokens = vec![parse_token_entry(BOTH).unwrap()];
+    let daemon = cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
+        .expect("tokens let it listen");
+    daemon.stop();
+}
+
+#[test]
+fn the_cli_refuses_clearly_and_sends_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args([
+            "serve",
+            "--backend",
+            "sim",
+            "--listen",
+            "0.0.0.0:0",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .env_remove("CUZK_API_TOKENS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("without API tokens") && stderr.contains("--insecure"),
+        "{stderr}"
+    );
+
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("# comment\n{READER}:admin\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
+        .args(["serve", "--backend", "sim", "--token-file"])
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2: unknown scope"));
+
+    let d = start_with(with_tokens);
+    let proofs = dir.path().join("proofs.json");
+    let submit = |token: &str| {
+        Command::new(env!("CARGO_BIN_EXE_cuzk"))
+            .args(["submit", "--server", &d.url, "--circuit", "mimc-chain"])
+            .args([
+                "--params",
+                r#"{"log2_constraints": 4}"#,
+                "--seed",
+                "3",
+                "--timeout",
+                "60",
+            ])
+            .arg("--out")
+            .arg(&proofs)
+            .env("CUZK_TOKEN", token)
+            .output()
+            .unwrap()
+    };
+    let out = submit(READER);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 403"));
+    let out = submit(BOTH);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(proofs.exists());
+}
+
+#[test]
+fn metrics_listener_serves_only_metrics() {
+    let d = start_with(|c| {
+        with_tokens(c);
+        c.metrics_listen = Some("127.0.0.1:0".into());
+    });
+    let metrics_url = format!(
+        "http://{}",
+        d.daemon.metrics_addr.expect("metrics listener")
+    );
+    let text = agent()
+        .get(&format!("{metrics_url}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(text.contains("# TYPE"), "{text}");
+    assert_eq!(
+        response(agent().get(&format!("{metrics_url}/healthz")).call()).0,
+        200
+    );
+    for path in ["/v1/status", "/v1/jobs"] {
+        let (status, body) = response(agent().get(&format!("{metrics_url}{path}")).call());
+        assert_eq!(status, 404, "{path}: {body}");
+    }
+    let (status, _) = response(
+        agent()
+            .post(&format!("{metrics_url}/v1/jobs"))
+            .set("Authorization", &format!("Bearer {BOTH}"))
+            .send_json(job()),
+    );
+    assert_eq!(status, 404);
+}
+
+fn https_get(addr: std::net::SocketAddr, cert_pem: &str, path: &str) -> String {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    // The server may close without close_notify once it has answered.
+    let _ = tls.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn tls_with_a_self_signed_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+
+    let d = start_with(|c| {
+        sim(c);
+        c.tls.cert = Some(cert_path.clone());
+        c.tls.key = Some(key_path.clone());
+    });
+    assert!(d.url.starts_with("https://"), "{}", d.url);
+    let answer = https_get(d.daemon.addr, &cert.cert.pem(), "/healthz");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with(r#"{"status":"ok"}"#), "{answer}");
+    // Plain HTTP to the TLS port gets no answer.
+    assert!(agent()
+        .get(&format!("http://{}/healthz", d.daemon.addr))
+        .call()
+        .is_err());
+
+    let mut config = common::test_config(dir.path());
+    config.tls.cert = Some(dir.path().join("missing.pem"));
+    config.tls.key = Some(key_path);
+    let error = cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
+        .err()
+        .expect("a missing certificate stops startup");
+    assert!(
+        error.contains("tls: cannot read certificates") && error.contains("missing.pem"),
+        "{error}"
+    );
+}
+
+#[test]
+fn token_config_rejects_ambiguity() {
+    let mut config = Config::default();
+    config.auth.tokens = vec![TokenConfig {
+        token: Some(BOTH.into()),
+        sha256: Some("00".repeat(32)),
+        scopes: vec![Scope::Read],
+    }];
+    let dir = tempfile::tempdir().unwrap();
+    config.data_dir = dir.path().to_path_buf();
+    config.listen = "127.0.0.1:0".into();
+    let error = cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
+        .err()
+        .unwrap();
+    assert!(error.contains("exactly one of token and sha256"), "{error}");
+}
