@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the script tests need beyond the Rust toolchain, gcc and
 # Python: Chromium (tests/ui.sh), Prometheus (scripts/check-dashboards.sh),
-# wrk (tests/load.sh) and curl. Debian packages; skipped when present.
+# wrk and bc (tests/load.sh), Python's venv (tests/fuzz.sh installs
+# schemathesis into one) and curl. Debian packages; skipped when present.
 set -euo pipefail
 
 missing=()
-for tool in chromium:chromium prometheus:prometheus wrk:wrk curl:curl; do
+for tool in chromium:chromium prometheus:prometheus wrk:wrk bc:bc curl:curl; do
     command -v "${tool%%:*}" > /dev/null || missing+=("${tool##*:}")
 done
+python3 -c 'import ensurepip, venv' 2> /dev/null || missing+=(python3-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "== apt-get install ${missing[*]}"
     SUDO=""

@@ -14,6 +14,8 @@ export CUZK_BIN="$PWD/target/debug/cuzk"
 tests/ui.sh
 scripts/check-dashboards.sh
 tests/crash.sh
+tests/fuzz.sh
+tests/load.sh
 
 if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kernels/cuda ]; then
     echo "== CUDA build: kernels compile with nvcc; GPU tests report themselves skipped without a GPU"
