@@ -30,6 +30,9 @@ pub struct Tracker {
     persistence: Persistence,
     /// Unfinished jobs above which SubmitJob refuses new ones (None: no limit).
     max_unfinished: Option<usize>,
+    /// Jobs not yet finished, kept as jobs come and end so that the queue
+    /// limit costs nothing per submission however many jobs are retained.
+    unfinished: usize,
 }
 
 struct JobState {
@@ -69,6 +72,7 @@ impl Tracker {
             max_attempts: max_attempts.max(1),
             persistence: Persistence::in_memory(),
             max_unfinished: None,
+            unfinished: 0,
         }
     }
 
@@ -194,6 +198,7 @@ impl Tracker {
         if finished.is_some() {
             return;
         }
+        self.unfinished += 1;
         // Killed between recording a partition's failure and the job's end.
         if let Some((index, error)) = failures.into_iter().next() {
             let error = format!("partition {index}: {error}");
@@ -249,6 +254,7 @@ impl Tracker {
             None => return,
         };
         job.finished = Some((final_stage, now));
+        self.unfinished -= 1;
         let outcome = JobOutcome {
             stage: final_stage,
             error: job.error.clone(),
@@ -595,7 +601,7 @@ impl Handler<SubmitJob> for Tracker {
             });
         }
         if let Some(limit) = self.max_unfinished {
-            let unfinished = self.jobs.values().filter(|j| j.finished.is_none()).count();
+            let unfinished = self.unfinished;
             if unfinished >= limit {
                 return MessageResult(SubmitOutcome {
                     id: job.id,
@@ -670,6 +676,7 @@ impl Handler<SubmitJob> for Tracker {
                 finished: None,
             },
         );
+        self.unfinished += 1;
         self.dispatcher.do_send(Enqueue { job: spec });
         MessageResult(SubmitOutcome {
             id: job.id,
