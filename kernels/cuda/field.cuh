@@ -11,7 +11,6 @@
 // without a GPU).
 #pragma once
 #include <stdint.h>
-#include "mont_ptx.cuh"
 
 #ifdef __CUDACC__
 #define DEV __device__ __forceinline__
@@ -153,18 +152,6 @@ struct Fp {
 
     // CIOS Montgomery multiplication: a*b*2^(-32N) mod p.
     DEV Fp mul_inline(const Fp& b) const {
-#if defined(__CUDA_ARCH__) && !defined(CUZK_NO_PTX)
-        {
-            uint32_t p[N];
-#pragma unroll
-            for (int j = 0; j < N; j++) p[j] = P::mod(j);
-            Fp r;
-            if constexpr (N == 8) mont_mul_ptx8(r.v, v, b.v, p, P::INV);
-            else mont_mul_ptx12(r.v, v, b.v, p, P::INV);
-            reduce_once(r);
-            return r;
-        }
-#endif
         uint32_t t[N + 2];
 #pragma unroll
         for (int i = 0; i < N + 2; i++) t[i] = 0;
