@@ -5,6 +5,17 @@
 #include "ntt.cuh"
 #include "msm.cuh"
 #include "groth16.cuh"
+#include "launch_params.h"
+
+// The host's device types (kernels/src/cuda/gpu.rs) are word arrays of the
+// sizes in launch_params.h; a layout change on either side stops the build.
+static_assert(sizeof(Fr) == 8 * FR_WORDS, "Fr layout");
+static_assert(sizeof(Fq) == 8 * FQ_WORDS, "Fq layout");
+static_assert(sizeof(Fq2) == 8 * FQ2_WORDS, "Fq2 layout");
+static_assert(sizeof(G1Affine) == 8 * G1_AFF_WORDS, "G1 affine layout");
+static_assert(sizeof(G1Jac) == 8 * G1_JAC_WORDS, "G1 Jacobian layout");
+static_assert(sizeof(G2Affine) == 8 * G2_AFF_WORDS, "G2 affine layout");
+static_assert(sizeof(G2Jac) == 8 * G2_JAC_WORDS, "G2 Jacobian layout");
 
 #define GRID_STRIDE_ID (blockIdx.x * blockDim.x + threadIdx.x)
 
@@ -50,7 +61,6 @@ extern "C" __global__ void test_g1_ops(const G1Affine* a, const G1Affine* b, G1J
 extern "C" __global__ void test_g2_ops(const G2Affine* a, const G2Affine* b, G2Jac* out, uint32_t n) { curve_test(a, b, out, n); }
 
 // ---------- NTT ----------
-extern "C" __global__ void k_ntt_bitrev(Fr* data, uint32_t n, uint32_t logn) { ntt_bitrev(data, n, logn); }
 extern "C" __global__ void k_ntt_shared(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t logn, uint32_t s, uint32_t gather) { ntt_shared(in, out, tw, n, logn, s, gather); }
 extern "C" __global__ void k_ntt_radix1(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t p) { ntt_radix<1>(in, out, tw, n, p); }
 extern "C" __global__ void k_ntt_radix2(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t p) { ntt_radix<2>(in, out, tw, n, p); }
@@ -69,12 +79,12 @@ extern "C" __global__ void k_scan_add(uint32_t* out, uint32_t n, const uint32_t*
 extern "C" __global__ void k_msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K) { msm_items(cnt, items, nb, K); }
 
 extern "C" __global__ void k_g1_level0(const G1Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
-extern "C" __global__ void k_g1_levelN(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g1_level_n(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
 extern "C" __global__ void k_g1_segments(const G1Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G1Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g1_window_sum(const G1Jac* seg, uint32_t segs, G1Jac* out) { msm_window_sum(seg, segs, out); }
 
 extern "C" __global__ void k_g2_level0(const G2Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
-extern "C" __global__ void k_g2_levelN(const G2Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g2_level_n(const G2Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
 extern "C" __global__ void k_g2_segments(const G2Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G2Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g2_window_sum(const G2Jac* seg, uint32_t segs, G2Jac* out) { msm_window_sum(seg, segs, out); }
 

@@ -1,8 +1,8 @@
 // The Groth16 H step's pointwise part: on the coset, h = (a*b - c) / Z(g).
 // The NTTs around it are ntt.cuh's; the host sequences them:
-//   a, b, c: bitrev, inverse NTT, scale by g^i / n, bitrev, forward NTT
+//   a, b, c: inverse NTT, scale by g^i / n, forward NTT
 //   a = (a*b - c) * z_inv
-//   a: bitrev, inverse NTT, scale by g^-i / n
+//   a: inverse NTT, scale by g^-i / n
 #pragma once
 #include "field.cuh"
 

@@ -15,6 +15,7 @@
 //    segments. The host combines the nwin window sums (Horner in 2^c).
 #pragma once
 #include "curve.cuh"
+#include "launch_params.h"  // SCAN_THREADS, SCAN_PER_THREAD, MSM_SEG (generated)
 
 #define MSM_SIGN 0x80000000u
 
@@ -74,8 +75,6 @@ __device__ __forceinline__ void msm_scatter(const Fr* sc, uint32_t n, uint32_t c
 }
 
 // ---- exclusive scan of u32 (3 phases) ----
-#define SCAN_THREADS 512
-#define SCAN_PER_THREAD 8
 #define SCAN_TILE (SCAN_THREADS * SCAN_PER_THREAD)
 
 __device__ __forceinline__ uint32_t block_excl_scan(uint32_t x, uint32_t* sh, uint32_t& total) {
@@ -187,8 +186,6 @@ __device__ __forceinline__ void msm_levelN(const Jacobian<F>* in, const uint32_t
     for (uint32_t e = start + 1; e < end; e++) acc = acc.add(in[e]);
     out[id] = acc;
 }
-
-#define MSM_SEG 16
 
 // Thread per (window, segment of MSM_SEG buckets): sum_{k in seg} k * B_k.
 // Buckets hold cnt <= 1 partials after the last level.

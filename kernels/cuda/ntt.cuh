@@ -11,21 +11,8 @@
 #pragma once
 #include "field.cuh"
 
-#define NTT_SHARED_LOG 10
-
 __device__ __forceinline__ uint32_t bitrev32(uint32_t x, uint32_t logn) {
     return logn == 0 ? 0 : (__brev(x) >> (32 - logn));
-}
-
-__device__ __forceinline__ void ntt_bitrev(Fr* data, uint32_t n, uint32_t logn) {
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    uint32_t j = bitrev32(i, logn);
-    if (i < j) {
-        Fr t = data[i];
-        data[i] = data[j];
-        data[j] = t;
-    }
 }
 
 // Stages 0..s-1 on chunks of 2^s elements; blockDim.x == 2^(s-1).

@@ -9,7 +9,7 @@ use crate::groth16::{
     assignment_bigints, compute_h_cpu, timed, PreparedCircuit, ProveStartEngine, ProveStartOutput,
     Synthesized,
 };
-use crate::{G1Projective, KernelError};
+use crate::{DeviceError, G1Projective, KernelError};
 
 pub struct CpuEngine {
     pool: rayon::ThreadPool,
@@ -22,7 +22,7 @@ impl CpuEngine {
             .num_threads(threads)
             .thread_name(|i| format!("cuzk-cpu-prove-{i}"))
             .build()
-            .map_err(|e| KernelError::Device(format!("cannot start CPU prover threads: {e}")))?;
+            .map_err(|e| DeviceError::engine("starting the CPU prover threads", e))?;
         Ok(Self { pool })
     }
 }

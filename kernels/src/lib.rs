@@ -14,7 +14,8 @@ pub mod groth16;
 
 pub use ark_bls12_381::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
-/// Errors from the proving stages. The text is what a job reports.
+/// Errors from the proving stages. The text is what a job reports;
+/// [`KernelError::retryable`] is what the scheduler decides a retry on.
 #[derive(Debug, thiserror::Error)]
 pub enum KernelError {
     #[error("synthesis failed: {0}")]
@@ -22,7 +23,125 @@ pub enum KernelError {
     #[error("witness does not satisfy constraint {0}")]
     Unsatisfied(usize),
     #[error("device error: {0}")]
-    Device(String),
+    Device(DeviceError),
     #[error("proving key: {0}")]
     Key(String),
+}
+
+impl KernelError {
+    /// Whether the same job may succeed if proved again.
+    ///
+    /// A device fault (a failed launch, device memory exhausted by
+    /// concurrent jobs, a lost or reset GPU, host threads that could not
+    /// start) says something about the engine's state at that moment, not
+    /// about the job: another attempt, later or on another device, can pass.
+    /// A witness that does not satisfy the circuit, a proving key that does
+    /// not fit it, or a circuit that cannot be synthesized fail the same way
+    /// every time, so retrying them only spends a worker.
+    pub fn retryable(&self) -> bool {
+        match self {
+            KernelError::Device(e) => e.retryable(),
+            KernelError::Synthesis(_) | KernelError::Unsatisfied(_) | KernelError::Key(_) => false,
+        }
+    }
+}
+
+/// A failure of a proving engine's device (or of the host resources it
+/// runs on): which call failed and the error it returned.
+#[derive(Debug, thiserror::Error)]
+#[error("{call}: {cause}")]
+pub struct DeviceError {
+    /// The call that failed, with what it was asked for ("cuMemAlloc of
+    /// 4096 bytes", "launching k_scan_sums"), so a report names the step.
+    pub call: String,
+    /// What the call returned, kept typed so that callers decide on it
+    /// (see [`DeviceError::retryable`]) instead of parsing text.
+    pub cause: DeviceCause,
+}
+
+/// Why a device call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeviceCause {
+    /// The CUDA driver's error code.
+    #[cfg(feature = "cuda")]
+    Driver(rustacuda::error::CudaError),
+    /// The engine itself failed or refused, not the driver: its threads
+    /// could not start, its device-memory budget is held by keys in use, a
+    /// lock was poisoned by a panic on another call. The text says which.
+    Engine(String),
+}
+
+impl std::fmt::Display for DeviceCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            #[cfg(feature = "cuda")]
+            DeviceCause::Driver(e) => write!(f, "{e:?}"),
+            DeviceCause::Engine(s) => f.write_str(s),
+        }
+    }
+}
+
+impl DeviceError {
+    /// A failure of `call` inside the engine (not from the driver).
+    pub fn engine(call: impl Into<String>, error: impl std::fmt::Display) -> KernelError {
+        KernelError::Device(DeviceError {
+            call: call.into(),
+            cause: DeviceCause::Engine(error.to_string()),
+        })
+    }
+
+    /// Whether another attempt can succeed. Driver errors are retryable
+    /// except those that say the request itself is wrong and would be
+    /// refused again on any device: an invalid argument (a launch or an
+    /// allocation outside the driver's limits for this job's size) and a
+    /// kernel missing from the module (a build defect).
+    pub fn retryable(&self) -> bool {
+        match &self.cause {
+            #[cfg(feature = "cuda")]
+            DeviceCause::Driver(e) => !matches!(
+                e,
+                rustacuda::error::CudaError::InvalidValue | rustacuda::error::CudaError::NotFound
+            ),
+            DeviceCause::Engine(_) => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_device_faults_are_retryable() {
+        assert!(!KernelError::Synthesis("no matrices".into()).retryable());
+        assert!(!KernelError::Unsatisfied(3).retryable());
+        assert!(!KernelError::Key("wrong length".into()).retryable());
+        let busy = DeviceError::engine("making room", "budget held by keys in use");
+        assert!(busy.retryable());
+        assert!(busy.to_string().contains("making room: budget held"));
+    }
+
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn driver_errors_keep_their_code_and_decide_the_retry() {
+        use rustacuda::error::CudaError;
+        let err = |code| {
+            KernelError::Device(DeviceError {
+                call: "launching k_scan_sums".into(),
+                cause: DeviceCause::Driver(code),
+            })
+        };
+        assert!(err(CudaError::LaunchFailed).retryable());
+        assert!(err(CudaError::OutOfMemory).retryable());
+        assert!(!err(CudaError::InvalidValue).retryable());
+        assert!(!err(CudaError::NotFound).retryable());
+        match err(CudaError::OutOfMemory) {
+            KernelError::Device(e) => {
+                assert_eq!(e.cause, DeviceCause::Driver(CudaError::OutOfMemory));
+                assert_eq!(e.call, "launching k_scan_sums");
+            }
+            other => panic!("not a device error: {other}"),
+        }
+    }
 }

@@ -9,9 +9,13 @@ use ark_bls12_381::{Fq, Fq2, G1Projective, G2Projective};
 use ark_ec::{AdditiveGroup, AffineRepr, CurveGroup, VariableBaseMSM};
 use ark_ff::{BigInt, FftField, Field, Fp, PrimeField, UniformRand};
 use ark_poly::EvaluationDomain;
+use ark_relations::lc;
+use ark_relations::r1cs::{ConstraintSystemRef, SynthesisError, Variable};
+use cuzk_kernels::circuits::CircuitInstance;
 use cuzk_kernels::cpu::CpuEngine;
-use cuzk_kernels::cuda::testutil::{self, ChainInstance};
-use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+use cuzk_kernels::cuda::inputs;
+use cuzk_kernels::cuda::msm::{G1, G2};
+use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions, FieldTest};
 use cuzk_kernels::groth16::{self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine};
 use cuzk_kernels::{Fr, G1Affine, G2Affine};
 
@@ -44,7 +48,7 @@ macro_rules! gpu_or_skip {
 }
 
 fn seed() -> u64 {
-    let s = testutil::fresh_seed();
+    let s = inputs::fresh_seed();
     eprintln!("seed {s}");
     s
 }
@@ -63,7 +67,7 @@ fn fr_from(w: &[u64]) -> Fr {
 #[ignore]
 fn gpu_field_ops() {
     let e = gpu_or_skip!("gpu_field_ops");
-    let mut r = testutil::rng(seed());
+    let mut r = inputs::rng(seed());
     let n = 4096;
     // Fr, with edge values
     let mut a: Vec<Fr> = (0..n).map(|_| Fr::rand(&mut r)).collect();
@@ -76,7 +80,7 @@ fn gpu_field_ops() {
     let aw: Vec<u64> = a.iter().flat_map(|x| x.0 .0).collect();
     let bw: Vec<u64> = b.iter().flat_map(|x| x.0 .0).collect();
     for op in 0..6u32 {
-        let out = e.field_op("test_fr_op", op, &aw, &bw, 4).unwrap();
+        let out = e.field_op(FieldTest::Fr, op, &aw, &bw).unwrap();
         for i in 0..n {
             let got = fr_from(&out[4 * i..4 * i + 4]);
             let want = match op {
@@ -103,7 +107,7 @@ fn gpu_field_ops() {
     let aw: Vec<u64> = a.iter().flat_map(fq_words).collect();
     let bw: Vec<u64> = b.iter().flat_map(fq_words).collect();
     for op in 0..6u32 {
-        let out = e.field_op("test_fq_op", op, &aw, &bw, 6).unwrap();
+        let out = e.field_op(FieldTest::Fq, op, &aw, &bw).unwrap();
         for i in 0..n {
             let got = fq_from(&out[6 * i..6 * i + 6]);
             let want = match op {
@@ -124,7 +128,7 @@ fn gpu_field_ops() {
     let aw: Vec<u64> = a.iter().flat_map(w2).collect();
     let bw: Vec<u64> = b.iter().flat_map(w2).collect();
     for op in 0..6u32 {
-        let out = e.field_op("test_fq2_op", op, &aw, &bw, 12).unwrap();
+        let out = e.field_op(FieldTest::Fq2, op, &aw, &bw).unwrap();
         for i in 0..n {
             let o = &out[12 * i..12 * i + 12];
             let got = Fq2::new(fq_from(&o[..6]), fq_from(&o[6..]));
@@ -150,37 +154,29 @@ fn gpu_curve_ops() {
     let e = gpu_or_skip!("gpu_curve_ops");
     let s = seed();
     let n = 1024;
-    let mut a = testutil::random_g1(n, s);
-    let mut b = testutil::random_g1(n, s ^ 5);
+    let mut a = inputs::random_g1(n, s);
+    let mut b = inputs::random_g1(n, s ^ 5);
     b[0] = a[0]; // doubling through add
     b[1] = (-a[1].into_group()).into_affine(); // P + (-P)
     b[2] = G1Affine::identity();
     a[3] = G1Affine::identity();
-    let aw = cuzk_kernels::cuda::msm::g1_to_words(&a);
-    let bw = cuzk_kernels::cuda::msm::g1_to_words(&b);
-    let out = e.field_op("test_g1_ops", 0, &aw, &bw, 12).unwrap();
+    let out = e.curve_ops::<G1>(&a, &b).unwrap();
     for i in 0..n {
-        let j = |k: usize| {
-            cuzk_kernels::cuda::g1_from_jac(&out[(3 * i + k) * 18..(3 * i + k + 1) * 18])
-        };
+        let j = |k: usize| out[3 * i + k];
         let pa = a[i].into_group();
         let s = pa + b[i];
         assert_eq!(j(0), pa + pa, "G1 dbl at {i}");
         assert_eq!(j(1), s, "G1 madd at {i}");
         assert_eq!(j(2), s + pa, "G1 add at {i}");
     }
-    let a2 = testutil::random_g2(256, s ^ 9);
-    let mut b2 = testutil::random_g2(256, s ^ 11);
+    let a2 = inputs::random_g2(256, s ^ 9);
+    let mut b2 = inputs::random_g2(256, s ^ 11);
     b2[0] = a2[0];
     b2[1] = (-a2[1].into_group()).into_affine();
     b2[2] = G2Affine::identity();
-    let aw = cuzk_kernels::cuda::msm::g2_to_words(&a2);
-    let bw = cuzk_kernels::cuda::msm::g2_to_words(&b2);
-    let out = e.field_op("test_g2_ops", 0, &aw, &bw, 24).unwrap();
+    let out = e.curve_ops::<G2>(&a2, &b2).unwrap();
     for i in 0..256 {
-        let j = |k: usize| {
-            cuzk_kernels::cuda::g2_from_jac(&out[(3 * i + k) * 36..(3 * i + k + 1) * 36])
-        };
+        let j = |k: usize| out[3 * i + k];
         let pa = a2[i].into_group();
         let s = pa + b2[i];
         assert_eq!(j(0), pa + pa, "G2 dbl at {i}");
@@ -199,7 +195,7 @@ fn gpu_ntt_all_sizes() {
         let n = 1usize << k;
         let domain = Domain::new(n).unwrap();
         let coset = domain.get_coset(Fr::GENERATOR).unwrap();
-        let input = testutil::random_fr(n, s ^ k as u64);
+        let input = inputs::random_fr(n, s ^ k as u64);
         for (inverse, is_coset) in [(false, false), (true, false), (false, true), (true, true)] {
             let mut want = input.clone();
             match (inverse, is_coset) {
@@ -236,8 +232,8 @@ fn gpu_msm_g1() {
     let e = gpu_or_skip!("gpu_msm_g1");
     let s = seed();
     let max = 1usize << 22;
-    let pool = testutil::random_g1(max, s);
-    let sc = testutil::random_fr(max, s ^ 77);
+    let pool = inputs::random_g1(max, s);
+    let sc = inputs::random_fr(max, s ^ 77);
     for n in [
         1usize,
         2,
@@ -263,19 +259,19 @@ fn gpu_msm_g1() {
         mixed[i] = Fr::from(0u64);
     }
     for i in (1..n).step_by(7) {
-        mixed[i] = testutil::minus_one();
+        mixed[i] = minus_one();
     }
     for i in (2..n).step_by(11) {
         mixed[i] = Fr::from(1u64);
     }
     check_msm_g1(e, &pool[..n], &mixed, "zero, one and r-1 scalars");
-    let ident = testutil::with_identity(pool[..n].to_vec(), &[0, 1, 2, 100, 4999]);
+    let ident = with_identity(pool[..n].to_vec(), &[0, 1, 2, 100, 4999]);
     check_msm_g1(e, &ident, &sc[..n], "identity points");
     let repeated: Vec<G1Affine> = (0..n).map(|i| pool[i % 7]).collect();
     check_msm_g1(e, &repeated, &sc[..n], "repeated points");
     let same_scalar = vec![sc[0]; n];
     check_msm_g1(e, &repeated, &same_scalar, "repeated points, one scalar");
-    let all_minus_one = vec![testutil::minus_one(); 1 << 16];
+    let all_minus_one = vec![minus_one(); 1 << 16];
     check_msm_g1(
         e,
         &pool[..1 << 16],
@@ -293,8 +289,8 @@ fn gpu_msm_g2() {
     let e = gpu_or_skip!("gpu_msm_g2");
     let s = seed();
     let max = 1usize << 18;
-    let pool = testutil::random_g2(max, s);
-    let sc = testutil::random_fr(max, s ^ 3);
+    let pool = inputs::random_g2(max, s);
+    let sc = inputs::random_fr(max, s ^ 3);
     let check = |b: &[G2Affine], x: &[Fr], what: &str| {
         let want = G2Projective::msm(b, x).unwrap();
         let got = e.msm_g2(b, x).unwrap();
@@ -314,7 +310,7 @@ fn gpu_msm_g2() {
         mixed[i] = Fr::from(0u64);
     }
     for i in (1..n).step_by(5) {
-        mixed[i] = testutil::minus_one();
+        mixed[i] = minus_one();
     }
     let mut pts = pool[..n].to_vec();
     pts[4] = G2Affine::identity();
@@ -324,7 +320,7 @@ fn gpu_msm_g2() {
 }
 
 fn chain_circuit(steps: usize, seed: u64) -> PreparedCircuit {
-    let mut r = testutil::rng(seed);
+    let mut r = inputs::rng(seed);
     let x = Fr::rand(&mut r);
     // The same id for every shape on purpose: the engine must notice a
     // different key under a known id and re-upload.
@@ -344,7 +340,7 @@ fn gpu_prove_start_equals_cpu() {
     let cpu = CpuEngine::new(0).unwrap();
     for steps in [5usize, 1000, 20000] {
         let circuit = chain_circuit(steps, s ^ steps as u64);
-        let mut r = testutil::rng(s ^ 999 ^ steps as u64);
+        let mut r = inputs::rng(s ^ 999 ^ steps as u64);
         let x = Fr::rand(&mut r);
         let syn = || groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
         let c = cpu.prove_start(&circuit, syn()).unwrap();
@@ -409,4 +405,70 @@ fn gpu_prove_start_equals_cpu() {
     );
     assert!(e.resident_bytes() > 0);
     eprintln!("GPU prove_start equals CPU, proofs verify (G2 on GPU and on CPU): OK");
+}
+
+/// A small real circuit: a chain v_{i+1} = v_i^2 + i with v_0 secret and the
+/// last value public, plus boolean wires (many 0/1 witness values, which pile
+/// into one bucket) and a repeated constant wire.
+struct ChainInstance {
+    /// Squarings in the chain.
+    steps: usize,
+    /// The secret start value.
+    x: Fr,
+}
+
+impl ChainInstance {
+    fn output(&self) -> Fr {
+        let mut v = self.x;
+        for i in 0..self.steps {
+            v = v * v + Fr::from(i as u64);
+        }
+        v
+    }
+}
+
+impl CircuitInstance for ChainInstance {
+    fn public_inputs(&self) -> Vec<Fr> {
+        vec![self.output()]
+    }
+
+    fn generate(self: Box<Self>, cs: ConstraintSystemRef<Fr>) -> Result<(), SynthesisError> {
+        let out = cs.new_input_variable(|| Ok(self.output()))?;
+        let mut v_val = self.x;
+        let mut v = cs.new_witness_variable(|| Ok(v_val))?;
+        for i in 0..self.steps {
+            let next_val = v_val * v_val + Fr::from(i as u64);
+            let next = if i + 1 == self.steps {
+                out
+            } else {
+                cs.new_witness_variable(|| Ok(next_val))?
+            };
+            cs.enforce_constraint(
+                lc!() + v,
+                lc!() + v,
+                lc!() + next - (Fr::from(i as u64), Variable::One),
+            )?;
+            // a boolean wire: b * (1 - b) = 0
+            let bit = next_val.into_bigint().0[0] & 1;
+            let b = cs.new_witness_variable(|| Ok(Fr::from(bit)))?;
+            cs.enforce_constraint(lc!() + b, lc!() + Variable::One - b, lc!())?;
+            v = next;
+            v_val = next_val;
+        }
+        Ok(())
+    }
+}
+
+/// The points with the identity put at the given indices (edge cases).
+fn with_identity(mut pts: Vec<G1Affine>, at: &[usize]) -> Vec<G1Affine> {
+    for &i in at {
+        if i < pts.len() {
+            pts[i] = G1Affine::zero();
+        }
+    }
+    pts
+}
+
+fn minus_one() -> Fr {
+    -Fr::from(1u64)
 }

@@ -3,18 +3,18 @@
 //! partitions (prove_start + prove_finish) on the GPU against the CPU engine.
 //!
 //! Inputs are random and fresh each run. MSM bases are random curve points
-//! (see testutil); partitions use a fabricated proving key with random bases
+//! (see inputs.rs); partitions use a fabricated proving key with random bases
 //! and random a, b, c, assignment: the work is a real partition's, the proof
 //! is not valid (correctness is the tests' job).
 
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::testutil;
+use super::inputs;
 use super::{detect_devices, CudaEngine, CudaOptions};
 use crate::cpu::CpuEngine;
 use crate::groth16::{prove_finish, ProveStartEngine};
-use crate::{Fr, KernelError};
+use crate::{DeviceError, Fr, KernelError};
 
 #[derive(Clone, Debug)]
 pub struct BenchConfig {
@@ -73,9 +73,12 @@ pub fn run_bench(cfg: &BenchConfig) -> Result<String, String> {
 fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     let mut out = String::new();
     let devices = detect_devices()?;
-    let dev = devices
-        .get(cfg.device)
-        .ok_or_else(|| KernelError::Device(format!("no CUDA device {}", cfg.device)))?;
+    let dev = devices.get(cfg.device).ok_or_else(|| {
+        DeviceError::engine(
+            "choosing the device",
+            format!("no CUDA device {}", cfg.device),
+        )
+    })?;
     let threads = rayon::current_num_threads();
     line(
         &mut out,
@@ -87,7 +90,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         ),
     );
     let engine = CudaEngine::new(cfg.device, CudaOptions::default())?;
-    let seed = testutil::fresh_seed();
+    let seed = inputs::fresh_seed();
     let runs = cfg.runs.max(1);
 
     let max_g1 = cfg
@@ -105,8 +108,8 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         .max()
         .unwrap_or(16);
     let t = Instant::now();
-    let g1_pool = testutil::random_g1(1 << max_g1, seed);
-    let g2_pool = testutil::random_g2(1 << max_g2, seed ^ 1);
+    let g1_pool = inputs::random_g1(1 << max_g1, seed);
+    let g2_pool = inputs::random_g2(1 << max_g2, seed ^ 1);
     line(
         &mut out,
         format!(
@@ -121,7 +124,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     if !cfg.g1_logs.is_empty() {
         let maxn = 1usize << cfg.g1_logs.iter().max().unwrap();
         let bases = engine.upload_g1(&g1_pool[..maxn])?;
-        let scalars = engine.upload_fr(&testutil::random_fr(maxn, seed ^ 2))?;
+        let scalars = engine.upload_fr(&inputs::random_fr(maxn, seed ^ 2))?;
         for &k in &cfg.g1_logs {
             let n = 1usize << k;
             let _ = engine.msm_g1_device(&bases, &scalars, n)?; // warm-up
@@ -159,7 +162,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     if !cfg.g2_logs.is_empty() {
         let maxn = 1usize << cfg.g2_logs.iter().max().unwrap();
         let bases = engine.upload_g2(&g2_pool[..maxn])?;
-        let scalars = engine.upload_fr(&testutil::random_fr(maxn, seed ^ 3))?;
+        let scalars = engine.upload_fr(&inputs::random_fr(maxn, seed ^ 3))?;
         for &k in &cfg.g2_logs {
             let n = 1usize << k;
             let _ = engine.msm_g2_device(&bases, &scalars, n)?;
@@ -176,7 +179,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     // NTT
     for &k in &cfg.ntt_logs {
         let n = 1usize << k;
-        let data = engine.upload_fr(&testutil::random_fr(n, seed ^ 4))?;
+        let data = engine.upload_fr(&inputs::random_fr(n, seed ^ 4))?;
         let scratch = engine.upload_fr(&vec![Fr::from(0u64); n])?;
         engine.ntt_device_with(&data, &scratch, n, false, false)?;
         for (name, inv, coset) in [
@@ -208,8 +211,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         line(&mut out, "| partition 2^k | GPU start+finish ms (G2 on GPU) | GPU phases (last run) | GPU, G2 on CPU ms | CPU engine ms | speedup (G2 on GPU) |".into());
         line(&mut out, "|---|---|---|---|---|---|".into());
         for &k in &cfg.partition_logs {
-            let (circuit, make) =
-                testutil::fabricated_partition(k, &g1_pool, &g2_pool, seed ^ k as u64);
+            let (circuit, make) = inputs::fabricated_partition(k, &g1_pool, &g2_pool);
             let (r, s) = (Fr::from(3u64), Fr::from(5u64));
             let prove = |e: &dyn ProveStartEngine, i: u64| -> Result<(f64, String), KernelError> {
                 let syn = make(seed ^ i);

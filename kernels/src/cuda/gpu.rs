@@ -1,8 +1,9 @@
 //! Thin layer over rustacuda: one context and the cuzk module per device,
-//! device buffers, kernel launches, and the error mapping to
-//! `KernelError::Device`.
+//! typed device buffers and pointers, every kernel's launcher declared once
+//! with its argument types, and driver errors as `KernelError::Device`.
 
 use std::ffi::{c_void, CString};
+use std::marker::PhantomData;
 
 use rayon::prelude::*;
 use rustacuda::context::{Context, ContextFlags, ContextStack, CurrentContext, UnownedContext};
@@ -15,36 +16,187 @@ use rustacuda::memory::{
 use rustacuda::module::Module;
 use rustacuda::stream::{Stream, StreamFlags};
 
-use crate::KernelError;
+pub use super::launch_params::*;
+use crate::{DeviceCause, DeviceError, KernelError};
 
 /// The fatbin build.rs compiled from kernels/cuda (sm_80, sm_90, compute_90 PTX).
 pub static FATBIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/cuzk.fatbin"));
 
 pub type Res<T> = Result<T, KernelError>;
 
-pub fn dev_err(what: &str) -> impl Fn(CudaError) -> KernelError + '_ {
-    move |e| KernelError::Device(format!("{what}: {e:?}"))
+/// Maps a driver error of `call` to `KernelError::Device`, keeping the code.
+pub fn driver(call: &str) -> impl Fn(CudaError) -> KernelError + '_ {
+    move |e| {
+        KernelError::Device(DeviceError {
+            call: call.to_string(),
+            cause: DeviceCause::Driver(e),
+        })
+    }
 }
 
 static INIT: std::sync::OnceLock<Result<(), CudaError>> = std::sync::OnceLock::new();
 
 /// cuInit, once per process.
 pub fn init() -> Res<()> {
-    match INIT.get_or_init(|| rustacuda::init(rustacuda::CudaFlags::empty())) {
-        Ok(()) => Ok(()),
-        Err(e) => Err(KernelError::Device(format!(
-            "CUDA driver init failed: {e:?}"
-        ))),
+    let r = *INIT.get_or_init(|| rustacuda::init(rustacuda::CudaFlags::empty()));
+    r.map_err(driver("cuInit"))
+}
+
+/// Declares the element types the kernels read and write: each is the
+/// kernel's struct as an array of u64 words, sized by launch_params.rs
+/// (cuzk.cu checks its structs against the same constants).
+macro_rules! device_types {
+    ($($(#[$doc:meta])* $name:ident = $words:ident;)*) => {$(
+        $(#[$doc])*
+        #[repr(transparent)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $name(pub [u64; $words]);
+        // SAFETY: plain words, no pointers or drop glue.
+        unsafe impl DeviceCopy for $name {}
+        impl DeviceElement for $name {
+            const WORDS: usize = $words;
+            const ZERO: Self = $name([0; $words]);
+        }
+    )*};
+}
+
+/// An element type of a device buffer that is a fixed number of u64 words.
+pub trait DeviceElement: DeviceCopy + Copy {
+    /// u64 words per element.
+    const WORDS: usize;
+    /// The all-zero element, to fill host buffers that downloads overwrite.
+    const ZERO: Self;
+
+    /// Views whole elements' words as elements (the layout is the words').
+    fn from_words(words: &[u64]) -> &[Self] {
+        assert_eq!(words.len() % Self::WORDS, 0, "a whole number of elements");
+        assert_eq!(std::mem::size_of::<Self>(), 8 * Self::WORDS);
+        // SAFETY: every implementor is #[repr(transparent)] over [u64; WORDS]
+        // (checked above), so it has u64's alignment and no padding.
+        unsafe {
+            std::slice::from_raw_parts(words.as_ptr() as *const Self, words.len() / Self::WORDS)
+        }
+    }
+
+    /// The words of elements.
+    fn as_words(elements: &[Self]) -> &[u64] {
+        assert_eq!(std::mem::size_of::<Self>(), 8 * Self::WORDS);
+        // SAFETY: as in `from_words`: plain u64 words without padding.
+        unsafe {
+            std::slice::from_raw_parts(
+                elements.as_ptr() as *const u64,
+                elements.len() * Self::WORDS,
+            )
+        }
+    }
+}
+
+device_types! {
+    /// An Fr element (Montgomery form as arkworks holds it, or plain after
+    /// k_msm_from_mont).
+    DevFr = FR_WORDS;
+    /// An Fq element (Montgomery form); the field tests' type.
+    DevFq = FQ_WORDS;
+    /// An Fq2 element, c0 then c1; the field tests' type.
+    DevFq2 = FQ2_WORDS;
+    /// A G1 affine point, x then y; the identity is all zeros.
+    DevG1Affine = G1_AFF_WORDS;
+    /// A G1 Jacobian point (X, Y, Z); the identity has Z = 0.
+    DevG1Jac = G1_JAC_WORDS;
+    /// A G2 affine point over Fq2; the identity is all zeros.
+    DevG2Affine = G2_AFF_WORDS;
+    /// A G2 Jacobian point over Fq2.
+    DevG2Jac = G2_JAC_WORDS;
+}
+
+/// A device address of `T` elements, passed to a kernel as its `T*`
+/// parameter (8 bytes, the same ABI). The type parameter is what makes a
+/// launch with the wrong buffer fail to compile.
+#[repr(transparent)]
+pub struct DevPtr<T> {
+    /// The device virtual address.
+    addr: u64,
+    /// The element type; `fn() -> T` keeps DevPtr Send + Sync for any T.
+    _elem: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for DevPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DevPtr<T> {}
+
+impl<T> DevPtr<T> {
+    /// The address of element `i` after this one.
+    pub fn offset(self, i: usize) -> Self {
+        Self {
+            addr: self.addr + (i * std::mem::size_of::<T>()) as u64,
+            _elem: PhantomData,
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl<T> Sealed for super::DevPtr<T> {}
+}
+
+/// A value a kernel takes as a parameter: `u32` or a typed device pointer.
+/// Sealed, so that `usize`, `u64` or a host reference cannot be passed where
+/// the kernel reads 4 or 8 bytes of something else.
+pub trait KernelArg: sealed::Sealed {}
+impl KernelArg for u32 {}
+impl<T> KernelArg for DevPtr<T> {}
+
+/// A launch's grid, block and dynamic shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Blocks in the (one-dimensional) grid; 0 launches nothing.
+    pub grid: u32,
+    /// Threads per block.
+    pub block: u32,
+    /// Bytes of dynamic shared memory per block.
+    pub shared: u32,
+}
+
+impl Launch {
+    /// `grid` blocks of `block` threads, no dynamic shared memory.
+    pub fn new(grid: u32, block: u32) -> Self {
+        Self {
+            grid,
+            block,
+            shared: 0,
+        }
+    }
+
+    /// Enough blocks of `block` threads for one thread per item of `n`.
+    pub fn over(n: usize, block: u32) -> Self {
+        Self::new(n.div_ceil(block as usize) as u32, block)
+    }
+
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    pub fn shared(self, bytes: u32) -> Self {
+        Self {
+            shared: bytes,
+            ..self
+        }
     }
 }
 
 /// A device's context and the loaded module. Contexts of the driver API may
 /// be used from any thread once made current there; `enter` does that.
 pub struct Gpu {
+    /// The device, for its name and memory size.
     pub device: Device,
+    /// Its ordinal, as the driver numbers devices.
     pub ordinal: usize,
+    /// The owned context (None only while dropping).
     ctx: Option<Context>,
+    /// The context as a handle that can be made current on any thread.
     unowned: UnownedContext,
+    /// The cuzk module (None only while dropping, before the context goes).
     module: Option<Module>,
 }
 
@@ -56,12 +208,12 @@ unsafe impl Sync for Gpu {}
 impl Gpu {
     pub fn new(ordinal: usize) -> Res<Self> {
         init()?;
-        let device = Device::get_device(ordinal as u32).map_err(dev_err("cuDeviceGet"))?;
+        let device = Device::get_device(ordinal as u32).map_err(driver("cuDeviceGet"))?;
         let ctx =
             Context::create_and_push(ContextFlags::SCHED_AUTO | ContextFlags::MAP_HOST, device)
-                .map_err(dev_err("cuCtxCreate"))?;
+                .map_err(driver("cuCtxCreate"))?;
         let unowned = ctx.get_unowned();
-        let module = Module::load_from_bytes(FATBIN).map_err(dev_err("loading the cuzk fatbin"));
+        let module = Module::load_from_bytes(FATBIN).map_err(driver("loading the cuzk fatbin"));
         // Leave the context current nowhere in particular: callers `enter`.
         let _ = ContextStack::pop();
         let module = module?;
@@ -76,25 +228,18 @@ impl Gpu {
 
     /// Makes this device's context current on the calling thread.
     pub fn enter(&self) -> Res<()> {
-        CurrentContext::set_current(&self.unowned).map_err(dev_err("cuCtxSetCurrent"))
+        CurrentContext::set_current(&self.unowned).map_err(driver("cuCtxSetCurrent"))
     }
 
     pub fn stream(&self) -> Res<Stream> {
-        Stream::new(StreamFlags::NON_BLOCKING, None).map_err(dev_err("cuStreamCreate"))
+        Stream::new(StreamFlags::NON_BLOCKING, None).map_err(driver("cuStreamCreate"))
     }
 
-    /// Launches `name` with the given grid and block; `args` are pointers to
-    /// the argument values (see `args!`).
-    pub fn launch(
-        &self,
-        stream: &Stream,
-        name: &str,
-        grid: u32,
-        block: u32,
-        shared: u32,
-        args: &[*mut c_void],
-    ) -> Res<()> {
-        if grid == 0 {
+    /// Launches kernel `name`; `args` point at the argument values in the
+    /// kernel's order. Only the launchers that `kernels!` declares call it,
+    /// which is what keeps names, types and counts in one place.
+    fn launch(&self, stream: &Stream, name: &str, l: Launch, args: &[*mut c_void]) -> Res<()> {
+        if l.grid == 0 {
             return Ok(());
         }
         let cname = CString::new(name).expect("kernel names have no NUL");
@@ -104,20 +249,9 @@ impl Gpu {
             .expect("module lives as long as the Gpu");
         let f = module
             .get_function(&cname)
-            .map_err(|e| KernelError::Device(format!("kernel {name} not in module: {e:?}")))?;
-        unsafe { stream.launch(&f, grid, block, shared, args) }
-            .map_err(|e| KernelError::Device(format!("launching {name}: {e:?}")))
-    }
-
-    pub fn mem_info(&self) -> Res<(usize, usize)> {
-        self.enter()?;
-        let mut free = 0usize;
-        let mut total = 0usize;
-        let r = unsafe { cuda_driver_sys::cuMemGetInfo_v2(&mut free, &mut total) };
-        if r != cuda_driver_sys::cudaError_enum::CUDA_SUCCESS {
-            return Err(KernelError::Device(format!("cuMemGetInfo: {r:?}")));
-        }
-        Ok((free, total))
+            .map_err(driver(&format!("finding kernel {name}")))?;
+        unsafe { stream.launch(&f, l.grid, l.block, l.shared, args) }
+            .map_err(driver(&format!("launching {name}")))
     }
 }
 
@@ -129,17 +263,93 @@ impl Drop for Gpu {
     }
 }
 
-/// Pointers to kernel argument values, in order.
-#[macro_export]
-macro_rules! cuda_args {
-    ($($a:expr),* $(,)?) => {
-        [$(&$a as *const _ as *mut ::std::ffi::c_void),*]
+/// Declares each kernel of kernels/cuda/cuzk.cu once, with its parameters
+/// in order and their types as the kernel declares them (`u32` for
+/// `uint32_t`, `DevPtr<T>` for `T*`/`const T*`), as a method of [`Gpu`]
+/// named as the kernel. A call with a wrong type or count does not compile.
+macro_rules! kernels {
+    ($($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?);)*) => {
+        impl Gpu {$(
+            $(#[$doc])*
+            #[allow(clippy::too_many_arguments)]
+            pub fn $name(&self, stream: &Stream, launch: Launch, $($arg: $ty),*) -> Res<()> {
+                fn arg<A: KernelArg>(a: &A) -> *mut c_void {
+                    a as *const A as *mut c_void
+                }
+                self.launch(stream, stringify!($name), launch, &[$(arg(&$arg)),*])
+            }
+        )*}
     };
+}
+
+kernels! {
+    /// Field-op test: out = op(a, b) (0 add, 1 sub, 2 mul, 3 sqr, 4 neg, 5 from_mont).
+    fn test_fr_op(op: u32, a: DevPtr<DevFr>, b: DevPtr<DevFr>, out: DevPtr<DevFr>, n: u32);
+    /// Field-op test over Fq (op 5: double).
+    fn test_fq_op(op: u32, a: DevPtr<DevFq>, b: DevPtr<DevFq>, out: DevPtr<DevFq>, n: u32);
+    /// Field-op test over Fq2 (op 5: double).
+    fn test_fq2_op(op: u32, a: DevPtr<DevFq2>, b: DevPtr<DevFq2>, out: DevPtr<DevFq2>, n: u32);
+    /// Curve test: out[3i..3i+3] = 2a, a + b (mixed), (a + b) + a.
+    fn test_g1_ops(a: DevPtr<DevG1Affine>, b: DevPtr<DevG1Affine>, out: DevPtr<DevG1Jac>, n: u32);
+    /// Curve test over G2.
+    fn test_g2_ops(a: DevPtr<DevG2Affine>, b: DevPtr<DevG2Affine>, out: DevPtr<DevG2Jac>, n: u32);
+
+    /// First s NTT stages in shared memory (block 2^(s-1), 2^s * 32 bytes).
+    fn k_ntt_shared(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, logn: u32, s: u32, gather: u32);
+    /// One NTT stage from stage p.
+    fn k_ntt_radix1(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, p: u32);
+    /// Two NTT stages from stage p.
+    fn k_ntt_radix2(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, p: u32);
+    /// Three NTT stages from stage p.
+    fn k_ntt_radix3(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, p: u32);
+    /// data[i] *= lo[i mod 2^logl] * hi[i >> logl].
+    fn k_fr_scale_lohi(data: DevPtr<DevFr>, n: u32, lo: DevPtr<DevFr>, hi: DevPtr<DevFr>, logl: u32);
+    /// data[i] *= k[0].
+    fn k_fr_scale_const(data: DevPtr<DevFr>, n: u32, k: DevPtr<DevFr>);
+    /// a = (a * b - c) * z_inv[0], pointwise.
+    fn k_h_pointwise(a: DevPtr<DevFr>, b: DevPtr<DevFr>, c: DevPtr<DevFr>, n: u32, z_inv: DevPtr<DevFr>);
+
+    /// Montgomery scalars to plain integers (may alias).
+    fn k_msm_from_mont(input: DevPtr<DevFr>, out: DevPtr<DevFr>, n: u32);
+    /// Bucket sizes of every window's signed digits.
+    fn k_msm_histogram(scalars: DevPtr<DevFr>, n: u32, c: u32, nwin: u32, counts: DevPtr<u32>);
+    /// Point indices into their buckets' slots.
+    fn k_msm_scatter(scalars: DevPtr<DevFr>, n: u32, c: u32, nwin: u32, cursor: DevPtr<u32>, list: DevPtr<u32>);
+    /// Scan phase 1: per-tile exclusive scan and tile totals (block SCAN_THREADS).
+    fn k_scan_tiles(input: DevPtr<u32>, out: DevPtr<u32>, n: u32, sums: DevPtr<u32>);
+    /// Scan phase 2: the tile totals, one block of SCAN_THREADS.
+    fn k_scan_sums(sums: DevPtr<u32>, m: u32);
+    /// Scan phase 3: each element plus its tile's offset.
+    fn k_scan_add(out: DevPtr<u32>, n: u32, sums: DevPtr<u32>);
+    /// Work items per bucket: ceil(cnt / k).
+    fn k_msm_items(cnt: DevPtr<u32>, items: DevPtr<u32>, nb: u32, k: u32);
+    /// G1 bucket level 0 over the sorted point list.
+    fn k_g1_level0(bases: DevPtr<DevG1Affine>, list: DevPtr<u32>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG1Jac>);
+    /// G1 bucket level >= 1 over partial sums.
+    fn k_g1_level_n(input: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG1Jac>);
+    /// G1 weighted bucket sums per segment of MSM_SEG buckets.
+    fn k_g1_segments(pts: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, nbw: u32, nwin: u32, seg: DevPtr<DevG1Jac>);
+    /// G1 window sums: one block per window.
+    fn k_g1_window_sum(seg: DevPtr<DevG1Jac>, segs: u32, out: DevPtr<DevG1Jac>);
+    /// G2 bucket level 0.
+    fn k_g2_level0(bases: DevPtr<DevG2Affine>, list: DevPtr<u32>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG2Jac>);
+    /// G2 bucket level >= 1.
+    fn k_g2_level_n(input: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG2Jac>);
+    /// G2 segment sums.
+    fn k_g2_segments(pts: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, nbw: u32, nwin: u32, seg: DevPtr<DevG2Jac>);
+    /// G2 window sums.
+    fn k_g2_window_sum(seg: DevPtr<DevG2Jac>, segs: u32, out: DevPtr<DevG2Jac>);
+
+    /// p[i] = v for i < n.
+    fn k_fill_u32(p: DevPtr<u32>, n: u32, v: u32);
+    /// dst[i] = src[i] for i < n.
+    fn k_copy_u32(src: DevPtr<u32>, dst: DevPtr<u32>, n: u32);
 }
 
 /// A device allocation of `len` elements of `T`.
 pub struct DBuf<T: DeviceCopy> {
-    pub buf: DeviceBuffer<T>,
+    /// The allocation (freed on drop; cuMemFree waits for queued work).
+    buf: DeviceBuffer<T>,
 }
 
 // SAFETY: a device allocation is plain memory of the context; the engine
@@ -150,26 +360,24 @@ unsafe impl<T: DeviceCopy> Sync for DBuf<T> {}
 impl<T: DeviceCopy> DBuf<T> {
     pub fn new(len: usize) -> Res<Self> {
         let len = len.max(1);
-        let buf = unsafe { DeviceBuffer::uninitialized(len) }.map_err(|e| {
-            KernelError::Device(format!(
-                "cuMemAlloc of {} bytes: {e:?}",
-                len * std::mem::size_of::<T>()
-            ))
-        })?;
+        let bytes = len * std::mem::size_of::<T>();
+        let buf = unsafe { DeviceBuffer::uninitialized(len) }
+            .map_err(driver(&format!("cuMemAlloc of {bytes} bytes")))?;
         Ok(Self { buf })
-    }
-    pub fn len(&self) -> usize {
-        self.buf.len()
     }
     pub fn bytes(&self) -> u64 {
         (self.buf.len() * std::mem::size_of::<T>()) as u64
     }
-    /// Device address of element `i` (as the kernels take it).
-    pub fn ptr(&self) -> u64 {
-        self.buf.as_ptr() as u64
+    /// Device address of the first element, as the kernels take it.
+    pub fn ptr(&self) -> DevPtr<T> {
+        DevPtr {
+            addr: self.buf.as_ptr() as u64,
+            _elem: PhantomData,
+        }
     }
-    pub fn ptr_at(&self, i: usize) -> u64 {
-        self.ptr() + (i * std::mem::size_of::<T>()) as u64
+    /// Device address of element `i`.
+    pub fn ptr_at(&self, i: usize) -> DevPtr<T> {
+        self.ptr().offset(i)
     }
     /// Copies `src` to the start of the buffer (stream-ordered).
     pub fn upload(&mut self, src: &[T], stream: &Stream) -> Res<()> {
@@ -177,7 +385,7 @@ impl<T: DeviceCopy> DBuf<T> {
             return Ok(());
         }
         let dst: &mut DeviceSlice<T> = &mut self.buf[..src.len()];
-        unsafe { dst.async_copy_from(src, stream) }.map_err(dev_err("cuMemcpyHtoDAsync"))
+        unsafe { dst.async_copy_from(src, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
     }
     /// Copies the first `dst.len()` elements back (stream-ordered; synchronize
     /// the stream before reading `dst`).
@@ -186,20 +394,19 @@ impl<T: DeviceCopy> DBuf<T> {
             return Ok(());
         }
         let src: &DeviceSlice<T> = &self.buf[..dst.len()];
-        unsafe { src.async_copy_to(dst, stream) }.map_err(dev_err("cuMemcpyDtoHAsync"))
+        unsafe { src.async_copy_to(dst, stream) }.map_err(driver("cuMemcpyDtoHAsync"))
     }
 }
 
-pub fn blocks(n: usize, threads: u32) -> u32 {
-    n.div_ceil(threads as usize) as u32
-}
-
-/// Two pinned host buffers for uploads: the host copies chunk i into one
-/// (in parallel) while the DMA engine moves chunk i-1 from the other, so
-/// pageable data reaches the device at close to pinned speed.
+/// Two pinned host buffers for uploads of field elements: the host copies
+/// chunk i into one (in parallel) while the DMA engine moves chunk i-1 from
+/// the other, so pageable data reaches the device at close to pinned speed.
 pub struct Staging {
-    bufs: Vec<LockedBuffer<u64>>,
+    /// The two pinned buffers, STAGING_ELEMS each.
+    bufs: Vec<LockedBuffer<DevFr>>,
+    /// Recorded after the copy out of the buffer of the same index.
     events: Vec<Event>,
+    /// Which buffer the next chunk goes through.
     turn: usize,
 }
 
@@ -207,7 +414,8 @@ pub struct Staging {
 // any thread where it is current (the engine enters it before use).
 unsafe impl Send for Staging {}
 
-pub const STAGING_WORDS: usize = 4 << 20; // 32 MiB per buffer
+/// Elements per staging buffer (32 MiB).
+pub const STAGING_ELEMS: usize = 1 << 20;
 
 impl Staging {
     pub fn new() -> Res<Self> {
@@ -215,10 +423,10 @@ impl Staging {
         let mut events = Vec::new();
         for _ in 0..2 {
             bufs.push(
-                unsafe { LockedBuffer::uninitialized(STAGING_WORDS) }
-                    .map_err(dev_err("cuMemAllocHost"))?,
+                unsafe { LockedBuffer::uninitialized(STAGING_ELEMS) }
+                    .map_err(driver("cuMemAllocHost"))?,
             );
-            events.push(Event::new(EventFlags::DISABLE_TIMING).map_err(dev_err("cuEventCreate"))?);
+            events.push(Event::new(EventFlags::DISABLE_TIMING).map_err(driver("cuEventCreate"))?);
         }
         Ok(Self {
             bufs,
@@ -230,26 +438,26 @@ impl Staging {
     /// Copies `src` to `dst[..src.len()]` through the pinned buffers,
     /// stream-ordered; returns once the last chunk is queued (the buffers
     /// must not be reused before `finish`).
-    pub fn upload(&mut self, dst: &mut DBuf<u64>, src: &[u64], stream: &Stream) -> Res<()> {
-        for (i, piece) in src.chunks(STAGING_WORDS).enumerate() {
+    pub fn upload(&mut self, dst: &mut DBuf<DevFr>, src: &[DevFr], stream: &Stream) -> Res<()> {
+        for (i, piece) in src.chunks(STAGING_ELEMS).enumerate() {
             // Alternate across calls too, and always wait for the copy that
             // last read this buffer (an unrecorded event is complete).
             let k = self.turn;
             self.turn = 1 - self.turn;
             self.events[k]
                 .synchronize()
-                .map_err(dev_err("staging wait"))?;
+                .map_err(driver("staging wait"))?;
             let buf = &mut self.bufs[k].as_mut_slice()[..piece.len()];
-            buf.par_chunks_mut(1 << 15)
-                .zip(piece.par_chunks(1 << 15))
+            buf.par_chunks_mut(1 << 13)
+                .zip(piece.par_chunks(1 << 13))
                 .for_each(|(d, s)| d.copy_from_slice(s));
-            let off = i * STAGING_WORDS;
-            let d: &mut DeviceSlice<u64> = &mut dst.buf[off..off + piece.len()];
+            let off = i * STAGING_ELEMS;
+            let d: &mut DeviceSlice<DevFr> = &mut dst.buf[off..off + piece.len()];
             unsafe { d.async_copy_from(&self.bufs[k].as_slice()[..piece.len()], stream) }
-                .map_err(dev_err("cuMemcpyHtoDAsync"))?;
+                .map_err(driver("cuMemcpyHtoDAsync"))?;
             self.events[k]
                 .record(stream)
-                .map_err(dev_err("cuEventRecord"))?;
+                .map_err(driver("cuEventRecord"))?;
         }
         Ok(())
     }
@@ -257,8 +465,51 @@ impl Staging {
     /// Waits until both buffers are free again.
     pub fn finish(&self) -> Res<()> {
         for e in &self.events {
-            e.synchronize().map_err(dev_err("staging wait"))?;
+            e.synchronize().map_err(driver("staging wait"))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_step_by_their_element_size() {
+        let p = DevPtr::<DevG2Jac> {
+            addr: 4096,
+            _elem: PhantomData,
+        };
+        assert_eq!(p.offset(2).addr, 4096 + 2 * 8 * G2_JAC_WORDS as u64);
+        let q = DevPtr::<u32> {
+            addr: 4096,
+            _elem: PhantomData,
+        };
+        assert_eq!(q.offset(3).addr, 4096 + 12);
+    }
+
+    #[test]
+    fn words_and_elements_view_the_same_memory() {
+        let words: Vec<u64> = (0..2 * FQ_WORDS as u64).collect();
+        let elems = DevFq::from_words(&words);
+        assert_eq!(elems.len(), 2);
+        assert_eq!(elems[1].0[0], FQ_WORDS as u64);
+        assert_eq!(DevFq::as_words(elems), &words[..]);
+    }
+
+    #[test]
+    #[should_panic(expected = "a whole number of elements")]
+    fn a_partial_element_is_refused() {
+        DevFr::from_words(&[1, 2, 3]);
+    }
+
+    #[test]
+    fn launches_cover_every_item() {
+        assert_eq!(Launch::over(1, 256).grid, 1);
+        assert_eq!(Launch::over(256, 256).grid, 1);
+        assert_eq!(Launch::over(257, 256).grid, 2);
+        assert_eq!(Launch::over(0, 256).grid, 0);
+        assert_eq!(Launch::new(4, 128).shared(64).shared, 64);
     }
 }

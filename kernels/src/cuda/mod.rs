@@ -8,9 +8,15 @@
 
 pub mod bench;
 pub mod gpu;
+// Random inputs: the benchmark's; public only for the GPU tests (feature
+// `testutil`, which kernels' own dev-dependency turns on).
+#[cfg(feature = "testutil")]
+pub mod inputs;
+#[cfg(not(feature = "testutil"))]
+mod inputs;
+mod launch_params;
 pub mod msm;
 pub mod ntt;
-pub mod testutil;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,13 +26,15 @@ use rustacuda::device::Device;
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::Stream;
 
-use crate::cuda_args;
 use crate::groth16::{
     PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Synthesized,
 };
-use crate::{Fr, G1Affine, G1Projective, G2Affine, G2Projective, KernelError};
-use gpu::{dev_err, DBuf, Gpu, Res};
-use msm::{Group, G1_AFF_WORDS, G2_AFF_WORDS};
+use crate::{DeviceError, Fr, G1Affine, G1Projective, G2Affine, G2Projective, KernelError};
+use gpu::{
+    driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr,
+    DeviceElement, Gpu, Launch, Res,
+};
+use msm::{MsmGroup, G1, G2};
 use ntt::NttTables;
 
 /// A CUDA device as the driver reports it.
@@ -43,12 +51,12 @@ pub struct DeviceInfo {
 /// initialized; an empty list when it reports none).
 pub fn detect_devices() -> Result<Vec<DeviceInfo>, KernelError> {
     gpu::init()?;
-    let n = Device::num_devices().map_err(dev_err("cuDeviceGetCount"))?;
+    let n = Device::num_devices().map_err(driver("cuDeviceGetCount"))?;
     let mut out = Vec::new();
     for ordinal in 0..n {
-        let d = Device::get_device(ordinal).map_err(dev_err("cuDeviceGet"))?;
-        let name = d.name().map_err(dev_err("cuDeviceGetName"))?;
-        let u = d.uuid().map_err(dev_err("cuDeviceGetUuid"))?;
+        let d = Device::get_device(ordinal).map_err(driver("cuDeviceGet"))?;
+        let name = d.name().map_err(driver("cuDeviceGetName"))?;
+        let u = d.uuid().map_err(driver("cuDeviceGetUuid"))?;
         let h = hex::encode(u);
         let uuid = format!(
             "GPU-{}-{}-{}-{}-{}",
@@ -58,7 +66,7 @@ pub fn detect_devices() -> Result<Vec<DeviceInfo>, KernelError> {
             &h[16..20],
             &h[20..32]
         );
-        let total_memory = d.total_memory().map_err(dev_err("cuDeviceTotalMem"))? as u64;
+        let total_memory = d.total_memory().map_err(driver("cuDeviceTotalMem"))? as u64;
         out.push(DeviceInfo {
             ordinal: ordinal as usize,
             name,
@@ -89,30 +97,42 @@ impl Default for CudaOptions {
     }
 }
 
+/// What identifies a proving key: its query lengths, delta_g1 and beta_g1.
+type Fingerprint = (usize, usize, usize, usize, Vec<DevG1Affine>);
+
 /// A circuit's bases on the device.
 struct ResidentKey {
-    a: DBuf<u64>,
-    b1: DBuf<u64>,
-    l: DBuf<u64>,
-    h: DBuf<u64>,
-    b2: Option<DBuf<u64>>,
+    /// a_query.
+    a: DBuf<DevG1Affine>,
+    /// b_g1_query.
+    b1: DBuf<DevG1Affine>,
+    /// l_query.
+    l: DBuf<DevG1Affine>,
+    /// h_query.
+    h: DBuf<DevG1Affine>,
+    /// b_g2_query, when the engine runs B's G2 MSM.
+    b2: Option<DBuf<DevG2Affine>>,
+    /// Length of a_query (and of b_g1_query, b_g2_query).
     a_len: usize,
+    /// Length of l_query.
     l_len: usize,
+    /// Length of h_query.
     h_len: usize,
-    /// Identifies the key: lengths and delta_g1. A circuit_id reused for a
-    /// different key (a new setup) re-uploads instead of proving with stale bases.
-    fingerprint: (usize, usize, usize, usize, Vec<u64>),
+    /// Identifies the key. A circuit_id reused for a different key (a new
+    /// setup) re-uploads instead of proving with stale bases.
+    fingerprint: Fingerprint,
+    /// Device bytes held, for the resident budget.
     bytes: u64,
 }
 
-fn fingerprint(circuit: &PreparedCircuit) -> (usize, usize, usize, usize, Vec<u64>) {
+fn fingerprint(circuit: &PreparedCircuit) -> Fingerprint {
     let pk = &circuit.pk;
     (
         pk.a_query.len(),
         pk.b_g1_query.len(),
         pk.l_query.len(),
         pk.h_query.len(),
-        msm::g1_to_words(&[pk.delta_g1, pk.beta_g1]),
+        G1::to_device(&[pk.delta_g1, pk.beta_g1]),
     )
 }
 
@@ -145,7 +165,7 @@ impl CudaEngine {
         let total = gpu
             .device
             .total_memory()
-            .map_err(dev_err("cuDeviceTotalMem"))? as u64;
+            .map_err(driver("cuDeviceTotalMem"))? as u64;
         let budget = options.resident_budget.unwrap_or(total / 10 * 6);
         let dev_name = gpu.device.name().unwrap_or_else(|_| "?".into());
         Ok(Self {
@@ -210,11 +230,14 @@ impl CudaEngine {
                     cache.keys.remove(&id);
                 }
                 (None, None) => {
-                    return Err(KernelError::Device(format!(
-                    "resident budget of {} bytes exhausted: {} bytes in use, {need} more needed",
-                    self.budget,
-                    cache.bytes()
-                )))
+                    return Err(DeviceError::engine(
+                        format!("making room for {need} resident bytes"),
+                        format!(
+                            "resident budget of {} bytes exhausted by {} bytes in use",
+                            self.budget,
+                            cache.bytes()
+                        ),
+                    ))
                 }
             }
         }
@@ -227,7 +250,7 @@ impl CudaEngine {
         let mut cache = self
             .cache
             .lock()
-            .map_err(|_| KernelError::Device("engine cache poisoned".into()))?;
+            .map_err(|e| DeviceError::engine("locking the engine cache", e))?;
         cache.tick += 1;
         let tick = cache.tick;
         if let Some((t, used)) = cache.tables.get_mut(&n) {
@@ -245,7 +268,7 @@ impl CudaEngine {
         let mut cache = self
             .cache
             .lock()
-            .map_err(|_| KernelError::Device("engine cache poisoned".into()))?;
+            .map_err(|e| DeviceError::engine("locking the engine cache", e))?;
         cache.tick += 1;
         let tick = cache.tick;
         let fp = fingerprint(circuit);
@@ -259,34 +282,21 @@ impl CudaEngine {
         let pk = &circuit.pk;
         let with_b2 = self.options.g2_on_gpu;
         let g1 = (pk.a_query.len() + pk.b_g1_query.len() + pk.l_query.len() + pk.h_query.len())
-            * G1_AFF_WORDS
-            * 8;
+            * std::mem::size_of::<DevG1Affine>();
         let g2 = if with_b2 {
-            pk.b_g2_query.len() * G2_AFF_WORDS * 8
+            pk.b_g2_query.len() * std::mem::size_of::<DevG2Affine>()
         } else {
             0
         };
         let need = (g1 + g2) as u64;
         cache.keys.remove(&circuit.circuit_id);
         self.make_room(&mut cache, need)?;
-        let stream = self.gpu.stream()?;
-        let up_g1 = |pts: &[G1Affine]| -> Res<DBuf<u64>> {
-            let words = msm::g1_to_words(pts);
-            let mut b = DBuf::new(words.len())?;
-            b.upload(&words, &stream)?;
-            stream.synchronize().map_err(dev_err("uploading bases"))?;
-            Ok(b)
-        };
-        let a = up_g1(&pk.a_query)?;
-        let b1 = up_g1(&pk.b_g1_query)?;
-        let l = up_g1(&pk.l_query)?;
-        let h = up_g1(&pk.h_query)?;
+        let a = self.upload(&G1::to_device(&pk.a_query))?;
+        let b1 = self.upload(&G1::to_device(&pk.b_g1_query))?;
+        let l = self.upload(&G1::to_device(&pk.l_query))?;
+        let h = self.upload(&G1::to_device(&pk.h_query))?;
         let b2 = if with_b2 {
-            let words = msm::g2_to_words(&pk.b_g2_query);
-            let mut b = DBuf::new(words.len())?;
-            b.upload(&words, &stream)?;
-            stream.synchronize().map_err(dev_err("uploading bases"))?;
-            Some(b)
+            Some(self.upload(&G2::to_device(&pk.b_g2_query))?)
         } else {
             None
         };
@@ -319,7 +329,7 @@ impl CudaEngine {
         let gpu = &self.gpu;
         let n = circuit.domain_size;
         if syn.a.len() != n || syn.b.len() != n || syn.c.len() != n {
-            return Err(KernelError::Device(format!(
+            return Err(KernelError::Synthesis(format!(
                 "a, b, c have {}, {}, {} elements; the domain has {n}",
                 syn.a.len(),
                 syn.b.len(),
@@ -330,13 +340,13 @@ impl CudaEngine {
         let tables = self.tables(n)?;
         self.gpu.enter()?;
         let stream = gpu.stream()?;
-        let ev = || Event::new(EventFlags::DEFAULT).map_err(dev_err("cuEventCreate"));
+        let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
         let mut marks: Vec<(&'static str, Event)> = Vec::new();
         let start = ev()?;
-        start.record(&stream).map_err(dev_err("cuEventRecord"))?;
+        start.record(&stream).map_err(driver("cuEventRecord"))?;
         let mark = |marks: &mut Vec<(&'static str, Event)>, name: &'static str| -> Res<()> {
             let e = ev()?;
-            e.record(&stream).map_err(dev_err("cuEventRecord"))?;
+            e.record(&stream).map_err(driver("cuEventRecord"))?;
             marks.push((name, e));
             Ok(())
         };
@@ -350,21 +360,21 @@ impl CudaEngine {
             assignment,
             num_inputs,
         } = syn;
-        let mut da = DBuf::<u64>::new(n * 4)?;
-        let mut db = DBuf::<u64>::new(n * 4)?;
-        let mut dc = DBuf::<u64>::new(n * 4)?;
+        let mut da = DBuf::<DevFr>::new(n)?;
+        let mut db = DBuf::<DevFr>::new(n)?;
+        let mut dc = DBuf::<DevFr>::new(n)?;
         let m = assignment.len();
-        let mut dz = DBuf::<u64>::new(m * 4)?;
+        let mut dz = DBuf::<DevFr>::new(m)?;
         let staged = self.staging.lock().ok().and_then(|mut v| v.pop());
         let mut staging = match staged {
             Some(s) => s,
             None => gpu::Staging::new()?,
         };
         let up = (|| -> Res<()> {
-            staging.upload(&mut da, msm::fr_words(&a), &stream)?;
-            staging.upload(&mut db, msm::fr_words(&b), &stream)?;
-            staging.upload(&mut dc, msm::fr_words(&c), &stream)?;
-            staging.upload(&mut dz, msm::fr_words(&assignment), &stream)?;
+            staging.upload(&mut da, msm::fr_dev(&a), &stream)?;
+            staging.upload(&mut db, msm::fr_dev(&b), &stream)?;
+            staging.upload(&mut dc, msm::fr_dev(&c), &stream)?;
+            staging.upload(&mut dz, msm::fr_dev(&assignment), &stream)?;
             staging.finish()
         })();
         if let Ok(mut v) = self.staging.lock() {
@@ -375,95 +385,85 @@ impl CudaEngine {
         mark(&mut marks, "upload")?;
 
         // H
-        let scratch = DBuf::<u64>::new(n * 4)?;
+        let scratch = DBuf::<DevFr>::new(n)?;
         tables.compute_h(gpu, &stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
         mark(&mut marks, "ntt")?;
-        stream.synchronize().map_err(dev_err("NTT"))?;
+        stream.synchronize().map_err(driver("NTT"))?;
         drop((a, b, c, db, dc, scratch));
 
-        let nw1 = |len: usize| msm::window_words(len, Group::G1);
         let h_len = key.h_len.min(n);
         let l_len = key.l_len.min(m - num_inputs);
         let z_len = key.a_len.min(m) - 1;
-        let out = DBuf::<u64>::new(
-            nw1(h_len) + nw1(l_len) + 2 * nw1(z_len) + msm::window_words(z_len, Group::G2),
-        )?;
-        let o_h = out.ptr();
-        let o_l = out.ptr_at(nw1(h_len));
-        let o_a = out.ptr_at(nw1(h_len) + nw1(l_len));
-        let o_b1 = out.ptr_at(nw1(h_len) + nw1(l_len) + nw1(z_len));
-        let o_b2 = out.ptr_at(nw1(h_len) + nw1(l_len) + 2 * nw1(z_len));
+        // Window sums of the four G1 MSMs, in this order, and of B's G2 MSM.
+        let (w_h, w_l, w_z) = (
+            msm::windows(h_len),
+            msm::windows(l_len),
+            msm::windows(z_len),
+        );
+        let out = DBuf::<DevG1Jac>::new(w_h + w_l + 2 * w_z)?;
+        let out2 = match key.b2 {
+            Some(_) => Some(DBuf::<DevG2Jac>::new(w_z)?),
+            None => None,
+        };
+        let (o_h, o_l, o_a, o_b1) = (
+            out.ptr(),
+            out.ptr_at(w_h),
+            out.ptr_at(w_h + w_l),
+            out.ptr_at(w_h + w_l + w_z),
+        );
 
         msm::from_mont(gpu, &stream, da.ptr(), da.ptr(), h_len)?;
         let plan_h = msm::plan(gpu, &stream, da.ptr(), h_len)?;
-        msm::accumulate(gpu, &stream, &plan_h, Group::G1, key.h.ptr(), o_h)?;
+        msm::accumulate::<G1>(gpu, &stream, &plan_h, key.h.ptr(), o_h)?;
         let c_h = plan_h.c;
         drop(plan_h);
         drop(da);
         mark(&mut marks, "msm_h")?;
 
-        let plan_l = msm::plan(gpu, &stream, dz.ptr_at(num_inputs * 4), l_len)?;
-        msm::accumulate(gpu, &stream, &plan_l, Group::G1, key.l.ptr(), o_l)?;
+        let plan_l = msm::plan(gpu, &stream, dz.ptr_at(num_inputs), l_len)?;
+        msm::accumulate::<G1>(gpu, &stream, &plan_l, key.l.ptr(), o_l)?;
         let c_l = plan_l.c;
         drop(plan_l);
         mark(&mut marks, "msm_l")?;
 
-        let plan_z = msm::plan(gpu, &stream, dz.ptr_at(4), z_len)?;
-        msm::accumulate(
-            gpu,
-            &stream,
-            &plan_z,
-            Group::G1,
-            key.a.ptr_at(G1_AFF_WORDS),
-            o_a,
-        )?;
+        let plan_z = msm::plan(gpu, &stream, dz.ptr_at(1), z_len)?;
+        msm::accumulate::<G1>(gpu, &stream, &plan_z, key.a.ptr_at(1), o_a)?;
         mark(&mut marks, "msm_a")?;
-        msm::accumulate(
-            gpu,
-            &stream,
-            &plan_z,
-            Group::G1,
-            key.b1.ptr_at(G1_AFF_WORDS),
-            o_b1,
-        )?;
+        msm::accumulate::<G1>(gpu, &stream, &plan_z, key.b1.ptr_at(1), o_b1)?;
         mark(&mut marks, "msm_b1")?;
-        if let Some(b2) = &key.b2 {
-            msm::accumulate(
-                gpu,
-                &stream,
-                &plan_z,
-                Group::G2,
-                b2.ptr_at(G2_AFF_WORDS),
-                o_b2,
-            )?;
+        if let (Some(b2), Some(o_b2)) = (&key.b2, &out2) {
+            msm::accumulate::<G2>(gpu, &stream, &plan_z, b2.ptr_at(1), o_b2.ptr())?;
             mark(&mut marks, "msm_b2")?;
         }
         let c_z = plan_z.c;
         drop(plan_z);
         drop(dz);
 
-        let mut host = vec![0u64; out.len()];
+        let mut host = vec![DevG1Jac::ZERO; w_h + w_l + 2 * w_z];
         out.download(&mut host, &stream)?;
+        let mut host2 = vec![DevG2Jac::ZERO; w_z];
+        if let Some(o_b2) = &out2 {
+            o_b2.download(&mut host2, &stream)?;
+        }
         mark(&mut marks, "download")?;
-        stream.synchronize().map_err(dev_err("prove_start"))?;
-        drop(out);
+        stream.synchronize().map_err(driver("prove_start"))?;
+        drop((out, out2));
 
-        let h_acc = msm::combine_g1(&host[..nw1(h_len)], c_h);
-        let l_acc = msm::combine_g1(&host[nw1(h_len)..nw1(h_len) + nw1(l_len)], c_l);
-        let base = nw1(h_len) + nw1(l_len);
-        let a_acc = msm::combine_g1(&host[base..base + nw1(z_len)], c_z);
-        let b1_acc = msm::combine_g1(&host[base + nw1(z_len)..base + 2 * nw1(z_len)], c_z);
-        let b2_acc = key.b2.as_ref().map(|_| {
-            let o = base + 2 * nw1(z_len);
-            msm::combine_g2(&host[o..o + msm::window_words(z_len, Group::G2)], c_z)
-        });
+        let (h_w, rest) = host.split_at(w_h);
+        let (l_w, rest) = rest.split_at(w_l);
+        let (a_w, b1_w) = rest.split_at(w_z);
+        let h_acc = msm::combine::<G1>(h_w, c_h);
+        let l_acc = msm::combine::<G1>(l_w, c_l);
+        let a_acc = msm::combine::<G1>(a_w, c_z);
+        let b1_acc = msm::combine::<G1>(&b1_w[..w_z], c_z);
+        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, c_z));
 
         let mut phases = Vec::new();
         let mut prev = &start;
         for (name, e) in &marks {
             let ms = e
                 .elapsed_time_f32(prev)
-                .map_err(dev_err("cuEventElapsedTime"))?;
+                .map_err(driver("cuEventElapsedTime"))?;
             phases.push(PhaseTiming {
                 phase: name,
                 duration: Duration::from_secs_f64(ms as f64 / 1e3),
@@ -486,76 +486,81 @@ impl CudaEngine {
     // ---- building blocks, for tests and benchmarks ----
 
     /// Uploads G1 bases (resident until dropped).
-    pub fn upload_g1(&self, points: &[G1Affine]) -> Res<DBuf<u64>> {
-        self.upload_words(&msm::g1_to_words(points))
+    pub fn upload_g1(&self, points: &[G1Affine]) -> Res<DBuf<DevG1Affine>> {
+        self.upload(&G1::to_device(points))
     }
 
-    pub fn upload_g2(&self, points: &[G2Affine]) -> Res<DBuf<u64>> {
-        self.upload_words(&msm::g2_to_words(points))
+    pub fn upload_g2(&self, points: &[G2Affine]) -> Res<DBuf<DevG2Affine>> {
+        self.upload(&G2::to_device(points))
     }
 
     /// Uploads field elements (Montgomery form, as arkworks holds them).
-    pub fn upload_fr(&self, s: &[Fr]) -> Res<DBuf<u64>> {
-        self.upload_words(msm::fr_words(s))
+    pub fn upload_fr(&self, s: &[Fr]) -> Res<DBuf<DevFr>> {
+        self.upload(msm::fr_dev(s))
     }
 
-    /// Copies words to a new device buffer and waits for the copy.
-    fn upload_words(&self, words: &[u64]) -> Res<DBuf<u64>> {
+    /// Copies elements to a new device buffer and waits for the copy.
+    fn upload<T: DeviceElement>(&self, elements: &[T]) -> Res<DBuf<T>> {
         self.gpu.enter()?;
-        let mut buffer = DBuf::new(words.len())?;
+        let mut buffer = DBuf::new(elements.len())?;
         let stream = self.gpu.stream()?;
-        buffer.upload(words, &stream)?;
-        stream.synchronize().map_err(dev_err("upload"))?;
+        buffer.upload(elements, &stream)?;
+        stream.synchronize().map_err(driver("upload"))?;
         Ok(buffer)
     }
 
-    pub fn download_fr(&self, buf: &DBuf<u64>, n: usize) -> Res<Vec<Fr>> {
+    /// Copies the first `n` elements of a buffer back and waits for the copy.
+    fn download<T: DeviceElement>(&self, buf: &DBuf<T>, n: usize) -> Res<Vec<T>> {
         self.gpu.enter()?;
-        let mut w = vec![0u64; n * 4];
+        let mut host = vec![T::ZERO; n];
         let st = self.gpu.stream()?;
-        buf.download(&mut w, &st)?;
-        st.synchronize().map_err(dev_err("download"))?;
-        Ok(w.chunks(4)
-            .map(|c| ark_ff::Fp::new_unchecked(ark_ff::BigInt([c[0], c[1], c[2], c[3]])))
-            .collect())
+        buf.download(&mut host, &st)?;
+        st.synchronize().map_err(driver("download"))?;
+        Ok(host)
+    }
+
+    pub fn download_fr(&self, buf: &DBuf<DevFr>, n: usize) -> Res<Vec<Fr>> {
+        Ok(msm::fr_from_dev(&self.download(buf, n)?))
     }
 
     /// MSM of device-resident bases and scalars (Montgomery Fr, n of each).
     /// Synchronous; includes the scalars' conversion and the bucket sort.
     pub fn msm_g1_device(
         &self,
-        bases: &DBuf<u64>,
-        scalars: &DBuf<u64>,
+        bases: &DBuf<DevG1Affine>,
+        scalars: &DBuf<DevFr>,
         n: usize,
     ) -> Res<G1Projective> {
-        let (w, c) = self.msm_device(bases.ptr(), scalars.ptr(), n, Group::G1)?;
-        Ok(msm::combine_g1(&w, c))
+        self.msm_device::<G1>(bases, scalars, n)
     }
 
     pub fn msm_g2_device(
         &self,
-        bases: &DBuf<u64>,
-        scalars: &DBuf<u64>,
+        bases: &DBuf<DevG2Affine>,
+        scalars: &DBuf<DevFr>,
         n: usize,
     ) -> Res<G2Projective> {
-        let (w, c) = self.msm_device(bases.ptr(), scalars.ptr(), n, Group::G2)?;
-        Ok(msm::combine_g2(&w, c))
+        self.msm_device::<G2>(bases, scalars, n)
     }
 
-    fn msm_device(&self, bases: u64, scalars: u64, n: usize, group: Group) -> Res<(Vec<u64>, u32)> {
+    fn msm_device<G: MsmGroup>(
+        &self,
+        bases: &DBuf<G::Affine>,
+        scalars: &DBuf<DevFr>,
+        n: usize,
+    ) -> Res<G::Curve> {
         self.gpu.enter()?;
         let gpu = &self.gpu;
         let stream = gpu.stream()?;
-        let plain = DBuf::<u64>::new(n * 4)?;
-        msm::from_mont(gpu, &stream, scalars, plain.ptr(), n)?;
+        let plain = DBuf::<DevFr>::new(n)?;
+        msm::from_mont(gpu, &stream, scalars.ptr(), plain.ptr(), n)?;
         let plan = msm::plan(gpu, &stream, plain.ptr(), n)?;
-        let words = msm::window_words(n, group);
-        let out = DBuf::<u64>::new(words)?;
-        msm::accumulate(gpu, &stream, &plan, group, bases, out.ptr())?;
-        let mut host = vec![0u64; words];
+        let out = DBuf::<G::Jac>::new(plan.nwin as usize)?;
+        msm::accumulate::<G>(gpu, &stream, &plan, bases.ptr(), out.ptr())?;
+        let mut host = vec![G::Jac::ZERO; plan.nwin as usize];
         out.download(&mut host, &stream)?;
-        stream.synchronize().map_err(dev_err("msm"))?;
-        Ok((host, plan.c))
+        stream.synchronize().map_err(driver("msm"))?;
+        Ok(msm::combine::<G>(&host, plan.c))
     }
 
     /// One-shot MSMs from host data (tests).
@@ -574,17 +579,17 @@ impl CudaEngine {
     }
 
     /// In-place NTT of device data of size n (a power of two).
-    pub fn ntt_device(&self, data: &DBuf<u64>, n: usize, inverse: bool, coset: bool) -> Res<()> {
+    pub fn ntt_device(&self, data: &DBuf<DevFr>, n: usize, inverse: bool, coset: bool) -> Res<()> {
         self.gpu.enter()?;
-        let scratch = DBuf::<u64>::new(n * 4)?;
+        let scratch = DBuf::<DevFr>::new(n)?;
         self.ntt_device_with(data, &scratch, n, inverse, coset)
     }
 
     /// As `ntt_device`, with a caller-held scratch buffer of n elements.
     pub fn ntt_device_with(
         &self,
-        data: &DBuf<u64>,
-        scratch: &DBuf<u64>,
+        data: &DBuf<DevFr>,
+        scratch: &DBuf<DevFr>,
         n: usize,
         inverse: bool,
         coset: bool,
@@ -592,60 +597,82 @@ impl CudaEngine {
         let t = self.tables(n)?;
         self.gpu.enter()?;
         let stream = self.gpu.stream()?;
-        if inverse {
-            t.ifft(&self.gpu, &stream, data.ptr(), scratch.ptr(), coset)?;
-        } else {
-            t.fft(&self.gpu, &stream, data.ptr(), scratch.ptr(), coset)?;
-        }
-        stream.synchronize().map_err(dev_err("ntt"))
+        t.ntt(
+            &self.gpu,
+            &stream,
+            data.ptr(),
+            scratch.ptr(),
+            inverse,
+            coset,
+        )?;
+        stream.synchronize().map_err(driver("ntt"))
     }
 
-    /// Runs a test kernel: `kernel(op, a, b, out, n)` over words.
-    pub fn field_op(
+    /// Runs a field test kernel on the words of n elements of a and b:
+    /// op 0 add, 1 sub, 2 mul, 3 sqr, 4 neg, 5 from_mont (Fr) or double (Fq,
+    /// Fq2). Returns the words of the n results.
+    pub fn field_op(&self, field: FieldTest, op: u32, a: &[u64], b: &[u64]) -> Res<Vec<u64>> {
+        match field {
+            FieldTest::Fr => self.field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFr>, n| {
+                g.test_fr_op(st, l, op, x, y, o, n)
+            }),
+            FieldTest::Fq => self.field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFq>, n| {
+                g.test_fq_op(st, l, op, x, y, o, n)
+            }),
+            FieldTest::Fq2 => self.field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFq2>, n| {
+                g.test_fq2_op(st, l, op, x, y, o, n)
+            }),
+        }
+    }
+
+    /// `test_kernel` over the words of field elements of type `F`.
+    fn field_test<F: DeviceElement>(
         &self,
-        kernel: &str,
-        op: u32,
         a: &[u64],
         b: &[u64],
-        words_per: usize,
+        kernel: impl FnOnce(&Gpu, &Stream, Launch, DevPtr<F>, DevPtr<F>, DevPtr<F>, u32) -> Res<()>,
     ) -> Res<Vec<u64>> {
-        self.gpu.enter()?;
-        let n = a.len() / words_per;
+        let out = self.test_kernel(F::from_words(a), F::from_words(b), 1, kernel)?;
+        Ok(F::as_words(&out).to_vec())
+    }
+
+    /// Runs the group's point test kernel: for each i, 2a, a + b (mixed)
+    /// and (a + b) + a, as the device computed them.
+    pub fn curve_ops<G: MsmGroup>(
+        &self,
+        a: &[<G::Curve as ark_ec::CurveGroup>::Affine],
+        b: &[<G::Curve as ark_ec::CurveGroup>::Affine],
+    ) -> Res<Vec<G::Curve>> {
+        let (a, b) = (G::to_device(a), G::to_device(b));
+        let out = self.test_kernel(&a, &b, 3, G::TEST_OPS)?;
+        Ok(out.iter().map(G::from_device).collect())
+    }
+
+    /// Uploads a and b, launches a test `kernel` over their n elements
+    /// (one thread each) into `per_input * n` outputs, and returns those.
+    fn test_kernel<I: DeviceElement, O: DeviceElement>(
+        &self,
+        a: &[I],
+        b: &[I],
+        per_input: usize,
+        kernel: impl FnOnce(&Gpu, &Stream, Launch, DevPtr<I>, DevPtr<I>, DevPtr<O>, u32) -> Res<()>,
+    ) -> Res<Vec<O>> {
+        let n = a.len();
+        let da = self.upload(a)?;
+        let db = self.upload(b)?;
+        let dout = DBuf::<O>::new(per_input * n)?;
         let st = self.gpu.stream()?;
-        let mut da = DBuf::new(a.len())?;
-        let mut db = DBuf::new(b.len())?;
-        let out_words = if kernel.starts_with("test_g") {
-            3 * n * (words_per * 3 / 2)
-        } else {
-            a.len()
-        };
-        let dout = DBuf::<u64>::new(out_words)?;
-        da.upload(a, &st)?;
-        db.upload(b, &st)?;
-        let (pa, pb, po, n32) = (da.ptr(), db.ptr(), dout.ptr(), n as u32);
-        if kernel.starts_with("test_g") {
-            self.gpu.launch(
-                &st,
-                kernel,
-                gpu::blocks(n, 64),
-                64,
-                0,
-                &cuda_args![pa, pb, po, n32],
-            )?;
-        } else {
-            self.gpu.launch(
-                &st,
-                kernel,
-                gpu::blocks(n, 128),
-                128,
-                0,
-                &cuda_args![op, pa, pb, po, n32],
-            )?;
-        }
-        let mut host = vec![0u64; out_words];
-        dout.download(&mut host, &st)?;
-        st.synchronize().map_err(dev_err(kernel))?;
-        Ok(host)
+        kernel(
+            &self.gpu,
+            &st,
+            Launch::over(n, 128),
+            da.ptr(),
+            db.ptr(),
+            dout.ptr(),
+            n as u32,
+        )?;
+        st.synchronize().map_err(driver("test kernel"))?;
+        self.download(&dout, per_input * n)
     }
 
     /// Synchronize a throwaway stream (for timing helpers).
@@ -682,4 +709,10 @@ impl ProveStartEngine for CudaEngine {
     }
 }
 
-pub use msm::{g1_from_jac, g2_from_jac, G1_JAC_WORDS as G1_JAC, G2_JAC_WORDS as G2_JAC};
+/// Which field `CudaEngine::field_op` tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldTest {
+    Fr,
+    Fq,
+    Fq2,
+}

@@ -10,13 +10,15 @@ use ark_poly::EvaluationDomain;
 use rayon::prelude::*;
 use rustacuda::stream::Stream;
 
-use super::gpu::{blocks, DBuf, Gpu, Res};
-use super::msm::fr_words;
-use crate::cuda_args;
+use super::gpu::{driver, DBuf, DevFr, DevPtr, Gpu, Launch, Res};
+use super::msm::fr_dev;
 use crate::groth16::Domain;
-use crate::Fr;
+use crate::{Fr, KernelError};
 
+/// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
+/// log2 of the chunk k_ntt_shared transforms in shared memory: 2^9 threads
+/// and 2^10 * 32 bytes of shared memory, inside every device's default limits.
 const SHARED_LOG: u32 = 10;
 
 /// Powers base^0 .. base^(len-1), times `scale`, computed in parallel chunks.
@@ -37,8 +39,11 @@ pub fn powers(base: Fr, scale: Fr, len: usize) -> Vec<Fr> {
 
 /// A coset scaling i -> scale * base^i as two small tables.
 pub struct Scaling {
-    lo: DBuf<u64>,
-    hi: DBuf<u64>,
+    /// scale-free powers base^j for j < L.
+    lo: DBuf<DevFr>,
+    /// scale * base^(L*j) for j < n / L.
+    hi: DBuf<DevFr>,
+    /// log2 L.
     logl: u32,
 }
 
@@ -48,10 +53,10 @@ impl Scaling {
         let logl = l.trailing_zeros();
         let lo = powers(base, Fr::one(), l);
         let hi = powers(base.pow([l as u64]), scale, n / l);
-        let mut dlo = DBuf::new(lo.len() * 4)?;
-        let mut dhi = DBuf::new(hi.len() * 4)?;
-        dlo.upload(fr_words(&lo), stream)?;
-        dhi.upload(fr_words(&hi), stream)?;
+        let mut dlo = DBuf::new(lo.len())?;
+        let mut dhi = DBuf::new(hi.len())?;
+        dlo.upload(fr_dev(&lo), stream)?;
+        dhi.upload(fr_dev(&hi), stream)?;
         Ok(Self {
             lo: dlo,
             hi: dhi,
@@ -65,10 +70,14 @@ impl Scaling {
 
 /// Everything the device needs for NTTs of one size.
 pub struct NttTables {
+    /// The domain size.
     pub n: usize,
+    /// log2 n.
     pub logn: u32,
-    tw_fwd: DBuf<u64>,
-    tw_inv: DBuf<u64>,
+    /// w^k for k < n/2.
+    tw_fwd: DBuf<DevFr>,
+    /// w^-k for k < n/2.
+    tw_inv: DBuf<DevFr>,
     /// g^i
     pub coset: Scaling,
     /// g^i / n (inverse NTT followed by a coset NTT)
@@ -76,22 +85,22 @@ pub struct NttTables {
     /// g^-i / n (coset inverse NTT)
     pub coset_inv_ninv: Scaling,
     /// 1/n, 1/Z(g)
-    consts: DBuf<u64>,
+    consts: DBuf<DevFr>,
 }
 
 impl NttTables {
     pub fn new(gpu: &Gpu, n: usize) -> Res<Self> {
         let domain = Domain::new(n)
-            .ok_or_else(|| crate::KernelError::Device(format!("no NTT domain of size {n}")))?;
+            .ok_or_else(|| KernelError::Synthesis(format!("no NTT domain of size {n}")))?;
         assert_eq!(domain.size(), n);
         let stream = gpu.stream()?;
         let half = (n / 2).max(1);
         let fwd = powers(domain.group_gen, Fr::one(), half);
         let inv = powers(domain.group_gen_inv, Fr::one(), half);
-        let mut tw_fwd = DBuf::new(half * 4)?;
-        let mut tw_inv = DBuf::new(half * 4)?;
-        tw_fwd.upload(fr_words(&fwd), &stream)?;
-        tw_inv.upload(fr_words(&inv), &stream)?;
+        let mut tw_fwd = DBuf::new(half)?;
+        let mut tw_inv = DBuf::new(half)?;
+        tw_fwd.upload(fr_dev(&fwd), &stream)?;
+        tw_inv.upload(fr_dev(&inv), &stream)?;
         let g = Fr::GENERATOR;
         let g_inv = g.inverse().expect("generator is nonzero");
         let coset = Scaling::new(g, Fr::one(), n, &stream)?;
@@ -101,11 +110,11 @@ impl NttTables {
             .evaluate_vanishing_polynomial(g)
             .inverse()
             .expect("the vanishing polynomial is nonzero off the domain");
-        let mut consts = DBuf::new(8)?;
-        consts.upload(fr_words(&[domain.size_inv, z_inv]), &stream)?;
+        let mut consts = DBuf::new(2)?;
+        consts.upload(fr_dev(&[domain.size_inv, z_inv]), &stream)?;
         stream
             .synchronize()
-            .map_err(super::gpu::dev_err("uploading NTT tables"))?;
+            .map_err(driver("uploading NTT tables"))?;
         Ok(Self {
             n,
             logn: n.trailing_zeros(),
@@ -133,8 +142,8 @@ impl NttTables {
         &self,
         gpu: &Gpu,
         stream: &Stream,
-        data: u64,
-        scratch: u64,
+        data: DevPtr<DevFr>,
+        scratch: DevPtr<DevFr>,
         inverse: bool,
     ) -> Res<()> {
         let (n, logn) = (self.n as u32, self.logn);
@@ -150,80 +159,72 @@ impl NttTables {
         let chunk = 1u32 << s;
         let gather = 1u32;
         let first_out = if logn > s { scratch } else { data };
-        gpu.launch(
+        let shared = chunk * std::mem::size_of::<DevFr>() as u32;
+        gpu.k_ntt_shared(
             stream,
-            "k_ntt_shared",
-            n / chunk,
-            chunk / 2,
-            chunk * 32,
-            &cuda_args![data, first_out, tw, n, logn, s, gather],
+            Launch::new(n / chunk, chunk / 2).shared(shared),
+            data,
+            first_out,
+            tw,
+            n,
+            logn,
+            s,
+            gather,
         )?;
         let mut p = s;
         while p < logn {
             let t = (logn - p).min(3);
-            let name = match t {
-                1 => "k_ntt_radix1",
-                2 => "k_ntt_radix2",
-                _ => "k_ntt_radix3",
-            };
-            let groups = self.n >> t;
+            let l = Launch::over(self.n >> t, 128);
             let out = if p + t == logn { data } else { scratch };
-            gpu.launch(
-                stream,
-                name,
-                blocks(groups, 128),
-                128,
-                0,
-                &cuda_args![scratch, out, tw, n, p],
-            )?;
+            match t {
+                1 => gpu.k_ntt_radix1(stream, l, scratch, out, tw, n, p)?,
+                2 => gpu.k_ntt_radix2(stream, l, scratch, out, tw, n, p)?,
+                _ => gpu.k_ntt_radix3(stream, l, scratch, out, tw, n, p)?,
+            }
             p += t;
         }
         Ok(())
     }
 
-    pub fn scale(&self, gpu: &Gpu, stream: &Stream, data: u64, s: &Scaling) -> Res<()> {
-        let n = self.n as u32;
-        let (lo, hi, logl) = (s.lo.ptr(), s.hi.ptr(), s.logl);
-        gpu.launch(
+    pub fn scale(&self, gpu: &Gpu, stream: &Stream, data: DevPtr<DevFr>, s: &Scaling) -> Res<()> {
+        gpu.k_fr_scale_lohi(
             stream,
-            "k_fr_scale_lohi",
-            blocks(self.n, THREADS),
-            THREADS,
-            0,
-            &cuda_args![data, n, lo, hi, logl],
+            Launch::over(self.n, THREADS),
+            data,
+            self.n as u32,
+            s.lo.ptr(),
+            s.hi.ptr(),
+            s.logl,
         )
     }
 
-    pub fn scale_ninv(&self, gpu: &Gpu, stream: &Stream, data: u64) -> Res<()> {
-        let n = self.n as u32;
-        let k = self.consts.ptr();
-        gpu.launch(
+    pub fn scale_ninv(&self, gpu: &Gpu, stream: &Stream, data: DevPtr<DevFr>) -> Res<()> {
+        gpu.k_fr_scale_const(
             stream,
-            "k_fr_scale_const",
-            blocks(self.n, THREADS),
-            THREADS,
-            0,
-            &cuda_args![data, n, k],
+            Launch::over(self.n, THREADS),
+            data,
+            self.n as u32,
+            self.consts.ptr(),
         )
     }
 
-    /// arkworks' `fft_in_place` (coset: `get_coset(GENERATOR)`'s).
-    pub fn fft(&self, gpu: &Gpu, stream: &Stream, data: u64, scratch: u64, coset: bool) -> Res<()> {
-        if coset {
-            self.scale(gpu, stream, data, &self.coset)?;
-        }
-        self.ntt_raw(gpu, stream, data, scratch, false)
-    }
-
-    /// arkworks' `ifft_in_place` (coset: `get_coset(GENERATOR)`'s).
-    pub fn ifft(
+    /// arkworks' `fft_in_place`, or with `inverse` its `ifft_in_place`
+    /// (coset: `get_coset(GENERATOR)`'s).
+    pub fn ntt(
         &self,
         gpu: &Gpu,
         stream: &Stream,
-        data: u64,
-        scratch: u64,
+        data: DevPtr<DevFr>,
+        scratch: DevPtr<DevFr>,
+        inverse: bool,
         coset: bool,
     ) -> Res<()> {
+        if !inverse {
+            if coset {
+                self.scale(gpu, stream, data, &self.coset)?;
+            }
+            return self.ntt_raw(gpu, stream, data, scratch, false);
+        }
         self.ntt_raw(gpu, stream, data, scratch, true)?;
         if coset {
             self.scale(gpu, stream, data, &self.coset_inv_ninv)
@@ -238,26 +239,25 @@ impl NttTables {
         &self,
         gpu: &Gpu,
         stream: &Stream,
-        a: u64,
-        b: u64,
-        c: u64,
-        scratch: u64,
+        a: DevPtr<DevFr>,
+        b: DevPtr<DevFr>,
+        c: DevPtr<DevFr>,
+        scratch: DevPtr<DevFr>,
     ) -> Res<()> {
         for x in [a, b, c] {
             self.ntt_raw(gpu, stream, x, scratch, true)?;
             self.scale(gpu, stream, x, &self.coset_ninv)?;
             self.ntt_raw(gpu, stream, x, scratch, false)?;
         }
-        let n = self.n as u32;
-        let zinv = self.consts.ptr() + 32;
-        gpu.launch(
+        gpu.k_h_pointwise(
             stream,
-            "k_h_pointwise",
-            blocks(self.n, THREADS),
-            THREADS,
-            0,
-            &cuda_args![a, b, c, n, zinv],
+            Launch::over(self.n, THREADS),
+            a,
+            b,
+            c,
+            self.n as u32,
+            self.consts.ptr_at(1),
         )?;
-        self.ifft(gpu, stream, a, scratch, true)
+        self.ntt(gpu, stream, a, scratch, true, true)
     }
 }

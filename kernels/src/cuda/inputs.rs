@@ -1,19 +1,18 @@
-//! Random inputs for the GPU tests and benchmarks (fresh each run).
+//! Random inputs for the GPU benchmark and, behind feature `testutil`, the
+//! GPU tests (fresh each run).
 //!
 //! Points: s_c*G + j*R for random s_c per chunk and a random R, then one
 //! batch normalization: distinct pseudo-random curve points at the cost of
 //! one addition each, instead of a scalar multiplication each.
 
-use ark_ec::{AffineRepr, CurveGroup, PrimeGroup};
-use ark_ff::{PrimeField, UniformRand};
+use ark_ec::{CurveGroup, PrimeGroup};
+use ark_ff::UniformRand;
 use ark_groth16::{ProvingKey, VerifyingKey};
-use ark_relations::lc;
-use ark_relations::r1cs::{ConstraintMatrices, ConstraintSystemRef, SynthesisError, Variable};
-use rand::{Rng, SeedableRng};
+use ark_relations::r1cs::ConstraintMatrices;
+use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
-use crate::circuits::CircuitInstance;
 use crate::groth16::{PreparedCircuit, Synthesized};
 use crate::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
@@ -81,7 +80,6 @@ pub fn fabricated_partition(
     log_n: u32,
     g1_pool: &[G1Affine],
     g2_pool: &[G2Affine],
-    seed: u64,
 ) -> (PreparedCircuit, impl Fn(u64) -> Synthesized) {
     let n = 1usize << log_n;
     let num_inputs = 2;
@@ -91,7 +89,6 @@ pub fn fabricated_partition(
             .map(|i| g1_pool[(i + off) % g1_pool.len()])
             .collect()
     };
-    let mut r = rng(seed);
     let pk = ProvingKey::<Bls12_381> {
         vk: VerifyingKey::default(),
         beta_g1: g1_pool[0],
@@ -102,7 +99,6 @@ pub fn fabricated_partition(
         h_query: take1(n - 1, 13),
         l_query: take1(num_vars - num_inputs, 29),
     };
-    let _ = r.gen::<u64>();
     let matrices = ConstraintMatrices::<Fr> {
         num_instance_variables: num_inputs,
         num_witness_variables: num_vars - num_inputs,
@@ -134,72 +130,4 @@ pub fn fabricated_partition(
         }
     };
     (circuit, make)
-}
-
-/// A small real circuit: a chain v_{i+1} = v_i^2 + i with v_0 secret and the
-/// last value public, plus boolean wires (many 0/1 witness values, which pile
-/// into one bucket) and a repeated constant wire.
-pub struct ChainInstance {
-    pub steps: usize,
-    pub x: Fr,
-}
-
-impl ChainInstance {
-    pub fn output(&self) -> Fr {
-        let mut v = self.x;
-        for i in 0..self.steps {
-            v = v * v + Fr::from(i as u64);
-        }
-        v
-    }
-}
-
-impl CircuitInstance for ChainInstance {
-    fn public_inputs(&self) -> Vec<Fr> {
-        vec![self.output()]
-    }
-
-    fn generate(self: Box<Self>, cs: ConstraintSystemRef<Fr>) -> Result<(), SynthesisError> {
-        let out = cs.new_input_variable(|| Ok(self.output()))?;
-        let mut v_val = self.x;
-        let mut v = cs.new_witness_variable(|| Ok(v_val))?;
-        for i in 0..self.steps {
-            let next_val = v_val * v_val + Fr::from(i as u64);
-            let next = if i + 1 == self.steps {
-                out
-            } else {
-                cs.new_witness_variable(|| Ok(next_val))?
-            };
-            cs.enforce_constraint(
-                lc!() + v,
-                lc!() + v,
-                lc!() + next - (Fr::from(i as u64), Variable::One),
-            )?;
-            // a boolean wire: b * (1 - b) = 0
-            let bit = (next_val.into_bigint().0[0] & 1) as u64;
-            let b = cs.new_witness_variable(|| Ok(Fr::from(bit)))?;
-            cs.enforce_constraint(lc!() + b, lc!() + Variable::One - b, lc!())?;
-            v = next;
-            v_val = next_val;
-        }
-        Ok(())
-    }
-}
-
-/// Whether an affine point list has the identity at index i (helpers for edge cases).
-pub fn with_identity(mut pts: Vec<G1Affine>, at: &[usize]) -> Vec<G1Affine> {
-    for &i in at {
-        if i < pts.len() {
-            pts[i] = G1Affine::zero();
-        }
-    }
-    pts
-}
-
-pub fn minus_one() -> Fr {
-    -Fr::from(1u64)
-}
-
-pub fn identity_g1() -> G1Affine {
-    G1Affine::identity()
 }

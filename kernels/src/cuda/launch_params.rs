@@ -1,0 +1,34 @@
+// Launch sizes that the kernels' code and the host's launches must agree on,
+// defined once. build.rs includes this file too and writes each constant into
+// OUT_DIR/launch_params.h, which kernels/cuda includes: the CUDA side needs
+// them at compile time (shared-memory array sizes, __launch_bounds__,
+// unrolled loops), so they cannot be kernel arguments. Plain `//` comments and
+// `pub const u32` items only: build.rs includes this text with include!.
+
+/// Threads of a block of the scan kernels (k_scan_tiles, k_scan_sums): the
+/// kernels size their shared memory by it and declare it as launch bound.
+pub const SCAN_THREADS: u32 = 512;
+/// Elements each scan thread sums in registers before the block scan.
+pub const SCAN_PER_THREAD: u32 = 8;
+/// Buckets summed by one thread of the MSM's window reduction (k_*_segments):
+/// the host sizes the segment buffer by it.
+pub const MSM_SEG: u32 = 16;
+
+// Element layouts, in u64 words: the host's device types (gpu.rs) are arrays
+// of this many words, and cuzk.cu checks its structs' sizes against them, so
+// a layout change on one side fails the build instead of corrupting data.
+
+/// Fr: 4 words (8 x 32-bit limbs on the device).
+pub const FR_WORDS: usize = 4;
+/// Fq: 6 words (12 limbs).
+pub const FQ_WORDS: usize = 6;
+/// Fq2: c0 then c1.
+pub const FQ2_WORDS: usize = 2 * FQ_WORDS;
+/// G1 affine point: x, y over Fq.
+pub const G1_AFF_WORDS: usize = 2 * FQ_WORDS;
+/// G1 Jacobian point: X, Y, Z over Fq.
+pub const G1_JAC_WORDS: usize = 3 * FQ_WORDS;
+/// G2 affine point: x, y over Fq2.
+pub const G2_AFF_WORDS: usize = 2 * FQ2_WORDS;
+/// G2 Jacobian point: X, Y, Z over Fq2.
+pub const G2_JAC_WORDS: usize = 3 * FQ2_WORDS;
