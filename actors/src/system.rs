@@ -143,8 +143,12 @@ impl ProvingSystem {
         let tracker_arbiter = Arbiter::new();
         tracker_box.start_on(
             &tracker_arbiter.handle(),
-            Tracker::new(dispatcher.clone().recipient(), dispatcher.clone().recipient(), config.max_attempts)
-                .with_persistence(persistence),
+            Tracker::new(
+                dispatcher.clone().recipient(),
+                dispatcher.clone().recipient(),
+                config.max_attempts,
+            )
+            .with_persistence(persistence),
         );
         let monitor_arbiter = Arbiter::new();
         monitor_box.start_on(&monitor_arbiter.handle(), WorkerMonitor::new(worker_ids));
