@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -159,9 +159,9 @@ pub struct JobSpec {
     pub circuit_id: String,
     pub reservation: Reservation,
     pub work: Arc<dyn Any + Send + Sync>,
-    pub submitted: std::time::Instant,
+    pub submitted: Instant,
     pub submitted_wall: SystemTime,
-    pub deadline: Option<std::time::Instant>,
+    pub deadline: Option<Instant>,
     /// Set by the tracker when the job fails or is cancelled; stage actors
     /// check it at stage boundaries and skip the work.
     pub(crate) abandoned: AtomicBool,
