@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use actix_web::http::{header, Method};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
-use cuzk_actors::tracker::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
+use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
 use cuzk_actors::{JobId, NewJob, Priority, ProvingSystem, Reservation};
 use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape, WitnessSource};
 use serde::Deserialize;

@@ -8,10 +8,10 @@ use std::time::Instant;
 use ark_groth16::Groth16;
 use ark_serialize::CanonicalSerialize;
 use ark_std::UniformRand;
-use cuzk_actors::{Backend, Finished, JobSpec, Payload, Started, Synthesized};
+use cuzk_actors::{Backend, Finished, JobSpec, Payload, StageError, Started, Synthesized};
 use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartOutput};
-use cuzk_kernels::{Bls12_381, Fr};
+use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
 use crate::keys::CircuitStore;
@@ -64,10 +64,22 @@ impl ProvingBackend {
         }
     }
 
-    fn job(job: &JobSpec) -> Result<&ProofJob, String> {
+    fn job(job: &JobSpec) -> Result<&ProofJob, StageError> {
         job.work
             .downcast_ref::<ProofJob>()
-            .ok_or_else(|| "job carries no proof request".to_string())
+            .ok_or_else(|| StageError::permanent("job carries no proof request"))
+    }
+}
+
+/// A kernel failure, by whether another attempt could pass: a device fault
+/// may not recur; a synthesis error, an unsatisfied witness or a bad key
+/// fail the same way every time.
+fn kernel_failure(error: KernelError) -> StageError {
+    match error {
+        KernelError::Device(_) => StageError::retryable(error),
+        KernelError::Synthesis(_) | KernelError::Unsatisfied(_) | KernelError::Key(_) => {
+            StageError::permanent(error)
+        }
     }
 }
 
@@ -88,20 +100,24 @@ impl Backend for ProvingBackend {
         self.devices.iter().map(|d| d.name.clone()).collect()
     }
 
-    fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, String> {
+    fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
         let work = Self::job(job)?;
         let started = Instant::now();
-        let circuit = self.store.prepared(work.family.as_ref(), &work.shape)?;
+        // The store keeps a failed setup as failed, so no retry can help.
+        let circuit = self
+            .store
+            .prepared(work.family.as_ref(), &work.shape)
+            .map_err(StageError::permanent)?;
         let key_ready = started.elapsed();
         let source = work
             .witnesses
             .get(partition as usize)
-            .ok_or_else(|| format!("no witness for partition {partition}"))?;
+            .ok_or_else(|| StageError::permanent(format!("no witness for partition {partition}")))?;
         let instance = work
             .family
             .instance(&work.shape, source)
-            .map_err(|e| e.to_string())?;
-        let synthesized = groth16::synthesize(&circuit, instance).map_err(|e| e.to_string())?;
+            .map_err(StageError::permanent)?;
+        let synthesized = groth16::synthesize(&circuit, instance).map_err(kernel_failure)?;
         Ok(Synthesized {
             payload: Payload::new(SynthesizedPartition {
                 circuit,
@@ -120,7 +136,7 @@ impl Backend for ProvingBackend {
         _job: &JobSpec,
         _partition: u32,
         input: Payload,
-    ) -> Result<Started, String> {
+    ) -> Result<Started, StageError> {
         let SynthesizedPartition {
             circuit,
             synthesized,
@@ -128,11 +144,11 @@ impl Backend for ProvingBackend {
         let device = self
             .devices
             .get(device)
-            .ok_or_else(|| format!("no device {device}"))?;
+            .ok_or_else(|| StageError::permanent(format!("no device {device}")))?;
         let output = device
             .engine
             .prove_start(&circuit, synthesized)
-            .map_err(|e| e.to_string())?;
+            .map_err(kernel_failure)?;
         let phases = output
             .phases
             .iter()
@@ -154,7 +170,7 @@ impl Backend for ProvingBackend {
         _job: &JobSpec,
         _partition: u32,
         input: Payload,
-    ) -> Result<Finished, String> {
+    ) -> Result<Finished, StageError> {
         let StartedPartition { circuit, output } = input.take()?;
         let mut rng = rand::thread_rng();
         let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
@@ -167,8 +183,10 @@ impl Backend for ProvingBackend {
             });
             match valid {
                 Ok(true) => phases,
-                Ok(false) => return Err("proof failed self-verification".into()),
-                Err(e) => return Err(format!("self-verification error: {e}")),
+                // A fault on the device can make a wrong proof from a good
+                // witness (checked at synthesis): worth another attempt.
+                Ok(false) => return Err(StageError::retryable("proof failed self-verification")),
+                Err(e) => return Err(StageError::permanent(format!("self-verification error: {e}"))),
             }
         } else {
             phases

@@ -14,10 +14,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use cuzk_actors::budget::GetBudgetStatus;
-use cuzk_actors::dispatcher::GetQueueStatus;
+use cuzk_actors::messages::{
+    GetBudgetStatus, GetQueueStatus, GetWorkers, SpanFinished, SubscribeSpans, WorkerReport,
+};
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::worker_monitor::{GetWorkers, SpanFinished, SubscribeSpans, WorkerReport};
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde::Serialize;
 use serde_json::{json, Value};

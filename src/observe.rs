@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use cuzk_actors::worker_monitor::{GetTimeline, GetWorkers, TimelineEntry};
+use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry};
 use serde::Deserialize;
 
 use crate::api::{ApiError, AppState};

@@ -8,8 +8,7 @@ use actix_web::dev::Service;
 use actix_web::middleware::{from_fn, ErrorHandlers};
 use actix_web::{web, App, HttpServer};
 use cuzk_actors::store::{JobStore, Persistence};
-use cuzk_actors::tracker::{RestoreJobs, RestoredJob};
-use cuzk_actors::tracker::SetMaxUnfinished;
+use cuzk_actors::messages::{RestoreJobs, RestoredJob, SetMaxUnfinished};
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -248,7 +247,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String
     let store = Arc::new(CircuitStore::open(&config.data_dir)?);
     let (backend, reservation) = backend(&config, store.clone())?;
     let jobs: Arc<dyn JobStore> = Arc::new(RedbJobStore::open(&config.data_dir.join("jobs.redb"))?);
-    let stored = jobs.load()?;
+    let stored = jobs.load().map_err(|e| e.to_string())?;
     let persistence = Persistence {
         store: Some(jobs.clone()),
         retention: Some(Duration::from_secs(config.store.retention_secs)),

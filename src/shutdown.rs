@@ -6,9 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuzk_actors::dispatcher::HoldQueued;
+use cuzk_actors::messages::{CountRunningPartitions, HoldQueued};
 use cuzk_actors::store::JobStore;
-use cuzk_actors::tracker::CountRunningPartitions;
 use cuzk_actors::ProvingSystem;
 use tokio::sync::mpsc::UnboundedSender;
 

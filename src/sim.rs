@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cuzk_actors::{
-    Backend, Finished, JobSpec, Payload, Priority, Reservation, Started, Synthesized,
+    Backend, Finished, JobSpec, Payload, Priority, Reservation, StageError, Started, Synthesized,
 };
 use rand::{Rng, SeedableRng};
 
@@ -149,8 +149,9 @@ impl SimBackend {
 }
 
 impl SimBackend {
-    /// Stalls, panics or fails one stage call as the faults say.
-    fn inject(&self, stage: &str, faults: &StageFaults) -> Result<(), String> {
+    /// Stalls, panics or fails one stage call as the faults say. Injected
+    /// errors are retryable: they stand for transient faults.
+    fn inject(&self, stage: &str, faults: &StageFaults) -> Result<(), StageError> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed);
         let mut draw = rand::rngs::StdRng::seed_from_u64(self.faults.seed ^ call.rotate_left(17));
         if draw.gen::<f64>() < faults.stall_rate {
@@ -161,7 +162,9 @@ impl SimBackend {
             panic!("injected panic in {stage} (sim fault, call {call})");
         }
         if roll < faults.panic_rate + faults.error_rate {
-            return Err(format!("injected error in {stage} (sim fault, call {call})"));
+            return Err(StageError::retryable(format!(
+                "injected error in {stage} (sim fault, call {call})"
+            )));
         }
         Ok(())
     }
@@ -176,7 +179,7 @@ impl Backend for SimBackend {
         (0..self.devices.len()).map(|i| format!("sim{i}")).collect()
     }
 
-    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, String> {
+    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
         self.inject("synthesis", &self.faults.synthesis)?;
         let took = self.take(self.profile.synthesis);
         Ok(Synthesized {
@@ -193,7 +196,7 @@ impl Backend for SimBackend {
         _: &JobSpec,
         _: u32,
         _: Payload,
-    ) -> Result<Started, String> {
+    ) -> Result<Started, StageError> {
         self.inject("prove_start", &self.faults.prove)?;
         let (low, high) = self.profile.gpu;
         let base = low + (high - low).mul_f64(rand::thread_rng().gen::<f64>());
@@ -202,7 +205,7 @@ impl Backend for SimBackend {
         let gpu = self
             .devices
             .get(device)
-            .ok_or_else(|| format!("no simulated device {device}"))?;
+            .ok_or_else(|| StageError::permanent(format!("no simulated device {device}")))?;
         let _held = gpu.lock().unwrap_or_else(|e| e.into_inner());
         let device_wait = asked.elapsed();
         let compute = self.take(base.mul_f64(1.0 - HOST_SHARE));
@@ -217,7 +220,7 @@ impl Backend for SimBackend {
         })
     }
 
-    fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, String> {
+    fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, StageError> {
         self.inject("prove_finish", &self.faults.finalize)?;
         let took = self.take(self.profile.finalize);
         std::thread::sleep(self.finalizer_stall);

@@ -13,10 +13,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use cuzk_actors::messages::RestoredJob;
+use cuzk_actors::model::ProofRecord;
 use cuzk_actors::store::{
-    CommitSignal, Committed, JobOutcome, JobRecord, JobStore, StoreWrite, StoredJob,
+    CommitSignal, Committed, JobOutcome, JobRecord, JobStore, StoreError, StoreWrite, StoredJob,
 };
-use cuzk_actors::tracker::{ProofRecord, RestoredJob};
 use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +38,7 @@ const MAX_WRITES_PER_COMMIT: usize = 4096;
 
 enum Command {
     Write(StoreWrite, CommitSignal),
-    Load(mpsc::Sender<Result<Vec<StoredJob>, String>>),
+    Load(mpsc::Sender<Result<Vec<StoredJob>, StoreError>>),
     Close(CommitSignal),
 }
 
@@ -58,10 +59,6 @@ struct CommitCounts {
 struct ProofRow {
     proof: String,
     public_inputs: Vec<String>,
-}
-
-fn text(error: impl std::fmt::Display) -> String {
-    error.to_string()
 }
 
 impl RedbJobStore {
@@ -99,17 +96,16 @@ impl JobStore for RedbJobStore {
         committed
     }
 
-    fn load(&self) -> Result<Vec<StoredJob>, String> {
+    fn load(&self) -> Result<Vec<StoredJob>, StoreError> {
         let (reply, answer) = mpsc::channel();
+        // Either way the writer thread is gone.
         self.commands
             .send(Command::Load(reply))
-            .map_err(|_| "the job store is closed".to_string())?;
-        answer
-            .recv()
-            .map_err(|_| "the store writer stopped".to_string())?
+            .map_err(|_| StoreError::Closed)?;
+        answer.recv().map_err(|_| StoreError::Closed)?
     }
 
-    fn close(&self) -> Result<(), String> {
+    fn close(&self) -> Result<(), StoreError> {
         let Some(writer) = self.writer.lock().expect("not poisoned").take() else {
             return Ok(());
         };
@@ -183,83 +179,86 @@ fn commit(db: &Database, pending: &mut Vec<(StoreWrite, CommitSignal)>, counts: 
     }
 }
 
-fn apply<'a>(db: &Database, writes: impl Iterator<Item = &'a StoreWrite>) -> Result<(), String> {
-    let txn = db.begin_write().map_err(text)?;
+fn apply<'a>(
+    db: &Database,
+    writes: impl Iterator<Item = &'a StoreWrite>,
+) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(StoreError::unavailable)?;
     {
-        let mut jobs = txn.open_table(JOBS).map_err(text)?;
-        let mut proofs = txn.open_table(PROOFS).map_err(text)?;
-        let mut failures = txn.open_table(FAILURES).map_err(text)?;
-        let mut outcomes = txn.open_table(OUTCOMES).map_err(text)?;
+        let mut jobs = txn.open_table(JOBS).map_err(StoreError::unavailable)?;
+        let mut proofs = txn.open_table(PROOFS).map_err(StoreError::unavailable)?;
+        let mut failures = txn.open_table(FAILURES).map_err(StoreError::unavailable)?;
+        let mut outcomes = txn.open_table(OUTCOMES).map_err(StoreError::unavailable)?;
         for write in writes {
             match write {
                 StoreWrite::Accepted(record) => {
-                    let row = serde_json::to_vec(record).map_err(text)?;
+                    let row = serde_json::to_vec(record).map_err(StoreError::unavailable)?;
                     jobs.insert(record.id.0.as_str(), row.as_slice())
-                        .map_err(text)?;
+                        .map_err(StoreError::unavailable)?;
                 }
                 StoreWrite::PartitionProved { job, index, proof } => {
                     let row = serde_json::to_vec(&ProofRow {
                         proof: hex::encode(&proof.proof),
                         public_inputs: proof.public_inputs.iter().map(hex::encode).collect(),
                     })
-                    .map_err(text)?;
+                    .map_err(StoreError::unavailable)?;
                     proofs
                         .insert((job.0.as_str(), *index), row.as_slice())
-                        .map_err(text)?;
+                        .map_err(StoreError::unavailable)?;
                 }
                 StoreWrite::PartitionFailed { job, index, error } => {
                     failures
                         .insert((job.0.as_str(), *index), error.as_str())
-                        .map_err(text)?;
+                        .map_err(StoreError::unavailable)?;
                 }
                 StoreWrite::Finished { job, outcome } => {
-                    let row = serde_json::to_vec(outcome).map_err(text)?;
+                    let row = serde_json::to_vec(outcome).map_err(StoreError::unavailable)?;
                     outcomes
                         .insert(job.0.as_str(), row.as_slice())
-                        .map_err(text)?;
+                        .map_err(StoreError::unavailable)?;
                 }
                 StoreWrite::Barrier => {}
                 StoreWrite::Removed(job) => {
                     let id = job.0.as_str();
-                    jobs.remove(id).map_err(text)?;
-                    outcomes.remove(id).map_err(text)?;
+                    jobs.remove(id).map_err(StoreError::unavailable)?;
+                    outcomes.remove(id).map_err(StoreError::unavailable)?;
                     proofs
                         .retain_in((id, 0)..=(id, u32::MAX), |_, _| false)
-                        .map_err(text)?;
+                        .map_err(StoreError::unavailable)?;
                     failures
                         .retain_in((id, 0)..=(id, u32::MAX), |_, _| false)
-                        .map_err(text)?;
+                        .map_err(StoreError::unavailable)?;
                 }
             }
         }
     }
-    txn.commit().map_err(text)
+    txn.commit().map_err(StoreError::unavailable)
 }
 
-fn load(db: &Database) -> Result<Vec<StoredJob>, String> {
-    let txn = db.begin_read().map_err(text)?;
-    let jobs = txn.open_table(JOBS).map_err(text)?;
-    let proofs = txn.open_table(PROOFS).map_err(text)?;
-    let failures = txn.open_table(FAILURES).map_err(text)?;
-    let outcomes = txn.open_table(OUTCOMES).map_err(text)?;
+fn load(db: &Database) -> Result<Vec<StoredJob>, StoreError> {
+    let txn = db.begin_read().map_err(StoreError::unavailable)?;
+    let jobs = txn.open_table(JOBS).map_err(StoreError::unavailable)?;
+    let proofs = txn.open_table(PROOFS).map_err(StoreError::unavailable)?;
+    let failures = txn.open_table(FAILURES).map_err(StoreError::unavailable)?;
+    let outcomes = txn.open_table(OUTCOMES).map_err(StoreError::unavailable)?;
     let mut loaded = Vec::new();
-    for entry in jobs.iter().map_err(text)? {
-        let (id, row) = entry.map_err(text)?;
+    for entry in jobs.iter().map_err(StoreError::unavailable)? {
+        let (id, row) = entry.map_err(StoreError::unavailable)?;
         let id = id.value();
         let record: JobRecord = serde_json::from_slice(row.value())
-            .map_err(|e| format!("job {id}: unreadable record: {e}"))?;
+            .map_err(|e| StoreError::bad_record(id, "record", e))?;
         let mut stored = StoredJob {
             record,
             proofs: Default::default(),
             failures: Default::default(),
             outcome: None,
         };
-        for entry in proofs.range((id, 0)..=(id, u32::MAX)).map_err(text)? {
-            let (key, row) = entry.map_err(text)?;
+        for entry in proofs.range((id, 0)..=(id, u32::MAX)).map_err(StoreError::unavailable)? {
+            let (key, row) = entry.map_err(StoreError::unavailable)?;
             let row: ProofRow = serde_json::from_slice(row.value())
-                .map_err(|e| format!("job {id}: unreadable proof: {e}"))?;
+                .map_err(|e| StoreError::bad_record(id, "proof", e))?;
             let decode = |hex_text: &str| {
-                hex::decode(hex_text).map_err(|e| format!("job {id}: unreadable proof: {e}"))
+                hex::decode(hex_text).map_err(|e| StoreError::bad_record(id, "proof", e))
             };
             let proof = ProofRecord {
                 proof: decode(&row.proof)?,
@@ -271,15 +270,15 @@ fn load(db: &Database) -> Result<Vec<StoredJob>, String> {
             };
             stored.proofs.insert(key.value().1, proof);
         }
-        for entry in failures.range((id, 0)..=(id, u32::MAX)).map_err(text)? {
-            let (key, error) = entry.map_err(text)?;
+        for entry in failures.range((id, 0)..=(id, u32::MAX)).map_err(StoreError::unavailable)? {
+            let (key, error) = entry.map_err(StoreError::unavailable)?;
             stored
                 .failures
                 .insert(key.value().1, error.value().to_string());
         }
-        if let Some(row) = outcomes.get(id).map_err(text)? {
+        if let Some(row) = outcomes.get(id).map_err(StoreError::unavailable)? {
             let outcome: JobOutcome = serde_json::from_slice(row.value())
-                .map_err(|e| format!("job {id}: unreadable outcome: {e}"))?;
+                .map_err(|e| StoreError::bad_record(id, "outcome", e))?;
             stored.outcome = Some(outcome);
         }
         loaded.push(stored);

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use cuzk::store::RedbJobStore;
+use cuzk_actors::model::ProofRecord;
 use cuzk_actors::store::{JobOutcome, JobRecord, JobStore, StoreWrite, StoredJob};
-use cuzk_actors::tracker::ProofRecord;
 use cuzk_actors::{JobId, Priority, Stage};
 
 fn record(id: &str, seq: u64) -> JobRecord {

@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::time::Duration;
 
+use crate::error::{StageError, StagePanic};
 use crate::model::JobSpec;
 
 /// One stage's output, opaque to the actors.
@@ -15,13 +16,21 @@ impl Payload {
         Self(Box::new(value))
     }
 
-    /// Takes the value back; the error names the type that was expected.
-    pub fn take<T: Any>(self) -> Result<T, String> {
-        self.0
-            .downcast::<T>()
-            .map(|b| *b)
-            .map_err(|_| format!("stage payload is not a {}", std::any::type_name::<T>()))
+    /// Takes the value back. A payload of another type is a backend bug,
+    /// so the failure is permanent.
+    pub fn take<T: Any>(self) -> Result<T, StageError> {
+        self.0.downcast::<T>().map(|b| *b).map_err(|_| {
+            StageError::permanent(WrongPayload { expected: std::any::type_name::<T>() })
+        })
     }
+}
+
+/// A stage got a payload of a type it does not take.
+#[derive(Debug, thiserror::Error)]
+#[error("stage payload is not a {expected}")]
+pub struct WrongPayload {
+    /// The type the stage expected, for the error text.
+    pub expected: &'static str,
 }
 
 /// Named phase durations within a stage (for spans and histograms).
@@ -48,26 +57,27 @@ pub struct Finished {
 }
 
 /// Stage bodies. Each call blocks its calling thread; the actors give every
-/// stage threads of its own. Errors are texts a job reports.
+/// stage threads of its own. Errors say whether another attempt could
+/// succeed; their text is what a job reports.
 pub trait Backend: Send + Sync + 'static {
     /// "cpu", "cuda" or "sim".
     fn name(&self) -> &str;
     /// The proving devices, by index; each gets `workers_per_device` workers.
     fn devices(&self) -> Vec<String>;
-    fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, String>;
+    fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError>;
     fn prove_start(
         &self,
         device: usize,
         job: &JobSpec,
         partition: u32,
         input: Payload,
-    ) -> Result<Started, String>;
+    ) -> Result<Started, StageError>;
     fn prove_finish(
         &self,
         job: &JobSpec,
         partition: u32,
         input: Payload,
-    ) -> Result<Finished, String>;
+    ) -> Result<Finished, StageError>;
     /// Host bytes the backend keeps across partitions (proving keys,
     /// matrices); the budget counts them as used.
     fn resident_bytes(&self) -> u64 {
@@ -75,34 +85,19 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// A stage body that returned an error or panicked.
-#[derive(Debug)]
-pub struct StageFailure {
-    pub error: String,
-    /// The body panicked: the actor that ran it restarts before its next
-    /// message, in case the panic left it inconsistent.
-    pub panicked: bool,
-}
-
-/// Runs a stage body, turning a panic into a failure so that a bad input or a
-/// backend bug fails one attempt of one partition instead of killing a stage
-/// thread.
+/// Runs a stage body, turning a panic into a retryable failure so that a
+/// bad input or a backend bug fails one attempt of one partition instead of
+/// killing a stage thread.
 pub fn run_stage<T>(
-    stage: &str,
-    body: impl FnOnce() -> Result<T, String>,
-) -> Result<T, StageFailure> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(result) => result.map_err(|error| StageFailure { error, panicked: false }),
-        Err(panic) => {
-            let text = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(StageFailure {
-                error: format!("{stage} panicked: {text}"),
-                panicked: true,
-            })
-        }
-    }
+    stage: &'static str,
+    body: impl FnOnce() -> Result<T, StageError>,
+) -> Result<T, StageError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(StageError::retryable(StagePanic { stage, message }))
+    })
 }

@@ -6,8 +6,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use actix::prelude::*;
-use serde::Serialize;
 
+use crate::error::BudgetExceeded;
+use crate::messages::{BudgetDecision, BudgetStatus, GetBudgetStatus, Release, Reserve, SetResident};
 use crate::model::{PartitionKey, QueueOrder};
 use crate::telemetry;
 
@@ -70,57 +71,6 @@ impl Actor for BudgetManager {
     type Context = Context<Self>;
 }
 
-/// Asks for `bytes`; answered by a [`BudgetDecision`] to `reply`, at once or
-/// when enough is released.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Reserve {
-    pub key: PartitionKey,
-    pub order: QueueOrder,
-    pub bytes: u64,
-    pub reply: Recipient<BudgetDecision>,
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct BudgetDecision {
-    pub key: PartitionKey,
-    /// An error when the request can never fit.
-    pub granted: Result<(), String>,
-}
-
-/// Returns bytes held by a partition (`bytes: None`: all of them) and drops
-/// its request if it is still waiting.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Release {
-    pub key: PartitionKey,
-    pub bytes: Option<u64>,
-}
-
-/// The backend's resident bytes changed (fire-and-forget).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SetResident {
-    pub bytes: u64,
-}
-
-#[derive(Message)]
-#[rtype(result = "BudgetStatus")]
-pub struct GetBudgetStatus;
-
-#[derive(Debug, Clone, Serialize, MessageResponse)]
-pub struct BudgetStatus {
-    pub limit_bytes: u64,
-    /// Reserved by partitions.
-    pub used_bytes: u64,
-    /// Kept by the backend across partitions.
-    pub resident_bytes: u64,
-    pub peak_bytes: u64,
-    pub holders: usize,
-    pub waiting: usize,
-}
-
 impl Handler<Reserve> for BudgetManager {
     type Result = ();
 
@@ -129,10 +79,11 @@ impl Handler<Reserve> for BudgetManager {
         if msg.bytes > available {
             msg.reply.do_send(BudgetDecision {
                 key: msg.key,
-                granted: Err(format!(
-                    "a partition needs {} bytes but the budget is {} bytes, {} of them resident",
-                    msg.bytes, self.limit, self.resident
-                )),
+                granted: Err(BudgetExceeded {
+                    needed: msg.bytes,
+                    limit: self.limit,
+                    resident: self.resident,
+                }),
             });
             return;
         }

@@ -9,25 +9,41 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use serde::Serialize;
 
-use crate::backend::{Payload, Synthesized};
-use crate::budget::{BudgetDecision, BudgetManager, Release, Reserve};
-use crate::gpu_worker::{GpuWorker, ProvePartition};
-use crate::model::{JobId, JobSpec, PartitionKey, Priority, QueueOrder, Stage, WorkerId};
-use crate::pacer::{Admission, Pacer, PacerConfig, PacerStatus};
-use crate::synthesis::{SynthesisWorker, Synthesize};
+use crate::backend::Payload;
+use crate::error::StageError;
+use crate::messages::{
+    BudgetDecision, DropJob, Enqueue, GetQueueStatus, HandedOver, HoldQueued, IdleCauseChanged,
+    PartitionFailed, Progress, ProvePartition, QueueStatus, Release, Reserve, SynthesisDone,
+    Synthesize, WorkerDone,
+};
+use crate::model::{IdleCause, JobSpec, PartitionKey, Priority, QueueOrder, Stage, WorkerId};
+use crate::pacer::{Admission, Pacer, PacerConfig};
 use crate::telemetry;
-use crate::tracker::{PartitionFailed, Progress, Tracker};
-use crate::worker_monitor::{HandedOver, IdleCause, IdleCauseChanged, WorkerMonitor};
 
 pub const MAILBOX_CAPACITY: usize = 4096;
 
+/// The actors the dispatcher talks to, wired by `system.rs`.
+pub struct Peers {
+    /// The tracker: partitions entering WaitingBudget.
+    pub progress: Recipient<Progress>,
+    /// The tracker: attempts that failed here (budget refused, synthesis).
+    pub failed: Recipient<PartitionFailed>,
+    /// The monitor: each hand-off to a worker, before the worker has it.
+    pub handed_over: Recipient<HandedOver>,
+    /// The monitor: what an idle worker now waits for.
+    pub idle_cause: Recipient<IdleCauseChanged>,
+    /// The budget: reservations before synthesis.
+    pub reserve: Recipient<Reserve>,
+    /// The budget: bytes of partitions dropped or failed here.
+    pub release: Recipient<Release>,
+    /// The synthesis pool.
+    pub synthesis: Recipient<Synthesize>,
+}
+
 pub struct Dispatcher {
-    tracker: Addr<Tracker>,
-    monitor: Addr<WorkerMonitor>,
-    budget: Addr<BudgetManager>,
-    synthesis: Addr<SynthesisWorker>,
+    /// Everyone it reports to or hands work to, but the GPU workers.
+    peers: Peers,
     synthesis_threads: usize,
     workers: Vec<WorkerSlot>,
     /// Partitions a worker may hold: the one it runs plus lookahead.
@@ -53,28 +69,22 @@ pub struct Dispatcher {
 
 struct WorkerSlot {
     id: WorkerId,
-    addr: Addr<GpuWorker>,
+    addr: Recipient<ProvePartition>,
     assigned: usize,
 }
 
 impl Dispatcher {
-    #[allow(clippy::too_many_arguments)]
+    /// `workers`: every GPU worker, in slot order.
     pub fn new(
-        tracker: Addr<Tracker>,
-        monitor: Addr<WorkerMonitor>,
-        budget: Addr<BudgetManager>,
-        synthesis: Addr<SynthesisWorker>,
+        peers: Peers,
+        workers: Vec<(WorkerId, Recipient<ProvePartition>)>,
         synthesis_threads: usize,
-        workers: Vec<(WorkerId, Addr<GpuWorker>)>,
         lookahead: usize,
         pacer: PacerConfig,
     ) -> Self {
         let pacer = Pacer::new(pacer, workers.len());
         Self {
-            tracker,
-            monitor,
-            budget,
-            synthesis,
+            peers,
             synthesis_threads: synthesis_threads.max(1),
             workers: workers
                 .into_iter()
@@ -156,12 +166,12 @@ impl Dispatcher {
             let (order, job) = self.pending.pop_first().expect("checked non-empty");
             self.pacer.released(Instant::now());
             let key = job.key(order.2);
-            self.tracker.do_send(Progress {
+            self.peers.progress.do_send(Progress {
                 key: key.clone(),
                 stage: Stage::WaitingBudget,
                 at: Instant::now(),
             });
-            self.budget.do_send(Reserve {
+            self.peers.reserve.do_send(Reserve {
                 key: key.clone(),
                 order,
                 bytes: job.reservation.total(),
@@ -190,7 +200,7 @@ impl Dispatcher {
             let handed_at = Instant::now();
             // The monitor hears first, so it never sees a span start for a
             // partition it does not know was handed over.
-            self.monitor.do_send(HandedOver {
+            self.peers.handed_over.do_send(HandedOver {
                 worker: slot.id,
                 at: handed_at,
             });
@@ -204,7 +214,7 @@ impl Dispatcher {
         let cause = self.idle_cause();
         if cause != self.idle_cause {
             self.idle_cause = cause;
-            self.monitor.do_send(IdleCauseChanged {
+            self.peers.idle_cause.do_send(IdleCauseChanged {
                 cause,
                 at: Instant::now(),
             });
@@ -241,14 +251,12 @@ impl Dispatcher {
         }
     }
 
-    /// `retry`: whether another attempt could succeed (a stage failure), as
-    /// opposed to a request the budget can never grant.
-    fn fail(&self, key: PartitionKey, error: String, retry: bool) {
-        self.budget.do_send(Release {
+    fn fail(&self, key: PartitionKey, error: StageError) {
+        self.peers.release.do_send(Release {
             key: key.clone(),
             bytes: None,
         });
-        self.tracker.do_send(PartitionFailed { key, error, retry });
+        self.peers.failed.do_send(PartitionFailed { key, error });
     }
 }
 
@@ -256,81 +264,10 @@ impl Actor for Dispatcher {
     type Context = Context<Self>;
 }
 
-/// All partitions of a newly accepted job.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Enqueue {
-    pub job: Arc<JobSpec>,
-}
-
-/// Some partitions of a job: after a restart, those not yet proved; after a
-/// failed attempt, the one to try again.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct EnqueuePartitions {
-    pub job: Arc<JobSpec>,
-    pub partitions: Vec<u32>,
-}
-
-/// Starts no more queued partitions (graceful shutdown).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct HoldQueued;
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SynthesisDone {
-    pub job: Arc<JobSpec>,
-    pub index: u32,
-    pub result: Result<Synthesized, String>,
-}
-
-/// A GPU worker finished (or failed) one partition it was given.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct WorkerDone {
-    pub slot: usize,
-    /// Time the worker spent on it; `None` when it skipped or failed it.
-    pub busy: Option<Duration>,
-}
-
-/// Drops every queued partition of a job (failed or cancelled) and returns
-/// their budget; partitions in flight are skipped at their next stage.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct DropJob {
-    pub job: JobId,
-}
-
-#[derive(Message)]
-#[rtype(result = "QueueStatus")]
-pub struct GetQueueStatus;
-
-#[derive(Debug, Clone, Serialize, MessageResponse)]
-pub struct QueueStatus {
-    pub waiting_synthesis: usize,
-    pub waiting_budget: usize,
-    pub synthesizing: usize,
-    pub waiting_gpu: usize,
-    pub assigned_to_workers: usize,
-    pub pacer: PacerStatus,
-}
-
 impl Handler<Enqueue> for Dispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: Enqueue, ctx: &mut Context<Self>) {
-        for index in 0..msg.job.partitions {
-            self.pending.insert(msg.job.order(index), msg.job.clone());
-        }
-        self.pump(ctx);
-    }
-}
-
-impl Handler<EnqueuePartitions> for Dispatcher {
-    type Result = ();
-
-    fn handle(&mut self, msg: EnqueuePartitions, ctx: &mut Context<Self>) {
         // A retry may cross the job's failure or cancellation in the mail.
         if !msg.job.is_abandoned() {
             for index in msg.partitions {
@@ -355,7 +292,7 @@ impl Handler<BudgetDecision> for Dispatcher {
     fn handle(&mut self, msg: BudgetDecision, ctx: &mut Context<Self>) {
         let Some((job, synthesizing_since)) = self.in_synthesis.get_mut(&msg.key) else {
             // The job was dropped while its reservation was in the mail.
-            self.budget.do_send(Release {
+            self.peers.release.do_send(Release {
                 key: msg.key,
                 bytes: None,
             });
@@ -365,13 +302,14 @@ impl Handler<BudgetDecision> for Dispatcher {
         let job = job.clone();
         self.reserving -= 1;
         match msg.granted {
-            Ok(()) => self.synthesis.do_send(Synthesize {
+            Ok(()) => self.peers.synthesis.do_send(Synthesize {
                 job,
                 index: msg.key.index,
             }),
-            Err(error) => {
+            // No attempt can fit: the job fails, without retries.
+            Err(exceeded) => {
                 self.in_synthesis.remove(&msg.key);
-                self.fail(msg.key, error, false);
+                self.fail(msg.key, StageError::permanent(exceeded));
             }
         }
         self.pump(ctx);
@@ -394,9 +332,9 @@ impl Handler<SynthesisDone> for Dispatcher {
                     .insert(msg.job.order(msg.index), (msg.job, synthesized.payload));
             }
             Ok(_) => {
-                self.budget.do_send(Release { key, bytes: None });
+                self.peers.release.do_send(Release { key, bytes: None });
             }
-            Err(error) => self.fail(key, error, true),
+            Err(error) => self.fail(key, error),
         }
         self.pump(ctx);
     }
@@ -443,7 +381,7 @@ impl Handler<DropJob> for Dispatcher {
             self.reserving -= 1;
         }
         for key in released.into_iter().chain(reserving) {
-            self.budget.do_send(Release { key, bytes: None });
+            self.peers.release.do_send(Release { key, bytes: None });
         }
         self.pump(ctx);
     }

@@ -9,16 +9,17 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use crate::backend::{run_stage, Backend, Payload};
-use crate::budget::{BudgetManager, Release};
-use crate::model::{JobSpec, Stage};
+use crate::backend::{run_stage, Backend};
+use crate::messages::{Finalize, PartitionFailed, PartitionProved, Progress, Release, TrackerPort};
+use crate::model::{ProofRecord, Stage};
 use crate::telemetry;
-use crate::tracker::{PartitionFailed, PartitionProved, Progress, ProofRecord, Tracker};
 
 pub struct Finalizer {
     pub backend: Arc<dyn Backend>,
-    pub tracker: Addr<Tracker>,
-    pub budget: Addr<BudgetManager>,
+    /// The tracker: Finalizing, then the proof or the failure.
+    pub tracker: TrackerPort,
+    /// The budget: the partition's remaining bytes, once it is done.
+    pub release: Recipient<Release>,
     /// Finalizations running on all finalizer threads (for the gauge).
     pub active: Arc<AtomicUsize>,
 }
@@ -27,26 +28,18 @@ impl Actor for Finalizer {
     type Context = SyncContext<Self>;
 }
 
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Finalize {
-    pub job: Arc<JobSpec>,
-    pub index: u32,
-    pub input: Payload,
-}
-
 impl Handler<Finalize> for Finalizer {
     type Result = ();
 
     fn handle(&mut self, msg: Finalize, ctx: &mut SyncContext<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
-            self.budget.do_send(Release { key, bytes: None });
+            self.release.do_send(Release { key, bytes: None });
             return;
         }
         let active = self.active.fetch_add(1, Ordering::Relaxed) + 1;
         telemetry::FinalizerLoad { active }.emit();
-        self.tracker.do_send(Progress {
+        self.tracker.progress.do_send(Progress {
             key: key.clone(),
             stage: Stage::Finalizing,
             at: Instant::now(),
@@ -56,12 +49,12 @@ impl Handler<Finalize> for Finalizer {
         });
         // The budget hears first, so whoever sees the job done sees its
         // memory returned.
-        self.budget.do_send(Release {
+        self.release.do_send(Release {
             key: key.clone(),
             bytes: None,
         });
         match result {
-            Ok(done) => self.tracker.do_send(PartitionProved {
+            Ok(done) => self.tracker.proved.do_send(PartitionProved {
                 key,
                 proof: ProofRecord {
                     proof: done.proof,
@@ -69,17 +62,13 @@ impl Handler<Finalize> for Finalizer {
                 },
                 at: Instant::now(),
             }),
-            Err(failure) => {
-                if failure.panicked {
+            Err(error) => {
+                if error.panicked() {
                     // The SyncArbiter builds a fresh finalizer for the next message.
-                    telemetry::ActorRestarted { actor: "finalizer", error: &failure.error }.emit();
+                    telemetry::ActorRestarted { actor: "finalizer", error: &error.to_string() }.emit();
                     ctx.stop();
                 }
-                self.tracker.do_send(PartitionFailed {
-                    key,
-                    error: failure.error,
-                    retry: true,
-                })
+                self.tracker.failed.do_send(PartitionFailed { key, error })
             }
         }
         let active = self.active.fetch_sub(1, Ordering::Relaxed) - 1;

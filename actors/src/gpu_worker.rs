@@ -7,14 +7,13 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use crate::backend::{run_stage, Backend, Payload};
-use crate::budget::{BudgetManager, Release};
-use crate::dispatcher::{Dispatcher, WorkerDone};
-use crate::finalizer::{Finalize, Finalizer};
-use crate::model::{JobSpec, Stage, WorkerId};
+use crate::backend::{run_stage, Backend};
+use crate::messages::{
+    Finalize, HandOverDropped, PartitionFailed, Progress, ProvePartition, Release, SpanFinished,
+    SpanReport, SpanStarted, TrackerPort, WorkerDone,
+};
+use crate::model::{Stage, WorkerId};
 use crate::telemetry;
-use crate::tracker::{PartitionFailed, Progress, Tracker};
-use crate::worker_monitor::{HandOverDropped, SpanFinished, SpanStarted, WorkerMonitor};
 
 /// The running partition plus lookahead; the dispatcher never sends more.
 pub const MAILBOX_CAPACITY: usize = 16;
@@ -24,13 +23,30 @@ pub struct GpuWorker {
     /// This worker's index in the dispatcher's worker list.
     pub slot: usize,
     pub backend: Arc<dyn Backend>,
-    pub tracker: Addr<Tracker>,
-    pub monitor: Addr<WorkerMonitor>,
-    pub dispatcher: Addr<Dispatcher>,
-    pub budget: Addr<BudgetManager>,
-    pub finalizer: Addr<Finalizer>,
+    /// The tracker: WaitingFinalizer and failed attempts.
+    pub tracker: TrackerPort,
+    /// Who hears of every span, started and finished: the monitor (time
+    /// accounting) and the tracker (the partition's stage and phases).
+    pub spans: Vec<Recipient<SpanReport>>,
+    /// The monitor: a handed-over partition dropped unstarted.
+    pub dropped: Recipient<HandOverDropped>,
+    /// The dispatcher: this worker can take another partition.
+    pub done: Recipient<WorkerDone>,
+    /// The budget: a, b and c after prove_start, everything on failure.
+    pub release: Recipient<Release>,
+    /// The finalizers: a proved partition's next stage.
+    pub finalizer: Recipient<Finalize>,
     /// When the last partition ended (or the worker started).
     pub free_since: Instant,
+}
+
+impl GpuWorker {
+    /// One report, to every subscriber, in the order they were wired.
+    fn publish(&self, report: SpanReport) {
+        for subscriber in &self.spans {
+            subscriber.do_send(report.clone());
+        }
+    }
 }
 
 impl Actor for GpuWorker {
@@ -45,44 +61,32 @@ impl Supervised for GpuWorker {
     }
 }
 
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ProvePartition {
-    pub job: Arc<JobSpec>,
-    pub index: u32,
-    pub input: Payload,
-    /// When the dispatcher put it in this worker's mailbox.
-    pub handed_at: Instant,
-}
-
 impl Handler<ProvePartition> for GpuWorker {
     type Result = ();
 
     fn handle(&mut self, msg: ProvePartition, ctx: &mut Context<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
-            self.monitor.do_send(HandOverDropped {
+            self.dropped.do_send(HandOverDropped {
                 worker: self.id,
                 at: Instant::now(),
             });
-            self.dispatcher.do_send(WorkerDone {
+            self.done.do_send(WorkerDone {
                 slot: self.slot,
                 busy: None,
             });
-            self.budget.do_send(Release { key, bytes: None });
+            self.release.do_send(Release { key, bytes: None });
             return;
         }
         let partition = key.to_string();
         telemetry::GpuSpanStarted { worker: self.id, partition: &partition }.emit();
         let start = Instant::now();
         let waited = start.saturating_duration_since(msg.handed_at.max(self.free_since));
-        let started = SpanStarted {
+        self.publish(SpanReport::Started(SpanStarted {
             worker: self.id,
             key: key.clone(),
             at: start,
-        };
-        self.monitor.do_send(started.clone());
-        self.tracker.do_send(started);
+        }));
         let result = run_stage("prove_start", || {
             self.backend
                 .prove_start(self.id.device, &msg.job, msg.index, msg.input)
@@ -92,12 +96,12 @@ impl Handler<ProvePartition> for GpuWorker {
         // the worker's busy time.
         let (ok, mut phases) = match result {
             Ok(started) => {
-                self.budget.do_send(Release {
+                self.release.do_send(Release {
                     key: key.clone(),
                     bytes: Some(started.freed_bytes),
                 });
                 // Before the finalizer can report Finalizing.
-                self.tracker.do_send(Progress {
+                self.tracker.progress.do_send(Progress {
                     key: key.clone(),
                     stage: Stage::WaitingFinalizer,
                     at: proved,
@@ -109,27 +113,23 @@ impl Handler<ProvePartition> for GpuWorker {
                 });
                 (true, started.phases)
             }
-            Err(failure) => {
-                self.budget.do_send(Release {
+            Err(error) => {
+                self.release.do_send(Release {
                     key: key.clone(),
                     bytes: None,
                 });
-                if failure.panicked {
-                    telemetry::ActorRestarted { actor: "gpu_worker", error: &failure.error }.emit();
+                if error.panicked() {
+                    telemetry::ActorRestarted { actor: "gpu_worker", error: &error.to_string() }.emit();
                     ctx.stop();
                 }
-                self.tracker.do_send(PartitionFailed {
-                    key: key.clone(),
-                    error: failure.error,
-                    retry: true,
-                });
+                self.tracker.failed.do_send(PartitionFailed { key: key.clone(), error });
                 (false, Vec::new())
             }
         };
         let end = Instant::now();
         phases.push(("handoff", end - proved));
         self.free_since = end;
-        self.dispatcher.do_send(WorkerDone {
+        self.done.do_send(WorkerDone {
             slot: self.slot,
             busy: ok.then(|| end - start),
         });
@@ -141,7 +141,7 @@ impl Handler<ProvePartition> for GpuWorker {
             phases: &phases,
         }
         .emit();
-        let finished = SpanFinished {
+        self.publish(SpanReport::Finished(SpanFinished {
             worker: self.id,
             key,
             start,
@@ -149,8 +149,6 @@ impl Handler<ProvePartition> for GpuWorker {
             waited,
             phases,
             ok,
-        };
-        self.tracker.do_send(finished.clone());
-        self.monitor.do_send(finished);
+        }));
     }
 }

@@ -1,15 +1,19 @@
-//! The vocabulary shared by all actors.
+//! The vocabulary shared by all actors and their messages: jobs,
+//! partitions, stages, priorities, proofs, GPU workers and what they do.
 
 use std::any::Any;
 use std::cmp::Reverse;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::time;
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobId(pub String);
 
 impl fmt::Display for JobId {
@@ -22,6 +26,7 @@ impl fmt::Display for JobId {
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     Low,
@@ -52,6 +57,7 @@ impl Priority {
 /// A partition's place in the pipeline. The order is the order of progress:
 /// a partition never moves back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     Queued,
@@ -162,6 +168,39 @@ pub struct JobSpec {
 }
 
 impl JobSpec {
+    /// The one way a spec is built, for a job accepted now or one restored
+    /// from the store: `submitted_wall` places it in time (the monotonic
+    /// instant follows from it), `deadline` counts from it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: JobId,
+        seq: u64,
+        priority: Priority,
+        partitions: u32,
+        circuit: String,
+        circuit_id: String,
+        reservation: Reservation,
+        work: Arc<dyn Any + Send + Sync>,
+        submitted_wall: SystemTime,
+        deadline: Option<Duration>,
+    ) -> Self {
+        let submitted = time::instant_at(submitted_wall);
+        Self {
+            id,
+            seq,
+            priority,
+            partitions,
+            circuit,
+            circuit_id,
+            reservation,
+            work,
+            submitted,
+            submitted_wall,
+            deadline: deadline.map(|d| submitted + d),
+            abandoned: AtomicBool::new(false),
+        }
+    }
+
     pub fn is_abandoned(&self) -> bool {
         self.abandoned.load(Ordering::Acquire)
     }
@@ -192,5 +231,76 @@ pub struct WorkerId {
 impl fmt::Display for WorkerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "gpu{}/w{}", self.device, self.worker)
+    }
+}
+
+/// A proved partition: what the finalizer hands the tracker, the tracker
+/// serves and the store keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProofRecord {
+    /// The proof, serialized by the backend (arkworks compressed).
+    pub proof: Vec<u8>,
+    /// The public inputs, serialized the same way.
+    pub public_inputs: Vec<Vec<u8>>,
+}
+
+/// Why an idle GPU worker is idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleCause {
+    /// Nothing queued anywhere.
+    NoWork,
+    /// Work is queued but no partition is synthesized yet.
+    Synthesis,
+    /// Partitions wait for memory and none is being synthesized.
+    Budget,
+    /// The pacer holds queued work back and none is being synthesized.
+    Paced,
+    /// A synthesized partition exists but has not reached the worker yet.
+    Handoff,
+}
+
+impl IdleCause {
+    pub const ALL: [IdleCause; 5] = [
+        IdleCause::NoWork,
+        IdleCause::Synthesis,
+        IdleCause::Budget,
+        IdleCause::Paced,
+        IdleCause::Handoff,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleCause::NoWork => "no_work",
+            IdleCause::Synthesis => "synthesis",
+            IdleCause::Budget => "budget",
+            IdleCause::Paced => "paced",
+            IdleCause::Handoff => "handoff",
+        }
+    }
+}
+
+/// What a worker is doing: the value of `cuzk_gpu_worker_state{state}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    Proving,
+    Idle(IdleCause),
+}
+
+impl Activity {
+    pub const ALL: [Activity; 6] = [
+        Activity::Proving,
+        Activity::Idle(IdleCause::NoWork),
+        Activity::Idle(IdleCause::Synthesis),
+        Activity::Idle(IdleCause::Budget),
+        Activity::Idle(IdleCause::Paced),
+        Activity::Idle(IdleCause::Handoff),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activity::Proving => "proving",
+            Activity::Idle(cause) => cause.as_str(),
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! database later).
 
 use std::collections::BTreeMap;
+use std::error::Error;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,8 +13,43 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{JobId, Priority, Stage};
-use crate::tracker::ProofRecord;
+use crate::model::{JobId, Priority, ProofRecord, Stage};
+
+/// Why the store could not do what was asked. The kind says what a caller
+/// can do about it: after `Closed` nothing more is written (the daemon is
+/// stopping); after `Unavailable` the storage failed and a later write may
+/// succeed; `BadRecord` names a stored job that cannot be read back, which
+/// no retry fixes.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the job store is closed")]
+    Closed,
+    #[error("job store: {0}")]
+    Unavailable(Arc<dyn Error + Send + Sync>),
+    #[error("job {job}: unreadable {what}: {cause}")]
+    BadRecord {
+        /// The job whose record is unreadable.
+        job: JobId,
+        /// Which part of it: "record", "proof", "outcome".
+        what: &'static str,
+        cause: Arc<dyn Error + Send + Sync>,
+    },
+}
+
+impl StoreError {
+    /// The storage failed with `cause`.
+    pub fn unavailable(cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        Self::Unavailable(Arc::from(cause.into()))
+    }
+
+    pub fn bad_record(
+        job: &str,
+        what: &'static str,
+        cause: impl Into<Box<dyn Error + Send + Sync>>,
+    ) -> Self {
+        Self::BadRecord { job: JobId(job.to_string()), what, cause: Arc::from(cause.into()) }
+    }
+}
 
 /// A job as accepted: enough to rebuild its work after a restart.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -76,10 +112,10 @@ pub struct StoredJob {
 
 /// Resolves once a write (and every write queued before it) is durable.
 #[derive(Debug)]
-pub struct Committed(tokio::sync::oneshot::Receiver<Result<(), String>>);
+pub struct Committed(tokio::sync::oneshot::Receiver<Result<(), StoreError>>);
 
 /// The sending half of [`Committed`], for store implementations.
-pub struct CommitSignal(tokio::sync::oneshot::Sender<Result<(), String>>);
+pub struct CommitSignal(tokio::sync::oneshot::Sender<Result<(), StoreError>>);
 
 impl Committed {
     pub fn channel() -> (CommitSignal, Committed) {
@@ -88,27 +124,26 @@ impl Committed {
     }
 
     /// Waits outside any async runtime.
-    pub fn wait_blocking(self) -> Result<(), String> {
-        self.0
-            .blocking_recv()
-            .unwrap_or_else(|_| Err("the store closed before committing".into()))
+    pub fn wait_blocking(self) -> Result<(), StoreError> {
+        self.0.blocking_recv().unwrap_or(Err(StoreError::Closed))
     }
 }
 
 impl CommitSignal {
-    pub fn send(self, result: Result<(), String>) {
+    pub fn send(self, result: Result<(), StoreError>) {
         // The waiter may have gone (client hung up); the write stands.
         let _ = self.0.send(result);
     }
 }
 
 impl Future for Committed {
-    type Output = Result<(), String>;
+    type Output = Result<(), StoreError>;
 
+    /// A signal dropped unsent means the store closed before this write.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx).map(|received| {
-            received.unwrap_or_else(|_| Err("the store closed before committing".into()))
-        })
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|received| received.unwrap_or(Err(StoreError::Closed)))
     }
 }
 
@@ -119,10 +154,10 @@ pub trait JobStore: Send + Sync {
     fn write(&self, write: StoreWrite) -> Committed;
 
     /// Every job recorded and not removed, in submission order.
-    fn load(&self) -> Result<Vec<StoredJob>, String>;
+    fn load(&self) -> Result<Vec<StoredJob>, StoreError>;
 
     /// Commits everything queued, then closes: later writes fail. Blocks.
-    fn close(&self) -> Result<(), String>;
+    fn close(&self) -> Result<(), StoreError>;
 }
 
 /// What the Tracker keeps and for how long.

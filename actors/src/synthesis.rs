@@ -8,28 +8,23 @@ use std::time::Instant;
 use actix::prelude::*;
 
 use crate::backend::{run_stage, Backend, Synthesized};
-use crate::budget::{BudgetManager, SetResident};
-use crate::dispatcher::{Dispatcher, SynthesisDone};
-use crate::model::{JobSpec, Stage};
+use crate::error::StageError;
+use crate::messages::{Progress, SetResident, SynthesisDone, Synthesize};
+use crate::model::Stage;
 use crate::telemetry;
-use crate::tracker::{Progress, Tracker};
 
 pub struct SynthesisWorker {
     pub backend: Arc<dyn Backend>,
-    pub tracker: Addr<Tracker>,
-    pub dispatcher: Addr<Dispatcher>,
-    pub budget: Addr<BudgetManager>,
+    /// The tracker: the stages a partition enters here.
+    pub progress: Recipient<Progress>,
+    /// The dispatcher: the result, which frees this thread's slot.
+    pub done: Recipient<SynthesisDone>,
+    /// The budget: what the backend keeps resident after loading a shape.
+    pub resident: Recipient<SetResident>,
 }
 
 impl Actor for SynthesisWorker {
     type Context = SyncContext<Self>;
-}
-
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Synthesize {
-    pub job: Arc<JobSpec>,
-    pub index: u32,
 }
 
 impl Handler<Synthesize> for SynthesisWorker {
@@ -37,36 +32,33 @@ impl Handler<Synthesize> for SynthesisWorker {
 
     fn handle(&mut self, msg: Synthesize, ctx: &mut SyncContext<Self>) {
         let key = msg.job.key(msg.index);
-        let result: Result<Synthesized, String> = if msg.job.is_abandoned() {
-            Err("job abandoned".into())
+        let result: Result<Synthesized, StageError> = if msg.job.is_abandoned() {
+            Err(StageError::permanent("job abandoned"))
         } else {
-            self.tracker.do_send(Progress {
+            self.progress.do_send(Progress {
                 key: key.clone(),
                 stage: Stage::Synthesizing,
                 at: Instant::now(),
             });
-            match run_stage("synthesis", || self.backend.synthesize(&msg.job, msg.index)) {
-                Ok(synthesized) => {
-                    self.tracker.do_send(Progress {
-                        key,
-                        stage: Stage::WaitingGpu,
-                        at: Instant::now(),
-                    });
-                    Ok(synthesized)
+            let result = run_stage("synthesis", || self.backend.synthesize(&msg.job, msg.index));
+            match &result {
+                Ok(_) => self.progress.do_send(Progress {
+                    key,
+                    stage: Stage::WaitingGpu,
+                    at: Instant::now(),
+                }),
+                Err(failure) if failure.panicked() => {
+                    // The SyncArbiter builds a fresh worker for the next message.
+                    telemetry::ActorRestarted { actor: "synthesis", error: &failure.to_string() }.emit();
+                    ctx.stop();
                 }
-                Err(failure) => {
-                    if failure.panicked {
-                        // The SyncArbiter builds a fresh worker for the next message.
-                        telemetry::ActorRestarted { actor: "synthesis", error: &failure.error }.emit();
-                        ctx.stop();
-                    }
-                    Err(failure.error)
-                }
+                Err(_) => {}
             }
+            result
         };
         // Synthesis is where shapes get loaded or set up.
-        self.budget.do_send(SetResident { bytes: self.backend.resident_bytes() });
-        self.dispatcher.do_send(SynthesisDone {
+        self.resident.do_send(SetResident { bytes: self.backend.resident_bytes() });
+        self.done.do_send(SynthesisDone {
             job: msg.job,
             index: msg.index,
             result,

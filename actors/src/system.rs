@@ -7,17 +7,21 @@ use actix::prelude::*;
 use serde::Serialize;
 
 use crate::backend::Backend;
-use crate::budget::{self, BudgetManager, BudgetStatus, GetBudgetStatus, SetResident};
-use crate::dispatcher::{self, Dispatcher, GetQueueStatus, QueueStatus};
+use crate::budget::{self, BudgetManager};
+use crate::dispatcher::{self, Dispatcher, Peers};
 use crate::finalizer::Finalizer;
 use crate::gpu_worker::{self, GpuWorker};
 use crate::mailbox::mailbox;
+use crate::messages::{
+    BudgetStatus, GetBudgetStatus, GetQueueStatus, GetTrackerStatus, GetWorkers, QueueStatus,
+    SetResident, TrackerPort, TrackerStatus, WorkerReport,
+};
 use crate::model::WorkerId;
 use crate::pacer::PacerConfig;
 use crate::store::Persistence;
 use crate::synthesis::SynthesisWorker;
-use crate::tracker::{self, GetTrackerStatus, Tracker, TrackerStatus};
-use crate::worker_monitor::{self, GetWorkers, WorkerMonitor, WorkerReport};
+use crate::tracker::{self, Tracker};
+use crate::worker_monitor::{self, WorkerMonitor};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SystemConfig {
@@ -78,23 +82,30 @@ impl ProvingSystem {
         let (monitor, monitor_box) = mailbox::<WorkerMonitor>(worker_monitor::MAILBOX_CAPACITY);
         let mut arbiters = Vec::new();
 
+        // Every recipient made from one address shares that actor's one
+        // mailbox, so reports of different kinds keep their order.
+        let tracker_port = TrackerPort {
+            progress: tracker.clone().recipient(),
+            proved: tracker.clone().recipient(),
+            failed: tracker.clone().recipient(),
+        };
         let synthesis = {
             let (backend, tracker, dispatcher, budget) =
                 (backend.clone(), tracker.clone(), dispatcher.clone(), budget.clone());
             SyncArbiter::start(config.synthesis_threads.max(1), move || SynthesisWorker {
                 backend: backend.clone(),
-                tracker: tracker.clone(),
-                dispatcher: dispatcher.clone(),
-                budget: budget.clone(),
+                progress: tracker.clone().recipient(),
+                done: dispatcher.clone().recipient(),
+                resident: budget.clone().recipient(),
             })
         };
         let finalizer = {
-            let (backend, tracker, budget) = (backend.clone(), tracker.clone(), budget.clone());
+            let (backend, tracker, budget) = (backend.clone(), tracker_port.clone(), budget.clone());
             let active = Arc::new(AtomicUsize::new(0));
             SyncArbiter::start(config.finalizer_threads.max(1), move || Finalizer {
                 backend: backend.clone(),
                 tracker: tracker.clone(),
-                budget: budget.clone(),
+                release: budget.clone().recipient(),
                 active: active.clone(),
             })
         };
@@ -109,11 +120,12 @@ impl ProvingSystem {
                     id,
                     slot: workers.len(),
                     backend: backend.clone(),
-                    tracker: tracker.clone(),
-                    monitor: monitor.clone(),
-                    dispatcher: dispatcher.clone(),
-                    budget: budget.clone(),
-                    finalizer: finalizer.clone(),
+                    tracker: tracker_port.clone(),
+                    spans: vec![monitor.clone().recipient(), tracker.clone().recipient()],
+                    dropped: monitor.clone().recipient(),
+                    done: dispatcher.clone().recipient(),
+                    release: budget.clone().recipient(),
+                    finalizer: finalizer.clone().recipient(),
                     free_since: std::time::Instant::now(),
                 };
                 // Supervised: a worker that stops after a panic is restarted
@@ -124,14 +136,19 @@ impl ProvingSystem {
                 });
                 arbiters.push(arbiter);
                 worker_ids.push(id);
-                workers.push((id, addr));
+                workers.push((id, addr.recipient()));
             }
         }
 
         let tracker_arbiter = Arbiter::new();
         tracker_box.start_on(
             &tracker_arbiter.handle(),
-            Tracker::new(dispatcher.clone(), config.max_attempts).with_persistence(persistence),
+            Tracker::new(
+                dispatcher.clone().recipient(),
+                dispatcher.clone().recipient(),
+                config.max_attempts,
+            )
+            .with_persistence(persistence),
         );
         let monitor_arbiter = Arbiter::new();
         monitor_box.start_on(&monitor_arbiter.handle(), WorkerMonitor::new(worker_ids));
@@ -139,12 +156,17 @@ impl ProvingSystem {
         dispatcher_box.start_on(
             &dispatcher_arbiter.handle(),
             Dispatcher::new(
-                tracker.clone(),
-                monitor.clone(),
-                budget.clone(),
-                synthesis,
-                config.synthesis_threads,
+                Peers {
+                    progress: tracker.clone().recipient(),
+                    failed: tracker.clone().recipient(),
+                    handed_over: monitor.clone().recipient(),
+                    idle_cause: monitor.clone().recipient(),
+                    reserve: budget.clone().recipient(),
+                    release: budget.clone().recipient(),
+                    synthesis: synthesis.recipient(),
+                },
                 workers,
+                config.synthesis_threads,
                 config.gpu_lookahead,
                 config.pacer.clone(),
             ),

@@ -7,8 +7,7 @@
 
 use std::time::Duration;
 
-use crate::model::{Priority, Stage, WorkerId};
-use crate::worker_monitor::{Activity, IdleCause};
+use crate::model::{Activity, IdleCause, Priority, Stage, WorkerId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetricKind {
@@ -188,12 +187,6 @@ pub const GPU_WORKER_STATE: MetricDef = gauge(
     &["device", "worker", "state"],
     "1 for the state a GPU worker is in now (proving, or idle by cause: no_work, synthesis, budget, paced, handoff), 0 for the others.",
 );
-pub const GPU_WORKER_PROVING: MetricDef = gauge(
-    "cuzk_gpu_worker_proving",
-    "boolean",
-    &["device", "worker"],
-    "1 while a GPU worker proves a partition, 0 while it is idle.",
-);
 pub const BUDGET_USED: MetricDef = gauge(
     "cuzk_budget_used_bytes",
     "bytes",
@@ -276,7 +269,6 @@ pub const CATALOGUE: &[MetricDef] = &[
     GPU_IDLE_GAP,
     GPU_UTILIZATION,
     GPU_WORKER_STATE,
-    GPU_WORKER_PROVING,
     BUDGET_USED,
     BUDGET_RESIDENT,
     BUDGET_LIMIT,
@@ -430,13 +422,7 @@ pub struct GpuSpanStarted<'a> {
 impl GpuSpanStarted<'_> {
     pub fn emit(&self) {
         log::debug!("{} starts {}", self.worker, self.partition);
-        worker_proving(self.worker, 1.0);
     }
-}
-
-fn worker_proving(worker: WorkerId, value: f64) {
-    let (device, worker) = worker_labels(worker);
-    metrics::gauge!(GPU_WORKER_PROVING.name, "device" => device, "worker" => worker).set(value);
 }
 
 pub struct GpuSpanFinished<'a> {
@@ -457,7 +443,6 @@ impl GpuSpanFinished<'_> {
             self.busy.as_secs_f64(),
             self.phases
         );
-        worker_proving(self.worker, 0.0);
         let waited = [("wait_input", self.waited)];
         for (phase, duration) in waited.iter().chain(self.phases) {
             metrics::histogram!(
@@ -538,7 +523,6 @@ impl WorkerRegistered {
         for activity in Activity::ALL {
             worker_state(self.worker, activity, if activity == self.activity { 1.0 } else { 0.0 });
         }
-        worker_proving(self.worker, 0.0);
     }
 }
 

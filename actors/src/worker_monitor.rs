@@ -12,14 +12,18 @@
 //! in which reports from different threads arrive.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use serde::Serialize;
 
 use crate::backend::Phases;
-use crate::model::{PartitionKey, WorkerId};
+use crate::messages::{
+    GetTimeline, GetWorkers, HandOverDropped, HandedOver, IdleCauseChanged, SpanFinished,
+    SpanReport, SpanStarted, SubscribeSpans, TimelineEntry, WorkerReport,
+};
+use crate::model::{Activity, IdleCause, PartitionKey, WorkerId};
 use crate::telemetry;
+use crate::time::{ms, WallClock};
 
 pub const MAILBOX_CAPACITY: usize = 8192;
 
@@ -30,67 +34,6 @@ const TICK: Duration = Duration::from_millis(500);
 /// The window of `cuzk_gpu_utilization_ratio`.
 pub const UTILIZATION_WINDOW: Duration = Duration::from_secs(60);
 
-/// Why an idle GPU worker is idle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdleCause {
-    /// Nothing queued anywhere.
-    NoWork,
-    /// Work is queued but no partition is synthesized yet.
-    Synthesis,
-    /// Partitions wait for memory and none is being synthesized.
-    Budget,
-    /// The pacer holds queued work back and none is being synthesized.
-    Paced,
-    /// A synthesized partition exists but has not reached the worker yet.
-    Handoff,
-}
-
-impl IdleCause {
-    pub const ALL: [IdleCause; 5] = [
-        IdleCause::NoWork,
-        IdleCause::Synthesis,
-        IdleCause::Budget,
-        IdleCause::Paced,
-        IdleCause::Handoff,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IdleCause::NoWork => "no_work",
-            IdleCause::Synthesis => "synthesis",
-            IdleCause::Budget => "budget",
-            IdleCause::Paced => "paced",
-            IdleCause::Handoff => "handoff",
-        }
-    }
-}
-
-/// What a worker is doing: the value of `cuzk_gpu_worker_state{state}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activity {
-    Proving,
-    Idle(IdleCause),
-}
-
-impl Activity {
-    pub const ALL: [Activity; 6] = [
-        Activity::Proving,
-        Activity::Idle(IdleCause::NoWork),
-        Activity::Idle(IdleCause::Synthesis),
-        Activity::Idle(IdleCause::Budget),
-        Activity::Idle(IdleCause::Paced),
-        Activity::Idle(IdleCause::Handoff),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Activity::Proving => "proving",
-            Activity::Idle(cause) => cause.as_str(),
-        }
-    }
-}
-
 pub struct WorkerMonitor {
     clock: WallClock,
     /// The cause the dispatcher last reported for a worker with nothing
@@ -98,42 +41,6 @@ pub struct WorkerMonitor {
     cause: IdleCause,
     workers: BTreeMap<WorkerId, WorkerAccount>,
     subscribers: Vec<Recipient<SpanFinished>>,
-}
-
-/// Maps instants to wall-clock time for the API.
-#[derive(Clone, Copy)]
-struct WallClock {
-    instant: Instant,
-    unix_ms: f64,
-}
-
-impl WallClock {
-    fn now() -> Self {
-        let unix = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        Self {
-            instant: Instant::now(),
-            unix_ms: unix.as_secs_f64() * 1e3,
-        }
-    }
-
-    fn unix_ms(&self, at: Instant) -> f64 {
-        let offset = match at.checked_duration_since(self.instant) {
-            Some(after) => after.as_secs_f64(),
-            None => -(self.instant - at).as_secs_f64(),
-        };
-        round_ms(self.unix_ms + offset * 1e3)
-    }
-
-    fn instant(&self, unix_ms: f64) -> Instant {
-        let offset = Duration::from_secs_f64((unix_ms - self.unix_ms).abs() / 1e3);
-        if unix_ms >= self.unix_ms {
-            self.instant + offset
-        } else {
-            self.instant.checked_sub(offset).unwrap_or(self.instant)
-        }
-    }
 }
 
 struct WorkerAccount {
@@ -293,7 +200,7 @@ impl WorkerMonitor {
         let cause = IdleCause::NoWork;
         let workers = workers
             .into_iter()
-            .map(|id| (id, WorkerAccount::new(id, clock.instant, cause)))
+            .map(|id| (id, WorkerAccount::new(id, clock.instant(), cause)))
             .collect::<BTreeMap<_, _>>();
         for id in workers.keys() {
             telemetry::WorkerRegistered { worker: *id, activity: Activity::Idle(cause) }.emit();
@@ -407,14 +314,6 @@ impl WorkerMonitor {
     }
 }
 
-fn ms(d: Duration) -> f64 {
-    round_ms(d.as_secs_f64() * 1e3)
-}
-
-fn round_ms(value: f64) -> f64 {
-    (value * 1e3).round() / 1e3
-}
-
 struct WorkerReportTimes {
     busy: Duration,
     idle: [Duration; IdleCause::ALL.len()],
@@ -432,130 +331,6 @@ impl Actor for WorkerMonitor {
             }
         });
     }
-}
-
-// ---- messages -------------------------------------------------------------
-
-/// The dispatcher's view changed: what an idle worker with nothing handed to
-/// it now waits for.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct IdleCauseChanged {
-    pub cause: IdleCause,
-    pub at: Instant,
-}
-
-/// The dispatcher handed a partition to a worker's mailbox.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct HandedOver {
-    pub worker: WorkerId,
-    pub at: Instant,
-}
-
-/// A worker dropped a handed-over partition without proving it (its job
-/// was cancelled or failed meanwhile).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct HandOverDropped {
-    pub worker: WorkerId,
-    pub at: Instant,
-}
-
-/// A GPU worker started a partition.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub struct SpanStarted {
-    pub worker: WorkerId,
-    pub key: PartitionKey,
-    pub at: Instant,
-}
-
-/// A GPU worker finished a partition, successfully or not.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub struct SpanFinished {
-    pub worker: WorkerId,
-    pub key: PartitionKey,
-    pub start: Instant,
-    pub end: Instant,
-    /// Time between the worker being free with this partition handed to it
-    /// and starting it (the hand-off before the span; not busy time).
-    pub waited: Duration,
-    pub phases: Phases,
-    pub ok: bool,
-}
-
-/// Forwards a copy of every finished span (benchmarks).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SubscribeSpans(pub Recipient<SpanFinished>);
-
-/// Every worker's state and its last `spans` spans.
-#[derive(Message)]
-#[rtype(result = "Vec<WorkerReport>")]
-pub struct GetWorkers {
-    pub spans: usize,
-}
-
-/// Busy and idle segments of all workers that overlap `[since, until]`
-/// (Unix milliseconds), oldest first, the ones in progress included.
-#[derive(Message)]
-#[rtype(result = "Vec<TimelineEntry>")]
-pub struct GetTimeline {
-    pub since_unix_ms: f64,
-    pub until_unix_ms: Option<f64>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct WorkerReport {
-    pub id: String,
-    pub device: usize,
-    pub worker: usize,
-    /// "proving" or "idle".
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idle_cause: Option<IdleCause>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub partition: Option<u32>,
-    /// When the current state began (for an idle worker: when the gap began).
-    pub since_unix_ms: f64,
-    pub for_ms: f64,
-    /// Partitions in its mailbox that it has not started.
-    pub handed_over: usize,
-    pub busy_seconds: f64,
-    pub idle_seconds: BTreeMap<&'static str, f64>,
-    /// Busy fraction over the last minute.
-    pub utilization_ratio: f64,
-    pub recent_spans: Vec<TimelineEntry>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TimelineEntry {
-    pub device: usize,
-    pub worker: usize,
-    /// "busy" or "idle".
-    pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cause: Option<IdleCause>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub partition: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ok: Option<bool>,
-    pub start_unix_ms: f64,
-    pub end_unix_ms: f64,
-    pub duration_ms: f64,
-    /// Still in progress: `end_unix_ms` is the time of the query.
-    pub open: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub waited_ms: Option<f64>,
-    /// Phases of a busy span, in the order they ran.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub phases: Vec<(&'static str, f64)>,
 }
 
 // ---- handlers -------------------------------------------------------------
@@ -595,10 +370,19 @@ impl Handler<HandOverDropped> for WorkerMonitor {
     }
 }
 
-impl Handler<SpanStarted> for WorkerMonitor {
+impl Handler<SpanReport> for WorkerMonitor {
     type Result = ();
 
-    fn handle(&mut self, msg: SpanStarted, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: SpanReport, _: &mut Context<Self>) {
+        match msg {
+            SpanReport::Started(span) => self.span_started(span),
+            SpanReport::Finished(span) => self.span_finished(span),
+        }
+    }
+}
+
+impl WorkerMonitor {
+    fn span_started(&mut self, msg: SpanStarted) {
         let Some(account) = self.workers.get_mut(&msg.worker) else {
             return;
         };
@@ -613,12 +397,8 @@ impl Handler<SpanStarted> for WorkerMonitor {
         }
         account.proving = Some(msg.key);
     }
-}
 
-impl Handler<SpanFinished> for WorkerMonitor {
-    type Result = ();
-
-    fn handle(&mut self, msg: SpanFinished, _: &mut Context<Self>) {
+    fn span_finished(&mut self, msg: SpanFinished) {
         for subscriber in &self.subscribers {
             subscriber.do_send(msg.clone());
         }
@@ -669,8 +449,8 @@ impl Handler<GetTimeline> for WorkerMonitor {
 
     fn handle(&mut self, msg: GetTimeline, _: &mut Context<Self>) -> Self::Result {
         let now = Instant::now();
-        let since = self.clock.instant(msg.since_unix_ms);
-        let until = msg.until_unix_ms.map(|u| self.clock.instant(u)).unwrap_or(now);
+        let since = self.clock.instant_of(msg.since_unix_ms);
+        let until = msg.until_unix_ms.map(|u| self.clock.instant_of(u)).unwrap_or(now);
         let mut entries = Vec::new();
         for account in self.workers.values() {
             let overlapping = |s: &Segment| s.end >= since && s.start <= until;

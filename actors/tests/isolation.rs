@@ -7,9 +7,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::tracker::{GetTrackerStatus, SubmitJob};
+use cuzk_actors::messages::{GetTrackerStatus, SubmitJob};
 use cuzk_actors::{
-    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, Started,
+    Backend, Finished, StageError, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, Started,
     Synthesized, SystemConfig,
 };
 
@@ -28,15 +28,15 @@ impl Backend for StuckFinalizer {
     fn devices(&self) -> Vec<String> {
         vec!["d0".into()]
     }
-    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, String> {
+    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
         Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
     }
-    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, String> {
+    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
         std::thread::sleep(Duration::from_millis(1));
         self.proved.fetch_add(1, Ordering::SeqCst);
         Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![] })
     }
-    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, String> {
+    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
         let mut released = self.released.lock().unwrap();
         while !*released {
             released = self.release.wait(released).unwrap();

@@ -8,9 +8,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::tracker::{CancelJob, GetJob, JobStatus, SubmitJob};
+use cuzk_actors::messages::{CancelJob, GetJob, JobStatus, SubmitJob};
 use cuzk_actors::{
-    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
+    Backend, Finished, StageError, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
     Started, Synthesized, SystemConfig,
 };
 use proptest::prelude::*;
@@ -46,7 +46,7 @@ struct ScriptedBackend {
     gate_opened: Condvar,
 }
 
-fn fail_here(job: &JobSpec, partition: u32, stage: FailAt) -> Result<(), String> {
+fn fail_here(job: &JobSpec, partition: u32, stage: FailAt) -> Result<(), StageError> {
     let plan = job
         .work
         .downcast_ref::<Option<(u32, FailAt)>>()
@@ -56,7 +56,7 @@ fn fail_here(job: &JobSpec, partition: u32, stage: FailAt) -> Result<(), String>
             panic!("scripted panic")
         }
         Some((p, at)) if *p == partition && *at == stage => {
-            Err(format!("scripted {stage:?} failure"))
+            Err(StageError::retryable(format!("scripted {stage:?} failure")))
         }
         _ => Ok(()),
     }
@@ -69,7 +69,7 @@ impl Backend for ScriptedBackend {
     fn devices(&self) -> Vec<String> {
         vec!["d0".into(), "d1".into()]
     }
-    fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, String> {
+    fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
         if job.id.0 == "gate" {
             let mut open = self.gate.lock().unwrap();
             while !*open {
@@ -95,7 +95,7 @@ impl Backend for ScriptedBackend {
         job: &JobSpec,
         partition: u32,
         input: Payload,
-    ) -> Result<Started, String> {
+    ) -> Result<Started, StageError> {
         assert_eq!(
             input.take::<u32>()?,
             partition,
@@ -109,7 +109,7 @@ impl Backend for ScriptedBackend {
             phases: vec![],
         })
     }
-    fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, String> {
+    fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, StageError> {
         fail_here(job, partition, FailAt::ProveFinish)?;
         *self
             .record

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::tracker::{GetJob, JobStatus, SubmitJob};
-use cuzk_actors::worker_monitor::{GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
+use cuzk_actors::messages::{GetJob, JobStatus, SubmitJob};
+use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
 use cuzk_actors::{
-    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
+    Backend, Finished, StageError, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
     Started, Synthesized, SystemConfig,
 };
 
@@ -26,11 +26,11 @@ impl Backend for Timed {
     fn devices(&self) -> Vec<String> {
         vec!["d0".into()]
     }
-    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, String> {
+    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
         std::thread::sleep(self.synthesis);
         Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
     }
-    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, String> {
+    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
         std::thread::sleep(self.prove);
         Ok(Started {
             payload: Payload::new(()),
@@ -38,7 +38,7 @@ impl Backend for Timed {
             phases: vec![("device", self.prove)],
         })
     }
-    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, String> {
+    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
         Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
     }
 }

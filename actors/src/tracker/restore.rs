@@ -1,0 +1,101 @@
+//! The tracker's restore procedure: jobs read back from the store on start
+//! become tracker jobs again. Proved partitions keep their proofs; an
+//! unfinished job gets only its missing partitions queued; a job killed
+//! between its last record and its end is settled at once.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use super::{JobState, PartitionState, Tracker};
+use crate::messages::{Enqueue, RestoreJobs, RestoredJob};
+use crate::model::{JobSpec, Reservation, Stage};
+use crate::store::StoredJob;
+use crate::time::{from_unix_ms, instant_at};
+
+impl Tracker {
+    fn restore(&mut self, restored: RestoredJob) {
+        let (stored, work, reservation) = match restored {
+            // Never dispatched again, so it needs no work.
+            RestoredJob::Finished(stored) => {
+                (stored, Arc::new(()) as Arc<dyn Any + Send + Sync>, Reservation::default())
+            }
+            RestoredJob::Unfinished { stored, work, reservation } => (stored, work, reservation),
+        };
+        let StoredJob { record, mut proofs, failures, outcome } = stored;
+        let spec = Arc::new(JobSpec::new(
+            record.id.clone(),
+            record.seq,
+            record.priority,
+            record.partitions,
+            record.circuit,
+            record.circuit_id,
+            reservation,
+            work,
+            from_unix_ms(record.submitted_unix_ms),
+            record.deadline_ms.map(std::time::Duration::from_millis),
+        ));
+        self.next_seq = self.next_seq.max(record.seq + 1);
+        let finished = outcome
+            .as_ref()
+            .map(|o| (o.stage, instant_at(from_unix_ms(o.finished_unix_ms))));
+        let now = Instant::now();
+        let partitions = (0..record.partitions)
+            .map(|index| {
+                let mut partition = PartitionState::queued(spec.submitted);
+                partition.proof = proofs.remove(&index);
+                partition.error = failures.get(&index).cloned();
+                partition.stage = match (&partition.proof, &partition.error, &finished) {
+                    (Some(_), _, _) => Stage::Done,
+                    (None, Some(_), _) => Stage::Failed,
+                    (None, None, Some((stage, _))) => *stage,
+                    (None, None, None) => Stage::Queued,
+                };
+                if partition.stage != Stage::Queued {
+                    partition.entered[partition.stage as usize] =
+                        Some(finished.map_or(now, |(_, at)| at));
+                }
+                partition
+            })
+            .collect::<Vec<_>>();
+        let missing: Vec<u32> = partitions
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.stage == Stage::Queued)
+            .map(|(index, _)| index as u32)
+            .collect();
+        self.insert_job(
+            JobState {
+                spec: spec.clone(),
+                partitions,
+                error: outcome.and_then(|o| o.error),
+                finished,
+            },
+            record.idempotency_key,
+        );
+        if finished.is_some() {
+            return;
+        }
+        // Killed between recording a partition's failure and the job's end.
+        if let Some((index, error)) = failures.into_iter().next() {
+            let error = format!("partition {index}: {error}");
+            self.settle(&record.id, Some((Stage::Failed, error)));
+        } else if missing.is_empty() {
+            self.settle(&record.id, None);
+        } else {
+            self.enqueue.do_send(Enqueue { job: spec, partitions: missing });
+        }
+    }
+}
+
+impl Handler<RestoreJobs> for Tracker {
+    type Result = ();
+
+    fn handle(&mut self, RestoreJobs(jobs): RestoreJobs, _: &mut Context<Self>) {
+        for job in jobs {
+            self.restore(job);
+        }
+    }
+}

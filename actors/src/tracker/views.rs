@@ -1,0 +1,142 @@
+//! The tracker's answers to the daemon: a job's status and view (stages,
+//! timings, GPU phases per partition), its proofs, the job counts of
+//! `/v1/status`, and the partitions a graceful shutdown waits for.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use actix::prelude::*;
+
+use super::{stage_durations, JobState, PartitionState, Tracker};
+use crate::messages::{
+    CountRunningPartitions, GetJob, GetProofs, GetTrackerStatus, JobStatus, JobView,
+    PartitionView, ProofsError, ProofsView, TrackerStatus,
+};
+use crate::model::Stage;
+use crate::time::{ms, unix_ms};
+
+impl JobState {
+    pub(super) fn status(&self) -> JobStatus {
+        match self.finished {
+            Some((Stage::Done, _)) => JobStatus::Done,
+            Some((Stage::Cancelled, _)) => JobStatus::Cancelled,
+            Some(_) => JobStatus::Failed,
+            None if self.partitions.iter().all(|p| p.stage == Stage::Queued) => JobStatus::Queued,
+            None => JobStatus::Running,
+        }
+    }
+
+    fn view(&self) -> JobView {
+        let partitions: Vec<PartitionView> = self
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(index, p)| PartitionView {
+                index: index as u32,
+                stage: p.stage,
+                timings_ms: partition_timings(p),
+                worker: p.worker.map(|w| w.to_string()),
+                gpu_phases_ms: p
+                    .gpu_phases
+                    .iter()
+                    .map(|(name, d)| (*name, ms(*d)))
+                    .collect(),
+                error: p.error.clone(),
+                attempts: p.attempts,
+                retried_after: p.retried_after.clone(),
+            })
+            .collect();
+        let mut timings_ms = BTreeMap::new();
+        let end = self.finished.map(|(_, at)| at).unwrap_or_else(Instant::now);
+        timings_ms.insert("total", ms(end - self.spec.submitted));
+        for view in &partitions {
+            for (name, value) in &view.timings_ms {
+                if *name != "total" {
+                    *timings_ms.entry(*name).or_insert(0.0) += value;
+                }
+            }
+        }
+        JobView {
+            id: self.spec.id.clone(),
+            status: self.status(),
+            circuit: self.spec.circuit.clone(),
+            circuit_id: self.spec.circuit_id.clone(),
+            priority: self.spec.priority,
+            submitted_at_ms: unix_ms(self.spec.submitted_wall),
+            deadline_missed: self.spec.deadline.map(|deadline| end > deadline),
+            partitions,
+            error: self.error.clone(),
+            timings_ms,
+        }
+    }
+}
+
+fn partition_timings(p: &PartitionState) -> BTreeMap<&'static str, f64> {
+    let mut timings: BTreeMap<_, _> = stage_durations(p)
+        .into_iter()
+        .map(|(name, d)| (name, ms(d)))
+        .collect();
+    if let Some(queued) = p.entered[Stage::Queued as usize] {
+        let end = [Stage::Done, Stage::Failed, Stage::Cancelled]
+            .iter()
+            .find_map(|s| p.entered[*s as usize])
+            .unwrap_or_else(Instant::now);
+        timings.insert("total", ms(end.saturating_duration_since(queued)));
+    }
+    timings
+}
+
+impl Handler<GetJob> for Tracker {
+    type Result = Option<JobView>;
+
+    fn handle(&mut self, GetJob(id): GetJob, _: &mut Context<Self>) -> Self::Result {
+        self.jobs.get(&id).map(JobState::view)
+    }
+}
+
+impl Handler<GetProofs> for Tracker {
+    type Result = Result<ProofsView, ProofsError>;
+
+    fn handle(&mut self, GetProofs(id): GetProofs, _: &mut Context<Self>) -> Self::Result {
+        let job = self.jobs.get(&id).ok_or(ProofsError::NotFound)?;
+        let status = job.status();
+        if status != JobStatus::Done {
+            return Err(ProofsError::NotReady(status));
+        }
+        Ok(ProofsView {
+            circuit_id: job.spec.circuit_id.clone(),
+            proofs: job
+                .partitions
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| p.proof.clone().map(|proof| (i as u32, proof)))
+                .collect(),
+        })
+    }
+}
+
+impl Handler<GetTrackerStatus> for Tracker {
+    type Result = MessageResult<GetTrackerStatus>;
+
+    fn handle(&mut self, _: GetTrackerStatus, _: &mut Context<Self>) -> Self::Result {
+        let mut jobs: BTreeMap<&'static str, usize> =
+            JobStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+        for job in self.jobs.values() {
+            *jobs.entry(job.status().as_str()).or_default() += 1;
+        }
+        MessageResult(TrackerStatus { jobs })
+    }
+}
+
+impl Handler<CountRunningPartitions> for Tracker {
+    type Result = usize;
+
+    fn handle(&mut self, _: CountRunningPartitions, _: &mut Context<Self>) -> usize {
+        self.jobs
+            .values()
+            .filter(|job| job.finished.is_none())
+            .flat_map(|job| &job.partitions)
+            .filter(|p| p.stage != Stage::Queued && !p.stage.is_terminal())
+            .count()
+    }
+}
