@@ -71,15 +71,13 @@ impl ProvingBackend {
     }
 }
 
-/// A kernel failure, by whether another attempt could pass: a device fault
-/// may not recur; a synthesis error, an unsatisfied witness or a bad key
-/// fail the same way every time.
+/// A kernel failure, by whether another attempt could pass: the kernels
+/// know which of their failures may not recur (`KernelError::retryable`).
 fn kernel_failure(error: KernelError) -> StageError {
-    match error {
-        KernelError::Device(_) => StageError::retryable(error),
-        KernelError::Synthesis(_) | KernelError::Unsatisfied(_) | KernelError::Key(_) => {
-            StageError::permanent(error)
-        }
+    if error.retryable() {
+        StageError::retryable(error)
+    } else {
+        StageError::permanent(error)
     }
 }
 
