@@ -105,7 +105,8 @@ pub fn run(args: &SchedulerBenchArgs) -> Result<(), String> {
 pub fn measure(args: &SchedulerBenchArgs) -> Result<SchedulerReport, String> {
     let plan = Plan::new(args)?;
     let data_dir = ScratchDir::create()?;
-    let daemon = server::spawn(plan.config(&data_dir.0), CircuitRegistry::builtin())?;
+    let daemon = server::spawn(plan.config(&data_dir.0), CircuitRegistry::builtin())
+        .map_err(|e| e.to_string())?;
     let observed = actix::System::new().block_on(observe(&daemon, &plan));
     let finished = observed.and_then(|run| {
         let synthesis = mean_synthesis_seconds(&daemon.url(), &run.job_ids);

@@ -171,7 +171,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 config.metrics_listen = metrics_listen;
             }
             config.auth.insecure = insecure;
-            cuzk::server::serve(config, CircuitRegistry::builtin())
+            cuzk::server::serve(config, CircuitRegistry::builtin()).map_err(|e| e.to_string())
         }
         Command::Submit {
             server,
