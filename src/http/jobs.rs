@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
-use cuzk_actors::tracker::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
+use cuzk_actors::tracker::{
+    CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob, Tracker,
+};
 use cuzk_actors::{JobId, NewJob};
 use serde_json::json;
 
@@ -71,12 +73,7 @@ pub async fn submit_job(
         // Parsed above, so valid JSON and UTF-8.
         request: String::from_utf8(body.to_vec()).ok(),
     };
-    let outcome = state
-        .system
-        .tracker
-        .send(SubmitJob(new_job))
-        .await
-        .map_err(|e| unavailable(SCHEDULER, e))?;
+    let outcome = ask_tracker(&state, SubmitJob(new_job)).await?;
     if let Some(full) = outcome.queue_full {
         return Ok(HttpResponse::TooManyRequests()
             .insert_header((header::RETRY_AFTER, state.retry_after_s.to_string()))
@@ -91,7 +88,7 @@ pub async fn submit_job(
     if let Some(durable) = outcome.durable {
         if let Err(error) = durable.await {
             if outcome.created {
-                let _ = state.system.tracker.send(CancelJob(outcome.id.clone())).await;
+                let _ = ask_tracker(&state, CancelJob(outcome.id.clone())).await;
             }
             return Err(if state.intake.is_open() {
                 ApiError::new(503, format!("the job could not be stored: {error}"))
@@ -119,6 +116,26 @@ fn job_not_found(id: &str) -> ApiError {
     ApiError::new(404, format!("no job {id:?}"))
 }
 
+/// 409: the job's status forbids what was asked; the body carries it.
+fn conflict(message: String, status: JobStatus) -> ApiError {
+    ApiError::new(409, message).with("status", json!(status))
+}
+
+/// Asks the tracker; one that no longer answers is a 503.
+async fn ask_tracker<M>(state: &AppState, message: M) -> Result<M::Result, ApiError>
+where
+    M: actix::Message + Send + 'static,
+    M::Result: Send,
+    Tracker: actix::Handler<M>,
+{
+    state
+        .system
+        .tracker
+        .send(message)
+        .await
+        .map_err(|e| unavailable(SCHEDULER, e))
+}
+
 #[utoipa::path(
     get, path = "/v1/jobs/{id}", tag = "jobs",
     params(("id" = String, Path, description = "job id")),
@@ -135,12 +152,7 @@ pub async fn get_job(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let view = state
-        .system
-        .tracker
-        .send(GetJob(JobId(id.clone())))
-        .await
-        .map_err(|e| unavailable(SCHEDULER, e))?;
+    let view = ask_tracker(&state, GetJob(JobId(id.clone()))).await?;
     view.map(|v| HttpResponse::Ok().json(v))
         .ok_or_else(|| job_not_found(&id))
 }
@@ -162,13 +174,7 @@ pub async fn get_proofs(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    match state
-        .system
-        .tracker
-        .send(GetProofs(JobId(id.clone())))
-        .await
-        .map_err(|e| unavailable(SCHEDULER, e))?
-    {
+    match ask_tracker(&state, GetProofs(JobId(id.clone()))).await? {
         Ok(view) => Ok(HttpResponse::Ok().json(json!({
             "circuit_id": view.circuit_id,
             "proofs": view.proofs.iter().map(|(partition, record)| json!({
@@ -178,14 +184,13 @@ pub async fn get_proofs(
             })).collect::<Vec<_>>(),
         }))),
         Err(ProofsError::NotFound) => Err(job_not_found(&id)),
-        Err(ProofsError::NotReady(status)) => Err(ApiError::new(
-            409,
+        Err(ProofsError::NotReady(status)) => Err(conflict(
             format!(
                 "job {id} is {}; proofs exist only once it is done",
                 status.as_str()
             ),
-        )
-        .with("status", json!(status))),
+            status,
+        )),
     }
 }
 
@@ -206,21 +211,14 @@ pub async fn cancel_job(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    match state
-        .system
-        .tracker
-        .send(CancelJob(JobId(id.clone())))
-        .await
-        .map_err(|e| unavailable(SCHEDULER, e))?
-    {
+    match ask_tracker(&state, CancelJob(JobId(id.clone()))).await? {
         None => Err(job_not_found(&id)),
         Some(JobStatus::Cancelled) => {
             Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" })))
         }
-        Some(status) => Err(ApiError::new(
-            409,
+        Some(status) => Err(conflict(
             format!("job {id} already finished: {}", status.as_str()),
-        )
-        .with("status", json!(status))),
+            status,
+        )),
     }
 }
