@@ -15,5 +15,3 @@ pub mod shutdown;
 pub mod sim;
 pub mod store;
 pub mod tls;
-pub mod bench_gpu;
-pub mod bench_scheduler;

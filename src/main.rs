@@ -98,20 +98,6 @@ enum Command {
         #[arg(long, env = "CUZK_TOKEN", hide_env_values = true)]
         token: Option<String>,
     },
-    /// Benchmarks.
-    Bench {
-        #[command(subcommand)]
-        which: BenchCommand,
-    },
-}
-
-#[derive(Subcommand)]
-enum BenchCommand {
-    /// How busy the scheduler keeps every GPU (simulated backend).
-    Scheduler(cuzk::bench_scheduler::SchedulerBenchArgs),
-    /// MSM, NTT and whole partitions on a CUDA device against the CPU engine
-    /// (needs a build with `--features cuda`).
-    Gpu(cuzk::bench_gpu::GpuBenchArgs),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -241,11 +227,6 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 bad => Err(format!("{bad} of {} proofs are invalid", results.len())),
             }
-        }
-        Command::Bench { which: BenchCommand::Scheduler(args) } => cuzk::bench_scheduler::run(&args),
-        Command::Bench { which: BenchCommand::Gpu(args) } => {
-            println!("{}", cuzk::bench_gpu::run(&args)?);
-            Ok(())
         }
     }
 }

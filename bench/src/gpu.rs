@@ -1,0 +1,56 @@
+//! `cuzk-bench gpu`: MSM, NTT and Groth16-partition benchmarks on a CUDA
+//! device against the CPU engine. The work is in
+//! `cuzk_kernels::cuda::bench`; this module is the command's arguments.
+
+/// Arguments of `cuzk-bench gpu`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct GpuBenchArgs {
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// log2 sizes of the G1 MSMs (data already on the GPU).
+    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22, 24])]
+    pub g1: Vec<u32>,
+    /// log2 sizes of the G2 MSMs.
+    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22])]
+    pub g2: Vec<u32>,
+    /// log2 sizes of the NTTs.
+    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22, 24])]
+    pub ntt: Vec<u32>,
+    /// log2 constraint counts (domain sizes) of the Groth16 partitions.
+    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22])]
+    pub partition: Vec<u32>,
+    /// Largest partition also proved by the CPU engine (all cores).
+    #[arg(long, default_value_t = 20)]
+    pub cpu_max_log: u32,
+    /// Timed runs per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Window sizes to compare on the largest G1 MSM.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_c: Vec<u32>,
+}
+
+/// Runs the benchmark; returns the result tables (markdown).
+pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
+    #[cfg(feature = "cuda")]
+    {
+        use cuzk_kernels::cuda::bench::{run_bench, BenchConfig};
+        let cfg = BenchConfig {
+            device: args.device,
+            g1_logs: args.g1.clone(),
+            g2_logs: args.g2.clone(),
+            ntt_logs: args.ntt.clone(),
+            partition_logs: args.partition.clone(),
+            cpu_max_log: args.cpu_max_log,
+            runs: args.runs,
+            sweep_c: args.sweep_c.clone(),
+        };
+        run_bench(&cfg)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = args;
+        Err("this cuzk-bench was built without the `cuda` feature; rebuild with --features cuda".into())
+    }
+}
