@@ -16,10 +16,10 @@ use crate::backend::ProofJob;
 /// How many bytes one partition of a shape reserves (backend-specific).
 pub type ReservationRule = Arc<dyn Fn(&CircuitShape) -> Reservation + Send + Sync>;
 
-/// Schema-only mirror of `cuzk_actors::Priority` for the OpenAPI document.
-/// It lives here, not in `http::openapi` with the other mirrors, because
-/// `SubmitRequest`'s schema names it and nothing below the HTTP layer may
-/// import it.
+// Schema-only mirror of `cuzk_actors::Priority` for the OpenAPI document.
+// It lives here, not in `http::openapi` with the other mirrors, because
+// `SubmitRequest`'s schema names it and nothing below the HTTP layer may
+// import it. A plain comment: a doc comment would enter the schema.
 #[derive(utoipa::ToSchema)]
 #[schema(as = Priority)]
 #[serde(rename_all = "lowercase")]
