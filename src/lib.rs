@@ -1,15 +1,15 @@
 //! cuzk, the GPU proving daemon: HTTP API, proving backend, CLI client.
+//! docs/architecture.md ("Daemon modules") maps these modules and who may
+//! import whom: `server` and `http` on top, nothing below imports them.
 
-pub mod api;
 pub mod auth;
 pub mod backend;
-pub mod bench_gpu;
-pub mod bench_scheduler;
 pub mod client;
+pub mod clock;
 pub mod config;
+pub mod http;
+pub mod job_input;
 pub mod keys;
-pub mod observe;
-pub mod openapi;
 pub mod server;
 pub mod shutdown;
 pub mod sim;

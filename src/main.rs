@@ -98,20 +98,6 @@ enum Command {
         #[arg(long, env = "CUZK_TOKEN", hide_env_values = true)]
         token: Option<String>,
     },
-    /// Benchmarks.
-    Bench {
-        #[command(subcommand)]
-        which: BenchCommand,
-    },
-}
-
-#[derive(Subcommand)]
-enum BenchCommand {
-    /// How busy the scheduler keeps every GPU (simulated backend).
-    Scheduler(cuzk::bench_scheduler::SchedulerBenchArgs),
-    /// MSM, NTT and whole partitions on a CUDA device against the CPU engine
-    /// (needs a build with `--features cuda`).
-    Gpu(cuzk::bench_gpu::GpuBenchArgs),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -171,7 +157,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 config.metrics_listen = metrics_listen;
             }
             config.auth.insecure = insecure;
-            cuzk::server::serve(config, CircuitRegistry::builtin())
+            cuzk::server::serve(config, CircuitRegistry::builtin()).map_err(|e| e.to_string())
         }
         Command::Submit {
             server,
@@ -241,11 +227,6 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 bad => Err(format!("{bad} of {} proofs are invalid", results.len())),
             }
-        }
-        Command::Bench { which: BenchCommand::Scheduler(args) } => cuzk::bench_scheduler::run(&args),
-        Command::Bench { which: BenchCommand::Gpu(args) } => {
-            println!("{}", cuzk::bench_gpu::run(&args)?);
-            Ok(())
         }
     }
 }

@@ -14,14 +14,46 @@ use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use crate::api::{self, AppState, ReservationRule};
 use crate::auth::Gate;
 use crate::backend::{Device, ProvingBackend};
 use crate::config::{BackendKind, Config};
+use crate::http::{self, AppState};
+use crate::job_input::{self, JobParser, ReservationRule};
 use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
 use crate::store::{self as job_store, RedbJobStore};
+
+/// Why the daemon could not start, or stopped with an error. The kinds are
+/// what a caller acts on: fix the configuration, free the address, look at
+/// the data directory or the devices.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Refused before anything starts: tokens, the loopback rule, TLS files.
+    #[error("{0}")]
+    Refused(String),
+    /// No backend: a device missing, CUDA not built in, a bad simulation.
+    #[error("{0}")]
+    Backend(String),
+    /// The data directory: the key store or the job store cannot be opened
+    /// or read.
+    #[error("{0}")]
+    Storage(String),
+    /// The job store opened but its records cannot be read back.
+    #[error("job store: {0}")]
+    JobStore(#[from] cuzk_actors::store::StoreError),
+    /// An address cannot be listened on.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address as configured, and the setting it came from when
+        /// that is not `listen`.
+        address: String,
+        source: std::io::Error,
+    },
+    /// The daemon's own threads, its signal handling, or the server failed.
+    #[error("{0}")]
+    Runtime(String),
+}
 
 /// The process-wide Prometheus recorder, installed once with the catalogue's
 /// histogram buckets.
@@ -62,7 +94,7 @@ fn backend(
 ) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
-        (Arc::new(backend), Arc::new(api::reservation_for))
+        (Arc::new(backend), Arc::new(job_input::reservation_for))
     };
     match config.backend {
         BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
@@ -168,12 +200,12 @@ impl RunningDaemon {
     }
 
     /// Waits until the daemon has exited.
-    pub fn wait(mut self) -> Result<(), String> {
+    pub fn wait(mut self) -> Result<(), ServerError> {
         let thread = self.thread.take().expect("joined only here and on drop");
         thread
             .join()
-            .map_err(|_| "the daemon thread panicked".to_string())?
-            .map_err(|e| e.to_string())
+            .map_err(|_| ServerError::Runtime("the daemon thread panicked".into()))?
+            .map_err(|e| ServerError::Runtime(e.to_string()))
     }
 
     fn shutdown(&mut self) {
@@ -227,16 +259,19 @@ impl Daemon {
 
 /// Builds everything, restores stored jobs and binds the listeners. Must run
 /// inside an actix system.
-fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String> {
+fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, ServerError> {
     // Refusals (no tokens off loopback, unreadable TLS files) come before
     // anything starts.
-    let mut gate = Gate::new(&mut config.auth, &config.listen)?;
-    let tls = crate::tls::server_config(&config.tls)?;
+    let mut gate = Gate::new(&mut config.auth, &config.listen).map_err(ServerError::Refused)?;
+    let tls = crate::tls::server_config(&config.tls).map_err(ServerError::Refused)?;
     let metrics_listener = match &config.metrics_listen {
         Some(listen) => {
-            let listener = std::net::TcpListener::bind(listen)
-                .map_err(|e| format!("cannot listen on {listen} (metrics_listen): {e}"))?;
-            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            let not_listening = |source| ServerError::Listen {
+                address: format!("{listen} (metrics_listen)"),
+                source,
+            };
+            let listener = std::net::TcpListener::bind(listen).map_err(not_listening)?;
+            let addr = listener.local_addr().map_err(not_listening)?;
             gate = gate.with_metrics_listener(addr);
             Some((listener, addr))
         }
@@ -244,10 +279,12 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String
     };
     let gate = web::Data::new(Arc::new(gate));
     let metrics = metrics_handle();
-    let store = Arc::new(CircuitStore::open(&config.data_dir)?);
-    let (backend, reservation) = backend(&config, store.clone())?;
-    let jobs: Arc<dyn JobStore> = Arc::new(RedbJobStore::open(&config.data_dir.join("jobs.redb"))?);
-    let stored = jobs.load().map_err(|e| e.to_string())?;
+    let store = Arc::new(CircuitStore::open(&config.data_dir).map_err(ServerError::Storage)?);
+    let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
+    let jobs: Arc<dyn JobStore> = Arc::new(
+        RedbJobStore::open(&config.data_dir.join("jobs.redb")).map_err(ServerError::Storage)?,
+    );
+    let stored = jobs.load()?;
     let persistence = Persistence {
         store: Some(jobs.clone()),
         retention: Some(Duration::from_secs(config.store.retention_secs)),
@@ -272,17 +309,20 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String
     system
         .tracker
         .do_send(SetMaxUnfinished((max_queued > 0).then_some(max_queued)));
+    let parser = Arc::new(JobParser {
+        registry,
+        max_partitions: config.limits.max_partitions,
+        reservation,
+    });
+    let restored = job_store::rebuild(&parser, jobs.as_ref(), stored);
     let state = web::Data::new(AppState {
         system: system.clone(),
-        registry,
+        jobs: parser,
         store,
-        reservation,
-        max_partitions: config.limits.max_partitions,
         retry_after_s: config.limits.queue_full_retry_after_s,
         metrics,
         intake: intake.clone(),
     });
-    let restored = job_store::rebuild(&state, jobs.as_ref(), stored);
     if !restored.is_empty() {
         let unfinished = restored
             .iter()
@@ -298,7 +338,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String
             .app_data(state.clone())
             .app_data(gate.clone())
             .wrap(from_fn(crate::auth::gate))
-            .wrap(ErrorHandlers::new().default_handler(api::json_errors))
+            .wrap(ErrorHandlers::new().default_handler(http::json_errors))
             .wrap_fn(|req, srv| {
                 let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
                 let call = srv.call(req);
@@ -312,12 +352,15 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String
                     Ok(res)
                 }
             })
-            .configure(|cfg| api::configure(cfg, max_body))
+            .configure(|cfg| http::configure(cfg, max_body))
     })
     .workers(2)
     .disable_signals()
     .shutdown_timeout(5);
-    let listen_error = |e| format!("cannot listen on {}: {e}", config.listen);
+    let listen_error = |source| ServerError::Listen {
+        address: config.listen.clone(),
+        source,
+    };
     let tls_enabled = tls.is_some();
     let server = match tls {
         Some(tls) => server.bind_rustls_0_23(&config.listen, tls),
@@ -327,12 +370,13 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String
     let addr = *server
         .addrs()
         .first()
-        .ok_or("the server bound no address")?;
+        .ok_or_else(|| ServerError::Runtime("the server bound no address".into()))?;
     let metrics_addr = metrics_listener.as_ref().map(|(_, addr)| *addr);
     let server = match metrics_listener {
-        Some((listener, _)) => server
-            .listen(listener)
-            .map_err(|e| format!("metrics_listen: {e}"))?,
+        Some((listener, addr)) => server.listen(listener).map_err(|source| ServerError::Listen {
+            address: format!("{addr} (metrics_listen)"),
+            source,
+        })?,
         None => server,
     };
     Ok(Daemon {
@@ -350,25 +394,28 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, String
 }
 
 /// Runs the daemon until SIGTERM or Ctrl-C, then shuts down gracefully.
-pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), String> {
+pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerError> {
     actix_rt::System::new().block_on(async move {
         let daemon = build(config, registry)?;
         let (stop, stop_requests) = unbounded_channel();
         shutdown::forward_signals(stop, daemon.grace, daemon.intake.clone())
-            .map_err(|e| format!("cannot handle signals: {e}"))?;
+            .map_err(|e| ServerError::Runtime(format!("cannot handle signals: {e}")))?;
         let scheme = if daemon.bound.tls { "https" } else { "http" };
         log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
         if let Some(addr) = daemon.bound.metrics_addr {
             log::info!("metrics on http://{addr}/metrics");
         }
-        daemon.run(stop_requests).await.map_err(|e| e.to_string())?;
+        daemon
+            .run(stop_requests)
+            .await
+            .map_err(|e| ServerError::Runtime(e.to_string()))?;
         log::info!("cuzk stopped");
         Ok(())
     })
 }
 
 /// Starts the daemon on a thread of its own and returns once it listens.
-pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon, String> {
+pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon, ServerError> {
     let (tx, rx) = std::sync::mpsc::channel();
     let (stop_requests, stop_received) = unbounded_channel();
     let thread = std::thread::Builder::new()
@@ -392,10 +439,10 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 }
             })
         })
-        .map_err(|e| e.to_string())?;
-    let (bound, system, grace, intake) = rx
-        .recv()
-        .map_err(|_| "the daemon thread died while starting".to_string())??;
+        .map_err(|e| ServerError::Runtime(format!("cannot start the daemon thread: {e}")))?;
+    let (bound, system, grace, intake) = rx.recv().map_err(|_| {
+        ServerError::Runtime("the daemon thread died while starting".into())
+    })??;
     Ok(RunningDaemon {
         addr: bound.addr,
         metrics_addr: bound.metrics_addr,

@@ -33,12 +33,13 @@ const GIB: u64 = 1 << 30;
 impl SimProfile {
     pub const NAMES: [&'static str; 2] = ["porep-32g", "winning-post"];
 
-    pub fn by_name(name: &str) -> Option<Self> {
+    /// The profile of that name; the error lists the known ones.
+    pub fn by_name(name: &str) -> Result<Self, String> {
         match name {
             // 10 partitions of ~130M constraints: synthesis ~30 s, GPU 1 to
             // 3.3 s, G2 MSM on CPU ~0.5 s, ~14 GiB per partition of which
             // a, b, c are ~4.2 GiB each.
-            "porep-32g" => Some(Self {
+            "porep-32g" => Ok(Self {
                 name: "porep-32g",
                 partitions: 10,
                 priority: Priority::Normal,
@@ -52,7 +53,7 @@ impl SimProfile {
             }),
             // One partition of ~3.5M constraints that must finish within an
             // epoch.
-            "winning-post" => Some(Self {
+            "winning-post" => Ok(Self {
                 name: "winning-post",
                 partitions: 1,
                 priority: Priority::Critical,
@@ -64,7 +65,10 @@ impl SimProfile {
                     retained_bytes: 110 << 20,
                 },
             }),
-            _ => None,
+            _ => Err(format!(
+                "unknown sim profile {name:?}; known: {}",
+                Self::NAMES.join(", ")
+            )),
         }
     }
 }
@@ -88,13 +92,7 @@ pub struct SimBackend {
 
 impl SimBackend {
     pub fn from_config(config: &SimConfig) -> Result<Self, String> {
-        let profile = SimProfile::by_name(&config.profile).ok_or_else(|| {
-            format!(
-                "unknown sim profile {:?}; known: {}",
-                config.profile,
-                SimProfile::NAMES.join(", ")
-            )
-        })?;
+        let profile = SimProfile::by_name(&config.profile)?;
         if !(config.time_scale > 0.0 && config.time_scale.is_finite()) {
             return Err(format!(
                 "sim time_scale must be positive, got {}",

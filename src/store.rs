@@ -21,7 +21,8 @@ use cuzk_actors::store::{
 use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::api::{self, AppState};
+use crate::clock::now_unix_ms;
+use crate::job_input::JobParser;
 
 /// Job id → JobRecord (JSON).
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
@@ -290,28 +291,24 @@ fn load(db: &Database) -> Result<Vec<StoredJob>, StoreError> {
 /// Turns stored jobs back into tracker jobs. An unfinished job's work is
 /// rebuilt from its recorded request by the submit handler's own parser; one
 /// that no longer parses (a circuit gone, a limit lowered) fails, recorded.
-pub fn rebuild(state: &AppState, store: &dyn JobStore, stored: Vec<StoredJob>) -> Vec<RestoredJob> {
+pub fn rebuild(parser: &JobParser, store: &dyn JobStore, stored: Vec<StoredJob>) -> Vec<RestoredJob> {
     stored
         .into_iter()
         .map(|mut job| {
             if job.outcome.is_some() {
                 return RestoredJob::Finished(job);
             }
-            match api::parse_submit(
-                &state.registry,
-                state.max_partitions,
-                job.record.request.as_bytes(),
-            ) {
-                Ok((_, work)) => RestoredJob::Unfinished {
-                    reservation: (state.reservation)(&work.shape),
-                    work: Arc::new(work),
+            match parser.parse(job.record.request.as_bytes()) {
+                Ok(parsed) => RestoredJob::Unfinished {
+                    reservation: parsed.reservation,
+                    work: Arc::new(parsed.work),
                     stored: job,
                 },
                 Err(error) => {
                     let outcome = JobOutcome {
                         stage: cuzk_actors::Stage::Failed,
                         error: Some(format!("cannot resume after restart: {error}")),
-                        finished_unix_ms: unix_ms_now(),
+                        finished_unix_ms: now_unix_ms() as u64,
                     };
                     log::warn!(
                         "job {}: {}",
@@ -328,11 +325,4 @@ pub fn rebuild(state: &AppState, store: &dyn JobStore, stored: Vec<StoredJob>) -
             }
         })
         .collect()
-}
-
-fn unix_ms_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

@@ -113,7 +113,7 @@ fn workers_timeline_and_metrics_agree_on_every_partition() {
     assert_eq!(status, 200);
     assert!(content_type.starts_with("text/csv"), "{content_type}");
     let mut lines = csv.lines();
-    assert_eq!(lines.next(), Some(cuzk::observe::CSV_HEADER));
+    assert_eq!(lines.next(), Some(cuzk::http::workers::CSV_HEADER));
     let busy_lines: Vec<&str> = lines.filter(|l| l.split(',').nth(5) == Some("busy")).collect();
     assert_eq!(busy_lines.len() as u64, PARTITIONS, "{csv}");
     assert!(busy_lines.iter().all(|l| l.contains(&job) && l.contains("device=")));

@@ -47,7 +47,7 @@ fn partition_peak_fits_its_reservation() {
         let shape = family.shape(&params).unwrap();
         let instance = || family.instance(&shape, &WitnessSource::Seed(1)).unwrap();
         let circuit = PreparedCircuit::setup(&shape.circuit_id, instance, &mut rand::thread_rng()).unwrap();
-        let reservation = cuzk::api::reservation_for(&shape);
+        let reservation = cuzk::job_input::reservation_for(&shape);
         // Warm the thread pool and the NTT tables once: they are resident,
         // not per partition.
         let warm = groth16::synthesize(&circuit, instance()).unwrap();

@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::{agent, response, start_with, TestDaemon};
 use cuzk::auth::{parse_token_entry, Scope, TokenConfig};
 use cuzk::config::{BackendKind, Config};
+use cuzk::server::ServerError;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -159,7 +160,10 @@ fn without_tokens_only_loopback_unless_insecure() {
     )
     .err()
     .expect("refuses a non-loopback listener without tokens");
-    assert!(error.contains("--insecure"), "{error}");
+    assert!(
+        matches!(&error, ServerError::Refused(text) if text.contains("--insecure")),
+        "{error:?}"
+    );
 
     config.auth.insecure = true;
     let daemon = cuzk::server::spawn(
@@ -335,8 +339,9 @@ fn tls_with_a_self_signed_certificate() {
         .err()
         .expect("a missing certificate stops startup");
     assert!(
-        error.contains("tls: cannot read certificates") && error.contains("missing.pem"),
-        "{error}"
+        matches!(&error, ServerError::Refused(text)
+            if text.contains("tls: cannot read certificates") && text.contains("missing.pem")),
+        "{error:?}"
     );
 }
 
@@ -354,5 +359,8 @@ fn token_config_rejects_ambiguity() {
     let error = cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
         .err()
         .unwrap();
-    assert!(error.contains("exactly one of token and sha256"), "{error}");
+    assert!(
+        matches!(&error, ServerError::Refused(text) if text.contains("exactly one of token and sha256")),
+        "{error:?}"
+    );
 }

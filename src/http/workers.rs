@@ -2,16 +2,17 @@
 //! built-in page at `/`. The data comes from the WorkerMonitor actor.
 
 use std::fmt::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry};
 use serde::Deserialize;
 
-use crate::api::{ApiError, AppState};
+use super::error::{unavailable, ApiError, WORKER_MONITOR};
 // Named by the #[utoipa::path] attributes.
-use crate::openapi::{ErrorBody, TimelineDoc, WorkersDoc};
+use super::openapi::{ErrorBody, SchedulerGone, TimelineDoc, TokenRefusals, WorkersDoc};
+use super::state::AppState;
+use crate::clock::now_unix_ms;
 
 /// The page: one file, no external assets.
 const INDEX_HTML: &str = include_str!("ui/index.html");
@@ -34,10 +35,8 @@ pub struct WorkersQuery {
     responses(
         (status = 200, description = "each GPU worker's state now, time by cause and last spans", body = WorkersDoc),
         (status = 400, description = "spans out of range, or an unknown parameter", body = ErrorBody),
-        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
-         headers(("WWW-Authenticate" = String))),
-        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
-        (status = 503, description = "the worker monitor is gone", body = ErrorBody),
+        TokenRefusals,
+        SchedulerGone,
     ),
     security((), ("bearer" = ["read"]))
 )]
@@ -57,7 +56,7 @@ pub async fn workers(
         .monitor
         .send(GetWorkers { spans })
         .await
-        .map_err(|e| ApiError::new(503, format!("worker monitor unavailable: {e}")))?;
+        .map_err(|e| unavailable(WORKER_MONITOR, e))?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "workers": workers })))
 }
 
@@ -70,14 +69,6 @@ pub struct TimelineQuery {
     until: Option<f64>,
     /// `csv` or `json`; otherwise the Accept header decides.
     format: Option<String>,
-}
-
-fn now_unix_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64()
-        * 1e3
 }
 
 fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> {
@@ -109,10 +100,8 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
             (String = "text/csv"),
         )),
         (status = 400, description = "since/until not a Unix time, in the future or reversed; an unknown format or parameter", body = ErrorBody),
-        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
-         headers(("WWW-Authenticate" = String))),
-        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
-        (status = 503, description = "the worker monitor is gone", body = ErrorBody),
+        TokenRefusals,
+        SchedulerGone,
     ),
     security((), ("bearer" = ["read"]))
 )]
@@ -143,7 +132,7 @@ pub async fn timeline(
             until_unix_ms: until,
         })
         .await
-        .map_err(|e| ApiError::new(503, format!("worker monitor unavailable: {e}")))?;
+        .map_err(|e| unavailable(WORKER_MONITOR, e))?;
     if csv {
         return Ok(HttpResponse::Ok()
             .content_type("text/csv; charset=utf-8")
@@ -193,9 +182,7 @@ fn timeline_csv(entries: &[TimelineEntry]) -> String {
     responses(
         (status = 200, description = "the built-in page: worker timeline and idle causes", body = String,
          content_type = "text/html"),
-        (status = 401, description = "a token is configured and this one is missing or invalid", body = ErrorBody,
-         headers(("WWW-Authenticate" = String))),
-        (status = 403, description = "the token lacks the needed scope", body = ErrorBody),
+        TokenRefusals,
     ),
     security((), ("bearer" = ["read"]))
 )]

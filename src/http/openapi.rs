@@ -1,7 +1,10 @@
 //! The OpenAPI document served at `GET /v1/openapi.json`. The paths come
-//! from the `#[utoipa::path]` attributes on the handlers in `api`; the
-//! response bodies the actors crate builds are described here by schema-only
-//! types, which fuzzing (tests/fuzz.sh) checks against real answers.
+//! from the `#[utoipa::path]` attributes on the handlers beside this file;
+//! the response bodies the actors crate builds are described here by
+//! schema-only types, which fuzzing (tests/fuzz.sh) checks against real
+//! answers. The responses many routes share (the token gate's 401 and 403,
+//! the 503 of an actor gone) are written once here, as response sets the
+//! handlers list by name.
 
 // Schema-only types: read by the derive, never built.
 #![allow(dead_code)]
@@ -11,25 +14,16 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
-use crate::api;
+use super::{circuits, daemon, jobs, workers};
+use crate::job_input::PriorityDoc;
 
 /// Every error: a reason, plus the job's status for 409.
 #[derive(ToSchema)]
 pub struct ErrorBody {
     error: String,
     status: Option<JobStatusDoc>,
-}
-
-#[derive(ToSchema)]
-#[schema(as = Priority)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorityDoc {
-    Low,
-    Normal,
-    High,
-    Critical,
 }
 
 #[derive(ToSchema)]
@@ -168,6 +162,28 @@ pub struct HealthDoc {
     status: String,
 }
 
+/// The token gate's refusals (src/auth.rs), answered before any handler
+/// runs: every route whose security names `bearer` lists these.
+#[derive(IntoResponses)]
+pub enum TokenRefusals {
+    #[response(
+        status = 401,
+        description = "a token is configured and this one is missing or invalid",
+        headers(("WWW-Authenticate" = String))
+    )]
+    Unauthorized(ErrorBody),
+    #[response(status = 403, description = "the token lacks the needed scope")]
+    Forbidden(ErrorBody),
+}
+
+/// The answer of a route that asks an actor which no longer answers (the
+/// daemon is stopping, or broken).
+#[derive(IntoResponses)]
+pub enum SchedulerGone {
+    #[response(status = 503, description = "the scheduler's actors are gone")]
+    Unavailable(ErrorBody),
+}
+
 struct BearerAuth;
 
 impl Modify for BearerAuth {
@@ -190,20 +206,23 @@ impl Modify for BearerAuth {
                        for GET when read_requires_token is set (docs/security.md)."
     ),
     paths(
-        api::submit_job,
-        api::get_job,
-        api::get_proofs,
-        api::cancel_job,
-        api::list_circuits,
-        api::get_vk,
-        api::status,
-        api::healthz,
-        api::metrics,
-        api::openapi_json,
-        crate::observe::workers,
-        crate::observe::timeline,
-        crate::observe::index,
+        jobs::submit_job,
+        jobs::get_job,
+        jobs::get_proofs,
+        jobs::cancel_job,
+        circuits::list_circuits,
+        circuits::get_vk,
+        daemon::status,
+        daemon::healthz,
+        daemon::metrics,
+        daemon::openapi_json,
+        workers::workers,
+        workers::timeline,
+        workers::index,
     ),
+    // The response sets name ErrorBody, but utoipa collects schemas only
+    // from tuple responses.
+    components(schemas(ErrorBody)),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
@@ -247,7 +266,7 @@ mod tests {
     #[test]
     fn every_route_is_documented_and_nothing_else() {
         let paths = document()["paths"].as_object().expect("paths");
-        let routes = api::routes();
+        let routes = crate::http::routes();
         for (method, path, _) in &routes {
             let operation = &paths
                 .get(*path)
@@ -258,6 +277,16 @@ mod tests {
                 "{method} {path} is not in the OpenAPI document"
             );
             let responses = operation["responses"].as_object().unwrap();
+            let needs_token = operation["security"]
+                .as_array()
+                .is_some_and(|options| options.iter().any(|o| o.get("bearer").is_some()));
+            for code in ["401", "403"] {
+                assert_eq!(
+                    responses.contains_key(code),
+                    needs_token,
+                    "{method} {path}: {code} is documented exactly where a token may be needed"
+                );
+            }
             let errors = responses.keys().filter(|code| !code.starts_with('2'));
             for code in errors {
                 let schema = &responses[code]["content"]["application/json"]["schema"]["$ref"];

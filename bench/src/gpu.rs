@@ -1,8 +1,8 @@
-//! `cuzk bench gpu`: MSM, NTT and Groth16-partition benchmarks on a CUDA
+//! `cuzk-bench gpu`: MSM, NTT and Groth16-partition benchmarks on a CUDA
 //! device against the CPU engine. The work is in
 //! `cuzk_kernels::cuda::bench`; this module is the command's arguments.
 
-/// Arguments of `cuzk bench gpu`.
+/// Arguments of `cuzk-bench gpu`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct GpuBenchArgs {
     /// CUDA device ordinal.
@@ -51,6 +51,6 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
     #[cfg(not(feature = "cuda"))]
     {
         let _ = args;
-        Err("this cuzk was built without the `cuda` feature; rebuild with --features cuda".into())
+        Err("this cuzk-bench was built without the `cuda` feature; rebuild with --features cuda".into())
     }
 }

@@ -1,8 +1,8 @@
-//! `cuzk bench scheduler`, run briefly: the report is sane and the chart is
+//! `cuzk-bench scheduler`, run briefly: the report is sane and the chart is
 //! drawn. Timing targets belong to the benchmark, not to this test.
 
 use clap::Parser;
-use cuzk::bench_scheduler::{measure, SchedulerBenchArgs};
+use cuzk_bench::scheduler::{measure, SchedulerBenchArgs};
 
 #[derive(Parser)]
 struct Cli {

@@ -1,0 +1,44 @@
+//! The `cuzk-bench` command: `scheduler` and `gpu`. A binary of its own
+//! because this crate depends on the daemon's library (it starts a daemon
+//! in-process), so the daemon's `cuzk` binary cannot depend on it.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cuzk-bench", version, about = "Benchmarks of the cuzk proving daemon")]
+struct Cli {
+    #[command(subcommand)]
+    which: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// How busy the scheduler keeps every GPU (simulated backend).
+    Scheduler(cuzk_bench::scheduler::SchedulerBenchArgs),
+    /// MSM, NTT and whole partitions on a CUDA device against the CPU engine
+    /// (needs a build with `--features cuda`).
+    Gpu(cuzk_bench::gpu::GpuBenchArgs),
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.which {
+        Command::Scheduler(args) => cuzk_bench::scheduler::run(&args),
+        Command::Gpu(args) => {
+            println!("{}", cuzk_bench::gpu::run(&args)?);
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("cuzk-bench: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! `/v1/circuits`: the circuit families and the verifying key of each shape
+//! set up so far.
+
+use actix_web::{web, HttpResponse};
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+// Named by the #[utoipa::path] attributes.
+use super::openapi::{CircuitsDoc, ErrorBody, TokenRefusals, VkDoc};
+use super::state::AppState;
+
+#[utoipa::path(
+    get, path = "/v1/circuits", tag = "circuits",
+    responses(
+        (status = 200, description = "circuit families and the shapes set up so far", body = CircuitsDoc),
+        TokenRefusals,
+    ),
+    security((), ("bearer" = ["read"]))
+)]
+pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
+    let known = state.store.known_shapes();
+    let circuits: Vec<Value> = state
+        .jobs
+        .registry
+        .families()
+        .map(|family| {
+            let prefix = format!("{}-", family.name());
+            json!({
+                "name": family.name(),
+                "description": family.describe(),
+                "known_shapes": known.iter().filter(|id| id.starts_with(&prefix)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({ "circuits": circuits }))
+}
+
+#[utoipa::path(
+    get, path = "/v1/circuits/{circuit_id}/vk", tag = "circuits",
+    params(("circuit_id" = String, Path, description = "a shape, e.g. poseidon-merkle-d8-c2")),
+    responses(
+        (status = 200, description = "the Groth16 verifying key", body = VkDoc),
+        (status = 404, description = "the shape has not been set up", body = ErrorBody),
+        TokenRefusals,
+    ),
+    security((), ("bearer" = ["read"]))
+)]
+pub async fn get_vk(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let lookup_state = state.clone();
+    let lookup_id = id.clone();
+    let vk = web::block(move || lookup_state.store.verifying_key(&lookup_id))
+        .await
+        .map_err(|e| ApiError::new(500, format!("key lookup failed: {e}")))?
+        .ok_or_else(|| {
+            ApiError::new(
+                404,
+                format!("no verifying key for circuit {id:?}; it is set up on its first job"),
+            )
+        })?;
+    let mut bytes = Vec::new();
+    ark_serialize::CanonicalSerialize::serialize_compressed(&vk, &mut bytes)
+        .map_err(|e| ApiError::new(500, e.to_string()))?;
+    Ok(HttpResponse::Ok().json(json!({ "circuit_id": id, "vk": hex::encode(bytes) })))
+}

@@ -1,0 +1,223 @@
+//! `/v1/jobs`: submit a job, read it, fetch its proofs, cancel it.
+
+use std::sync::Arc;
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
+use cuzk_actors::tracker::Tracker;
+use cuzk_actors::{JobId, NewJob};
+use serde_json::json;
+
+use super::error::{unavailable, ApiError, SCHEDULER};
+// Named by the #[utoipa::path] attributes.
+use super::openapi::{ErrorBody, JobDoc, JobRef, ProofsDoc, SchedulerGone, TokenRefusals};
+use super::state::AppState;
+use crate::job_input::SubmitRequest;
+
+#[utoipa::path(
+    post, path = "/v1/jobs", tag = "jobs",
+    request_body(content = SubmitRequest, content_type = "application/json"),
+    params(("Idempotency-Key" = Option<String>, Header, description = "idempotency key")),
+    responses(
+        (status = 202, description = "queued", body = JobRef,
+         headers(("Location" = String, description = "/v1/jobs/{id}"))),
+        (status = 200, description = "a repeated idempotency key: the existing job", body = JobRef,
+         headers(("Location" = String))),
+        (status = 400, description = "not JSON, or a non-ASCII Idempotency-Key", body = ErrorBody),
+        (status = 413, description = "body over limits.max_body_bytes", body = ErrorBody),
+        (status = 422, description = "not a valid job (the reason says why)", body = ErrorBody),
+        (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
+         headers(("Retry-After" = u64, description = "seconds"))),
+        TokenRefusals,
+        SchedulerGone,
+    ),
+    security((), ("bearer" = ["submit"]))
+)]
+pub async fn submit_job(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let header_key = match req.headers().get("Idempotency-Key") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| ApiError::new(400, "Idempotency-Key must be visible ASCII"))?
+                .to_string(),
+        ),
+        None => None,
+    };
+    if !state.intake.is_open() {
+        return Err(shutting_down());
+    }
+    let parser = state.jobs.clone();
+    let parse_body = body.clone();
+    let parsed = web::block(move || parser.parse(&parse_body))
+        .await
+        .map_err(|e| ApiError::new(500, format!("validation thread failed: {e}")))??;
+    let new_job = NewJob {
+        id: JobId(uuid::Uuid::new_v4().simple().to_string()),
+        priority: parsed.request.priority,
+        partitions: parsed.request.partitions,
+        circuit: parsed.request.circuit,
+        circuit_id: parsed.work.shape.circuit_id.clone(),
+        reservation: parsed.reservation,
+        idempotency_key: header_key.or(parsed.request.request_id),
+        deadline: parsed
+            .request
+            .deadline_ms
+            .map(std::time::Duration::from_millis),
+        work: Arc::new(parsed.work),
+        // Parsed above, so valid JSON and UTF-8.
+        request: String::from_utf8(body.to_vec()).ok(),
+    };
+    let outcome = ask_tracker(&state, SubmitJob(new_job)).await?;
+    if let Some(full) = outcome.queue_full {
+        return Ok(HttpResponse::TooManyRequests()
+            .insert_header((header::RETRY_AFTER, state.retry_after_s.to_string()))
+            .json(json!({
+                "error": format!(
+                    "queue full: {} unfinished jobs (limits.max_queued_jobs = {}); retry later",
+                    full.unfinished, full.limit
+                )
+            })));
+    }
+    // Durable before the answer: a job we answered for survives a crash.
+    if let Some(durable) = outcome.durable {
+        if let Err(error) = durable.await {
+            if outcome.created {
+                let _ = ask_tracker(&state, CancelJob(outcome.id.clone())).await;
+            }
+            return Err(if state.intake.is_open() {
+                ApiError::new(503, format!("the job could not be stored: {error}"))
+            } else {
+                shutting_down()
+            });
+        }
+    }
+    let mut response = if outcome.created {
+        HttpResponse::Accepted()
+    } else {
+        HttpResponse::Ok()
+    };
+    Ok(response
+        .insert_header((header::LOCATION, format!("/v1/jobs/{}", outcome.id)))
+        .json(json!({ "id": outcome.id, "status": outcome.status })))
+}
+
+fn shutting_down() -> ApiError {
+    ApiError::new(503, "shutting down: not taking new jobs; retry on another daemon or after the restart")
+        .with("reason", json!("shutting_down"))
+}
+
+fn job_not_found(id: &str) -> ApiError {
+    ApiError::new(404, format!("no job {id:?}"))
+}
+
+/// 409: the job's status forbids what was asked; the body carries it.
+fn conflict(message: String, status: JobStatus) -> ApiError {
+    ApiError::new(409, message).with("status", json!(status))
+}
+
+/// Asks the tracker; one that no longer answers is a 503.
+async fn ask_tracker<M>(state: &AppState, message: M) -> Result<M::Result, ApiError>
+where
+    M: actix::Message + Send + 'static,
+    M::Result: Send,
+    Tracker: actix::Handler<M>,
+{
+    state
+        .system
+        .tracker
+        .send(message)
+        .await
+        .map_err(|e| unavailable(SCHEDULER, e))
+}
+
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "the job, per partition", body = JobDoc),
+        (status = 404, description = "no such job", body = ErrorBody),
+        TokenRefusals,
+        SchedulerGone,
+    ),
+    security((), ("bearer" = ["read"]))
+)]
+pub async fn get_job(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let view = ask_tracker(&state, GetJob(JobId(id.clone()))).await?;
+    view.map(|v| HttpResponse::Ok().json(v))
+        .ok_or_else(|| job_not_found(&id))
+}
+
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}/proofs", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "one proof per partition", body = ProofsDoc),
+        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 409, description = "the job is not done; `status` says what it is", body = ErrorBody),
+        TokenRefusals,
+        SchedulerGone,
+    ),
+    security((), ("bearer" = ["read"]))
+)]
+pub async fn get_proofs(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    match ask_tracker(&state, GetProofs(JobId(id.clone()))).await? {
+        Ok(view) => Ok(HttpResponse::Ok().json(json!({
+            "circuit_id": view.circuit_id,
+            "proofs": view.proofs.iter().map(|(partition, record)| json!({
+                "partition": partition,
+                "proof": hex::encode(&record.proof),
+                "public_inputs": record.public_inputs.iter().map(hex::encode).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }))),
+        Err(ProofsError::NotFound) => Err(job_not_found(&id)),
+        Err(ProofsError::NotReady(status)) => Err(conflict(
+            format!(
+                "job {id} is {}; proofs exist only once it is done",
+                status.as_str()
+            ),
+            status,
+        )),
+    }
+}
+
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = String, Path, description = "job id")),
+    responses(
+        (status = 200, description = "cancelled (also when it already was)", body = JobRef),
+        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 409, description = "the job already ended otherwise; `status` says how", body = ErrorBody),
+        TokenRefusals,
+        SchedulerGone,
+    ),
+    security((), ("bearer" = ["submit"]))
+)]
+pub async fn cancel_job(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    match ask_tracker(&state, CancelJob(JobId(id.clone()))).await? {
+        None => Err(job_not_found(&id)),
+        Some(JobStatus::Cancelled) => {
+            Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" })))
+        }
+        Some(status) => Err(conflict(
+            format!("job {id} already finished: {}", status.as_str()),
+            status,
+        )),
+    }
+}

@@ -1,0 +1,62 @@
+//! The HTTP API (actix-web), the top of the daemon: handlers ask the actors
+//! and the lower modules (job_input, keys, shutdown); nothing below imports
+//! this module. The contract is fixed: docs/api.md.
+//!
+//! One file per resource group (`jobs`, `circuits`, `workers`, `daemon`),
+//! the shared state and error shape, and the OpenAPI document that
+//! describes every route listed here.
+
+pub mod circuits;
+pub mod daemon;
+pub mod error;
+pub mod jobs;
+pub mod openapi;
+pub mod state;
+pub mod workers;
+
+use actix_web::http::Method;
+use actix_web::{web, HttpRequest, HttpResponse};
+
+pub use error::{json_errors, ApiError};
+pub use state::AppState;
+
+async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new(
+        404,
+        format!("no route {} {}", req.method(), req.path()),
+    ))
+}
+
+macro_rules! routes {
+    ($(($method:ident, $path:literal, $handler:expr)),* $(,)?) => {
+        vec![$((Method::$method, $path, web::method(Method::$method).to($handler))),*]
+    };
+}
+
+/// Every route as (method, path, route): `configure` registers exactly
+/// these, and a test in openapi.rs checks that the OpenAPI document has each.
+pub fn routes() -> Vec<(Method, &'static str, actix_web::Route)> {
+    routes![
+        (GET, "/healthz", daemon::healthz),
+        (GET, "/metrics", daemon::metrics),
+        (POST, "/v1/jobs", jobs::submit_job),
+        (GET, "/v1/jobs/{id}", jobs::get_job),
+        (GET, "/v1/jobs/{id}/proofs", jobs::get_proofs),
+        (POST, "/v1/jobs/{id}/cancel", jobs::cancel_job),
+        (GET, "/v1/circuits", circuits::list_circuits),
+        (GET, "/v1/circuits/{circuit_id}/vk", circuits::get_vk),
+        (GET, "/v1/status", daemon::status),
+        (GET, "/v1/openapi.json", daemon::openapi_json),
+        (GET, "/v1/workers", workers::workers),
+        (GET, "/v1/timeline", workers::timeline),
+        (GET, "/", workers::index),
+    ]
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
+    cfg.app_data(web::PayloadConfig::new(max_body_bytes));
+    for (_, path, route) in routes() {
+        cfg.route(path, route);
+    }
+    cfg.default_service(web::to(not_found));
+}

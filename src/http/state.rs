@@ -1,0 +1,25 @@
+//! What every handler shares: the actors, the job parser, the key store and
+//! the daemon's limits, built once by `server::build`.
+
+use std::sync::Arc;
+
+use cuzk_actors::ProvingSystem;
+
+use crate::job_input::JobParser;
+use crate::keys::CircuitStore;
+use crate::shutdown::Intake;
+
+pub struct AppState {
+    /// The actors handlers ask: tracker, dispatcher, monitor, budget.
+    pub system: ProvingSystem,
+    /// Turns a submission into work; shared with the job store's restore.
+    pub jobs: Arc<JobParser>,
+    /// Proving keys: the shapes set up so far and their verifying keys.
+    pub store: Arc<CircuitStore>,
+    /// Seconds a client is told to wait when the job queue is full.
+    pub retry_after_s: u64,
+    /// Renders `/metrics`.
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Closed once a shutdown begins.
+    pub intake: Intake,
+}
