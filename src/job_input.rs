@@ -16,20 +16,6 @@ use crate::backend::ProofJob;
 /// How many bytes one partition of a shape reserves (backend-specific).
 pub type ReservationRule = Arc<dyn Fn(&CircuitShape) -> Reservation + Send + Sync>;
 
-// Schema-only mirror of `cuzk_actors::Priority` for the OpenAPI document.
-// It lives here, not in `http::openapi` with the other mirrors, because
-// `SubmitRequest`'s schema names it and nothing below the HTTP layer may
-// import it. A plain comment: a doc comment would enter the schema.
-#[derive(utoipa::ToSchema)]
-#[schema(as = Priority)]
-#[serde(rename_all = "lowercase")]
-pub enum PriorityDoc {
-    Low,
-    Normal,
-    High,
-    Critical,
-}
-
 /// A proof job. Exactly one of `seed` and `inputs`.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -47,7 +33,6 @@ pub struct SubmitRequest {
     #[schema(default = 1)]
     pub partitions: u32,
     #[serde(default)]
-    #[schema(value_type = PriorityDoc)]
     pub priority: Priority,
     /// Draw a random valid instance per partition.
     pub seed: Option<u64>,

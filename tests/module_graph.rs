@@ -1,7 +1,8 @@
 //! The import rules of docs/architecture.md, checked on the source itself:
-//! the modules of a crate reference each other without a circle, and inside
+//! the modules of a crate reference each other without a circle; inside
 //! the actors crate no actor's file references another actor's file (actors
-//! talk through message modules and `Recipient`s wired in `system.rs`).
+//! talk through message modules and `Recipient`s wired in `system.rs`); in
+//! the daemon, only the server that mounts it references the HTTP layer.
 //!
 //! The graph is read from the text: every `use crate::…`, `use super::…`,
 //! `use self::…` tree and every inline `crate::…` path, resolved to the
@@ -217,8 +218,34 @@ fn actor_of(module: &str) -> Option<&'static str> {
     ACTORS.iter().copied().find(|actor| *actor == first)
 }
 
+fn crate_src(dir: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
+}
+
 fn actors_src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("actors/src")
+    crate_src("actors/src")
+}
+
+#[test]
+fn no_crate_of_the_workspace_has_an_import_circle() {
+    for dir in ["src", "kernels/src", "bench/src"] {
+        let graph = module_graph(&crate_src(dir));
+        assert!(graph.len() > 3, "{dir}: the graph holds the crate's modules: {graph:?}");
+        assert_eq!(find_cycle(&graph), None, "{dir}: modules import each other in a circle");
+    }
+}
+
+#[test]
+fn only_the_server_references_the_http_layer() {
+    let graph = module_graph(&crate_src("src"));
+    let below: Vec<String> = graph
+        .iter()
+        .filter(|(from, _)| *from != "server" && *from != "http" && !from.starts_with("http::"))
+        .flat_map(|(from, targets)| targets.iter().map(move |to| (from, to)))
+        .filter(|(_, to)| *to == "http" || to.starts_with("http::"))
+        .map(|(from, to)| format!("{from} -> {to}"))
+        .collect();
+    assert!(below.is_empty(), "modules below the HTTP layer reference it: {below:?}");
 }
 
 #[test]

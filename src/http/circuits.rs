@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 // Named by the #[utoipa::path] attributes.
-use super::openapi::{CircuitsDoc, ErrorBody, TokenRefusals, VkDoc};
+use super::schemas::{CircuitsDoc, ErrorBody, TokenRefusals, VkDoc};
 use super::state::AppState;
 
 #[utoipa::path(

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::error::{unavailable, ApiError, SCHEDULER};
 // Named by the #[utoipa::path] attributes.
-use super::openapi::{HealthDoc, SchedulerGone, StatusDoc, TokenRefusals};
+use super::schemas::{HealthDoc, SchedulerGone, StatusDoc, TokenRefusals};
 use super::state::AppState;
 
 #[utoipa::path(

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::error::{unavailable, ApiError, SCHEDULER};
 // Named by the #[utoipa::path] attributes.
-use super::openapi::{ErrorBody, JobDoc, JobRef, ProofsDoc, SchedulerGone, TokenRefusals};
+use super::schemas::{ErrorBody, JobDoc, JobRef, ProofsDoc, SchedulerGone, TokenRefusals};
 use super::state::AppState;
 use crate::job_input::SubmitRequest;
 

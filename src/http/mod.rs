@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod error;
 pub mod jobs;
 pub mod openapi;
+pub mod schemas;
 pub mod state;
 pub mod workers;
 

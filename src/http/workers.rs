@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::error::{unavailable, ApiError, WORKER_MONITOR};
 // Named by the #[utoipa::path] attributes.
-use super::openapi::{ErrorBody, SchedulerGone, TimelineDoc, TokenRefusals, WorkersDoc};
+use super::schemas::{ErrorBody, SchedulerGone, TimelineDoc, TokenRefusals, WorkersDoc};
 use super::state::AppState;
 use crate::clock::now_unix_ms;
 

@@ -1,0 +1,157 @@
+//! The bodies the HTTP API answers with, as OpenAPI schemas: the handlers
+//! name them in their `#[utoipa::path]` attributes and `openapi` collects
+//! them into the document. Most bodies are built by the actors crate and
+//! serialized as they are; the schema-only types here describe them, and
+//! fuzzing (tests/fuzz.sh) checks them against real answers. The enums
+//! inside them (`JobStatus`, `Stage`, `Priority`) are the actors' own types,
+//! whose schemas derive from their definitions. The responses many routes
+//! share (the token gate's 401 and 403, the 503 of an actor gone) are
+//! written once here, as response sets the handlers list by name.
+
+// Schema-only types: read by the derive, never built.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use cuzk_actors::messages::JobStatus;
+use cuzk_actors::{Priority, Stage};
+use serde_json::Value;
+use utoipa::{IntoResponses, ToSchema};
+
+/// Every error: a reason, plus the job's status for 409.
+#[derive(ToSchema)]
+pub struct ErrorBody {
+    error: String,
+    status: Option<JobStatus>,
+}
+
+/// A submitted job's id and status (also the answer to a cancel).
+#[derive(ToSchema)]
+pub struct JobRef {
+    id: String,
+    status: JobStatus,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Job)]
+pub struct JobDoc {
+    id: String,
+    status: JobStatus,
+    circuit: String,
+    circuit_id: String,
+    priority: Priority,
+    submitted_at_ms: u64,
+    /// Present when the job has a deadline.
+    deadline_missed: Option<bool>,
+    partitions: Vec<PartitionDoc>,
+    error: Option<String>,
+    /// Wall time since submission (`total`) and the partitions' summed stage times.
+    timings_ms: BTreeMap<String, f64>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Partition)]
+pub struct PartitionDoc {
+    index: u32,
+    stage: Stage,
+    timings_ms: BTreeMap<String, f64>,
+    worker: Option<String>,
+    gpu_phases_ms: Option<BTreeMap<String, f64>>,
+    error: Option<String>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Proofs)]
+pub struct ProofsDoc {
+    circuit_id: String,
+    proofs: Vec<ProofDoc>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Proof)]
+pub struct ProofDoc {
+    partition: u32,
+    /// Compressed Groth16 proof, hex.
+    proof: String,
+    /// Compressed field elements, hex.
+    public_inputs: Vec<String>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Circuits)]
+pub struct CircuitsDoc {
+    circuits: Vec<CircuitDoc>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Circuit)]
+pub struct CircuitDoc {
+    name: String,
+    /// The family's params, inputs and public inputs, in words.
+    description: Value,
+    known_shapes: Vec<String>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = VerifyingKey)]
+pub struct VkDoc {
+    circuit_id: String,
+    /// Compressed Groth16 verifying key, hex.
+    vk: String,
+}
+
+/// Budget, queues, job counts by status and every worker's state
+/// (docs/api.md).
+#[derive(ToSchema)]
+#[schema(as = Status)]
+pub struct StatusDoc {
+    backend: String,
+    budget: BTreeMap<String, Value>,
+    queues: BTreeMap<String, Value>,
+    jobs: BTreeMap<String, u64>,
+    workers: Vec<BTreeMap<String, Value>>,
+}
+
+/// `GET /v1/workers` (docs/api.md).
+#[derive(ToSchema)]
+#[schema(as = Workers)]
+pub struct WorkersDoc {
+    workers: Vec<BTreeMap<String, Value>>,
+}
+
+/// `GET /v1/timeline` as JSON (docs/api.md).
+#[derive(ToSchema)]
+#[schema(as = Timeline)]
+pub struct TimelineDoc {
+    since_unix_ms: f64,
+    until_unix_ms: f64,
+    entries: Vec<BTreeMap<String, Value>>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = Health)]
+pub struct HealthDoc {
+    status: String,
+}
+
+/// The token gate's refusals (src/auth.rs), answered before any handler
+/// runs: every route whose security names `bearer` lists these.
+#[derive(IntoResponses)]
+pub enum TokenRefusals {
+    #[response(
+        status = 401,
+        description = "a token is configured and this one is missing or invalid",
+        headers(("WWW-Authenticate" = String))
+    )]
+    Unauthorized(ErrorBody),
+    #[response(status = 403, description = "the token lacks the needed scope")]
+    Forbidden(ErrorBody),
+}
+
+/// The answer of a route that asks an actor which no longer answers (the
+/// daemon is stopping, or broken).
+#[derive(IntoResponses)]
+pub enum SchedulerGone {
+    #[response(status = 503, description = "the scheduler's actors are gone")]
+    Unavailable(ErrorBody),
+}
