@@ -35,15 +35,21 @@ __device__ __forceinline__ void sh_store(uint32_t* sh, uint32_t chunk, uint32_t 
     for (int w = 0; w < 8; w++) sh[w * chunk + i] = x.v[w];
 }
 
-// Stages p..p+s-1 over 2^c columns; blockDim.x == 2^(s+c-1), c <= p, and
-// 2^(s+c) * 32 bytes of dynamic shared memory. With `gather` (only for
+// Stages p..p+s-1 over 2^c columns; blockDim.x == max(2^(s+c-2), 1), c <= p,
+// and 2^(s+c) * 32 bytes of dynamic shared memory. With `gather` (only for
 // p = 0), element i is read from in[bitrev(i)]; `out` must then differ from
 // `in` unless there is one block. Local element e = j*2^c + l (column l
-// fastest), so consecutive threads load consecutive global elements.
+// fastest), so consecutive threads load consecutive global elements. Each
+// thread holds 4 elements (rows j0 + {0,1,2,3}*2^r of one column) through two
+// stages at a time in registers: half the shared-memory round trips and
+// __syncthreads of one stage per step, and two independent multiplications
+// in flight per stage. An odd last stage runs as two radix-2 butterflies per
+// thread.
 __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s,
                                          uint32_t c, uint32_t gather) {
     extern __shared__ uint32_t shw[];
     uint32_t t = threadIdx.x;
+    uint32_t nt = blockDim.x;
     uint32_t chunk = 1u << (s + c);
     uint32_t cmask = (1u << c) - 1;
     uint32_t lo_blocks_log = p - c;
@@ -51,35 +57,85 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
     size_t hi = blockIdx.x >> lo_blocks_log;
     // Global index of local (j, l): hi*2^(p+s) + j*2^p + lob*2^c + l.
     size_t base = (hi << (p + s)) + ((size_t)lob << c);
-    uint32_t e0 = t, e1 = t + (chunk >> 1);
-    size_t g0 = base + ((size_t)(e0 >> c) << p) + (e0 & cmask);
-    size_t g1 = base + ((size_t)(e1 >> c) << p) + (e1 & cmask);
-    Fr x0 = in[gather ? bitrev32((uint32_t)g0, logn) : g0];
-    Fr x1 = in[gather ? bitrev32((uint32_t)g1, logn) : g1];
-    sh_store(shw, chunk, e0, x0);
-    sh_store(shw, chunk, e1, x1);
+#pragma unroll
+    for (uint32_t k = 0; k < 4; k++) {
+        uint32_t e = t + k * nt;
+        if (e >= chunk) break;
+        size_t g = base + ((size_t)(e >> c) << p) + (e & cmask);
+        sh_store(shw, chunk, e, in[gather ? bitrev32((uint32_t)g, logn) : g]);
+    }
     __syncthreads();
     uint32_t l = t & cmask;
-    uint32_t bj = t >> c;
-    for (uint32_t r = 0; r < s; r++) {
+    uint32_t col = (lob << c) + l;
+    uint32_t r = 0;
+    for (; r + 2 <= s; r += 2) {
         uint32_t q = p + r;
-        uint32_t half = 1u << r;
-        uint32_t pj = bj & (half - 1);
-        uint32_t i = ((((bj >> r) << (r + 1)) + pj) << c) | l;
-        uint32_t j = i + (half << c);
-        Fr u, v;
-        sh_load(shw, chunk, i, u);
-        sh_load(shw, chunk, j, v);
-        // Stage 0's only twiddle is 1.
-        if (q > 0) v = v * tw[(1u << q) + (pj << p) + (lob << c) + l];
-        sh_store(shw, chunk, i, u + v);
-        sh_store(shw, chunk, j, u - v);
+        uint32_t h = 1u << r;
+        uint32_t g = t >> c;
+        uint32_t pj = g & (h - 1);
+        uint32_t e0 = ((((g >> r) << (r + 2)) + pj) << c) | l;
+        uint32_t eh = h << c;
+        Fr a0, a1, a2, a3;
+        sh_load(shw, chunk, e0, a0);
+        sh_load(shw, chunk, e0 + eh, a1);
+        sh_load(shw, chunk, e0 + 2 * eh, a2);
+        sh_load(shw, chunk, e0 + 3 * eh, a3);
+        // Stage q: pairs (0,1) and (2,3), both at position pj.
+        if (q > 0) {
+            Fr w = tw[(1u << q) + (pj << p) + col];
+            a1 = a1 * w;
+            a3 = a3 * w;
+        }
+        Fr u = a0;
+        a0 = u + a1;
+        a1 = u - a1;
+        u = a2;
+        a2 = u + a3;
+        a3 = u - a3;
+        // Stage q+1: pairs (0,2) at position pj and (1,3) at pj + h.
+        a2 = a2 * tw[(2u << q) + (pj << p) + col];
+        a3 = a3 * tw[(2u << q) + ((pj + h) << p) + col];
+        u = a0;
+        a0 = u + a2;
+        a2 = u - a2;
+        u = a1;
+        a1 = u + a3;
+        a3 = u - a3;
+        sh_store(shw, chunk, e0, a0);
+        sh_store(shw, chunk, e0 + eh, a1);
+        sh_store(shw, chunk, e0 + 2 * eh, a2);
+        sh_store(shw, chunk, e0 + 3 * eh, a3);
         __syncthreads();
     }
-    sh_load(shw, chunk, e0, x0);
-    sh_load(shw, chunk, e1, x1);
-    out[g0] = x0;
-    out[g1] = x1;
+    if (r < s) {
+        uint32_t q = p + r;
+        uint32_t h = 1u << r;
+#pragma unroll
+        for (uint32_t k = 0; k < 2; k++) {
+            uint32_t b = t + k * nt;
+            if (b >= (chunk >> 1)) break;
+            uint32_t g = b >> c;
+            uint32_t pj = g & (h - 1);
+            uint32_t i = ((((g >> r) << (r + 1)) + pj) << c) | (b & cmask);
+            uint32_t j = i + (h << c);
+            Fr u, v;
+            sh_load(shw, chunk, i, u);
+            sh_load(shw, chunk, j, v);
+            // Stage 0's only twiddle is 1.
+            if (q > 0) v = v * tw[(1u << q) + (pj << p) + (lob << c) + (b & cmask)];
+            sh_store(shw, chunk, i, u + v);
+            sh_store(shw, chunk, j, u - v);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (uint32_t k = 0; k < 4; k++) {
+        uint32_t e = t + k * nt;
+        if (e >= chunk) break;
+        Fr x;
+        sh_load(shw, chunk, e, x);
+        out[base + ((size_t)(e >> c) << p) + (e & cmask)] = x;
+    }
 }
 
 // data[i] *= lo[i & (L-1)] * hi[i >> logl]  (coset powers, with 1/n folded in)

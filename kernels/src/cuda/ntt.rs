@@ -17,8 +17,8 @@ use crate::{Fr, KernelError};
 
 /// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
-/// log2 of the elements one k_ntt_pass block holds in shared memory: 2^9
-/// threads and 2^10 * 32 bytes of shared memory, inside every device's
+/// log2 of the elements one k_ntt_pass block holds in shared memory: 2^8
+/// threads (4 elements each) and 2^10 * 32 bytes of shared memory, inside every device's
 /// default limits.
 const SHARED_LOG: u32 = 10;
 /// Most stages of a pass after the first: leaves 2^(SHARED_LOG - 7) = 8
@@ -197,7 +197,7 @@ impl NttTables {
             let chunk = 1u32 << (s + c);
             let shared = chunk * std::mem::size_of::<DevFr>() as u32;
             let gather = u32::from(k == 0);
-            let l = Launch::new(n / chunk, chunk / 2).shared(shared);
+            let l = Launch::new(n / chunk, (chunk / 4).max(1)).shared(shared);
             gpu.k_ntt_pass(stream, l, input, out, tw, logn, p, s, c, gather)?;
         }
         Ok(())
