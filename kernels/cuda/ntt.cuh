@@ -1,13 +1,21 @@
-// Radix-2 decimation-in-time NTT over Fr, natural order in and out. The
-// first min(log n, 10) stages run in shared memory on chunks of 2^s elements
-// gathered from bit-reversed positions (the permutation fused into the load,
-// out of place into a scratch buffer); the rest run up to 3 stages per launch
-// with 8 elements per thread in registers (a radix-8 pass), strided so that a
-// warp reads consecutive elements; the last pass writes back to the data.
+// Radix-2 decimation-in-time NTT over Fr, natural order in and out, as a
+// few passes that each run several stages in shared memory, so that the data
+// crosses DRAM once per pass instead of once per 3 stages.
 //
-// tw[k] = w^k for k < n/2, w the domain's generator (or its inverse for the
-// inverse transform). Stage q (butterfly span 2^q) uses w_{2^(q+1)}^pos =
-// tw[pos * (n >> (q+1))]. Scalings (1/n, coset powers) are separate passes.
+// A pass runs stages p..p+s-1. Those stages combine, for each `hi` and each
+// `lo` < 2^p, the 2^s elements hi*2^(p+s) + j*2^p + lo (j < 2^s). A block
+// takes 2^s such rows for 2^c consecutive `lo` (the columns): 2^(s+c)
+// elements, read 2^c consecutive elements at a time, so that a warp's loads
+// are contiguous runs of 2^c * 32 bytes and not single scattered elements.
+// The first pass (p = 0, c = 0) gathers from bit-reversed positions (the
+// permutation fused into its load) out of place into a scratch buffer; later
+// passes work in place there, and the last one writes back to the data.
+//
+// tw[2^q + pos] = w_{2^(q+1)}^pos for pos < 2^q (stage q's twiddles laid out
+// one stage after another, w the domain's generator, or its inverse for the
+// inverse transform): a warp's butterflies at one stage read consecutive
+// entries rather than entries n/2^(q+1) apart. Scalings (1/n, coset powers)
+// are separate passes.
 #pragma once
 #include "field.cuh"
 
@@ -15,12 +23,9 @@ __device__ __forceinline__ uint32_t bitrev32(uint32_t x, uint32_t logn) {
     return logn == 0 ? 0 : (__brev(x) >> (32 - logn));
 }
 
-// Stages 0..s-1 on chunks of 2^s elements; blockDim.x == 2^(s-1).
-// With `gather`, the chunk is read from bit-reversed positions of `in` (the
-// bit-reversal permutation fused into this pass) and written to `out`, which
-// must differ from `in` unless there is one block. Shared memory holds the
-// words of the chunk as 8 planes (word w of element i at sh[w*chunk + i]),
-// so a warp touching consecutive elements hits 32 distinct banks.
+// Shared memory holds a block's elements as 8 planes (word w of element i at
+// sh[w*chunk + i]), so a warp touching consecutive elements hits 32 distinct
+// banks.
 __device__ __forceinline__ void sh_load(const uint32_t* sh, uint32_t chunk, uint32_t i, Fr& x) {
 #pragma unroll
     for (int w = 0; w < 8; w++) x.v[w] = sh[w * chunk + i];
@@ -30,67 +35,107 @@ __device__ __forceinline__ void sh_store(uint32_t* sh, uint32_t chunk, uint32_t 
     for (int w = 0; w < 8; w++) sh[w * chunk + i] = x.v[w];
 }
 
-__device__ __forceinline__ void ntt_shared(const Fr* in, Fr* out, const Fr* tw, uint32_t n, uint32_t logn, uint32_t s,
-                                           uint32_t gather) {
+// Stages p..p+s-1 over 2^c columns; blockDim.x == max(2^(s+c-2), 1), c <= p,
+// and 2^(s+c) * 32 bytes of dynamic shared memory. With `gather` (only for
+// p = 0), element i is read from in[bitrev(i)]; `out` must then differ from
+// `in` unless there is one block. Local element e = j*2^c + l (column l
+// fastest), so consecutive threads load consecutive global elements. Each
+// thread holds 4 elements (rows j0 + {0,1,2,3}*2^r of one column) through two
+// stages at a time in registers: half the shared-memory round trips and
+// __syncthreads of one stage per step, and two independent multiplications
+// in flight per stage. An odd last stage runs as two radix-2 butterflies per
+// thread.
+__device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s,
+                                         uint32_t c, uint32_t gather) {
     extern __shared__ uint32_t shw[];
     uint32_t t = threadIdx.x;
-    uint32_t chunk = 1u << s;
-    uint32_t h = chunk >> 1;
-    uint32_t base = blockIdx.x * chunk;
-    uint32_t i0 = base + t, i1 = base + t + h;
-    Fr x0 = in[gather ? bitrev32(i0, logn) : i0];
-    Fr x1 = in[gather ? bitrev32(i1, logn) : i1];
-    sh_store(shw, chunk, t, x0);
-    sh_store(shw, chunk, t + h, x1);
+    uint32_t nt = blockDim.x;
+    uint32_t chunk = 1u << (s + c);
+    uint32_t cmask = (1u << c) - 1;
+    uint32_t lo_blocks_log = p - c;
+    uint32_t lob = blockIdx.x & ((1u << lo_blocks_log) - 1);
+    size_t hi = blockIdx.x >> lo_blocks_log;
+    // Global index of local (j, l): hi*2^(p+s) + j*2^p + lob*2^c + l.
+    size_t base = (hi << (p + s)) + ((size_t)lob << c);
+#pragma unroll
+    for (uint32_t k = 0; k < 4; k++) {
+        uint32_t e = t + k * nt;
+        if (e >= chunk) break;
+        size_t g = base + ((size_t)(e >> c) << p) + (e & cmask);
+        sh_store(shw, chunk, e, in[gather ? bitrev32((uint32_t)g, logn) : g]);
+    }
     __syncthreads();
-    for (uint32_t q = 0; q < s; q++) {
-        uint32_t half = 1u << q;
-        uint32_t pos = t & (half - 1);
-        uint32_t i = ((t >> q) << (q + 1)) + pos;
-        uint32_t j = i + half;
-        Fr u, v;
-        sh_load(shw, chunk, i, u);
-        sh_load(shw, chunk, j, v);
-        if (q > 0) v = v * tw[(size_t)pos * (n >> (q + 1))];
-        sh_store(shw, chunk, i, u + v);
-        sh_store(shw, chunk, j, u - v);
+    uint32_t l = t & cmask;
+    uint32_t col = (lob << c) + l;
+    uint32_t r = 0;
+    for (; r + 2 <= s; r += 2) {
+        uint32_t q = p + r;
+        uint32_t h = 1u << r;
+        uint32_t g = t >> c;
+        uint32_t pj = g & (h - 1);
+        uint32_t e0 = ((((g >> r) << (r + 2)) + pj) << c) | l;
+        uint32_t eh = h << c;
+        Fr a0, a1, a2, a3;
+        sh_load(shw, chunk, e0, a0);
+        sh_load(shw, chunk, e0 + eh, a1);
+        sh_load(shw, chunk, e0 + 2 * eh, a2);
+        sh_load(shw, chunk, e0 + 3 * eh, a3);
+        // Stage q: pairs (0,1) and (2,3), both at position pj.
+        if (q > 0) {
+            Fr w = tw[(1u << q) + (pj << p) + col];
+            a1 = a1 * w;
+            a3 = a3 * w;
+        }
+        Fr u = a0;
+        a0 = u + a1;
+        a1 = u - a1;
+        u = a2;
+        a2 = u + a3;
+        a3 = u - a3;
+        // Stage q+1: pairs (0,2) at position pj and (1,3) at pj + h.
+        a2 = a2 * tw[(2u << q) + (pj << p) + col];
+        a3 = a3 * tw[(2u << q) + ((pj + h) << p) + col];
+        u = a0;
+        a0 = u + a2;
+        a2 = u - a2;
+        u = a1;
+        a1 = u + a3;
+        a3 = u - a3;
+        sh_store(shw, chunk, e0, a0);
+        sh_store(shw, chunk, e0 + eh, a1);
+        sh_store(shw, chunk, e0 + 2 * eh, a2);
+        sh_store(shw, chunk, e0 + 3 * eh, a3);
         __syncthreads();
     }
-    sh_load(shw, chunk, t, x0);
-    sh_load(shw, chunk, t + h, x1);
-    out[i0] = x0;
-    out[i1] = x1;
-}
-
-// Stages p..p+LOGT-1; one thread per group of 2^LOGT elements at stride 2^p.
-template <int LOGT>
-__device__ __forceinline__ void ntt_radix(const Fr* in, Fr* data, const Fr* tw, uint32_t n, uint32_t p) {
-    const int T = 1 << LOGT;
-    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (tid >= (n >> LOGT)) return;
-    uint32_t lo = (uint32_t)(tid & ((1u << p) - 1));
-    size_t hi = tid >> p;
-    size_t base = (hi << (p + LOGT)) + lo;
-    Fr x[T];
-#pragma unroll
-    for (int j = 0; j < T; j++) x[j] = in[base + ((size_t)j << p)];
-#pragma unroll
-    for (int r = 0; r < LOGT; r++) {
+    if (r < s) {
         uint32_t q = p + r;
-        const int hj = 1 << r;
+        uint32_t h = 1u << r;
 #pragma unroll
-        for (int j = 0; j < T; j++) {
-            if (j & hj) continue;
-            uint32_t pos = ((uint32_t)(j & (hj - 1)) << p) + lo;
-            Fr w = tw[(size_t)pos * (n >> (q + 1))];
-            Fr u = x[j];
-            Fr v = x[j + hj] * w;
-            x[j] = u + v;
-            x[j + hj] = u - v;
+        for (uint32_t k = 0; k < 2; k++) {
+            uint32_t b = t + k * nt;
+            if (b >= (chunk >> 1)) break;
+            uint32_t g = b >> c;
+            uint32_t pj = g & (h - 1);
+            uint32_t i = ((((g >> r) << (r + 1)) + pj) << c) | (b & cmask);
+            uint32_t j = i + (h << c);
+            Fr u, v;
+            sh_load(shw, chunk, i, u);
+            sh_load(shw, chunk, j, v);
+            // Stage 0's only twiddle is 1.
+            if (q > 0) v = v * tw[(1u << q) + (pj << p) + (lob << c) + (b & cmask)];
+            sh_store(shw, chunk, i, u + v);
+            sh_store(shw, chunk, j, u - v);
         }
+        __syncthreads();
     }
 #pragma unroll
-    for (int j = 0; j < T; j++) data[base + ((size_t)j << p)] = x[j];
+    for (uint32_t k = 0; k < 4; k++) {
+        uint32_t e = t + k * nt;
+        if (e >= chunk) break;
+        Fr x;
+        sh_load(shw, chunk, e, x);
+        out[base + ((size_t)(e >> c) << p) + (e & cmask)] = x;
+    }
 }
 
 // data[i] *= lo[i & (L-1)] * hi[i >> logl]  (coset powers, with 1/n folded in)

@@ -294,14 +294,10 @@ kernels! {
     /// Curve test over G2.
     fn test_g2_ops(a: DevPtr<DevG2Affine>, b: DevPtr<DevG2Affine>, out: DevPtr<DevG2Jac>, n: u32);
 
-    /// First s NTT stages in shared memory (block 2^(s-1), 2^s * 32 bytes).
-    fn k_ntt_shared(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, logn: u32, s: u32, gather: u32);
-    /// One NTT stage from stage p.
-    fn k_ntt_radix1(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, p: u32);
-    /// Two NTT stages from stage p.
-    fn k_ntt_radix2(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, p: u32);
-    /// Three NTT stages from stage p.
-    fn k_ntt_radix3(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, n: u32, p: u32);
+    /// NTT stages p..p+s-1 in shared memory over 2^c columns (block
+    /// max(2^(s+c-2), 1), 2^(s+c) * 32 bytes); `gather` reads bit-reversed
+    /// positions.
+    fn k_ntt_pass(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, logn: u32, p: u32, s: u32, c: u32, gather: u32);
     /// data[i] *= lo[i mod 2^logl] * hi[i >> logl].
     fn k_fr_scale_lohi(data: DevPtr<DevFr>, n: u32, lo: DevPtr<DevFr>, hi: DevPtr<DevFr>, logl: u32);
     /// data[i] *= k[0].

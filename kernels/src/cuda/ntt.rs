@@ -1,7 +1,7 @@
 //! Host side of the NTT (kernels in cuda/ntt.cuh) and of the Groth16 H step.
 //!
-//! Per domain size the device keeps the twiddle tables (w^k and w^-k for
-//! k < n/2) and small two-level tables for the coset scalings
+//! Per domain size the device keeps the twiddle tables (per stage q, the
+//! 2^q powers of the 2^(q+1)-th root of unity, forward and inverse) and small two-level tables for the coset scalings
 //! (i -> lo[i mod L] * hi[i / L], L = min(n, 1024)), all computed on the host
 //! from ark-poly's own domain so that every constant is arkworks'.
 
@@ -17,9 +17,14 @@ use crate::{Fr, KernelError};
 
 /// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
-/// log2 of the chunk k_ntt_shared transforms in shared memory: 2^9 threads
-/// and 2^10 * 32 bytes of shared memory, inside every device's default limits.
+/// log2 of the elements one k_ntt_pass block holds in shared memory: 2^8
+/// threads (4 elements each) and 2^10 * 32 bytes of shared memory, inside every device's
+/// default limits.
 const SHARED_LOG: u32 = 10;
+/// Most stages of a pass after the first: leaves 2^(SHARED_LOG - 7) = 8
+/// consecutive elements (256 bytes, 8 full DRAM sectors) per row of a block,
+/// so the strided passes still read whole sectors.
+const MAX_PASS_STAGES: u32 = 7;
 
 /// Powers base^0 .. base^(len-1), times `scale`, computed in parallel chunks.
 pub fn powers(base: Fr, scale: Fr, len: usize) -> Vec<Fr> {
@@ -34,6 +39,21 @@ pub fn powers(base: Fr, scale: Fr, len: usize) -> Vec<Fr> {
                 x *= base;
             }
         });
+    out
+}
+
+/// The per-stage twiddle layout k_ntt_pass reads, from the powers
+/// `pw[k] = w^k` (k < n/2): entry 2^q + k is w^(k n / 2^(q+1)) =
+/// pw[k << (log n - 1 - q)], so that one stage's twiddles are contiguous.
+/// Entry 0 is unused (one).
+fn stage_twiddles(pw: &[Fr], n: usize) -> Vec<Fr> {
+    let logn = n.trailing_zeros();
+    let mut out = vec![Fr::one(); n];
+    out.par_iter_mut().enumerate().skip(1).for_each(|(i, o)| {
+        let q = usize::BITS - 1 - i.leading_zeros();
+        let k = i - (1 << q);
+        *o = pw[k << (logn - 1 - q)];
+    });
     out
 }
 
@@ -74,9 +94,10 @@ pub struct NttTables {
     pub n: usize,
     /// log2 n.
     pub logn: u32,
-    /// w^k for k < n/2.
+    /// Stage twiddles, forward: entry 2^q + k = w^(k n / 2^(q+1)) for
+    /// k < 2^q (see `stage_twiddles`).
     tw_fwd: DBuf<DevFr>,
-    /// w^-k for k < n/2.
+    /// The same for w^-1.
     tw_inv: DBuf<DevFr>,
     /// g^i
     pub coset: Scaling,
@@ -95,10 +116,10 @@ impl NttTables {
         assert_eq!(domain.size(), n);
         let stream = gpu.stream()?;
         let half = (n / 2).max(1);
-        let fwd = powers(domain.group_gen, Fr::one(), half);
-        let inv = powers(domain.group_gen_inv, Fr::one(), half);
-        let mut tw_fwd = DBuf::new(half)?;
-        let mut tw_inv = DBuf::new(half)?;
+        let fwd = stage_twiddles(&powers(domain.group_gen, Fr::one(), half), n);
+        let inv = stage_twiddles(&powers(domain.group_gen_inv, Fr::one(), half), n);
+        let mut tw_fwd = DBuf::new(n)?;
+        let mut tw_inv = DBuf::new(n)?;
         tw_fwd.upload(fr_dev(&fwd), &stream)?;
         tw_inv.upload(fr_dev(&inv), &stream)?;
         let g = Fr::GENERATOR;
@@ -155,33 +176,29 @@ impl NttTables {
         } else {
             self.tw_fwd.ptr()
         };
-        let s = logn.min(SHARED_LOG);
-        let chunk = 1u32 << s;
-        let gather = 1u32;
-        let first_out = if logn > s { scratch } else { data };
-        let shared = chunk * std::mem::size_of::<DevFr>() as u32;
-        gpu.k_ntt_shared(
-            stream,
-            Launch::new(n / chunk, chunk / 2).shared(shared),
-            data,
-            first_out,
-            tw,
-            n,
-            logn,
-            s,
-            gather,
-        )?;
-        let mut p = s;
+        // First pass: the bit-reversal gather and up to SHARED_LOG stages,
+        // one column; then the remaining stages split evenly over the
+        // fewest passes of at most MAX_PASS_STAGES, each with as many
+        // columns as fill the shared chunk.
+        let first = logn.min(SHARED_LOG);
+        let mut passes = vec![(0, first, 0)];
+        let mut p = first;
         while p < logn {
-            let t = (logn - p).min(3);
-            let l = Launch::over(self.n >> t, 128);
-            let out = if p + t == logn { data } else { scratch };
-            match t {
-                1 => gpu.k_ntt_radix1(stream, l, scratch, out, tw, n, p)?,
-                2 => gpu.k_ntt_radix2(stream, l, scratch, out, tw, n, p)?,
-                _ => gpu.k_ntt_radix3(stream, l, scratch, out, tw, n, p)?,
-            }
-            p += t;
+            let left = logn - p;
+            let count = left.div_ceil(MAX_PASS_STAGES);
+            let s = left.div_ceil(count);
+            passes.push((p, s, SHARED_LOG - s));
+            p += s;
+        }
+        let last = passes.len() - 1;
+        for (k, &(p, s, c)) in passes.iter().enumerate() {
+            let input = if k == 0 { data } else { scratch };
+            let out = if k == last { data } else { scratch };
+            let chunk = 1u32 << (s + c);
+            let shared = chunk * std::mem::size_of::<DevFr>() as u32;
+            let gather = u32::from(k == 0);
+            let l = Launch::new(n / chunk, (chunk / 4).max(1)).shared(shared);
+            gpu.k_ntt_pass(stream, l, input, out, tw, logn, p, s, c, gather)?;
         }
         Ok(())
     }
