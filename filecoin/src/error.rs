@@ -8,14 +8,21 @@ pub enum Error {
     /// Reading or writing a file failed; the path says which.
     #[error("{path}: {source}")]
     Io {
+        /// The file the operation was on.
         path: PathBuf,
+        /// The operating system's reason.
         #[source]
         source: std::io::Error,
     },
     /// A parameter file is shorter than its counts say, or holds a point that
     /// does not decode.
     #[error("{path}: malformed parameter file: {reason}")]
-    Malformed { path: PathBuf, reason: String },
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// Which part is wrong, for the operator.
+        reason: String,
+    },
     /// The sector size has no registered proof of the requested kind.
     #[error("unsupported sector size {0} bytes")]
     UnsupportedSectorSize(u64),
@@ -28,8 +35,11 @@ pub enum Error {
     /// The output would exceed the size limit and `force` was not given.
     #[error("{path} would be {bytes} bytes, above the {limit}-byte limit; pass force to write it")]
     TooLarge {
+        /// The `.params` file that was not written.
         path: PathBuf,
+        /// Its predicted size.
         bytes: u64,
+        /// The limit it exceeds.
         limit: u64,
     },
     /// The circuit cannot have Groth16 parameters (too large a domain, an

@@ -184,6 +184,7 @@ pub struct Blank {
     pub cache_id: String,
     /// What filecoin-proofs writes to the `.meta` file.
     pub meta: CacheEntryMetadata,
+    /// The R1CS and densities the setup works from.
     pub shape: Shape,
 }
 

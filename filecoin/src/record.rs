@@ -65,12 +65,16 @@ fn count(bits: &[bool]) -> usize {
 pub struct Witness {
     /// ONE, then the public inputs.
     pub inputs: Vec<Fr>,
+    /// The private assignment, in allocation order.
     pub aux: Vec<Fr>,
     /// A, B and C evaluated per constraint: the synthesized constraints, then one
     /// per input (A = x_i, B = C = 0).
     pub a: Vec<Fr>,
+    /// B per constraint, as A.
     pub b: Vec<Fr>,
+    /// C per constraint, as A.
     pub c: Vec<Fr>,
+    /// Which assignment entries the A and B MSMs take.
     pub densities: Densities,
 }
 
@@ -97,6 +101,7 @@ pub struct Shape {
     /// input constraints A = x_i are not rows here: like arkworks' libsnark
     /// reduction, the setup and the prover append them after the last row.
     pub matrices: ConstraintMatrices<Fr>,
+    /// Which variables the A and B queries of the `.params` file hold.
     pub densities: Densities,
 }
 
@@ -200,18 +205,23 @@ struct RecordingCs {
     num_inputs: usize,
     /// Aux variables allocated (also in shape mode).
     num_aux: usize,
-    /// Witness mode: A, B, C evaluated per constraint.
+    /// Witness mode: A evaluated per constraint.
     a: Vec<Scalar>,
+    /// Witness mode: B evaluated per constraint.
     b: Vec<Scalar>,
+    /// Witness mode: C evaluated per constraint.
     c: Vec<Scalar>,
     /// Shape mode: the rows of A, B and C with aux indices tagged.
     rows: [Vec<Vec<(Fr, usize)>>; 3],
+    /// Both modes: density per variable and query.
     densities: Densities,
 }
 
 /// One query's view of a linear combination: where its density goes.
 struct Tracking<'a> {
+    /// The query's input density, when it tracks one (B only).
     inputs: Option<&'a mut Vec<bool>>,
+    /// The query's aux density, when it tracks one (A and B).
     aux: Option<&'a mut Vec<bool>>,
 }
 

@@ -34,8 +34,11 @@ const BATCH: usize = 1 << 18;
 /// One file written by [`generate`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeneratedFile {
+    /// The circuit the file belongs to.
     pub kind: Kind,
+    /// Where it was written (`.params`, `.vk` or `.meta`).
     pub path: PathBuf,
+    /// Its size, for the CLI's report.
     pub bytes: u64,
 }
 
@@ -111,10 +114,14 @@ pub fn predicted_counts(shape: &Shape) -> QueryCounts {
 
 /// The secret scalars of one setup.
 struct ToxicWaste {
+    /// The point the QAP polynomials are evaluated at.
     tau: Fr,
+    /// alpha and beta tie A, B and C together in the verification equation.
     alpha: Fr,
     beta: Fr,
+    /// Divides the public inputs' part (ic).
     gamma: Fr,
+    /// Divides the prover's part (l, h).
     delta: Fr,
 }
 

@@ -29,13 +29,17 @@ const RANDOMNESS: [u8; 32] = [44; 32];
 /// environment filecoin-proofs reads once per process is set before its first
 /// call.
 struct Fixture {
+    /// The generated parameters, as FIL_PROOFS_PARAMETER_CACHE.
     params_dir: tempfile::TempDir,
     /// The sector's files (staged, sealed, cache) and the SDR parent cache.
     _sector_dir: tempfile::TempDir,
+    /// The sealed sector's id, its cache directory and replica file.
     sector: SectorId,
     cache: PathBuf,
     sealed: PathBuf,
+    /// comm_r and comm_d, for the verifiers.
     p2: SealPreCommitPhase2Output,
+    /// The commit-phase-1 output, the PoRep C2 input.
     c1: SealCommitPhase1Output,
 }
 

@@ -29,10 +29,15 @@ const SECTIONS: [(&str, usize); 5] = [
 /// How many points each query of a parameter file holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueryCounts {
+    /// One per public input, ONE included.
     pub ic: usize,
+    /// m − 1, m the NTT domain size.
     pub h: usize,
+    /// One per aux variable.
     pub l: usize,
+    /// Every input plus the A-dense aux variables.
     pub a: usize,
+    /// The B-dense variables (b_g2 has the same count).
     pub b_g1: usize,
     pub b_g2: usize,
 }
@@ -52,7 +57,9 @@ fn vk_bytes(ic: usize) -> usize {
 /// Where one query's points lie in the mapped file.
 #[derive(Clone, Copy, Debug)]
 struct Section {
+    /// Byte offset of the first point (after the count).
     offset: usize,
+    /// Points in the query.
     count: usize,
 }
 
@@ -63,6 +70,7 @@ pub struct MappedParams {
     path: PathBuf,
     /// The file's bytes; the mapping lives as long as this value.
     map: Mmap,
+    /// Decoded at open: small, and every user needs it.
     pub vk: VerifyingKey,
     /// h, l, a, b_g1, b_g2 in file order.
     sections: [Section; 5],
@@ -276,6 +284,7 @@ pub fn write_vk(path: &Path, vk: &VerifyingKey) -> Result<(), Error> {
 pub struct ParamsWriter {
     /// For error messages.
     path: PathBuf,
+    /// Large buffer: the file is written in slices of up to 2^18 points.
     out: BufWriter<File>,
     /// Queries begun so far (at most five).
     sections: usize,

@@ -38,8 +38,11 @@ pub fn parameter_dir(explicit: Option<&Path>) -> PathBuf {
 /// (`v28-<cache id>.params`, `.vk`, `.meta`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamPaths {
+    /// The proving parameters (verifying key included).
     pub params: PathBuf,
+    /// The verifying key alone, which the verifiers read.
     pub vk: PathBuf,
+    /// `{"sector_size":N}`, which filecoin-proofs writes beside them.
     pub meta: PathBuf,
 }
 
@@ -58,11 +61,17 @@ impl ParamPaths {
 /// prover needs and the file carries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyingKey {
+    /// alpha·G1, in the proof's A and the pairing check.
     pub alpha_g1: G1Affine,
+    /// beta·G1, in the proof's B in G1 (needed for C).
     pub beta_g1: G1Affine,
+    /// beta·G2, in the proof's B and the pairing check.
     pub beta_g2: G2Affine,
+    /// gamma·G2, pairs with the public inputs' sum.
     pub gamma_g2: G2Affine,
+    /// delta·G1, the randomizer of A, B and C.
     pub delta_g1: G1Affine,
+    /// delta·G2, pairs with C.
     pub delta_g2: G2Affine,
     /// One point per public input, the constant one first (arkworks' gamma_abc_g1).
     pub ic: Vec<G1Affine>,
@@ -86,6 +95,7 @@ impl VerifyingKey {
 /// and b_g2 list the B-dense inputs first, then the B-dense aux variables.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Parameters {
+    /// Written first, also alone as the `.vk` file.
     pub vk: VerifyingKey,
     /// tau^i · t(tau) / delta for i < m − 1, m the domain size.
     pub h: Vec<G1Affine>,
