@@ -1,4 +1,4 @@
-//! The `cuzk` command: `serve`, `submit`, `verify`.
+//! The `cuzk` command: `serve`, `submit`, `verify`, `params generate`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,6 +97,32 @@ enum Command {
         /// API token, when the daemon requires one for reading.
         #[arg(long, env = "CUZK_TOKEN", hide_env_values = true)]
         token: Option<String>,
+    },
+    /// Filecoin Groth16 parameter files.
+    Params {
+        #[command(subcommand)]
+        which: ParamsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ParamsCommand {
+    /// Write TEST-ONLY parameters (random toxic waste, never for mainnet) in
+    /// the layout and file names filecoin-proofs reads.
+    Generate {
+        /// Sector size: 2KiB, 8MiB, 512MiB, 32GiB, 64GiB (or bytes).
+        #[arg(long, value_parser = cuzk_filecoin::parse_sector_size)]
+        sector_size: u64,
+        /// Circuits, comma-separated: porep, winning, window, snap.
+        #[arg(long, value_delimiter = ',', default_value = "porep,winning,window,snap")]
+        kinds: Vec<cuzk_filecoin::Kind>,
+        /// Directory to write into (filecoin-proofs reads it as
+        /// FIL_PROOFS_PARAMETER_CACHE).
+        #[arg(long)]
+        out: PathBuf,
+        /// Write files above 512 MiB too.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -227,6 +253,21 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 bad => Err(format!("{bad} of {} proofs are invalid", results.len())),
             }
+        }
+        Command::Params {
+            which: ParamsCommand::Generate {
+                sector_size,
+                kinds,
+                out,
+                force,
+            },
+        } => {
+            let files = cuzk_filecoin::generate(sector_size, &kinds, &out, force)
+                .map_err(|e| e.to_string())?;
+            for file in files {
+                println!("{} {} bytes {} (TEST-ONLY)", file.kind, file.bytes, file.path.display());
+            }
+            Ok(())
         }
     }
 }

@@ -1,0 +1,19 @@
+//! Filecoin proving for cuzk: the Groth16 parameter files filecoin-proofs reads
+//! (`v28-*.params`, `.vk`, `.meta`), a constraint system that records what the
+//! daemon's three stages need from the reference circuits, and a fast setup that
+//! writes test-only parameters in the exact layout filecoin-proofs reads.
+//!
+//! Field and curve types are arkworks' (the daemon's engines use them); the
+//! reference circuits are bellperson circuits over blstrs, converted at the edge.
+
+pub mod convert;
+pub mod error;
+pub mod kinds;
+pub mod params;
+pub mod porep;
+pub mod record;
+pub mod setup;
+
+pub use error::Error;
+pub use kinds::{parse_sector_size, Kind};
+pub use setup::{generate, GeneratedFile};
