@@ -5,7 +5,6 @@
 pub mod auth;
 pub mod backend;
 pub mod client;
-pub mod clock;
 pub mod config;
 pub mod http;
 pub mod job_input;

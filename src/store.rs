@@ -12,16 +12,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::SystemTime;
 
 use cuzk_actors::messages::RestoredJob;
 use cuzk_actors::model::ProofRecord;
+use cuzk_actors::time::unix_ms;
 use cuzk_actors::store::{
     CommitSignal, Committed, JobOutcome, JobRecord, JobStore, StoreError, StoreWrite, StoredJob,
 };
 use redb::{Database, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::now_unix_ms;
 use crate::job_input::JobParser;
 
 /// Job id → JobRecord (JSON).
@@ -308,7 +309,7 @@ pub fn rebuild(parser: &JobParser, store: &dyn JobStore, stored: Vec<StoredJob>)
                     let outcome = JobOutcome {
                         stage: cuzk_actors::Stage::Failed,
                         error: Some(format!("cannot resume after restart: {error}")),
-                        finished_unix_ms: now_unix_ms() as u64,
+                        finished_unix_ms: unix_ms(SystemTime::now()),
                     };
                     log::warn!(
                         "job {}: {}",

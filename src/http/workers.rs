@@ -2,17 +2,18 @@
 //! built-in page at `/`. The data comes from the WorkerMonitor actor.
 
 use std::fmt::Write as _;
+use std::time::SystemTime;
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry};
+use cuzk_actors::time::unix_ms;
 use serde::Deserialize;
 
 use super::error::{unavailable, ApiError, WORKER_MONITOR};
 // Named by the #[utoipa::path] attributes.
 use super::schemas::{ErrorBody, SchedulerGone, TimelineDoc, TokenRefusals, WorkersDoc};
 use super::state::AppState;
-use crate::clock::now_unix_ms;
 
 /// The page: one file, no external assets.
 const INDEX_HTML: &str = include_str!("ui/index.html");
@@ -111,7 +112,7 @@ pub async fn timeline(
     query: web::Query<TimelineQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let csv = wants_csv(&req, query.format.as_deref())?;
-    let now = now_unix_ms();
+    let now = unix_ms(SystemTime::now()) as f64;
     let since = query.since.unwrap_or(now - DEFAULT_WINDOW_MS);
     let until = query.until;
     let valid = |t: f64| t.is_finite() && t >= 0.0 && t <= now + DEFAULT_WINDOW_MS;
