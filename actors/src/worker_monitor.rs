@@ -405,13 +405,21 @@ impl WorkerMonitor {
         let Some(account) = self.workers.get_mut(&msg.worker) else {
             return;
         };
+        // The busy segment runs between the two switches as accounted, not
+        // as the worker timed it: a report that arrives after the monitor
+        // has already accounted past its instant is clamped forward, and
+        // the segments must still tile (and sum to the busy counter).
+        let start = match account.activity {
+            Activity::Proving => account.activity_since,
+            Activity::Idle(_) => msg.start,
+        };
         let idle = Activity::Idle(account.idle_cause(self.cause));
         account.switch(idle, msg.end);
         account.idle_since = Some(account.activity_since);
         account.proving = None;
         account.push(Segment {
-            start: msg.start,
-            end: msg.end,
+            start,
+            end: account.activity_since,
             kind: SegmentKind::Busy {
                 partition: msg.key,
                 ok: msg.ok,

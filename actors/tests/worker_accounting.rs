@@ -215,3 +215,50 @@ fn a_pacer_holding_work_back_shows_as_paced() {
         assert!(paced > 0.3 && paced > synthesis, "paced {paced} s, synthesis {synthesis} s");
     });
 }
+
+/// Reports from different threads arrive out of order: here the dispatcher's
+/// cause change (3 µs after the worker started) reaches the monitor before
+/// the worker's own start report. The monitor has by then accounted past the
+/// start, so the busy segment must begin where the idle one ended, and the
+/// spans must still sum to the busy counter. (CI once saw a 3 µs overlap.)
+#[actix::test]
+async fn a_start_reported_after_a_later_event_still_tiles() {
+    use cuzk_actors::messages::{HandedOver, IdleCauseChanged, SpanFinished, SpanReport, SpanStarted};
+    use cuzk_actors::model::IdleCause;
+    use cuzk_actors::worker_monitor::WorkerMonitor;
+    use cuzk_actors::{PartitionKey, WorkerId};
+    use actix::Actor;
+
+    let worker = WorkerId { device: 0, worker: 0 };
+    let monitor = WorkerMonitor::new([worker]).start();
+    let t0 = Instant::now();
+    let at = |us: u64| t0 + Duration::from_micros(us);
+    let key = PartitionKey { job: JobId("late".into()), index: 0 };
+    monitor.send(HandedOver { worker, at: at(1_000) }).await.unwrap();
+    monitor.send(IdleCauseChanged { cause: IdleCause::Synthesis, at: at(1_010) }).await.unwrap();
+    let started = SpanStarted { worker, key: key.clone(), at: at(1_007) };
+    monitor.send(SpanReport::Started(started)).await.unwrap();
+    let finished = SpanFinished {
+        worker,
+        key,
+        start: at(1_007),
+        end: at(6_000),
+        waited: Duration::from_micros(7),
+        phases: vec![],
+        ok: true,
+    };
+    monitor.send(SpanReport::Finished(finished)).await.unwrap();
+    // The reports lie a few milliseconds ahead; query once they are past.
+    actix::clock::sleep(Duration::from_millis(10)).await;
+
+    let timeline = monitor.send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: None }).await.unwrap();
+    let segments = by_worker(&timeline, 0);
+    assert!(segments.iter().any(|s| s.kind == "busy"), "{segments:?}");
+    for pair in segments.windows(2) {
+        let gap = pair[1].start_unix_ms - pair[0].end_unix_ms;
+        assert!(gap.abs() < 0.0005, "{:?} then {:?} leave {gap} ms", pair[0], pair[1]);
+    }
+    let workers = monitor.send(GetWorkers { spans: 10 }).await.unwrap();
+    let busy_ms: f64 = segments.iter().filter(|s| s.kind == "busy").map(|s| s.duration_ms).sum();
+    assert!((busy_ms / 1e3 - workers[0].busy_seconds).abs() < 2e-6, "{busy_ms} ms vs {workers:?}");
+}
