@@ -60,10 +60,10 @@ impl ProveStartEngine for CpuEngine {
                 G1Projective::msm_bigint(&pk.l_query, &scalars[num_inputs - 1..])
             });
             let a_acc = timed(&mut phases, "msm_a", || {
-                G1Projective::msm_bigint(&pk.a_query[1..], &scalars)
+                G1Projective::msm_bigint(&pk.a_query[1..], &circuit.a_selection.gather(&scalars))
             });
             let b1_acc = timed(&mut phases, "msm_b1", || {
-                G1Projective::msm_bigint(&pk.b_g1_query[1..], &scalars)
+                G1Projective::msm_bigint(&pk.b_g1_query[1..], &circuit.b_selection.gather(&scalars))
             });
             Ok(ProveStartOutput {
                 a_acc,

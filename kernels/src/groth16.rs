@@ -10,6 +10,7 @@
 //!
 //! Given the same r and s the result is exactly ark-groth16's proof.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use ark_ec::{CurveGroup, VariableBaseMSM};
@@ -32,11 +33,63 @@ pub type Domain = Radix2EvaluationDomain<Fr>;
 pub struct PreparedCircuit {
     pub circuit_id: String,
     pub pk: ProvingKey<Bls12_381>,
+    /// The R1CS, for [`synthesize`]. Empty for circuits whose a, b and c are
+    /// evaluated outside this crate (Filecoin's, recorded as they run).
     pub matrices: ConstraintMatrices<Fr>,
     /// Instance variables, the constant one included.
     pub num_inputs: usize,
     pub num_constraints: usize,
     pub domain_size: usize,
+    /// The variables `pk.a_query[1..]` pairs with.
+    pub a_selection: Selection,
+    /// The variables `pk.b_g1_query[1..]` and `pk.b_g2_query[1..]` pair with.
+    pub b_selection: Selection,
+}
+
+/// Which assignment entries a query's points after the first pair with (the
+/// first point always pairs with the constant one). arkworks' keys hold one
+/// point per variable; Filecoin's hold only the variables that appear in the
+/// query (bellperson's densities), so the prover gathers those scalars.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Selection {
+    /// Every variable after the constant one, in order.
+    #[default]
+    All,
+    /// These variables only: ascending indices into `assignment[1..]`.
+    Only(Vec<u32>),
+}
+
+impl Selection {
+    /// The values the query's points after the first pair with, from values
+    /// indexed like `assignment[1..]`.
+    pub fn gather<'a, T: Copy + Send + Sync>(&self, values: &'a [T]) -> Cow<'a, [T]> {
+        match self {
+            Selection::All => Cow::Borrowed(values),
+            Selection::Only(indices) => {
+                Cow::Owned(indices.par_iter().map(|&i| values[i as usize]).collect())
+            }
+        }
+    }
+
+    /// How many points after the first the query holds, for `variables`
+    /// variables after the constant one.
+    pub fn len(&self, variables: usize) -> usize {
+        match self {
+            Selection::All => variables,
+            Selection::Only(indices) => indices.len(),
+        }
+    }
+
+    /// Whether an index lies beyond `variables` or the order is broken.
+    fn invalid(&self, variables: usize) -> bool {
+        match self {
+            Selection::All => false,
+            Selection::Only(indices) => {
+                indices.windows(2).any(|w| w[0] >= w[1])
+                    || indices.last().is_some_and(|&i| i as usize >= variables)
+            }
+        }
+    }
 }
 
 /// The output of synthesis: a, b, c evaluated over the domain and the full
@@ -184,6 +237,65 @@ impl PreparedCircuit {
             num_inputs,
             num_constraints,
             domain_size: domain.size(),
+            a_selection: Selection::All,
+            b_selection: Selection::All,
+        })
+    }
+
+    /// A circuit synthesized outside this crate: a key whose A and B queries
+    /// hold the selected variables only, and the counts of its R1CS
+    /// (`num_constraints` without the input rows, which are appended).
+    /// Every query length is checked against the counts.
+    pub fn sparse(
+        circuit_id: &str,
+        pk: ProvingKey<Bls12_381>,
+        num_inputs: usize,
+        num_aux: usize,
+        num_constraints: usize,
+        a_selection: Selection,
+        b_selection: Selection,
+    ) -> Result<Self, KernelError> {
+        let domain = Domain::new(num_constraints + num_inputs)
+            .ok_or_else(|| KernelError::Synthesis("circuit too large for the NTT domain".into()))?;
+        let variables = num_inputs + num_aux - 1;
+        let expected = [
+            ("a", pk.a_query.len(), 1 + a_selection.len(variables)),
+            ("b_g1", pk.b_g1_query.len(), 1 + b_selection.len(variables)),
+            ("b_g2", pk.b_g2_query.len(), 1 + b_selection.len(variables)),
+            ("l", pk.l_query.len(), num_aux),
+            ("h", pk.h_query.len(), domain.size() - 1),
+            ("ic", pk.vk.gamma_abc_g1.len(), num_inputs),
+        ];
+        if let Some((query, len, want)) = expected.iter().find(|(_, len, want)| len != want) {
+            return Err(KernelError::Key(format!(
+                "key for {circuit_id}: the {query} query has {len} points, the circuit needs {want}"
+            )));
+        }
+        if a_selection.invalid(variables) || b_selection.invalid(variables) {
+            return Err(KernelError::Key(format!(
+                "key for {circuit_id}: a query selection is unordered or out of range"
+            )));
+        }
+        let matrices = ConstraintMatrices {
+            num_instance_variables: num_inputs,
+            num_witness_variables: num_aux,
+            num_constraints: 0,
+            a_num_non_zero: 0,
+            b_num_non_zero: 0,
+            c_num_non_zero: 0,
+            a: Vec::new(),
+            b: Vec::new(),
+            c: Vec::new(),
+        };
+        Ok(Self {
+            circuit_id: circuit_id.to_string(),
+            pk,
+            matrices,
+            num_inputs,
+            num_constraints,
+            domain_size: domain.size(),
+            a_selection,
+            b_selection,
         })
     }
 
@@ -206,7 +318,8 @@ impl PreparedCircuit {
         let term = std::mem::size_of::<(Fr, usize)>();
         let m = &self.matrices;
         let terms = m.a_num_non_zero + m.b_num_non_zero + m.c_num_non_zero;
-        (g1_points * g1 + pk.b_g2_query.len() * g2 + terms * term) as u64
+        let selected = self.a_selection.len(0) + self.b_selection.len(0);
+        (g1_points * g1 + pk.b_g2_query.len() * g2 + terms * term + selected * 4) as u64
     }
 }
 
@@ -227,6 +340,7 @@ pub fn synthesize(
         .ok_or_else(|| KernelError::Synthesis("constraint system still borrowed".into()))?;
     if cs.num_instance_variables != circuit.num_inputs
         || cs.num_constraints != circuit.num_constraints
+        || circuit.matrices.a.len() != circuit.num_constraints
     {
         return Err(KernelError::Synthesis(format!(
             "instance has {} inputs and {} constraints; shape {} has {} and {}",
@@ -332,7 +446,7 @@ pub fn prove_finish(
         Some(acc) => acc,
         None => timed(&mut phases, "msm_b2", || {
             let scalars = assignment_bigints(&start.assignment);
-            G2Projective::msm_bigint(&pk.b_g2_query[1..], &scalars)
+            G2Projective::msm_bigint(&pk.b_g2_query[1..], &circuit.b_selection.gather(&scalars))
         }),
     };
     let proof = timed(&mut phases, "assemble", || {

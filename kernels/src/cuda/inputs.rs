@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
-use crate::groth16::{PreparedCircuit, Synthesized};
+use crate::groth16::{PreparedCircuit, Selection, Synthesized};
 use crate::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
 pub fn fresh_seed() -> u64 {
@@ -117,6 +117,8 @@ pub fn fabricated_partition(
         num_inputs,
         num_constraints: n - num_inputs,
         domain_size: n,
+        a_selection: Selection::All,
+        b_selection: Selection::All,
     };
     let make = move |s: u64| {
         let mut assignment = random_fr(num_vars, s);

@@ -27,7 +27,7 @@ use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::Stream;
 
 use crate::groth16::{
-    PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Synthesized,
+    PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
 };
 use crate::{DeviceError, Fr, G1Affine, G1Projective, G2Affine, G2Projective, KernelError};
 use gpu::{
@@ -112,8 +112,10 @@ struct ResidentKey {
     h: DBuf<DevG1Affine>,
     /// b_g2_query, when the engine runs B's G2 MSM.
     b2: Option<DBuf<DevG2Affine>>,
-    /// Length of a_query (and of b_g1_query, b_g2_query).
+    /// Length of a_query.
     a_len: usize,
+    /// Length of b_g1_query (and of b_g2_query).
+    b_len: usize,
     /// Length of l_query.
     l_len: usize,
     /// Length of h_query.
@@ -309,6 +311,7 @@ impl CudaEngine {
             h,
             b2,
             a_len: pk.a_query.len(),
+            b_len: pk.b_g1_query.len(),
             l_len: pk.l_query.len(),
             h_len: pk.h_query.len(),
             fingerprint: fp,
@@ -393,23 +396,37 @@ impl CudaEngine {
 
         let h_len = key.h_len.min(n);
         let l_len = key.l_len.min(m - num_inputs);
-        let z_len = key.a_len.min(m) - 1;
+        // A's and B's scalars: the assignment after the constant one when the
+        // key holds every variable, else the selected entries, gathered here
+        // and uploaded beside it (Filecoin's keys).
+        let a_sel = self.selected(&circuit.a_selection, &assignment, &stream)?;
+        let b_sel = self.selected(&circuit.b_selection, &assignment, &stream)?;
+        let shared = a_sel.is_none() && b_sel.is_none();
+        let (a_ptr, a_len) = match &a_sel {
+            Some((scalars, len)) => (scalars.ptr(), *len),
+            None => (dz.ptr_at(1), key.a_len.min(m) - 1),
+        };
+        let (b_ptr, b_len) = match &b_sel {
+            Some((scalars, len)) => (scalars.ptr(), *len),
+            None => (dz.ptr_at(1), key.b_len.min(m) - 1),
+        };
         // Window sums of the four G1 MSMs, in this order, and of B's G2 MSM.
-        let (w_h, w_l, w_z) = (
+        let (w_h, w_l, w_a, w_b) = (
             msm::windows(h_len),
             msm::windows(l_len),
-            msm::windows(z_len),
+            msm::windows(a_len),
+            msm::windows(b_len),
         );
-        let out = DBuf::<DevG1Jac>::new(w_h + w_l + 2 * w_z)?;
+        let out = DBuf::<DevG1Jac>::new(w_h + w_l + w_a + w_b)?;
         let out2 = match key.b2 {
-            Some(_) => Some(DBuf::<DevG2Jac>::new(w_z)?),
+            Some(_) => Some(DBuf::<DevG2Jac>::new(w_b)?),
             None => None,
         };
         let (o_h, o_l, o_a, o_b1) = (
             out.ptr(),
             out.ptr_at(w_h),
             out.ptr_at(w_h + w_l),
-            out.ptr_at(w_h + w_l + w_z),
+            out.ptr_at(w_h + w_l + w_a),
         );
 
         msm::from_mont(gpu, &stream, da.ptr(), da.ptr(), h_len)?;
@@ -426,22 +443,30 @@ impl CudaEngine {
         drop(plan_l);
         mark(&mut marks, "msm_l")?;
 
-        let plan_z = msm::plan(gpu, &stream, dz.ptr_at(1), z_len)?;
-        msm::accumulate::<G1>(gpu, &stream, &plan_z, key.a.ptr_at(1), o_a)?;
+        // With every variable in both, A and B sort the same scalars once.
+        let plan_a = msm::plan(gpu, &stream, a_ptr, a_len)?;
+        msm::accumulate::<G1>(gpu, &stream, &plan_a, key.a.ptr_at(1), o_a)?;
         mark(&mut marks, "msm_a")?;
-        msm::accumulate::<G1>(gpu, &stream, &plan_z, key.b1.ptr_at(1), o_b1)?;
+        let plan_b_own = if shared {
+            None
+        } else {
+            Some(msm::plan(gpu, &stream, b_ptr, b_len)?)
+        };
+        let plan_b = plan_b_own.as_ref().unwrap_or(&plan_a);
+        msm::accumulate::<G1>(gpu, &stream, plan_b, key.b1.ptr_at(1), o_b1)?;
         mark(&mut marks, "msm_b1")?;
         if let (Some(b2), Some(o_b2)) = (&key.b2, &out2) {
-            msm::accumulate::<G2>(gpu, &stream, &plan_z, b2.ptr_at(1), o_b2.ptr())?;
+            msm::accumulate::<G2>(gpu, &stream, plan_b, b2.ptr_at(1), o_b2.ptr())?;
             mark(&mut marks, "msm_b2")?;
         }
-        let c_z = plan_z.c;
-        drop(plan_z);
-        drop(dz);
+        let (c_a, c_b) = (plan_a.c, plan_b.c);
+        drop(plan_b_own);
+        drop(plan_a);
+        drop((dz, a_sel, b_sel));
 
-        let mut host = vec![DevG1Jac::ZERO; w_h + w_l + 2 * w_z];
+        let mut host = vec![DevG1Jac::ZERO; w_h + w_l + w_a + w_b];
         out.download(&mut host, &stream)?;
-        let mut host2 = vec![DevG2Jac::ZERO; w_z];
+        let mut host2 = vec![DevG2Jac::ZERO; w_b];
         if let Some(o_b2) = &out2 {
             o_b2.download(&mut host2, &stream)?;
         }
@@ -451,12 +476,12 @@ impl CudaEngine {
 
         let (h_w, rest) = host.split_at(w_h);
         let (l_w, rest) = rest.split_at(w_l);
-        let (a_w, b1_w) = rest.split_at(w_z);
+        let (a_w, b1_w) = rest.split_at(w_a);
         let h_acc = msm::combine::<G1>(h_w, c_h);
         let l_acc = msm::combine::<G1>(l_w, c_l);
-        let a_acc = msm::combine::<G1>(a_w, c_z);
-        let b1_acc = msm::combine::<G1>(&b1_w[..w_z], c_z);
-        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, c_z));
+        let a_acc = msm::combine::<G1>(a_w, c_a);
+        let b1_acc = msm::combine::<G1>(b1_w, c_b);
+        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, c_b));
 
         let mut phases = Vec::new();
         let mut prev = &start;
@@ -481,6 +506,24 @@ impl CudaEngine {
             freed_bytes,
             phases,
         })
+    }
+
+    /// A query's gathered scalars on the device, as plain integers, and
+    /// their count; `None` when the query takes the whole assignment
+    /// (already on the device).
+    fn selected(
+        &self,
+        selection: &Selection,
+        assignment: &[Fr],
+        stream: &Stream,
+    ) -> Res<Option<(DBuf<DevFr>, usize)>> {
+        if *selection == Selection::All {
+            return Ok(None);
+        }
+        let gathered = selection.gather(&assignment[1..]);
+        let device = self.upload_fr(&gathered)?;
+        msm::from_mont(&self.gpu, stream, device.ptr(), device.ptr(), gathered.len())?;
+        Ok(Some((device, gathered.len())))
     }
 
     // ---- building blocks, for tests and benchmarks ----
