@@ -42,6 +42,10 @@ pub enum Error {
         /// The limit it exceeds.
         limit: u64,
     },
+    /// A parameter file does not fit the circuit it is named for (counts,
+    /// densities): a file for another version, or a corrupt one.
+    #[error("parameters do not fit the circuit: {0}")]
+    KeyMismatch(String),
     /// The circuit cannot have Groth16 parameters (too large a domain, an
     /// unconstrained variable).
     #[error("setup failed: {0}")]

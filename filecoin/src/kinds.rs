@@ -194,7 +194,8 @@ pub enum RegisteredProof {
 }
 
 impl RegisteredProof {
-    fn circuit_identifier(self) -> Result<String, Error> {
+    /// The cache identifier filecoin-proofs names this proof's parameter files by.
+    pub fn circuit_identifier(self) -> Result<String, Error> {
         match self {
             RegisteredProof::Seal(p) => p.circuit_identifier(),
             RegisteredProof::PoSt(p) => p.circuit_identifier(),

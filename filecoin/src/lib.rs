@@ -11,6 +11,7 @@ pub mod error;
 pub mod kinds;
 pub mod params;
 pub mod porep;
+pub mod prepare;
 pub mod record;
 pub mod setup;
 

@@ -1,0 +1,178 @@
+//! A Filecoin parameter file and a recorded partition as the daemon's engines
+//! take them: kernels' `PreparedCircuit`, whose A and B queries keep the
+//! file's dense layout and say which variables their points pair with, and
+//! kernels' `Synthesized`, the partition's a, b and c padded to the domain.
+//!
+//! The densities that select the variables are structural (which variables
+//! appear in which query), so the ones recorded with any partition's witness
+//! are the file's (`tests/filecoin_api.rs` checks them against the blank
+//! circuit's); every query length is checked against them.
+
+use ark_bls12_381::{G1Affine, G2Affine};
+use ark_ec::AffineRepr;
+use ark_ff::Zero;
+use ark_groth16::ProvingKey;
+use cuzk_kernels::groth16::{PreparedCircuit, Selection, Synthesized};
+use cuzk_kernels::Fr;
+
+use crate::params::MappedParams;
+use crate::record::{Densities, Witness};
+use crate::Error;
+
+/// The R1CS counts a key is checked against, from a recorded partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// Inputs, ONE included.
+    pub inputs: usize,
+    /// Aux variables.
+    pub aux: usize,
+    /// The circuit's constraints, without the appended input constraints.
+    pub constraints: usize,
+}
+
+impl Counts {
+    pub fn of(witness: &Witness) -> Self {
+        Self {
+            inputs: witness.inputs.len(),
+            aux: witness.aux.len(),
+            constraints: witness.a.len() - witness.inputs.len(),
+        }
+    }
+}
+
+/// Decodes the file's queries into a prepared circuit named `circuit_id`.
+pub fn prepared_circuit(
+    circuit_id: &str,
+    params: &MappedParams,
+    densities: &Densities,
+    counts: Counts,
+) -> Result<PreparedCircuit, Error> {
+    if densities.b_input.len() != counts.inputs
+        || densities.a_aux.len() != counts.aux
+        || densities.b_aux.len() != counts.aux
+    {
+        return Err(Error::KeyMismatch(format!(
+            "{circuit_id}: densities for {} inputs and {} aux variables, the circuit has {} and {}",
+            densities.b_input.len(),
+            densities.a_aux.len(),
+            counts.inputs,
+            counts.aux
+        )));
+    }
+    let vk = &params.vk;
+    let (a_selection, b_selection, one_in_b) = selections(densities);
+    // The engines pair the first point of each query with ONE; bellperson
+    // stores a B point for ONE only when ONE appears in B.
+    let lead = |one: bool| usize::from(!one);
+    let mut b_g1 = Vec::with_capacity(params.counts().b_g1 + lead(one_in_b));
+    let mut b_g2 = Vec::with_capacity(params.counts().b_g2 + lead(one_in_b));
+    if !one_in_b {
+        b_g1.push(G1Affine::zero());
+        b_g2.push(G2Affine::zero());
+    }
+    b_g1.extend(params.b_g1()?);
+    b_g2.extend(params.b_g2()?);
+    let pk = ProvingKey {
+        vk: vk.to_ark(),
+        beta_g1: vk.beta_g1,
+        delta_g1: vk.delta_g1,
+        a_query: params.a()?,
+        b_g1_query: b_g1,
+        b_g2_query: b_g2,
+        h_query: params.h()?,
+        l_query: params.l()?,
+    };
+    PreparedCircuit::sparse(
+        circuit_id,
+        pk,
+        counts.inputs,
+        counts.aux,
+        counts.constraints,
+        a_selection,
+        b_selection,
+    )
+    .map_err(|e| Error::KeyMismatch(e.to_string()))
+}
+
+/// The variables after ONE that A and B hold, as indices into
+/// `assignment[1..]`, and whether ONE is B-dense. A holds every input (the
+/// input constraints put them there) and the A-dense aux variables; B the
+/// B-dense inputs and aux variables.
+fn selections(densities: &Densities) -> (Selection, Selection, bool) {
+    let inputs = densities.b_input.len();
+    let dense_aux = |bits: &[bool]| -> Vec<u32> {
+        bits.iter()
+            .enumerate()
+            .filter(|(_, &dense)| dense)
+            .map(|(j, _)| (inputs + j - 1) as u32)
+            .collect()
+    };
+    let a: Vec<u32> = (0..inputs as u32 - 1).chain(dense_aux(&densities.a_aux)).collect();
+    let b: Vec<u32> = (1..inputs)
+        .filter(|&i| densities.b_input[i])
+        .map(|i| (i - 1) as u32)
+        .chain(dense_aux(&densities.b_aux))
+        .collect();
+    let one_in_b = densities.b_input.first().copied().unwrap_or(false);
+    (Selection::Only(a), Selection::Only(b), one_in_b)
+}
+
+/// A recorded partition as the engines prove it: the assignment (inputs,
+/// then aux) and a, b, c (the input constraints already appended) padded
+/// with zeros to the circuit's domain.
+pub fn synthesized(witness: Witness, circuit: &PreparedCircuit) -> Result<Synthesized, Error> {
+    let counts = Counts::of(&witness);
+    if counts.inputs != circuit.num_inputs || counts.constraints != circuit.num_constraints {
+        return Err(Error::KeyMismatch(format!(
+            "the partition has {} inputs and {} constraints; {} has {} and {}",
+            counts.inputs,
+            counts.constraints,
+            circuit.circuit_id,
+            circuit.num_inputs,
+            circuit.num_constraints
+        )));
+    }
+    let Witness {
+        inputs,
+        aux,
+        mut a,
+        mut b,
+        mut c,
+        ..
+    } = witness;
+    for values in [&mut a, &mut b, &mut c] {
+        values.resize(circuit.domain_size, Fr::zero());
+    }
+    let mut assignment = inputs;
+    assignment.extend_from_slice(&aux);
+    Ok(Synthesized {
+        a,
+        b,
+        c,
+        assignment,
+        num_inputs: counts.inputs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selections_follow_bellpersons_dense_layout() {
+        let densities = Densities {
+            a_aux: vec![true, false, true],
+            b_input: vec![false, true, false],
+            b_aux: vec![false, true, true],
+        };
+        let (a, b, one_in_b) = selections(&densities);
+        // assignment[1..] = x1, x2, aux0, aux1, aux2
+        assert_eq!(a, Selection::Only(vec![0, 1, 2, 4]));
+        assert_eq!(b, Selection::Only(vec![0, 3, 4]));
+        assert!(!one_in_b);
+        // A's length is what the file's a query holds (every input, then dense aux).
+        assert_eq!(1 + a.len(0), densities.a_query_len());
+        // B's: the selected variables, plus ONE's point only when ONE is in B.
+        assert_eq!(b.len(0) + usize::from(one_in_b), densities.b_query_len());
+    }
+}
