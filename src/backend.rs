@@ -8,20 +8,39 @@ use std::time::Instant;
 use ark_groth16::Groth16;
 use ark_serialize::CanonicalSerialize;
 use ark_std::UniformRand;
-use cuzk_actors::{Backend, Finished, JobSpec, Payload, StageError, Started, Synthesized};
+use cuzk_actors::{Backend, Finished, JobSpec, Payload, Phases, StageError, Started, Synthesized};
 use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartOutput};
 use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
+use crate::filecoin::FilecoinJob;
 use crate::keys::CircuitStore;
 
 /// What a job asks the backend to prove.
-pub struct ProofJob {
+pub enum ProofJob {
+    /// A registered arkworks family (the demonstration circuits).
+    Family(FamilyJob),
+    /// One of Filecoin's proof kinds.
+    Filecoin(FilecoinJob),
+}
+
+/// A job of a registered family: its shape and a witness per partition.
+pub struct FamilyJob {
     pub family: Arc<dyn CircuitFamily>,
     pub shape: CircuitShape,
     /// One witness source per partition.
     pub witnesses: Vec<WitnessSource>,
+}
+
+impl ProofJob {
+    /// The circuit id the job reports (a Filecoin parameter file's cache id).
+    pub fn circuit_id(&self) -> &str {
+        match self {
+            ProofJob::Family(job) => &job.shape.circuit_id,
+            ProofJob::Filecoin(job) => &job.cache_id,
+        }
+    }
 }
 
 /// A proving device: a name and the engine that runs prove_start on it.
@@ -64,6 +83,36 @@ impl ProvingBackend {
         }
     }
 
+    /// A family partition: the shape's key, the instance from its witness
+    /// source, a, b and c from the cached matrices.
+    fn synthesize_family(
+        &self,
+        work: &FamilyJob,
+        partition: u32,
+    ) -> Result<(Arc<PreparedCircuit>, groth16::Synthesized, Phases), StageError> {
+        let started = Instant::now();
+        // The store keeps a failed setup as failed, so no retry can help.
+        let circuit = self
+            .store
+            .prepared(work.family.as_ref(), &work.shape)
+            .map_err(StageError::permanent)?;
+        let key_ready = started.elapsed();
+        let source = work
+            .witnesses
+            .get(partition as usize)
+            .ok_or_else(|| StageError::permanent(format!("no witness for partition {partition}")))?;
+        let instance = work
+            .family
+            .instance(&work.shape, source)
+            .map_err(StageError::permanent)?;
+        let synthesized = groth16::synthesize(&circuit, instance).map_err(kernel_failure)?;
+        let phases = vec![
+            ("key", key_ready),
+            ("synthesize", started.elapsed() - key_ready),
+        ];
+        Ok((circuit, synthesized, phases))
+    }
+
     fn job(job: &JobSpec) -> Result<&ProofJob, StageError> {
         job.work
             .downcast_ref::<ProofJob>()
@@ -99,35 +148,18 @@ impl Backend for ProvingBackend {
     }
 
     fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
-        let work = Self::job(job)?;
-        let started = Instant::now();
-        // The store keeps a failed setup as failed, so no retry can help.
-        let circuit = self
-            .store
-            .prepared(work.family.as_ref(), &work.shape)
-            .map_err(StageError::permanent)?;
-        let key_ready = started.elapsed();
-        let source = work
-            .witnesses
-            .get(partition as usize)
-            .ok_or_else(|| StageError::permanent(format!("no witness for partition {partition}")))?;
-        let instance = work
-            .family
-            .instance(&work.shape, source)
-            .map_err(StageError::permanent)?;
-        let synthesized = groth16::synthesize(&circuit, instance).map_err(kernel_failure)?;
+        let (circuit, synthesized, phases) = match Self::job(job)? {
+            ProofJob::Family(work) => self.synthesize_family(work, partition)?,
+            ProofJob::Filecoin(work) => work.synthesize(&self.store, partition)?,
+        };
         Ok(Synthesized {
             payload: Payload::new(SynthesizedPartition {
                 circuit,
                 synthesized,
             }),
-            phases: vec![
-                ("key", key_ready),
-                ("synthesize", started.elapsed() - key_ready),
-            ],
+            phases,
         })
     }
-
     fn prove_start(
         &self,
         device: usize,

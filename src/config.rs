@@ -10,6 +10,10 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     pub listen: String,
     pub data_dir: PathBuf,
+    /// Filecoin's parameter files (`v28-*.params`, `.vk`); unset: the
+    /// FIL_PROOFS_PARAMETER_CACHE directory, else
+    /// /var/tmp/filecoin-proof-parameters, as filecoin-proofs looks.
+    pub params_dir: Option<PathBuf>,
     pub backend: BackendKind,
     pub scheduler: SchedulerConfig,
     pub cpu: CpuConfig,
@@ -196,6 +200,7 @@ impl Default for Config {
         Self {
             listen: "127.0.0.1:9820".into(),
             data_dir: PathBuf::from("./data"),
+            params_dir: None,
             backend: BackendKind::Cpu,
             scheduler: SchedulerConfig::default(),
             cpu: CpuConfig::default(),

@@ -4,6 +4,7 @@
 //! both go through `JobParser::parse`, so a job resumed after a restart is
 //! exactly the job that was accepted.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use cuzk_actors::{Priority, Reservation};
@@ -11,29 +12,34 @@ use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape, WitnessSource};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::backend::ProofJob;
+use crate::backend::{FamilyJob, ProofJob};
+use crate::filecoin::{self, FilecoinJob};
 
 /// How many bytes one partition of a shape reserves (backend-specific).
 pub type ReservationRule = Arc<dyn Fn(&CircuitShape) -> Reservation + Send + Sync>;
 
-/// A proof job. Exactly one of `seed` and `inputs`.
+/// A proof job: a Filecoin kind with its `input`, or a registered family
+/// with exactly one of `seed` and `inputs`.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"circuit": "mimc-chain", "params": {"log2_constraints": 4}, "partitions": 2, "seed": 7}))]
 pub struct SubmitRequest {
-    /// A registered circuit family (`GET /v1/circuits`).
-    #[schema(examples("mimc-chain", "poseidon-merkle"))]
+    /// A Filecoin kind (`porep-c2`, docs/filecoin.md) or a registered
+    /// circuit family (`GET /v1/circuits`).
+    #[schema(examples("porep-c2", "mimc-chain", "poseidon-merkle"))]
     pub circuit: String,
+    /// A Filecoin kind's input: the arguments filecoin-proofs-api takes.
+    #[schema(value_type = Option<Object>)]
+    pub input: Option<Value>,
     /// The family's params; they select the shape.
     #[serde(default = "empty_object")]
     #[schema(value_type = Object)]
     pub params: Value,
-    /// 1 to `limits.max_partitions`.
-    #[serde(default = "one")]
+    /// 1 to `limits.max_partitions` (a Filecoin kind's follow from its input).
     #[schema(default = 1)]
-    pub partitions: u32,
-    #[serde(default)]
-    pub priority: Priority,
+    pub partitions: Option<u32>,
+    /// Default: normal; critical for winning-post, high for window-post.
+    pub priority: Option<Priority>,
     /// Draw a random valid instance per partition.
     pub seed: Option<u64>,
     /// Witness inputs: one object for every partition, or an array with one per partition.
@@ -47,10 +53,6 @@ pub struct SubmitRequest {
 
 fn empty_object() -> Value {
     json!({})
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// Why a body is not a job. The HTTP layer answers the kinds with
@@ -70,14 +72,20 @@ pub enum SubmitError {
 /// what each of its partitions reserves.
 pub struct ParsedJob {
     pub request: SubmitRequest,
+    /// The request's priority, or its kind's default.
+    pub priority: Priority,
+    /// Partitions: as asked for a family, from the input for Filecoin.
+    pub partitions: u32,
     pub work: ProofJob,
     pub reservation: Reservation,
 }
 
-/// What a request is checked against: the circuits this daemon knows, its
-/// partition limit, and its backend's reservation rule.
+/// What a request is checked against: the circuits this daemon knows, where
+/// Filecoin's parameter files are, its partition limit, and its backend's
+/// reservation rule.
 pub struct JobParser {
     pub registry: CircuitRegistry,
+    pub params_dir: PathBuf,
     pub max_partitions: u32,
     pub reservation: ReservationRule,
 }
@@ -93,6 +101,76 @@ impl JobParser {
         }
         let request: SubmitRequest = serde_json::from_value(value)
             .map_err(|e| invalid(format!("invalid job: {e}")))?;
+        let (work, partitions, shape) = if filecoin::is_kind(&request.circuit) {
+            self.filecoin_work(&request)?
+        } else {
+            self.family_work(&request)?
+        };
+        Ok(ParsedJob {
+            reservation: (self.reservation)(&shape),
+            priority: request
+                .priority
+                .unwrap_or_else(|| filecoin::default_priority(&request.circuit)),
+            partitions,
+            request,
+            work,
+        })
+    }
+
+    fn check_partitions(&self, partitions: u32) -> Result<(), SubmitError> {
+        if partitions == 0 || partitions > self.max_partitions {
+            return Err(SubmitError::Invalid(format!(
+                "partitions must be between 1 and {}, got {partitions}",
+                self.max_partitions
+            )));
+        }
+        Ok(())
+    }
+
+    /// A Filecoin kind's job; its shape (for the reservation) is named by
+    /// the parameter file and sized by its domain.
+    fn filecoin_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32, CircuitShape), SubmitError> {
+        let kind = &request.circuit;
+        let family_only = [
+            ("params", request.params != empty_object()),
+            ("partitions", request.partitions.is_some()),
+            ("seed", request.seed.is_some()),
+            ("inputs", request.inputs.is_some()),
+        ];
+        if let Some((field, _)) = family_only.iter().find(|(_, given)| *given) {
+            return Err(SubmitError::Invalid(format!(
+                "{kind} takes its work from input; {field} is not allowed"
+            )));
+        }
+        let input = request
+            .input
+            .as_ref()
+            .ok_or_else(|| SubmitError::Invalid(format!("{kind} needs an input object")))?;
+        let job = FilecoinJob::parse(kind, input, &self.params_dir).map_err(SubmitError::Invalid)?;
+        let shape = CircuitShape {
+            family: kind.clone(),
+            circuit_id: job.cache_id.clone(),
+            params: empty_object(),
+            estimated_constraints: job.domain_size,
+        };
+        let partitions = job.partitions;
+        self.check_partitions(partitions)?;
+        Ok((ProofJob::Filecoin(job), partitions, shape))
+    }
+
+    /// A registered family's job: the shape its params select, a witness
+    /// source per partition, client inputs checked against the circuit.
+    fn family_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32, CircuitShape), SubmitError> {
+        let invalid = |message: String| SubmitError::Invalid(message);
+        if request.input.is_some() {
+            return Err(invalid(format!(
+                "{} is a circuit family: give seed or inputs, not input",
+                request.circuit
+            )));
+        }
+        let partitions = request.partitions.unwrap_or(1);
+        // Before anything is allocated per partition.
+        self.check_partitions(partitions)?;
         let family = self
             .registry
             .get(&request.circuit)
@@ -100,21 +178,16 @@ impl JobParser {
             .ok_or_else(|| {
                 let known: Vec<&str> = self.registry.families().map(|f| f.name()).collect();
                 invalid(format!(
-                    "unknown circuit {:?}; known circuits: {}",
+                    "unknown circuit {:?}; known circuits: {}, and the Filecoin kinds {}",
                     request.circuit,
-                    known.join(", ")
+                    known.join(", "),
+                    filecoin::KINDS.join(", ")
                 ))
             })?;
-        if request.partitions == 0 || request.partitions > self.max_partitions {
-            return Err(invalid(format!(
-                "partitions must be between 1 and {}, got {}",
-                self.max_partitions, request.partitions
-            )));
-        }
         let shape = family
             .shape(&request.params)
             .map_err(|e| invalid(format!("invalid params for {}: {e}", request.circuit)))?;
-        let witnesses = witnesses(&request)?;
+        let witnesses = witnesses(request, partitions)?;
         for (partition, source) in witnesses.iter().enumerate() {
             if matches!(source, WitnessSource::Inputs(_)) {
                 family
@@ -122,30 +195,26 @@ impl JobParser {
                     .map_err(|e| invalid(format!("inputs for partition {partition}: {e}")))?;
             }
         }
-        Ok(ParsedJob {
-            reservation: (self.reservation)(&shape),
-            request,
-            work: ProofJob {
-                family,
-                shape,
-                witnesses,
-            },
-        })
+        let work = ProofJob::Family(FamilyJob {
+            family,
+            shape: shape.clone(),
+            witnesses,
+        });
+        Ok((work, partitions, shape))
     }
 }
 
 /// One witness source per partition, from the request's seed or inputs.
-fn witnesses(request: &SubmitRequest) -> Result<Vec<WitnessSource>, SubmitError> {
+fn witnesses(request: &SubmitRequest, partitions: u32) -> Result<Vec<WitnessSource>, SubmitError> {
     match (&request.seed, &request.inputs) {
-        (Some(seed), None) => Ok((0..request.partitions)
+        (Some(seed), None) => Ok((0..partitions)
             .map(|p| WitnessSource::Seed(partition_seed(*seed, p)))
             .collect()),
         (None, Some(Value::Array(per_partition))) => {
-            if per_partition.len() != request.partitions as usize {
+            if per_partition.len() != partitions as usize {
                 return Err(SubmitError::Invalid(format!(
-                    "inputs has {} entries but the job has {} partitions",
+                    "inputs has {} entries but the job has {partitions} partitions",
                     per_partition.len(),
-                    request.partitions
                 )));
             }
             Ok(per_partition
@@ -156,7 +225,7 @@ fn witnesses(request: &SubmitRequest) -> Result<Vec<WitnessSource>, SubmitError>
         }
         (None, Some(inputs)) => Ok(vec![
             WitnessSource::Inputs(inputs.clone());
-            request.partitions as usize
+            partitions as usize
         ]),
         (Some(_), Some(_)) => Err(SubmitError::Invalid(
             "give either seed or inputs, not both".into(),
@@ -204,6 +273,7 @@ mod tests {
     fn parser() -> JobParser {
         JobParser {
             registry: CircuitRegistry::builtin(),
+            params_dir: PathBuf::from("/nonexistent"),
             max_partitions: 4,
             reservation: Arc::new(reservation_for),
         }
@@ -213,8 +283,10 @@ mod tests {
     fn a_seeded_job_gets_one_distinct_seed_per_partition_and_its_shape_reservation() {
         let body = br#"{"circuit":"mimc-chain","params":{"log2_constraints":4},"partitions":3,"seed":7}"#;
         let parsed = parser().parse(body).expect("a valid job");
-        let seeds: Vec<u64> = parsed
-            .work
+        let ProofJob::Family(work) = &parsed.work else {
+            panic!("mimc-chain is a family");
+        };
+        let seeds: Vec<u64> = work
             .witnesses
             .iter()
             .map(|w| match w {
@@ -223,8 +295,10 @@ mod tests {
             })
             .collect();
         assert_eq!(seeds.len(), 3);
+        assert_eq!(parsed.partitions, 3);
+        assert_eq!(parsed.priority, Priority::Normal);
         assert!(seeds[0] != seeds[1] && seeds[1] != seeds[2] && seeds[0] != seeds[2]);
-        assert_eq!(parsed.reservation, reservation_for(&parsed.work.shape));
+        assert_eq!(parsed.reservation, reservation_for(&work.shape));
         assert_eq!(parsed.request.circuit, "mimc-chain");
     }
 
@@ -236,6 +310,13 @@ mod tests {
             (br#"{"circuit":"mimc-chain","partitions":5,"seed":1}"#, "between 1 and 4"),
             (br#"{"circuit":"nope","seed":1}"#, "unknown circuit"),
             (br#"{"circuit":"mimc-chain","params":{"log2_constraints":4}}"#, "one of seed or inputs"),
+            (br#"{"circuit":"mimc-chain","partitions":4000000000,"seed":1}"#, "between 1 and 4"),
+            (br#"{"circuit":"mimc-chain","seed":1,"input":{}}"#, "not input"),
+            (br#"{"circuit":"porep-c2"}"#, "needs an input object"),
+            (br#"{"circuit":"porep-c2","seed":1,"input":{}}"#, "seed is not allowed"),
+            (br#"{"circuit":"porep-c2","input":{"prover_id":"00","sector_id":1,"c1":{}}}"#, "prover_id must be 32 bytes"),
+            (br#"{"circuit":"porep-c2","input":{"prover_id":"zz","sector_id":1}}"#, "prover_id is not hex"),
+            (br#"{"circuit":"porep-c2","input":{"sector_id":1}}"#, "missing field `prover_id`"),
         ] {
             match parser().parse(body) {
                 Err(SubmitError::Invalid(text)) => assert!(text.contains(reason), "{text}"),

@@ -1,5 +1,6 @@
 //! Proving keys and matrices per circuit shape: set up on first use,
-//! persisted under the data directory, reloaded on later starts.
+//! persisted under the data directory, reloaded on later starts; and
+//! Filecoin's keys, read from their parameter files on first use.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs;
@@ -44,8 +45,19 @@ impl CircuitStore {
         family: &dyn CircuitFamily,
         shape: &CircuitShape,
     ) -> Result<Arc<PreparedCircuit>, String> {
-        self.slot(&shape.circuit_id)
-            .get_or_init(|| self.load_or_setup(family, shape).map(Arc::new))
+        self.prepared_with(&shape.circuit_id, || self.load_or_setup(family, shape))
+    }
+
+    /// The prepared circuit `circuit_id`, built by `build` on first use (a
+    /// Filecoin parameter file, read where the operator keeps it). A failure
+    /// is kept: every later job of the circuit fails the same way.
+    pub fn prepared_with(
+        &self,
+        circuit_id: &str,
+        build: impl FnOnce() -> Result<PreparedCircuit, String>,
+    ) -> Result<Arc<PreparedCircuit>, String> {
+        self.slot(circuit_id)
+            .get_or_init(|| build().map(Arc::new))
             .clone()
     }
 

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod backend;
 pub mod client;
 pub mod config;
+pub mod filecoin;
 pub mod http;
 pub mod job_input;
 pub mod keys;

@@ -34,6 +34,10 @@ enum Command {
         /// Data directory (proving keys), overriding the config.
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// Filecoin parameter directory, overriding the config (default:
+        /// FIL_PROOFS_PARAMETER_CACHE, else /var/tmp/filecoin-proof-parameters).
+        #[arg(long)]
+        params_dir: Option<PathBuf>,
         /// Proving backend, overriding the config (`sim` is the simulated
         /// backend, for tests and capacity planning only).
         #[arg(long, value_enum)]
@@ -57,19 +61,39 @@ enum Command {
         #[arg(long)]
         insecure: bool,
     },
-    /// Submit a job, wait for it, and write its proofs to a file.
+    /// Submit a job, wait for it, and write its proofs to a file: a
+    /// Filecoin kind (`cuzk submit porep-c2 --c1 c1.json --prover-id HEX
+    /// --sector-id N --out proof.bin`, or any kind with `--input FILE`), or a
+    /// registered family (`--circuit NAME`).
     Submit {
         #[arg(long, default_value = "http://127.0.0.1:9820", env = "CUZK_SERVER")]
         server: String,
+        /// A Filecoin kind: porep-c2 (more in docs/filecoin.md).
+        #[arg(conflicts_with = "circuit", required_unless_present = "circuit")]
+        kind: Option<String>,
+        /// A registered circuit family.
         #[arg(long)]
-        circuit: String,
+        circuit: Option<String>,
+        /// porep-c2: the commit-phase-1 output (JSON, as Lotus and Curio write it).
+        #[arg(long, requires = "kind")]
+        c1: Option<PathBuf>,
+        /// porep-c2: the miner's prover id, 32 bytes hex.
+        #[arg(long, requires = "c1")]
+        prover_id: Option<String>,
+        /// porep-c2: the sector number.
+        #[arg(long, requires = "c1")]
+        sector_id: Option<u64>,
+        /// A Filecoin kind's whole input object, as JSON (docs/filecoin.md).
+        #[arg(long, requires = "kind", conflicts_with = "c1")]
+        input: Option<PathBuf>,
         /// Circuit params as JSON, e.g. '{"depth": 8, "challenges": 2}'.
         #[arg(long, default_value = "{}")]
         params: String,
         #[arg(long, default_value_t = 1)]
         partitions: u32,
-        #[arg(long, default_value = "normal")]
-        priority: String,
+        /// Default: normal; a Filecoin kind's own (critical for winning-post).
+        #[arg(long)]
+        priority: Option<String>,
         /// Draw a random valid instance from this seed.
         #[arg(long, conflicts_with = "inputs")]
         seed: Option<u64>,
@@ -81,19 +105,35 @@ enum Command {
         /// API token (needs the submit and read scopes).
         #[arg(long, env = "CUZK_TOKEN", hide_env_values = true)]
         token: Option<String>,
-        /// Where to write the proofs document.
+        /// Where to write the proofs document (a Filecoin kind: the proof
+        /// bytes filecoin-proofs-api would return).
         #[arg(long, default_value = "proofs.json")]
         out: PathBuf,
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 3600)]
         timeout: u64,
     },
-    /// Verify a proofs document against the verifying key the daemon serves.
+    /// Verify a proofs document against the verifying key the daemon serves;
+    /// or, with `--kind porep-c2 --c1 --prover-id --sector-id`, a Filecoin
+    /// proof file with filecoin-proofs-api's own verifier.
     Verify {
         #[arg(long, default_value = "http://127.0.0.1:9820", env = "CUZK_SERVER")]
         server: String,
-        /// The proofs document written by `submit` (or fetched from /proofs).
+        /// The proofs document written by `submit` (or fetched from /proofs);
+        /// with --kind, the proof bytes.
         proofs: PathBuf,
+        /// A Filecoin kind (porep-c2): verify without the daemon.
+        #[arg(long, requires = "c1")]
+        kind: Option<String>,
+        /// porep-c2: the commit-phase-1 output the proof was made from.
+        #[arg(long, requires_all = ["prover_id", "sector_id"])]
+        c1: Option<PathBuf>,
+        /// porep-c2: the prover id, 32 bytes hex.
+        #[arg(long)]
+        prover_id: Option<String>,
+        /// porep-c2: the sector number.
+        #[arg(long)]
+        sector_id: Option<u64>,
         /// API token, when the daemon requires one for reading.
         #[arg(long, env = "CUZK_TOKEN", hide_env_values = true)]
         token: Option<String>,
@@ -133,6 +173,13 @@ enum BackendArg {
     Sim,
 }
 
+/// A JSON file, or a message naming it.
+fn read_json(path: &std::path::Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse_json(&path.display().to_string(), &text)
+}
+
 fn parse_json(what: &str, text: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
 }
@@ -143,6 +190,7 @@ fn run(cli: Cli) -> Result<(), String> {
             config,
             listen,
             data_dir,
+            params_dir,
             backend,
             sim_profile,
             time_scale,
@@ -159,6 +207,9 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             if let Some(dir) = data_dir {
                 config.data_dir = dir;
+            }
+            if let Some(dir) = params_dir {
+                config.params_dir = Some(dir);
             }
             if let Some(backend) = backend {
                 config.backend = match backend {
@@ -187,7 +238,12 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Submit {
             server,
+            kind,
             circuit,
+            c1,
+            prover_id,
+            sector_id,
+            input,
             params,
             partitions,
             priority,
@@ -198,20 +254,36 @@ fn run(cli: Cli) -> Result<(), String> {
             out,
             timeout,
         } => {
-            let mut body = json!({
-                "circuit": circuit,
-                "params": parse_json("--params", &params)?,
-                "partitions": partitions,
-                "priority": priority,
-            });
-            match (seed, inputs) {
-                (Some(seed), _) => body["seed"] = json!(seed),
-                (None, Some(path)) => {
-                    let text = std::fs::read_to_string(&path)
-                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                    body["inputs"] = parse_json(&path.display().to_string(), &text)?;
+            let mut body = match (kind.as_deref(), circuit) {
+                (Some(kind), _) => {
+                    let input = match (c1, input) {
+                        (Some(c1), None) => json!({
+                            "c1": read_json(&c1)?,
+                            "prover_id": prover_id.ok_or("--c1 needs --prover-id")?,
+                            "sector_id": sector_id.ok_or("--c1 needs --sector-id")?,
+                        }),
+                        (None, Some(path)) => read_json(&path)?,
+                        _ => return Err(format!("{kind} needs --c1 (porep-c2) or --input FILE")),
+                    };
+                    json!({ "circuit": kind, "input": input })
                 }
-                (None, None) => return Err("give --seed or --inputs".into()),
+                (None, Some(circuit)) => {
+                    let mut body = json!({
+                        "circuit": circuit,
+                        "params": parse_json("--params", &params)?,
+                        "partitions": partitions,
+                    });
+                    match (seed, inputs) {
+                        (Some(seed), _) => body["seed"] = json!(seed),
+                        (None, Some(path)) => body["inputs"] = read_json(&path)?,
+                        (None, None) => return Err("give --seed or --inputs".into()),
+                    }
+                    body
+                }
+                (None, None) => return Err("give a Filecoin kind or --circuit".into()),
+            };
+            if let Some(priority) = priority {
+                body["priority"] = json!(priority);
             }
             let proofs = client::submit_and_wait(&Submission {
                 server,
@@ -221,16 +293,47 @@ fn run(cli: Cli) -> Result<(), String> {
                 timeout: Duration::from_secs(timeout),
                 progress: true,
             })?;
-            let text = serde_json::to_string_pretty(&proofs).expect("JSON values serialize");
-            std::fs::write(&out, text)
+            let bytes = match proofs["proof"].as_str().filter(|_| kind.is_some()) {
+                Some(proof) => hex::decode(proof).map_err(|e| format!("the daemon's proof is not hex: {e}"))?,
+                None => serde_json::to_vec_pretty(&proofs).expect("JSON values serialize"),
+            };
+            std::fs::write(&out, bytes)
                 .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
             println!("proofs written to {}", out.display());
             Ok(())
         }
         Command::Verify {
+            kind: Some(kind),
+            proofs,
+            c1: Some(c1),
+            prover_id: Some(prover_id),
+            sector_id: Some(sector_id),
+            ..
+        } => {
+            if kind != "porep-c2" {
+                return Err(format!("cuzk verify checks porep-c2 proofs; {kind:?} is not supported here"));
+            }
+            let proof = std::fs::read(&proofs).map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
+            let c1: cuzk_filecoin::api::seal::SealCommitPhase1Output = serde_json::from_value(read_json(&c1)?)
+                .map_err(|e| format!("the C1 file is not a SealCommitPhase1Output: {e}"))?;
+            let prover_id = hex::decode(prover_id.trim_start_matches("0x"))
+                .ok()
+                .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                .ok_or("--prover-id must be 32 bytes hex")?;
+            match cuzk_filecoin::verify::porep_c2(&c1, prover_id, sector_id, &proof) {
+                Ok(true) => {
+                    println!("valid: verify_seal accepts the proof for sector {sector_id}");
+                    Ok(())
+                }
+                Ok(false) => Err("INVALID: verify_seal rejects the proof".into()),
+                Err(e) => Err(format!("verify_seal failed: {e}")),
+            }
+        }
+        Command::Verify {
             server,
             proofs,
             token,
+            ..
         } => {
             let text = std::fs::read_to_string(&proofs)
                 .map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;

@@ -309,8 +309,11 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     system
         .tracker
         .do_send(SetMaxUnfinished((max_queued > 0).then_some(max_queued)));
+    let params_dir = cuzk_filecoin::params::parameter_dir(config.params_dir.as_deref());
+    log::info!("Filecoin parameters: {}", params_dir.display());
     let parser = Arc::new(JobParser {
         registry,
+        params_dir,
         max_partitions: config.limits.max_partitions,
         reservation,
     });

@@ -14,7 +14,10 @@ pub mod porep;
 pub mod prepare;
 pub mod record;
 pub mod setup;
+pub mod verify;
 
+/// filecoin-proofs-api itself, for the request types the daemon reads.
+pub use filecoin_proofs_api as api;
 pub use error::Error;
 pub use kinds::{parse_sector_size, Kind};
 pub use setup::{generate, GeneratedFile};

@@ -13,6 +13,7 @@ use super::error::{unavailable, ApiError, SCHEDULER};
 // Named by the #[utoipa::path] attributes.
 use super::schemas::{ErrorBody, JobDoc, JobRef, ProofsDoc, SchedulerGone, TokenRefusals};
 use super::state::AppState;
+use crate::filecoin;
 use crate::job_input::SubmitRequest;
 
 #[utoipa::path(
@@ -58,10 +59,10 @@ pub async fn submit_job(
         .map_err(|e| ApiError::new(500, format!("validation thread failed: {e}")))??;
     let new_job = NewJob {
         id: JobId(uuid::Uuid::new_v4().simple().to_string()),
-        priority: parsed.request.priority,
-        partitions: parsed.request.partitions,
+        priority: parsed.priority,
+        partitions: parsed.partitions,
         circuit: parsed.request.circuit,
-        circuit_id: parsed.work.shape.circuit_id.clone(),
+        circuit_id: parsed.work.circuit_id().to_string(),
         reservation: parsed.reservation,
         idempotency_key: header_key.or(parsed.request.request_id),
         deadline: parsed
@@ -174,14 +175,24 @@ pub async fn get_proofs(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     match ask_tracker(&state, GetProofs(JobId(id.clone()))).await? {
-        Ok(view) => Ok(HttpResponse::Ok().json(json!({
-            "circuit_id": view.circuit_id,
-            "proofs": view.proofs.iter().map(|(partition, record)| json!({
-                "partition": partition,
-                "proof": hex::encode(&record.proof),
-                "public_inputs": record.public_inputs.iter().map(hex::encode).collect::<Vec<_>>(),
-            })).collect::<Vec<_>>(),
-        }))),
+        Ok(view) => {
+            let mut body = json!({
+                "circuit_id": view.circuit_id,
+                "proofs": view.proofs.iter().map(|(partition, record)| json!({
+                    "partition": partition,
+                    "proof": hex::encode(&record.proof),
+                    "public_inputs": record.public_inputs.iter().map(hex::encode).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            });
+            if filecoin::is_kind(&view.circuit) {
+                // The bytes filecoin-proofs-api returns for the call: the
+                // partitions' 192-byte proofs in partition order.
+                let proof: Vec<u8> = view.proofs.iter().flat_map(|(_, r)| r.proof.iter().copied()).collect();
+                body["kind"] = json!(view.circuit);
+                body["proof"] = json!(hex::encode(proof));
+            }
+            Ok(HttpResponse::Ok().json(body))
+        }
         Err(ProofsError::NotFound) => Err(job_not_found(&id)),
         Err(ProofsError::NotReady(status)) => Err(conflict(
             format!(

@@ -64,6 +64,11 @@ pub struct PartitionDoc {
 #[schema(as = Proofs)]
 pub struct ProofsDoc {
     circuit_id: String,
+    /// Filecoin kinds only: the kind the job named.
+    kind: Option<String>,
+    /// Filecoin kinds only: the bytes filecoin-proofs-api returns for the
+    /// call (the partitions' 192-byte proofs in order), hex.
+    proof: Option<String>,
     proofs: Vec<ProofDoc>,
 }
 

@@ -152,6 +152,8 @@ pub struct PartitionView {
 
 #[derive(Debug)]
 pub struct ProofsView {
+    /// The family or kind the job named (a Filecoin kind's view differs).
+    pub circuit: String,
     pub circuit_id: String,
     pub proofs: Vec<(u32, ProofRecord)>,
 }

@@ -104,6 +104,7 @@ impl Handler<GetProofs> for Tracker {
             return Err(ProofsError::NotReady(status));
         }
         Ok(ProofsView {
+            circuit: job.spec.circuit.clone(),
             circuit_id: job.spec.circuit_id.clone(),
             proofs: job
                 .partitions
