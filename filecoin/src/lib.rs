@@ -8,6 +8,8 @@
 
 pub mod convert;
 pub mod error;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod kinds;
 pub mod params;
 pub mod porep;
