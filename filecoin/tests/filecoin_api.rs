@@ -123,6 +123,26 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
 }
 
 #[test]
+fn porep_check_accepts_the_c1_output_and_refuses_a_tampered_one() {
+    let f = fixture();
+    porep::check(&f.c1).unwrap();
+    let refused = |c1: seal::SealCommitPhase1Output| porep::check(&c1).unwrap_err().to_string();
+
+    let mut other_seed = f.c1.clone();
+    other_seed.seed[0] ^= 1;
+    assert!(refused(other_seed).contains("vanilla proofs do not verify"));
+    let mut other_comm_r = f.c1.clone();
+    other_comm_r.comm_r[2] ^= 1;
+    assert!(refused(other_comm_r).contains("vanilla proofs do not verify"));
+    let mut zero = f.c1.clone();
+    zero.comm_d = [0; 32];
+    assert!(refused(zero).contains("comm_d is all zero"));
+    let mut wrong_kind = f.c1.clone();
+    wrong_kind.registered_proof = filecoin_proofs_api::RegisteredSealProof::StackedDrg32GiBV1_1;
+    assert!(refused(wrong_kind).contains("not StackedDrg32GiBV1_1 proofs"));
+}
+
+#[test]
 fn porep_parameters_above_the_limit_need_force() {
     let dir = tempfile::tempdir().unwrap();
     match generate(2048, &[Kind::Porep], dir.path(), false) {
