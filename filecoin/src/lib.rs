@@ -13,8 +13,10 @@ pub mod fixtures;
 pub mod kinds;
 pub mod params;
 pub mod porep;
+pub mod post;
 pub mod record;
 pub mod setup;
+pub mod update;
 
 pub use error::Error;
 pub use kinds::{parse_sector_size, Kind};
