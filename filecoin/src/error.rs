@@ -29,6 +29,10 @@ pub enum Error {
     /// A reference circuit failed to synthesize.
     #[error("synthesis failed: {0}")]
     Synthesis(String),
+    /// A proving request (a C1 output, PoSt or update vanilla proofs) cannot
+    /// be proved as given; the text names what is wrong, for the client.
+    #[error("invalid request: {0}")]
+    Invalid(String),
     /// filecoin-proofs refused a request (public parameters, identifiers).
     #[error("filecoin-proofs: {0}")]
     Filecoin(String),

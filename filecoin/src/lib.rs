@@ -8,12 +8,16 @@
 
 pub mod convert;
 pub mod error;
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 pub mod kinds;
 pub mod params;
 pub mod porep;
+pub mod post;
 pub mod prepare;
 pub mod record;
 pub mod setup;
+pub mod update;
 pub mod verify;
 
 /// filecoin-proofs-api itself, for the request types the daemon reads.

@@ -4,140 +4,42 @@
 //! constraint system over the real PoRep circuit built from a C1 output.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cuzk_filecoin::convert::fr_from_blstrs;
+use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, SEAL, SEED, TICKET, WINDOW, WINNING};
 use cuzk_filecoin::params::ParamPaths;
 use cuzk_filecoin::{generate, porep, Error, Kind};
-use filecoin_proofs_api::seal::{self, SealCommitPhase1Output, SealPreCommitPhase2Output};
-use filecoin_proofs_api::{
-    post, PrivateReplicaInfo, PublicReplicaInfo, RegisteredPoStProof, RegisteredSealProof,
-    SectorId, UnpaddedBytesAmount,
-};
+use filecoin_proofs_api::seal;
+use filecoin_proofs_api::{post, PublicReplicaInfo, RegisteredPoStProof, SectorId};
 
-const SEAL: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
-const WINNING: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWinning2KiBV1;
-const WINDOW: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
-const PROVER_ID: [u8; 32] = [9; 32];
-const TICKET: [u8; 32] = [3; 32];
-const SEED: [u8; 32] = [5; 32];
 const RANDOMNESS: [u8; 32] = [44; 32];
 
-/// One sealed sector and the parameter directory, shared by every test: the
-/// environment filecoin-proofs reads once per process is set before its first
-/// call.
-struct Fixture {
-    /// The generated parameters, as FIL_PROOFS_PARAMETER_CACHE.
-    params_dir: tempfile::TempDir,
-    /// The sector's files (staged, sealed, cache) and the SDR parent cache.
-    _sector_dir: tempfile::TempDir,
-    /// The sealed sector's id, its cache directory and replica file.
-    sector: SectorId,
-    cache: PathBuf,
-    sealed: PathBuf,
-    /// comm_r and comm_d, for the verifiers.
-    p2: SealPreCommitPhase2Output,
-    /// The commit-phase-1 output, the PoRep C2 input.
-    c1: SealCommitPhase1Output,
-}
-
-fn fixture() -> &'static Fixture {
-    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
+/// One sealed sector, with the WinningPoSt and WindowPoSt parameters
+/// generated, shared by every test (`fixtures` sets filecoin-proofs'
+/// environment before its first call).
+fn fixture() -> &'static Sector {
+    static SECTOR: OnceLock<Sector> = OnceLock::new();
+    SECTOR.get_or_init(|| {
         let _ = env_logger::builder().is_test(true).try_init();
-        let params_dir = tempfile::tempdir().unwrap();
-        let sector_dir = tempfile::tempdir().unwrap();
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", params_dir.path());
-        std::env::set_var("FIL_PROOFS_CACHE_DIR", sector_dir.path().join("parents"));
-        std::env::set_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS", "0");
-        generate(
-            2048,
-            &[Kind::WinningPost, Kind::WindowPost],
-            params_dir.path(),
-            false,
-        )
-        .unwrap();
-
-        let staged = sector_dir.path().join("staged");
-        let sealed = sector_dir.path().join("sealed");
-        let cache = sector_dir.path().join("cache");
-        std::fs::create_dir(&cache).unwrap();
-        File::create(&sealed).unwrap();
-        let data: Vec<u8> = (0..2032u32).map(|i| (i * 31 % 251) as u8).collect();
-        let mut staged_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&staged)
-            .unwrap();
-        let (piece, _) = seal::add_piece(
-            SEAL,
-            &data[..],
-            &mut staged_file,
-            UnpaddedBytesAmount(2032),
-            &[],
-        )
-        .unwrap();
-        let sector = SectorId::from(17);
-        let p1 = seal::seal_pre_commit_phase1(
-            SEAL,
-            &cache,
-            &staged,
-            &sealed,
-            PROVER_ID,
-            sector,
-            TICKET,
-            &[piece.clone()],
-        )
-        .unwrap();
-        let p2 = seal::seal_pre_commit_phase2(p1, &cache, &sealed).unwrap();
-        let c1 = seal::seal_commit_phase1(
-            &cache,
-            &sealed,
-            PROVER_ID,
-            sector,
-            TICKET,
-            SEED,
-            p2.clone(),
-            &[piece],
-        )
-        .unwrap();
-        Fixture {
-            params_dir,
-            _sector_dir: sector_dir,
-            sector,
-            cache,
-            sealed,
-            p2,
-            c1,
-        }
+        fixtures::ensure_params(&[Kind::WinningPost, Kind::WindowPost]).unwrap();
+        fixtures::seal(17).unwrap()
     })
 }
 
-fn private_replicas(
-    f: &Fixture,
-    proof: RegisteredPoStProof,
-) -> BTreeMap<SectorId, PrivateReplicaInfo> {
-    let info = PrivateReplicaInfo::new(proof, f.p2.comm_r, f.cache.clone(), f.sealed.clone());
-    BTreeMap::from([(f.sector, info)])
-}
-
 fn public_replicas(
-    f: &Fixture,
+    f: &Sector,
     proof: RegisteredPoStProof,
     comm_r: [u8; 32],
 ) -> BTreeMap<SectorId, PublicReplicaInfo> {
-    BTreeMap::from([(f.sector, PublicReplicaInfo::new(proof, comm_r))])
+    BTreeMap::from([(f.id, PublicReplicaInfo::new(proof, comm_r))])
 }
 
 #[test]
 fn generated_files_carry_filecoin_proofs_names() {
-    let f = fixture();
+    fixture();
     for kind in [Kind::WinningPost, Kind::WindowPost] {
-        let paths = ParamPaths::new(f.params_dir.path(), &kind.cache_id(2048).unwrap());
+        let paths = ParamPaths::new(fixtures::params_dir(), &kind.cache_id(2048).unwrap());
         for path in [&paths.params, &paths.vk, &paths.meta] {
             assert!(path.exists(), "{} missing", path.display());
         }
@@ -148,7 +50,7 @@ fn generated_files_carry_filecoin_proofs_names() {
     assert_eq!(
         WINDOW.cache_params_path().unwrap().file_name(),
         ParamPaths::new(
-            f.params_dir.path(),
+            fixtures::params_dir(),
             &Kind::WindowPost.cache_id(2048).unwrap()
         )
         .params
@@ -159,8 +61,12 @@ fn generated_files_carry_filecoin_proofs_names() {
 #[test]
 fn winning_post_proves_and_verifies_with_generated_parameters() {
     let f = fixture();
-    let proofs =
-        post::generate_winning_post(&RANDOMNESS, &private_replicas(f, WINNING), PROVER_ID).unwrap();
+    let proofs = post::generate_winning_post(
+        &RANDOMNESS,
+        &BTreeMap::from([(f.id, f.private_replica(WINNING))]),
+        PROVER_ID,
+    )
+    .unwrap();
     assert_eq!(proofs.len(), 1);
     let proof = &proofs[0].1;
     let public = public_replicas(f, WINNING, f.p2.comm_r);
@@ -173,8 +79,12 @@ fn winning_post_proves_and_verifies_with_generated_parameters() {
 #[test]
 fn window_post_proves_and_verifies_with_generated_parameters() {
     let f = fixture();
-    let proofs =
-        post::generate_window_post(&RANDOMNESS, &private_replicas(f, WINDOW), PROVER_ID).unwrap();
+    let proofs = post::generate_window_post(
+        &RANDOMNESS,
+        &BTreeMap::from([(f.id, f.private_replica(WINDOW))]),
+        PROVER_ID,
+    )
+    .unwrap();
     let proofs: Vec<(RegisteredPoStProof, &[u8])> =
         proofs.iter().map(|(p, bytes)| (*p, &bytes[..])).collect();
     let public = public_replicas(f, WINDOW, f.p2.comm_r);
@@ -193,7 +103,7 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
     assert_eq!(witness.unsatisfied(), 0);
     let (comm_r, comm_d) = (f.p2.comm_r, f.p2.comm_d);
     let expected =
-        seal::get_seal_inputs(SEAL, comm_r, comm_d, PROVER_ID, f.sector, TICKET, SEED).unwrap();
+        seal::get_seal_inputs(SEAL, comm_r, comm_d, PROVER_ID, f.id, TICKET, SEED).unwrap();
     let expected: Vec<_> = expected[0].iter().map(fr_from_blstrs).collect();
     assert_eq!(witness.public_inputs(), &expected[..]);
     // The input constraints close the evaluations: A = x_i, B = C = 0.
@@ -213,6 +123,26 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
 }
 
 #[test]
+fn porep_check_accepts_the_c1_output_and_refuses_a_tampered_one() {
+    let f = fixture();
+    porep::check(&f.c1).unwrap();
+    let refused = |c1: seal::SealCommitPhase1Output| porep::check(&c1).unwrap_err().to_string();
+
+    let mut other_seed = f.c1.clone();
+    other_seed.seed[0] ^= 1;
+    assert!(refused(other_seed).contains("vanilla proofs do not verify"));
+    let mut other_comm_r = f.c1.clone();
+    other_comm_r.comm_r[2] ^= 1;
+    assert!(refused(other_comm_r).contains("vanilla proofs do not verify"));
+    let mut zero = f.c1.clone();
+    zero.comm_d = [0; 32];
+    assert!(refused(zero).contains("comm_d is all zero"));
+    let mut wrong_kind = f.c1.clone();
+    wrong_kind.registered_proof = filecoin_proofs_api::RegisteredSealProof::StackedDrg32GiBV1_1;
+    assert!(refused(wrong_kind).contains("not StackedDrg32GiBV1_1 proofs"));
+}
+
+#[test]
 fn porep_parameters_above_the_limit_need_force() {
     let dir = tempfile::tempdir().unwrap();
     match generate(2048, &[Kind::Porep], dir.path(), false) {
@@ -226,8 +156,8 @@ fn porep_parameters_above_the_limit_need_force() {
 #[ignore = "writes the 1.1 GB PoRep file and runs bellperson's commit phase 2; minutes on 2 cores (docs/filecoin.md)"]
 fn porep_seal_verifies_with_generated_parameters() {
     let f = fixture();
-    generate(2048, &[Kind::Porep], f.params_dir.path(), true).unwrap();
-    let proof = seal::seal_commit_phase2(f.c1.clone(), PROVER_ID, f.sector).unwrap();
+    fixtures::ensure_params(&[Kind::Porep]).unwrap();
+    let proof = seal::seal_commit_phase2(f.c1.clone(), PROVER_ID, f.id).unwrap();
     let (comm_r, comm_d) = (f.p2.comm_r, f.p2.comm_d);
     let verify = |seed: [u8; 32]| {
         seal::verify_seal(
@@ -235,7 +165,7 @@ fn porep_seal_verifies_with_generated_parameters() {
             comm_r,
             comm_d,
             PROVER_ID,
-            f.sector,
+            f.id,
             TICKET,
             seed,
             &proof.proof,

@@ -1,0 +1,199 @@
+//! SnapDeals (empty-sector update) partitions from vanilla proofs: each
+//! partition's circuit built exactly as filecoin-proofs'
+//! `generate_empty_sector_update_proof_with_vanilla` builds it, run through the
+//! recording constraint system.
+
+use filecoin_hashers::{Domain, HashFunction, Hasher};
+use filecoin_proofs::constants::DefaultPieceDomain;
+use filecoin_proofs::{with_shape, SectorUpdateConfig};
+use filecoin_proofs_api::RegisteredUpdateProof;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_update::constants::{TreeRDomain, TreeRHasher};
+use storage_proofs_update::{
+    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof,
+    PublicInputs, PublicParams, SetupParams,
+};
+
+use crate::post::deserialize_vanilla;
+use crate::record::{record_witness, Witness};
+use crate::{Error, Kind};
+
+/// A SnapDeals job, holding exactly the arguments of filecoin-proofs-api's
+/// `generate_empty_sector_update_proof_with_vanilla`.
+#[derive(Clone, Debug)]
+pub struct UpdateRequest {
+    /// The update proof and sector size; it selects the circuit.
+    pub registered_proof: RegisteredUpdateProof,
+    /// The sector key's replica commitment (a public input).
+    pub comm_r_old: [u8; 32],
+    /// The updated replica's commitment (a public input).
+    pub comm_r_new: [u8; 32],
+    /// The new data's commitment (a public input).
+    pub comm_d_new: [u8; 32],
+    /// One bincode-encoded `PartitionProof` per partition, in partition order,
+    /// as filecoin-proofs-api's `generate_partition_proofs` returns them (the
+    /// bytes of each `PartitionProofBytes`).
+    pub vanilla_proofs: Vec<Vec<u8>>,
+}
+
+impl UpdateRequest {
+    /// The circuit kind (which `.params` file) and the sector size.
+    pub fn kind_and_sector_size(&self) -> (Kind, u64) {
+        (Kind::EmptySectorUpdate, self.sector_size())
+    }
+
+    /// Cheap checks before any partition runs: a V1 update proof; the
+    /// commitments are field elements; one vanilla proof per partition, each
+    /// deserializing for the registered proof with the partition's apex-leaf
+    /// and challenge counts; each proof's roots hash with its comm_c to
+    /// comm_r_old and comm_r_new.
+    pub fn check(&self) -> Result<(), Error> {
+        with_shape!(self.sector_size(), check_inner, self)
+    }
+
+    /// Circuit partitions of the registered proof (1 at 2 KiB, 16 at 32 GiB).
+    pub fn partition_count(&self) -> Result<usize, Error> {
+        if self.registered_proof.major_version() != 1 {
+            return Err(Error::Invalid(format!(
+                "{:?}: only V1 update proofs are supported",
+                self.registered_proof
+            )));
+        }
+        let config = SectorUpdateConfig::from_porep_config(&self.registered_proof.as_v1_config());
+        Ok(usize::from(config.update_partitions))
+    }
+
+    /// Partition `k`'s circuit, synthesized and recorded, after its vanilla
+    /// proof is verified (filecoin-proofs proves without verifying; a proof that
+    /// does not verify would only give an unsatisfied circuit).
+    pub fn record_partition(&self, k: usize) -> Result<Witness, Error> {
+        with_shape!(self.sector_size(), record_partition_inner, self, k)
+    }
+
+    fn sector_size(&self) -> u64 {
+        u64::from(self.registered_proof.sector_size())
+    }
+}
+
+/// A request decoded as filecoin-proofs decodes it before proving.
+struct Decoded<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> {
+    /// The vanilla public parameters of the sector size.
+    params: PublicParams,
+    /// The public inputs, `k` the partition count as filecoin-proofs sets it
+    /// (each partition's circuit is given its own index).
+    pub_inputs: PublicInputs,
+    /// The deserialized vanilla proofs, one per partition.
+    proofs: Vec<PartitionProof<Tree>>,
+}
+
+fn invalid(e: impl std::fmt::Display) -> Error {
+    Error::Invalid(e.to_string())
+}
+
+fn decode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    req: &UpdateRequest,
+) -> Result<Decoded<Tree>, Error> {
+    let partitions = req.partition_count()?;
+    let comm_r_old = TreeRDomain::try_from_bytes(&req.comm_r_old)
+        .map_err(|e| invalid(format!("comm_r_old: {e}")))?;
+    let comm_r_new = TreeRDomain::try_from_bytes(&req.comm_r_new)
+        .map_err(|e| invalid(format!("comm_r_new: {e}")))?;
+    let comm_d_new = DefaultPieceDomain::try_from_bytes(&req.comm_d_new)
+        .map_err(|e| invalid(format!("comm_d_new: {e}")))?;
+    if req.vanilla_proofs.len() != partitions {
+        return Err(Error::Invalid(format!(
+            "{:?} takes {partitions} vanilla proof(s), one per partition, got {}",
+            req.registered_proof,
+            req.vanilla_proofs.len()
+        )));
+    }
+    let proofs: Vec<PartitionProof<Tree>> = deserialize_vanilla(
+        &req.vanilla_proofs,
+        format!("{:?} partition proof", req.registered_proof),
+    )?;
+    let config = SectorUpdateConfig::from_porep_config(&req.registered_proof.as_v1_config());
+    let setup = compound_proof::SetupParams {
+        vanilla_params: SetupParams {
+            sector_bytes: req.sector_size(),
+        },
+        partitions: Some(partitions),
+        priority: false,
+    };
+    let pp = <EmptySectorUpdateCompound<Tree> as CompoundProof<
+        EmptySectorUpdate<Tree>,
+        EmptySectorUpdateCircuit<Tree>,
+    >>::setup(&setup)
+    .map_err(|e| Error::Filecoin(format!("{e:#}")))?;
+    Ok(Decoded {
+        params: pp.vanilla_params,
+        pub_inputs: PublicInputs {
+            k: partitions,
+            comm_r_old,
+            comm_d_new,
+            comm_r_new,
+            h: config.h,
+        },
+        proofs,
+    })
+}
+
+fn check_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    req: &UpdateRequest,
+) -> Result<(), Error> {
+    let d = decode::<Tree>(req)?;
+    for (i, proof) in d.proofs.iter().enumerate() {
+        let (apex, challenges) = (proof.apex_leafs.len(), proof.challenge_proofs.len());
+        if apex != d.params.apex_leaf_count || challenges != d.params.challenge_count {
+            return Err(Error::Invalid(format!(
+                "vanilla proof {i} has {apex} apex leafs and {challenges} challenges; \
+                 a {:?} partition has {} and {}",
+                req.registered_proof, d.params.apex_leaf_count, d.params.challenge_count
+            )));
+        }
+        // comm_r = H(comm_c || root of tree R), for the old and the new replica.
+        let first = &proof.challenge_proofs[0];
+        let opens =
+            |root: TreeRDomain| <TreeRHasher as Hasher>::Function::hash2(&proof.comm_c, &root);
+        if opens(first.proof_r_old.root()) != d.pub_inputs.comm_r_old {
+            return Err(Error::Invalid(format!(
+                "vanilla proof {i} is not for this comm_r_old"
+            )));
+        }
+        if opens(first.proof_r_new.root()) != d.pub_inputs.comm_r_new {
+            return Err(Error::Invalid(format!(
+                "vanilla proof {i} is not for this comm_r_new"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn record_partition_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    req: &UpdateRequest,
+    k: usize,
+) -> Result<Witness, Error> {
+    let d = decode::<Tree>(req)?;
+    let proof = d.proofs.get(k).ok_or_else(|| {
+        Error::Invalid(format!(
+            "partition {k} of a {}-partition {:?} request",
+            d.proofs.len(),
+            req.registered_proof
+        ))
+    })?;
+    let partition_inputs = PublicInputs { k, ..d.pub_inputs };
+    let verified = EmptySectorUpdate::<Tree>::verify(&d.params, &partition_inputs, proof)
+        .map_err(|e| Error::Invalid(format!("partition {k}: {e:#}")))?;
+    if !verified {
+        return Err(Error::Invalid(format!(
+            "partition {k}: the vanilla proof does not verify against comm_r_old, comm_r_new and comm_d_new"
+        )));
+    }
+    let circuit = <EmptySectorUpdateCompound<Tree> as CompoundProof<
+        EmptySectorUpdate<Tree>,
+        EmptySectorUpdateCircuit<Tree>,
+    >>::circuit(&d.pub_inputs, (), proof, &d.params, Some(k))
+    .map_err(|e| Error::Filecoin(format!("{e:#}")))?;
+    record_witness(circuit)
+}
