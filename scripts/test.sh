@@ -5,12 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== cargo test (default build: CPU backend)"
+# Filecoin's test parameter files are generated once per run and shared by
+# every test process (the PoRep file alone takes minutes).
+export CUZK_TEST_PARAMS_DIR="$PWD/target/test-params"
 cargo test --workspace --locked 2>&1
 
 echo "== script tests against a running daemon (Debian packages they need first)"
 scripts/install-test-deps.sh
-cargo build --locked --bin cuzk 2>&1 | tail -n 1
+# The daemon binary cargo test built: a plain `cargo build` resolves
+# features without the dev-dependencies and would rebuild the Filecoin stack.
 export CUZK_BIN="$PWD/target/debug/cuzk"
+[ -x "$CUZK_BIN" ] || cargo build --locked --bin cuzk 2>&1 | tail -n 1
 tests/ui.sh
 scripts/check-dashboards.sh
 tests/crash.sh
@@ -18,10 +23,12 @@ tests/fuzz.sh
 tests/load.sh
 
 if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kernels/cuda ]; then
-    echo "== CUDA build: kernels compile with nvcc; GPU tests report themselves skipped without a GPU"
+    echo "== CUDA build: everything compiles with nvcc; the kernels' tests run (GPU tests report themselves skipped without a GPU)"
     NVCC=$(scripts/install-cuda-toolchain.sh)
     export NVCC
-    cargo test --workspace --locked --features cuda 2>&1
+    # Only the kernels change with the feature: the rest of the suite ran above.
+    cargo build --workspace --locked --features cuda --bins 2>&1 | tail -n 1
+    cargo test --locked --features cuda -p cuzk-kernels 2>&1
     echo "== GPU correctness tests: each says SKIPPED when no CUDA device exists"
     cargo test --locked --features cuda -p cuzk-kernels --test gpu_correctness -- --ignored --nocapture 2>&1
 fi

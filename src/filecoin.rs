@@ -14,6 +14,8 @@ use cuzk_filecoin::api::seal::SealCommitPhase1Output;
 use cuzk_filecoin::kinds::RegisteredProof;
 use cuzk_filecoin::params::{MappedParams, ParamPaths};
 use cuzk_filecoin::prepare::{self, Counts};
+use cuzk_filecoin::post::PostRequest;
+use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::{porep, verify};
 use cuzk_filecoin::record::Witness;
 use cuzk_kernels::groth16::{PreparedCircuit, Synthesized};
@@ -23,7 +25,7 @@ use serde_json::Value;
 use crate::keys::CircuitStore;
 
 /// The kinds clients name in `"circuit"`.
-pub const KINDS: [&str; 1] = ["porep-c2"];
+pub const KINDS: [&str; 4] = ["porep-c2", "winning-post", "window-post", "snap-prove"];
 
 /// Whether `circuit` names a Filecoin kind rather than a registered family.
 pub fn is_kind(circuit: &str) -> bool {
@@ -58,6 +60,10 @@ pub struct FilecoinJob {
 enum Request {
     /// PoRep commit phase 2: the commit-phase-1 output.
     Porep(Box<SealCommitPhase1Output>),
+    /// WinningPoSt or WindowPoSt from vanilla proofs.
+    Post(PostRequest),
+    /// SnapDeals from the update's vanilla proofs.
+    Update(UpdateRequest),
 }
 
 /// `porep-c2`'s input. prover_id and sector_id are what
@@ -73,12 +79,44 @@ struct PorepInput {
     sector_id: u64,
 }
 
+/// `winning-post` and `window-post`'s input: the arguments of
+/// `generate_winning_post_with_vanilla` / `generate_window_post_with_vanilla`
+/// (with `partition_index`: `generate_single_window_post_with_vanilla`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostInput {
+    /// The API enum's variant name, e.g. "StackedDrgWinning2KiBV1".
+    registered_proof: Value,
+    randomness: String,
+    prover_id: String,
+    /// Hex of each vanilla proof, as the vanilla-proof functions return them.
+    vanilla_proofs: Vec<String>,
+    partition_index: Option<usize>,
+}
+
+/// `snap-prove`'s input: the arguments of
+/// `generate_empty_sector_update_proof_with_vanilla`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateInput {
+    /// The API enum's variant name, e.g. "StackedDrg2KiBV1".
+    registered_proof: Value,
+    comm_r_old: String,
+    comm_r_new: String,
+    comm_d_new: String,
+    /// Hex of each partition's vanilla proof.
+    vanilla_proofs: Vec<String>,
+}
+
 impl FilecoinJob {
     /// Reads and checks a `kind` job's input against the parameter files in
     /// `params_dir`. Every error names the problem (HTTP 422).
     pub fn parse(kind: &str, input: &Value, params_dir: &Path) -> Result<Self, String> {
         match kind {
             "porep-c2" => Self::porep(input, params_dir),
+            "winning-post" => Self::post(input, params_dir, true),
+            "window-post" => Self::post(input, params_dir, false),
+            "snap-prove" => Self::update(input, params_dir),
             other => Err(format!("unknown Filecoin kind {other:?}")),
         }
     }
@@ -107,10 +145,45 @@ impl FilecoinJob {
             ));
         }
         let partitions = porep::partition_count(&c1);
-        let cache_id = RegisteredProof::Seal(c1.registered_proof)
-            .circuit_identifier()
-            .map_err(|e| format!("registered proof {:?}: {e}", c1.registered_proof))?;
+        porep::check(&c1).map_err(|e| e.to_string())?;
+        let cache_id = circuit_id(RegisteredProof::Seal(c1.registered_proof))?;
         Self::with_params(cache_id, partitions, params_dir, Request::Porep(Box::new(c1)))
+    }
+
+    fn post(input: &Value, params_dir: &Path, winning: bool) -> Result<Self, String> {
+        let kind = if winning { "winning-post" } else { "window-post" };
+        let input: PostInput = serde_json::from_value(input.clone())
+            .map_err(|e| format!("invalid {kind} input: {e}"))?;
+        if winning && input.partition_index.is_some() {
+            return Err("winning-post takes no partition_index".into());
+        }
+        let request = PostRequest {
+            registered_proof: registered(&input.registered_proof)?,
+            randomness: hex32("randomness", &input.randomness)?,
+            prover_id: hex32("prover_id", &input.prover_id)?,
+            vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
+            partition_index: input.partition_index,
+        };
+        request.check(winning).map_err(|e| e.to_string())?;
+        let partitions = request.partition_count().map_err(|e| e.to_string())?;
+        let cache_id = circuit_id(RegisteredProof::PoSt(request.registered_proof))?;
+        Self::with_params(cache_id, partitions, params_dir, Request::Post(request))
+    }
+
+    fn update(input: &Value, params_dir: &Path) -> Result<Self, String> {
+        let input: UpdateInput = serde_json::from_value(input.clone())
+            .map_err(|e| format!("invalid snap-prove input: {e}"))?;
+        let request = UpdateRequest {
+            registered_proof: registered(&input.registered_proof)?,
+            comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
+            comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
+            comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
+            vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
+        };
+        request.check().map_err(|e| e.to_string())?;
+        let partitions = request.partition_count().map_err(|e| e.to_string())?;
+        let cache_id = circuit_id(RegisteredProof::Update(request.registered_proof))?;
+        Self::with_params(cache_id, partitions, params_dir, Request::Update(request))
     }
 
     /// Finds the parameter file and reads its domain; a missing or
@@ -142,6 +215,8 @@ impl FilecoinJob {
     fn record(&self, partition: u32) -> Result<Witness, cuzk_filecoin::Error> {
         match &self.request {
             Request::Porep(c1) => porep::record_partition(c1, partition as usize),
+            Request::Post(request) => request.record_partition(partition as usize),
+            Request::Update(request) => request.record_partition(partition as usize),
         }
     }
 
@@ -172,6 +247,31 @@ impl FilecoinJob {
         let synthesized = prepare::synthesized(witness, &circuit).map_err(StageError::permanent)?;
         Ok((circuit, synthesized, vec![("synthesize", recorded), ("key", key_ready)]))
     }
+}
+
+/// A registered proof given as its enum variant's name.
+fn registered<T: serde::de::DeserializeOwned>(name: &Value) -> Result<T, String> {
+    serde_json::from_value(name.clone())
+        .map_err(|e| format!("registered_proof {name} is not one filecoin-proofs-api knows: {e}"))
+}
+
+/// The parameter files' cache identifier of a registered proof.
+fn circuit_id(proof: RegisteredProof) -> Result<String, String> {
+    proof
+        .circuit_identifier()
+        .map_err(|e| format!("registered proof {proof:?}: {e}"))
+}
+
+/// Vanilla proofs given as hex strings.
+fn vanilla_proofs(hex_proofs: &[String]) -> Result<Vec<Vec<u8>>, String> {
+    hex_proofs
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            hex::decode(text.strip_prefix("0x").unwrap_or(text))
+                .map_err(|e| format!("vanilla_proofs[{i}] is not hex: {e}"))
+        })
+        .collect()
 }
 
 /// A 32-byte value given as hex (an optional 0x prefix).

@@ -2,7 +2,7 @@
 //! persisted under the data directory, reloaded on later starts; and
 //! Filecoin's keys, read from their parameter files on first use.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -90,6 +90,26 @@ impl CircuitStore {
                 _ => None,
             })
             .sum()
+    }
+
+    /// Circuits prepared and held now, with their resident bytes.
+    pub fn loaded(&self) -> BTreeMap<String, u64> {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots
+            .iter()
+            .filter_map(|(id, slot)| match slot.get() {
+                Some(Ok(prepared)) => Some((id.clone(), prepared.resident_bytes())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Forgets a prepared circuit (or a failed attempt to prepare it): its
+    /// memory is freed once the partitions using it finish, and the next job
+    /// prepares it again. Whether there was anything to forget.
+    pub fn evict(&self, circuit_id: &str) -> bool {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.remove(circuit_id).is_some()
     }
 
     /// circuit ids with a key on disk or in memory.

@@ -1,4 +1,4 @@
-//! The `cuzk-bench` command: `scheduler` and `gpu`. A binary of its own
+//! The `cuzk-bench` command: `scheduler`, `gpu` and `filecoin`. A binary of its own
 //! because this crate depends on the daemon's library (it starts a daemon
 //! in-process), so the daemon's `cuzk` binary cannot depend on it.
 
@@ -20,6 +20,9 @@ enum Command {
     /// MSM, NTT and whole partitions on a CUDA device against the CPU engine
     /// (needs a build with `--features cuda`).
     Gpu(cuzk_bench::gpu::GpuBenchArgs),
+    /// Filecoin jobs (2 KiB PoRep C2, SnapDeals) over HTTP against
+    /// filecoin-proofs-api's bellperson prover, on the CPU or CUDA engine.
+    Filecoin(cuzk_bench::filecoin::FilecoinBenchArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -27,6 +30,10 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Scheduler(args) => cuzk_bench::scheduler::run(&args),
         Command::Gpu(args) => {
             println!("{}", cuzk_bench::gpu::run(&args)?);
+            Ok(())
+        }
+        Command::Filecoin(args) => {
+            println!("{}", cuzk_bench::filecoin::run(&args)?);
             Ok(())
         }
     }

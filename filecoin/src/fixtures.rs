@@ -8,6 +8,10 @@
 //! first call to any function here sets them (parameter and SDR parent cache
 //! directories in temporary directories) before filecoin-proofs runs; a test
 //! process must not call filecoin-proofs before it.
+//!
+//! `CUZK_TEST_PARAMS_DIR`, when set, names a directory where the generated
+//! parameter files are kept for later test processes (the test script sets
+//! it, so one run generates each file once).
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -21,6 +25,7 @@ use filecoin_proofs_api::{
     RegisteredUpdateProof, SectorId, UnpaddedBytesAmount,
 };
 
+use crate::params::ParamPaths;
 use crate::{generate, Kind};
 
 /// The seal proof every fixture sector uses.
@@ -39,7 +44,7 @@ const DATA_BYTES: u64 = 2032;
 /// The process's directories, made once with the environment.
 struct Dirs {
     /// Parameter files, as FIL_PROOFS_PARAMETER_CACHE.
-    params: tempfile::TempDir,
+    params: ParamsDir,
     /// Sectors' files and the SDR parent cache.
     work: tempfile::TempDir,
     /// The kinds whose files are already in `params`; the lock also keeps two
@@ -47,10 +52,33 @@ struct Dirs {
     generated: Mutex<BTreeSet<Kind>>,
 }
 
+/// Where the parameter files go: kept for later processes, or temporary.
+enum ParamsDir {
+    Kept(PathBuf),
+    Temporary(tempfile::TempDir),
+}
+
+impl ParamsDir {
+    fn path(&self) -> &Path {
+        match self {
+            ParamsDir::Kept(path) => path,
+            ParamsDir::Temporary(dir) => dir.path(),
+        }
+    }
+}
+
 fn dirs() -> &'static Dirs {
     static DIRS: OnceLock<Dirs> = OnceLock::new();
     DIRS.get_or_init(|| {
-        let params = tempfile::tempdir().expect("a temporary parameter directory");
+        let params = match std::env::var_os("CUZK_TEST_PARAMS_DIR") {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir).expect("the CUZK_TEST_PARAMS_DIR directory");
+                ParamsDir::Kept(PathBuf::from(dir))
+            }
+            None => ParamsDir::Temporary(
+                tempfile::tempdir().expect("a temporary parameter directory"),
+            ),
+        };
         let work = tempfile::tempdir().expect("a temporary sector directory");
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", params.path());
         std::env::set_var("FIL_PROOFS_CACHE_DIR", work.path().join("parents"));
@@ -70,18 +98,25 @@ pub fn params_dir() -> &'static Path {
 }
 
 /// Writes the 2 KiB parameter files of `kinds` (TEST-ONLY toxic waste) into
-/// `params_dir()`, each kind once per process. The PoRep file is 1.1 GB.
+/// `params_dir()`, each kind once per process, or once per run where an
+/// earlier process left complete files. The PoRep file is 1.1 GB.
 pub fn ensure_params(kinds: &[Kind]) -> anyhow::Result<()> {
     let d = dirs();
     let mut generated = d
         .generated
         .lock()
         .expect("no test panicked while generating");
-    let missing: Vec<Kind> = kinds
-        .iter()
-        .copied()
-        .filter(|k| !generated.contains(k))
-        .collect();
+    let complete = |kind: Kind| -> anyhow::Result<bool> {
+        let paths = ParamPaths::new(d.params.path(), &kind.cache_id(2048)?);
+        Ok(matches!(d.params, ParamsDir::Kept(_))
+            && [paths.params, paths.vk, paths.meta].iter().all(|p| p.is_file()))
+    };
+    let mut missing = Vec::new();
+    for &kind in kinds {
+        if !generated.contains(&kind) && !complete(kind)? {
+            missing.push(kind);
+        }
+    }
     if !missing.is_empty() {
         generate(2048, &missing, d.params.path(), true)?;
         generated.extend(missing);

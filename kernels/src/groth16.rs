@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use ark_ec::{CurveGroup, VariableBaseMSM};
+use ark_ec::{AffineRepr, CurveGroup, VariableBaseMSM};
 use ark_ff::{FftField, Field, One, PrimeField, Zero};
 use ark_groth16::{Groth16, Proof, ProvingKey, VerifyingKey};
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
@@ -90,6 +90,13 @@ impl Selection {
             }
         }
     }
+}
+
+/// The NTT domain of `rows` constraints (the input rows included).
+fn domain_size(rows: usize) -> Result<usize, KernelError> {
+    Domain::new(rows)
+        .map(|d| d.size())
+        .ok_or_else(|| KernelError::Synthesis("circuit too large for the NTT domain".into()))
 }
 
 /// The output of synthesis: a, b, c evaluated over the domain and the full
@@ -228,17 +235,28 @@ impl PreparedCircuit {
                 pk.vk.gamma_abc_g1.len()
             )));
         }
-        let domain = Domain::new(num_constraints + num_inputs)
-            .ok_or_else(|| KernelError::Synthesis("circuit too large for the NTT domain".into()))?;
+        Self::assemble(circuit_id, pk, matrices, num_constraints, [Selection::All, Selection::All])
+    }
+
+    /// The circuit from parts already checked against each other; only the
+    /// domain can still fail.
+    fn assemble(
+        circuit_id: &str,
+        pk: ProvingKey<Bls12_381>,
+        matrices: ConstraintMatrices<Fr>,
+        num_constraints: usize,
+        [a_selection, b_selection]: [Selection; 2],
+    ) -> Result<Self, KernelError> {
+        let num_inputs = matrices.num_instance_variables;
         Ok(Self {
             circuit_id: circuit_id.to_string(),
+            domain_size: domain_size(num_constraints + num_inputs)?,
             pk,
             matrices,
             num_inputs,
             num_constraints,
-            domain_size: domain.size(),
-            a_selection: Selection::All,
-            b_selection: Selection::All,
+            a_selection,
+            b_selection,
         })
     }
 
@@ -255,15 +273,14 @@ impl PreparedCircuit {
         a_selection: Selection,
         b_selection: Selection,
     ) -> Result<Self, KernelError> {
-        let domain = Domain::new(num_constraints + num_inputs)
-            .ok_or_else(|| KernelError::Synthesis("circuit too large for the NTT domain".into()))?;
+        let domain = domain_size(num_constraints + num_inputs)?;
         let variables = num_inputs + num_aux - 1;
         let expected = [
             ("a", pk.a_query.len(), 1 + a_selection.len(variables)),
             ("b_g1", pk.b_g1_query.len(), 1 + b_selection.len(variables)),
             ("b_g2", pk.b_g2_query.len(), 1 + b_selection.len(variables)),
             ("l", pk.l_query.len(), num_aux),
-            ("h", pk.h_query.len(), domain.size() - 1),
+            ("h", pk.h_query.len(), domain - 1),
             ("ic", pk.vk.gamma_abc_g1.len(), num_inputs),
         ];
         if let Some((query, len, want)) = expected.iter().find(|(_, len, want)| len != want) {
@@ -287,16 +304,40 @@ impl PreparedCircuit {
             b: Vec::new(),
             c: Vec::new(),
         };
-        Ok(Self {
-            circuit_id: circuit_id.to_string(),
-            pk,
-            matrices,
-            num_inputs,
-            num_constraints,
-            domain_size: domain.size(),
-            a_selection,
-            b_selection,
-        })
+        Self::assemble(circuit_id, pk, matrices, num_constraints, [a_selection, b_selection])
+    }
+
+    /// The same circuit with the A and B queries cut down to the variables
+    /// whose points are not the identity (bellperson's layout: a variable
+    /// absent from a query has the identity there), so the MSMs skip them.
+    pub fn compact(&self) -> Result<Self, KernelError> {
+        let pk = &self.pk;
+        let variables = pk.a_query.len().saturating_sub(1);
+        let kept = |present: &dyn Fn(usize) -> bool| -> Vec<u32> {
+            (0..variables).filter(|&i| present(i)).map(|i| i as u32).collect()
+        };
+        let a = kept(&|i| !pk.a_query[1 + i].is_zero());
+        let b = kept(&|i| !pk.b_g1_query[1 + i].is_zero() || !pk.b_g2_query[1 + i].is_zero());
+        fn pick<P: Copy>(query: &[P], indices: &[u32]) -> Vec<P> {
+            std::iter::once(query[0])
+                .chain(indices.iter().map(|&i| query[1 + i as usize]))
+                .collect()
+        }
+        let mut compact = pk.clone();
+        compact.a_query = pick(&pk.a_query, &a);
+        compact.b_g1_query = pick(&pk.b_g1_query, &b);
+        compact.b_g2_query = pick(&pk.b_g2_query, &b);
+        let mut circuit = Self::sparse(
+            &self.circuit_id,
+            compact,
+            self.num_inputs,
+            pk.l_query.len(),
+            self.num_constraints,
+            Selection::Only(a),
+            Selection::Only(b),
+        )?;
+        circuit.matrices = self.matrices.clone();
+        Ok(circuit)
     }
 
     pub fn vk(&self) -> &VerifyingKey<Bls12_381> {

@@ -345,6 +345,13 @@ fn gpu_prove_start_equals_cpu() {
         let syn = || groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
         let c = cpu.prove_start(&circuit, syn()).unwrap();
         let g = e.prove_start(&circuit, syn()).unwrap();
+        // The compact key (sparse A and B, as Filecoin's) on the GPU: the
+        // same accumulators from the gathered scalars.
+        let compact = circuit.compact().unwrap();
+        let gs = e.prove_start(&compact, syn()).unwrap();
+        assert_eq!(gs.a_acc.into_affine(), c.a_acc.into_affine(), "compact a_acc");
+        assert_eq!(gs.b1_acc.into_affine(), c.b1_acc.into_affine(), "compact b1_acc");
+        assert_eq!(gs.b2_acc.map(|b| b.into_affine()), g.b2_acc.map(|b| b.into_affine()), "compact b2_acc");
         assert_eq!(
             g.a_acc.into_affine(),
             c.a_acc.into_affine(),

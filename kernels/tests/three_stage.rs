@@ -200,8 +200,7 @@ fn an_unsatisfying_witness_is_rejected_by_synthesize() {
 /// must give exactly the proof of the full key: the prover gathers the
 /// selected scalars instead of pairing every variable.
 #[test]
-fn a_sparse_key_proves_what_the_full_key_proves() {
-    use ark_ec::AffineRepr;
+fn a_compact_key_proves_what_the_full_key_proves() {
     use cuzk_kernels::groth16::Selection;
 
     let registry = CircuitRegistry::builtin();
@@ -211,55 +210,32 @@ fn a_sparse_key_proves_what_the_full_key_proves() {
     let make = || family.instance(&shape, &source).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let full = PreparedCircuit::setup(&shape.circuit_id, make, &mut rng).unwrap();
-
-    // Indices into assignment[1..] of the variables a query keeps.
-    let kept = |points: Vec<bool>| -> Vec<u32> {
-        (0..points.len() as u32).filter(|&i| points[i as usize]).collect()
+    let compact = full.compact().unwrap();
+    let variables = full.pk.a_query.len() - 1;
+    let Selection::Only(b) = &compact.b_selection else {
+        panic!("a compact key selects");
     };
-    let pk = &full.pk;
-    let a = kept(pk.a_query[1..].iter().map(|p| !p.is_zero()).collect());
-    let b = kept(pk.b_g2_query[1..].iter().map(|p| !p.is_zero()).collect());
-    let variables = pk.a_query.len() - 1;
     assert!(b.len() < variables, "the circuit has variables absent from B");
-    let pick = |query: &[ark_bls12_381::G1Affine], indices: &[u32]| {
-        std::iter::once(query[0]).chain(indices.iter().map(|&i| query[1 + i as usize])).collect()
-    };
-    let mut sparse_pk = pk.clone();
-    sparse_pk.a_query = pick(&pk.a_query, &a);
-    sparse_pk.b_g1_query = pick(&pk.b_g1_query, &b);
-    sparse_pk.b_g2_query = std::iter::once(pk.b_g2_query[0])
-        .chain(b.iter().map(|&i| pk.b_g2_query[1 + i as usize]))
-        .collect();
-    let num_aux = full.pk.l_query.len();
-    let sparse = PreparedCircuit::sparse(
-        "sparse",
-        sparse_pk.clone(),
-        full.num_inputs,
-        num_aux,
-        full.num_constraints,
-        Selection::Only(a.clone()),
-        Selection::Only(b.clone()),
-    )
-    .unwrap();
+    assert_eq!(compact.pk.b_g2_query.len(), 1 + b.len());
 
-    // Synthesis needs the matrices: take the full circuit's a, b and c.
     let (r, s) = random_randomizers(9);
-    let synthesized = synthesize(&full, make()).unwrap();
-    let started = CpuEngine::new(2).unwrap().prove_start(&sparse, synthesized).unwrap();
-    let proof = prove_finish(&sparse, started, r, s).0;
+    let proof = prove_in_three_stages(&compact, make(), r, s).unwrap();
     assert_eq!(proof, prove_in_three_stages(&full, make(), r, s).unwrap());
-    let vk = prepare_verifying_key(sparse.vk());
+    let vk = prepare_verifying_key(compact.vk());
     assert!(verifies(&vk, &proof, &make().public_inputs()));
 
     // Counts that do not fit the key are refused, naming the query.
+    let Selection::Only(a) = &compact.a_selection else {
+        panic!("a compact key selects");
+    };
     let wrong = PreparedCircuit::sparse(
         "sparse",
-        sparse_pk,
+        compact.pk.clone(),
         full.num_inputs,
-        num_aux,
+        full.pk.l_query.len(),
         full.num_constraints,
         Selection::Only(a[1..].to_vec()),
-        Selection::Only(b),
+        compact.b_selection.clone(),
     );
     assert!(matches!(wrong, Err(KernelError::Key(m)) if m.contains("the a query")));
 }

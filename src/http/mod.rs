@@ -2,7 +2,7 @@
 //! and the lower modules (job_input, keys, shutdown); nothing below imports
 //! this module. The contract is fixed: docs/api.md.
 //!
-//! One file per resource group (`jobs`, `circuits`, `workers`, `daemon`),
+//! One file per resource group (`jobs`, `circuits`, `params`, `workers`, `daemon`),
 //! the shared state and error shape, and the OpenAPI document that
 //! describes every route listed here.
 
@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod error;
 pub mod jobs;
 pub mod openapi;
+pub mod params;
 pub mod schemas;
 pub mod state;
 pub mod workers;
@@ -46,6 +47,8 @@ pub fn routes() -> Vec<(Method, &'static str, actix_web::Route)> {
         (POST, "/v1/jobs/{id}/cancel", jobs::cancel_job),
         (GET, "/v1/circuits", circuits::list_circuits),
         (GET, "/v1/circuits/{circuit_id}/vk", circuits::get_vk),
+        (GET, "/v1/params", params::list_params),
+        (POST, "/v1/params/{id}/evict", params::evict_params),
         (GET, "/v1/status", daemon::status),
         (GET, "/v1/openapi.json", daemon::openapi_json),
         (GET, "/v1/workers", workers::workers),

@@ -9,7 +9,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::schemas::ErrorBody;
-use super::{circuits, daemon, jobs, workers};
+use super::{circuits, daemon, jobs, params, workers};
 
 struct BearerAuth;
 
@@ -39,6 +39,8 @@ impl Modify for BearerAuth {
         jobs::cancel_job,
         circuits::list_circuits,
         circuits::get_vk,
+        params::list_params,
+        params::evict_params,
         daemon::status,
         daemon::healthz,
         daemon::metrics,

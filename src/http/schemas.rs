@@ -97,6 +97,28 @@ pub struct CircuitDoc {
     known_shapes: Vec<String>,
 }
 
+/// Filecoin's parameter files (`GET /v1/params`).
+#[derive(ToSchema)]
+#[schema(as = Params)]
+pub struct ParamsDoc {
+    /// The parameter directory.
+    dir: String,
+    files: Vec<ParamFileDoc>,
+}
+
+#[derive(ToSchema)]
+#[schema(as = ParamFile)]
+pub struct ParamFileDoc {
+    /// filecoin-proofs' cache id (`v28-<id>.params`); a Filecoin job's circuit_id.
+    id: String,
+    file: String,
+    bytes: Option<u64>,
+    /// Decoded and held for proving.
+    loaded: bool,
+    /// Host bytes held while loaded.
+    resident_bytes: Option<u64>,
+}
+
 #[derive(ToSchema)]
 #[schema(as = VerifyingKey)]
 pub struct VkDoc {

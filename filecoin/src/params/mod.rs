@@ -46,6 +46,29 @@ pub struct ParamPaths {
     pub meta: PathBuf,
 }
 
+/// The `.params` files in `dir`, by cache id: what an operator has.
+pub fn cache_ids_in(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_str()?.to_string();
+            let id = name.strip_suffix(".params")?;
+            let id = id.strip_prefix(&parameter_prefix())?;
+            Some((id.to_string(), entry.path()))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// What storage-proofs-core puts before a cache id in a file name (`v28-`).
+fn parameter_prefix() -> String {
+    let named = storage_proofs_core::parameter_cache::parameter_id("");
+    named.strip_suffix(".params").unwrap_or(&named).to_string()
+}
+
 impl ParamPaths {
     pub fn new(dir: &Path, cache_id: &str) -> Self {
         use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id};

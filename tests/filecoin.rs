@@ -1,0 +1,266 @@
+//! Filecoin's four proof kinds through a real daemon over HTTP on the CPU
+//! engine. The sectors, their C1 outputs and vanilla proofs come from
+//! filecoin-proofs-api itself (cuzk-filecoin's fixtures), the parameters
+//! from `generate`, and every proof is judged by filecoin-proofs-api's own
+//! verifiers: accepted as made, rejected with a tampered public input.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::{start_with, TestDaemon};
+use cuzk::config::BackendKind;
+use cuzk_filecoin::api::{post, seal, update, PublicReplicaInfo, RegisteredPoStProof, SectorId};
+use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, SEED, TICKET, UPDATE, WINDOW, WINNING};
+use cuzk_filecoin::Kind;
+use serde_json::{json, Value};
+
+/// Proving a 2 KiB PoRep on 2 debug-build cores takes minutes.
+const PROOF_TIMEOUT: Duration = Duration::from_secs(1800);
+
+fn daemon() -> TestDaemon {
+    daemon_on(BackendKind::Cpu)
+}
+
+fn daemon_on(backend: BackendKind) -> TestDaemon {
+    start_with(|config| {
+        config.backend = backend;
+        config.params_dir = Some(fixtures::params_dir().to_path_buf());
+        config.scheduler.budget = cuzk::config::Budget::Bytes(16 << 30);
+        config.limits.max_body_bytes = 64 << 20;
+    })
+}
+
+/// Submits, waits for the job, and returns the proof bytes the API
+/// returns for the call, checking the per-partition proofs add up to them.
+fn prove(d: &TestDaemon, kind: &str, input: Value) -> Vec<u8> {
+    let (status, body) = d.post("/v1/jobs", &json!({ "circuit": kind, "input": input }));
+    assert_eq!(status, 202, "{body}");
+    let id = body["id"].as_str().unwrap().to_string();
+    let job = d.wait(&id, PROOF_TIMEOUT);
+    assert_eq!(job["status"], "done", "{job}");
+    let (status, proofs) = d.get(&format!("/v1/jobs/{id}/proofs"));
+    assert_eq!(status, 200, "{proofs}");
+    assert_eq!(proofs["kind"], kind);
+    let proof = hex::decode(proofs["proof"].as_str().unwrap()).unwrap();
+    let parts: Vec<u8> = proofs["proofs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| {
+            assert_eq!(p["partition"], i, "partitions in order");
+            hex::decode(p["proof"].as_str().unwrap()).unwrap()
+        })
+        .collect();
+    assert_eq!(proof, parts);
+    assert_eq!(proof.len() % 192, 0);
+    proof
+}
+
+fn public_replicas(proof: RegisteredPoStProof, sectors: &[&Sector]) -> BTreeMap<SectorId, PublicReplicaInfo> {
+    sectors
+        .iter()
+        .map(|s| (s.id, PublicReplicaInfo::new(proof, s.p2.comm_r)))
+        .collect()
+}
+
+fn post_input(proof: RegisteredPoStProof, randomness: [u8; 32], sectors: &[&Sector]) -> Value {
+    let vanilla = fixtures::post_vanilla_proofs(proof, randomness, sectors).unwrap();
+    json!({
+        "registered_proof": proof,
+        "randomness": hex::encode(randomness),
+        "prover_id": hex::encode(PROVER_ID),
+        "vanilla_proofs": vanilla.iter().map(hex::encode).collect::<Vec<_>>(),
+    })
+}
+
+#[test]
+fn porep_c2_proves_what_verify_seal_accepts() {
+    porep_c2_on(&daemon());
+}
+
+fn porep_c2_on(d: &TestDaemon) {
+    fixtures::ensure_params(&[Kind::Porep]).unwrap();
+    let sector = fixtures::seal(1).unwrap();
+    let c1 = serde_json::to_value(&sector.c1).unwrap();
+    let input = json!({ "c1": c1, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 });
+    let proof = prove(d, "porep-c2", input);
+    assert_eq!(proof.len(), 192, "one partition at 2 KiB");
+    let (comm_r, comm_d) = (sector.p2.comm_r, sector.p2.comm_d);
+    let verify = |seed: [u8; 32]| {
+        seal::verify_seal(fixtures::SEAL, comm_r, comm_d, PROVER_ID, sector.id, TICKET, seed, &proof)
+            .unwrap_or(false)
+    };
+    assert!(verify(SEED));
+    let mut other = SEED;
+    other[0] ^= 1;
+    assert!(!verify(other), "a proof for another seed");
+    assert!(cuzk_filecoin::verify::porep_c2(&sector.c1, PROVER_ID, 1, &proof).unwrap());
+
+    // The file is listed, loaded by the job, and evicted on request.
+    let id = Kind::Porep.cache_id(2048).unwrap();
+    let listed = |d: &TestDaemon| {
+        let (status, params) = d.get("/v1/params");
+        assert_eq!(status, 200, "{params}");
+        params["files"].as_array().unwrap().iter().find(|f| f["id"] == id.as_str()).cloned()
+    };
+    let file = listed(d).expect("the PoRep file is listed");
+    assert_eq!(file["loaded"], true, "{file}");
+    assert!(file["resident_bytes"].as_u64().unwrap() > 1 << 29, "{file}");
+    assert_eq!(d.post(&format!("/v1/params/{id}/evict"), &json!({})).0, 200);
+    assert_eq!(listed(d).unwrap()["loaded"], false);
+    assert_eq!(d.post(&format!("/v1/params/{id}/evict"), &json!({})).0, 404);
+
+    // Curio's form: the same C1 as base64 JSON is the same job.
+    let encoded = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&sector.c1).unwrap());
+    let body = json!({ "circuit": "porep-c2", "priority": "low",
+        "input": { "c1_base64": encoded, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 } });
+    let (status, job) = d.post("/v1/jobs", &body);
+    assert_eq!(status, 202, "{job}");
+    let (status, _) = d.post(&format!("/v1/jobs/{}/cancel", job["id"].as_str().unwrap()), &json!({}));
+    assert_eq!(status, 200);
+
+    // Ids the C1 was not sealed for, and a C1 for another seed, are refused at submit.
+    let mut bad_seed = sector.c1.clone();
+    bad_seed.seed[0] ^= 1;
+    for (input, reason) in [
+        (json!({ "c1": c1, "prover_id": hex::encode([8u8; 32]), "sector_id": 1 }), "replica id"),
+        (json!({ "c1": c1, "prover_id": hex::encode(PROVER_ID), "sector_id": 2 }), "replica id"),
+        (json!({ "c1": bad_seed, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 }), "vanilla"),
+        (json!({ "c1": {"registered_proof": "StackedDrg2KiBV1_1"}, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 }), "not a SealCommitPhase1Output"),
+        (json!({ "c1_base64": "%%%", "prover_id": hex::encode(PROVER_ID), "sector_id": 1 }), "not base64"),
+    ] {
+        let (status, body) = d.post("/v1/jobs", &json!({ "circuit": "porep-c2", "input": input }));
+        assert_eq!(status, 422, "{reason}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(reason), "{reason}: {body}");
+    }
+}
+
+#[test]
+fn winning_and_window_post_prove_what_the_post_verifiers_accept() {
+    post_on(&daemon());
+}
+
+fn post_on(d: &TestDaemon) {
+    fixtures::ensure_params(&[Kind::WinningPost, Kind::WindowPost]).unwrap();
+    let sectors: Vec<Sector> = (11..14).map(|id| fixtures::seal(id).unwrap()).collect();
+    let all: Vec<&Sector> = sectors.iter().collect();
+    let randomness = [44u8; 32];
+    let mut other = randomness;
+    other[1] ^= 1;
+
+    let winning = prove(d, "winning-post", post_input(WINNING, randomness, &all[..1]));
+    let replicas = public_replicas(WINNING, &all[..1]);
+    assert!(post::verify_winning_post(&randomness, &winning, &replicas, PROVER_ID).unwrap());
+    assert!(!post::verify_winning_post(&other, &winning, &replicas, PROVER_ID).unwrap_or(false));
+
+    // Three sectors at two per partition: two partitions, the second padded,
+    // proved as one job and assembled in partition order.
+    let window = prove(d, "window-post", post_input(WINDOW, randomness, &all));
+    assert_eq!(window.len(), 2 * 192);
+    let replicas = public_replicas(WINDOW, &all);
+    let verify = |r: &[u8; 32], proof: &[u8], replicas| {
+        post::verify_window_post(r, &[(WINDOW, proof)], replicas, PROVER_ID).unwrap_or(false)
+    };
+    assert!(verify(&randomness, &window, &replicas));
+    assert!(!verify(&other, &window, &replicas));
+    let mut swapped = window[192..].to_vec();
+    swapped.extend_from_slice(&window[..192]);
+    assert!(!verify(&randomness, &swapped, &replicas), "partitions out of order");
+
+    // Curio's form: one partition per request (its sectors only).
+    let mut single = post_input(WINDOW, randomness, &all[2..]);
+    single["partition_index"] = json!(1);
+    let part = prove(d, "window-post", single);
+    assert_eq!(part.len(), 192);
+    let replicas = public_replicas(WINDOW, &all[2..]);
+    assert!(verify(&randomness, &part, &replicas));
+}
+
+#[test]
+fn snap_prove_makes_what_the_update_verifier_accepts() {
+    snap_on(&daemon());
+}
+
+fn snap_on(d: &TestDaemon) {
+    fixtures::ensure_params(&[Kind::EmptySectorUpdate]).unwrap();
+    let sector = fixtures::seal(21).unwrap();
+    let up = fixtures::update(&sector).unwrap();
+    let input = json!({
+        "registered_proof": UPDATE,
+        "comm_r_old": hex::encode(up.comm_r_old),
+        "comm_r_new": hex::encode(up.comm_r_new),
+        "comm_d_new": hex::encode(up.comm_d_new),
+        "vanilla_proofs": up.vanilla_proofs.iter().map(hex::encode).collect::<Vec<_>>(),
+    });
+    let proof = prove(d, "snap-prove", input);
+    let verify = |comm_r_new| {
+        update::verify_empty_sector_update_proof(UPDATE, &proof, up.comm_r_old, comm_r_new, up.comm_d_new)
+            .unwrap_or(false)
+    };
+    assert!(verify(up.comm_r_new));
+    assert!(!verify(up.comm_r_old), "another comm_r_new");
+}
+
+#[test]
+fn bad_filecoin_inputs_are_refused_before_any_partition_runs() {
+    let d = daemon();
+    let empty_params = tempfile::tempdir().unwrap();
+    let bare = start_with(|c| c.params_dir = Some(empty_params.path().to_path_buf()));
+    let hex32 = hex::encode([1u8; 32]);
+    let post = |proof: &str| json!({ "registered_proof": proof, "randomness": hex32, "prover_id": hex32, "vanilla_proofs": [] });
+    let cases = [
+        ("winning-post", post("StackedDrgWindow2KiBV1_2"), "the job is WinningPoSt"),
+        ("window-post", post("StackedDrgWinning2KiBV1"), "the job is WindowPoSt"),
+        ("winning-post", post("StackedDrgWinning3KiBV1"), "registered_proof"),
+        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": "00", "prover_id": hex32, "vanilla_proofs": [] }), "randomness must be 32 bytes"),
+        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": ["zz"] }), "vanilla_proofs[0] is not hex"),
+        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": ["00ff"] }), "vanilla"),
+        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": [], "partition_index": 0 }), "partition_index"),
+        ("snap-prove", json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32, "comm_r_new": hex32, "comm_d_new": "0x12", "vanilla_proofs": [] }), "comm_d_new must be 32 bytes"),
+        ("snap-prove", json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32, "comm_r_new": hex32, "comm_d_new": hex32, "vanilla_proofs": ["00"] }), "invalid request"),
+        ("snap-prove", json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32 }), "missing field"),
+        ("porep-c2", json!({ "prover_id": hex32, "sector_id": 1 }), "needs c1 or c1_base64"),
+        ("porep-c2", json!({ "c1": {}, "c1_base64": "", "prover_id": hex32, "sector_id": 1 }), "not both"),
+    ];
+    for (kind, input, reason) in cases {
+        let (status, body) = d.post("/v1/jobs", &json!({ "circuit": kind, "input": input }));
+        assert_eq!(status, 422, "{kind} {reason}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(reason), "{kind} {reason}: {body}");
+    }
+    let (_, status) = d.get("/v1/status");
+    assert_eq!(status["jobs"].as_object().map(|j| j.values().filter_map(Value::as_u64).sum::<u64>()), Some(0), "{status}");
+
+    // A valid request whose parameter file is missing names the file.
+    fixtures::ensure_params(&[Kind::WinningPost]).unwrap();
+    let sector = fixtures::seal(31).unwrap();
+    let (status, body) = bare.post("/v1/jobs", &json!({ "circuit": "winning-post", "input": post_input(WINNING, [7; 32], &[&sector]) }));
+    assert_eq!(status, 422, "{body}");
+    let reason = body["error"].as_str().unwrap();
+    assert!(reason.contains("is missing") && reason.contains(".params"), "{reason}");
+    assert!(reason.contains(&Kind::WinningPost.cache_id(2048).unwrap()), "{reason}");
+}
+
+/// The four kinds on the CUDA engine: `cargo test --features cuda --test
+/// filecoin -- --ignored` on a machine with a GPU; it says SKIPPED without one.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore]
+fn every_kind_proves_on_the_cuda_engine() {
+    match cuzk_kernels::cuda::detect_devices() {
+        Ok(devices) if !devices.is_empty() => {}
+        _ => {
+            eprintln!("SKIPPED every_kind_proves_on_the_cuda_engine: no CUDA device");
+            return;
+        }
+    }
+    let d = daemon_on(BackendKind::Cuda);
+    porep_c2_on(&d);
+    post_on(&d);
+    snap_on(&d);
+    let (_, workers) = d.get("/v1/workers");
+    eprintln!("{workers:#}");
+}
