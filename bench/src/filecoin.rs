@@ -151,7 +151,7 @@ fn snap_case() -> Result<Case, String> {
         name: "snap-prove",
         body,
         reference: Box::new(move || {
-            let proofs = up.vanilla_proofs.iter().cloned().map(update::PartitionProofBytes).collect();
+            let proofs = up.vanilla_proofs.iter().cloned().map(cuzk_filecoin::api::PartitionProofBytes).collect();
             update::generate_empty_sector_update_proof_with_vanilla(
                 UPDATE,
                 proofs,
