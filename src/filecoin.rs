@@ -108,6 +108,96 @@ struct UpdateInput {
     vanilla_proofs: Vec<String>,
 }
 
+impl PorepInput {
+    /// The C1 output, from either form, and the prover id.
+    fn read(&self) -> Result<(SealCommitPhase1Output, [u8; 32]), String> {
+        let prover_id = hex32("prover_id", &self.prover_id)?;
+        let c1 = match (&self.c1, &self.c1_base64) {
+            (Some(c1), None) => serde_json::from_value(c1.clone())
+                .map_err(|e| format!("c1 is not a SealCommitPhase1Output: {e}"))?,
+            (None, Some(encoded)) => {
+                let json = base64::engine::general_purpose::STANDARD
+                    .decode(encoded.trim())
+                    .map_err(|e| format!("c1_base64 is not base64: {e}"))?;
+                serde_json::from_slice(&json)
+                    .map_err(|e| format!("c1_base64 is not a SealCommitPhase1Output: {e}"))?
+            }
+            (Some(_), Some(_)) => return Err("give either c1 or c1_base64, not both".into()),
+            (None, None) => return Err("porep-c2 needs c1 or c1_base64".into()),
+        };
+        Ok((c1, prover_id))
+    }
+}
+
+/// What a PoSt proof is verified against (`cuzk verify`): the challenged
+/// sectors' public replicas instead of vanilla proofs.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PostPublic {
+    registered_proof: Value,
+    randomness: String,
+    prover_id: String,
+    replicas: Vec<PublicReplica>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublicReplica {
+    sector_id: u64,
+    comm_r: String,
+}
+
+/// What a SnapDeals proof is verified against.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdatePublic {
+    registered_proof: Value,
+    comm_r_old: String,
+    comm_r_new: String,
+    comm_d_new: String,
+}
+
+/// Checks `proof` with filecoin-proofs-api's own verifier for `kind`:
+/// porep-c2 from the job's own input; the PoSt kinds from
+/// `{"registered_proof", "randomness", "prover_id", "replicas": [{"sector_id",
+/// "comm_r"}]}`; snap-prove from its input without the vanilla proofs.
+pub fn verify(kind: &str, public: &Value, proof: &[u8]) -> Result<bool, String> {
+    let parse_error = |e: serde_json::Error| format!("invalid {kind} verification input: {e}");
+    let valid = match kind {
+        "porep-c2" => {
+            let input: PorepInput = serde_json::from_value(public.clone()).map_err(parse_error)?;
+            let (c1, prover_id) = input.read()?;
+            verify::porep_c2(&c1, prover_id, input.sector_id, proof)
+        }
+        "winning-post" | "window-post" => {
+            let input: PostPublic = serde_json::from_value(public.clone()).map_err(parse_error)?;
+            let replicas = input
+                .replicas
+                .iter()
+                .map(|r| Ok((r.sector_id, hex32("comm_r", &r.comm_r)?)))
+                .collect::<Result<Vec<_>, String>>()?;
+            verify::post_proof(
+                registered(&input.registered_proof)?,
+                hex32("randomness", &input.randomness)?,
+                hex32("prover_id", &input.prover_id)?,
+                &replicas,
+                proof,
+            )
+        }
+        "snap-prove" => {
+            let input: UpdatePublic = serde_json::from_value(public.clone()).map_err(parse_error)?;
+            let commitments = [
+                hex32("comm_r_old", &input.comm_r_old)?,
+                hex32("comm_r_new", &input.comm_r_new)?,
+                hex32("comm_d_new", &input.comm_d_new)?,
+            ];
+            verify::update_proof(registered(&input.registered_proof)?, commitments, proof)
+        }
+        other => return Err(format!("unknown Filecoin kind {other:?}; known: {}", KINDS.join(", "))),
+    };
+    valid.map_err(|e| e.to_string())
+}
+
 impl FilecoinJob {
     /// Reads and checks a `kind` job's input against the parameter files in
     /// `params_dir`. Every error names the problem (HTTP 422).
@@ -124,20 +214,7 @@ impl FilecoinJob {
     fn porep(input: &Value, params_dir: &Path) -> Result<Self, String> {
         let input: PorepInput = serde_json::from_value(input.clone())
             .map_err(|e| format!("invalid porep-c2 input: {e}"))?;
-        let prover_id = hex32("prover_id", &input.prover_id)?;
-        let c1: SealCommitPhase1Output = match (input.c1, input.c1_base64) {
-            (Some(c1), None) => serde_json::from_value(c1)
-                .map_err(|e| format!("c1 is not a SealCommitPhase1Output: {e}"))?,
-            (None, Some(encoded)) => {
-                let json = base64::engine::general_purpose::STANDARD
-                    .decode(encoded.trim())
-                    .map_err(|e| format!("c1_base64 is not base64: {e}"))?;
-                serde_json::from_slice(&json)
-                    .map_err(|e| format!("c1_base64 is not a SealCommitPhase1Output: {e}"))?
-            }
-            (Some(_), Some(_)) => return Err("give either c1 or c1_base64, not both".into()),
-            (None, None) => return Err("porep-c2 needs c1 or c1_base64".into()),
-        };
+        let (c1, prover_id) = input.read()?;
         if !verify::replica_id_matches(&c1, prover_id, input.sector_id) {
             return Err(format!(
                 "the C1 output was not sealed for prover_id {} and sector_id {}: its replica id differs",

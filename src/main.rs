@@ -114,20 +114,24 @@ enum Command {
         timeout: u64,
     },
     /// Verify a proofs document against the verifying key the daemon serves;
-    /// or, with `--kind porep-c2 --c1 --prover-id --sector-id`, a Filecoin
-    /// proof file with filecoin-proofs-api's own verifier.
+    /// or, with `--kind`, a Filecoin proof file with filecoin-proofs-api's
+    /// own verifier (`--c1 --prover-id --sector-id` for porep-c2, else
+    /// `--input FILE`: docs/filecoin.md).
     Verify {
         #[arg(long, default_value = "http://127.0.0.1:9820", env = "CUZK_SERVER")]
         server: String,
         /// The proofs document written by `submit` (or fetched from /proofs);
         /// with --kind, the proof bytes.
         proofs: PathBuf,
-        /// A Filecoin kind (porep-c2): verify without the daemon.
-        #[arg(long, requires = "c1")]
+        /// A Filecoin kind: verify without the daemon.
+        #[arg(long)]
         kind: Option<String>,
         /// porep-c2: the commit-phase-1 output the proof was made from.
-        #[arg(long, requires_all = ["prover_id", "sector_id"])]
+        #[arg(long, requires_all = ["kind", "prover_id", "sector_id"])]
         c1: Option<PathBuf>,
+        /// The public values the proof is checked against, as JSON.
+        #[arg(long, requires = "kind", conflicts_with = "c1")]
+        input: Option<PathBuf>,
         /// porep-c2: the prover id, 32 bytes hex.
         #[arg(long)]
         prover_id: Option<String>,
@@ -305,28 +309,27 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Verify {
             kind: Some(kind),
             proofs,
-            c1: Some(c1),
-            prover_id: Some(prover_id),
-            sector_id: Some(sector_id),
+            c1,
+            prover_id,
+            sector_id,
+            input,
             ..
         } => {
-            if kind != "porep-c2" {
-                return Err(format!("cuzk verify checks porep-c2 proofs; {kind:?} is not supported here"));
-            }
             let proof = std::fs::read(&proofs).map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
-            let c1: cuzk_filecoin::api::seal::SealCommitPhase1Output = serde_json::from_value(read_json(&c1)?)
-                .map_err(|e| format!("the C1 file is not a SealCommitPhase1Output: {e}"))?;
-            let prover_id = hex::decode(prover_id.trim_start_matches("0x"))
-                .ok()
-                .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                .ok_or("--prover-id must be 32 bytes hex")?;
-            match cuzk_filecoin::verify::porep_c2(&c1, prover_id, sector_id, &proof) {
-                Ok(true) => {
-                    println!("valid: verify_seal accepts the proof for sector {sector_id}");
-                    Ok(())
-                }
-                Ok(false) => Err("INVALID: verify_seal rejects the proof".into()),
-                Err(e) => Err(format!("verify_seal failed: {e}")),
+            let public = match (c1, input) {
+                (Some(c1), None) => json!({
+                    "c1": read_json(&c1)?,
+                    "prover_id": prover_id.ok_or("--c1 needs --prover-id")?,
+                    "sector_id": sector_id.ok_or("--c1 needs --sector-id")?,
+                }),
+                (None, Some(path)) => read_json(&path)?,
+                _ => return Err(format!("verifying {kind} needs --c1 (porep-c2) or --input FILE")),
+            };
+            if cuzk::filecoin::verify(&kind, &public, &proof)? {
+                println!("valid: filecoin-proofs-api's verifier accepts the {kind} proof");
+                Ok(())
+            } else {
+                Err(format!("INVALID: filecoin-proofs-api's verifier rejects the {kind} proof"))
             }
         }
         Command::Verify {

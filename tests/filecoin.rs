@@ -87,7 +87,7 @@ fn porep_c2_on(d: &TestDaemon) {
     let sector = fixtures::seal(1).unwrap();
     let c1 = serde_json::to_value(&sector.c1).unwrap();
     let input = json!({ "c1": c1, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 });
-    let proof = prove(d, "porep-c2", input);
+    let proof = prove(d, "porep-c2", input.clone());
     assert_eq!(proof.len(), 192, "one partition at 2 KiB");
     let (comm_r, comm_d) = (sector.p2.comm_r, sector.p2.comm_d);
     let verify = |seed: [u8; 32]| {
@@ -98,7 +98,11 @@ fn porep_c2_on(d: &TestDaemon) {
     let mut other = SEED;
     other[0] ^= 1;
     assert!(!verify(other), "a proof for another seed");
-    assert!(cuzk_filecoin::verify::porep_c2(&sector.c1, PROVER_ID, 1, &proof).unwrap());
+    // What `cuzk verify --kind porep-c2` runs: the job's own input.
+    assert_eq!(cuzk::filecoin::verify("porep-c2", &input, &proof), Ok(true));
+    let mut other_sector = input.clone();
+    other_sector["sector_id"] = json!(2);
+    assert_eq!(cuzk::filecoin::verify("porep-c2", &other_sector, &proof), Ok(false));
 
     // The file is listed, loaded by the job, and evicted on request.
     let id = Kind::Porep.cache_id(2048).unwrap();
@@ -170,6 +174,13 @@ fn post_on(d: &TestDaemon) {
     let mut swapped = window[192..].to_vec();
     swapped.extend_from_slice(&window[..192]);
     assert!(!verify(&randomness, &swapped, &replicas), "partitions out of order");
+    // What `cuzk verify --kind window-post --input FILE` runs.
+    let public = |r: [u8; 32]| json!({
+        "registered_proof": WINDOW, "randomness": hex::encode(r), "prover_id": hex::encode(PROVER_ID),
+        "replicas": all.iter().map(|s| json!({ "sector_id": u64::from(s.id), "comm_r": hex::encode(s.p2.comm_r) })).collect::<Vec<_>>(),
+    });
+    assert_eq!(cuzk::filecoin::verify("window-post", &public(randomness), &window), Ok(true));
+    assert_eq!(cuzk::filecoin::verify("window-post", &public(other), &window), Ok(false));
 
     // Curio's form: one partition per request (its sectors only).
     let mut single = post_input(WINDOW, randomness, &all[2..]);
@@ -196,13 +207,19 @@ fn snap_on(d: &TestDaemon) {
         "comm_d_new": hex::encode(up.comm_d_new),
         "vanilla_proofs": up.vanilla_proofs.iter().map(hex::encode).collect::<Vec<_>>(),
     });
-    let proof = prove(d, "snap-prove", input);
+    let proof = prove(d, "snap-prove", input.clone());
     let verify = |comm_r_new| {
         update::verify_empty_sector_update_proof(UPDATE, &proof, up.comm_r_old, comm_r_new, up.comm_d_new)
             .unwrap_or(false)
     };
     assert!(verify(up.comm_r_new));
     assert!(!verify(up.comm_r_old), "another comm_r_new");
+    // What `cuzk verify --kind snap-prove --input FILE` runs.
+    let mut public = input.clone();
+    public.as_object_mut().unwrap().remove("vanilla_proofs");
+    assert_eq!(cuzk::filecoin::verify("snap-prove", &public, &proof), Ok(true));
+    public["comm_d_new"] = json!(hex::encode(up.comm_r_new));
+    assert_eq!(cuzk::filecoin::verify("snap-prove", &public, &proof), Ok(false));
 }
 
 #[test]
