@@ -177,6 +177,26 @@ enum BackendArg {
     Sim,
 }
 
+/// A Filecoin kind's input from the command line: porep-c2's from its
+/// flags, any kind's from an `--input` JSON file.
+fn filecoin_input(
+    kind: &str,
+    c1: Option<PathBuf>,
+    prover_id: Option<String>,
+    sector_id: Option<u64>,
+    input: Option<PathBuf>,
+) -> Result<Value, String> {
+    match (c1, input) {
+        (Some(c1), None) => Ok(json!({
+            "c1": read_json(&c1)?,
+            "prover_id": prover_id.ok_or("--c1 needs --prover-id")?,
+            "sector_id": sector_id.ok_or("--c1 needs --sector-id")?,
+        })),
+        (None, Some(path)) => read_json(&path),
+        _ => Err(format!("{kind} needs --c1 (porep-c2) or --input FILE")),
+    }
+}
+
 /// A JSON file, or a message naming it.
 fn read_json(path: &std::path::Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(path)
@@ -258,17 +278,12 @@ fn run(cli: Cli) -> Result<(), String> {
             out,
             timeout,
         } => {
+            if kind.is_none() && (c1.is_some() || input.is_some()) {
+                return Err("--c1 and --input are for Filecoin kinds (cuzk submit porep-c2 ...)".into());
+            }
             let mut body = match (kind.as_deref(), circuit) {
                 (Some(kind), _) => {
-                    let input = match (c1, input) {
-                        (Some(c1), None) => json!({
-                            "c1": read_json(&c1)?,
-                            "prover_id": prover_id.ok_or("--c1 needs --prover-id")?,
-                            "sector_id": sector_id.ok_or("--c1 needs --sector-id")?,
-                        }),
-                        (None, Some(path)) => read_json(&path)?,
-                        _ => return Err(format!("{kind} needs --c1 (porep-c2) or --input FILE")),
-                    };
+                    let input = filecoin_input(kind, c1, prover_id, sector_id, input)?;
                     json!({ "circuit": kind, "input": input })
                 }
                 (None, Some(circuit)) => {
@@ -316,15 +331,7 @@ fn run(cli: Cli) -> Result<(), String> {
             ..
         } => {
             let proof = std::fs::read(&proofs).map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
-            let public = match (c1, input) {
-                (Some(c1), None) => json!({
-                    "c1": read_json(&c1)?,
-                    "prover_id": prover_id.ok_or("--c1 needs --prover-id")?,
-                    "sector_id": sector_id.ok_or("--c1 needs --sector-id")?,
-                }),
-                (None, Some(path)) => read_json(&path)?,
-                _ => return Err(format!("verifying {kind} needs --c1 (porep-c2) or --input FILE")),
-            };
+            let public = filecoin_input(&kind, c1, prover_id, sector_id, input)?;
             if cuzk::filecoin::verify(&kind, &public, &proof)? {
                 println!("valid: filecoin-proofs-api's verifier accepts the {kind} proof");
                 Ok(())
