@@ -9,6 +9,7 @@ use ark_groth16::Groth16;
 use ark_serialize::CanonicalSerialize;
 use ark_std::UniformRand;
 use cuzk_actors::{Backend, Finished, JobSpec, Payload, Phases, StageError, Started, Synthesized};
+use cuzk_filecoin::record::Evaluation;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartOutput};
 use cuzk_kernels::{Bls12_381, Fr, KernelError};
@@ -55,6 +56,8 @@ pub struct ProvingBackend {
     devices: Vec<Device>,
     verify_proofs: bool,
     trim_after_finalize: bool,
+    /// How Filecoin partitions get their a, b and c.
+    evaluation: Evaluation,
 }
 
 struct SynthesizedPartition {
@@ -80,6 +83,7 @@ impl ProvingBackend {
             devices,
             verify_proofs: config.verify_proofs,
             trim_after_finalize: config.malloc_trim,
+            evaluation: config.filecoin_evaluation,
         }
     }
 
@@ -150,7 +154,7 @@ impl Backend for ProvingBackend {
     fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
         let (circuit, synthesized, phases) = match Self::job(job)? {
             ProofJob::Family(work) => self.synthesize_family(work, partition)?,
-            ProofJob::Filecoin(work) => work.synthesize(&self.store, partition)?,
+            ProofJob::Filecoin(work) => work.synthesize(&self.store, partition, self.evaluation)?,
         };
         Ok(Synthesized {
             payload: Payload::new(SynthesizedPartition {

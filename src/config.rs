@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use cuzk_filecoin::record::Evaluation;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -181,6 +182,12 @@ pub struct ProvingConfig {
     /// The finalizer returns freed heap to the OS after each partition
     /// (glibc `malloc_trim(0)`).
     pub malloc_trim: bool,
+    /// How a Filecoin partition's a, b and c are computed: `compiled` (the
+    /// circuit's R1CS recorded once and multiplied by each assignment on
+    /// every core; the default, measured faster) or `direct` (evaluated as
+    /// the reference circuit enforces each constraint, one thread, no
+    /// matrices held).
+    pub filecoin_evaluation: Evaluation,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -245,6 +252,7 @@ impl Default for ProvingConfig {
         Self {
             verify_proofs: true,
             malloc_trim: true,
+            filecoin_evaluation: Evaluation::default(),
         }
     }
 }

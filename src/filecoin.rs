@@ -9,16 +9,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use base64::Engine as _;
-use cuzk_actors::{Phases, Priority, StageError};
+use cuzk_actors::{Phases, Priority, Reservation, StageError};
 use cuzk_filecoin::api::seal::SealCommitPhase1Output;
 use cuzk_filecoin::kinds::RegisteredProof;
-use cuzk_filecoin::params::{MappedParams, ParamPaths};
-use cuzk_filecoin::prepare::{self, Counts};
+use cuzk_filecoin::params::{MappedParams, ParamPaths, QueryCounts};
+use cuzk_filecoin::prepare;
 use cuzk_filecoin::post::PostRequest;
 use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::{porep, verify};
-use cuzk_filecoin::record::Witness;
+use cuzk_filecoin::record::{Evaluation, Recorded, Shape, Witness};
+use cuzk_filecoin::Kind;
 use cuzk_kernels::groth16::{PreparedCircuit, Synthesized};
+use cuzk_kernels::r1cs::Matrices;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -49,10 +51,13 @@ pub struct FilecoinJob {
     pub cache_id: String,
     /// Circuit partitions, one Groth16 proof each.
     pub partitions: u32,
-    /// The NTT domain, from the file's h query: sizes the reservation.
-    pub domain_size: usize,
+    /// The file's query sizes: the domain, aux and dense counts size the
+    /// reservation.
+    pub counts: QueryCounts,
     /// The `.params` file.
     params: PathBuf,
+    /// The registered proof: which blank circuit compiles its matrices.
+    registered: RegisteredProof,
     /// What each partition is synthesized from.
     request: Request,
 }
@@ -223,8 +228,8 @@ impl FilecoinJob {
         }
         let partitions = porep::partition_count(&c1);
         porep::check(&c1).map_err(|e| e.to_string())?;
-        let cache_id = circuit_id(RegisteredProof::Seal(c1.registered_proof))?;
-        Self::with_params(cache_id, partitions, params_dir, Request::Porep(Box::new(c1)))
+        let registered = RegisteredProof::Seal(c1.registered_proof);
+        Self::with_params(registered, partitions, params_dir, Request::Porep(Box::new(c1)))
     }
 
     fn post(input: &Value, params_dir: &Path, winning: bool) -> Result<Self, String> {
@@ -243,8 +248,8 @@ impl FilecoinJob {
         };
         request.check(winning).map_err(|e| e.to_string())?;
         let partitions = request.partition_count().map_err(|e| e.to_string())?;
-        let cache_id = circuit_id(RegisteredProof::PoSt(request.registered_proof))?;
-        Self::with_params(cache_id, partitions, params_dir, Request::Post(request))
+        let registered = RegisteredProof::PoSt(request.registered_proof);
+        Self::with_params(registered, partitions, params_dir, Request::Post(request))
     }
 
     fn update(input: &Value, params_dir: &Path) -> Result<Self, String> {
@@ -259,18 +264,19 @@ impl FilecoinJob {
         };
         request.check().map_err(|e| e.to_string())?;
         let partitions = request.partition_count().map_err(|e| e.to_string())?;
-        let cache_id = circuit_id(RegisteredProof::Update(request.registered_proof))?;
-        Self::with_params(cache_id, partitions, params_dir, Request::Update(request))
+        let registered = RegisteredProof::Update(request.registered_proof);
+        Self::with_params(registered, partitions, params_dir, Request::Update(request))
     }
 
     /// Finds the parameter file and reads its domain; a missing or
     /// unreadable file fails the submission, naming the file.
     fn with_params(
-        cache_id: String,
+        registered: RegisteredProof,
         partitions: usize,
         params_dir: &Path,
         request: Request,
     ) -> Result<Self, String> {
+        let cache_id = circuit_id(registered)?;
         let params = ParamPaths::new(params_dir, &cache_id).params;
         if !params.is_file() {
             return Err(format!(
@@ -283,47 +289,120 @@ impl FilecoinJob {
         Ok(Self {
             cache_id,
             partitions: partitions as u32,
-            domain_size: mapped.counts().h + 1,
+            counts: mapped.counts(),
             params,
+            registered,
             request,
         })
     }
 
-    fn record(&self, partition: u32) -> Result<Witness, cuzk_filecoin::Error> {
+    /// What one partition holds beyond the resident key
+    /// ([`reservation_for_counts`] of its parameter file).
+    pub fn reservation(&self, evaluation: Evaluation) -> Reservation {
+        reservation_for_counts(&self.counts, evaluation)
+    }
+
+    fn record(&self, partition: u32, evaluation: Evaluation) -> Result<Recorded, cuzk_filecoin::Error> {
+        let k = partition as usize;
         match &self.request {
-            Request::Porep(c1) => porep::record_partition(c1, partition as usize),
-            Request::Post(request) => request.record_partition(partition as usize),
-            Request::Update(request) => request.record_partition(partition as usize),
+            Request::Porep(c1) => porep::record_partition(c1, k, evaluation),
+            Request::Post(request) => request.record_partition(k, evaluation),
+            Request::Update(request) => request.record_partition(k, evaluation),
         }
     }
 
     /// Partition `partition` synthesized, with the prepared circuit it is
-    /// proved against (loaded from the parameter file on first use).
+    /// proved against. The circuit is loaded from the parameter file on
+    /// first use: for compiled evaluation with the blank circuit's matrices
+    /// (recorded once), for direct evaluation with the densities this
+    /// partition's synthesis recorded.
     pub fn synthesize(
         &self,
         keys: &CircuitStore,
         partition: u32,
+        evaluation: Evaluation,
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
         let started = Instant::now();
         // A C1 or vanilla proof that does not synthesize never will.
-        let witness = self.record(partition).map_err(StageError::permanent)?;
-        let recorded = started.elapsed();
+        let recorded = self.record(partition, evaluation).map_err(StageError::permanent)?;
+        let synthesis = started.elapsed();
         let circuit = keys
-            .prepared_with(&self.cache_id, || {
-                let mapped = MappedParams::open(&self.params).map_err(|e| e.to_string())?;
-                prepare::prepared_circuit(
-                    &self.cache_id,
-                    &mapped,
-                    &witness.densities,
-                    Counts::of(&witness),
-                )
-                .map_err(|e| e.to_string())
-            })
+            .prepared_with(&self.cache_id, || self.prepare(&recorded))
             .map_err(StageError::permanent)?;
-        let key_ready = started.elapsed() - recorded;
-        let synthesized = prepare::synthesized(witness, &circuit).map_err(StageError::permanent)?;
-        Ok((circuit, synthesized, vec![("synthesize", recorded), ("key", key_ready)]))
+        let key_ready = started.elapsed();
+        let synthesized = prepare::synthesized(recorded, &circuit).map_err(StageError::permanent)?;
+        let phases = vec![
+            ("synthesize", synthesis),
+            ("key", key_ready - synthesis),
+            ("evaluate", started.elapsed() - key_ready),
+        ];
+        Ok((circuit, synthesized, phases))
     }
+
+    fn prepare(&self, recorded: &Recorded) -> Result<PreparedCircuit, String> {
+        let witness = match recorded {
+            Recorded::Witness(witness) => Some(witness),
+            Recorded::Assignment { .. } => None,
+        };
+        let (kind, sector_size) = self.registered.kind_and_sector_size();
+        load_circuit(&self.cache_id, &self.params, kind, sector_size, witness)
+    }
+}
+
+/// What one partition of a circuit holds beyond its resident key, from its
+/// parameter file's counts (n the domain, v = inputs + aux, 32-byte
+/// elements): a, b and c (3n), released after the NTTs; then the assignment
+/// and the transient copy synthesis converts it from (2v), the H scalars (n)
+/// and the signed-digit table of the largest MSM (n per window, 8 bytes),
+/// which bound every later MSM's scalars and digits; direct evaluation also
+/// holds bellperson's a, b and c while it converts them (3n more). The CPU
+/// engine's peak, so an upper bound for the CUDA engine's host memory.
+/// `tests/reservation_peak.rs` measures a WinningPoSt partition against it.
+pub fn reservation_for_counts(counts: &QueryCounts, evaluation: Evaluation) -> Reservation {
+    const ELEMENT: u64 = 32;
+    const OVERHEAD: u64 = 8 << 20;
+    let n = (counts.h + 1) as u64;
+    let v = (counts.ic + counts.l) as u64;
+    let window_bits = u64::from(n.ilog2()) * 69 / 100 + 2;
+    let windows = 255u64.div_ceil(window_bits) + 1;
+    let converting = match evaluation {
+        Evaluation::Direct => 3 * n * ELEMENT,
+        Evaluation::Compiled => 0,
+    };
+    Reservation {
+        abc_bytes: 3 * n * ELEMENT,
+        retained_bytes: (2 * v + n) * ELEMENT + n * windows * 8 + converting + OVERHEAD,
+    }
+}
+
+/// Reads `cache_id`'s parameter file (`params`, for `kind` at `sector_size`)
+/// into a prepared circuit. With `witness` (a partition just recorded for
+/// direct evaluation) the circuit takes that partition's densities and no
+/// matrices; without one, the blank circuit is recorded once for its
+/// densities and compiled matrices, which serve both evaluations.
+pub fn load_circuit(
+    cache_id: &str,
+    params: &Path,
+    kind: Kind,
+    sector_size: u64,
+    witness: Option<&Witness>,
+) -> Result<PreparedCircuit, String> {
+    let mapped = MappedParams::open(params).map_err(|e| e.to_string())?;
+    let prepared = match witness {
+        Some(witness) => prepare::prepared_circuit(
+            cache_id,
+            &mapped,
+            &witness.densities,
+            Matrices::empty(witness.inputs.len(), witness.aux.len()),
+            witness.num_constraints(),
+        ),
+        None => {
+            let Shape { matrices, constraints, densities } =
+                kind.blank(sector_size).map_err(|e| e.to_string())?.shape;
+            prepare::prepared_circuit(cache_id, &mapped, &densities, matrices, constraints)
+        }
+    };
+    prepared.map_err(|e| e.to_string())
 }
 
 /// A registered proof given as its enum variant's name.

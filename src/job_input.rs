@@ -14,9 +14,10 @@ use serde_json::{json, Value};
 
 use crate::backend::{FamilyJob, ProofJob};
 use crate::filecoin::{self, FilecoinJob};
+use cuzk_filecoin::record::Evaluation;
 
-/// How many bytes one partition of a shape reserves (backend-specific).
-pub type ReservationRule = Arc<dyn Fn(&CircuitShape) -> Reservation + Send + Sync>;
+/// How many bytes one partition of a job reserves (backend-specific).
+pub type ReservationRule = Arc<dyn Fn(&ProofJob) -> Reservation + Send + Sync>;
 
 /// A proof job: a Filecoin kind with its `input`, or a registered family
 /// with exactly one of `seed` and `inputs`.
@@ -101,13 +102,13 @@ impl JobParser {
         }
         let request: SubmitRequest = serde_json::from_value(value)
             .map_err(|e| invalid(format!("invalid job: {e}")))?;
-        let (work, partitions, shape) = if filecoin::is_kind(&request.circuit) {
+        let (work, partitions) = if filecoin::is_kind(&request.circuit) {
             self.filecoin_work(&request)?
         } else {
             self.family_work(&request)?
         };
         Ok(ParsedJob {
-            reservation: (self.reservation)(&shape),
+            reservation: (self.reservation)(&work),
             priority: request
                 .priority
                 .unwrap_or_else(|| filecoin::default_priority(&request.circuit)),
@@ -127,9 +128,8 @@ impl JobParser {
         Ok(())
     }
 
-    /// A Filecoin kind's job; its shape (for the reservation) is named by
-    /// the parameter file and sized by its domain.
-    fn filecoin_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32, CircuitShape), SubmitError> {
+    /// A Filecoin kind's job, sized by its parameter file.
+    fn filecoin_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32), SubmitError> {
         let kind = &request.circuit;
         let family_only = [
             ("params", request.params != empty_object()),
@@ -147,20 +147,14 @@ impl JobParser {
             .as_ref()
             .ok_or_else(|| SubmitError::Invalid(format!("{kind} needs an input object")))?;
         let job = FilecoinJob::parse(kind, input, &self.params_dir).map_err(SubmitError::Invalid)?;
-        let shape = CircuitShape {
-            family: kind.clone(),
-            circuit_id: job.cache_id.clone(),
-            params: empty_object(),
-            estimated_constraints: job.domain_size,
-        };
         let partitions = job.partitions;
         self.check_partitions(partitions)?;
-        Ok((ProofJob::Filecoin(job), partitions, shape))
+        Ok((ProofJob::Filecoin(job), partitions))
     }
 
     /// A registered family's job: the shape its params select, a witness
     /// source per partition, client inputs checked against the circuit.
-    fn family_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32, CircuitShape), SubmitError> {
+    fn family_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32), SubmitError> {
         let invalid = |message: String| SubmitError::Invalid(message);
         if request.input.is_some() {
             return Err(invalid(format!(
@@ -197,10 +191,10 @@ impl JobParser {
         }
         let work = ProofJob::Family(FamilyJob {
             family,
-            shape: shape.clone(),
+            shape,
             witnesses,
         });
-        Ok((work, partitions, shape))
+        Ok((work, partitions))
     }
 }
 
@@ -266,6 +260,15 @@ pub fn reservation_for(shape: &CircuitShape) -> Reservation {
     }
 }
 
+/// The real backends' rule: a family partition by its shape, a Filecoin
+/// partition by its parameter file's counts and the evaluation it runs.
+pub fn proving_reservation(evaluation: Evaluation) -> ReservationRule {
+    Arc::new(move |job: &ProofJob| match job {
+        ProofJob::Family(work) => reservation_for(&work.shape),
+        ProofJob::Filecoin(work) => work.reservation(evaluation),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,7 +278,7 @@ mod tests {
             registry: CircuitRegistry::builtin(),
             params_dir: PathBuf::from("/nonexistent"),
             max_partitions: 4,
-            reservation: Arc::new(reservation_for),
+            reservation: proving_reservation(Evaluation::default()),
         }
     }
 

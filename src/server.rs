@@ -10,12 +10,12 @@ use actix_web::{web, App, HttpServer};
 use cuzk_actors::store::{JobStore, Persistence};
 use cuzk_actors::messages::{RestoreJobs, RestoredJob, SetMaxUnfinished};
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
-use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape};
+use cuzk_kernels::circuits::CircuitRegistry;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::auth::Gate;
-use crate::backend::{Device, ProvingBackend};
+use crate::backend::{Device, ProofJob, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule};
@@ -94,7 +94,8 @@ fn backend(
 ) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
-        (Arc::new(backend), Arc::new(job_input::reservation_for))
+        let rule = job_input::proving_reservation(config.proving.filecoin_evaluation);
+        (Arc::new(backend), rule)
     };
     match config.backend {
         BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
@@ -106,7 +107,7 @@ fn backend(
                 "simulated backend ({}): proofs are not real",
                 sim.profile().name
             );
-            Ok((Arc::new(sim), Arc::new(move |_: &CircuitShape| reservation)))
+            Ok((Arc::new(sim), Arc::new(move |_: &ProofJob| reservation)))
         }
     }
 }

@@ -14,6 +14,7 @@ use common::{start_with, TestDaemon};
 use cuzk::config::BackendKind;
 use cuzk_filecoin::api::{post, seal, update, PublicReplicaInfo, RegisteredPoStProof, SectorId};
 use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, SEED, TICKET, UPDATE, WINDOW, WINNING};
+use cuzk_filecoin::record::Evaluation;
 use cuzk_filecoin::Kind;
 use serde_json::{json, Value};
 
@@ -21,12 +22,13 @@ use serde_json::{json, Value};
 const PROOF_TIMEOUT: Duration = Duration::from_secs(1800);
 
 fn daemon() -> TestDaemon {
-    daemon_on(BackendKind::Cpu)
+    daemon_on(BackendKind::Cpu, Evaluation::default())
 }
 
-fn daemon_on(backend: BackendKind) -> TestDaemon {
+fn daemon_on(backend: BackendKind, evaluation: Evaluation) -> TestDaemon {
     start_with(|config| {
         config.backend = backend;
+        config.proving.filecoin_evaluation = evaluation;
         config.params_dir = Some(fixtures::params_dir().to_path_buf());
         config.scheduler.budget = cuzk::config::Budget::Bytes(16 << 30);
         config.limits.max_body_bytes = 64 << 20;
@@ -104,7 +106,7 @@ fn porep_c2_on(d: &TestDaemon) {
     other_sector["sector_id"] = json!(2);
     assert_eq!(cuzk::filecoin::verify("porep-c2", &other_sector, &proof), Ok(false));
 
-    // The file is listed, loaded by the job, and evicted on request.
+    // The file is listed, loaded by the job, evicted and preloaded on request.
     let id = Kind::Porep.cache_id(2048).unwrap();
     let listed = |d: &TestDaemon| {
         let (status, params) = d.get("/v1/params");
@@ -117,6 +119,13 @@ fn porep_c2_on(d: &TestDaemon) {
     assert_eq!(d.post(&format!("/v1/params/{id}/evict"), &json!({})).0, 200);
     assert_eq!(listed(d).unwrap()["loaded"], false);
     assert_eq!(d.post(&format!("/v1/params/{id}/evict"), &json!({})).0, 404);
+    // Preloaded on request, without a job: the compiled matrices come with it.
+    let (status, preloaded) = d.post(&format!("/v1/params/{id}/preload"), &json!({}));
+    assert_eq!(status, 200, "{preloaded}");
+    assert_eq!(preloaded["resident_bytes"], file["resident_bytes"], "the same circuit a job loads");
+    assert_eq!(listed(d).unwrap()["loaded"], true);
+    let (status, missing) = d.post("/v1/params/no-such-circuit/preload", &json!({}));
+    assert_eq!(status, 404, "{missing}");
 
     // Curio's form: the same C1 as base64 JSON is the same job.
     let encoded = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&sector.c1).unwrap());
@@ -145,7 +154,9 @@ fn porep_c2_on(d: &TestDaemon) {
 
 #[test]
 fn winning_and_window_post_prove_what_the_post_verifiers_accept() {
-    post_on(&daemon());
+    // Direct evaluation here (the PoSt circuits are the cheapest); the other
+    // kinds run the default, compiled.
+    post_on(&daemon_on(BackendKind::Cpu, Evaluation::Direct));
 }
 
 fn post_on(d: &TestDaemon) {
@@ -274,7 +285,7 @@ fn every_kind_proves_on_the_cuda_engine() {
             return;
         }
     }
-    let d = daemon_on(BackendKind::Cuda);
+    let d = daemon_on(BackendKind::Cuda, Evaluation::default());
     porep_c2_on(&d);
     post_on(&d);
     snap_on(&d);

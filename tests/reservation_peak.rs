@@ -1,6 +1,8 @@
 //! A partition's real peak allocation stays within the reservation the daemon
-//! makes for it. One test in this binary: the counting allocator sees every
-//! thread of the process.
+//! makes for it: built-in families by their shape, a Filecoin WinningPoSt
+//! partition by its parameter file's counts, under both evaluations. One
+//! test in this binary: the counting allocator sees every thread of the
+//! process.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,6 +12,11 @@ use cuzk_kernels::circuits::{CircuitRegistry, WitnessSource};
 use cuzk_kernels::cpu::CpuEngine;
 use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine};
 use cuzk_kernels::Fr;
+use cuzk::filecoin::FilecoinJob;
+use cuzk::keys::CircuitStore;
+use cuzk_filecoin::fixtures::{self, PROVER_ID, WINNING};
+use cuzk_filecoin::record::Evaluation;
+use cuzk_filecoin::Kind;
 use serde_json::json;
 
 struct Counting;
@@ -59,14 +66,45 @@ fn partition_peak_fits_its_reservation() {
         let started = engine.prove_start(&circuit, synthesized).unwrap();
         let (proof, _) = groth16::prove_finish(&circuit, started, Fr::rand(&mut rng), Fr::rand(&mut rng));
         drop(proof);
-        let peak = (PEAK.load(Ordering::Relaxed) - baseline) as u64;
-        println!("{}: peak {peak} bytes, reservation {} bytes", shape.circuit_id, reservation.total());
-        assert!(
-            peak <= reservation.total(),
-            "{}: a partition peaked at {peak} bytes but reserves {}",
-            shape.circuit_id,
-            reservation.total()
-        );
+        check_peak(&shape.circuit_id, baseline, reservation.total());
+    }
+    filecoin_partition_peak_fits_its_reservation(&engine);
+}
+
+fn check_peak(name: &str, baseline: usize, reserved: u64) {
+    let peak = (PEAK.load(Ordering::Relaxed) - baseline) as u64;
+    println!("{name}: peak {peak} bytes, reservation {reserved} bytes");
+    assert!(peak <= reserved, "{name}: a partition peaked at {peak} bytes but reserves {reserved}");
+}
+
+/// A 2 KiB WinningPoSt partition (90,883 constraints, domain 2^17) through
+/// the daemon's synthesis stage and the CPU engine.
+fn filecoin_partition_peak_fits_its_reservation(engine: &CpuEngine) {
+    fixtures::ensure_params(&[Kind::WinningPost]).unwrap();
+    let sector = fixtures::seal(1).unwrap();
+    let vanilla = fixtures::post_vanilla_proofs(WINNING, [9; 32], &[&sector]).unwrap();
+    let input = json!({
+        "registered_proof": WINNING,
+        "randomness": hex::encode([9u8; 32]),
+        "prover_id": hex::encode(PROVER_ID),
+        "vanilla_proofs": vanilla.iter().map(hex::encode).collect::<Vec<_>>(),
+    });
+    let job = FilecoinJob::parse("winning-post", &input, fixtures::params_dir()).unwrap();
+    let mut rng = rand::thread_rng();
+    for evaluation in [Evaluation::Compiled, Evaluation::Direct] {
+        let data = tempfile::tempdir().unwrap();
+        let keys = CircuitStore::open(data.path()).unwrap();
+        let prove = |rng: &mut rand::rngs::ThreadRng| {
+            let (circuit, synthesized, _) = job.synthesize(&keys, 0, evaluation).unwrap();
+            let started = engine.prove_start(&circuit, synthesized).unwrap();
+            groth16::prove_finish(&circuit, started, Fr::rand(rng), Fr::rand(rng));
+        };
+        // The first loads the key (and, compiled, the matrices): resident.
+        prove(&mut rng);
+        let baseline = CURRENT.load(Ordering::Relaxed);
+        PEAK.store(baseline, Ordering::Relaxed);
+        prove(&mut rng);
+        check_peak(&format!("winning-post {evaluation:?}"), baseline, job.reservation(evaluation).total());
     }
 }
 

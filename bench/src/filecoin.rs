@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use cuzk::config::{BackendKind, Budget, Config};
 use cuzk::server::{spawn, RunningDaemon};
-use cuzk_filecoin::api::{seal, update};
-use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, UPDATE};
+use cuzk_filecoin::api::{post, seal, update};
+use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, UPDATE, WINNING};
 use cuzk_filecoin::Kind;
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::{json, Value};
@@ -20,7 +20,8 @@ pub struct FilecoinBenchArgs {
     /// Which of the daemon's engines proves: cpu or cuda.
     #[arg(long, default_value = "cpu")]
     pub engine: String,
-    /// Kinds to measure: porep (2 KiB PoRep C2) and snap (2 KiB SnapDeals).
+    /// Kinds to measure: porep (2 KiB PoRep C2), snap (2 KiB SnapDeals)
+    /// and winning (2 KiB WinningPoSt).
     #[arg(long, value_delimiter = ',', default_values_t = ["porep".to_string(), "snap".to_string()])]
     pub kinds: Vec<String>,
     /// Timed runs per side (the median is reported); one untimed warm-up
@@ -30,13 +31,21 @@ pub struct FilecoinBenchArgs {
     /// Also submit this many porep-c2 jobs at once and time the stream.
     #[arg(long, default_value_t = 0)]
     pub stream: usize,
+    /// Time the stream alone, without bellperson proving as many jobs one
+    /// after another (about 18 s each on 16 cores).
+    #[arg(long)]
+    pub no_stream_reference: bool,
+    /// Write each kind's job input (`porep.json`, `snap.json`) here, for
+    /// the supraseal reference (bench/supraseal) to prove the same work.
+    #[arg(long)]
+    pub dump_inputs: Option<std::path::PathBuf>,
 }
 
 /// One kind's job: the daemon's request and the same proof by bellperson.
-struct Case {
-    name: &'static str,
-    body: Value,
-    reference: Box<dyn Fn() -> Result<Vec<u8>, String>>,
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) body: Value,
+    pub(crate) reference: Box<dyn Fn() -> Result<Vec<u8>, String>>,
 }
 
 /// Runs the benchmark; returns the result table (markdown).
@@ -51,8 +60,16 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
         cases.push(match kind.as_str() {
             "porep" => porep_case()?,
             "snap" => snap_case()?,
-            other => return Err(format!("--kinds takes porep and snap, not {other:?}")),
+            "winning" => winning_case()?,
+            other => return Err(format!("--kinds takes porep, snap and winning, not {other:?}")),
         });
+    }
+    if let Some(dir) = &args.dump_inputs {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (case, kind) in cases.iter().zip(&args.kinds) {
+            let path = dir.join(format!("{kind}.json"));
+            std::fs::write(&path, case.body["input"].to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     let data = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut config = Config {
@@ -105,23 +122,26 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
             wait(&daemon, id)?;
         }
         let ours = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        for _ in 0..args.stream {
-            (case.reference)()?;
-        }
-        let theirs = start.elapsed().as_secs_f64();
+        let (theirs, ratio) = if args.no_stream_reference {
+            ("not run".to_string(), "-".to_string())
+        } else {
+            let start = Instant::now();
+            for _ in 0..args.stream {
+                (case.reference)()?;
+            }
+            let theirs = start.elapsed().as_secs_f64();
+            (format!("{theirs:.2} (one after another)"), format!("{:.2}", ours / theirs))
+        };
         table += &format!(
-            "| {} porep-c2 jobs at once | {} | {ours:.2} (total) | {theirs:.2} (one after another) | {:.2} | |\n",
-            args.stream,
-            args.engine,
-            ours / theirs
+            "| {} porep-c2 jobs at once | {} | {ours:.2} (total) | {theirs} | {ratio} | |\n",
+            args.stream, args.engine
         );
     }
     daemon.stop();
     Ok(table)
 }
 
-fn porep_case() -> Result<Case, String> {
+pub(crate) fn porep_case() -> Result<Case, String> {
     fixtures::ensure_params(&[Kind::Porep]).map_err(|e| format!("{e:#}"))?;
     let sector: Sector = fixtures::seal(1).map_err(|e| format!("{e:#}"))?;
     let body = json!({ "circuit": "porep-c2", "input": {
@@ -137,7 +157,7 @@ fn porep_case() -> Result<Case, String> {
     })
 }
 
-fn snap_case() -> Result<Case, String> {
+pub(crate) fn snap_case() -> Result<Case, String> {
     fixtures::ensure_params(&[Kind::EmptySectorUpdate]).map_err(|e| format!("{e:#}"))?;
     let sector = fixtures::seal(2).map_err(|e| format!("{e:#}"))?;
     let up = fixtures::update(&sector).map_err(|e| format!("{e:#}"))?;
@@ -161,6 +181,27 @@ fn snap_case() -> Result<Case, String> {
             )
             .map(|proof| proof.0)
             .map_err(|e| format!("generate_empty_sector_update_proof_with_vanilla: {e:#}"))
+        }),
+    })
+}
+
+pub(crate) fn winning_case() -> Result<Case, String> {
+    fixtures::ensure_params(&[Kind::WinningPost]).map_err(|e| format!("{e:#}"))?;
+    let sector = fixtures::seal(3).map_err(|e| format!("{e:#}"))?;
+    let randomness = [5u8; 32];
+    let vanilla = fixtures::post_vanilla_proofs(WINNING, randomness, &[&sector]).map_err(|e| format!("{e:#}"))?;
+    let body = json!({ "circuit": "winning-post", "input": {
+        "registered_proof": WINNING,
+        "randomness": hex::encode(randomness),
+        "prover_id": hex::encode(PROVER_ID),
+        "vanilla_proofs": vanilla.iter().map(hex::encode).collect::<Vec<_>>() } });
+    Ok(Case {
+        name: "winning-post",
+        body,
+        reference: Box::new(move || {
+            post::generate_winning_post_with_vanilla(WINNING, &randomness, PROVER_ID, &vanilla)
+                .map(|proofs| proofs.into_iter().flat_map(|(_, proof)| proof).collect())
+                .map_err(|e| format!("generate_winning_post_with_vanilla: {e:#}"))
         }),
     })
 }
@@ -222,7 +263,7 @@ fn stage_summary(job: &Value) -> String {
     )
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }

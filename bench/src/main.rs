@@ -1,6 +1,7 @@
-//! The `cuzk-bench` command: `scheduler`, `gpu` and `filecoin`. A binary of its own
-//! because this crate depends on the daemon's library (it starts a daemon
-//! in-process), so the daemon's `cuzk` binary cannot depend on it.
+//! The `cuzk-bench` command: `scheduler`, `gpu`, `filecoin`, `synthesis` and
+//! `shape`. A binary of its own because this crate depends on the daemon's
+//! library (it starts a daemon in-process), so the daemon's `cuzk` binary
+//! cannot depend on it.
 
 use std::process::ExitCode;
 
@@ -23,6 +24,12 @@ enum Command {
     /// Filecoin jobs (2 KiB PoRep C2, SnapDeals) over HTTP against
     /// filecoin-proofs-api's bellperson prover, on the CPU or CUDA engine.
     Filecoin(cuzk_bench::filecoin::FilecoinBenchArgs),
+    /// The synthesis stage alone (direct and compiled evaluation) against
+    /// bellperson's synthesis of the same Filecoin circuit.
+    Synthesis(cuzk_bench::synthesis::SynthesisBenchArgs),
+    /// Constraints, variables and densities of Filecoin's circuits at any
+    /// sector size, from their blank circuits.
+    Shape(cuzk_bench::shape::ShapeBenchArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -36,11 +43,19 @@ fn run(cli: Cli) -> Result<(), String> {
             println!("{}", cuzk_bench::filecoin::run(&args)?);
             Ok(())
         }
+        Command::Synthesis(args) => {
+            println!("{}", cuzk_bench::synthesis::run(&args)?);
+            Ok(())
+        }
+        Command::Shape(args) => {
+            println!("{}", cuzk_bench::shape::run(&args)?);
+            Ok(())
+        }
     }
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    cuzk_bench::synthesis::install_logger();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

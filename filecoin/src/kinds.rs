@@ -28,7 +28,7 @@ use storage_proofs_update::{
     EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
 };
 
-use crate::record::{record_shape, Shape};
+use crate::record::{record_counts, record_shape, Shape};
 use crate::Error;
 
 /// A Filecoin circuit family; one parameter file per kind and sector size.
@@ -123,21 +123,41 @@ impl Kind {
         self.registered_proof(sector_size)?.circuit_identifier()
     }
 
+    /// The kind and sector size whose parameter files `cache_id` names, if
+    /// any registered proof's does.
+    pub fn of_cache_id(cache_id: &str) -> Option<(Kind, u64)> {
+        Kind::ALL
+            .into_iter()
+            .flat_map(|kind| SECTOR_SIZES.iter().map(move |&(_, size)| (kind, size)))
+            .find(|&(kind, size)| kind.cache_id(size).is_ok_and(|id| id == cache_id))
+    }
+
     /// Synthesizes the blank circuit and records its R1CS, with the cache
     /// identifier and `.meta` contents filecoin-proofs derives from the same
     /// public parameters.
     pub fn blank(self, sector_size: u64) -> Result<Blank, Error> {
+        self.blank_recorded(sector_size, Rows::Keep)
+    }
+
+    /// The blank circuit counted (constraints, variables, densities)
+    /// without keeping its rows: the shape of circuits too large to record,
+    /// such as 32 GiB PoRep's 130 million constraints.
+    pub fn blank_counts(self, sector_size: u64) -> Result<Blank, Error> {
+        self.blank_recorded(sector_size, Rows::Count)
+    }
+
+    fn blank_recorded(self, sector_size: u64, rows: Rows) -> Result<Blank, Error> {
         match self.registered_proof(sector_size)? {
             RegisteredProof::Seal(p) => {
                 let config = p.as_v1_config();
-                with_shape!(sector_size, blank_porep, &config)
+                with_shape!(sector_size, blank_porep, &config, rows)
             }
             RegisteredProof::PoSt(p) => {
                 let config = p.as_v1_config();
                 let window = self == Kind::WindowPost;
-                with_shape!(sector_size, blank_post, &config, window)
+                with_shape!(sector_size, blank_post, &config, window, rows)
             }
-            RegisteredProof::Update(_) => with_shape!(sector_size, blank_update, sector_size),
+            RegisteredProof::Update(_) => with_shape!(sector_size, blank_update, sector_size, rows),
         }
     }
 }
@@ -194,6 +214,21 @@ pub enum RegisteredProof {
 }
 
 impl RegisteredProof {
+    /// The circuit kind (which `.params` file) and the sector size.
+    pub fn kind_and_sector_size(self) -> (Kind, u64) {
+        match self {
+            RegisteredProof::Seal(p) => (Kind::Porep, u64::from(p.sector_size())),
+            RegisteredProof::PoSt(p) => {
+                let kind = match p.typ() {
+                    filecoin_proofs_api::PoStType::Winning => Kind::WinningPost,
+                    filecoin_proofs_api::PoStType::Window => Kind::WindowPost,
+                };
+                (kind, u64::from(p.sector_size()))
+            }
+            RegisteredProof::Update(p) => (Kind::EmptySectorUpdate, u64::from(p.sector_size())),
+        }
+    }
+
     /// The cache identifier filecoin-proofs names this proof's parameter files by.
     pub fn circuit_identifier(self) -> Result<String, Error> {
         match self {
@@ -224,8 +259,15 @@ fn filecoin(e: anyhow::Error) -> Error {
     Error::Filecoin(format!("{e:#}"))
 }
 
+/// Whether a blank circuit's rows are kept or only counted.
+#[derive(Clone, Copy)]
+enum Rows {
+    Keep,
+    Count,
+}
+
 /// The blank circuit recorded, named by `Compound`'s own cache identifier.
-fn blank_of<Compound, C, P>(pp: &P, circuit: C) -> Result<Blank, Error>
+fn blank_of<Compound, C, P>(pp: &P, circuit: C, rows: Rows) -> Result<Blank, Error>
 where
     Compound: CacheableParameters<C, P>,
     C: bellperson::Circuit<blstrs::Scalar>,
@@ -234,23 +276,27 @@ where
     Ok(Blank {
         cache_id: Compound::cache_identifier(pp),
         meta: Compound::cache_meta(pp),
-        shape: record_shape(circuit)?,
+        shape: match rows {
+            Rows::Keep => record_shape(circuit)?,
+            Rows::Count => record_counts(circuit)?,
+        },
     })
 }
 
-fn blank_porep<Tree: 'static + MerkleTreeTrait>(config: &PoRepConfig) -> Result<Blank, Error> {
+fn blank_porep<Tree: 'static + MerkleTreeTrait>(config: &PoRepConfig, rows: Rows) -> Result<Blank, Error> {
     type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
     let pp = public_params::<Tree>(config).map_err(filecoin)?;
     let circuit = <Compound<Tree> as CompoundProof<
         StackedDrg<'_, Tree, DefaultPieceHasher>,
         StackedCircuit<Tree, DefaultPieceHasher>,
     >>::blank_circuit(&pp);
-    blank_of::<Compound<Tree>, _, _>(&pp, circuit)
+    blank_of::<Compound<Tree>, _, _>(&pp, circuit, rows)
 }
 
 fn blank_post<Tree: 'static + MerkleTreeTrait>(
     config: &PoStConfig,
     window: bool,
+    rows: Rows,
 ) -> Result<Blank, Error> {
     let pp = if window {
         window_post_public_params::<Tree>(config)
@@ -262,7 +308,7 @@ fn blank_post<Tree: 'static + MerkleTreeTrait>(
         FallbackPoSt<'_, Tree>,
         FallbackPoStCircuit<Tree>,
     >>::blank_circuit(&pp);
-    blank_of::<FallbackPoStCompound<Tree>, _, _>(&pp, circuit)
+    blank_of::<FallbackPoStCompound<Tree>, _, _>(&pp, circuit, rows)
 }
 
 fn update_cache_id<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(sector_size: u64) -> String {
@@ -272,13 +318,14 @@ fn update_cache_id<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(sector
 
 fn blank_update<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     sector_size: u64,
+    rows: Rows,
 ) -> Result<Blank, Error> {
     let pp = storage_proofs_update::PublicParams::from_sector_size(sector_size);
     let circuit = <EmptySectorUpdateCompound<Tree> as CompoundProof<
         EmptySectorUpdate<Tree>,
         EmptySectorUpdateCircuit<Tree>,
     >>::blank_circuit(&pp);
-    blank_of::<EmptySectorUpdateCompound<Tree>, _, _>(&pp, circuit)
+    blank_of::<EmptySectorUpdateCompound<Tree>, _, _>(&pp, circuit, rows)
 }
 
 #[cfg(test)]
@@ -311,5 +358,9 @@ mod tests {
         // Cheap enough here (90,883 constraints); the tests' generated files
         // check the other kinds the same way.
         assert_eq!(ids[1], Kind::WinningPost.blank(2048).unwrap().cache_id);
+        for (kind, id) in Kind::ALL.into_iter().zip(&ids) {
+            assert_eq!(Kind::of_cache_id(id), Some((kind, 2048)));
+        }
+        assert_eq!(Kind::of_cache_id("stacked-proof-of-nothing"), None);
     }
 }

@@ -15,7 +15,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
 
-use crate::record::{record_witness, Witness};
+use crate::record::{record, Evaluation, Recorded};
 use crate::Error;
 
 /// How many circuit partitions (one Groth16 proof each) the C1 output's
@@ -25,9 +25,13 @@ pub fn partition_count(c1: &SealCommitPhase1Output) -> usize {
 }
 
 /// Synthesizes partition `k` of the C1 output's seal proof and records it.
-pub fn record_partition(c1: &SealCommitPhase1Output, k: usize) -> Result<Witness, Error> {
+pub fn record_partition(
+    c1: &SealCommitPhase1Output,
+    k: usize,
+    evaluation: Evaluation,
+) -> Result<Recorded, Error> {
     let sector_size = u64::from(c1.registered_proof.sector_size());
-    with_shape!(sector_size, record_partition_inner, c1, k)
+    with_shape!(sector_size, record_partition_inner, c1, k, evaluation)
 }
 
 fn filecoin(e: anyhow::Error) -> Error {
@@ -136,7 +140,8 @@ fn public_inputs_and_params<Tree: 'static + MerkleTreeTrait>(
 fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
     c1: &SealCommitPhase1Output,
     k: usize,
-) -> Result<Witness, Error> {
+    evaluation: Evaluation,
+) -> Result<Recorded, Error> {
     let partitions = partition_count(c1);
     if k >= partitions {
         return Err(Error::Filecoin(format!(
@@ -159,5 +164,5 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
             Some(k),
         )
         .map_err(filecoin)?;
-    record_witness(circuit)
+    record(circuit, evaluation)
 }

@@ -19,7 +19,8 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use crate::record::{record_witness, Witness};
+use crate::record::{record, Evaluation, Recorded};
+use crate::kinds::RegisteredProof;
 use crate::{Error, Kind};
 
 /// A PoSt job, holding exactly the arguments of filecoin-proofs-api's
@@ -45,11 +46,7 @@ pub struct PostRequest {
 impl PostRequest {
     /// The circuit kind (which `.params` file) and the sector size.
     pub fn kind_and_sector_size(&self) -> (Kind, u64) {
-        let kind = match self.registered_proof.typ() {
-            PoStType::Winning => Kind::WinningPost,
-            PoStType::Window => Kind::WindowPost,
-        };
-        (kind, u64::from(self.registered_proof.sector_size()))
+        RegisteredProof::PoSt(self.registered_proof).kind_and_sector_size()
     }
 
     /// Cheap checks before any partition runs: the registered proof is a
@@ -87,8 +84,8 @@ impl PostRequest {
     /// are first arranged and verified as filecoin-proofs does before proving
     /// (`single_partition_vanilla_proofs`), so a proof that does not verify is
     /// refused here rather than recorded as an unsatisfied circuit.
-    pub fn record_partition(&self, k: usize) -> Result<Witness, Error> {
-        with_shape!(self.sector_size(), record_partition_inner, self, k)
+    pub fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
+        with_shape!(self.sector_size(), record_partition_inner, self, k, evaluation)
     }
 
     fn is_winning(&self) -> bool {
@@ -252,7 +249,8 @@ fn check_inner<Tree: 'static + MerkleTreeTrait>(req: &PostRequest) -> Result<(),
 fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
     req: &PostRequest,
     k: usize,
-) -> Result<Witness, Error> {
+    evaluation: Evaluation,
+) -> Result<Recorded, Error> {
     let d = decode::<Tree>(req)?;
     if k >= d.partitions {
         return Err(Error::Invalid(format!(
@@ -297,5 +295,5 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
         Some(k),
     )
     .map_err(filecoin)?;
-    record_witness(circuit)
+    record(circuit, evaluation)
 }

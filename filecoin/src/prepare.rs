@@ -1,7 +1,8 @@
 //! A Filecoin parameter file and a recorded partition as the daemon's engines
 //! take them: kernels' `PreparedCircuit`, whose A and B queries keep the
 //! file's dense layout and say which variables their points pair with, and
-//! kernels' `Synthesized`, the partition's a, b and c padded to the domain.
+//! kernels' `Synthesized`, the partition's a, b and c padded to the domain
+//! (recorded directly, or the compiled matrices times the assignment).
 //!
 //! The densities that select the variables are structural (which variables
 //! appear in which query), so the ones recorded with any partition's witness
@@ -12,51 +13,33 @@ use ark_bls12_381::{G1Affine, G2Affine};
 use ark_ec::AffineRepr;
 use ark_ff::Zero;
 use ark_groth16::ProvingKey;
-use cuzk_kernels::groth16::{PreparedCircuit, Selection, Synthesized};
-use cuzk_kernels::Fr;
+use cuzk_kernels::groth16::{self, PreparedCircuit, Selection, Synthesized};
+use cuzk_kernels::r1cs::Matrices;
+use cuzk_kernels::{Fr, KernelError};
 
 use crate::params::MappedParams;
-use crate::record::{Densities, Witness};
+use crate::record::{Densities, Recorded, Witness};
 use crate::Error;
 
-/// The R1CS counts a key is checked against, from a recorded partition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Counts {
-    /// Inputs, ONE included.
-    pub inputs: usize,
-    /// Aux variables.
-    pub aux: usize,
-    /// The circuit's constraints, without the appended input constraints.
-    pub constraints: usize,
-}
-
-impl Counts {
-    pub fn of(witness: &Witness) -> Self {
-        Self {
-            inputs: witness.inputs.len(),
-            aux: witness.aux.len(),
-            constraints: witness.a.len() - witness.inputs.len(),
-        }
-    }
-}
-
-/// Decodes the file's queries into a prepared circuit named `circuit_id`.
+/// Decodes the file's queries into a prepared circuit named `circuit_id`,
+/// with the circuit's `matrices` (compiled, or [`Matrices::empty`] for
+/// direct evaluation) and `constraints` (without the input constraints).
 pub fn prepared_circuit(
     circuit_id: &str,
     params: &MappedParams,
     densities: &Densities,
-    counts: Counts,
+    matrices: Matrices,
+    constraints: usize,
 ) -> Result<PreparedCircuit, Error> {
-    if densities.b_input.len() != counts.inputs
-        || densities.a_aux.len() != counts.aux
-        || densities.b_aux.len() != counts.aux
+    let (inputs, aux) = (matrices.num_inputs(), matrices.num_aux());
+    if densities.b_input.len() != inputs
+        || densities.a_aux.len() != aux
+        || densities.b_aux.len() != aux
     {
         return Err(Error::KeyMismatch(format!(
-            "{circuit_id}: densities for {} inputs and {} aux variables, the circuit has {} and {}",
+            "{circuit_id}: densities for {} inputs and {} aux variables, the circuit has {inputs} and {aux}",
             densities.b_input.len(),
             densities.a_aux.len(),
-            counts.inputs,
-            counts.aux
         )));
     }
     let vk = &params.vk;
@@ -82,16 +65,8 @@ pub fn prepared_circuit(
         h_query: params.h()?,
         l_query: params.l()?,
     };
-    PreparedCircuit::sparse(
-        circuit_id,
-        pk,
-        counts.inputs,
-        counts.aux,
-        counts.constraints,
-        a_selection,
-        b_selection,
-    )
-    .map_err(|e| Error::KeyMismatch(e.to_string()))
+    PreparedCircuit::sparse(circuit_id, pk, matrices, constraints, a_selection, b_selection)
+        .map_err(|e| Error::KeyMismatch(e.to_string()))
 }
 
 /// The variables after ONE that A and B hold, as indices into
@@ -118,18 +93,18 @@ fn selections(densities: &Densities) -> (Selection, Selection, bool) {
 }
 
 /// A recorded partition as the engines prove it: the assignment (inputs,
-/// then aux) and a, b, c (the input constraints already appended) padded
-/// with zeros to the circuit's domain.
-pub fn synthesized(witness: Witness, circuit: &PreparedCircuit) -> Result<Synthesized, Error> {
-    let counts = Counts::of(&witness);
-    if counts.inputs != circuit.num_inputs || counts.constraints != circuit.num_constraints {
+/// then aux) and a, b, c (the input constraints appended) padded with zeros
+/// to the circuit's domain; from the compiled matrices when only the
+/// assignment was recorded.
+pub fn synthesized(recorded: Recorded, circuit: &PreparedCircuit) -> Result<Synthesized, Error> {
+    let (inputs, constraints) = match &recorded {
+        Recorded::Witness(w) => (w.inputs.len(), Some(w.num_constraints())),
+        Recorded::Assignment { num_inputs, .. } => (*num_inputs, None),
+    };
+    if inputs != circuit.num_inputs || constraints.is_some_and(|m| m != circuit.num_constraints) {
         return Err(Error::KeyMismatch(format!(
-            "the partition has {} inputs and {} constraints; {} has {} and {}",
-            counts.inputs,
-            counts.constraints,
-            circuit.circuit_id,
-            circuit.num_inputs,
-            circuit.num_constraints
+            "the partition has {inputs} inputs and {constraints:?} constraints; {} has {} and {}",
+            circuit.circuit_id, circuit.num_inputs, circuit.num_constraints
         )));
     }
     let Witness {
@@ -139,7 +114,17 @@ pub fn synthesized(witness: Witness, circuit: &PreparedCircuit) -> Result<Synthe
         mut b,
         mut c,
         ..
-    } = witness;
+    } = match recorded {
+        Recorded::Witness(witness) => witness,
+        Recorded::Assignment { values, .. } => {
+            return groth16::evaluate(circuit, values).map_err(|e| match e {
+                KernelError::Unsatisfied(row) => {
+                    Error::Synthesis(format!("the witness does not satisfy constraint {row}"))
+                }
+                other => Error::KeyMismatch(other.to_string()),
+            })
+        }
+    };
     for values in [&mut a, &mut b, &mut c] {
         values.resize(circuit.domain_size, Fr::zero());
     }
@@ -150,7 +135,7 @@ pub fn synthesized(witness: Witness, circuit: &PreparedCircuit) -> Result<Synthe
         b,
         c,
         assignment,
-        num_inputs: counts.inputs,
+        num_inputs: circuit.num_inputs,
     })
 }
 

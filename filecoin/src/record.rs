@@ -1,9 +1,13 @@
 //! A bellperson `ConstraintSystem` that records what the daemon's stages need
 //! from Filecoin's reference circuits, the way bellperson 0.27's prover sees them.
 //!
-//! - Witness mode (a proof): the input and aux assignments, per constraint the
-//!   evaluations of A, B and C, and the densities.
-//! - Shape mode (the setup, no witness): the R1CS matrices and the densities.
+//! - Witness mode (a proof, direct evaluation): the input and aux assignments,
+//!   per constraint the evaluations of A, B and C, and the densities.
+//! - Assignment mode (a proof, compiled evaluation): the assignments only; no
+//!   linear combination is built, and a, b and c come from the shape's
+//!   compiled matrices (`cuzk_kernels::r1cs`) on every core.
+//! - Shape mode (the setup and the compiled matrices, no witness): the R1CS
+//!   and the densities.
 //!
 //! Conventions copied from bellperson (prover/mod.rs, native.rs): ONE is input 0;
 //! a variable is dense in a query when it appears there with a non-zero
@@ -20,9 +24,9 @@
 
 use ark_bls12_381::Fr;
 use ark_ff::{One, Zero};
-use ark_relations::r1cs::ConstraintMatrices;
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
+use cuzk_kernels::r1cs::{Matrices, MatricesBuilder, Var};
 use ff::Field;
 use rayon::prelude::*;
 
@@ -85,6 +89,11 @@ impl Witness {
         &self.inputs[1..]
     }
 
+    /// The circuit's constraints, without the appended input constraints.
+    pub fn num_constraints(&self) -> usize {
+        self.a.len() - self.inputs.len()
+    }
+
     /// How many constraints are not satisfied (a·b ≠ c).
     pub fn unsatisfied(&self) -> usize {
         (self.a.par_iter(), self.b.par_iter(), self.c.par_iter())
@@ -94,29 +103,33 @@ impl Witness {
     }
 }
 
-/// The R1CS of a circuit without a witness, for the setup.
+/// The R1CS of a circuit without a witness, for the setup and the compiled
+/// evaluation, or only its counts (`record_counts`, for circuits too large
+/// to hold, such as 32 GiB PoRep's).
 pub struct Shape {
-    /// The synthesized constraints; variable index i < num_instance_variables is
-    /// input i, then aux j is num_instance_variables + j (arkworks' layout). The
-    /// input constraints A = x_i are not rows here: like arkworks' libsnark
-    /// reduction, the setup and the prover append them after the last row.
-    pub matrices: ConstraintMatrices<Fr>,
+    /// The synthesized constraints, inputs first then aux (arkworks' layout);
+    /// no rows when only counted. The input constraints A = x_i are not rows
+    /// here: like arkworks' libsnark reduction, the setup and the prover
+    /// append them after the last row.
+    pub matrices: Matrices,
+    /// The synthesized constraints, without the input constraints.
+    pub constraints: usize,
     /// Which variables the A and B queries of the `.params` file hold.
     pub densities: Densities,
 }
 
 impl Shape {
     pub fn num_inputs(&self) -> usize {
-        self.matrices.num_instance_variables
+        self.matrices.num_inputs()
     }
 
     pub fn num_aux(&self) -> usize {
-        self.matrices.num_witness_variables
+        self.matrices.num_aux()
     }
 
     /// Constraints including the appended input constraints.
     pub fn num_constraints(&self) -> usize {
-        self.matrices.num_constraints + self.num_inputs()
+        self.constraints + self.num_inputs()
     }
 
     /// The NTT domain: the next power of two at or above all constraints.
@@ -125,9 +138,47 @@ impl Shape {
     }
 }
 
+/// How a partition's a, b and c are computed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evaluation {
+    /// As each constraint is enforced, one thread, the way bellperson does.
+    Direct,
+    /// Synthesis computes the assignment only; a, b and c are the shape's
+    /// compiled matrices times it, on every core (the original daemon's
+    /// pre-compiled constraint evaluator). Measured faster for PoRep
+    /// (docs/benchmarks.md), so the default.
+    #[default]
+    Compiled,
+}
+
+/// A partition as its synthesis recorded it.
+pub enum Recorded {
+    /// Direct evaluation: everything the prover needs.
+    Witness(Witness),
+    /// Compiled evaluation: the assignment, inputs (ONE first) then aux, and
+    /// how many inputs lead it.
+    Assignment { values: Vec<Fr>, num_inputs: usize },
+}
+
+/// Synthesizes `circuit` with its witness and records what `evaluation`
+/// needs.
+pub fn record<C: Circuit<Scalar>>(circuit: C, evaluation: Evaluation) -> Result<Recorded, Error> {
+    match evaluation {
+        Evaluation::Direct => record_witness(circuit).map(Recorded::Witness),
+        Evaluation::Compiled => {
+            let cs = synthesize(circuit, Mode::Assignment)?;
+            let num_inputs = cs.inputs.len();
+            let mut values = Vec::with_capacity(num_inputs + cs.aux.len());
+            values.par_extend(cs.inputs.par_iter().chain(cs.aux.par_iter()).map(fr_from_blstrs));
+            Ok(Recorded::Assignment { values, num_inputs })
+        }
+    }
+}
+
 /// Synthesizes `circuit` with its witness and records it.
 pub fn record_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, Error> {
-    let cs = synthesize(circuit, false)?;
+    let cs = synthesize(circuit, Mode::Witness)?;
     let to_fr = |v: &[Scalar]| -> Vec<Fr> { v.par_iter().map(fr_from_blstrs).collect() };
     let mut a = to_fr(&cs.a);
     let mut b = to_fr(&cs.b);
@@ -148,38 +199,31 @@ pub fn record_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, Error> 
 
 /// Synthesizes `circuit` without a witness and records its R1CS.
 pub fn record_shape<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
-    let cs = synthesize(circuit, true)?;
-    let num_inputs = cs.num_inputs;
-    let [a, b, c] = cs.rows.map(|mut rows| {
-        rows.par_iter_mut().for_each(|row| {
-            for (_, index) in row.iter_mut() {
-                if *index & AUX_TAG != 0 {
-                    *index = num_inputs + (*index & !AUX_TAG);
-                }
-            }
-        });
-        rows
-    });
-    let non_zero = |m: &Vec<Vec<(Fr, usize)>>| -> usize { m.iter().map(Vec::len).sum() };
+    let mut cs = synthesize(circuit, Mode::Shape)?;
+    if let Some(e) = cs.failure.take() {
+        return Err(e);
+    }
     Ok(Shape {
-        matrices: ConstraintMatrices {
-            num_instance_variables: num_inputs,
-            num_witness_variables: cs.num_aux,
-            num_constraints: a.len(),
-            a_num_non_zero: non_zero(&a),
-            b_num_non_zero: non_zero(&b),
-            c_num_non_zero: non_zero(&c),
-            a,
-            b,
-            c,
-        },
+        matrices: cs.rows.finish(cs.num_inputs, cs.num_aux),
+        constraints: cs.num_constraints,
         densities: cs.densities,
     })
 }
 
-fn synthesize<C: Circuit<Scalar>>(circuit: C, shape: bool) -> Result<RecordingCs, Error> {
+/// Synthesizes `circuit` without a witness and counts it: constraints,
+/// variables and densities, no rows (memory of a few bits per variable).
+pub fn record_counts<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
+    let cs = synthesize(circuit, Mode::Count)?;
+    Ok(Shape {
+        matrices: Matrices::empty(cs.num_inputs, cs.num_aux),
+        constraints: cs.num_constraints,
+        densities: cs.densities,
+    })
+}
+
+fn synthesize<C: Circuit<Scalar>>(circuit: C, mode: Mode) -> Result<RecordingCs, Error> {
     let mut cs = RecordingCs {
-        shape,
+        mode,
         ..RecordingCs::default()
     };
     let synth = |e: SynthesisError| Error::Synthesis(e.to_string());
@@ -189,31 +233,50 @@ fn synthesize<C: Circuit<Scalar>>(circuit: C, shape: bool) -> Result<RecordingCs
     Ok(cs)
 }
 
-/// Marks an aux index in a shape row until the number of inputs is known (inputs
-/// may be allocated after aux variables).
-const AUX_TAG: usize = 1 << (usize::BITS - 1);
+/// What the constraint system records.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Mode {
+    #[default]
+    Witness,
+    Assignment,
+    Shape,
+    /// Shape mode without the rows.
+    Count,
+}
+
+impl Mode {
+    /// Whether values are asked for (blank circuits have none).
+    fn has_values(self) -> bool {
+        matches!(self, Mode::Witness | Mode::Assignment)
+    }
+}
 
 #[derive(Default)]
 struct RecordingCs {
-    /// Shape mode: record rows, never ask for values.
-    shape: bool,
-    /// Witness mode: input values, ONE first.
+    /// What is recorded; shape mode never asks for values.
+    mode: Mode,
+    /// Witness and assignment modes: input values, ONE first.
     inputs: Vec<Scalar>,
-    /// Witness mode: aux values.
+    /// Witness and assignment modes: aux values.
     aux: Vec<Scalar>,
     /// Inputs allocated (also in shape mode, where no value exists).
     num_inputs: usize,
     /// Aux variables allocated (also in shape mode).
     num_aux: usize,
+    /// Constraints enforced (in every mode).
+    num_constraints: usize,
     /// Witness mode: A evaluated per constraint.
     a: Vec<Scalar>,
     /// Witness mode: B evaluated per constraint.
     b: Vec<Scalar>,
     /// Witness mode: C evaluated per constraint.
     c: Vec<Scalar>,
-    /// Shape mode: the rows of A, B and C with aux indices tagged.
-    rows: [Vec<Vec<(Fr, usize)>>; 3],
-    /// Both modes: density per variable and query.
+    /// Shape mode: the rows of A, B and C.
+    rows: MatricesBuilder,
+    /// Shape mode: the first row the matrices could not hold (enforce cannot
+    /// return it).
+    failure: Option<Error>,
+    /// Witness and shape modes: density per variable and query.
     densities: Densities,
 }
 
@@ -233,7 +296,7 @@ impl RecordingCs {
         lc: &LinearCombination<Scalar>,
         mut tracking: Tracking<'_>,
         values: (&[Scalar], &[Scalar]),
-        row: &mut Vec<(Fr, usize)>,
+        row: &mut Vec<(Fr, Var)>,
     ) -> Scalar {
         let mut acc = Scalar::ZERO;
         let terms = lc
@@ -258,7 +321,7 @@ impl RecordingCs {
                 } else {
                     fr_from_blstrs(coeff)
                 };
-                row.push((coeff, if is_aux { index | AUX_TAG } else { index }));
+                row.push((coeff, if is_aux { Var::Aux(index) } else { Var::Input(index) }));
             } else {
                 let value = if is_aux {
                     values.1[index]
@@ -285,11 +348,13 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        if !self.shape {
+        if self.mode.has_values() {
             self.aux.push(f()?);
         }
-        self.densities.a_aux.push(false);
-        self.densities.b_aux.push(false);
+        if self.mode != Mode::Assignment {
+            self.densities.a_aux.push(false);
+            self.densities.b_aux.push(false);
+        }
         self.num_aux += 1;
         Ok(Variable::new_unchecked(Index::Aux(self.num_aux - 1)))
     }
@@ -300,10 +365,12 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        if !self.shape {
+        if self.mode.has_values() {
             self.inputs.push(f()?);
         }
-        self.densities.b_input.push(false);
+        if self.mode != Mode::Assignment {
+            self.densities.b_input.push(false);
+        }
         self.num_inputs += 1;
         Ok(Variable::new_unchecked(Index::Input(self.num_inputs - 1)))
     }
@@ -316,6 +383,12 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
+        self.num_constraints += 1;
+        if self.mode == Mode::Assignment {
+            // The compiled matrices hold this constraint already.
+            return;
+        }
+        let shape = !self.mode.has_values();
         let lcs = [
             a(LinearCombination::zero()),
             b(LinearCombination::zero()),
@@ -340,12 +413,14 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         let mut evaluated = [Scalar::ZERO; 3];
         for (k, (lc, tracking)) in lcs.iter().zip(trackers).enumerate() {
             let mut row = Vec::new();
-            evaluated[k] = Self::record(self.shape, lc, tracking, values, &mut row);
-            if self.shape {
-                self.rows[k].push(row);
+            evaluated[k] = Self::record(shape, lc, tracking, values, &mut row);
+            if self.mode == Mode::Shape {
+                if let Err(e) = self.rows.push_row(k, row) {
+                    self.failure.get_or_insert(Error::Synthesis(e.to_string()));
+                }
             }
         }
-        if !self.shape {
+        if !shape {
             self.a.push(evaluated[0]);
             self.b.push(evaluated[1]);
             self.c.push(evaluated[2]);

@@ -235,21 +235,21 @@ pub fn write_params(
 fn evaluate_at_tau(shape: &Shape, lagrange: &[Fr]) -> [Vec<Fr>; 3] {
     let m = &shape.matrices;
     let n_vars = shape.num_inputs() + shape.num_aux();
-    let column_sums = |rows: &[Vec<(Fr, usize)>]| {
+    let column_sums = |k: usize| {
         let mut acc = vec![Fr::zero(); n_vars];
-        for (row, l) in rows.iter().zip(lagrange) {
-            for (coeff, var) in row {
-                acc[*var] += *coeff * l;
+        for (i, l) in lagrange.iter().enumerate().take(m.num_constraints()) {
+            for (coeff, var) in m.row(k, i) {
+                acc[var] += *coeff * l;
             }
         }
         acc
     };
     let (mut at, (bt, ct)) = rayon::join(
-        || column_sums(&m.a),
-        || rayon::join(|| column_sums(&m.b), || column_sums(&m.c)),
+        || column_sums(0),
+        || rayon::join(|| column_sums(1), || column_sums(2)),
     );
     for (i, acc) in at.iter_mut().take(shape.num_inputs()).enumerate() {
-        *acc += lagrange[m.num_constraints + i];
+        *acc += lagrange[m.num_constraints() + i];
     }
     [at, bt, ct]
 }

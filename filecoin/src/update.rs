@@ -17,7 +17,7 @@ use storage_proofs_update::{
 };
 
 use crate::post::deserialize_vanilla;
-use crate::record::{record_witness, Witness};
+use crate::record::{record, Evaluation, Recorded};
 use crate::{Error, Kind};
 
 /// A SnapDeals job, holding exactly the arguments of filecoin-proofs-api's
@@ -68,8 +68,8 @@ impl UpdateRequest {
     /// Partition `k`'s circuit, synthesized and recorded, after its vanilla
     /// proof is verified (filecoin-proofs proves without verifying; a proof that
     /// does not verify would only give an unsatisfied circuit).
-    pub fn record_partition(&self, k: usize) -> Result<Witness, Error> {
-        with_shape!(self.sector_size(), record_partition_inner, self, k)
+    pub fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
+        with_shape!(self.sector_size(), record_partition_inner, self, k, evaluation)
     }
 
     fn sector_size(&self) -> u64 {
@@ -173,7 +173,8 @@ fn check_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 fn record_partition_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     req: &UpdateRequest,
     k: usize,
-) -> Result<Witness, Error> {
+    evaluation: Evaluation,
+) -> Result<Recorded, Error> {
     let d = decode::<Tree>(req)?;
     let proof = d.proofs.get(k).ok_or_else(|| {
         Error::Invalid(format!(
@@ -195,5 +196,5 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>
         EmptySectorUpdateCircuit<Tree>,
     >>::circuit(&d.pub_inputs, (), proof, &d.params, Some(k))
     .map_err(|e| Error::Filecoin(format!("{e:#}")))?;
-    record_witness(circuit)
+    record(circuit, evaluation)
 }

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use cuzk_filecoin::convert::fr_from_blstrs;
 use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, SEAL, SEED, TICKET, WINDOW, WINNING};
 use cuzk_filecoin::params::ParamPaths;
+use cuzk_filecoin::record::{Evaluation, Recorded};
 use cuzk_filecoin::{generate, porep, Error, Kind};
 use filecoin_proofs_api::seal;
 use filecoin_proofs_api::{post, PublicReplicaInfo, RegisteredPoStProof, SectorId};
@@ -99,7 +100,10 @@ fn window_post_proves_and_verifies_with_generated_parameters() {
 fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
     let f = fixture();
     assert_eq!(porep::partition_count(&f.c1), 1);
-    let witness = porep::record_partition(&f.c1, 0).unwrap();
+    let Ok(Recorded::Witness(witness)) = porep::record_partition(&f.c1, 0, Evaluation::Direct)
+    else {
+        panic!("direct evaluation records a witness");
+    };
     assert_eq!(witness.unsatisfied(), 0);
     let (comm_r, comm_d) = (f.p2.comm_r, f.p2.comm_d);
     let expected =
@@ -115,6 +119,16 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
     assert_eq!(witness.densities, blank.shape.densities);
     assert_eq!(witness.a.len(), blank.shape.num_constraints());
     assert_eq!(witness.aux.len(), blank.shape.num_aux());
+
+    // The compiled evaluation: the blank circuit's matrices times the
+    // assignment alone give the same a, b and c.
+    let Ok(Recorded::Assignment { values, .. }) =
+        porep::record_partition(&f.c1, 0, Evaluation::Compiled)
+    else {
+        panic!("compiled evaluation records an assignment");
+    };
+    let [a, b, c] = blank.shape.matrices.evaluate(&values, witness.a.len()).unwrap();
+    assert!(a == witness.a && b == witness.b && c == witness.c, "compiled a, b, c differ");
 
     // A wrong evaluation shows as exactly one unsatisfied constraint.
     let mut broken = witness;

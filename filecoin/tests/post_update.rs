@@ -5,13 +5,13 @@
 //! assume); and bad requests are refused with a message naming the problem.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ark_bls12_381::Fr;
 use cuzk_filecoin::convert::fr_from_blstrs;
 use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, UPDATE, WINDOW, WINNING};
 use cuzk_filecoin::post::PostRequest;
-use cuzk_filecoin::record::{Densities, Witness};
+use cuzk_filecoin::record::{Evaluation, Recorded, Shape, Witness};
 use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::{Error, Kind};
 use filecoin_proofs::parameters::{window_post_setup_params, winning_post_setup_params};
@@ -34,14 +34,31 @@ fn sectors() -> &'static [Sector] {
     SECTORS.get_or_init(|| (1..=3).map(|id| fixtures::seal(id).unwrap()).collect())
 }
 
-/// The blank circuit's densities, recorded once per kind.
-fn blank_densities(kind: Kind) -> Densities {
-    static BLANKS: Mutex<BTreeMap<Kind, Densities>> = Mutex::new(BTreeMap::new());
+/// The blank circuit's shape, recorded once per kind.
+fn blank_shape(kind: Kind) -> Arc<Shape> {
+    static BLANKS: Mutex<BTreeMap<Kind, Arc<Shape>>> = Mutex::new(BTreeMap::new());
     let mut blanks = BLANKS.lock().unwrap();
     blanks
         .entry(kind)
-        .or_insert_with(|| kind.blank(2048).unwrap().shape.densities)
+        .or_insert_with(|| Arc::new(kind.blank(2048).unwrap().shape))
         .clone()
+}
+
+/// A partition recorded both ways: the direct witness, once the blank
+/// circuit's compiled matrices times the compiled recording's assignment
+/// gave exactly its a, b and c.
+fn record_both(record: impl Fn(Evaluation) -> Result<Recorded, Error>, kind: Kind) -> Witness {
+    let Ok(Recorded::Witness(witness)) = record(Evaluation::Direct) else {
+        panic!("direct evaluation records a witness");
+    };
+    let Ok(Recorded::Assignment { values, num_inputs }) = record(Evaluation::Compiled) else {
+        panic!("compiled evaluation records an assignment");
+    };
+    assert_eq!(num_inputs, witness.inputs.len());
+    assert_eq!(values, [&witness.inputs[..], &witness.aux[..]].concat());
+    let [a, b, c] = blank_shape(kind).matrices.evaluate(&values, witness.a.len()).unwrap();
+    assert!(a == witness.a && b == witness.b && c == witness.c, "compiled a, b, c differ");
+    witness
 }
 
 fn request(
@@ -101,7 +118,7 @@ fn refusal<T>(result: Result<T, Error>) -> String {
 fn assert_sound(witness: &Witness, expected_inputs: &[Fr], kind: Kind) {
     assert_eq!(witness.unsatisfied(), 0);
     assert_eq!(witness.public_inputs(), expected_inputs);
-    assert_eq!(witness.densities, blank_densities(kind));
+    assert_eq!(witness.densities, blank_shape(kind).densities);
 }
 
 /// A whole request over `sectors`, as the API's `*_with_vanilla` takes it:
@@ -120,7 +137,7 @@ fn whole_request(
     assert_eq!(req.partition_count().unwrap(), partitions);
     let witnesses = (0..partitions)
         .map(|k| {
-            let witness = req.record_partition(k).unwrap();
+            let witness = record_both(|e| req.record_partition(k, e), kind);
             assert_sound(&witness, &verifier_post_inputs(proof, sectors, k), kind);
             witness
         })
@@ -152,11 +169,11 @@ fn window_post_two_partitions_whole_and_single_are_the_verifiers() {
         let single = request(WINDOW, own.to_vec(), Some(k));
         single.check(false).unwrap();
         assert_eq!(single.partition_count().unwrap(), 1);
-        let alone = single.record_partition(0).unwrap();
+        let alone = record_both(|e| single.record_partition(0, e), Kind::WindowPost);
         assert_sound(&alone, &expected, Kind::WindowPost);
         assert_eq!(alone.aux, witness.aux, "partition {k}");
     }
-    let err = refusal(whole.record_partition(2));
+    let err = refusal(whole.record_partition(2, Evaluation::Direct));
     assert!(err.contains("partition 2 of a 2-partition"), "{err}");
 }
 
@@ -201,7 +218,7 @@ fn snap_deals_partitions_are_the_verifiers() {
         .iter()
         .map(fr_from_blstrs)
         .collect();
-        let witness = req.record_partition(k).unwrap();
+        let witness = record_both(|e| req.record_partition(k, e), Kind::EmptySectorUpdate);
         assert_sound(&witness, &expected, Kind::EmptySectorUpdate);
     }
 
@@ -209,7 +226,7 @@ fn snap_deals_partitions_are_the_verifiers() {
     let mut wrong_new = req.clone();
     wrong_new.comm_r_new = update.comm_r_old;
     assert!(refused(&wrong_new).contains("not for this comm_r_new"));
-    let err = refusal(wrong_new.record_partition(0));
+    let err = refusal(wrong_new.record_partition(0, Evaluation::Direct));
     assert!(
         err.contains("does not verify against comm_r_old, comm_r_new"),
         "{err}"
@@ -289,7 +306,7 @@ fn bad_post_requests_are_refused_with_the_reason() {
         "{err}"
     );
     let single = request(WINDOW, window[2..].to_vec(), Some(1));
-    let err = refusal(single.record_partition(1));
+    let err = refusal(single.record_partition(1, Evaluation::Direct));
     assert!(err.contains("partition 1 of a 1-partition"), "{err}");
 
     // Well formed, but drawn for other randomness: filecoin-proofs' vanilla
@@ -297,7 +314,7 @@ fn bad_post_requests_are_refused_with_the_reason() {
     let mut other = request(WINDOW, window, None);
     other.randomness[0] ^= 1;
     other.check(false).unwrap();
-    let err = refusal(other.record_partition(0));
+    let err = refusal(other.record_partition(0, Evaluation::Direct));
     assert!(
         err.contains("partition 0: partitioned vanilla proofs failed to verify"),
         "{err}"

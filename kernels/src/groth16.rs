@@ -1,7 +1,8 @@
 //! Groth16 over BLS12-381, split into the three stages the daemon schedules.
 //!
 //! 1. [`synthesize`] (CPU): witness generation, then the a, b, c vectors as the
-//!    cached R1CS matrices times the witness. No constraint is built per proof.
+//!    cached R1CS matrices times the witness ([`evaluate`], [`Matrices`]). No
+//!    constraint is built per proof.
 //! 2. prove_start ([`ProveStartEngine`], the GPU worker's stage): H from seven
 //!    size-n NTTs, then the G1 MSMs for A, B1, L and H. a, b and c are dropped
 //!    as soon as H exists.
@@ -14,7 +15,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use ark_ec::{AffineRepr, CurveGroup, VariableBaseMSM};
-use ark_ff::{FftField, Field, One, PrimeField, Zero};
+use ark_ff::{FftField, Field, PrimeField, Zero};
 use ark_groth16::{Groth16, Proof, ProvingKey, VerifyingKey};
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
 use ark_relations::r1cs::{
@@ -24,6 +25,7 @@ use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;
 
 use crate::circuits::{CircuitInstance, InstanceCircuit};
+use crate::r1cs::Matrices;
 use crate::{Bls12_381, Fr, G1Projective, G2Projective, KernelError};
 
 pub type Domain = Radix2EvaluationDomain<Fr>;
@@ -33,9 +35,9 @@ pub type Domain = Radix2EvaluationDomain<Fr>;
 pub struct PreparedCircuit {
     pub circuit_id: String,
     pub pk: ProvingKey<Bls12_381>,
-    /// The R1CS, for [`synthesize`]. Empty for circuits whose a, b and c are
-    /// evaluated outside this crate (Filecoin's, recorded as they run).
-    pub matrices: ConstraintMatrices<Fr>,
+    /// The R1CS, for [`evaluate`]. Empty for circuits whose a, b and c are
+    /// evaluated as they are synthesized (Filecoin's direct evaluation).
+    pub matrices: Matrices,
     /// Instance variables, the constant one included.
     pub num_inputs: usize,
     pub num_constraints: usize,
@@ -228,6 +230,7 @@ impl PreparedCircuit {
         let num_inputs = matrices.num_instance_variables;
         let num_constraints = matrices.num_constraints;
         let num_variables = num_inputs + matrices.num_witness_variables;
+        let matrices = Matrices::from_arkworks(&matrices)?;
         if pk.a_query.len() != num_variables || pk.vk.gamma_abc_g1.len() != num_inputs {
             return Err(KernelError::Key(format!(
                 "key for {circuit_id} has {} variables and {} inputs; the circuit has {num_variables} and {num_inputs}",
@@ -243,11 +246,11 @@ impl PreparedCircuit {
     fn assemble(
         circuit_id: &str,
         pk: ProvingKey<Bls12_381>,
-        matrices: ConstraintMatrices<Fr>,
+        matrices: Matrices,
         num_constraints: usize,
         [a_selection, b_selection]: [Selection; 2],
     ) -> Result<Self, KernelError> {
-        let num_inputs = matrices.num_instance_variables;
+        let num_inputs = matrices.num_inputs();
         Ok(Self {
             circuit_id: circuit_id.to_string(),
             domain_size: domain_size(num_constraints + num_inputs)?,
@@ -261,18 +264,25 @@ impl PreparedCircuit {
     }
 
     /// A circuit synthesized outside this crate: a key whose A and B queries
-    /// hold the selected variables only, and the counts of its R1CS
-    /// (`num_constraints` without the input rows, which are appended).
-    /// Every query length is checked against the counts.
+    /// hold the selected variables only, its matrices (compiled, or
+    /// [`Matrices::empty`] when a, b and c come with each partition) and its
+    /// constraint count (without the input rows, which are appended). Every
+    /// query length is checked against the counts.
     pub fn sparse(
         circuit_id: &str,
         pk: ProvingKey<Bls12_381>,
-        num_inputs: usize,
-        num_aux: usize,
+        matrices: Matrices,
         num_constraints: usize,
         a_selection: Selection,
         b_selection: Selection,
     ) -> Result<Self, KernelError> {
+        let (num_inputs, num_aux) = (matrices.num_inputs(), matrices.num_aux());
+        let rows = matrices.num_constraints();
+        if rows != 0 && rows != num_constraints {
+            return Err(KernelError::Key(format!(
+                "{circuit_id}: matrices of {rows} rows for {num_constraints} constraints"
+            )));
+        }
         let domain = domain_size(num_constraints + num_inputs)?;
         let variables = num_inputs + num_aux - 1;
         let expected = [
@@ -293,17 +303,6 @@ impl PreparedCircuit {
                 "key for {circuit_id}: a query selection is unordered or out of range"
             )));
         }
-        let matrices = ConstraintMatrices {
-            num_instance_variables: num_inputs,
-            num_witness_variables: num_aux,
-            num_constraints: 0,
-            a_num_non_zero: 0,
-            b_num_non_zero: 0,
-            c_num_non_zero: 0,
-            a: Vec::new(),
-            b: Vec::new(),
-            c: Vec::new(),
-        };
         Self::assemble(circuit_id, pk, matrices, num_constraints, [a_selection, b_selection])
     }
 
@@ -327,17 +326,14 @@ impl PreparedCircuit {
         compact.a_query = pick(&pk.a_query, &a);
         compact.b_g1_query = pick(&pk.b_g1_query, &b);
         compact.b_g2_query = pick(&pk.b_g2_query, &b);
-        let mut circuit = Self::sparse(
+        Self::sparse(
             &self.circuit_id,
             compact,
-            self.num_inputs,
-            pk.l_query.len(),
+            self.matrices.clone(),
             self.num_constraints,
             Selection::Only(a),
             Selection::Only(b),
-        )?;
-        circuit.matrices = self.matrices.clone();
-        Ok(circuit)
+        )
     }
 
     pub fn vk(&self) -> &VerifyingKey<Bls12_381> {
@@ -356,11 +352,9 @@ impl PreparedCircuit {
         let pk = &self.pk;
         let g1_points =
             pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len();
-        let term = std::mem::size_of::<(Fr, usize)>();
-        let m = &self.matrices;
-        let terms = m.a_num_non_zero + m.b_num_non_zero + m.c_num_non_zero;
         let selected = self.a_selection.len(0) + self.b_selection.len(0);
-        (g1_points * g1 + pk.b_g2_query.len() * g2 + terms * term + selected * 4) as u64
+        (g1_points * g1 + pk.b_g2_query.len() * g2 + selected * 4) as u64
+            + self.matrices.resident_bytes()
     }
 }
 
@@ -379,10 +373,7 @@ pub fn synthesize(
     let cs = cs
         .into_inner()
         .ok_or_else(|| KernelError::Synthesis("constraint system still borrowed".into()))?;
-    if cs.num_instance_variables != circuit.num_inputs
-        || cs.num_constraints != circuit.num_constraints
-        || circuit.matrices.a.len() != circuit.num_constraints
-    {
+    if cs.num_instance_variables != circuit.num_inputs || cs.num_constraints != circuit.num_constraints {
         return Err(KernelError::Synthesis(format!(
             "instance has {} inputs and {} constraints; shape {} has {} and {}",
             cs.num_instance_variables,
@@ -394,46 +385,25 @@ pub fn synthesize(
     }
     let mut assignment = cs.instance_assignment;
     assignment.extend_from_slice(&cs.witness_assignment);
+    evaluate(circuit, assignment)
+}
 
-    let n = circuit.domain_size;
-    let m = circuit.num_constraints;
-    let mut a = vec![Fr::zero(); n];
-    let mut b = vec![Fr::zero(); n];
-    let mut c = vec![Fr::zero(); n];
-    let mats = &circuit.matrices;
-    a[..m]
-        .par_iter_mut()
-        .zip(b[..m].par_iter_mut())
-        .zip(c[..m].par_iter_mut())
-        .enumerate()
-        .for_each(|(i, ((a, b), c))| {
-            *a = evaluate_row(&mats.a[i], &assignment);
-            *b = evaluate_row(&mats.b[i], &assignment);
-            *c = evaluate_row(&mats.c[i], &assignment);
-        });
-    if let Some(row) = (0..m).into_par_iter().find_first(|&i| a[i] * b[i] != c[i]) {
-        return Err(KernelError::Unsatisfied(row));
+/// A partition from its assignment (inputs, then aux): a, b and c as the
+/// circuit's compiled matrices times the assignment, on every core.
+pub fn evaluate(circuit: &PreparedCircuit, assignment: Vec<Fr>) -> Result<Synthesized, KernelError> {
+    if circuit.matrices.num_constraints() != circuit.num_constraints {
+        return Err(KernelError::Synthesis(format!(
+            "{} has no compiled matrices",
+            circuit.circuit_id
+        )));
     }
-    // The input-consistency rows of the libsnark reduction.
-    a[m..m + circuit.num_inputs].copy_from_slice(&assignment[..circuit.num_inputs]);
+    let [a, b, c] = circuit.matrices.evaluate(&assignment, circuit.domain_size)?;
     Ok(Synthesized {
         a,
         b,
         c,
         assignment,
         num_inputs: circuit.num_inputs,
-    })
-}
-
-fn evaluate_row(row: &[(Fr, usize)], assignment: &[Fr]) -> Fr {
-    row.iter().fold(Fr::zero(), |mut acc, (coeff, index)| {
-        let value = assignment[*index];
-        if coeff.is_one() {
-            acc += value;
-        } else {
-            acc += value * coeff;
-        }
-        acc
     })
 }
 

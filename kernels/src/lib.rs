@@ -3,6 +3,7 @@
 //! - [`circuits`]: the circuit registry and the built-in circuits.
 //! - [`groth16`]: Groth16 split into the three stages cuzk schedules
 //!   (synthesize, prove_start, prove_finish).
+//! - [`r1cs`]: the compiled R1CS a proof's a, b and c are evaluated from.
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
 
@@ -11,6 +12,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod groth16;
+pub mod r1cs;
 
 pub use ark_bls12_381::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 

@@ -231,8 +231,7 @@ fn a_compact_key_proves_what_the_full_key_proves() {
     let wrong = PreparedCircuit::sparse(
         "sparse",
         compact.pk.clone(),
-        full.num_inputs,
-        full.pk.l_query.len(),
+        full.matrices.clone(),
         full.num_constraints,
         Selection::Only(a[1..].to_vec()),
         compact.b_selection.clone(),

@@ -48,6 +48,7 @@ pub fn routes() -> Vec<(Method, &'static str, actix_web::Route)> {
         (GET, "/v1/circuits", circuits::list_circuits),
         (GET, "/v1/circuits/{circuit_id}/vk", circuits::get_vk),
         (GET, "/v1/params", params::list_params),
+        (POST, "/v1/params/{id}/preload", params::preload_params),
         (POST, "/v1/params/{id}/evict", params::evict_params),
         (GET, "/v1/status", daemon::status),
         (GET, "/v1/openapi.json", daemon::openapi_json),

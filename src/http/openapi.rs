@@ -40,6 +40,7 @@ impl Modify for BearerAuth {
         circuits::list_circuits,
         circuits::get_vk,
         params::list_params,
+        params::preload_params,
         params::evict_params,
         daemon::status,
         daemon::healthz,

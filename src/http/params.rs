@@ -1,8 +1,13 @@
 //! `/v1/params`: Filecoin's parameter files in the parameter directory and
 //! which of them are loaded (decoded into a prepared circuit, counted in
-//! the budget's resident bytes); evicting one frees its memory.
+//! the budget's resident bytes); preloading one spares the first job the
+//! load, evicting one frees its memory.
+
+use std::path::PathBuf;
 
 use actix_web::{web, HttpResponse};
+use cuzk_actors::messages::budget::SetResident;
+use cuzk_filecoin::Kind;
 use serde_json::json;
 
 use super::error::ApiError;
@@ -57,12 +62,63 @@ pub async fn evict_params(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let is_filecoin = cuzk_filecoin::params::cache_ids_in(&state.jobs.params_dir)
-        .iter()
-        .any(|(file_id, _)| *file_id == id);
-    if is_filecoin && state.store.evict(&id) {
+    if param_file(&state, &id).is_some() && state.store.evict(&id) {
+        update_budget(&state);
         Ok(HttpResponse::Ok().json(json!({ "id": id, "loaded": false })))
     } else {
         Err(ApiError::new(404, format!("parameters {id:?} are not loaded")))
     }
+}
+
+#[utoipa::path(
+    post, path = "/v1/params/{id}/preload", tag = "params",
+    params(("id" = String, Path, description = "a cache id, as GET /v1/params lists it")),
+    responses(
+        (status = 200, description = "loaded (now, or already): jobs of this circuit start without the load", body = ParamsDoc),
+        (status = 404, description = "no such file in the parameter directory", body = ErrorBody),
+        (status = 422, description = "the file names no circuit this daemon proves, or does not fit it", body = ErrorBody),
+        TokenRefusals,
+    ),
+    security((), ("bearer" = ["submit"]))
+)]
+pub async fn preload_params(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = id.into_inner();
+    let path = param_file(&state, &id)
+        .ok_or_else(|| ApiError::new(404, format!("no parameter file for {id:?} in {}", state.jobs.params_dir.display())))?;
+    let (kind, sector_size) = Kind::of_cache_id(&id)
+        .ok_or_else(|| ApiError::new(422, format!("{id:?} names no circuit of a registered proof")))?;
+    let store = state.store.clone();
+    let cache_id = id.clone();
+    // Decoding a large file takes minutes: off the HTTP workers.
+    let loaded = web::block(move || {
+        store.prepared_with(&cache_id, || {
+            crate::filecoin::load_circuit(&cache_id, &path, kind, sector_size, None)
+        })
+    })
+    .await
+    .map_err(|e| ApiError::new(500, format!("loading {id} did not finish: {e}")))?
+    .map_err(|e| ApiError::new(422, format!("loading {id}: {e}")))?;
+    update_budget(&state);
+    Ok(HttpResponse::Ok().json(json!({
+        "id": id,
+        "loaded": true,
+        "resident_bytes": loaded.resident_bytes(),
+    })))
+}
+
+/// The `.params` file of `id` in the parameter directory.
+fn param_file(state: &AppState, id: &str) -> Option<PathBuf> {
+    cuzk_filecoin::params::cache_ids_in(&state.jobs.params_dir)
+        .into_iter()
+        .find_map(|(file_id, path)| (file_id == id).then_some(path))
+}
+
+/// Tells the budget the resident bytes changed, so admission counts a
+/// preloaded key, or no longer counts an evicted one, before the next
+/// partition's synthesis would.
+fn update_budget(state: &AppState) {
+    state.system.budget.do_send(SetResident { bytes: state.system.backend.resident_bytes() });
 }

@@ -8,12 +8,12 @@
 use ark_ec::{CurveGroup, PrimeGroup};
 use ark_ff::UniformRand;
 use ark_groth16::{ProvingKey, VerifyingKey};
-use ark_relations::r1cs::ConstraintMatrices;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
 use crate::groth16::{PreparedCircuit, Selection, Synthesized};
+use crate::r1cs::Matrices;
 use crate::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
 pub fn fresh_seed() -> u64 {
@@ -99,17 +99,7 @@ pub fn fabricated_partition(
         h_query: take1(n - 1, 13),
         l_query: take1(num_vars - num_inputs, 29),
     };
-    let matrices = ConstraintMatrices::<Fr> {
-        num_instance_variables: num_inputs,
-        num_witness_variables: num_vars - num_inputs,
-        num_constraints: n - num_inputs,
-        a_num_non_zero: 0,
-        b_num_non_zero: 0,
-        c_num_non_zero: 0,
-        a: vec![],
-        b: vec![],
-        c: vec![],
-    };
+    let matrices = Matrices::empty(num_inputs, num_vars - num_inputs);
     let circuit = PreparedCircuit {
         circuit_id: format!("fabricated-2^{log_n}"),
         pk,

@@ -1,0 +1,61 @@
+//! `cuzk-bench shape`: the real shapes of Filecoin's circuits at any sector
+//! size, counted from their blank circuits (constraints, variables, the A and
+//! B densities) without holding their rows, so 32 GiB PoRep's 130 million
+//! constraints fit a small machine. The simulated backend's profiles and the
+//! GPU benchmarks' fabricated partitions are derived from these counts
+//! (docs/benchmarks.md).
+
+use std::time::Instant;
+
+use cuzk_filecoin::{parse_sector_size, Kind};
+
+/// Arguments of `cuzk-bench shape`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ShapeBenchArgs {
+    /// Circuits: porep, winning, window, snap.
+    #[arg(long, value_delimiter = ',', default_values_t = ["porep".to_string(), "winning".to_string()])]
+    pub kinds: Vec<String>,
+    /// Sector sizes by name (2KiB, 32GiB) or bytes.
+    #[arg(long, value_delimiter = ',', default_values_t = ["2KiB".to_string()])]
+    pub sector_sizes: Vec<String>,
+    /// Also record the rows (compiled matrices) and report their memory;
+    /// only for sizes whose matrices fit in memory.
+    #[arg(long)]
+    pub rows: bool,
+}
+
+/// Counts every requested circuit; returns the table (markdown).
+pub fn run(args: &ShapeBenchArgs) -> Result<String, String> {
+    let mut table = String::from(
+        "| circuit | sector | constraints (with inputs) | domain | inputs | aux | A-dense aux | B-dense variables | B share | matrices MiB | recorded in s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for size in &args.sector_sizes {
+        let bytes = parse_sector_size(size)?;
+        for name in &args.kinds {
+            let kind: Kind = name.parse()?;
+            let start = Instant::now();
+            let blank = if args.rows { kind.blank(bytes) } else { kind.blank_counts(bytes) }
+                .map_err(|e| format!("{kind} at {size}: {e}"))?;
+            let seconds = start.elapsed().as_secs_f64();
+            let shape = &blank.shape;
+            let d = &shape.densities;
+            let a_dense = d.a_aux.iter().filter(|&&x| x).count();
+            let b_dense = d.b_query_len();
+            let variables = shape.num_inputs() + shape.num_aux();
+            let matrices = if args.rows {
+                format!("{:.0}", shape.matrices.resident_bytes() as f64 / f64::from(1 << 20))
+            } else {
+                "-".into()
+            };
+            table += &format!(
+                "| {kind} | {size} | {} | 2^{} | {} | {} | {a_dense} | {b_dense} | {:.1}% | {matrices} | {seconds:.1} |\n",
+                shape.num_constraints(),
+                shape.domain_size().ilog2(),
+                shape.num_inputs(),
+                shape.num_aux(),
+                100.0 * b_dense as f64 / variables as f64,
+            );
+        }
+    }
+    Ok(table)
+}
