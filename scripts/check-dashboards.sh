@@ -91,8 +91,9 @@ prom_port=$(free_port)
 while [ "$prom_port" = "$cuzk_port" ]; do prom_port=$(free_port); done
 
 # --- the daemon: sim backend, 2 devices x 2 workers, 100x faster than real.
-# A budget of 4 porep-32g partitions (14 GiB each) so that partitions also
-# wait for memory; the sim holds no real memory.
+# A budget of 4 porep-32g partitions (38 GiB each, the real circuit's
+# reservation) so that partitions also wait for memory; the sim holds no real
+# memory.
 cat > "$tmp/cuzk.toml" <<EOF
 listen = "127.0.0.1:$cuzk_port"
 data_dir = "$tmp/data"
@@ -102,7 +103,7 @@ shutdown_grace_secs = 2
 [scheduler]
 synthesis_threads = 4
 workers_per_device = 2
-budget = $(( 4 * 14 * 1024 * 1024 * 1024 + 1024 * 1024 * 1024 ))
+budget = $(( 4 * 38 * 1024 * 1024 * 1024 + 1024 * 1024 * 1024 ))
 # Two attempts: with the faults below some partitions fail both, so jobs
 # also end failed.
 max_attempts = 2

@@ -12,10 +12,14 @@ use cuzk_actors::{
 };
 use rand::{Rng, SeedableRng};
 
-use crate::config::{SimConfig, SimFaults, StageFaults};
+use cuzk_filecoin::params::QueryCounts;
+use cuzk_filecoin::record::Evaluation;
 
-/// Stage durations and memory of one kind of proof, from cuzk's published
-/// numbers (docs/benchmarks.md cites them).
+use crate::config::{SimConfig, SimFaults, StageFaults};
+use crate::filecoin::reservation_for_counts;
+
+/// Stage durations and memory of one kind of proof, derived from the real
+/// circuit's shape and the daemon's own measured stage times (below).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimProfile {
     pub name: &'static str,
@@ -28,7 +32,58 @@ pub struct SimProfile {
     pub reservation: Reservation,
 }
 
-const GIB: u64 = 1 << 30;
+/// A circuit's parameter-file counts, as `cuzk-bench shape` counted them from
+/// filecoin-proofs' own blank circuits (docs/benchmarks.md, "Circuit shapes").
+const fn counts(inputs: usize, log2_domain: u32, aux: usize, a_dense_aux: usize, b_dense: usize) -> QueryCounts {
+    QueryCounts {
+        ic: inputs,
+        h: (1 << log2_domain) - 1,
+        l: aux,
+        a: inputs + a_dense_aux,
+        b_g1: b_dense,
+        b_g2: b_dense,
+    }
+}
+
+const POREP_2KIB: QueryCounts = counts(40, 22, 2_685_673, 2_674_908, 685_522);
+const POREP_32GIB: QueryCounts = counts(328, 27, 130_169_893, 129_753_292, 33_112_282);
+const WINNING_2KIB: QueryCounts = counts(133, 17, 91_674, 69_300, 66_793);
+const WINNING_32GIB: QueryCounts = counts(133, 19, 375_210, 284_196, 272_185);
+
+/// A 2 KiB circuit's stage times (seconds) on the H200 machine: the CUDA
+/// engine with compiled evaluation, medians over HTTP (docs/benchmarks.md,
+/// 2026-12-01 05:29 UTC).
+struct Measured {
+    counts: QueryCounts,
+    synthesis: f64,
+    gpu: f64,
+    finalize: f64,
+}
+
+const POREP_2KIB_H200: Measured = Measured { counts: POREP_2KIB, synthesis: 1.19, gpu: 0.23, finalize: 0.02 };
+const WINNING_2KIB_H200: Measured = Measured { counts: WINNING_2KIB, synthesis: 0.23, gpu: 0.05, finalize: 0.04 };
+
+impl Measured {
+    /// The stages of a circuit with `counts`, scaled linearly: synthesis by
+    /// aux variables (one allocation, about one constraint each),
+    /// prove_start by MSM points (h + l + a + b), finalize by B points; the
+    /// GPU range is ±10% around the scaled time. The reservation is the
+    /// daemon's own rule for those counts.
+    fn scaled(&self, name: &'static str, partitions: u32, priority: Priority, to: &QueryCounts) -> SimProfile {
+        let points = |c: &QueryCounts| (c.h + c.l + c.a + c.b_g1) as f64;
+        let ratio = |big: usize, small: usize| big as f64 / small as f64;
+        let gpu = self.gpu * points(to) / points(&self.counts);
+        SimProfile {
+            name,
+            partitions,
+            priority,
+            synthesis: Duration::from_secs_f64(self.synthesis * ratio(to.l, self.counts.l)),
+            gpu: (Duration::from_secs_f64(0.9 * gpu), Duration::from_secs_f64(1.1 * gpu)),
+            finalize: Duration::from_secs_f64(self.finalize * ratio(to.b_g2, self.counts.b_g2)),
+            reservation: reservation_for_counts(to, Evaluation::Compiled),
+        }
+    }
+}
 
 impl SimProfile {
     pub const NAMES: [&'static str; 2] = ["porep-32g", "winning-post"];
@@ -36,35 +91,13 @@ impl SimProfile {
     /// The profile of that name; the error lists the known ones.
     pub fn by_name(name: &str) -> Result<Self, String> {
         match name {
-            // 10 partitions of ~130M constraints: synthesis ~30 s, GPU 1 to
-            // 3.3 s, G2 MSM on CPU ~0.5 s, ~14 GiB per partition of which
-            // a, b, c are ~4.2 GiB each.
-            "porep-32g" => Ok(Self {
-                name: "porep-32g",
-                partitions: 10,
-                priority: Priority::Normal,
-                synthesis: Duration::from_secs(30),
-                gpu: (Duration::from_millis(1000), Duration::from_millis(3300)),
-                finalize: Duration::from_millis(500),
-                reservation: Reservation {
-                    abc_bytes: 12 * GIB + GIB / 2,
-                    retained_bytes: 3 * GIB / 2,
-                },
-            }),
-            // One partition of ~3.5M constraints that must finish within an
-            // epoch.
-            "winning-post" => Ok(Self {
-                name: "winning-post",
-                partitions: 1,
-                priority: Priority::Critical,
-                synthesis: Duration::from_millis(900),
-                gpu: (Duration::from_millis(60), Duration::from_millis(120)),
-                finalize: Duration::from_millis(20),
-                reservation: Reservation {
-                    abc_bytes: 340 << 20,
-                    retained_bytes: 110 << 20,
-                },
-            }),
+            // 10 partitions of 130,278,869 constraints (domain 2^27): about
+            // 58 s synthesis, 9.6 s on the GPU, 1 s finalize, 38 GiB each.
+            "porep-32g" => Ok(POREP_2KIB_H200.scaled("porep-32g", 10, Priority::Normal, &POREP_32GIB)),
+            // One partition of 370,723 constraints (domain 2^19), critical.
+            "winning-post" => {
+                Ok(WINNING_2KIB_H200.scaled("winning-post", 1, Priority::Critical, &WINNING_32GIB))
+            }
             _ => Err(format!(
                 "unknown sim profile {name:?}; known: {}",
                 Self::NAMES.join(", ")
@@ -231,5 +264,61 @@ impl Backend for SimBackend {
 
     fn resident_bytes(&self) -> u64 {
         self.faults.resident_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cuzk_filecoin::Kind;
+
+    use super::*;
+
+    /// A blank circuit's counts as its parameter file would hold them.
+    fn counted(kind: Kind, sector_size: u64) -> QueryCounts {
+        let shape = kind.blank_counts(sector_size).unwrap().shape;
+        let d = &shape.densities;
+        let a_dense = d.a_aux.iter().filter(|&&dense| dense).count();
+        counts(
+            shape.num_inputs(),
+            shape.domain_size().ilog2(),
+            shape.num_aux(),
+            a_dense,
+            d.b_query_len(),
+        )
+    }
+
+    /// The profiles' counts are filecoin-proofs' circuits' (the 32 GiB
+    /// PoRep count takes minutes: `sim_porep_profile_counts_the_32_gib_circuit`).
+    #[test]
+    fn sim_profiles_count_the_real_circuits() {
+        assert_eq!(counted(Kind::Porep, 2048), POREP_2KIB);
+        assert_eq!(counted(Kind::WinningPost, 2048), WINNING_2KIB);
+        assert_eq!(counted(Kind::WinningPost, 32 << 30), WINNING_32GIB);
+    }
+
+    #[test]
+    #[ignore = "counts 130 million constraints: about 2 minutes"]
+    fn sim_porep_profile_counts_the_32_gib_circuit() {
+        assert_eq!(counted(Kind::Porep, 32 << 30), POREP_32GIB);
+    }
+
+    /// Scaled to its own counts a measurement is itself; the 32 GiB
+    /// profiles grow with their circuits and reserve what a real job would.
+    #[test]
+    fn profiles_scale_the_measured_stages() {
+        let same = POREP_2KIB_H200.scaled("same", 1, Priority::Normal, &POREP_2KIB);
+        assert!((same.synthesis.as_secs_f64() - POREP_2KIB_H200.synthesis).abs() < 1e-9);
+        assert!((same.finalize.as_secs_f64() - POREP_2KIB_H200.finalize).abs() < 1e-9);
+        let mid = (same.gpu.0 + same.gpu.1).as_secs_f64() / 2.0;
+        assert!((mid - POREP_2KIB_H200.gpu).abs() < 1e-9);
+
+        let porep = SimProfile::by_name("porep-32g").unwrap();
+        assert_eq!(porep.partitions, 10);
+        assert!(porep.synthesis > same.synthesis * 40 && porep.gpu.0 > same.gpu.1 * 30);
+        assert_eq!(porep.reservation, reservation_for_counts(&POREP_32GIB, Evaluation::Compiled));
+        assert_eq!(porep.reservation.abc_bytes, 3 * (1 << 27) * 32, "a, b, c over the 2^27 domain");
+        let winning = SimProfile::by_name("winning-post").unwrap();
+        assert_eq!((winning.partitions, winning.priority), (1, Priority::Critical));
+        assert!(winning.synthesis < porep.synthesis / 10);
     }
 }
