@@ -220,6 +220,7 @@ impl FilecoinJob {
         let input: PorepInput = serde_json::from_value(input.clone())
             .map_err(|e| format!("invalid porep-c2 input: {e}"))?;
         let (c1, prover_id) = input.read()?;
+        porep::check(&c1).map_err(|e| e.to_string())?;
         if !verify::replica_id_matches(&c1, prover_id, input.sector_id) {
             return Err(format!(
                 "the C1 output was not sealed for prover_id {} and sector_id {}: its replica id differs",
@@ -227,7 +228,6 @@ impl FilecoinJob {
             ));
         }
         let partitions = porep::partition_count(&c1);
-        porep::check(&c1).map_err(|e| e.to_string())?;
         let registered = RegisteredProof::Seal(c1.registered_proof);
         Self::with_params(registered, partitions, params_dir, Request::Porep(Box::new(c1)))
     }

@@ -270,6 +270,14 @@ fn bad_filecoin_inputs_are_refused_before_any_partition_runs() {
     let reason = body["error"].as_str().unwrap();
     assert!(reason.contains("is missing") && reason.contains(".params"), "{reason}");
     assert!(reason.contains(&Kind::WinningPost.cache_id(2048).unwrap()), "{reason}");
+
+    // Non-interactive PoRep (a SnarkPack aggregate) is refused by name.
+    let mut ni = serde_json::to_value(&sector.c1).unwrap();
+    ni["registered_proof"] = json!("StackedDrg2KiBV1_2_Feat_NonInteractivePoRep");
+    let input = json!({ "c1": ni, "prover_id": hex::encode(PROVER_ID), "sector_id": 31 });
+    let (status, body) = d.post("/v1/jobs", &json!({ "circuit": "porep-c2", "input": input }));
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("non-interactive PoRep"), "{body}");
 }
 
 /// The four kinds on the CUDA engine: `cargo test --features cuda --test

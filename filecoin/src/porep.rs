@@ -10,6 +10,7 @@ use filecoin_proofs::parameters::setup_params;
 use filecoin_proofs::types::VanillaSealProof;
 use filecoin_proofs::with_shape;
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
+use filecoin_proofs_api::ApiFeature;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
@@ -38,7 +39,8 @@ fn filecoin(e: anyhow::Error) -> Error {
     Error::Filecoin(format!("{e:#}"))
 }
 
-/// Refuses, before any partition runs, a C1 output that commit phase 2 would
+/// Refuses, before any partition runs, a non-interactive PoRep C1 output
+/// (not supported), one that commit phase 2 would
 /// refuse (all-zero commitments or seed, no vanilla proofs) or whose vanilla
 /// proofs do not verify: the check commit phase 1 makes on them
 /// (`StackedDrg::verify_all_partitions`, with the same public inputs), since
@@ -49,6 +51,15 @@ pub fn check(c1: &SealCommitPhase1Output) -> Result<(), Error> {
 }
 
 fn check_inner<Tree: 'static + MerkleTreeTrait>(c1: &SealCommitPhase1Output) -> Result<(), Error> {
+    if c1.registered_proof.feature_enabled(ApiFeature::NonInteractivePoRep) {
+        // seal_commit_phase2 returns a SnarkPack aggregate of the partition
+        // proofs for these, which needs the inner-product SRS file and an
+        // aggregation step after the last partition.
+        return Err(Error::Invalid(format!(
+            "{:?} is non-interactive PoRep, whose proof is a SnarkPack aggregate; the daemon does not aggregate",
+            c1.registered_proof
+        )));
+    }
     for (name, value) in [
         ("comm_d", &c1.comm_d),
         ("comm_r", &c1.comm_r),
