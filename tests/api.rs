@@ -138,6 +138,25 @@ fn proofs_conflict_while_running_and_idempotency_returns_the_same_job() {
     assert_eq!(repeat["id"], by_header["id"]);
     assert_ne!(by_header["id"], first["id"]);
 
+    // The same key with another body is a conflict, named; an empty key is
+    // no key at all.
+    let mut other = body.clone();
+    other["seed"] = json!(99);
+    let (status, conflict) = d.post("/v1/jobs", &other);
+    assert_eq!(status, 422, "{conflict}");
+    let reason = conflict["error"].as_str().unwrap();
+    assert!(reason.contains("req-1") && reason.contains(first["id"].as_str().unwrap()), "{reason}");
+    let mut empty = small_job();
+    empty["request_id"] = json!("");
+    assert_eq!(d.post("/v1/jobs", &empty).0, 422);
+    let res = agent()
+        .post(&format!("{}/v1/jobs", d.url))
+        .set("Idempotency-Key", " ")
+        .send_json(small_job());
+    let (status, refused) = response(res);
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("must not be empty"), "{refused}");
+
     assert_eq!(d.wait(id, Duration::from_secs(120))["status"], "done");
 }
 

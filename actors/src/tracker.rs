@@ -25,8 +25,16 @@ use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, WorkerId};
 use crate::store::{JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
 use crate::time::unix_ms;
+use sha2::Digest as _;
 
 pub const MAILBOX_CAPACITY: usize = 4096;
+
+/// SHA-256 of a job's request body as the client sent it.
+type BodyDigest = [u8; 32];
+
+fn body_digest(request: &str) -> BodyDigest {
+    sha2::Sha256::digest(request.as_bytes()).into()
+}
 
 pub struct Tracker {
     /// The dispatcher: partitions to queue (new, restored, retried).
@@ -34,7 +42,9 @@ pub struct Tracker {
     /// The dispatcher: jobs that failed or were cancelled.
     drop_job: Recipient<DropJob>,
     jobs: HashMap<JobId, JobState>,
-    by_idempotency_key: HashMap<String, JobId>,
+    /// Each idempotency key's job and the digest of the body that created
+    /// it: a repeat with another body is a conflict, not the same job.
+    by_idempotency_key: HashMap<String, (JobId, BodyDigest)>,
     next_seq: u64,
     /// Attempts a partition gets before its failure fails the job.
     max_attempts: u32,
@@ -134,7 +144,7 @@ impl Tracker {
         for id in &expired {
             self.jobs.remove(id);
         }
-        self.by_idempotency_key.retain(|_, id| self.jobs.contains_key(id));
+        self.by_idempotency_key.retain(|_, (id, _)| self.jobs.contains_key(id));
         log::info!("retention: forgot {} finished jobs", expired.len());
         for id in expired {
             self.record(StoreWrite::Removed(id));
@@ -143,10 +153,10 @@ impl Tracker {
 
     /// Takes a job in, accepted or restored; an unfinished one counts
     /// against the queue limit until it settles.
-    fn insert_job(&mut self, job: JobState, idempotency_key: Option<String>) {
+    fn insert_job(&mut self, job: JobState, idempotency_key: Option<(String, BodyDigest)>) {
         let id = job.spec.id.clone();
-        if let Some(key) = idempotency_key {
-            self.by_idempotency_key.insert(key, id.clone());
+        if let Some((key, body)) = idempotency_key {
+            self.by_idempotency_key.insert(key, (id.clone(), body));
         }
         if job.finished.is_none() {
             self.unfinished += 1;

@@ -27,7 +27,7 @@ use crate::job_input::SubmitRequest;
          headers(("Location" = String))),
         (status = 400, description = "not JSON, or a non-ASCII Idempotency-Key", body = ErrorBody),
         (status = 413, description = "body over limits.max_body_bytes", body = ErrorBody),
-        (status = 422, description = "not a valid job (the reason says why)", body = ErrorBody),
+        (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
         (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
         TokenRefusals,
@@ -49,6 +49,10 @@ pub async fn submit_job(
         ),
         None => None,
     };
+    // An empty key would merge every client's keyless-by-mistake jobs.
+    if header_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        return Err(ApiError::new(422, "Idempotency-Key must not be empty"));
+    }
     if !state.intake.is_open() {
         return Err(shutting_down());
     }
@@ -57,6 +61,9 @@ pub async fn submit_job(
     let parsed = web::block(move || parser.parse(&parse_body))
         .await
         .map_err(|e| ApiError::new(500, format!("validation thread failed: {e}")))??;
+    if header_key.is_none() && parsed.request.request_id.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        return Err(ApiError::new(422, "request_id must not be empty"));
+    }
     let new_job = NewJob {
         id: JobId(uuid::Uuid::new_v4().simple().to_string()),
         priority: parsed.priority,
@@ -73,7 +80,17 @@ pub async fn submit_job(
         // Parsed above, so valid JSON and UTF-8.
         request: String::from_utf8(body.to_vec()).ok(),
     };
+    let key = new_job.idempotency_key.clone().unwrap_or_default();
     let outcome = ask_tracker(&state, SubmitJob(new_job)).await?;
+    if outcome.key_conflict {
+        return Err(ApiError::new(
+            422,
+            format!(
+                "idempotency key {key:?} belongs to job {} submitted with a different body",
+                outcome.id
+            ),
+        ));
+    }
     if let Some(full) = outcome.queue_full {
         return Ok(HttpResponse::TooManyRequests()
             .insert_header((header::RETRY_AFTER, state.retry_after_s.to_string()))

@@ -28,6 +28,9 @@ pub struct SubmitOutcome {
     /// Set when the job was refused because too many jobs are unfinished;
     /// nothing was queued.
     pub queue_full: Option<QueueFull>,
+    /// The idempotency key belongs to job `id`, created from another body;
+    /// nothing was queued.
+    pub key_conflict: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

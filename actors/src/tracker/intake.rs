@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use actix::prelude::*;
 
-use super::{JobState, PartitionState, Tracker};
+use super::{body_digest, JobState, PartitionState, Tracker};
 use crate::messages::{Enqueue, JobStatus, QueueFull, SetMaxUnfinished, SubmitJob, SubmitOutcome};
 use crate::model::JobSpec;
 use crate::store::{JobRecord, StoreWrite};
@@ -18,21 +18,25 @@ impl Handler<SubmitJob> for Tracker {
     type Result = MessageResult<SubmitJob>;
 
     fn handle(&mut self, SubmitJob(job): SubmitJob, _: &mut Context<Self>) -> Self::Result {
-        if let Some(existing) = job
+        let keyed = job
             .idempotency_key
-            .as_ref()
-            .and_then(|k| self.by_idempotency_key.get(k))
-        {
+            .clone()
+            .map(|key| (key, job.request.as_deref().map(body_digest).unwrap_or_default()));
+        if let Some((existing, body)) = keyed.as_ref().and_then(|(k, _)| self.by_idempotency_key.get(k)) {
+            let conflict = keyed.as_ref().is_some_and(|(_, digest)| digest != body);
             let status = self.jobs[existing].status();
             // The original may still be on its way to disk: a repeat is
             // answered only once it is there too.
-            let durable = self.store().map(|store| store.write(StoreWrite::Barrier));
+            let durable = (!conflict)
+                .then(|| self.store().map(|store| store.write(StoreWrite::Barrier)))
+                .flatten();
             return MessageResult(SubmitOutcome {
                 id: existing.clone(),
                 created: false,
                 status,
                 durable,
                 queue_full: None,
+                key_conflict: conflict,
             });
         }
         if let Some(limit) = self.max_unfinished {
@@ -44,6 +48,7 @@ impl Handler<SubmitJob> for Tracker {
                     status: JobStatus::Queued,
                     durable: None,
                     queue_full: Some(QueueFull { unfinished, limit }),
+                    key_conflict: false,
                 });
             }
         }
@@ -92,7 +97,7 @@ impl Handler<SubmitJob> for Tracker {
                 error: None,
                 finished: None,
             },
-            job.idempotency_key,
+            keyed,
         );
         self.enqueue.do_send(Enqueue::all(spec));
         MessageResult(SubmitOutcome {
@@ -101,6 +106,7 @@ impl Handler<SubmitJob> for Tracker {
             status: JobStatus::Queued,
             durable,
             queue_full: None,
+            key_conflict: false,
         })
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::{JobState, PartitionState, Tracker};
+use super::{body_digest, JobState, PartitionState, Tracker};
 use crate::messages::{Enqueue, RestoreJobs, RestoredJob};
 use crate::model::{JobSpec, Reservation, Stage};
 use crate::store::StoredJob;
@@ -73,7 +73,9 @@ impl Tracker {
                 error: outcome.and_then(|o| o.error),
                 finished,
             },
-            record.idempotency_key,
+            record
+                .idempotency_key
+                .map(|key| (key, body_digest(&record.request))),
         );
         if finished.is_some() {
             return;
