@@ -356,6 +356,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
                     Ok(res)
                 }
             })
+            .wrap(from_fn(http::head_as_get))
             .configure(|cfg| http::configure(cfg, max_body))
     })
     .workers(2)

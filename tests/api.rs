@@ -160,6 +160,20 @@ fn proofs_conflict_while_running_and_idempotency_returns_the_same_job() {
     assert_eq!(d.wait(id, Duration::from_secs(120))["status"], "done");
 }
 
+/// HEAD is served wherever GET is, with the GET's status and headers and
+/// no body; a path without a GET is still 404.
+#[test]
+fn head_is_answered_where_get_is() {
+    let d = start();
+    for path in ["/healthz", "/v1/status", "/v1/circuits", "/metrics", "/"] {
+        let res = agent().head(&format!("{}{path}", d.url)).call().unwrap();
+        assert_eq!(res.status(), 200, "HEAD {path}");
+        assert!(res.into_string().unwrap().is_empty(), "HEAD {path} has no body");
+    }
+    let missing = agent().head(&format!("{}/v1/jobs/nope", d.url)).call();
+    assert!(matches!(missing, Err(ureq::Error::Status(404, _))), "{missing:?}");
+}
+
 #[test]
 fn client_inputs_are_proved_and_checked() {
     let d = start();

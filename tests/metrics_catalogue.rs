@@ -69,6 +69,24 @@ fn catalogue_follows_prometheus_conventions() {
     }
 }
 
+/// A dashboard charts these before anything happened: every known label
+/// value is exported as 0 by a daemon that has done nothing.
+#[test]
+fn labelled_counters_start_at_zero() {
+    let d = common::start();
+    let text = d.metrics();
+    for series in [
+        r#"cuzk_jobs_deadline_missed_total{priority="critical"} 0"#,
+        r#"cuzk_jobs_deadline_missed_total{priority="low"} 0"#,
+        r#"cuzk_jobs_submitted_total{priority="normal"} 0"#,
+        r#"cuzk_jobs_finished_total{outcome="failed"} 0"#,
+        r#"cuzk_partitions_finished_total{outcome="cancelled"} 0"#,
+        r#"cuzk_partition_retries_total{stage="proving"} 0"#,
+    ] {
+        assert!(text.lines().any(|l| l == series), "{series} missing:\n{text}");
+    }
+}
+
 #[test]
 fn a_live_scrape_shows_every_catalogued_metric_and_nothing_else() {
     let d = common::start();

@@ -306,14 +306,22 @@ pub fn fix_exposition(text: &str) -> String {
 }
 
 /// Registers help texts and units with the installed recorder, and starts
-/// the rare counters at zero so that they are scraped (and rated) before
-/// their first event.
+/// the labelled counters at zero for every known label value, so that they
+/// are scraped (and rated, and charted) before their first event.
 pub fn describe_all() {
     for stage in [Stage::Synthesizing, Stage::Proving, Stage::Finalizing] {
         metrics::counter!(PARTITION_RETRIES.name, "stage" => stage.as_str()).absolute(0);
     }
     for actor in ["synthesis", "gpu_worker", "finalizer"] {
         metrics::counter!(ACTOR_RESTARTS.name, "actor" => actor).absolute(0);
+    }
+    for priority in Priority::ALL {
+        metrics::counter!(JOBS_SUBMITTED.name, "priority" => priority.as_str()).absolute(0);
+        metrics::counter!(DEADLINES_MISSED.name, "priority" => priority.as_str()).absolute(0);
+    }
+    for outcome in [Stage::Done, Stage::Failed, Stage::Cancelled] {
+        metrics::counter!(JOBS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
+        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
     }
     for def in CATALOGUE {
         match def.kind {

@@ -16,7 +16,10 @@ pub mod schemas;
 pub mod state;
 pub mod workers;
 
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
+use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 pub use error::{json_errors, ApiError};
@@ -56,6 +59,19 @@ pub fn routes() -> Vec<(Method, &'static str, actix_web::Route)> {
         (GET, "/v1/timeline", workers::timeline),
         (GET, "/", workers::index),
     ]
+}
+
+/// HEAD is answered wherever GET is: the request is routed (and
+/// authorized) as the GET it stands for, and the connection, which decoded
+/// a HEAD, sends the headers without the body.
+pub async fn head_as_get(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    if req.method() == Method::HEAD {
+        req.head_mut().method = Method::GET;
+    }
+    next.call(req).await
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
