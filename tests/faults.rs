@@ -89,6 +89,10 @@ fn errors_panics_and_stalls_everywhere_end_every_job_and_leak_nothing() {
     let status = budget_drained(&d);
     assert_eq!(status["jobs"]["done"], done);
     assert_eq!(status["jobs"]["failed"], failed);
+    // Counted as they changed, through every retry and failure: no job is
+    // left running and no partition in any stage.
+    assert_eq!((&status["jobs"]["queued"], &status["jobs"]["running"]), (&json!(0), &json!(0)), "{status}");
+    assert!(status["partitions"].as_object().unwrap().values().all(|n| *n == 0), "{status}");
     let text = d.metrics();
     for actor in ["synthesis", "gpu_worker", "finalizer"] {
         let restarts = metric_value(&text, &format!("cuzk_actor_restarts_total{{actor=\"{actor}\"}}"));
@@ -105,6 +109,29 @@ fn errors_panics_and_stalls_everywhere_end_every_job_and_leak_nothing() {
         d.wait(&after, Duration::from_secs(60))["status"].as_str(),
         Some("done" | "failed")
     ));
+}
+
+/// Partitions past the GPU are counted too: with a stalling finalizer,
+/// `/v1/status` shows them waiting for or in the finalizer while the job runs.
+#[test]
+fn status_counts_partitions_at_the_finalizer() {
+    let d = sim_daemon(|c| c.sim.finalizer_stall_ms = 400);
+    let id = submit(&d, 4, 1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, status) = d.get("/v1/status");
+        let p = &status["partitions"];
+        let at_finalizer = p["waiting_finalizer"].as_u64().unwrap() + p["finalizing"].as_u64().unwrap();
+        if at_finalizer > 0 {
+            assert_eq!(status["jobs"]["running"], 1, "{status}");
+            let counted: u64 = p.as_object().unwrap().values().filter_map(Value::as_u64).sum();
+            assert!((1..=4).contains(&counted), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no partition was ever seen at the finalizer: {status}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(d.wait(&id, Duration::from_secs(60))["status"], "done");
 }
 
 #[test]

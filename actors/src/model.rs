@@ -72,6 +72,20 @@ pub enum Stage {
     Cancelled,
 }
 
+/// Every stage, in order.
+pub const STAGES: [Stage; Stage::COUNT] = [
+    Stage::Queued,
+    Stage::WaitingBudget,
+    Stage::Synthesizing,
+    Stage::WaitingGpu,
+    Stage::Proving,
+    Stage::WaitingFinalizer,
+    Stage::Finalizing,
+    Stage::Done,
+    Stage::Failed,
+    Stage::Cancelled,
+];
+
 impl Stage {
     pub const COUNT: usize = 10;
 

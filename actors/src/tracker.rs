@@ -51,6 +51,9 @@ pub struct Tracker {
     persistence: Persistence,
     /// Unfinished jobs above which SubmitJob refuses new ones (None: no limit).
     max_unfinished: Option<usize>,
+    /// Jobs by status and partitions by stage, kept as they change so that
+    /// `/v1/status` costs the same however many jobs are retained.
+    tally: Tally,
     /// Jobs not yet finished, kept as jobs come and end so that the queue
     /// limit costs nothing per submission however many jobs are retained.
     unfinished: usize,
@@ -61,6 +64,31 @@ struct JobState {
     partitions: Vec<PartitionState>,
     error: Option<String>,
     finished: Option<(Stage, Instant)>,
+}
+
+/// Counts of the retained jobs by status and of their partitions by stage.
+/// A job leaves the counts before it changes and enters them again after,
+/// so each change costs its own partitions, not every job's.
+#[derive(Default)]
+struct Tally {
+    jobs: [usize; JobStatus::ALL.len()],
+    partitions: [usize; Stage::COUNT],
+}
+
+impl Tally {
+    fn add(&mut self, job: &JobState) {
+        self.jobs[job.status() as usize] += 1;
+        for p in &job.partitions {
+            self.partitions[p.stage as usize] += 1;
+        }
+    }
+
+    fn remove(&mut self, job: &JobState) {
+        self.jobs[job.status() as usize] -= 1;
+        for p in &job.partitions {
+            self.partitions[p.stage as usize] -= 1;
+        }
+    }
 }
 
 struct PartitionState {
@@ -107,6 +135,7 @@ impl Tracker {
             persistence: Persistence::in_memory(),
             max_unfinished: None,
             unfinished: 0,
+            tally: Tally::default(),
         }
     }
 
@@ -142,7 +171,9 @@ impl Tracker {
             return;
         }
         for id in &expired {
-            self.jobs.remove(id);
+            if let Some(job) = self.jobs.remove(id) {
+                self.tally.remove(&job);
+            }
         }
         self.by_idempotency_key.retain(|_, (id, _)| self.jobs.contains_key(id));
         log::info!("retention: forgot {} finished jobs", expired.len());
@@ -161,6 +192,7 @@ impl Tracker {
         if job.finished.is_none() {
             self.unfinished += 1;
         }
+        self.tally.add(&job);
         self.jobs.insert(id, job);
     }
 
@@ -170,14 +202,20 @@ impl Tracker {
 
     /// Moves a partition forward; stale or out-of-order reports are ignored.
     fn advance(&mut self, key: &PartitionKey, stage: Stage, at: Instant) -> bool {
-        let Some(partition) = self.partition_mut(key) else {
+        let Some(job) = self.jobs.get_mut(&key.job) else {
             return false;
         };
-        if partition.stage.is_terminal() || stage < partition.stage {
+        let Some(current) = job.partitions.get(key.index as usize).map(|p| p.stage) else {
+            return false;
+        };
+        if current.is_terminal() || stage < current {
             return false;
         }
+        self.tally.remove(job);
+        let partition = &mut job.partitions[key.index as usize];
         partition.stage = stage;
         partition.entered[stage as usize].get_or_insert(at);
+        self.tally.add(job);
         true
     }
 
@@ -190,6 +228,10 @@ impl Tracker {
             return;
         }
         let now = Instant::now();
+        if outcome.is_none() && !job.partitions.iter().all(|p| p.stage == Stage::Done) {
+            return;
+        }
+        self.tally.remove(job);
         let final_stage = match outcome {
             Some((stage, error)) => {
                 job.spec.abandon();
@@ -204,10 +246,10 @@ impl Tracker {
                 self.drop_job.do_send(DropJob { job: id.clone() });
                 stage
             }
-            None if job.partitions.iter().all(|p| p.stage == Stage::Done) => Stage::Done,
-            None => return,
+            None => Stage::Done,
         };
         job.finished = Some((final_stage, now));
+        self.tally.add(job);
         self.unfinished -= 1;
         let outcome = JobOutcome {
             stage: final_stage,
@@ -233,12 +275,14 @@ impl Tracker {
         let Some(job) = self.jobs.get_mut(&key.job).filter(|j| j.finished.is_none()) else {
             return false;
         };
-        let Some(p) = job.partitions.get_mut(key.index as usize) else {
+        let Some(p) = job.partitions.get(key.index as usize) else {
             return false;
         };
         if p.stage.is_terminal() || p.attempts >= max_attempts {
             return false;
         }
+        self.tally.remove(job);
+        let p = &mut job.partitions[key.index as usize];
         telemetry::PartitionRetried {
             partition: &key.to_string(),
             stage: p.stage,
@@ -251,6 +295,7 @@ impl Tracker {
             retried_after: Some(error.to_string()),
             ..PartitionState::queued(Instant::now())
         };
+        self.tally.add(job);
         self.enqueue.do_send(Enqueue {
             job: job.spec.clone(),
             partitions: vec![key.index],

@@ -172,4 +172,7 @@ pub enum ProofsError {
 pub struct TrackerStatus {
     /// Jobs by status.
     pub jobs: BTreeMap<&'static str, usize>,
+    /// Partitions of unfinished jobs by stage, from queued to finalizing:
+    /// where every running job's partitions are, the finalizer's included.
+    pub partitions: BTreeMap<&'static str, usize>,
 }

@@ -12,7 +12,7 @@ use crate::messages::{
     CountRunningPartitions, GetJob, GetProofs, GetTrackerStatus, JobStatus, JobView,
     PartitionView, ProofsError, ProofsView, TrackerStatus,
 };
-use crate::model::Stage;
+use crate::model::{Stage, STAGES};
 use crate::time::{ms, unix_ms};
 
 impl JobState {
@@ -120,12 +120,16 @@ impl Handler<GetTrackerStatus> for Tracker {
     type Result = MessageResult<GetTrackerStatus>;
 
     fn handle(&mut self, _: GetTrackerStatus, _: &mut Context<Self>) -> Self::Result {
-        let mut jobs: BTreeMap<&'static str, usize> =
-            JobStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
-        for job in self.jobs.values() {
-            *jobs.entry(job.status().as_str()).or_default() += 1;
-        }
-        MessageResult(TrackerStatus { jobs })
+        let jobs = JobStatus::ALL
+            .iter()
+            .map(|s| (s.as_str(), self.tally.jobs[*s as usize]))
+            .collect();
+        let partitions = STAGES
+            .iter()
+            .filter(|stage| !stage.is_terminal())
+            .map(|s| (s.as_str(), self.tally.partitions[*s as usize]))
+            .collect();
+        MessageResult(TrackerStatus { jobs, partitions })
     }
 }
 
@@ -133,11 +137,10 @@ impl Handler<CountRunningPartitions> for Tracker {
     type Result = usize;
 
     fn handle(&mut self, _: CountRunningPartitions, _: &mut Context<Self>) -> usize {
-        self.jobs
-            .values()
-            .filter(|job| job.finished.is_none())
-            .flat_map(|job| &job.partitions)
-            .filter(|p| p.stage != Stage::Queued && !p.stage.is_terminal())
-            .count()
+        STAGES
+            .iter()
+            .filter(|stage| **stage != Stage::Queued && !stage.is_terminal())
+            .map(|s| self.tally.partitions[*s as usize])
+            .sum()
     }
 }
