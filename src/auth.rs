@@ -57,6 +57,10 @@ pub struct AuthConfig {
     /// Set by `--insecure` only: listen beyond loopback without any token.
     #[serde(skip)]
     pub insecure: bool,
+    /// Without tokens, the `Host` names (beyond localhost, 127.0.0.1 and
+    /// ::1) requests may carry, and the origins' hosts a browser may POST
+    /// from: a DNS-rebinding or cross-site page names another.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// One token: its plaintext or the hex SHA-256 of it (so that the config
@@ -127,6 +131,10 @@ pub fn parse_token_list(text: &str) -> Result<Vec<TokenConfig>, String> {
 pub struct Gate {
     tokens: Vec<([u8; 32], Vec<Scope>)>,
     read_requires_token: bool,
+    /// Without tokens on loopback: the host names requests and origins may
+    /// carry (None: no check, because tokens guard the daemon or
+    /// `--insecure` opened it to every name).
+    browser_guard: Option<Vec<String>>,
     /// The listener that serves only /metrics and /healthz.
     metrics_addr: Option<SocketAddr>,
 }
@@ -166,9 +174,15 @@ impl Gate {
         if tokens.is_empty() && config.insecure && !is_loopback(listen)? {
             log::warn!("--insecure: {listen} accepts unauthenticated requests");
         }
+        let browser_guard = (tokens.is_empty() && !config.insecure).then(|| {
+            let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+            hosts.extend(config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+            hosts
+        });
         Ok(Self {
             tokens,
             read_requires_token: config.read_requires_token,
+            browser_guard,
             metrics_addr: None,
         })
     }
@@ -202,6 +216,19 @@ impl Gate {
                     json!({"error": "the metrics listener serves only /metrics and /healthz"}),
                 ),
             );
+        }
+        let reading = matches!(*req.method(), Method::GET | Method::HEAD);
+        if *req.method() == Method::POST && !is_json(req) {
+            // A form or text/plain POST is what a cross-site page can send
+            // without asking; a JSON one needs a preflight nobody answers.
+            return Some(HttpResponse::UnsupportedMediaType().json(json!({
+                "error": "POST requests are JSON: send Content-Type: application/json"
+            })));
+        }
+        if let Some(allowed) = &self.browser_guard {
+            if let Some(refusal) = foreign_host(req, allowed, !reading) {
+                return Some(HttpResponse::Forbidden().json(json!({ "error": refusal })));
+            }
         }
         if self.tokens.is_empty() || matches!(path, "/healthz" | "/v1/openapi.json") {
             return None;
@@ -245,6 +272,52 @@ impl Gate {
             ),
             Some(_) => None,
         }
+    }
+}
+
+/// Whether the request declares a JSON body (`application/json` or a
+/// `+json` type, parameters allowed).
+fn is_json(req: &ServiceRequest) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .is_some_and(|t| t == "application/json" || (t.starts_with("application/") && t.ends_with("+json")))
+}
+
+/// Why a request from a browser is refused in the no-token mode: its
+/// `Host` is not a name of this daemon (DNS rebinding), or, for a request
+/// that changes state, its `Origin` is another site (CSRF).
+fn foreign_host(req: &ServiceRequest, allowed: &[String], changes_state: bool) -> Option<String> {
+    let known = |host: &str| allowed.iter().any(|a| a.eq_ignore_ascii_case(host));
+    let host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !host.is_empty() && !known(host_name(host)) {
+        return Some(format!(
+            "Host {host:?} is not a name of this daemon (a DNS-rebinding guard without tokens); add it to auth.allowed_hosts"
+        ));
+    }
+    let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    match origin {
+        Some(origin) if changes_state => {
+            let host = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
+            (!known(host_name(host))).then(|| {
+                format!("a request from origin {origin:?} may not change state (a CSRF guard without tokens)")
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The name in a `Host` header or an origin's authority: the port and the
+/// brackets of an IPv6 address removed.
+fn host_name(authority: &str) -> &str {
+    let authority = authority.trim();
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("");
+    }
+    match authority.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => authority,
     }
 }
 

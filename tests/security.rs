@@ -148,6 +148,66 @@ fn hashed_tokens_from_the_config_file() {
     assert_eq!(call(&d, "GET", "/v1/status", Some(READER)).0, 200);
 }
 
+/// One raw HTTP/1.1 request with the given headers: (status, body). ureq
+/// sets Host and Content-Type itself; a browser attack sets them otherwise.
+fn raw(d: &TestDaemon, request: &str) -> (u16, Value) {
+    let addr = d.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn post_job(host: &str, content_type: &str, origin: Option<&str>) -> String {
+    let body = job().to_string();
+    let origin = origin.map(|o| format!("Origin: {o}\r\n")).unwrap_or_default();
+    format!(
+        "POST /v1/jobs HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\n{origin}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn get(host: &str, path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
+
+/// Without tokens the daemon trusts whoever reaches loopback, so a browser
+/// must not be the way in: a cross-site form (text/plain), a page of another
+/// origin, and a DNS-rebinding name are refused with a reason; the names
+/// configured in auth.allowed_hosts are served. With tokens, names are free.
+#[test]
+fn without_tokens_browsers_cannot_forge_requests() {
+    let d = start_with(|c| {
+        sim(c);
+        c.auth.allowed_hosts = vec!["cuzk.lan".into()];
+    });
+    let port = d.url.rsplit(':').next().unwrap().to_string();
+    let local = format!("127.0.0.1:{port}");
+
+    let (status, body) = raw(&d, &post_job(&local, "text/plain", None));
+    assert_eq!(status, 415, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("application/json"), "{body}");
+    let (status, body) = raw(&d, &post_job(&local, "application/json", Some("http://evil.example")));
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("CSRF"), "{body}");
+    let (status, body) = raw(&d, &get("evil.example", "/v1/status"));
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("DNS-rebinding"), "{body}");
+    let (_, status) = d.get("/v1/status");
+    assert_eq!(status["jobs"]["queued"], 0, "nothing refused was queued: {status}");
+
+    let page = format!("http://localhost:{port}");
+    assert_eq!(raw(&d, &post_job(&local, "application/json; charset=utf-8", Some(&page))).0, 202);
+    assert_eq!(raw(&d, &get(&format!("[::1]:{port}"), "/healthz")).0, 200);
+    assert_eq!(raw(&d, &get("cuzk.lan:9820", "/v1/status")).0, 200);
+
+    let guarded = start_with(with_tokens);
+    assert_eq!(raw(&guarded, &get("evil.example", "/healthz")).0, 200);
+}
+
 #[test]
 fn without_tokens_only_loopback_unless_insecure() {
     let dir = tempfile::tempdir().unwrap();
