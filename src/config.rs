@@ -200,6 +200,11 @@ pub struct Limits {
     pub max_queued_jobs: usize,
     /// The Retry-After (seconds) of that 429.
     pub queue_full_retry_after_s: u64,
+    /// Seconds a client has to send a request's headers (then 408).
+    pub header_read_timeout_s: u64,
+    /// Seconds a client has to send a request's body once its headers are
+    /// in (then 408): a trickled body holds a connection no longer.
+    pub body_read_timeout_s: u64,
 }
 
 impl Default for Config {
@@ -264,6 +269,8 @@ impl Default for Limits {
             max_body_bytes: 16 << 20,
             max_queued_jobs: 1024,
             queue_full_retry_after_s: 5,
+            header_read_timeout_s: 5,
+            body_read_timeout_s: 30,
         }
     }
 }

@@ -324,6 +324,8 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         jobs: parser,
         store,
         retry_after_s: config.limits.queue_full_retry_after_s,
+        max_body_bytes: config.limits.max_body_bytes,
+        body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
         metrics,
         intake: intake.clone(),
     });
@@ -336,7 +338,6 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     }
     // Sent before the server runs, so it is handled before any submission.
     system.tracker.do_send(RestoreJobs(restored));
-    let max_body = config.limits.max_body_bytes;
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
@@ -357,9 +358,10 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
                 }
             })
             .wrap(from_fn(http::head_as_get))
-            .configure(|cfg| http::configure(cfg, max_body))
+            .configure(http::configure)
     })
     .workers(2)
+    .client_request_timeout(Duration::from_secs(config.limits.header_read_timeout_s))
     .disable_signals()
     .shutdown_timeout(5);
     let listen_error = |source| ServerError::Listen {

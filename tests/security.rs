@@ -208,6 +208,42 @@ fn without_tokens_browsers_cannot_forge_requests() {
     assert_eq!(raw(&guarded, &get("evil.example", "/healthz")).0, 200);
 }
 
+/// A client that sends its headers and then trickles the body is answered
+/// 408 once limits.body_read_timeout_s has passed, and nothing is queued.
+#[test]
+fn a_trickled_body_times_out() {
+    let d = start_with(|c| {
+        sim(c);
+        c.limits.body_read_timeout_s = 1;
+    });
+    let addr = d.url.trim_start_matches("http://").to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    let started = std::time::Instant::now();
+    let head = format!(
+        "POST /v1/jobs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut answer = Vec::new();
+    // One byte every 200 ms: the body would take 200 s.
+    while answer.is_empty() && started.elapsed() < Duration::from_secs(10) {
+        if stream.write_all(b" ").is_err() {
+            break;
+        }
+        let mut buf = [0u8; 4096];
+        if let Ok(n) = stream.read(&mut buf) {
+            answer.extend_from_slice(&buf[..n]);
+        }
+    }
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_read_timeout_s"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(5), "answered after {:?}", started.elapsed());
+    let (_, status) = d.get("/v1/status");
+    assert_eq!(status["jobs"]["queued"], 0, "{status}");
+}
+
 #[test]
 fn without_tokens_only_loopback_unless_insecure() {
     let dir = tempfile::tempdir().unwrap();

@@ -26,6 +26,7 @@ use crate::job_input::SubmitRequest;
         (status = 200, description = "a repeated idempotency key: the existing job", body = JobRef,
          headers(("Location" = String))),
         (status = 400, description = "not JSON, or a non-ASCII Idempotency-Key", body = ErrorBody),
+        (status = 408, description = "the body did not arrive within limits.body_read_timeout_s", body = ErrorBody),
         (status = 413, description = "body over limits.max_body_bytes", body = ErrorBody),
         (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
         (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
@@ -38,8 +39,9 @@ use crate::job_input::SubmitRequest;
 pub async fn submit_job(
     state: web::Data<AppState>,
     req: HttpRequest,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    let body = read_body(&req, payload, state.max_body_bytes, state.body_read_timeout).await?;
     let header_key = match req.headers().get("Idempotency-Key") {
         Some(value) => Some(
             value
@@ -122,6 +124,34 @@ pub async fn submit_job(
     Ok(response
         .insert_header((header::LOCATION, format!("/v1/jobs/{}", outcome.id)))
         .json(json!({ "id": outcome.id, "status": outcome.status })))
+}
+
+/// The request body, at most `limit` bytes and within `timeout` of the
+/// headers: a client that trickles it is answered 408 and holds the
+/// connection no longer.
+async fn read_body(
+    req: &HttpRequest,
+    payload: web::Payload,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<web::Bytes, ApiError> {
+    let too_large = || ApiError::new(413, format!("the body exceeds limits.max_body_bytes ({limit} bytes)"));
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    match actix_rt::time::timeout(timeout, payload.to_bytes_limited(limit)).await {
+        Err(_) => Err(ApiError::new(
+            408,
+            format!("the body did not arrive within {} s (limits.body_read_timeout_s)", timeout.as_secs()),
+        )),
+        Ok(Err(_)) => Err(too_large()),
+        Ok(Ok(read)) => read.map_err(|e| ApiError::new(400, format!("reading the body failed: {e}"))),
+    }
 }
 
 fn shutting_down() -> ApiError {

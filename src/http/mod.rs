@@ -74,8 +74,7 @@ pub async fn head_as_get(
     next.call(req).await
 }
 
-pub fn configure(cfg: &mut web::ServiceConfig, max_body_bytes: usize) {
-    cfg.app_data(web::PayloadConfig::new(max_body_bytes));
+pub fn configure(cfg: &mut web::ServiceConfig) {
     for (_, path, route) in routes() {
         cfg.route(path, route);
     }

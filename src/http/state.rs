@@ -18,6 +18,10 @@ pub struct AppState {
     pub store: Arc<CircuitStore>,
     /// Seconds a client is told to wait when the job queue is full.
     pub retry_after_s: u64,
+    /// The largest request body read (limits.max_body_bytes).
+    pub max_body_bytes: usize,
+    /// How long a body may take to arrive (limits.body_read_timeout_s).
+    pub body_read_timeout: std::time::Duration,
     /// Renders `/metrics`.
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Closed once a shutdown begins.
