@@ -106,7 +106,7 @@ fn porep_c2_on(d: &TestDaemon) {
     other_sector["sector_id"] = json!(2);
     assert_eq!(cuzk::filecoin::verify("porep-c2", &other_sector, &proof), Ok(false));
 
-    // The file is listed, loaded by the job, evicted and preloaded on request.
+    // The file is listed, loaded by the job, and evicted on request.
     let id = Kind::Porep.cache_id(2048).unwrap();
     let listed = |d: &TestDaemon| {
         let (status, params) = d.get("/v1/params");
@@ -119,13 +119,6 @@ fn porep_c2_on(d: &TestDaemon) {
     assert_eq!(d.post(&format!("/v1/params/{id}/evict"), &json!({})).0, 200);
     assert_eq!(listed(d).unwrap()["loaded"], false);
     assert_eq!(d.post(&format!("/v1/params/{id}/evict"), &json!({})).0, 404);
-    // Preloaded on request, without a job: the compiled matrices come with it.
-    let (status, preloaded) = d.post(&format!("/v1/params/{id}/preload"), &json!({}));
-    assert_eq!(status, 200, "{preloaded}");
-    assert_eq!(preloaded["resident_bytes"], file["resident_bytes"], "the same circuit a job loads");
-    assert_eq!(listed(d).unwrap()["loaded"], true);
-    let (status, missing) = d.post("/v1/params/no-such-circuit/preload", &json!({}));
-    assert_eq!(status, 404, "{missing}");
 
     // Curio's form: the same C1 as base64 JSON is the same job.
     let encoded = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&sector.c1).unwrap());
@@ -171,6 +164,22 @@ fn post_on(d: &TestDaemon) {
     let replicas = public_replicas(WINNING, &all[..1]);
     assert!(post::verify_winning_post(&randomness, &winning, &replicas, PROVER_ID).unwrap());
     assert!(!post::verify_winning_post(&other, &winning, &replicas, PROVER_ID).unwrap_or(false));
+
+    // Evicted, then preloaded without a job (with the blank circuit's
+    // matrices, which a direct-evaluation daemon's jobs ignore): the next
+    // job proves with it.
+    let id = Kind::WinningPost.cache_id(2048).unwrap();
+    assert_eq!(d.post(&format!("/v1/params/{id}/evict"), &json!({})).0, 200);
+    let (status, preloaded) = d.post(&format!("/v1/params/{id}/preload"), &json!({}));
+    assert_eq!(status, 200, "{preloaded}");
+    assert!(preloaded["resident_bytes"].as_u64().unwrap() > 20 << 20, "{preloaded}");
+    let (_, params) = d.get("/v1/params");
+    let file = params["files"].as_array().unwrap().iter().find(|f| f["id"] == id.as_str()).cloned().unwrap();
+    assert_eq!((&file["loaded"], &file["resident_bytes"]), (&json!(true), &preloaded["resident_bytes"]));
+    let (status, missing) = d.post("/v1/params/no-such-circuit/preload", &json!({}));
+    assert_eq!(status, 404, "{missing}");
+    let again = prove(d, "winning-post", post_input(WINNING, other, &all[..1]));
+    assert!(post::verify_winning_post(&other, &again, &replicas, PROVER_ID).unwrap());
 
     // Three sectors at two per partition: two partitions, the second padded,
     // proved as one job and assembled in partition order.
