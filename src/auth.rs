@@ -218,7 +218,7 @@ impl Gate {
             );
         }
         let reading = matches!(*req.method(), Method::GET | Method::HEAD);
-        if *req.method() == Method::POST && !is_json(req) {
+        if *req.method() == Method::POST && has_body(req) && !is_json(req) {
             // A form or text/plain POST is what a cross-site page can send
             // without asking; a JSON one needs a preflight nobody answers.
             return Some(HttpResponse::UnsupportedMediaType().json(json!({
@@ -273,6 +273,17 @@ impl Gate {
             Some(_) => None,
         }
     }
+}
+
+/// Whether the request carries a body (a bodiless POST, such as a cancel,
+/// has nothing to declare).
+fn has_body(req: &ServiceRequest) -> bool {
+    let headers = req.headers();
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|n| n.trim() != "0")
 }
 
 /// Whether the request declares a JSON body (`application/json` or a

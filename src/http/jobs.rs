@@ -28,6 +28,7 @@ use crate::job_input::SubmitRequest;
         (status = 400, description = "not JSON, or a non-ASCII Idempotency-Key", body = ErrorBody),
         (status = 408, description = "the body did not arrive within limits.body_read_timeout_s", body = ErrorBody),
         (status = 413, description = "body over limits.max_body_bytes", body = ErrorBody),
+        (status = 415, description = "the body is not declared as JSON (Content-Type: application/json)", body = ErrorBody),
         (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
         (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
