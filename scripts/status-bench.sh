@@ -21,27 +21,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-base="http://127.0.0.1:$port"
-export LOAD_TOKEN=bench-$(python3 -c 'import secrets; print(secrets.token_hex(16))')
-cat > "$work/cuzk.toml" <<TOML
-listen = "127.0.0.1:$port"
-data_dir = "$work/data"
-backend = "sim"
-
-[scheduler]
-budget = 68719476736
-
-[sim]
-profile = "winning-post"
-time_scale = 0.0001
-
-[limits]
-max_queued_jobs = 0
-TOML
-RUST_LOG=warn CUZK_API_TOKENS="$LOAD_TOKEN:submit,read" "$BIN" serve --config "$work/cuzk.toml" > "$work/daemon.log" 2>&1 &
-daemon=$!
-for _ in $(seq 100); do curl -sf "$base/healthz" > /dev/null && break; sleep 0.1; done
+. tests/load/sim-daemon.sh
+start_sim_daemon "$(printf '[limits]\nmax_queued_jobs = 0')"
 
 finished() {
     curl -sf -H "Authorization: Bearer $LOAD_TOKEN" "$base/v1/status" |
