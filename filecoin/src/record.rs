@@ -290,9 +290,10 @@ struct Tracking<'a> {
 
 impl RecordingCs {
     /// Evaluates `lc` (witness mode) or records it as a row (shape mode), and
-    /// marks its variables dense, skipping zero coefficients as bellperson does.
+    /// marks its variables dense (every mode but assignment, which never
+    /// gets here), skipping zero coefficients as bellperson does.
     fn record(
-        shape: bool,
+        mode: Mode,
         lc: &LinearCombination<Scalar>,
         mut tracking: Tracking<'_>,
         values: (&[Scalar], &[Scalar]),
@@ -315,14 +316,14 @@ impl RecordingCs {
             if let Some(density) = density {
                 density[index] = true;
             }
-            if shape {
+            if mode == Mode::Shape {
                 let coeff = if *coeff == Scalar::ONE {
                     Fr::one()
                 } else {
                     fr_from_blstrs(coeff)
                 };
                 row.push((coeff, if is_aux { Var::Aux(index) } else { Var::Input(index) }));
-            } else {
+            } else if mode == Mode::Witness {
                 let value = if is_aux {
                     values.1[index]
                 } else {
@@ -388,7 +389,6 @@ impl ConstraintSystem<Scalar> for RecordingCs {
             // The compiled matrices hold this constraint already.
             return;
         }
-        let shape = !self.mode.has_values();
         let lcs = [
             a(LinearCombination::zero()),
             b(LinearCombination::zero()),
@@ -413,14 +413,14 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         let mut evaluated = [Scalar::ZERO; 3];
         for (k, (lc, tracking)) in lcs.iter().zip(trackers).enumerate() {
             let mut row = Vec::new();
-            evaluated[k] = Self::record(shape, lc, tracking, values, &mut row);
+            evaluated[k] = Self::record(self.mode, lc, tracking, values, &mut row);
             if self.mode == Mode::Shape {
                 if let Err(e) = self.rows.push_row(k, row) {
                     self.failure.get_or_insert(Error::Synthesis(e.to_string()));
                 }
             }
         }
-        if !shape {
+        if self.mode == Mode::Witness {
             self.a.push(evaluated[0]);
             self.b.push(evaluated[1]);
             self.c.push(evaluated[2]);
