@@ -19,6 +19,7 @@ export CUZK_BIN="$PWD/target/debug/cuzk"
 tests/ui.sh
 scripts/check-dashboards.sh
 tests/crash.sh
+python3 tests/hostile.py
 tests/fuzz.sh
 tests/load.sh
 

@@ -209,11 +209,11 @@ impl Gate {
     fn refuse(&self, req: &ServiceRequest) -> Option<HttpResponse> {
         let path = req.path();
         if self.metrics_addr == Some(req.app_config().local_addr())
-            && !matches!(path, "/metrics" | "/healthz")
+            && !matches!(path, "/metrics" | "/healthz" | "/readyz")
         {
             return Some(
                 HttpResponse::NotFound().json(
-                    json!({"error": "the metrics listener serves only /metrics and /healthz"}),
+                    json!({"error": "the metrics listener serves only /metrics, /healthz and /readyz"}),
                 ),
             );
         }
@@ -230,7 +230,7 @@ impl Gate {
                 return Some(HttpResponse::Forbidden().json(json!({ "error": refusal })));
             }
         }
-        if self.tokens.is_empty() || matches!(path, "/healthz" | "/v1/openapi.json") {
+        if self.tokens.is_empty() || matches!(path, "/healthz" | "/readyz" | "/v1/openapi.json") {
             return None;
         }
         let needed = match *req.method() {

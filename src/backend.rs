@@ -30,8 +30,32 @@ pub enum ProofJob {
 pub struct FamilyJob {
     pub family: Arc<dyn CircuitFamily>,
     pub shape: CircuitShape,
-    /// One witness source per partition.
-    pub witnesses: Vec<WitnessSource>,
+    /// One witness per partition.
+    pub witnesses: Vec<PartitionWitness>,
+}
+
+/// Where a partition's witness comes from, as a job holds it until its
+/// partition is synthesized.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PartitionWitness {
+    /// A random valid instance drawn from this seed.
+    Seed(u64),
+    /// The client's inputs as compact JSON text, parsed when the partition is
+    /// synthesized: text is what a job's memory limit counts, and partitions
+    /// given one object share one copy of it.
+    Inputs(Arc<str>),
+}
+
+impl PartitionWitness {
+    /// The source the family builds an instance from.
+    pub fn source(&self) -> Result<WitnessSource, String> {
+        match self {
+            PartitionWitness::Seed(seed) => Ok(WitnessSource::Seed(*seed)),
+            PartitionWitness::Inputs(text) => serde_json::from_str(text)
+                .map(WitnessSource::Inputs)
+                .map_err(|e| format!("stored inputs are not JSON: {e}")),
+        }
+    }
 }
 
 impl ProofJob {
@@ -104,10 +128,12 @@ impl ProvingBackend {
         let source = work
             .witnesses
             .get(partition as usize)
-            .ok_or_else(|| StageError::permanent(format!("no witness for partition {partition}")))?;
+            .ok_or_else(|| StageError::permanent(format!("no witness for partition {partition}")))?
+            .source()
+            .map_err(StageError::permanent)?;
         let instance = work
             .family
-            .instance(&work.shape, source)
+            .instance(&work.shape, &source)
             .map_err(StageError::permanent)?;
         let synthesized = groth16::synthesize(&circuit, instance).map_err(kernel_failure)?;
         let phases = vec![

@@ -40,6 +40,11 @@ pub struct StoreConfig {
     pub retention_secs: u64,
     /// How often finished jobs past retention are looked for.
     pub sweep_interval_secs: u64,
+    /// Free bytes the data directory's filesystem must keep: below this a
+    /// submission is answered 507 before anything is written, so the store
+    /// never fills the disk with new jobs while finishing old ones still
+    /// needs space for their proofs.
+    pub min_free_bytes: u64,
 }
 
 impl Default for StoreConfig {
@@ -47,6 +52,7 @@ impl Default for StoreConfig {
         Self {
             retention_secs: 7 * 24 * 3600,
             sweep_interval_secs: 300,
+            min_free_bytes: 256 << 20,
         }
     }
 }
@@ -195,6 +201,9 @@ pub struct ProvingConfig {
 pub struct Limits {
     pub max_partitions: u32,
     pub max_body_bytes: usize,
+    /// The most bytes a job's request may hold as compact JSON: what the
+    /// job keeps, in memory and in the store, until it finishes.
+    pub max_input_bytes: usize,
     /// Unfinished (queued or running) jobs above which a submission is
     /// answered 429; 0: no limit.
     pub max_queued_jobs: usize,
@@ -267,6 +276,7 @@ impl Default for Limits {
         Self {
             max_partitions: 64,
             max_body_bytes: 16 << 20,
+            max_input_bytes: 16 << 20,
             max_queued_jobs: 1024,
             queue_full_retry_after_s: 5,
             header_read_timeout_s: 5,

@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cuzk_actors::{Priority, Reservation};
-use cuzk_kernels::circuits::{CircuitRegistry, CircuitShape, WitnessSource};
+use cuzk_kernels::circuits::{CircuitFamily, CircuitRegistry, CircuitShape};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
-use crate::backend::{FamilyJob, ProofJob};
+use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinJob};
 use cuzk_filecoin::record::Evaluation;
 
@@ -72,7 +73,13 @@ pub enum SubmitError {
 /// A request that parsed: as the client sent it, the work it asks for, and
 /// what each of its partitions reserves.
 pub struct ParsedJob {
+    /// The request's fields; a family's `inputs` moved into `work`.
     pub request: SubmitRequest,
+    /// The request as compact JSON: what the store records (whitespace and
+    /// key order as the client sent them are not kept) and what restores it.
+    pub canonical: String,
+    /// SHA-256 of `canonical`: what a repeated idempotency key is compared by.
+    pub digest: [u8; 32],
     /// The request's priority, or its kind's default.
     pub priority: Priority,
     /// Partitions: as asked for a family, from the input for Filecoin.
@@ -88,6 +95,9 @@ pub struct JobParser {
     pub registry: CircuitRegistry,
     pub params_dir: PathBuf,
     pub max_partitions: u32,
+    /// The most bytes a job's canonical request may hold (`limits.max_input_bytes`):
+    /// what the job keeps in memory and on disk until it finishes.
+    pub max_input_bytes: usize,
     pub reservation: ReservationRule,
 }
 
@@ -100,14 +110,24 @@ impl JobParser {
         if !value.is_object() {
             return Err(invalid("the body must be a JSON object".into()));
         }
-        let request: SubmitRequest = serde_json::from_value(value)
+        let canonical = value.to_string();
+        if canonical.len() > self.max_input_bytes {
+            return Err(invalid(format!(
+                "the request is {} bytes as compact JSON; limits.max_input_bytes is {}",
+                canonical.len(),
+                self.max_input_bytes
+            )));
+        }
+        let mut request: SubmitRequest = serde_json::from_value(value)
             .map_err(|e| invalid(format!("invalid job: {e}")))?;
         let (work, partitions) = if filecoin::is_kind(&request.circuit) {
             self.filecoin_work(&request)?
         } else {
-            self.family_work(&request)?
+            self.family_work(&mut request)?
         };
         Ok(ParsedJob {
+            digest: Sha256::digest(canonical.as_bytes()).into(),
+            canonical,
             reservation: (self.reservation)(&work),
             priority: request
                 .priority
@@ -153,8 +173,8 @@ impl JobParser {
     }
 
     /// A registered family's job: the shape its params select, a witness
-    /// source per partition, client inputs checked against the circuit.
-    fn family_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32), SubmitError> {
+    /// per partition, client inputs checked against the circuit.
+    fn family_work(&self, request: &mut SubmitRequest) -> Result<(ProofJob, u32), SubmitError> {
         let invalid = |message: String| SubmitError::Invalid(message);
         if request.input.is_some() {
             return Err(invalid(format!(
@@ -181,14 +201,7 @@ impl JobParser {
         let shape = family
             .shape(&request.params)
             .map_err(|e| invalid(format!("invalid params for {}: {e}", request.circuit)))?;
-        let witnesses = witnesses(request, partitions)?;
-        for (partition, source) in witnesses.iter().enumerate() {
-            if matches!(source, WitnessSource::Inputs(_)) {
-                family
-                    .instance(&shape, source)
-                    .map_err(|e| invalid(format!("inputs for partition {partition}: {e}")))?;
-            }
-        }
+        let witnesses = witnesses(family.as_ref(), &shape, request, partitions)?;
         let work = ProofJob::Family(FamilyJob {
             family,
             shape,
@@ -198,11 +211,24 @@ impl JobParser {
     }
 }
 
-/// One witness source per partition, from the request's seed or inputs.
-fn witnesses(request: &SubmitRequest, partitions: u32) -> Result<Vec<WitnessSource>, SubmitError> {
-    match (&request.seed, &request.inputs) {
+/// One witness per partition, from the request's seed or inputs (moved out
+/// of the request). Inputs are checked once per object the client sent, and
+/// partitions given the same object share its text.
+fn witnesses(
+    family: &dyn CircuitFamily,
+    shape: &CircuitShape,
+    request: &mut SubmitRequest,
+    partitions: u32,
+) -> Result<Vec<PartitionWitness>, SubmitError> {
+    let checked = |inputs: Value, what: &str| -> Result<PartitionWitness, SubmitError> {
+        family
+            .check_inputs(shape, &inputs)
+            .map_err(|e| SubmitError::Invalid(format!("{what}: {e}")))?;
+        Ok(PartitionWitness::Inputs(Arc::from(inputs.to_string())))
+    };
+    match (request.seed, request.inputs.take()) {
         (Some(seed), None) => Ok((0..partitions)
-            .map(|p| WitnessSource::Seed(partition_seed(*seed, p)))
+            .map(|p| PartitionWitness::Seed(partition_seed(seed, p)))
             .collect()),
         (None, Some(Value::Array(per_partition))) => {
             if per_partition.len() != partitions as usize {
@@ -211,16 +237,13 @@ fn witnesses(request: &SubmitRequest, partitions: u32) -> Result<Vec<WitnessSour
                     per_partition.len(),
                 )));
             }
-            Ok(per_partition
-                .iter()
-                .cloned()
-                .map(WitnessSource::Inputs)
-                .collect())
+            per_partition
+                .into_iter()
+                .enumerate()
+                .map(|(partition, inputs)| checked(inputs, &format!("inputs for partition {partition}")))
+                .collect()
         }
-        (None, Some(inputs)) => Ok(vec![
-            WitnessSource::Inputs(inputs.clone());
-            partitions as usize
-        ]),
+        (None, Some(inputs)) => Ok(vec![checked(inputs, "inputs")?; partitions as usize]),
         (Some(_), Some(_)) => Err(SubmitError::Invalid(
             "give either seed or inputs, not both".into(),
         )),
@@ -278,6 +301,7 @@ mod tests {
             registry: CircuitRegistry::builtin(),
             params_dir: PathBuf::from("/nonexistent"),
             max_partitions: 4,
+            max_input_bytes: 1 << 20,
             reservation: proving_reservation(Evaluation::default()),
         }
     }
@@ -293,8 +317,8 @@ mod tests {
             .witnesses
             .iter()
             .map(|w| match w {
-                WitnessSource::Seed(seed) => *seed,
-                WitnessSource::Inputs(_) => panic!("a seeded job has no inputs"),
+                PartitionWitness::Seed(seed) => *seed,
+                PartitionWitness::Inputs(_) => panic!("a seeded job has no inputs"),
             })
             .collect();
         assert_eq!(seeds.len(), 3);

@@ -316,6 +316,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         registry,
         params_dir,
         max_partitions: config.limits.max_partitions,
+        max_input_bytes: config.limits.max_input_bytes,
         reservation,
     });
     let restored = job_store::rebuild(&parser, jobs.as_ref(), stored);
@@ -328,6 +329,9 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
         metrics,
         intake: intake.clone(),
+        job_store: jobs.clone(),
+        data_dir: config.data_dir.clone(),
+        min_free_bytes: config.store.min_free_bytes,
     });
     if !restored.is_empty() {
         let unfinished = restored

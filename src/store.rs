@@ -6,37 +6,45 @@
 //! single fsync before acknowledging any of them (group commit), so a burst
 //! of submissions costs a few fsyncs, not one each, and no actor ever waits
 //! for the disk.
+//!
+//! A commit that fails (disk full, I/O error) fails the new jobs in it (their
+//! submitters answer 503) and keeps the other writes, which belong to jobs
+//! already acknowledged; the writer reopens the database and retries them
+//! every second until a commit succeeds. `store/rows.rs` seals every row
+//! with a checksum; `store/open.rs` handles a file found damaged or missing.
 
-use std::path::Path;
+mod open;
+mod rows;
+
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use cuzk_actors::messages::RestoredJob;
-use cuzk_actors::model::ProofRecord;
-use cuzk_actors::time::unix_ms;
 use cuzk_actors::store::{
-    CommitSignal, Committed, JobOutcome, JobRecord, JobStore, StoreError, StoreWrite, StoredJob,
+    CommitSignal, Committed, JobOutcome, JobStore, StoreError, StoreHealth, StoreWrite, StoredJob,
 };
+use cuzk_actors::telemetry::{StoreDamageKind, StoreWritable, StoreWriteFailed};
+use cuzk_actors::time::unix_ms;
+use cuzk_actors::{JobId, Stage};
 use redb::{Database, ReadableTable, TableDefinition};
-use serde::{Deserialize, Serialize};
 
 use crate::job_input::JobParser;
+use rows::Row;
 
-/// Job id → JobRecord (JSON).
-const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
-/// (job id, partition) → ProofRow (JSON).
-const PROOFS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("proofs");
-/// (job id, partition) → error text.
-const FAILURES: TableDefinition<(&str, u32), &str> = TableDefinition::new("failures");
-/// Job id → JobOutcome (JSON).
-const OUTCOMES: TableDefinition<&str, &[u8]> = TableDefinition::new("outcomes");
+/// (job id, row kind, partition) → a sealed row (`rows.rs`). One table, so
+/// that a job's rows are one key range: loaded, and removed, together.
+const ROWS: TableDefinition<(&str, u8, u32), &[u8]> = TableDefinition::new("rows");
 
 /// A transaction this large is committed and a new one started, so that one
 /// huge burst does not hold every acknowledgement until its end.
 const MAX_WRITES_PER_COMMIT: usize = 4096;
+
+/// How often a failing store retries its kept writes.
+const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 enum Command {
     Write(StoreWrite, CommitSignal),
@@ -47,45 +55,54 @@ enum Command {
 pub struct RedbJobStore {
     commands: mpsc::Sender<Command>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    counts: Arc<CommitCounts>,
+    shared: Arc<Shared>,
 }
 
-/// How well group commit works: writes per transaction.
+/// What the writer thread reports to the handles.
 #[derive(Default)]
-struct CommitCounts {
+struct Shared {
+    /// Writes per transaction: how well group commit works.
     writes: AtomicU64,
     transactions: AtomicU64,
+    health: Mutex<StoreHealth>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct ProofRow {
-    proof: String,
-    public_inputs: Vec<String>,
+impl Shared {
+    fn health(&self) -> std::sync::MutexGuard<'_, StoreHealth> {
+        self.health.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl RedbJobStore {
-    /// Opens (or creates) the file and starts its writer thread.
+    /// Opens (or creates) the file, repairing what `store/open.rs` can, and
+    /// starts its writer thread.
     pub fn open(path: &Path) -> Result<Self, String> {
-        let db = Database::create(path)
-            .map_err(|e| format!("cannot open the job store {}: {e}", path.display()))?;
-        create_tables(&db).map_err(|e| format!("job store {}: {e}", path.display()))?;
+        let opened = open::open(path)?;
         let (commands, queue) = mpsc::channel();
-        let counts = Arc::new(CommitCounts::default());
-        let writer_counts = counts.clone();
+        let shared = Arc::new(Shared::default());
+        shared.health().incidents = opened.incidents;
+        let writer = Writer {
+            db: Some(opened.db),
+            path: path.to_path_buf(),
+            shared: shared.clone(),
+            kept: Vec::new(),
+            failures: 0,
+        };
+        StoreWritable { after_failures: 0 }.emit();
         let writer = std::thread::Builder::new()
             .name("cuzk-store-writer".into())
-            .spawn(move || run_writer(db, queue, &writer_counts))
+            .spawn(move || writer.run(queue))
             .map_err(|e| format!("cannot start the store writer: {e}"))?;
         Ok(Self {
             commands,
             writer: Mutex::new(Some(writer)),
-            counts,
+            shared,
         })
     }
 
     /// Transactions committed so far, each one fsync.
     pub fn transactions(&self) -> u64 {
-        self.counts.transactions.load(Ordering::Relaxed)
+        self.shared.transactions.load(Ordering::Relaxed)
     }
 }
 
@@ -108,7 +125,7 @@ impl JobStore for RedbJobStore {
     }
 
     fn close(&self) -> Result<(), StoreError> {
-        let Some(writer) = self.writer.lock().expect("not poisoned").take() else {
+        let Some(writer) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() else {
             return Ok(());
         };
         let (signal, committed) = Committed::channel();
@@ -117,176 +134,368 @@ impl JobStore for RedbJobStore {
         let _ = writer.join();
         log::info!(
             "job store closed: {} writes in {} transactions",
-            self.counts.writes.load(Ordering::Relaxed),
+            self.shared.writes.load(Ordering::Relaxed),
             self.transactions()
         );
         result
     }
+
+    fn health(&self) -> StoreHealth {
+        self.shared.health().clone()
+    }
 }
 
-fn create_tables(db: &Database) -> Result<(), redb::Error> {
-    let txn = db.begin_write()?;
-    txn.open_table(JOBS)?;
-    txn.open_table(PROOFS)?;
-    txn.open_table(FAILURES)?;
-    txn.open_table(OUTCOMES)?;
-    txn.commit()?;
-    Ok(())
+/// Free bytes for an unprivileged writer on the filesystem holding `path`.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a statvfs the call fills.
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) };
+    (rc == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 
-fn run_writer(db: Database, queue: mpsc::Receiver<Command>, counts: &CommitCounts) {
-    let mut pending: Vec<(StoreWrite, CommitSignal)> = Vec::new();
-    while let Ok(first) = queue.recv() {
-        for command in std::iter::once(first).chain(queue.try_iter()) {
-            match command {
-                Command::Write(write, signal) => {
-                    pending.push((write, signal));
-                    if pending.len() == MAX_WRITES_PER_COMMIT {
-                        commit(&db, &mut pending, counts);
+/// The writer thread's state.
+struct Writer {
+    /// None after a failed commit: redb must be reopened after an I/O error.
+    db: Option<Database>,
+    path: PathBuf,
+    shared: Arc<Shared>,
+    /// Writes of acknowledged jobs whose commit failed, retried in order
+    /// before anything newer. Bounded by what the pipeline finishes while
+    /// the disk is failing (proofs, outcomes): a few hundred bytes each.
+    kept: Vec<(StoreWrite, CommitSignal)>,
+    /// Failed commits since the last success.
+    failures: u64,
+}
+
+impl Writer {
+    fn run(mut self, queue: mpsc::Receiver<Command>) {
+        let mut pending: Vec<(StoreWrite, CommitSignal)> = Vec::new();
+        loop {
+            let first = if self.failures == 0 {
+                queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                queue.recv_timeout(RETRY_INTERVAL)
+            };
+            let first = match first {
+                Ok(command) => command,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.commit(&mut pending);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            for command in std::iter::once(first).chain(queue.try_iter()) {
+                match command {
+                    Command::Write(write, signal) => {
+                        pending.push((write, signal));
+                        if pending.len() == MAX_WRITES_PER_COMMIT {
+                            self.commit(&mut pending);
+                        }
+                    }
+                    // Everything queued before a load or close is committed first.
+                    Command::Load(reply) => {
+                        self.commit(&mut pending);
+                        let _ = reply.send(self.load());
+                    }
+                    Command::Close(signal) => {
+                        self.commit(&mut pending);
+                        let unsaved = self.kept.len();
+                        signal.send(if unsaved == 0 {
+                            Ok(())
+                        } else {
+                            Err(StoreError::unavailable(format!(
+                                "{unsaved} writes could not be committed before closing"
+                            )))
+                        });
+                        return;
                     }
                 }
-                // Everything queued before a load or close is committed first.
-                Command::Load(reply) => {
-                    commit(&db, &mut pending, counts);
-                    let _ = reply.send(load(&db));
+            }
+            self.commit(&mut pending);
+        }
+    }
+
+    /// One transaction, one fsync, for the kept writes and the new ones;
+    /// then every waiter hears the result.
+    fn commit(&mut self, pending: &mut Vec<(StoreWrite, CommitSignal)>) {
+        if pending.is_empty() && self.failures == 0 {
+            return;
+        }
+        let mut writes = std::mem::take(&mut self.kept);
+        writes.append(pending);
+        let result = match self.database() {
+            Ok(db) => apply(db, writes.iter().map(|(write, _)| write)),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => {
+                self.shared.transactions.fetch_add(1, Ordering::Relaxed);
+                self.shared.writes.fetch_add(writes.len() as u64, Ordering::Relaxed);
+                if self.failures > 0 {
+                    StoreWritable { after_failures: self.failures }.emit();
+                    self.failures = 0;
+                    self.shared.health().failing = None;
                 }
-                Command::Close(signal) => {
-                    commit(&db, &mut pending, counts);
+                for (_, signal) in writes {
                     signal.send(Ok(()));
-                    return;
+                }
+            }
+            Err(error) => {
+                self.failures += 1;
+                self.db = None;
+                StoreWriteFailed { writes: writes.len(), error: &error.to_string() }.emit();
+                self.shared.health().failing = Some(error.to_string());
+                for (write, signal) in writes {
+                    // A new job is refused (its submitter answers 503); what
+                    // acknowledged jobs did is kept until it can be written.
+                    match write {
+                        StoreWrite::Accepted(_) | StoreWrite::Barrier => signal.send(Err(error.clone())),
+                        other => self.kept.push((other, signal)),
+                    }
                 }
             }
         }
-        commit(&db, &mut pending, counts);
+    }
+
+    /// The open database, reopened after a failure (redb refuses every
+    /// later transaction of a handle that saw an I/O error).
+    fn database(&mut self) -> Result<&Database, StoreError> {
+        if self.db.is_none() {
+            self.db = Some(Database::create(&self.path).map_err(StoreError::unavailable)?);
+        }
+        Ok(self.db.as_ref().expect("just opened"))
+    }
+
+    /// Every job, with damaged rows reported and dropped; a database that
+    /// cannot be read at all is rebuilt from what its bytes still hold.
+    fn load(&mut self) -> Result<Vec<StoredJob>, StoreError> {
+        let db = self.database()?;
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(db)));
+        let loaded = match read {
+            Ok(Ok(loaded)) => loaded,
+            failed => {
+                let cause = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "the database library panicked while reading".into(),
+                };
+                self.db = None;
+                let (db, incident) = open::rebuild(&self.path, &cause).map_err(StoreError::unavailable)?;
+                self.shared.health().incidents.push(incident);
+                load(self.db.insert(db)).map_err(StoreError::unavailable)?
+            }
+        };
+        if !loaded.damaged.is_empty() || !loaded.settled.is_empty() {
+            self.repair(&loaded)?;
+        }
+        Ok(loaded.jobs)
+    }
+
+    /// Copies the file aside when rows are damaged, removes them, and
+    /// records what damage meant: a proof that failed its check or was lost
+    /// fails its partition (and a done job with it), so it is never served.
+    fn repair(&mut self, loaded: &Loaded) -> Result<(), StoreError> {
+        let aside = match loaded.damaged.is_empty() {
+            true => PathBuf::new(),
+            false => open::copy_aside(&self.path).map_err(StoreError::unavailable)?,
+        };
+        for (job, kind, index, why) in &loaded.damaged {
+            self.shared.health().incidents.push(open::report(
+                StoreDamageKind::Record,
+                format!(
+                    "job {job}: its {} record{} failed its check ({why}) and was dropped; the file before is at {}",
+                    rows::kind_name(*kind),
+                    if *kind >= rows::PROOF { format!(" for partition {index}") } else { String::new() },
+                    aside.display()
+                ),
+            ));
+        }
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(StoreError::unavailable)?;
+        {
+            let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
+            for (job, kind, index, _) in &loaded.damaged {
+                table.remove((job.as_str(), *kind, *index)).map_err(StoreError::unavailable)?;
+            }
+            for job in loaded.settled.iter().map(|&i| &loaded.jobs[i]) {
+                for (index, error) in &job.failures {
+                    let row = Row::Failure { job: job.record.id.clone(), index: *index, error: error.clone() };
+                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
+                }
+                if let Some(outcome) = &job.outcome {
+                    let row = Row::Outcome { job: job.record.id.clone(), outcome: outcome.clone() };
+                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
+                }
+            }
+        }
+        txn.commit().map_err(StoreError::unavailable)
     }
 }
 
-/// One transaction, one fsync, then every waiter hears the result.
-fn commit(db: &Database, pending: &mut Vec<(StoreWrite, CommitSignal)>, counts: &CommitCounts) {
-    if pending.is_empty() {
-        return;
-    }
-    let result = apply(db, pending.iter().map(|(write, _)| write));
-    if result.is_ok() {
-        counts.transactions.fetch_add(1, Ordering::Relaxed);
-        counts
-            .writes
-            .fetch_add(pending.len() as u64, Ordering::Relaxed);
-    }
-    if let Err(error) = &result {
-        log::error!("job store: {} writes not committed: {error}", pending.len());
-    }
-    for (_, signal) in pending.drain(..) {
-        signal.send(result.clone());
-    }
+type Rows<'txn> = redb::Table<'txn, (&'static str, u8, u32), &'static [u8]>;
+
+fn put(table: &mut Rows<'_>, row: &Row) -> Result<(), StoreError> {
+    table
+        .insert(row.key(), rows::seal(row).as_slice())
+        .map(drop)
+        .map_err(StoreError::unavailable)
 }
 
-fn apply<'a>(
-    db: &Database,
-    writes: impl Iterator<Item = &'a StoreWrite>,
-) -> Result<(), StoreError> {
+/// Whether the job's record is there: rows of a job that was never
+/// recorded (its commit failed, then it was cancelled) are not written,
+/// since nothing would ever remove them.
+fn recorded(table: &Rows<'_>, job: &JobId) -> Result<bool, StoreError> {
+    Ok(table
+        .get((job.0.as_str(), rows::JOB, 0))
+        .map_err(StoreError::unavailable)?
+        .is_some())
+}
+
+fn apply<'a>(db: &Database, writes: impl Iterator<Item = &'a StoreWrite>) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(StoreError::unavailable)?;
     {
-        let mut jobs = txn.open_table(JOBS).map_err(StoreError::unavailable)?;
-        let mut proofs = txn.open_table(PROOFS).map_err(StoreError::unavailable)?;
-        let mut failures = txn.open_table(FAILURES).map_err(StoreError::unavailable)?;
-        let mut outcomes = txn.open_table(OUTCOMES).map_err(StoreError::unavailable)?;
+        let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
         for write in writes {
             match write {
-                StoreWrite::Accepted(record) => {
-                    let row = serde_json::to_vec(record).map_err(StoreError::unavailable)?;
-                    jobs.insert(record.id.0.as_str(), row.as_slice())
-                        .map_err(StoreError::unavailable)?;
+                StoreWrite::Accepted(record) => put(&mut table, &Row::Job(record.clone()))?,
+                StoreWrite::PartitionProved { job, index, proof } if recorded(&table, job)? => {
+                    put(&mut table, &Row::proof(job, *index, proof))?
                 }
-                StoreWrite::PartitionProved { job, index, proof } => {
-                    let row = serde_json::to_vec(&ProofRow {
-                        proof: hex::encode(&proof.proof),
-                        public_inputs: proof.public_inputs.iter().map(hex::encode).collect(),
-                    })
-                    .map_err(StoreError::unavailable)?;
-                    proofs
-                        .insert((job.0.as_str(), *index), row.as_slice())
-                        .map_err(StoreError::unavailable)?;
+                StoreWrite::PartitionFailed { job, index, error } if recorded(&table, job)? => {
+                    put(&mut table, &Row::Failure { job: job.clone(), index: *index, error: error.clone() })?
                 }
-                StoreWrite::PartitionFailed { job, index, error } => {
-                    failures
-                        .insert((job.0.as_str(), *index), error.as_str())
-                        .map_err(StoreError::unavailable)?;
+                StoreWrite::Finished { job, outcome } if recorded(&table, job)? => {
+                    put(&mut table, &Row::Outcome { job: job.clone(), outcome: outcome.clone() })?;
+                    finish_record(&mut table, job)?;
                 }
-                StoreWrite::Finished { job, outcome } => {
-                    let row = serde_json::to_vec(outcome).map_err(StoreError::unavailable)?;
-                    outcomes
-                        .insert(job.0.as_str(), row.as_slice())
-                        .map_err(StoreError::unavailable)?;
-                }
-                StoreWrite::Barrier => {}
                 StoreWrite::Removed(job) => {
                     let id = job.0.as_str();
-                    jobs.remove(id).map_err(StoreError::unavailable)?;
-                    outcomes.remove(id).map_err(StoreError::unavailable)?;
-                    proofs
-                        .retain_in((id, 0)..=(id, u32::MAX), |_, _| false)
-                        .map_err(StoreError::unavailable)?;
-                    failures
-                        .retain_in((id, 0)..=(id, u32::MAX), |_, _| false)
+                    table
+                        .retain_in((id, 0, 0)..=(id, u8::MAX, u32::MAX), |_, _| false)
                         .map_err(StoreError::unavailable)?;
                 }
+                _ => {}
             }
         }
     }
     txn.commit().map_err(StoreError::unavailable)
 }
 
-fn load(db: &Database) -> Result<Vec<StoredJob>, StoreError> {
-    let txn = db.begin_read().map_err(StoreError::unavailable)?;
-    let jobs = txn.open_table(JOBS).map_err(StoreError::unavailable)?;
-    let proofs = txn.open_table(PROOFS).map_err(StoreError::unavailable)?;
-    let failures = txn.open_table(FAILURES).map_err(StoreError::unavailable)?;
-    let outcomes = txn.open_table(OUTCOMES).map_err(StoreError::unavailable)?;
-    let mut loaded = Vec::new();
-    for entry in jobs.iter().map_err(StoreError::unavailable)? {
-        let (id, row) = entry.map_err(StoreError::unavailable)?;
-        let id = id.value();
-        let record: JobRecord = serde_json::from_slice(row.value())
-            .map_err(|e| StoreError::bad_record(id, "record", e))?;
-        let mut stored = StoredJob {
-            record,
-            proofs: Default::default(),
-            failures: Default::default(),
-            outcome: None,
-        };
-        for entry in proofs.range((id, 0)..=(id, u32::MAX)).map_err(StoreError::unavailable)? {
-            let (key, row) = entry.map_err(StoreError::unavailable)?;
-            let row: ProofRow = serde_json::from_slice(row.value())
-                .map_err(|e| StoreError::bad_record(id, "proof", e))?;
-            let decode = |hex_text: &str| {
-                hex::decode(hex_text).map_err(|e| StoreError::bad_record(id, "proof", e))
-            };
-            let proof = ProofRecord {
-                proof: decode(&row.proof)?,
-                public_inputs: row
-                    .public_inputs
-                    .iter()
-                    .map(|input| decode(input))
-                    .collect::<Result<_, _>>()?,
-            };
-            stored.proofs.insert(key.value().1, proof);
-        }
-        for entry in failures.range((id, 0)..=(id, u32::MAX)).map_err(StoreError::unavailable)? {
-            let (key, error) = entry.map_err(StoreError::unavailable)?;
-            stored
-                .failures
-                .insert(key.value().1, error.value().to_string());
-        }
-        if let Some(row) = outcomes.get(id).map_err(StoreError::unavailable)? {
-            let outcome: JobOutcome = serde_json::from_slice(row.value())
-                .map_err(|e| StoreError::bad_record(id, "outcome", e))?;
-            stored.outcome = Some(outcome);
-        }
-        loaded.push(stored);
+/// A finished job's record keeps its request's digest (for idempotency)
+/// but not the request: nothing rebuilds a finished job's work, and a
+/// restart should not read megabytes of inputs it will never use.
+fn finish_record(table: &mut Rows<'_>, job: &JobId) -> Result<(), StoreError> {
+    let key = (job.0.as_str(), rows::JOB, 0);
+    let sealed = table.get(key).map_err(StoreError::unavailable)?.map(|v| v.value().to_vec());
+    if let Some(Ok(Row::Job(mut record))) = sealed.map(|bytes| rows::unseal(&bytes)) {
+        record.request_digest = Some(record.request_digest());
+        record.request = String::new();
+        put(table, &Row::Job(record))?;
     }
-    loaded.sort_by_key(|job| job.record.seq);
+    Ok(())
+}
+
+/// What a load read: the jobs, and the rows that failed their check.
+struct Loaded {
+    jobs: Vec<StoredJob>,
+    /// (job, kind, partition, why) of each damaged row.
+    damaged: Vec<(String, u8, u32, String)>,
+    /// Jobs (indices into `jobs`) failed because a proof was damaged or lost.
+    settled: Vec<usize>,
+}
+
+/// Reads every row in key order: a job's record comes first, then its
+/// outcome, proofs and failures. A damaged record drops its job; a damaged
+/// proof fails its partition, and a job that was done becomes failed.
+fn load(db: &Database) -> Result<Loaded, redb::Error> {
+    let txn = db.begin_read()?;
+    let table = txn.open_table(ROWS)?;
+    let mut loaded = Loaded { jobs: Vec::new(), damaged: Vec::new(), settled: Vec::new() };
+    let mut current: Option<StoredJob> = None;
+    for entry in table.iter()? {
+        let (key, value) = entry?;
+        let (id, kind, index) = key.value();
+        if current.as_ref().is_some_and(|job| job.record.id.0 != id) {
+            loaded.jobs.extend(current.take());
+        }
+        let row = rows::unseal(value.value()).and_then(|row| {
+            if row.key() == (id, kind, index) {
+                Ok(row)
+            } else {
+                Err("stored under another job's key".into())
+            }
+        });
+        let row = match row {
+            Ok(Row::Job(record)) => {
+                current = Some(StoredJob {
+                    record,
+                    proofs: Default::default(),
+                    failures: Default::default(),
+                    outcome: None,
+                });
+                continue;
+            }
+            Ok(row) => row,
+            Err(why) => {
+                if kind == rows::JOB {
+                    current = None;
+                }
+                if let (rows::PROOF, Some(job)) = (kind, current.as_mut()) {
+                    job.failures.insert(index, DAMAGED_PROOF.into());
+                }
+                loaded.damaged.push((id.to_string(), kind, index, why));
+                continue;
+            }
+        };
+        // Rows of a job whose record was damaged have nothing to join.
+        let Some(job) = current.as_mut() else { continue };
+        match row {
+            Row::Outcome { outcome, .. } => job.outcome = Some(outcome),
+            Row::Failure { index, error, .. } => {
+                job.failures.insert(index, error);
+            }
+            Row::Proof { index, proof, public_inputs, .. } => {
+                match rows::proof_record(&proof, &public_inputs) {
+                    Ok(proof) => {
+                        job.proofs.insert(index, proof);
+                    }
+                    Err(e) => {
+                        job.failures.insert(index, DAMAGED_PROOF.into());
+                        loaded.damaged.push((id.to_string(), kind, index, format!("its proof is not hex: {e}")));
+                    }
+                }
+            }
+            Row::Job(_) => {}
+        }
+    }
+    loaded.jobs.extend(current);
+    loaded.jobs.sort_by_key(|job| job.record.seq);
+    loaded.settled = (0..loaded.jobs.len()).filter(|&i| settle_damage(&mut loaded.jobs[i])).collect();
     Ok(loaded)
+}
+
+/// Why a partition whose stored proof failed its check has none.
+const DAMAGED_PROOF: &str = "its stored proof failed its checksum and is not served; submit the job again";
+/// Why a done job's partition has no proof after its store was salvaged.
+const LOST_PROOF: &str = "its proof was lost with the damaged job store; submit the job again";
+
+/// A done job missing a proof (damaged, or not salvaged) is failed, so that
+/// its proofs are never answered incomplete. Whether it changed.
+fn settle_damage(job: &mut StoredJob) -> bool {
+    if job.outcome.as_ref().is_none_or(|o| o.stage != Stage::Done) {
+        return false;
+    }
+    let Some(index) = (0..job.record.partitions).find(|i| !job.proofs.contains_key(i)) else {
+        return false;
+    };
+    let why = job.failures.entry(index).or_insert_with(|| LOST_PROOF.into()).clone();
+    job.outcome = Some(JobOutcome {
+        stage: Stage::Failed,
+        error: Some(format!("partition {index}: {why}")),
+        finished_unix_ms: unix_ms(SystemTime::now()),
+    });
+    true
 }
 
 /// Turns stored jobs back into tracker jobs. An unfinished job's work is

@@ -82,7 +82,7 @@ fn bad_submissions_are_rejected_with_reasons() {
         answer["error"]
             .as_str()
             .unwrap()
-            .contains("inputs for partition 0"),
+            .contains("inputs: inputs.leaves must have 4 elements, got 3"),
         "{answer}"
     );
 

@@ -157,9 +157,18 @@ pub struct NewJob {
     pub deadline: Option<std::time::Duration>,
     /// The backend's own description of the work (circuit, witnesses).
     pub work: Arc<dyn Any + Send + Sync>,
-    /// The request as the client sent it. With a job store, only jobs that
-    /// carry it are recorded, since it is what rebuilds `work` on restart.
-    pub request: Option<String>,
+    /// The request as the store records it. With a job store, only jobs
+    /// that carry it are recorded, since it is what rebuilds `work` on
+    /// restart; its digest tells a repeated idempotency key's body apart.
+    pub request: Option<RecordedRequest>,
+}
+
+/// A request as recorded: the compact JSON a job is rebuilt from, and its
+/// SHA-256, computed by the caller (off the tracker's thread).
+#[derive(Clone, Debug)]
+pub struct RecordedRequest {
+    pub text: String,
+    pub digest: [u8; 32],
 }
 
 /// A job once the tracker accepted it.
@@ -212,6 +221,25 @@ impl JobSpec {
             submitted_wall,
             deadline: deadline.map(|d| submitted + d),
             abandoned: AtomicBool::new(false),
+        }
+    }
+
+    /// The same job without its work: what a finished job keeps, so that
+    /// its inputs are freed once no stage holds them.
+    pub(crate) fn without_work(&self) -> Self {
+        Self {
+            id: self.id.clone(),
+            seq: self.seq,
+            priority: self.priority,
+            partitions: self.partitions,
+            circuit: self.circuit.clone(),
+            circuit_id: self.circuit_id.clone(),
+            reservation: self.reservation,
+            work: Arc::new(()),
+            submitted: self.submitted,
+            submitted_wall: self.submitted_wall,
+            deadline: self.deadline,
+            abandoned: AtomicBool::new(self.is_abandoned()),
         }
     }
 

@@ -12,28 +12,20 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
 
 use crate::model::{JobId, Priority, ProofRecord, Stage};
 
 /// Why the store could not do what was asked. The kind says what a caller
 /// can do about it: after `Closed` nothing more is written (the daemon is
 /// stopping); after `Unavailable` the storage failed and a later write may
-/// succeed; `BadRecord` names a stored job that cannot be read back, which
-/// no retry fixes.
+/// succeed (the store retries by itself; a client may too).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("the job store is closed")]
     Closed,
     #[error("job store: {0}")]
     Unavailable(Arc<dyn Error + Send + Sync>),
-    #[error("job {job}: unreadable {what}: {cause}")]
-    BadRecord {
-        /// The job whose record is unreadable.
-        job: JobId,
-        /// Which part of it: "record", "proof", "outcome".
-        what: &'static str,
-        cause: Arc<dyn Error + Send + Sync>,
-    },
 }
 
 impl StoreError {
@@ -41,14 +33,18 @@ impl StoreError {
     pub fn unavailable(cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self::Unavailable(Arc::from(cause.into()))
     }
+}
 
-    pub fn bad_record(
-        job: &str,
-        what: &'static str,
-        cause: impl Into<Box<dyn Error + Send + Sync>>,
-    ) -> Self {
-        Self::BadRecord { job: JobId(job.to_string()), what, cause: Arc::from(cause.into()) }
-    }
+/// How the store is doing, for readiness and `/v1/status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StoreHealth {
+    /// Why the last commit failed (disk full, I/O error), while no later one
+    /// has succeeded: new jobs are refused meanwhile.
+    pub failing: Option<String>,
+    /// What was found wrong with the stored data on start (damaged records,
+    /// a file moved aside, a store gone missing), a sentence each.
+    pub incidents: Vec<String>,
 }
 
 /// A job as accepted: enough to rebuild its work after a restart.
@@ -64,8 +60,22 @@ pub struct JobRecord {
     pub submitted_unix_ms: u64,
     /// Relative to submission.
     pub deadline_ms: Option<u64>,
-    /// The request as the client sent it (JSON), parsed again on restore.
+    /// The request as compact JSON, parsed again on restore; emptied once
+    /// the job finished (nothing rebuilds a finished job's work).
     pub request: String,
+    /// SHA-256 of `request`, kept after the request is emptied so that a
+    /// repeated idempotency key is still compared by body. Absent in records
+    /// written before it existed, whose request is always there.
+    #[serde(default)]
+    pub request_digest: Option<[u8; 32]>,
+}
+
+impl JobRecord {
+    /// The request's digest, recorded or computed from the request.
+    pub fn request_digest(&self) -> [u8; 32] {
+        self.request_digest
+            .unwrap_or_else(|| sha2::Sha256::digest(self.request.as_bytes()).into())
+    }
 }
 
 /// How a job ended.
@@ -158,6 +168,11 @@ pub trait JobStore: Send + Sync {
 
     /// Commits everything queued, then closes: later writes fail. Blocks.
     fn close(&self) -> Result<(), StoreError>;
+
+    /// Whether writes succeed now, and what was found wrong on start.
+    fn health(&self) -> StoreHealth {
+        StoreHealth::default()
+    }
 }
 
 /// What the Tracker keeps and for how long.

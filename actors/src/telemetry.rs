@@ -253,6 +253,24 @@ pub const HTTP_REQUESTS: MetricDef = counter(
     &["route", "status"],
     "HTTP requests served, by route pattern and status code.",
 );
+pub const STORE_WRITE_FAILURES: MetricDef = counter(
+    "cuzk_store_write_failures_total",
+    "transactions",
+    &[],
+    "Job store transactions that failed to commit (disk full, I/O error); their writes are retried, new jobs refused until one succeeds.",
+);
+pub const STORE_WRITABLE: MetricDef = gauge(
+    "cuzk_store_writable",
+    "boolean",
+    &[],
+    "1 while the job store's last commit succeeded, 0 while it is failing.",
+);
+pub const STORE_DAMAGE: MetricDef = counter(
+    "cuzk_store_damage_total",
+    "incidents",
+    &["kind"],
+    "Damage found in the job store on start, by kind (record: a record failed its checksum and was dropped; unreadable: the file was moved aside and its intact records salvaged; missing: a store that existed is gone or empty).",
+);
 
 pub const CATALOGUE: &[MetricDef] = &[
     JOBS_SUBMITTED,
@@ -280,6 +298,9 @@ pub const CATALOGUE: &[MetricDef] = &[
     PARTITION_RETRIES,
     ACTOR_RESTARTS,
     HTTP_REQUESTS,
+    STORE_WRITE_FAILURES,
+    STORE_WRITABLE,
+    STORE_DAMAGE,
 ];
 
 /// Rewrites the exporter's text so that float counters are typed `counter`.
@@ -312,6 +333,10 @@ pub fn describe_all() {
     for stage in [Stage::Synthesizing, Stage::Proving, Stage::Finalizing] {
         metrics::counter!(PARTITION_RETRIES.name, "stage" => stage.as_str()).absolute(0);
     }
+    for kind in StoreDamageKind::ALL {
+        metrics::counter!(STORE_DAMAGE.name, "kind" => kind.as_str()).absolute(0);
+    }
+    metrics::counter!(STORE_WRITE_FAILURES.name).absolute(0);
     for actor in ["synthesis", "gpu_worker", "finalizer"] {
         metrics::counter!(ACTOR_RESTARTS.name, "actor" => actor).absolute(0);
     }
@@ -692,5 +717,70 @@ impl HttpRequest<'_> {
     pub fn emit(&self) {
         metrics::counter!(HTTP_REQUESTS.name, "route" => self.route.to_string(), "status" => self.status.to_string())
             .increment(1);
+    }
+}
+
+/// A job store commit failed; its writes wait for the store to recover.
+pub struct StoreWriteFailed<'a> {
+    pub writes: usize,
+    pub error: &'a str,
+}
+
+impl StoreWriteFailed<'_> {
+    pub fn emit(&self) {
+        log::error!("job store: {} writes not committed: {}", self.writes, self.error);
+        metrics::counter!(STORE_WRITE_FAILURES.name).increment(1);
+        metrics::gauge!(STORE_WRITABLE.name).set(0.0);
+    }
+}
+
+/// A job store commit succeeded after failures, or the store opened.
+pub struct StoreWritable {
+    /// Failed commits before this one (0 when the store just opened).
+    pub after_failures: u64,
+}
+
+impl StoreWritable {
+    pub fn emit(&self) {
+        if self.after_failures > 0 {
+            log::info!("job store: writable again after {} failed commits", self.after_failures);
+        }
+        metrics::gauge!(STORE_WRITABLE.name).set(1.0);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreDamageKind {
+    /// A record failed its checksum; it was dropped after the file was copied aside.
+    Record,
+    /// The file could not be read; it was moved aside and its intact records salvaged.
+    Unreadable,
+    /// A store that existed is gone or empty.
+    Missing,
+}
+
+impl StoreDamageKind {
+    pub const ALL: [StoreDamageKind; 3] =
+        [StoreDamageKind::Record, StoreDamageKind::Unreadable, StoreDamageKind::Missing];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreDamageKind::Record => "record",
+            StoreDamageKind::Unreadable => "unreadable",
+            StoreDamageKind::Missing => "missing",
+        }
+    }
+}
+
+/// Damage found in the job store on start.
+pub struct StoreDamage<'a> {
+    pub kind: StoreDamageKind,
+    pub detail: &'a str,
+}
+
+impl StoreDamage<'_> {
+    pub fn emit(&self) {
+        log::error!("job store damaged ({}): {}", self.kind.as_str(), self.detail);
+        metrics::counter!(STORE_DAMAGE.name, "kind" => self.kind.as_str()).increment(1);
     }
 }

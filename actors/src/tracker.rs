@@ -25,16 +25,11 @@ use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, WorkerId};
 use crate::store::{JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
 use crate::time::unix_ms;
-use sha2::Digest as _;
 
 pub const MAILBOX_CAPACITY: usize = 4096;
 
-/// SHA-256 of a job's request body as the client sent it.
+/// SHA-256 of a job's recorded request.
 type BodyDigest = [u8; 32];
-
-fn body_digest(request: &str) -> BodyDigest {
-    sha2::Sha256::digest(request.as_bytes()).into()
-}
 
 pub struct Tracker {
     /// The dispatcher: partitions to queue (new, restored, retried).
@@ -249,6 +244,7 @@ impl Tracker {
             None => Stage::Done,
         };
         job.finished = Some((final_stage, now));
+        job.spec = Arc::new(job.spec.without_work());
         self.tally.add(job);
         self.unfinished -= 1;
         let outcome = JobOutcome {

@@ -1,4 +1,4 @@
-//! The daemon itself: `/v1/status`, `/healthz`, `/metrics` and this API's
+//! The daemon itself: `/v1/status`, `/healthz`, `/readyz`, `/metrics` and this API's
 //! OpenAPI document.
 
 use actix_web::{web, HttpResponse};
@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::error::{unavailable, ApiError, SCHEDULER};
 // Named by the #[utoipa::path] attributes.
-use super::schemas::{HealthDoc, SchedulerGone, StatusDoc, TokenRefusals};
+use super::schemas::{ErrorBody, HealthDoc, SchedulerGone, StatusDoc, TokenRefusals};
 use super::state::AppState;
 
 #[utoipa::path(
@@ -24,7 +24,30 @@ pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
         .status()
         .await
         .map_err(|e| unavailable(SCHEDULER, e))?;
-    Ok(HttpResponse::Ok().json(status))
+    let mut body = serde_json::to_value(status).map_err(|e| ApiError::new(500, e.to_string()))?;
+    body["store"] = json!(state.job_store.health());
+    Ok(HttpResponse::Ok().json(body))
+}
+
+#[utoipa::path(
+    get, path = "/readyz", tag = "daemon",
+    responses(
+        (status = 200, description = "taking jobs", body = HealthDoc),
+        (status = 503, description = "not taking jobs now: shutting down, or the job store cannot write (the reason says which); /healthz still answers", body = ErrorBody,
+         headers(("Retry-After" = u64, description = "seconds"))),
+    ),
+    security(())
+)]
+pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    if !state.intake.is_open() {
+        return Err(ApiError::new(503, "shutting down").with("reason", json!("shutting_down")));
+    }
+    if let Some(failing) = state.job_store.health().failing {
+        return Err(ApiError::new(503, format!("the job store cannot write: {failing}"))
+            .with("reason", json!("store_failing"))
+            .retry_after(state.retry_after_s));
+    }
+    Ok(HttpResponse::Ok().json(json!({ "status": "ok" })))
 }
 
 #[utoipa::path(

@@ -14,6 +14,8 @@ pub struct ApiError {
     status: StatusCode,
     /// `{"error": reason}`, plus what some errors add (`status`, `reason`).
     body: Value,
+    /// Seconds a client should wait before trying again (`Retry-After`).
+    retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -21,7 +23,14 @@ impl ApiError {
         Self {
             status: StatusCode::from_u16(status).expect("valid status code"),
             body: json!({ "error": message.into() }),
+            retry_after_s: None,
         }
+    }
+
+    /// Tells the client when trying again may succeed.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_s = Some(seconds);
+        self
     }
 
     /// Adds a field beside `error`, for clients that act on more than text.
@@ -43,7 +52,11 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status).json(&self.body)
+        let mut response = HttpResponse::build(self.status);
+        if let Some(seconds) = self.retry_after_s {
+            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
+        }
+        response.json(&self.body)
     }
 }
 

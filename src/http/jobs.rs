@@ -6,7 +6,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
 use cuzk_actors::tracker::Tracker;
-use cuzk_actors::{JobId, NewJob};
+use cuzk_actors::{JobId, NewJob, RecordedRequest};
 use serde_json::json;
 
 use super::error::{unavailable, ApiError, SCHEDULER};
@@ -31,6 +31,10 @@ use crate::job_input::SubmitRequest;
         (status = 415, description = "the body is not declared as JSON (Content-Type: application/json)", body = ErrorBody),
         (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
         (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
+         headers(("Retry-After" = u64, description = "seconds"))),
+        (status = 503, description = "shutting down, or the job store failed to commit (`reason`: store_failing); nothing was queued", body = ErrorBody,
+         headers(("Retry-After" = u64, description = "seconds"))),
+        (status = 507, description = "the data directory's free space is under store.min_free_bytes; nothing was written", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
         TokenRefusals,
         SchedulerGone,
@@ -59,9 +63,18 @@ pub async fn submit_job(
     if !state.intake.is_open() {
         return Err(shutting_down());
     }
+    if let Some(free) = crate::store::free_bytes(&state.data_dir).filter(|f| *f < state.min_free_bytes) {
+        return Err(ApiError::new(
+            507,
+            format!(
+                "the data directory has {free} bytes free, under store.min_free_bytes ({}); nothing was written",
+                state.min_free_bytes
+            ),
+        )
+        .retry_after(state.retry_after_s));
+    }
     let parser = state.jobs.clone();
-    let parse_body = body.clone();
-    let parsed = web::block(move || parser.parse(&parse_body))
+    let parsed = web::block(move || parser.parse(&body))
         .await
         .map_err(|e| ApiError::new(500, format!("validation thread failed: {e}")))??;
     if header_key.is_none() && parsed.request.request_id.as_deref().is_some_and(|k| k.trim().is_empty()) {
@@ -80,8 +93,10 @@ pub async fn submit_job(
             .deadline_ms
             .map(std::time::Duration::from_millis),
         work: Arc::new(parsed.work),
-        // Parsed above, so valid JSON and UTF-8.
-        request: String::from_utf8(body.to_vec()).ok(),
+        request: Some(RecordedRequest {
+            text: parsed.canonical,
+            digest: parsed.digest,
+        }),
     };
     let key = new_job.idempotency_key.clone().unwrap_or_default();
     let outcome = ask_tracker(&state, SubmitJob(new_job)).await?;
@@ -112,6 +127,8 @@ pub async fn submit_job(
             }
             return Err(if state.intake.is_open() {
                 ApiError::new(503, format!("the job could not be stored: {error}"))
+                    .with("reason", json!("store_failing"))
+                    .retry_after(state.retry_after_s)
             } else {
                 shutting_down()
             });

@@ -43,6 +43,7 @@ macro_rules! routes {
 pub fn routes() -> Vec<(Method, &'static str, actix_web::Route)> {
     routes![
         (GET, "/healthz", daemon::healthz),
+        (GET, "/readyz", daemon::readyz),
         (GET, "/metrics", daemon::metrics),
         (POST, "/v1/jobs", jobs::submit_job),
         (GET, "/v1/jobs/{id}", jobs::get_job),

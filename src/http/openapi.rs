@@ -44,6 +44,7 @@ impl Modify for BearerAuth {
         params::evict_params,
         daemon::status,
         daemon::healthz,
+        daemon::readyz,
         daemon::metrics,
         daemon::openapi_json,
         workers::workers,

@@ -137,6 +137,8 @@ pub struct StatusDoc {
     queues: BTreeMap<String, Value>,
     jobs: BTreeMap<String, u64>,
     workers: Vec<BTreeMap<String, Value>>,
+    /// Whether the job store writes, and damage found on start.
+    store: cuzk_actors::store::StoreHealth,
 }
 
 /// `GET /v1/workers` (docs/api.md).

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use cuzk_actors::store::JobStore;
 use cuzk_actors::ProvingSystem;
 
 use crate::job_input::JobParser;
@@ -26,4 +27,10 @@ pub struct AppState {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Closed once a shutdown begins.
     pub intake: Intake,
+    /// The job store: whether it can write (submissions, `/readyz`).
+    pub job_store: Arc<dyn JobStore>,
+    /// Where the job store lives, and the free space its filesystem must
+    /// keep before a submission is written (`store.min_free_bytes`).
+    pub data_dir: std::path::PathBuf,
+    pub min_free_bytes: u64,
 }

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use actix::prelude::*;
 
-use super::{body_digest, JobState, PartitionState, Tracker};
+use super::{JobState, PartitionState, Tracker};
 use crate::messages::{Enqueue, JobStatus, QueueFull, SetMaxUnfinished, SubmitJob, SubmitOutcome};
 use crate::model::JobSpec;
 use crate::store::{JobRecord, StoreWrite};
@@ -21,7 +21,7 @@ impl Handler<SubmitJob> for Tracker {
         let keyed = job
             .idempotency_key
             .clone()
-            .map(|key| (key, job.request.as_deref().map(body_digest).unwrap_or_default()));
+            .map(|key| (key, job.request.as_ref().map(|r| r.digest).unwrap_or_default()));
         if let Some((existing, body)) = keyed.as_ref().and_then(|(k, _)| self.by_idempotency_key.get(k)) {
             let conflict = keyed.as_ref().is_some_and(|(_, digest)| digest != body);
             let status = self.jobs[existing].status();
@@ -86,7 +86,8 @@ impl Handler<SubmitJob> for Tracker {
                 idempotency_key: job.idempotency_key.clone(),
                 submitted_unix_ms: unix_ms(spec.submitted_wall),
                 deadline_ms: job.deadline.map(|d| d.as_millis() as u64),
-                request,
+                request_digest: Some(request.digest),
+                request: request.text,
             }))),
             _ => None,
         };

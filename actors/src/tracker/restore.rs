@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::{body_digest, JobState, PartitionState, Tracker};
+use super::{JobState, PartitionState, Tracker};
 use crate::messages::{Enqueue, RestoreJobs, RestoredJob};
 use crate::model::{JobSpec, Reservation, Stage};
 use crate::store::StoredJob;
@@ -25,6 +25,7 @@ impl Tracker {
             RestoredJob::Unfinished { stored, work, reservation } => (stored, work, reservation),
         };
         let StoredJob { record, mut proofs, failures, outcome } = stored;
+        let digest = record.request_digest();
         let spec = Arc::new(JobSpec::new(
             record.id.clone(),
             record.seq,
@@ -73,9 +74,7 @@ impl Tracker {
                 error: outcome.and_then(|o| o.error),
                 finished,
             },
-            record
-                .idempotency_key
-                .map(|key| (key, body_digest(&record.request))),
+            record.idempotency_key.map(|key| (key, digest)),
         );
         if finished.is_some() {
             return;

@@ -128,9 +128,27 @@ pub fn parse_array<T>(
         .collect()
 }
 
+/// The most digits a field element may be written with: the modulus has 78
+/// decimal and 64 hex digits. Padding beyond that is refused before any
+/// arithmetic, so a megabyte of zeros costs a length check, not a parse.
+fn max_digits(radix: u32) -> usize {
+    if radix == 16 {
+        64
+    } else {
+        78
+    }
+}
+
 fn parse_digits(digits: &str, radix: u32, path: &str) -> Result<Fr, InputError> {
     if digits.is_empty() {
         return Err(InputError::new(format!("{path}: empty field element")));
+    }
+    if digits.len() > max_digits(radix) {
+        return Err(InputError::new(format!(
+            "{path}: {} digits; a field element has at most {} (no padding beyond that)",
+            digits.len(),
+            max_digits(radix)
+        )));
     }
     let too_large = || {
         InputError::new(format!(
@@ -194,6 +212,16 @@ mod tests {
         assert_eq!(parse_fr(&json!(12345), "x").unwrap(), Fr::from(12345u64));
         assert_eq!(parse_fr(&json!(u64::MAX), "x").unwrap(), Fr::from(u64::MAX));
         assert_eq!(parse_fr(&json!("0"), "x").unwrap(), Fr::from(0u64));
+    }
+
+    #[test]
+    fn padding_is_allowed_up_to_the_modulus_width_and_refused_beyond() {
+        let padded = |width: usize| format!("{:0>width$}", "7");
+        assert_eq!(parse_fr(&json!(padded(78)), "x").unwrap(), Fr::from(7u64));
+        assert_eq!(parse_fr(&json!(format!("0x{}", padded(64))), "x").unwrap(), Fr::from(7u64));
+        let refused = parse_fr(&json!(padded(7_000_000)), "x").unwrap_err().0;
+        assert!(refused.contains("7000000 digits"), "{refused}");
+        assert!(parse_fr(&json!(format!("0x{}", padded(65))), "x").is_err());
     }
 
     #[test]

@@ -81,6 +81,14 @@ pub trait CircuitFamily: Send + Sync + 'static {
         shape: &CircuitShape,
         source: &WitnessSource,
     ) -> Result<Box<dyn CircuitInstance>, InputError>;
+    /// Checks client inputs before a job is accepted, in the request's own
+    /// thread. The default builds the instance; a family whose instance
+    /// costs real work (a whole Merkle tree) checks only what a client can
+    /// get wrong, and leaves the work to synthesis, which runs under the
+    /// memory budget. Whatever passes here must build there.
+    fn check_inputs(&self, shape: &CircuitShape, inputs: &Value) -> Result<(), InputError> {
+        self.instance(shape, &WitnessSource::Inputs(inputs.clone())).map(drop)
+    }
 }
 
 /// Adapts a boxed instance to arkworks' `ConstraintSynthesizer`.

@@ -195,6 +195,15 @@ impl MerkleInstance {
     }
 
     fn parse_leaves(params: MerkleParams, inputs: &Value) -> Result<Self, InputError> {
+        let (leaves, indices) = Self::leaves_and_indices(params, inputs)?;
+        Ok(Self::from_leaves(leaves, &indices))
+    }
+
+    /// The leaves form's values, parsed and range-checked, the tree not built.
+    fn leaves_and_indices(
+        params: MerkleParams,
+        inputs: &Value,
+    ) -> Result<(Vec<Fr>, Vec<u64>), InputError> {
         if params.depth > MAX_LEAVES_DEPTH {
             return Err(InputError::new(format!(
                 "inputs.leaves: a depth-{} tree has too many leaves to send (the limit is \
@@ -215,7 +224,7 @@ impl MerkleInstance {
             params.challenges,
             |index, path| parse_index(params, index, path),
         )?;
-        Ok(Self::from_leaves(leaves, &indices))
+        Ok((leaves, indices))
     }
 
     fn parse_paths(params: MerkleParams, inputs: &Value) -> Result<Self, InputError> {
@@ -326,6 +335,18 @@ impl CircuitFamily for PoseidonMerkle {
         };
         Ok(Box::new(instance))
     }
+
+    /// The leaves form is parsed without hashing its tree (a depth-20 tree
+    /// is 2^20 hashes, seconds of CPU per partition); the paths form is
+    /// checked whole, since its hashes are depth x challenges at most.
+    fn check_inputs(&self, shape: &CircuitShape, inputs: &Value) -> Result<(), InputError> {
+        let params = MerkleParams::parse(&shape.params)?;
+        let object = parse_object(inputs, "inputs", &["leaves", "indices", "root", "paths"])?;
+        if object.contains_key("leaves") && !object.contains_key("root") && !object.contains_key("paths") {
+            return MerkleInstance::leaves_and_indices(params, inputs).map(drop);
+        }
+        MerkleInstance::from_inputs(params, inputs).map(drop)
+    }
 }
 
 impl CircuitInstance for MerkleInstance {
@@ -417,12 +438,20 @@ mod tests {
         PoseidonMerkle.shape(&params).unwrap_err().0
     }
 
+    /// The reason inputs are refused, the same whether the handler's cheap
+    /// check or synthesis's instance finds it.
     fn inputs_error(shape: &CircuitShape, inputs: Value) -> String {
-        PoseidonMerkle
+        let checked = PoseidonMerkle
+            .check_inputs(shape, &inputs)
+            .expect_err("the handler's check should refuse the inputs")
+            .0;
+        let built = PoseidonMerkle
             .instance(shape, &WitnessSource::Inputs(inputs))
             .err()
             .expect("inputs should be rejected")
-            .0
+            .0;
+        assert_eq!(checked, built);
+        checked
     }
 
     fn leaves(count: u64) -> Vec<Fr> {
@@ -583,6 +612,9 @@ mod tests {
             "root": fr_to_json(&tree.root),
             "paths": tree.paths.iter().map(path_json).collect::<Vec<_>>(),
         });
+        let leaves_form = json!({ "leaves": leaves_json, "indices": [6, 1] });
+        assert_eq!(PoseidonMerkle.check_inputs(&shape, &leaves_form), Ok(()));
+        assert_eq!(PoseidonMerkle.check_inputs(&shape, &paths), Ok(()));
         let from_paths = PoseidonMerkle
             .instance(&shape, &WitnessSource::Inputs(paths))
             .unwrap();

@@ -1,0 +1,233 @@
+//! Opening the job store's file, and what is done when it is not as it was
+//! left. A file the database cannot open (truncated, overwritten) is moved
+//! aside and every intact row found in its bytes is written into a new one;
+//! a store that existed (its marker file says so) but is now missing or
+//! empty is reported, never silently replaced by an empty one. Each finding
+//! is an incident: logged, counted and shown in `/v1/status`.
+
+use std::fs;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use cuzk_actors::telemetry::{StoreDamage, StoreDamageKind};
+use redb::{Database, DatabaseError, ReadableTable, TableDefinition, TableHandle};
+
+use super::rows::{self, Row};
+use super::ROWS;
+
+/// An open store and what was found wrong on the way.
+pub struct Opened {
+    pub db: Database,
+    pub incidents: Vec<String>,
+}
+
+/// Opens (or creates) the store at `path`. Fails only when the file is
+/// held by another process or cannot be replaced.
+pub fn open(path: &Path) -> Result<Opened, String> {
+    let marker = marker_path(path);
+    let existed = marker.exists();
+    let mut incidents = Vec::new();
+    match fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && existed => {
+            incidents.push(report(
+                StoreDamageKind::Missing,
+                format!(
+                    "the job store {} is gone although one was created here ({}): every job it held is lost; starting empty",
+                    path.display(),
+                    marker.display()
+                ),
+            ));
+        }
+        Ok(meta) if meta.len() == 0 && existed => {
+            let aside = move_aside(path)?;
+            incidents.push(report(
+                StoreDamageKind::Missing,
+                format!(
+                    "the job store {} was empty although one was created here: every job it held is lost; the empty file is at {}, starting empty",
+                    path.display(),
+                    aside.display()
+                ),
+            ));
+        }
+        _ => {}
+    }
+    let db = match try_open(path) {
+        Ok(db) => db,
+        Err(Opening::Held) => {
+            return Err(format!("the job store {} is open in another process", path.display()))
+        }
+        Err(Opening::Damaged(cause)) => {
+            let (db, incident) = rebuild(path, &cause)?;
+            incidents.push(incident);
+            db
+        }
+    };
+    prepare(&db).map_err(|e| format!("job store {}: {e}", path.display()))?;
+    if !existed {
+        fs::write(&marker, b"created by cuzk: jobs.redb must exist while this file does\n")
+            .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+    }
+    Ok(Opened { db, incidents })
+}
+
+/// Moves a database that cannot be read aside and writes the rows salvaged
+/// from its bytes into a new one at `path`. Also used when a store that
+/// opened turns out unreadable later (a damaged page met while loading).
+pub fn rebuild(path: &Path, cause: &str) -> Result<(Database, String), String> {
+    let bytes = fs::read(path).unwrap_or_default();
+    let aside = move_aside(path)?;
+    let salvaged = rows::salvage(&bytes);
+    let db = match try_open(path) {
+        Ok(db) => db,
+        Err(Opening::Held) => return Err(format!("{} is held by another process", path.display())),
+        Err(Opening::Damaged(e)) => return Err(format!("cannot create {}: {e}", path.display())),
+    };
+    prepare(&db).map_err(|e| format!("job store {}: {e}", path.display()))?;
+    let count = salvaged.len();
+    write_rows(&db, salvaged).map_err(|e| format!("job store {}: {e}", path.display()))?;
+    let incident = report(
+        StoreDamageKind::Unreadable,
+        format!(
+            "the job store {} could not be read ({cause}); moved to {}, {count} intact records salvaged into a new store",
+            path.display(),
+            aside.display()
+        ),
+    );
+    Ok((db, incident))
+}
+
+/// Logs and counts a finding; returns its text for `/v1/status`.
+pub fn report(kind: StoreDamageKind, detail: String) -> String {
+    StoreDamage { kind, detail: &detail }.emit();
+    detail
+}
+
+/// Copies a readable store aside before damaged rows are dropped from it,
+/// so that nothing is lost for good without a copy.
+pub fn copy_aside(path: &Path) -> Result<PathBuf, String> {
+    let aside = aside_path(path);
+    fs::copy(path, &aside).map_err(|e| format!("cannot copy {} aside: {e}", path.display()))?;
+    Ok(aside)
+}
+
+enum Opening {
+    /// Another process has it open.
+    Held,
+    /// Anything else: the file is not a database redb can use.
+    Damaged(String),
+}
+
+/// redb panics on some damaged files instead of answering an error.
+fn try_open(path: &Path) -> Result<Database, Opening> {
+    match catch_unwind(AssertUnwindSafe(|| Database::create(path))) {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(DatabaseError::DatabaseAlreadyOpen)) => Err(Opening::Held),
+        Ok(Err(e)) => Err(Opening::Damaged(e.to_string())),
+        Err(panic) => Err(Opening::Damaged(format!(
+            "the database library panicked: {}",
+            panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("no message")
+        ))),
+    }
+}
+
+fn marker_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".created");
+    path.with_file_name(name)
+}
+
+fn aside_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".damaged-{}", cuzk_actors::time::unix_ms(std::time::SystemTime::now())));
+    path.with_file_name(name)
+}
+
+fn move_aside(path: &Path) -> Result<PathBuf, String> {
+    let aside = aside_path(path);
+    fs::rename(path, &aside).map_err(|e| format!("cannot move {} aside: {e}", path.display()))?;
+    Ok(aside)
+}
+
+/// The tables of the first store format, one per kind of row, unsealed JSON.
+const LEGACY_JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+const LEGACY_PROOFS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("proofs");
+const LEGACY_FAILURES: TableDefinition<(&str, u32), &str> = TableDefinition::new("failures");
+const LEGACY_OUTCOMES: TableDefinition<&str, &[u8]> = TableDefinition::new("outcomes");
+
+/// Creates the table, and moves a first-format store's rows into it
+/// (sealing them) in the same transaction.
+fn prepare(db: &Database) -> Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    txn.open_table(ROWS)?;
+    let legacy = txn.list_tables()?.any(|t| t.name() == LEGACY_JOBS.name());
+    if legacy {
+        let mut moved = Vec::new();
+        {
+            let jobs = txn.open_table(LEGACY_JOBS)?;
+            for entry in jobs.iter()? {
+                let (_, row) = entry?;
+                if let Ok(record) = serde_json::from_slice(row.value()) {
+                    moved.push(Row::Job(record));
+                }
+            }
+            let outcomes = txn.open_table(LEGACY_OUTCOMES)?;
+            for entry in outcomes.iter()? {
+                let (id, row) = entry?;
+                if let Ok(outcome) = serde_json::from_slice(row.value()) {
+                    moved.push(Row::Outcome { job: cuzk_actors::JobId(id.value().into()), outcome });
+                }
+            }
+            let proofs = txn.open_table(LEGACY_PROOFS)?;
+            for entry in proofs.iter()? {
+                let (key, row) = entry?;
+                let (id, index) = key.value();
+                #[derive(serde::Deserialize)]
+                struct LegacyProof {
+                    proof: String,
+                    public_inputs: Vec<String>,
+                }
+                if let Ok(p) = serde_json::from_slice::<LegacyProof>(row.value()) {
+                    let job = cuzk_actors::JobId(id.into());
+                    moved.push(Row::Proof { job, index, proof: p.proof, public_inputs: p.public_inputs });
+                }
+            }
+            let failures = txn.open_table(LEGACY_FAILURES)?;
+            for entry in failures.iter()? {
+                let (key, error) = entry?;
+                let (id, index) = key.value();
+                let job = cuzk_actors::JobId(id.into());
+                moved.push(Row::Failure { job, index, error: error.value().into() });
+            }
+        }
+        let count = moved.len();
+        {
+            let mut table = txn.open_table(ROWS)?;
+            for row in moved {
+                table.insert(row.key(), rows::seal(&row).as_slice())?;
+            }
+        }
+        txn.delete_table(LEGACY_JOBS)?;
+        txn.delete_table(LEGACY_OUTCOMES)?;
+        txn.delete_table(LEGACY_PROOFS)?;
+        txn.delete_table(LEGACY_FAILURES)?;
+        log::info!("job store: {count} rows moved to the sealed format");
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+fn write_rows(db: &Database, salvaged: Vec<Row>) -> Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    {
+        let mut table = txn.open_table(ROWS)?;
+        for row in salvaged {
+            table.insert(row.key(), rows::seal(&row).as_slice())?;
+        }
+    }
+    txn.commit()?;
+    Ok(())
+}

@@ -1,0 +1,444 @@
+#!/usr/bin/env python3
+"""Replays, against a running daemon, the requests and accidents of issue 13
+that once hurt it, and asserts what it does now. Each case prints what it
+measured (RSS from /proc, store size, seconds) and the whole set is written
+to $HOSTILE_FIGURES (default: hostile-figures.json in the work directory).
+
+    CUZK_BIN=target/debug/cuzk python3 tests/hostile.py
+
+Standard library only. Every wait is bounded; a case that needs a mount
+(the disk-full case uses a small tmpfs) says SKIPPED when the machine
+cannot make one, and the run fails unless HOSTILE_ALLOW_SKIP=1.
+"""
+
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.environ.get("CUZK_BIN", "target/debug/cuzk")
+FIGURES = {}
+SKIPPED = []
+MIB = 1 << 20
+
+
+class Daemon:
+    """One daemon process on a data directory, with an HTTP client."""
+
+    def __init__(self, work, data, config="", name="daemon"):
+        self.port = free_port()
+        self.data = data
+        self.log_path = os.path.join(work, f"{name}.log")
+        self.config_path = os.path.join(work, f"{name}.toml")
+        with open(self.config_path, "w") as f:
+            f.write(config)
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [BIN, "serve", "--config", self.config_path, "--listen", f"127.0.0.1:{self.port}",
+             "--data-dir", data],
+            stdout=self.log, stderr=subprocess.STDOUT,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")})
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                fail(f"{name} exited with {self.proc.returncode} while starting", self)
+            try:
+                if self.call("GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.1)
+        fail(f"{name} did not answer /healthz within 120 s", self)
+
+    def call(self, method, path, body=None, headers=None, timeout=60):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        hdrs = {"Content-Type": "application/json"} if data is not None else {}
+        hdrs.update(headers or {})
+        conn.request(method, path, body=data, headers=hdrs)
+        response = conn.getresponse()
+        raw = response.read()
+        conn.close()
+        try:
+            answer = json.loads(raw) if raw else None
+        except ValueError:
+            answer = raw.decode(errors="replace")
+        return response.status, answer, {k.lower(): v for k, v in response.getheaders()}
+
+    def rss_bytes(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def wait_job(self, job, done=("done", "failed", "cancelled"), limit=300):
+        deadline = time.time() + limit
+        while time.time() < deadline:
+            status, answer, _ = self.call("GET", f"/v1/jobs/{job}")
+            if status == 200 and answer["status"] in done:
+                return answer["status"]
+            time.sleep(0.2)
+        fail(f"job {job} not {done} within {limit} s", self)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fail(message, daemon=None):
+    if daemon is not None:
+        with open(daemon.log_path, errors="replace") as f:
+            print("--- last lines of the daemon log:\n" + "".join(f.readlines()[-25:]), file=sys.stderr)
+    print(f"hostile: FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def check(condition, message, daemon=None):
+    if not condition:
+        fail(message, daemon)
+
+
+def figure(name, value):
+    FIGURES[name] = value
+    print(f"  {name} = {value}")
+
+
+def merkle_leaves_job(depth, partitions, challenges=1):
+    leaves = [str(random.getrandbits(200)) for _ in range(1 << depth)]
+    return {"circuit": "poseidon-merkle", "params": {"depth": depth, "challenges": challenges},
+            "partitions": partitions, "inputs": {"leaves": leaves, "indices": [3] * challenges}}
+
+
+def small_job(seed):
+    return {"circuit": "mimc-chain", "params": {"log2_constraints": 4}, "seed": seed}
+
+
+def case_memory(work):
+    """Inputs are kept once per job as compact text, checked without building
+    trees in the request path, and dropped when the job ends; padded field
+    elements are refused by length."""
+    print("== memory: one request's cost is bounded by limits.max_input_bytes")
+    d = Daemon(work, os.path.join(work, "mem-data"), "[limits]\nmax_body_bytes = 33554432\n", "memory")
+    # The original attack: two leaves as 7-million-digit zero-padded decimals.
+    padded = "0" * 7_000_000 + "1"
+    body = {"circuit": "poseidon-merkle", "params": {"depth": 1, "challenges": 1}, "partitions": 64,
+            "inputs": {"leaves": [padded, padded], "indices": [0]}}
+    before = d.rss_bytes()
+    status, answer, _ = d.call("POST", "/v1/jobs", body)
+    check(status == 422 and "digits" in answer["error"], f"padded leaves: {status} {answer}", d)
+    figure("padded_leaves_rss_growth_mib", round((d.rss_bytes() - before) / MIB, 1))
+
+    # A real 64-partition job over a depth-16 tree (65,536 leaves, ~5 MB):
+    # accepted without hashing the tree 64 times, holding one copy of it.
+    job = merkle_leaves_job(16, 64)
+    raw = json.dumps(job).encode()
+    figure("merkle_body_mib", round(len(raw) / MIB, 2))
+    before = d.rss_bytes()
+    started = time.time()
+    status, answer, _ = d.call("POST", "/v1/jobs", raw)
+    figure("merkle_submit_seconds", round(time.time() - started, 2))
+    check(status == 202, f"depth-16 leaves job: {status} {answer}", d)
+    grown = d.rss_bytes() - before
+    figure("merkle_submit_rss_growth_mib", round(grown / MIB, 1))
+    limit = 16 * MIB + 64 * MIB
+    check(grown <= limit, f"one request raised RSS by {grown / MIB:.0f} MiB (bound {limit / MIB:.0f})", d)
+    d.call("POST", f"/v1/jobs/{answer['id']}/cancel")
+    d.wait_job(answer["id"])
+
+    # Over the canonical input limit: refused with the limit named.
+    d.stop()
+    d = Daemon(work, os.path.join(work, "mem-data"), "[limits]\nmax_input_bytes = 1048576\n", "memory-limit")
+    status, answer, _ = d.call("POST", "/v1/jobs", merkle_leaves_job(16, 1))
+    check(status == 422 and "max_input_bytes" in answer["error"], f"input limit: {status} {answer}", d)
+    d.stop()
+
+
+def case_store_size_and_restart_memory(work):
+    """Bodies are stored as compact JSON, finished jobs keep no inputs, and a
+    restart reads only what it needs."""
+    print("== store: padded bodies and finished inputs cost no disk, no restart memory")
+    data = os.path.join(work, "store-data")
+    d = Daemon(work, data, "[limits]\nmax_body_bytes = 33554432\n", "store")
+    store = os.path.join(data, "jobs.redb")
+    size_before = os.path.getsize(store)
+    ids = []
+    for seed in range(20):
+        padded = b" " * (15 * MIB) + json.dumps(small_job(seed)).encode() + b"\n"
+        status, answer, _ = d.call("POST", "/v1/jobs", padded)
+        check(status == 202, f"padded body: {status} {answer}", d)
+        ids.append(answer["id"])
+    grown = os.path.getsize(store) - size_before
+    figure("store_growth_20_padded_15mib_bodies_mib", round(grown / MIB, 2))
+    check(grown < 8 * MIB, f"20 padded bodies grew the store by {grown / MIB:.0f} MiB", d)
+    # Five finished jobs with ~5 MB of inputs each.
+    for _ in range(5):
+        status, answer, _ = d.call("POST", "/v1/jobs", merkle_leaves_job(16, 1))
+        check(status == 202, f"leaves job: {status} {answer}", d)
+        ids.append(answer["id"])
+    for job in ids:
+        check(d.wait_job(job) == "done", f"job {job} did not finish done", d)
+    check(d.stop() == 0, "SIGTERM did not exit 0")
+    empty = Daemon(work, os.path.join(work, "empty-data"), "", "empty")
+    time.sleep(1)
+    baseline = empty.rss_bytes()
+    empty.stop()
+    d = Daemon(work, data, "", "store-restart")
+    time.sleep(1)
+    restarted = d.rss_bytes()
+    figure("restart_rss_empty_store_mib", round(baseline / MIB, 1))
+    figure("restart_rss_25_finished_jobs_mib", round(restarted / MIB, 1))
+    check(restarted - baseline < 64 * MIB,
+          f"restart RSS {restarted / MIB:.0f} MiB vs {baseline / MIB:.0f} MiB empty", d)
+    status, answer, _ = d.call("GET", f"/v1/jobs/{ids[-1]}/proofs")
+    check(status == 200 and len(answer["proofs"]) == 1, f"proofs after restart: {status}", d)
+    d.stop()
+
+
+def mount_small_fs(path, size_mib):
+    os.makedirs(path, exist_ok=True)
+    attempt = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", path],
+                             capture_output=True)
+    return attempt.returncode == 0
+
+
+def fill(path, leave_bytes):
+    """Fills the filesystem at `path` until `leave_bytes` remain free."""
+    filler = os.path.join(path, "filler")
+    stat = os.statvfs(path)
+    free = stat.f_bavail * stat.f_frsize
+    with open(filler, "wb") as f:
+        remaining = max(0, free - leave_bytes)
+        chunk = b"\0" * MIB
+        while remaining > 0:
+            try:
+                f.write(chunk[:min(remaining, MIB)])
+                f.flush()
+            except OSError:
+                break
+            remaining -= MIB
+    return filler
+
+
+def case_disk_full(work):
+    """A full disk answers 503 with Retry-After, marks /readyz not ready and
+    recovers by itself once space is back, losing no acknowledged job; under
+    store.min_free_bytes submissions are answered 507 before any write."""
+    print("== disk full: 503 with Retry-After, recovery without restart, 507 under the floor")
+    mnt = os.path.join(work, "small-fs")
+    if not mount_small_fs(mnt, 64):
+        SKIPPED.append("disk_full (cannot mount a tmpfs here)")
+        print("  SKIPPED: cannot mount a tmpfs")
+        return
+    try:
+        data = os.path.join(mnt, "data")
+        d = Daemon(work, data, "[store]\nmin_free_bytes = 0\n", "diskfull")
+        acknowledged = []
+        for seed in range(5):
+            status, answer, _ = d.call("POST", "/v1/jobs", small_job(seed))
+            check(status == 202, f"before the disk fills: {status} {answer}", d)
+            acknowledged.append(answer["id"])
+        filler = fill(mnt, 0)
+        refused = None
+        for seed in range(100, 400):
+            status, answer, headers = d.call("POST", "/v1/jobs", small_job(seed))
+            if status == 202:
+                acknowledged.append(answer["id"])
+                continue
+            refused = (status, answer, headers)
+            break
+        check(refused is not None, "the full disk never refused a job", d)
+        status, answer, headers = refused
+        figure("disk_full_answer", f"{status} {answer.get('reason')}")
+        check(status == 503 and "retry-after" in headers, f"disk full: {status} {answer} {headers}", d)
+        check(d.call("GET", "/readyz")[0] == 503, "/readyz while the disk is full", d)
+        check(d.call("GET", "/healthz")[0] == 200, "/healthz while the disk is full", d)
+        os.remove(filler)
+        started = time.time()
+        while time.time() - started < 30:
+            status, answer, _ = d.call("POST", "/v1/jobs", small_job(999))
+            if status == 202:
+                acknowledged.append(answer["id"])
+                break
+            time.sleep(0.5)
+        figure("disk_full_recovery_seconds", round(time.time() - started, 1))
+        check(status == 202, f"no recovery after space came back: {status} {answer}", d)
+        check(d.call("GET", "/readyz")[0] == 200, "/readyz after recovery", d)
+        for job in acknowledged:
+            check(d.wait_job(job) == "done", f"acknowledged job {job} not done", d)
+        check(d.stop() == 0, "SIGTERM after recovery")
+        # Every acknowledged job is still there after a restart.
+        d = Daemon(work, data, "[store]\nmin_free_bytes = 33554432\n", "diskfull-restart")
+        for job in acknowledged:
+            status, answer, _ = d.call("GET", f"/v1/jobs/{job}")
+            check(status == 200 and answer["status"] == "done", f"{job} after restart: {status}", d)
+        figure("disk_full_acknowledged_jobs_kept", len(acknowledged))
+        filler = fill(mnt, 16 * MIB)
+        status, answer, headers = d.call("POST", "/v1/jobs", small_job(7))
+        check(status == 507 and "min_free_bytes" in answer["error"], f"under the floor: {status} {answer}", d)
+        os.remove(filler)
+        d.stop()
+    finally:
+        subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+
+def corrupt(data, how):
+    path = os.path.join(data, "jobs.redb")
+    raw = bytearray(open(path, "rb").read())
+    if how == "flip-proof":
+        at = raw.find(b'"proof":"')
+        check(at >= 0, "no stored proof to damage")
+        at += len(b'"proof":"') + 10
+        raw[at] = ord("0") if raw[at] != ord("0") else ord("1")
+    elif how == "truncate":
+        raw = raw[: len(raw) * 2 // 3]
+    elif how == "flip-200":
+        rng = random.Random(13)
+        for _ in range(200):
+            raw[rng.randrange(len(raw))] ^= 0xFF
+    elif how == "empty":
+        raw = bytearray()
+    open(path, "wb").write(bytes(raw))
+
+
+def case_corruption(work):
+    """Each kind of damage: the daemon starts, keeps what it can read, never
+    serves a damaged proof, and reports what it found."""
+    print("== corrupt store: starts, keeps readable records, serves nothing damaged")
+    for how in ["flip-proof", "flip-200", "truncate", "empty"]:
+        data = os.path.join(work, f"corrupt-{how}")
+        d = Daemon(work, data, "", f"corrupt-{how}")
+        ids = []
+        for seed in range(10):
+            status, answer, _ = d.call("POST", "/v1/jobs", dict(small_job(seed), partitions=2))
+            ids.append(answer["id"])
+        for job in ids:
+            d.wait_job(job)
+        check(d.stop() == 0, "SIGTERM")
+        corrupt(data, how)
+        d = Daemon(work, data, "", f"corrupt-{how}-restart")
+        status, answer, _ = d.call("GET", "/v1/status")
+        incidents = answer["store"]["incidents"]
+        check(incidents, f"{how}: no incident reported", d)
+        kept = served = 0
+        for job in ids:
+            status, answer, _ = d.call("GET", f"/v1/jobs/{job}")
+            if status != 200:
+                continue
+            kept += 1
+            proofs_status, proofs, _ = d.call("GET", f"/v1/jobs/{job}/proofs")
+            if proofs_status == 200:
+                served += 1
+        figure(f"corrupt_{how}", f"{kept}/10 jobs kept, {served} served proofs, {len(incidents)} incident(s)")
+        if how == "flip-proof":
+            check(kept == 10 and served == 9, f"flip-proof: kept {kept}, served {served}", d)
+        if how == "empty":
+            check("lost" in incidents[0], f"empty store not reported as lost: {incidents}", d)
+        verify_served(d, ids, work)
+        d.stop()
+
+
+def verify_served(d, ids, work):
+    """Every proof the daemon serves verifies (`cuzk verify`, the verifier the
+    daemon does not run for itself)."""
+    for job in ids:
+        status, answer, _ = d.call("GET", f"/v1/jobs/{job}/proofs")
+        if status != 200:
+            continue
+        path = os.path.join(work, f"proofs-{job}.json")
+        with open(path, "w") as f:
+            json.dump(answer, f)
+        out = subprocess.run([BIN, "verify", "--server", f"http://127.0.0.1:{d.port}", path],
+                             capture_output=True, text=True)
+        check(out.returncode == 0, f"a served proof of {job} does not verify: {out.stdout}{out.stderr}", d)
+
+
+def case_http(work):
+    """Contract cases: idempotency, HEAD, JSON only, browser guards, body timeout."""
+    print("== http: idempotency keys, HEAD, content types, browser guards, trickled bodies")
+    d = Daemon(work, os.path.join(work, "http-data"), "[limits]\nbody_read_timeout_s = 2\n", "http")
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(1), {"Idempotency-Key": ""})
+    check(status == 422, f"empty key: {status} {answer}", d)
+    status, first, _ = d.call("POST", "/v1/jobs", small_job(1), {"Idempotency-Key": "k1"})
+    check(status == 202, f"keyed: {status}", d)
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(2), {"Idempotency-Key": "k1"})
+    check(status == 422 and "different body" in answer["error"], f"same key, other body: {status} {answer}", d)
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(1), {"Idempotency-Key": "k1"})
+    check(status == 200 and answer["id"] == first["id"], f"repeat: {status} {answer}", d)
+    status, _, _ = d.call("HEAD", f"/v1/jobs/{first['id']}")
+    check(status == 200, f"HEAD: {status}", d)
+    status, answer, _ = d.call("POST", "/v1/jobs", json.dumps(small_job(3)).encode(),
+                               {"Content-Type": "text/plain"})
+    check(status == 415 and "error" in answer, f"text/plain: {status} {answer}", d)
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(4), {"Origin": "http://evil.example"})
+    check(status == 403, f"foreign Origin: {status} {answer}", d)
+    status, answer, _ = d.call("GET", "/v1/status", headers={"Host": "evil.example"})
+    check(status == 403, f"foreign Host: {status} {answer}", d)
+    metrics = d.call("GET", "/metrics")[1]
+    check('cuzk_jobs_deadline_missed_total{priority="normal"} 0' in metrics, "deadline counter at 0", d)
+    check('cuzk_store_damage_total{kind="record"} 0' in metrics, "store damage counter at 0", d)
+    # A body trickled byte by byte is cut off at body_read_timeout_s.
+    sock = socket.create_connection(("127.0.0.1", d.port))
+    sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100000\r\n\r\n")
+    started = time.time()
+    sock.settimeout(1)
+    reply = b""
+    while time.time() - started < 15 and b"\r\n\r\n" not in reply:
+        try:
+            sock.sendall(b" ")
+        except OSError:
+            break
+        try:
+            reply += sock.recv(4096)
+        except socket.timeout:
+            pass
+    sock.close()
+    figure("trickled_body_cut_after_seconds", round(time.time() - started, 1))
+    check(reply.startswith(b"HTTP/1.1 408"), f"trickled body: {reply[:60]!r}", d)
+    d.stop()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="cuzk-hostile-")
+    try:
+        cases = [case_http, case_memory, case_store_size_and_restart_memory, case_corruption,
+                 case_disk_full]
+        chosen = os.environ.get("HOSTILE_CASES")
+        for case in cases:
+            if chosen is None or case.__name__.removeprefix("case_") in chosen.split(","):
+                case(work)
+    finally:
+        out = os.environ.get("HOSTILE_FIGURES", os.path.join(work, "hostile-figures.json"))
+        with open(out, "w") as f:
+            json.dump(FIGURES, f, indent=1)
+        print(f"figures: {out}")
+        if "HOSTILE_FIGURES" not in os.environ:
+            print(json.dumps(FIGURES, indent=1))
+        shutil.rmtree(work, ignore_errors=True)
+    if SKIPPED and os.environ.get("HOSTILE_ALLOW_SKIP") != "1":
+        fail(f"skipped: {SKIPPED}")
+    print("hostile: all cases passed" + (f" (skipped: {SKIPPED})" if SKIPPED else ""))
+
+
+if __name__ == "__main__":
+    main()
