@@ -1,6 +1,6 @@
 //! A job request turned into work: parsing and validating a submission's
 //! body, and the memory one partition of its shape reserves. The submit
-//! handler (`http::jobs`) and the job store's restore (`store::rebuild`)
+//! handler (`http::jobs`) and the restore on start (`restore::start`)
 //! both go through `JobParser::parse`, so a job resumed after a restart is
 //! exactly the job that was accepted.
 

@@ -10,6 +10,7 @@ pub mod filecoin;
 pub mod http;
 pub mod job_input;
 pub mod keys;
+pub mod restore;
 pub mod server;
 pub mod shutdown;
 pub mod sim;

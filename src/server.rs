@@ -8,7 +8,7 @@ use actix_web::dev::Service;
 use actix_web::middleware::{from_fn, ErrorHandlers};
 use actix_web::{web, App, HttpServer};
 use cuzk_actors::store::{JobStore, Persistence};
-use cuzk_actors::messages::{RestoreJobs, RestoredJob, SetMaxUnfinished};
+use cuzk_actors::messages::SetMaxUnfinished;
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::CircuitRegistry;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -22,7 +22,7 @@ use crate::job_input::{self, JobParser, ReservationRule};
 use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
-use crate::store::{self as job_store, RedbJobStore};
+use crate::store::RedbJobStore;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
 /// what a caller acts on: fix the configuration, free the address, look at
@@ -319,7 +319,8 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         max_input_bytes: config.limits.max_input_bytes,
         reservation,
     });
-    let restored = job_store::rebuild(&parser, jobs.as_ref(), stored);
+    let recovering = crate::restore::start(&system, parser.clone(), jobs.clone(), stored)
+        .map_err(ServerError::Runtime)?;
     let state = web::Data::new(AppState {
         system: system.clone(),
         jobs: parser,
@@ -332,16 +333,8 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         job_store: jobs.clone(),
         data_dir: config.data_dir.clone(),
         min_free_bytes: config.store.min_free_bytes,
+        recovering,
     });
-    if !restored.is_empty() {
-        let unfinished = restored
-            .iter()
-            .filter(|job| matches!(job, RestoredJob::Unfinished { .. }))
-            .count();
-        log::info!("job store: {} jobs restored, {unfinished} of them resume", restored.len());
-    }
-    // Sent before the server runs, so it is handled before any submission.
-    system.tracker.do_send(RestoreJobs(restored));
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())

@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use cuzk_actors::messages::RestoredJob;
 use cuzk_actors::store::{
     CommitSignal, Committed, JobOutcome, JobStore, StoreError, StoreHealth, StoreWrite, StoredJob,
 };
@@ -32,7 +31,6 @@ use cuzk_actors::time::unix_ms;
 use cuzk_actors::{JobId, Stage};
 use redb::{Database, ReadableTable, TableDefinition};
 
-use crate::job_input::JobParser;
 use rows::Row;
 
 /// (job id, row kind, partition) → a sealed row (`rows.rs`). One table, so
@@ -496,43 +494,4 @@ fn settle_damage(job: &mut StoredJob) -> bool {
         finished_unix_ms: unix_ms(SystemTime::now()),
     });
     true
-}
-
-/// Turns stored jobs back into tracker jobs. An unfinished job's work is
-/// rebuilt from its recorded request by the submit handler's own parser; one
-/// that no longer parses (a circuit gone, a limit lowered) fails, recorded.
-pub fn rebuild(parser: &JobParser, store: &dyn JobStore, stored: Vec<StoredJob>) -> Vec<RestoredJob> {
-    stored
-        .into_iter()
-        .map(|mut job| {
-            if job.outcome.is_some() {
-                return RestoredJob::Finished(job);
-            }
-            match parser.parse(job.record.request.as_bytes()) {
-                Ok(parsed) => RestoredJob::Unfinished {
-                    reservation: parsed.reservation,
-                    work: Arc::new(parsed.work),
-                    stored: job,
-                },
-                Err(error) => {
-                    let outcome = JobOutcome {
-                        stage: cuzk_actors::Stage::Failed,
-                        error: Some(format!("cannot resume after restart: {error}")),
-                        finished_unix_ms: unix_ms(SystemTime::now()),
-                    };
-                    log::warn!(
-                        "job {}: {}",
-                        job.record.id,
-                        outcome.error.as_deref().unwrap_or("")
-                    );
-                    drop(store.write(StoreWrite::Finished {
-                        job: job.record.id.clone(),
-                        outcome: outcome.clone(),
-                    }));
-                    job.outcome = Some(outcome);
-                    RestoredJob::Finished(job)
-                }
-            }
-        })
-        .collect()
 }

@@ -26,6 +26,7 @@ pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
         .map_err(|e| unavailable(SCHEDULER, e))?;
     let mut body = serde_json::to_value(status).map_err(|e| ApiError::new(500, e.to_string()))?;
     body["store"] = json!(state.job_store.health());
+    body["recovering"] = json!(state.recovering.is_set());
     Ok(HttpResponse::Ok().json(body))
 }
 
@@ -33,7 +34,7 @@ pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     get, path = "/readyz", tag = "daemon",
     responses(
         (status = 200, description = "taking jobs", body = HealthDoc),
-        (status = 503, description = "not taking jobs now: shutting down, or the job store cannot write (the reason says which); /healthz still answers", body = ErrorBody,
+        (status = 503, description = "not taking jobs now: shutting down, stored jobs still being rebuilt after a start, or the job store cannot write (`reason`: shutting_down, recovering, store_failing); /healthz still answers", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
     ),
     security(())
@@ -41,6 +42,11 @@ pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     if !state.intake.is_open() {
         return Err(ApiError::new(503, "shutting down").with("reason", json!("shutting_down")));
+    }
+    if state.recovering.is_set() {
+        return Err(ApiError::new(503, "stored jobs are still being rebuilt")
+            .with("reason", json!("recovering"))
+            .retry_after(state.retry_after_s));
     }
     if let Some(failing) = state.job_store.health().failing {
         return Err(ApiError::new(503, format!("the job store cannot write: {failing}"))

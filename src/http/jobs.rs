@@ -32,7 +32,7 @@ use crate::job_input::SubmitRequest;
         (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
         (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
-        (status = 503, description = "shutting down, or the job store failed to commit (`reason`: store_failing); nothing was queued", body = ErrorBody,
+        (status = 503, description = "shutting down, stored jobs still being rebuilt after a start, or the job store failed to commit (`reason`: shutting_down, recovering, store_failing); nothing was queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
         (status = 507, description = "the data directory's free space is under store.min_free_bytes; nothing was written", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
@@ -62,6 +62,9 @@ pub async fn submit_job(
     }
     if !state.intake.is_open() {
         return Err(shutting_down());
+    }
+    if state.recovering.is_set() {
+        return Err(recovering(&state));
     }
     if let Some(free) = crate::store::free_bytes(&state.data_dir).filter(|f| *f < state.min_free_bytes) {
         return Err(ApiError::new(
@@ -177,8 +180,19 @@ fn shutting_down() -> ApiError {
         .with("reason", json!("shutting_down"))
 }
 
-fn job_not_found(id: &str) -> ApiError {
+/// 404, or 503 while stored jobs are still being rebuilt: the job may be
+/// one of them.
+fn job_not_found(state: &AppState, id: &str) -> ApiError {
+    if state.recovering.is_set() {
+        return recovering(state);
+    }
     ApiError::new(404, format!("no job {id:?}"))
+}
+
+fn recovering(state: &AppState) -> ApiError {
+    ApiError::new(503, "restarting: stored jobs are still being rebuilt; retry shortly")
+        .with("reason", json!("recovering"))
+        .retry_after(state.retry_after_s)
 }
 
 /// 409: the job's status forbids what was asked; the body carries it.
@@ -206,7 +220,7 @@ where
     params(("id" = String, Path, description = "job id")),
     responses(
         (status = 200, description = "the job, per partition", body = JobDoc),
-        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 404, description = "no such job (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
     ),
@@ -219,7 +233,7 @@ pub async fn get_job(
     let id = id.into_inner();
     let view = ask_tracker(&state, GetJob(JobId(id.clone()))).await?;
     view.map(|v| HttpResponse::Ok().json(v))
-        .ok_or_else(|| job_not_found(&id))
+        .ok_or_else(|| job_not_found(&state, &id))
 }
 
 #[utoipa::path(
@@ -227,7 +241,7 @@ pub async fn get_job(
     params(("id" = String, Path, description = "job id")),
     responses(
         (status = 200, description = "one proof per partition", body = ProofsDoc),
-        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 404, description = "no such job (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
         (status = 409, description = "the job is not done; `status` says what it is", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
@@ -258,7 +272,7 @@ pub async fn get_proofs(
             }
             Ok(HttpResponse::Ok().json(body))
         }
-        Err(ProofsError::NotFound) => Err(job_not_found(&id)),
+        Err(ProofsError::NotFound) => Err(job_not_found(&state, &id)),
         Err(ProofsError::NotReady(status)) => Err(conflict(
             format!(
                 "job {id} is {}; proofs exist only once it is done",
@@ -274,7 +288,7 @@ pub async fn get_proofs(
     params(("id" = String, Path, description = "job id")),
     responses(
         (status = 200, description = "cancelled (also when it already was)", body = JobRef),
-        (status = 404, description = "no such job", body = ErrorBody),
+        (status = 404, description = "no such job (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
         (status = 409, description = "the job already ended otherwise; `status` says how", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
@@ -287,7 +301,7 @@ pub async fn cancel_job(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     match ask_tracker(&state, CancelJob(JobId(id.clone()))).await? {
-        None => Err(job_not_found(&id)),
+        None => Err(job_not_found(&state, &id)),
         Some(JobStatus::Cancelled) => {
             Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" })))
         }

@@ -139,6 +139,8 @@ pub struct StatusDoc {
     workers: Vec<BTreeMap<String, Value>>,
     /// Whether the job store writes, and damage found on start.
     store: cuzk_actors::store::StoreHealth,
+    /// True while stored unfinished jobs are rebuilt after a start.
+    recovering: bool,
 }
 
 /// `GET /v1/workers` (docs/api.md).

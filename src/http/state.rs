@@ -33,4 +33,6 @@ pub struct AppState {
     /// keep before a submission is written (`store.min_free_bytes`).
     pub data_dir: std::path::PathBuf,
     pub min_free_bytes: u64,
+    /// Set while stored unfinished jobs are rebuilt after a start.
+    pub recovering: crate::restore::Recovering,
 }

@@ -216,7 +216,7 @@ mod tests {
 
     #[test]
     fn padding_is_allowed_up_to_the_modulus_width_and_refused_beyond() {
-        let padded = |width: usize| format!("{:0>width$}", "7");
+        let padded = |width: usize| format!("{}7", "0".repeat(width - 1));
         assert_eq!(parse_fr(&json!(padded(78)), "x").unwrap(), Fr::from(7u64));
         assert_eq!(parse_fr(&json!(format!("0x{}", padded(64))), "x").unwrap(), Fr::from(7u64));
         let refused = parse_fr(&json!(padded(7_000_000)), "x").unwrap_err().0;
@@ -242,11 +242,14 @@ mod tests {
             .unwrap_err()
             .0
             .contains("modulus"));
-        // Beyond 256 bits: overflow is caught, not wrapped.
-        let err = parse_fr(&json!(format!("0x1{}", "0".repeat(64))), "x").unwrap_err();
+        // At the widest form allowed: overflow is caught, not wrapped.
+        let err = parse_fr(&json!(format!("0x{}", "f".repeat(64))), "x").unwrap_err();
         assert!(err.0.contains("modulus"), "{err}");
+        let err = parse_fr(&json!("9".repeat(78)), "x").unwrap_err();
+        assert!(err.0.contains("modulus"), "{err}");
+        // Wider: refused by length before any arithmetic.
         let err = parse_fr(&json!("9".repeat(100)), "x").unwrap_err();
-        assert!(err.0.contains("modulus"), "{err}");
+        assert!(err.0.contains("100 digits"), "{err}");
     }
 
     #[test]
