@@ -16,7 +16,7 @@ use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
 use crate::filecoin::FilecoinJob;
-use crate::keys::CircuitStore;
+use crate::keys::{CircuitStore, Preparation};
 
 /// What a job asks the backend to prove.
 pub enum ProofJob {
@@ -120,10 +120,15 @@ impl ProvingBackend {
     ) -> Result<(Arc<PreparedCircuit>, groth16::Synthesized, Phases), StageError> {
         let started = Instant::now();
         // The store keeps a failed setup as failed, so no retry can help.
-        let circuit = self
-            .store
-            .prepared(work.family.as_ref(), &work.shape)
-            .map_err(StageError::permanent)?;
+        let circuit = match self.store.prepared(&work.family, &work.shape).map_err(StageError::permanent)? {
+            Preparation::Ready(circuit) => circuit,
+            Preparation::Pending => {
+                return Err(StageError::not_ready(format!(
+                    "the key of {} is being prepared",
+                    work.shape.circuit_id
+                )))
+            }
+        };
         let key_ready = started.elapsed();
         let source = work
             .witnesses

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinJob};
+use crate::keys::{CircuitStore, SetupCost};
 use cuzk_filecoin::record::Evaluation;
 
 /// How many bytes one partition of a job reserves (backend-specific).
@@ -99,6 +100,50 @@ pub struct JobParser {
     /// what the job keeps in memory and on disk until it finishes.
     pub max_input_bytes: usize,
     pub reservation: ReservationRule,
+    /// What a shape's first job may cost (None: the backend sets nothing up).
+    pub setups: Option<SetupLimits>,
+}
+
+/// A shape without a key is set up by its first job: the setup must fit the
+/// memory budget and its key file the key directory's free space, or the
+/// job is refused with both figures (422) before anything starts.
+pub struct SetupLimits {
+    pub keys: Arc<CircuitStore>,
+    pub budget_bytes: u64,
+}
+
+impl SetupLimits {
+    fn check(&self, shape: &CircuitShape) -> Result<(), SubmitError> {
+        if self.keys.has_key(&shape.circuit_id) {
+            return Ok(());
+        }
+        let cost = SetupCost::of(shape);
+        let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
+        let refuse = |what: String| {
+            SubmitError::Invalid(format!(
+                "{} has no key yet and setting it up {what}; choose smaller params",
+                shape.circuit_id
+            ))
+        };
+        if cost.memory_bytes > self.budget_bytes {
+            return Err(refuse(format!(
+                "needs an estimated {:.1} GiB of memory ({} constraints), over this daemon's budget of {:.1} GiB",
+                gib(cost.memory_bytes),
+                shape.estimated_constraints,
+                gib(self.budget_bytes)
+            )));
+        }
+        let free = crate::store::free_bytes(self.keys.key_dir()).unwrap_or(u64::MAX);
+        if cost.key_file_bytes > free {
+            return Err(refuse(format!(
+                "writes an estimated {:.1} GiB key file; {} has {:.1} GiB free",
+                gib(cost.key_file_bytes),
+                self.keys.key_dir().display(),
+                gib(free)
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl JobParser {
@@ -201,6 +246,9 @@ impl JobParser {
         let shape = family
             .shape(&request.params)
             .map_err(|e| invalid(format!("invalid params for {}: {e}", request.circuit)))?;
+        if let Some(limits) = &self.setups {
+            limits.check(&shape)?;
+        }
         let witnesses = witnesses(family.as_ref(), &shape, request, partitions)?;
         let work = ProofJob::Family(FamilyJob {
             family,
@@ -303,6 +351,7 @@ mod tests {
             max_partitions: 4,
             max_input_bytes: 1 << 20,
             reservation: proving_reservation(Evaluation::default()),
+            setups: None,
         }
     }
 

@@ -1,6 +1,12 @@
 //! Proving keys and matrices per circuit shape: set up on first use,
 //! persisted under the data directory, reloaded on later starts; and
 //! Filecoin's keys, read from their parameter files on first use.
+//!
+//! A family's shape is prepared (set up, or loaded from its key file) on a
+//! thread of its own, never on the synthesis thread that first needs it: a
+//! setup can take minutes, and other shapes' partitions keep the synthesis
+//! threads meanwhile. While it runs, its estimated memory counts as resident,
+//! so the budget admits that much less.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -16,12 +22,47 @@ use rand::SeedableRng;
 
 type Slot = Arc<OnceLock<Result<Arc<PreparedCircuit>, String>>>;
 
+/// Host bytes a circuit-specific setup holds at its peak, per constraint:
+/// measured 727 MB for 2^18 `mimc-chain` constraints (2,773 B), rounded up.
+const SETUP_BYTES_PER_CONSTRAINT: u64 = 2_900;
+/// Bytes of a proving key file per constraint: five G1 or G2 queries of
+/// about one element per variable (96-byte G1, 192-byte G2 uncompressed).
+const KEY_FILE_BYTES_PER_CONSTRAINT: u64 = 640;
+
+/// What a setup of `shape` is estimated to need, before it starts.
+pub struct SetupCost {
+    /// Peak host memory of the setup.
+    pub memory_bytes: u64,
+    /// Size of the key file it writes.
+    pub key_file_bytes: u64,
+}
+
+impl SetupCost {
+    pub fn of(shape: &CircuitShape) -> Self {
+        let constraints = shape.estimated_constraints as u64;
+        Self {
+            memory_bytes: constraints * SETUP_BYTES_PER_CONSTRAINT,
+            key_file_bytes: constraints * KEY_FILE_BYTES_PER_CONSTRAINT,
+        }
+    }
+}
+
+/// A shape's key, or that it is still being prepared.
+pub enum Preparation {
+    Ready(Arc<PreparedCircuit>),
+    /// Being set up or loaded on its own thread; ask again later.
+    Pending,
+}
+
 /// The key cache. Its lock is held only to find a shape's slot; setup and
 /// loading run outside it, and concurrent users of one shape wait on that
 /// shape's slot alone.
 pub struct CircuitStore {
     dir: PathBuf,
     slots: Mutex<HashMap<String, Slot>>,
+    /// Shapes being prepared on their own threads, with their estimated
+    /// memory (counted as resident until they finish).
+    preparing: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 impl CircuitStore {
@@ -31,6 +72,7 @@ impl CircuitStore {
         Ok(Self {
             dir,
             slots: Mutex::new(HashMap::new()),
+            preparing: Arc::default(),
         })
     }
 
@@ -39,13 +81,57 @@ impl CircuitStore {
         slots.entry(circuit_id.to_string()).or_default().clone()
     }
 
-    /// The prepared circuit for a shape, loading or setting it up if needed.
+    /// The prepared circuit for a shape if it is ready; otherwise starts
+    /// preparing it (loading its key file or setting it up) on a thread of
+    /// its own, once, and answers `Pending`. A failed preparation is kept:
+    /// every later job of the shape fails the same way.
     pub fn prepared(
-        &self,
-        family: &dyn CircuitFamily,
+        self: &Arc<Self>,
+        family: &Arc<dyn CircuitFamily>,
         shape: &CircuitShape,
-    ) -> Result<Arc<PreparedCircuit>, String> {
-        self.prepared_with(&shape.circuit_id, || self.load_or_setup(family, shape))
+    ) -> Result<Preparation, String> {
+        let id = &shape.circuit_id;
+        let slot = self.slot(id);
+        if let Some(ready) = slot.get() {
+            return ready.clone().map(Preparation::Ready);
+        }
+        let mut preparing = self.preparing.lock().unwrap_or_else(|e| e.into_inner());
+        if preparing.contains_key(id) {
+            return Ok(Preparation::Pending);
+        }
+        let estimate = match self.pk_path(id).exists() {
+            true => 0,
+            false => SetupCost::of(shape).memory_bytes,
+        };
+        preparing.insert(id.clone(), estimate);
+        drop(preparing);
+        let (store, family, shape) = (self.clone(), family.clone(), shape.clone());
+        let started = std::thread::Builder::new()
+            .name(format!("cuzk-setup-{id}"))
+            .spawn(move || {
+                slot.get_or_init(|| store.load_or_setup(family.as_ref(), &shape).map(Arc::new));
+                let mut preparing = store.preparing.lock().unwrap_or_else(|e| e.into_inner());
+                preparing.remove(&shape.circuit_id);
+            });
+        if let Err(e) = started {
+            self.preparing.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+            return Err(format!("cannot start preparing {id}: {e}"));
+        }
+        Ok(Preparation::Pending)
+    }
+
+    /// Whether a shape is prepared, being prepared, or has a key on disk:
+    /// its first job costs no new setup.
+    pub fn has_key(&self, circuit_id: &str) -> bool {
+        let ready = self.slots.lock().unwrap_or_else(|e| e.into_inner()).get(circuit_id).is_some_and(|s| s.get().is_some());
+        ready
+            || self.preparing.lock().unwrap_or_else(|e| e.into_inner()).contains_key(circuit_id)
+            || self.pk_path(circuit_id).exists()
+    }
+
+    /// Where keys are written (for the free-space check before a setup).
+    pub fn key_dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The prepared circuit `circuit_id`, built by `build` on first use (a
@@ -80,16 +166,19 @@ impl CircuitStore {
         VerifyingKey::deserialize_compressed(&bytes[..]).ok()
     }
 
-    /// Host bytes of every prepared shape (keys and matrices).
+    /// Host bytes of every prepared shape (keys and matrices), and the
+    /// estimated bytes of the setups running now.
     pub fn resident_bytes(&self) -> u64 {
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots
+        let prepared: u64 = slots
             .values()
             .filter_map(|slot| match slot.get() {
                 Some(Ok(prepared)) => Some(prepared.resident_bytes()),
                 _ => None,
             })
-            .sum()
+            .sum();
+        drop(slots);
+        prepared + self.preparing.lock().unwrap_or_else(|e| e.into_inner()).values().sum::<u64>()
     }
 
     /// Circuits prepared and held now, with their resident bytes.

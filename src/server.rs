@@ -18,7 +18,7 @@ use crate::auth::Gate;
 use crate::backend::{Device, ProofJob, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::http::{self, AppState};
-use crate::job_input::{self, JobParser, ReservationRule};
+use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
@@ -318,6 +318,11 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         max_partitions: config.limits.max_partitions,
         max_input_bytes: config.limits.max_input_bytes,
         reservation,
+        // The simulated backend sets nothing up.
+        setups: (config.backend != BackendKind::Sim).then(|| SetupLimits {
+            keys: store.clone(),
+            budget_bytes: config.budget_bytes(),
+        }),
     });
     let recovering = crate::restore::start(&system, parser.clone(), jobs.clone(), stored)
         .map_err(ServerError::Runtime)?;

@@ -16,6 +16,11 @@ pub enum ErrorKind {
     Retryable,
     /// The same input fails the same way: the job fails at once.
     Permanent,
+    /// Nothing failed: the partition cannot start yet (its circuit's key is
+    /// being prepared on a thread of its own). It goes back to the queue
+    /// after a pause, without using an attempt, and the stage thread it held
+    /// serves other circuits' partitions meanwhile.
+    NotReady,
 }
 
 /// A failed stage: its kind and its cause.
@@ -38,6 +43,10 @@ impl StageError {
 
     pub fn permanent(cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self::new(ErrorKind::Permanent, cause)
+    }
+
+    pub fn not_ready(cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        Self::new(ErrorKind::NotReady, cause)
     }
 
     pub fn kind(&self) -> ErrorKind {

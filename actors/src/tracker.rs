@@ -21,12 +21,17 @@ use crate::messages::{
     CancelJob, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved, Progress,
     SpanReport,
 };
+use crate::error::ErrorKind;
 use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, WorkerId};
 use crate::store::{JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
 use crate::time::unix_ms;
 
 pub const MAILBOX_CAPACITY: usize = 4096;
+
+/// How long a partition that could not start yet (`ErrorKind::NotReady`)
+/// waits before it is queued again.
+const NOT_READY_PAUSE: Duration = Duration::from_millis(500);
 
 /// SHA-256 of a job's recorded request.
 type BodyDigest = [u8; 32];
@@ -300,6 +305,33 @@ impl Tracker {
     }
 }
 
+impl Tracker {
+    /// A partition that could not start yet: back to queued now (its
+    /// attempts unchanged), to the dispatcher after a pause, unless the job
+    /// ended meanwhile.
+    fn queue_later(&mut self, key: PartitionKey, ctx: &mut Context<Self>) {
+        let Some(job) = self.jobs.get_mut(&key.job).filter(|j| j.finished.is_none()) else {
+            return;
+        };
+        if job.partitions.get(key.index as usize).is_none_or(|p| p.stage.is_terminal()) {
+            return;
+        }
+        self.tally.remove(job);
+        let p = &mut job.partitions[key.index as usize];
+        *p = PartitionState {
+            attempts: p.attempts,
+            retried_after: p.retried_after.take(),
+            ..PartitionState::queued(Instant::now())
+        };
+        self.tally.add(job);
+        ctx.run_later(NOT_READY_PAUSE, move |tracker, _| {
+            if let Some(job) = tracker.jobs.get(&key.job).filter(|j| j.finished.is_none()) {
+                tracker.enqueue.do_send(Enqueue { job: job.spec.clone(), partitions: vec![key.index] });
+            }
+        });
+    }
+}
+
 fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage) {
     let name = format!("{job}/{index}");
     telemetry::PartitionFinished {
@@ -396,8 +428,12 @@ impl Handler<PartitionProved> for Tracker {
 impl Handler<PartitionFailed> for Tracker {
     type Result = ();
 
-    fn handle(&mut self, msg: PartitionFailed, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: PartitionFailed, ctx: &mut Context<Self>) {
         let error = msg.error.to_string();
+        if msg.error.kind() == ErrorKind::NotReady {
+            self.queue_later(msg.key, ctx);
+            return;
+        }
         if msg.error.is_retryable() && self.retry(&msg.key, &error) {
             return;
         }
