@@ -44,6 +44,13 @@ const MAX_WRITES_PER_COMMIT: usize = 4096;
 /// How often a failing store retries its kept writes.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Written in every transaction of a failing store: a commit that changes
+/// little or nothing (the writes it retries may all be skipped) can succeed
+/// on a full disk, one that must place new bytes cannot, so only that tells
+/// that a new job would be written.
+const PROBE: TableDefinition<(), &[u8]> = TableDefinition::new("probe");
+const PROBE_BYTES: usize = 64 << 10;
+
 enum Command {
     Write(StoreWrite, CommitSignal),
     Load(mpsc::Sender<Result<Vec<StoredJob>, StoreError>>),
@@ -223,8 +230,9 @@ impl Writer {
         }
         let mut writes = std::mem::take(&mut self.kept);
         writes.append(pending);
+        let probe = self.failures > 0;
         let result = match self.database() {
-            Ok(db) => apply(db, writes.iter().map(|(write, _)| write)),
+            Ok(db) => apply(db, writes.iter().map(|(write, _)| write), probe),
             Err(e) => Err(e),
         };
         match result {
@@ -350,8 +358,18 @@ fn recorded(table: &Rows<'_>, job: &JobId) -> Result<bool, StoreError> {
         .is_some())
 }
 
-fn apply<'a>(db: &Database, writes: impl Iterator<Item = &'a StoreWrite>) -> Result<(), StoreError> {
+fn apply<'a>(
+    db: &Database,
+    writes: impl Iterator<Item = &'a StoreWrite>,
+    probe: bool,
+) -> Result<(), StoreError> {
     let txn = db.begin_write().map_err(StoreError::unavailable)?;
+    if probe {
+        txn.open_table(PROBE)
+            .map_err(StoreError::unavailable)?
+            .insert((), [0u8; PROBE_BYTES].as_slice())
+            .map_err(StoreError::unavailable)?;
+    }
     {
         let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
         for write in writes {

@@ -214,6 +214,40 @@ def case_store_size_and_restart_memory(work):
     d.stop()
 
 
+def case_restart(work):
+    """kill -9 with a heavy unfinished job: the restarted daemon listens at
+    once (the job is rebuilt in the background), answers 503 recovering
+    rather than 404 meanwhile, and a setup too large for the budget is
+    refused before it starts."""
+    print("== restart: the listener first; setups estimated before they start")
+    data = os.path.join(work, "restart-data")
+    d = Daemon(work, data, "", "restart")
+    heavy = []
+    for _ in range(3):
+        status, answer, _ = d.call("POST", "/v1/jobs", merkle_leaves_job(16, 64))
+        check(status == 202, f"heavy job: {status} {answer}", d)
+        heavy.append(answer["id"])
+    status, answer, _ = d.call("POST", "/v1/jobs", {"circuit": "mimc-chain",
+                                                     "params": {"log2_constraints": 24}, "seed": 1})
+    check(status == 422 and "budget" in answer["error"], f"k=24 setup: {status} {answer}", d)
+    d.proc.kill()
+    d.proc.wait()
+    d.log.close()
+    started = time.time()
+    d = Daemon(work, data, "", "restart-again")
+    figure("restart_seconds_to_healthz_3_jobs_x64_partitions", round(time.time() - started, 2))
+    for job in heavy:
+        status, answer, _ = d.call("GET", f"/v1/jobs/{job}")
+        check(status == 200 or (status == 503 and answer.get("reason") == "recovering"),
+              f"restored job {job}: {status} {answer}", d)
+        deadline = time.time() + 60
+        while status != 200 and time.time() < deadline:
+            time.sleep(0.1)
+            status = d.call("POST", f"/v1/jobs/{job}/cancel")[0]
+        check(status == 200, f"cancel {job} after the restart: {status}", d)
+    d.stop()
+
+
 def mount_small_fs(path, size_mib):
     os.makedirs(path, exist_ok=True)
     attempt = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", path],
@@ -270,7 +304,8 @@ def case_disk_full(work):
         status, answer, headers = refused
         figure("disk_full_answer", f"{status} {answer.get('reason')}")
         check(status == 503 and "retry-after" in headers, f"disk full: {status} {answer} {headers}", d)
-        check(d.call("GET", "/readyz")[0] == 503, "/readyz while the disk is full", d)
+        ready = d.call("GET", "/readyz")
+        check(ready[0] == 503, f"/readyz while the disk is full: {ready}", d)
         check(d.call("GET", "/healthz")[0] == 200, "/healthz while the disk is full", d)
         os.remove(filler)
         started = time.time()
@@ -421,8 +456,8 @@ def case_http(work):
 def main():
     work = tempfile.mkdtemp(prefix="cuzk-hostile-")
     try:
-        cases = [case_http, case_memory, case_store_size_and_restart_memory, case_corruption,
-                 case_disk_full]
+        cases = [case_http, case_memory, case_store_size_and_restart_memory, case_restart,
+                 case_corruption, case_disk_full]
         chosen = os.environ.get("HOSTILE_CASES")
         for case in cases:
             if chosen is None or case.__name__.removeprefix("case_") in chosen.split(","):
