@@ -14,4 +14,5 @@ pub mod server;
 pub mod shutdown;
 pub mod sim;
 pub mod store;
+pub mod tenants;
 pub mod tls;

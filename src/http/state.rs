@@ -8,6 +8,7 @@ use cuzk_actors::ProvingSystem;
 use crate::job_input::JobParser;
 use crate::keys::CircuitStore;
 use crate::shutdown::Intake;
+use crate::tenants::SubmitRates;
 
 pub struct AppState {
     /// The actors handlers ask: tracker, dispatcher, monitor, budget.
@@ -26,4 +27,6 @@ pub struct AppState {
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
     /// Closed once a shutdown begins.
     pub intake: Intake,
+    /// Each tenant's submit-rate bucket.
+    pub submit_rates: SubmitRates,
 }
