@@ -339,28 +339,28 @@ impl Gate {
     }
 
     /// The caller a request comes from, or the response that refuses it.
-    fn admit(&self, req: &ServiceRequest) -> Result<Caller, HttpResponse> {
+    fn admit(&self, req: &ServiceRequest) -> Result<Caller, Box<HttpResponse>> {
         let path = req.path();
         if self.metrics_addr == Some(req.app_config().local_addr())
             && !matches!(path, "/metrics" | "/healthz")
         {
-            return Err(
+            return Err(Box::new(
                 HttpResponse::NotFound().json(
                     json!({"error": "the metrics listener serves only /metrics and /healthz"}),
                 ),
-            );
+            ));
         }
         let reading = matches!(*req.method(), Method::GET | Method::HEAD);
         if *req.method() == Method::POST && has_body(req) && !is_json(req) {
             // A form or text/plain POST is what a cross-site page can send
             // without asking; a JSON one needs a preflight nobody answers.
-            return Err(HttpResponse::UnsupportedMediaType().json(json!({
+            return Err(Box::new(HttpResponse::UnsupportedMediaType().json(json!({
                 "error": "POST requests are JSON: send Content-Type: application/json"
-            })));
+            }))));
         }
         if let Some(allowed) = &self.browser_guard {
             if let Some(refusal) = foreign_host(req, allowed, !reading) {
-                return Err(HttpResponse::Forbidden().json(json!({ "error": refusal })));
+                return Err(Box::new(HttpResponse::Forbidden().json(json!({ "error": refusal }))));
             }
         }
         // Without tokens, whoever reaches the daemon runs it: one tenant.
@@ -389,21 +389,21 @@ impl Gate {
         let Some(presented) = presented else {
             return match needed {
                 None => Ok(anonymous),
-                Some(_) => Err(unauthorized(
+                Some(_) => Err(Box::new(unauthorized(
                     "Bearer realm=\"cuzk\"",
                     "this endpoint needs a token: send Authorization: Bearer <token>",
-                )),
+                ))),
             };
         };
         let Some(known) = self.token_of(presented) else {
-            return Err(unauthorized(
+            return Err(Box::new(unauthorized(
                 "Bearer realm=\"cuzk\", error=\"invalid_token\"",
                 "invalid token",
-            ));
+            )));
         };
         let admin = known.scopes.contains(&Scope::Admin);
         match needed {
-            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(
+            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(Box::new(
                 HttpResponse::Forbidden()
                     .insert_header((
                         header::WWW_AUTHENTICATE,
@@ -415,7 +415,7 @@ impl Gate {
                     .json(json!({
                         "error": format!("this token lacks the {} scope", needed.as_str())
                     })),
-            ),
+            )),
             _ => Ok(self.caller(&known.tenant, admin)),
         }
     }
@@ -527,15 +527,16 @@ pub async fn gate(
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let admitted = match req.app_data::<web::Data<Gates>>() {
         Some(gates) => gates.current().admit(&req),
-        None => Err(HttpResponse::InternalServerError()
-            .json(json!({"error": "no token gate is configured"}))),
+        None => Err(Box::new(
+            HttpResponse::InternalServerError().json(json!({"error": "no token gate is configured"})),
+        )),
     };
     match admitted {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
             Ok(next.call(req).await?.map_into_left_body())
         }
-        Err(response) => Ok(req.into_response(response).map_into_right_body()),
+        Err(response) => Ok(req.into_response(*response).map_into_right_body()),
     }
 }
 
