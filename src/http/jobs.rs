@@ -59,7 +59,7 @@ pub async fn submit_job(
         return Ok(too_many(
             wait_s,
             format!(
-                "tenant {tenant:?} is over its submit rate ({} per second, auth.tenants.{tenant}.submit_rate_per_s); retry in {wait_s} s",
+                "tenant {tenant:?} is over its submit rate (submit_rate_per_s = {}, from [auth.tenants.{tenant}] or [auth.tenant_defaults]); retry in {wait_s} s",
                 caller.limits.submit_rate_per_s
             ),
         ));
@@ -123,7 +123,7 @@ pub async fn submit_job(
             Some(tenant) => {
                 TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::QueueFull }.emit();
                 format!(
-                    "tenant {tenant:?} has {} unfinished jobs (auth.tenants.{tenant}.max_queued_jobs = {}); retry later",
+                    "tenant {tenant:?} has {} unfinished jobs (max_queued_jobs = {}, from [auth.tenants.{tenant}] or [auth.tenant_defaults]); retry later",
                     full.unfinished, full.limit
                 )
             }
