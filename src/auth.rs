@@ -1,20 +1,27 @@
 //! Bearer-token authentication and the per-listener gate in front of every
-//! route. Tokens are kept only as SHA-256 digests; docs/security.md gives the
+//! route: it resolves a token to its tenant and scopes (a `Caller` in the
+//! request's extensions) and can be replaced while requests run (SIGHUP).
+//! Tokens are kept only as SHA-256 digests; docs/security.md gives the
 //! threat model.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 
 use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::{header, Method};
 use actix_web::middleware::Next;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpMessage, HttpResponse};
+use cuzk_actors::Tenant;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
+
+use crate::tenants::{check_tenant_name, Caller, TenantLimits};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -23,6 +30,10 @@ pub enum Scope {
     Submit,
     /// Reading job state, proofs, keys, status and metrics.
     Read,
+    /// Everything the other scopes allow, for every tenant's jobs (reading,
+    /// cancelling, job ids in `/v1/workers` and `/v1/timeline`), and the
+    /// operator's routes: preloading and evicting parameter files.
+    Admin,
 }
 
 impl Scope {
@@ -30,6 +41,7 @@ impl Scope {
         match self {
             Scope::Submit => "submit",
             Scope::Read => "read",
+            Scope::Admin => "admin",
         }
     }
 
@@ -37,7 +49,8 @@ impl Scope {
         match text {
             "submit" => Ok(Scope::Submit),
             "read" => Ok(Scope::Read),
-            other => Err(format!("unknown scope {other:?} (known: submit, read)")),
+            "admin" => Ok(Scope::Admin),
+            other => Err(format!("unknown scope {other:?} (known: submit, read, admin)")),
         }
     }
 }
@@ -51,7 +64,7 @@ fn all_scopes() -> Vec<Scope> {
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     pub tokens: Vec<TokenConfig>,
-    /// GET endpoints (other than /healthz and /v1/openapi.json) need a token
+    /// GET endpoints (other than /healthz, /readyz and /v1/openapi.json) need a token
     /// with the read scope.
     pub read_requires_token: bool,
     /// Set by `--insecure` only: listen beyond loopback without any token.
@@ -61,10 +74,44 @@ pub struct AuthConfig {
     /// ::1) requests may carry, and the origins' hosts a browser may POST
     /// from: a DNS-rebinding or cross-site page names another.
     pub allowed_hosts: Vec<String>,
+    /// `[auth.tenants.NAME]`: a tenant's own limits.
+    pub tenants: BTreeMap<String, TenantLimits>,
+    /// The limits of a tenant without an entry in `tenants` (default: none
+    /// beyond the daemon-wide ones).
+    pub tenant_defaults: TenantLimits,
+    /// Where the tokens came from besides this section, read again on
+    /// SIGHUP. Set by `cuzk serve`.
+    #[serde(skip)]
+    pub sources: TokenSources,
+}
+
+/// Where `cuzk serve` found tokens, so that SIGHUP can read them again.
+#[derive(Clone, Debug, Default)]
+pub struct TokenSources {
+    /// The config file (`--config`), whose `[auth]` is read again.
+    pub config_file: Option<PathBuf>,
+    /// `--token-file`, read again.
+    pub token_file: Option<PathBuf>,
+    /// The tokens of `CUZK_API_TOKENS`, hashed: the variable is read once
+    /// and removed from the environment, so these are kept instead.
+    pub from_env: Vec<TokenConfig>,
+}
+
+impl AuthConfig {
+    /// Adds the tokens of the token file and of the environment to the
+    /// section's own.
+    pub fn add_source_tokens(&mut self) -> Result<(), String> {
+        if let Some(path) = &self.sources.token_file {
+            self.tokens.extend(read_token_file(path)?);
+        }
+        self.tokens.extend(self.sources.from_env.iter().cloned());
+        Ok(())
+    }
 }
 
 /// One token: its plaintext or the hex SHA-256 of it (so that the config
-/// file need not hold the secret), and its scopes (default: all).
+/// file need not hold the secret), its scopes (default: submit and read)
+/// and its tenant (default: `default`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenConfig {
@@ -74,11 +121,28 @@ pub struct TokenConfig {
     pub sha256: Option<String>,
     #[serde(default = "all_scopes")]
     pub scopes: Vec<Scope>,
+    #[serde(default)]
+    pub tenant: Tenant,
 }
 
-/// Parses `TOKEN` or `TOKEN:SCOPE,SCOPE`, the form of a `--token-file` line
-/// and of a `CUZK_API_TOKENS` entry. Bearer tokens cannot hold `:` or
-/// whitespace (RFC 6750's b64token), so the split is unambiguous.
+impl TokenConfig {
+    /// The same token held as its digest, the plaintext overwritten: what
+    /// the daemon keeps of a token it must read again on reload.
+    pub fn hashed(mut self) -> Result<Self, String> {
+        if let Some(mut token) = self.token.take() {
+            let checked = check_token_text(&token);
+            self.sha256 = Some(hex::encode(Sha256::digest(token.as_bytes())));
+            token.zeroize();
+            checked?;
+        }
+        Ok(self)
+    }
+}
+
+/// Parses `TOKEN[@TENANT][:SCOPE,SCOPE]`, the form of a `--token-file` line
+/// and of a `CUZK_API_TOKENS` entry. Bearer tokens cannot hold `:`, `@` or
+/// whitespace (RFC 6750's b64token), nor can tenant names, so the splits are
+/// unambiguous.
 pub fn parse_token_entry(entry: &str) -> Result<TokenConfig, String> {
     let (token, scopes) = match entry.split_once(':') {
         Some((token, scopes)) => (
@@ -90,11 +154,19 @@ pub fn parse_token_entry(entry: &str) -> Result<TokenConfig, String> {
         ),
         None => (entry, all_scopes()),
     };
+    let (token, tenant) = match token.split_once('@') {
+        Some((token, tenant)) => {
+            check_tenant_name(tenant)?;
+            (token, Tenant(tenant.to_string()))
+        }
+        None => (token, Tenant::default()),
+    };
     check_token_text(token)?;
     Ok(TokenConfig {
         token: Some(token.to_string()),
         sha256: None,
         scopes,
+        tenant,
     })
 }
 
@@ -127,15 +199,28 @@ pub fn parse_token_list(text: &str) -> Result<Vec<TokenConfig>, String> {
         .collect()
 }
 
-/// The tokens as the daemon keeps them, and which listener serves what.
+/// A token as the daemon keeps it.
+struct KnownToken {
+    /// SHA-256 of the token.
+    digest: [u8; 32],
+    scopes: Vec<Scope>,
+    tenant: Tenant,
+}
+
+/// The tokens as the daemon keeps them, the tenants' limits, and which
+/// listener serves what.
 pub struct Gate {
-    tokens: Vec<([u8; 32], Vec<Scope>)>,
+    tokens: Vec<KnownToken>,
     read_requires_token: bool,
+    /// Each configured tenant's limits.
+    tenants: BTreeMap<Tenant, TenantLimits>,
+    /// The limits of a tenant without an entry.
+    tenant_defaults: TenantLimits,
     /// Without tokens on loopback: the host names requests and origins may
     /// carry (None: no check, because tokens guard the daemon or
     /// `--insecure` opened it to every name).
     browser_guard: Option<Vec<String>>,
-    /// The listener that serves only /metrics and /healthz.
+    /// The listener that serves only /metrics, /healthz and /readyz.
     metrics_addr: Option<SocketAddr>,
 }
 
@@ -145,6 +230,7 @@ impl Gate {
     pub fn new(config: &mut AuthConfig, listen: &str) -> Result<Self, String> {
         let mut tokens = Vec::new();
         for entry in std::mem::take(&mut config.tokens) {
+            check_tenant_name(entry.tenant.as_str()).map_err(|e| format!("auth: {e}"))?;
             let digest = match (entry.token, entry.sha256) {
                 (Some(mut token), None) => {
                     let checked = check_token_text(&token);
@@ -162,7 +248,20 @@ impl Gate {
             if entry.scopes.is_empty() {
                 return Err("auth: a token needs at least one scope".into());
             }
-            tokens.push((digest, entry.scopes));
+            tokens.push(KnownToken { digest, scopes: entry.scopes, tenant: entry.tenant });
+        }
+        let mut tenants = BTreeMap::new();
+        for (name, limits) in &config.tenants {
+            check_tenant_name(name).map_err(|e| format!("auth.tenants: {e}"))?;
+            limits.check(name)?;
+            tenants.insert(Tenant(name.clone()), *limits);
+        }
+        config.tenant_defaults.check("tenant_defaults")?;
+        if tenants.len() > 1 && !tokens.is_empty() && !config.read_requires_token {
+            log::warn!(
+                "auth: several tenants but read_requires_token = false: anyone holding a job id \
+                 can read that job without a token (docs/security.md, Tenants)"
+            );
         }
         if tokens.is_empty() && !config.insecure && !is_loopback(listen)? {
             return Err(format!(
@@ -182,6 +281,8 @@ impl Gate {
         Ok(Self {
             tokens,
             read_requires_token: config.read_requires_token,
+            tenants,
+            tenant_defaults: config.tenant_defaults,
             browser_guard,
             metrics_addr: None,
         })
@@ -192,51 +293,90 @@ impl Gate {
         self
     }
 
-    /// The scopes of a presented token. Every stored digest is compared, in
-    /// constant time, so that timing says nothing about which bytes matched.
-    fn scopes_of(&self, presented: &str) -> Option<&[Scope]> {
+    /// How many tokens the gate knows.
+    pub fn token_count(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// The tenants refusal counts are kept for: every tenant a token or
+    /// `[auth.tenants]` names, and the implicit one when there are no tokens.
+    pub fn tenant_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .tokens
+            .iter()
+            .map(|t| t.tenant.as_str())
+            .chain(self.tenants.keys().map(Tenant::as_str))
+            .collect();
+        if self.tokens.is_empty() {
+            names.push(Tenant::DEFAULT);
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    fn limits_of(&self, tenant: &Tenant) -> TenantLimits {
+        self.tenants.get(tenant).copied().unwrap_or(self.tenant_defaults)
+    }
+
+    /// A caller acting for `tenant`.
+    fn caller(&self, tenant: &Tenant, admin: bool) -> Caller {
+        Caller { tenant: Some(tenant.clone()), admin, limits: self.limits_of(tenant) }
+    }
+
+    /// The token a digest was presented for. Every stored digest is
+    /// compared, in constant time, so that timing says nothing about which
+    /// bytes matched.
+    fn token_of(&self, presented: &str) -> Option<&KnownToken> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let mut found = None;
-        for (stored, scopes) in &self.tokens {
-            if bool::from(stored.ct_eq(&digest)) {
-                found = Some(scopes.as_slice());
+        for known in &self.tokens {
+            if bool::from(known.digest.ct_eq(&digest)) {
+                found = Some(known);
             }
         }
         found
     }
 
-    /// None to let the request through, or the response that refuses it.
-    fn refuse(&self, req: &ServiceRequest) -> Option<HttpResponse> {
+    /// The caller a request comes from, or the response that refuses it.
+    fn admit(&self, req: &ServiceRequest) -> Result<Caller, Box<HttpResponse>> {
         let path = req.path();
         if self.metrics_addr == Some(req.app_config().local_addr())
             && !matches!(path, "/metrics" | "/healthz" | "/readyz")
         {
-            return Some(
+            return Err(Box::new(
                 HttpResponse::NotFound().json(
                     json!({"error": "the metrics listener serves only /metrics, /healthz and /readyz"}),
                 ),
-            );
+            ));
         }
         let reading = matches!(*req.method(), Method::GET | Method::HEAD);
         if *req.method() == Method::POST && has_body(req) && !is_json(req) {
             // A form or text/plain POST is what a cross-site page can send
             // without asking; a JSON one needs a preflight nobody answers.
-            return Some(HttpResponse::UnsupportedMediaType().json(json!({
+            return Err(Box::new(HttpResponse::UnsupportedMediaType().json(json!({
                 "error": "POST requests are JSON: send Content-Type: application/json"
-            })));
+            }))));
         }
         if let Some(allowed) = &self.browser_guard {
             if let Some(refusal) = foreign_host(req, allowed, !reading) {
-                return Some(HttpResponse::Forbidden().json(json!({ "error": refusal })));
+                return Err(Box::new(HttpResponse::Forbidden().json(json!({ "error": refusal }))));
             }
         }
-        if self.tokens.is_empty() || matches!(path, "/healthz" | "/readyz" | "/v1/openapi.json") {
-            return None;
+        // Without tokens, whoever reaches the daemon runs it: one tenant.
+        if self.tokens.is_empty() {
+            return Ok(self.caller(&Tenant::default(), true));
         }
+        let anonymous = Caller { tenant: None, admin: false, limits: TenantLimits::default() };
+        if matches!(path, "/healthz" | "/readyz" | "/v1/openapi.json") {
+            return Ok(anonymous);
+        }
+        // None: a read that needs no token (one presented still counts).
         let needed = match *req.method() {
-            Method::GET | Method::HEAD if !self.read_requires_token => return None,
-            Method::GET | Method::HEAD => Scope::Read,
-            _ => Scope::Submit,
+            Method::GET | Method::HEAD if !self.read_requires_token => None,
+            Method::GET | Method::HEAD => Some(Scope::Read),
+            Method::POST if path.starts_with("/v1/params/") => Some(Scope::Admin),
+            _ => Some(Scope::Submit),
         };
         let presented = req
             .headers()
@@ -247,17 +387,23 @@ impl Gate {
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             });
         let Some(presented) = presented else {
-            return Some(unauthorized(
-                "Bearer realm=\"cuzk\"",
-                "this endpoint needs a token: send Authorization: Bearer <token>",
-            ));
+            return match needed {
+                None => Ok(anonymous),
+                Some(_) => Err(Box::new(unauthorized(
+                    "Bearer realm=\"cuzk\"",
+                    "this endpoint needs a token: send Authorization: Bearer <token>",
+                ))),
+            };
         };
-        match self.scopes_of(presented) {
-            None => Some(unauthorized(
+        let Some(known) = self.token_of(presented) else {
+            return Err(Box::new(unauthorized(
                 "Bearer realm=\"cuzk\", error=\"invalid_token\"",
                 "invalid token",
-            )),
-            Some(scopes) if !scopes.contains(&needed) => Some(
+            )));
+        };
+        let admin = known.scopes.contains(&Scope::Admin);
+        match needed {
+            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(Box::new(
                 HttpResponse::Forbidden()
                     .insert_header((
                         header::WWW_AUTHENTICATE,
@@ -269,9 +415,35 @@ impl Gate {
                     .json(json!({
                         "error": format!("this token lacks the {} scope", needed.as_str())
                     })),
-            ),
-            Some(_) => None,
+            )),
+            _ => Ok(self.caller(&known.tenant, admin)),
         }
+    }
+}
+
+/// The gate in force, replaced whole on reload: a request takes the gate
+/// current when it arrives and keeps it to its end.
+pub struct Gates(RwLock<Arc<Gate>>);
+
+impl Gates {
+    pub fn new(gate: Gate) -> Self {
+        Self(RwLock::new(Arc::new(gate)))
+    }
+
+    pub fn current(&self) -> Arc<Gate> {
+        // The lock guards a pointer swap only: a poisoned one still holds a
+        // whole gate.
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Builds a gate from `config` for `listen` (the metrics listener kept)
+    /// and puts it in force; on error the current gate stays.
+    pub fn replace(&self, config: &mut AuthConfig, listen: &str) -> Result<Arc<Gate>, String> {
+        let mut gate = Gate::new(config, listen)?;
+        gate.metrics_addr = self.current().metrics_addr;
+        let gate = Arc::new(gate);
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = gate.clone();
+        Ok(gate)
     }
 }
 
@@ -347,17 +519,24 @@ pub fn is_loopback(listen: &str) -> Result<bool, String> {
     Ok(!addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()))
 }
 
-/// The middleware: answers 401, 403 or 404 itself, or passes the request on.
+/// The middleware: answers 401, 403, 404 or 415 itself, or passes the
+/// request on with its `Caller` in the extensions.
 pub async fn gate(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let refusal = req
-        .app_data::<web::Data<Arc<Gate>>>()
-        .and_then(|gate| gate.refuse(&req));
-    match refusal {
-        Some(response) => Ok(req.into_response(response).map_into_right_body()),
-        None => Ok(next.call(req).await?.map_into_left_body()),
+    let admitted = match req.app_data::<web::Data<Gates>>() {
+        Some(gates) => gates.current().admit(&req),
+        None => Err(Box::new(
+            HttpResponse::InternalServerError().json(json!({"error": "no token gate is configured"})),
+        )),
+    };
+    match admitted {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            Ok(next.call(req).await?.map_into_left_body())
+        }
+        Err(response) => Ok(req.into_response(*response).map_into_right_body()),
     }
 }
 
@@ -370,10 +549,29 @@ mod tests {
         let t = parse_token_entry("abcdefghijklmnop:read").unwrap();
         assert_eq!(t.token.as_deref(), Some("abcdefghijklmnop"));
         assert_eq!(t.scopes, vec![Scope::Read]);
+        assert_eq!(t.tenant, Tenant::default());
         let t = parse_token_entry("abcdefghijklmnop").unwrap();
         assert_eq!(t.scopes, all_scopes());
         assert!(parse_token_entry("short").is_err());
-        assert!(parse_token_entry("abcdefghijklmnop:admin").is_err());
+        assert!(parse_token_entry("abcdefghijklmnop:owner").is_err());
+        let t = parse_token_entry("abcdefghijklmnop@acme-eu:submit,admin").unwrap();
+        assert_eq!(t.token.as_deref(), Some("abcdefghijklmnop"));
+        assert_eq!(t.tenant.as_str(), "acme-eu");
+        assert_eq!(t.scopes, vec![Scope::Submit, Scope::Admin]);
+        let t = parse_token_entry("abcdefghijklmnop@acme").unwrap();
+        assert_eq!((t.tenant.as_str(), t.scopes), ("acme", all_scopes()));
+        // An empty or odd tenant, a token too short once the tenant is
+        // split off, a second `@`: refused, never guessed at.
+        for bad in [
+            "abcdefghijklmnop@",
+            "abcdefghijklmnop@:read",
+            "abcdefghijklmnop@a b",
+            "abcdefghijklmnop@a@b",
+            "abcdefg@acme-tenant-name",
+            "@acme",
+        ] {
+            assert!(parse_token_entry(bad).is_err(), "{bad}");
+        }
         assert_eq!(
             parse_token_list(" a234567890123456  b234567890123456:submit\n")
                 .unwrap()
@@ -405,17 +603,29 @@ mod tests {
                     token: None,
                     sha256: Some(hex::encode(Sha256::digest(b"submitter0123456"))),
                     scopes: vec![Scope::Submit],
+                    tenant: Tenant("acme".into()),
                 },
+                parse_token_entry("admin01234567890@ops:admin").unwrap().hashed().unwrap(),
             ],
             ..AuthConfig::default()
         };
         let gate = Gate::new(&mut config, "0.0.0.0:0").unwrap();
         assert!(config.tokens.is_empty());
-        assert_eq!(gate.scopes_of("reader0123456789"), Some(&[Scope::Read][..]));
-        assert_eq!(
-            gate.scopes_of("submitter0123456"),
-            Some(&[Scope::Submit][..])
-        );
-        assert_eq!(gate.scopes_of("reader012345678"), None);
+        let found = |t| gate.token_of(t).map(|k| (k.scopes.clone(), k.tenant.to_string()));
+        assert_eq!(found("reader0123456789"), Some((vec![Scope::Read], "default".into())));
+        assert_eq!(found("submitter0123456"), Some((vec![Scope::Submit], "acme".into())));
+        assert_eq!(found("admin01234567890"), Some((vec![Scope::Admin], "ops".into())));
+        assert_eq!(found("reader012345678"), None);
+        assert_eq!(gate.tenant_names(), vec!["acme", "default", "ops"]);
+    }
+
+    #[test]
+    fn hashing_keeps_no_plaintext_and_checks_the_token() {
+        let t = parse_token_entry("abcdefghijklmnop@acme:read").unwrap().hashed().unwrap();
+        assert_eq!(t.token, None);
+        assert_eq!(t.sha256, Some(hex::encode(Sha256::digest(b"abcdefghijklmnop"))));
+        assert_eq!((t.tenant.as_str(), t.scopes.clone()), ("acme", vec![Scope::Read]));
+        let short = TokenConfig { token: Some("short".into()), ..t };
+        assert!(short.hashed().is_err());
     }
 }

@@ -15,4 +15,5 @@ pub mod server;
 pub mod shutdown;
 pub mod sim;
 pub mod store;
+pub mod tenants;
 pub mod tls;

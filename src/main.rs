@@ -5,10 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use cuzk::auth::{TokenConfig, TokenSources};
 use cuzk::client::{self, Submission};
 use cuzk::config::{BackendKind, Config};
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::{json, Value};
+use zeroize::Zeroize;
 
 #[derive(Parser)]
 #[command(
@@ -48,9 +50,11 @@ enum Command {
         /// Time scale of the simulated backend (0.01: 100 times faster).
         #[arg(long)]
         time_scale: Option<f64>,
-        /// API tokens, one per line: TOKEN or TOKEN:SCOPE,SCOPE (scopes:
-        /// submit, read; default both). Added to the config's and to
-        /// CUZK_API_TOKENS (whitespace-separated entries of the same form).
+        /// API tokens, one per line: TOKEN[@TENANT][:SCOPE,SCOPE] (scopes:
+        /// submit, read, admin; default submit and read; tenant default
+        /// `default`). Added to the config's and to CUZK_API_TOKENS
+        /// (whitespace-separated entries of the same form, removed from the
+        /// environment once read). Read again on SIGHUP.
         #[arg(long)]
         token_file: Option<PathBuf>,
         /// Serve /metrics and /healthz on this address as well, overriding the config.
@@ -208,10 +212,52 @@ fn parse_json(what: &str, text: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+/// The tokens of `CUZK_API_TOKENS`, hashed, the variable's value overwritten
+/// where the kernel shows it (/proc/PID/environ) and the variable removed,
+/// so that neither that file nor a child process reveals them. Runs before
+/// any thread starts: changing the environment is not thread-safe.
+fn take_env_tokens() -> Result<Vec<TokenConfig>, String> {
+    const NAME: &str = "CUZK_API_TOKENS";
+    let Some(value) = std::env::var_os(NAME) else {
+        return Ok(Vec::new());
+    };
+    let mut text = value.into_string().map_err(|_| format!("{NAME} is not UTF-8"))?;
+    let tokens = cuzk::auth::parse_token_list(&text)
+        .and_then(|tokens| tokens.into_iter().map(TokenConfig::hashed).collect());
+    text.zeroize();
+    scrub_initial_environment(NAME);
+    std::env::remove_var(NAME);
+    tokens
+}
+
+/// Overwrites the value of `name` in the environment block the process
+/// started with. /proc/PID/environ reads that block, not the current
+/// environment, so removing the variable alone leaves the value there.
+fn scrub_initial_environment(name: &str) {
+    extern "C" {
+        static mut environ: *mut *mut std::ffi::c_char;
+    }
+    let prefix = format!("{name}=");
+    // SAFETY: single-threaded (before any thread starts), so nothing else
+    // reads or changes the environment; each entry is a NUL-terminated
+    // string the process owns, overwritten within its length.
+    unsafe {
+        let mut entry = environ;
+        while !entry.is_null() && !(*entry).is_null() {
+            let text = std::ffi::CStr::from_ptr(*entry);
+            if let Some(value_len) = text.to_bytes().strip_prefix(prefix.as_bytes()).map(<[u8]>::len) {
+                std::ptr::write_bytes((*entry).add(prefix.len()), b'x', value_len);
+            }
+            entry = entry.add(1);
+        }
+    }
+}
+
+/// Runs a command; `env_tokens` are `serve`'s tokens from the environment.
+fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
     match cli.command {
         Command::Serve {
-            config,
+            config: config_path,
             listen,
             data_dir,
             params_dir,
@@ -222,8 +268,8 @@ fn run(cli: Cli) -> Result<(), String> {
             metrics_listen,
             insecure,
         } => {
-            let mut config = match config {
-                Some(path) => Config::load(&path)?,
+            let mut config = match &config_path {
+                Some(path) => Config::load(path)?,
                 None => Config::default(),
             };
             if let Some(listen) = listen {
@@ -248,12 +294,12 @@ fn run(cli: Cli) -> Result<(), String> {
             if let Some(scale) = time_scale {
                 config.sim.time_scale = scale;
             }
-            if let Some(path) = token_file {
-                config.auth.tokens.extend(cuzk::auth::read_token_file(&path)?);
-            }
-            if let Ok(list) = std::env::var("CUZK_API_TOKENS") {
-                config.auth.tokens.extend(cuzk::auth::parse_token_list(&list)?);
-            }
+            config.auth.sources = TokenSources {
+                config_file: config_path,
+                token_file,
+                from_env: env_tokens,
+            };
+            config.auth.add_source_tokens()?;
             if metrics_listen.is_some() {
                 config.metrics_listen = metrics_listen;
             }
@@ -387,7 +433,13 @@ fn run(cli: Cli) -> Result<(), String> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // Before anything can start a thread.
+    let env_tokens = match &cli.command {
+        Command::Serve { .. } => take_env_tokens(),
+        _ => Ok(Vec::new()),
+    };
+    match env_tokens.and_then(|env_tokens| run(cli, env_tokens)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("cuzk: {message}");

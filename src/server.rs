@@ -1,4 +1,5 @@
-//! Starting the daemon: backend, actors, HTTP server.
+//! Starting the daemon: backend, actors, HTTP server; and, for `cuzk
+//! serve`, reloading the tokens on SIGHUP.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -14,7 +15,7 @@ use cuzk_kernels::circuits::CircuitRegistry;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use crate::auth::Gate;
+use crate::auth::{AuthConfig, Gate, Gates};
 use crate::backend::{Device, ProofJob, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::http::{self, AppState};
@@ -23,6 +24,7 @@ use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
 use crate::store::RedbJobStore;
+use crate::tenants::SubmitRates;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
 /// what a caller acts on: fix the configuration, free the address, look at
@@ -235,6 +237,12 @@ struct Bound {
 struct Daemon {
     server: actix_web::dev::Server,
     bound: Bound,
+    /// The token gate in force, replaced on SIGHUP.
+    gates: web::Data<Gates>,
+    /// What a reload starts from: `[auth]` as configured, its tokens taken
+    /// (where they came from, `--insecure`), and the address the loopback
+    /// rule is checked for.
+    reload: (AuthConfig, String),
     system: ProvingSystem,
     intake: Intake,
     jobs: Arc<dyn JobStore>,
@@ -278,8 +286,9 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         }
         None => None,
     };
-    let gate = web::Data::new(Arc::new(gate));
+    let gates = web::Data::new(Gates::new(gate));
     let metrics = metrics_handle();
+    cuzk_actors::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
     let store = Arc::new(CircuitStore::open(&config.data_dir).map_err(ServerError::Storage)?);
     let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
     let jobs: Arc<dyn JobStore> = Arc::new(
@@ -339,11 +348,13 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         data_dir: config.data_dir.clone(),
         min_free_bytes: config.store.min_free_bytes,
         recovering,
+        submit_rates: SubmitRates::default(),
     });
+    let app_gates = gates.clone();
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
-            .app_data(gate.clone())
+            .app_data(app_gates.clone())
             .wrap(from_fn(crate::auth::gate))
             .wrap(ErrorHandlers::new().default_handler(http::json_errors))
             .wrap_fn(|req, srv| {
@@ -395,6 +406,8 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
             metrics_addr,
             tls: tls_enabled,
         },
+        gates,
+        reload: (config.auth, config.listen),
         system,
         intake,
         jobs,
@@ -409,6 +422,9 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
         let (stop, stop_requests) = unbounded_channel();
         shutdown::forward_signals(stop, daemon.grace, daemon.intake.clone())
             .map_err(|e| ServerError::Runtime(format!("cannot handle signals: {e}")))?;
+        let (auth, listen) = daemon.reload.clone();
+        reload_tokens_on_sighup(daemon.gates.clone(), auth, listen)
+            .map_err(|e| ServerError::Runtime(format!("cannot handle SIGHUP: {e}")))?;
         let scheme = if daemon.bound.tls { "https" } else { "http" };
         log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
         if let Some(addr) = daemon.bound.metrics_addr {
@@ -421,6 +437,40 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
         log::info!("cuzk stopped");
         Ok(())
     })
+}
+
+/// On each SIGHUP, reads the tokens and tenants again (the config file's
+/// `[auth]`, the token file; the environment's tokens as read at start) and
+/// puts a new gate in force; requests already admitted finish under the
+/// old one. A reload that fails leaves the old gate in force.
+fn reload_tokens_on_sighup(gates: web::Data<Gates>, auth: AuthConfig, listen: String) -> std::io::Result<()> {
+    use cuzk_actors::telemetry::{TenantsConfigured, TokensReloaded};
+    let mut hangup = actix_rt::signal::unix::signal(actix_rt::signal::unix::SignalKind::hangup())?;
+    actix_rt::spawn(async move {
+        while hangup.recv().await.is_some() {
+            let (sources, insecure) = (auth.sources.clone(), auth.insecure);
+            // Files are read off the server's threads.
+            let reread = actix_rt::task::spawn_blocking(move || {
+                let mut auth = match &sources.config_file {
+                    Some(path) => Config::load(path)?.auth,
+                    None => AuthConfig::default(),
+                };
+                (auth.sources, auth.insecure) = (sources, insecure);
+                auth.add_source_tokens()?;
+                Ok::<_, String>(auth)
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("the reload thread failed: {e}")));
+            match reread.and_then(|mut auth| gates.replace(&mut auth, &listen)) {
+                Ok(gate) => {
+                    TenantsConfigured { tenants: &gate.tenant_names() }.emit();
+                    TokensReloaded { outcome: Ok(gate.token_count()) }.emit();
+                }
+                Err(error) => TokensReloaded { outcome: Err(&error) }.emit(),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Starts the daemon on a thread of its own and returns once it listens.

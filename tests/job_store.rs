@@ -18,6 +18,7 @@ fn record(id: &str, seq: u64) -> JobRecord {
         circuit: "mimc-chain".into(),
         circuit_id: "mimc-chain-k4".into(),
         idempotency_key: Some(format!("key-{id}")),
+        tenant: cuzk_actors::Tenant(format!("tenant-{id}")),
         submitted_unix_ms: 1_700_000_000_000 + seq,
         deadline_ms: Some(5000),
         request: format!(r#"{{"circuit":"mimc-chain","seed":{seq}}}"#),

@@ -84,6 +84,9 @@ fn labelled_counters_start_at_zero() {
         r#"cuzk_jobs_finished_total{outcome="failed"} 0"#,
         r#"cuzk_partitions_finished_total{outcome="cancelled"} 0"#,
         r#"cuzk_partition_retries_total{stage="proving"} 0"#,
+        r#"cuzk_token_reloads_total{outcome="failed"} 0"#,
+        // Without tokens every caller is the tenant "default".
+        r#"cuzk_tenant_refusals_total{tenant="default",reason="rate_limited"} 0"#,
     ] {
         assert!(text.lines().any(|l| l == series), "{series} missing:\n{text}");
     }

@@ -303,7 +303,7 @@ fn the_cli_refuses_clearly_and_sends_its_token() {
     );
 
     let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("# comment\n{READER}:admin\n")).unwrap();
+    std::fs::write(&tokens, format!("# comment\n{READER}:owner\n")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
         .args(["serve", "--backend", "sim", "--token-file"])
         .arg(&tokens)
@@ -448,6 +448,7 @@ fn token_config_rejects_ambiguity() {
         token: Some(BOTH.into()),
         sha256: Some("00".repeat(32)),
         scopes: vec![Scope::Read],
+        tenant: Default::default(),
     }];
     let dir = tempfile::tempdir().unwrap();
     config.data_dir = dir.path().to_path_buf();

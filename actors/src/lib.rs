@@ -31,6 +31,7 @@ pub mod worker_monitor;
 pub use backend::{Backend, Finished, Payload, Phases, Started, Synthesized};
 pub use error::{ErrorKind, StageError};
 pub use model::{
-    JobId, JobSpec, NewJob, PartitionKey, Priority, RecordedRequest, Reservation, Stage, WorkerId,
+    JobId, JobSpec, NewJob, PartitionKey, Priority, RecordedRequest, Reservation, Stage, Tenant,
+    TenantScope, WorkerId,
 };
 pub use system::{ProvingSystem, SystemConfig};

@@ -22,6 +22,52 @@ impl fmt::Display for JobId {
     }
 }
 
+/// Whose job it is: a name from the daemon's token configuration. A tenant
+/// reads, cancels and reuses idempotency keys of its own jobs only. Stores
+/// written before tenants existed read back as the default tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Tenant(pub String);
+
+impl Tenant {
+    /// The tenant of a token that names none, of jobs stored before tenants
+    /// existed, and of every caller when the daemon has no tokens.
+    pub const DEFAULT: &'static str = "default";
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Tenant {
+    fn default() -> Self {
+        Tenant(Self::DEFAULT.to_string())
+    }
+}
+
+impl fmt::Display for Tenant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Which tenants' jobs a question may see: every tenant's (an admin, or
+/// the daemon itself), or one tenant's, to whom another's job does not exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TenantScope {
+    All,
+    Only(Tenant),
+}
+
+impl TenantScope {
+    pub fn sees(&self, tenant: &Tenant) -> bool {
+        match self {
+            TenantScope::All => true,
+            TenantScope::Only(own) => own == tenant,
+        }
+    }
+}
+
 /// Scheduling class; honoured at every queue.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
@@ -150,8 +196,15 @@ pub struct NewJob {
     pub circuit_id: String,
     /// Per partition.
     pub reservation: Reservation,
-    /// The same key returns the same job.
+    /// The same key (of the same tenant) returns the same job.
     pub idempotency_key: Option<String>,
+    /// Whose job it is: it scopes reads, cancels and idempotency keys.
+    pub tenant: Tenant,
+    /// Unfinished jobs of `tenant` at which the tracker refuses this one
+    /// (None: only the daemon-wide limit). Given per submission, from the
+    /// configuration the caller was admitted under, so a reload applies to
+    /// the next submission without telling the tracker.
+    pub tenant_max_unfinished: Option<usize>,
     /// The job should be done within this time of submission; a miss is
     /// reported (job status and metric), not enforced.
     pub deadline: Option<std::time::Duration>,

@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use crate::model::{JobId, Priority, ProofRecord, Stage};
+use crate::model::{JobId, Priority, ProofRecord, Stage, Tenant};
 
 /// Why the store could not do what was asked. The kind says what a caller
 /// can do about it: after `Closed` nothing more is written (the daemon is
@@ -57,6 +57,10 @@ pub struct JobRecord {
     pub circuit: String,
     pub circuit_id: String,
     pub idempotency_key: Option<String>,
+    /// Whose job it is; absent in stores written before tenants, whose
+    /// jobs belong to the default tenant.
+    #[serde(default)]
+    pub tenant: Tenant,
     pub submitted_unix_ms: u64,
     /// Relative to submission.
     pub deadline_ms: Option<u64>,
@@ -192,5 +196,24 @@ impl Persistence {
             retention: None,
             sweep_interval: Duration::from_secs(60),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record written before jobs had tenants reads back as the default
+    /// tenant's; one written since keeps its tenant.
+    #[test]
+    fn records_without_a_tenant_belong_to_the_default_tenant() {
+        let old = r#"{"id":"j","seq":1,"priority":"normal","partitions":1,"circuit":"c",
+            "circuit_id":"c-k4","idempotency_key":null,"submitted_unix_ms":1,
+            "deadline_ms":null,"request":"{}"}"#;
+        let record: JobRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(record.tenant, Tenant::default());
+        let record = JobRecord { tenant: Tenant("acme".into()), ..record };
+        let again: JobRecord = serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
+        assert_eq!(again.tenant.as_str(), "acme");
     }
 }

@@ -271,6 +271,18 @@ pub const STORE_DAMAGE: MetricDef = counter(
     &["kind"],
     "Damage found in the job store on start, by kind (record: a record failed its checksum and was dropped; unreadable: the file was moved aside and its intact records salvaged; missing: a store that existed is gone or empty).",
 );
+pub const TENANT_REFUSALS: MetricDef = counter(
+    "cuzk_tenant_refusals_total",
+    "requests",
+    &["tenant", "reason"],
+    "Submissions refused (429) by a tenant's own limit, by tenant (the configured ones) and reason (queue_full: its max_queued_jobs; rate_limited: its submit rate).",
+);
+pub const TOKEN_RELOADS: MetricDef = counter(
+    "cuzk_token_reloads_total",
+    "reloads",
+    &["outcome"],
+    "Reloads of the tokens and tenants on SIGHUP, by outcome (ok; failed: the old ones stay).",
+);
 
 pub const CATALOGUE: &[MetricDef] = &[
     JOBS_SUBMITTED,
@@ -301,6 +313,8 @@ pub const CATALOGUE: &[MetricDef] = &[
     STORE_WRITE_FAILURES,
     STORE_WRITABLE,
     STORE_DAMAGE,
+    TENANT_REFUSALS,
+    TOKEN_RELOADS,
 ];
 
 /// Rewrites the exporter's text so that float counters are typed `counter`.
@@ -344,6 +358,9 @@ pub fn describe_all() {
         metrics::counter!(JOBS_SUBMITTED.name, "priority" => priority.as_str()).absolute(0);
         metrics::counter!(DEADLINES_MISSED.name, "priority" => priority.as_str()).absolute(0);
     }
+    for outcome in [TokensReloaded::OK, TokensReloaded::FAILED] {
+        metrics::counter!(TOKEN_RELOADS.name, "outcome" => outcome).absolute(0);
+    }
     for outcome in [Stage::Done, Stage::Failed, Stage::Cancelled] {
         metrics::counter!(JOBS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
         metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
@@ -363,6 +380,7 @@ pub fn describe_all() {
 
 pub struct JobSubmitted<'a> {
     pub job: &'a str,
+    pub tenant: &'a str,
     pub circuit_id: &'a str,
     pub partitions: u32,
     pub priority: Priority,
@@ -371,8 +389,9 @@ pub struct JobSubmitted<'a> {
 impl JobSubmitted<'_> {
     pub fn emit(&self) {
         log::info!(
-            "job {} submitted: {} x{} priority {}",
+            "job {} submitted by tenant {}: {} x{} priority {}",
             self.job,
+            self.tenant,
             self.circuit_id,
             self.partitions,
             self.priority.as_str()
@@ -782,5 +801,82 @@ impl StoreDamage<'_> {
     pub fn emit(&self) {
         log::error!("job store damaged ({}): {}", self.kind.as_str(), self.detail);
         metrics::counter!(STORE_DAMAGE.name, "kind" => self.kind.as_str()).increment(1);
+    }
+}
+
+/// Why a tenant's own limit refused a submission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantLimit {
+    /// Its unfinished jobs reached its `max_queued_jobs`.
+    QueueFull,
+    /// Its submit-rate bucket was empty.
+    RateLimited,
+}
+
+impl TenantLimit {
+    pub const ALL: [TenantLimit; 2] = [TenantLimit::QueueFull, TenantLimit::RateLimited];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TenantLimit::QueueFull => "queue_full",
+            TenantLimit::RateLimited => "rate_limited",
+        }
+    }
+}
+
+/// The tenants the configuration names (on start and after each reload):
+/// their refusal counters start at zero. Counters already counting keep
+/// their counts, so a reload resets nothing.
+pub struct TenantsConfigured<'a> {
+    pub tenants: &'a [&'a str],
+}
+
+impl TenantsConfigured<'_> {
+    pub fn emit(&self) {
+        for tenant in self.tenants {
+            for reason in TenantLimit::ALL {
+                metrics::counter!(TENANT_REFUSALS.name, "tenant" => tenant.to_string(), "reason" => reason.as_str())
+                    .increment(0);
+            }
+        }
+    }
+}
+
+/// A submission answered 429 by its tenant's own limit.
+pub struct TenantRefused<'a> {
+    pub tenant: &'a str,
+    pub reason: TenantLimit,
+}
+
+impl TenantRefused<'_> {
+    pub fn emit(&self) {
+        log::debug!("tenant {}: submission refused ({})", self.tenant, self.reason.as_str());
+        metrics::counter!(TENANT_REFUSALS.name, "tenant" => self.tenant.to_string(), "reason" => self.reason.as_str())
+            .increment(1);
+    }
+}
+
+/// The tokens were read again on SIGHUP: `Ok(tokens now in force)`, or why
+/// the reload failed (the previous tokens stay in force).
+pub struct TokensReloaded<'a> {
+    pub outcome: Result<usize, &'a str>,
+}
+
+impl TokensReloaded<'_> {
+    const OK: &'static str = "ok";
+    const FAILED: &'static str = "failed";
+
+    pub fn emit(&self) {
+        let outcome = match self.outcome {
+            Ok(tokens) => {
+                log::info!("SIGHUP: tokens and tenants reloaded ({tokens} tokens)");
+                Self::OK
+            }
+            Err(error) => {
+                log::error!("SIGHUP: reload failed, the previous tokens stay in force: {error}");
+                Self::FAILED
+            }
+        };
+        metrics::counter!(TOKEN_RELOADS.name, "outcome" => outcome).increment(1);
     }
 }

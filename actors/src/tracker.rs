@@ -22,7 +22,7 @@ use crate::messages::{
     SpanReport,
 };
 use crate::error::ErrorKind;
-use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, WorkerId};
+use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId};
 use crate::store::{JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
 use crate::time::unix_ms;
@@ -42,9 +42,10 @@ pub struct Tracker {
     /// The dispatcher: jobs that failed or were cancelled.
     drop_job: Recipient<DropJob>,
     jobs: HashMap<JobId, JobState>,
-    /// Each idempotency key's job and the digest of the body that created
-    /// it: a repeat with another body is a conflict, not the same job.
-    by_idempotency_key: HashMap<String, (JobId, BodyDigest)>,
+    /// Each tenant's idempotency keys: the job and the digest of the body
+    /// that created it. A repeat with another body is a conflict, not the
+    /// same job; another tenant's key is another key.
+    by_idempotency_key: HashMap<(Tenant, String), (JobId, BodyDigest)>,
     next_seq: u64,
     /// Attempts a partition gets before its failure fails the job.
     max_attempts: u32,
@@ -57,10 +58,15 @@ pub struct Tracker {
     /// Jobs not yet finished, kept as jobs come and end so that the queue
     /// limit costs nothing per submission however many jobs are retained.
     unfinished: usize,
+    /// The same per tenant, for the tenants' own queue limits; a tenant
+    /// with none unfinished has no entry.
+    unfinished_by_tenant: HashMap<Tenant, usize>,
 }
 
 struct JobState {
     spec: Arc<JobSpec>,
+    /// Whose job it is: only this tenant (or an admin) sees it.
+    tenant: Tenant,
     partitions: Vec<PartitionState>,
     error: Option<String>,
     finished: Option<(Stage, Instant)>,
@@ -135,6 +141,7 @@ impl Tracker {
             persistence: Persistence::in_memory(),
             max_unfinished: None,
             unfinished: 0,
+            unfinished_by_tenant: HashMap::new(),
             tally: Tally::default(),
         }
     }
@@ -187,10 +194,11 @@ impl Tracker {
     fn insert_job(&mut self, job: JobState, idempotency_key: Option<(String, BodyDigest)>) {
         let id = job.spec.id.clone();
         if let Some((key, body)) = idempotency_key {
-            self.by_idempotency_key.insert(key, (id.clone(), body));
+            self.by_idempotency_key.insert((job.tenant.clone(), key), (id.clone(), body));
         }
         if job.finished.is_none() {
             self.unfinished += 1;
+            *self.unfinished_by_tenant.entry(job.tenant.clone()).or_default() += 1;
         }
         self.tally.add(&job);
         self.jobs.insert(id, job);
@@ -252,6 +260,12 @@ impl Tracker {
         job.spec = Arc::new(job.spec.without_work());
         self.tally.add(job);
         self.unfinished -= 1;
+        if let Some(count) = self.unfinished_by_tenant.get_mut(&job.tenant) {
+            *count -= 1;
+            if *count == 0 {
+                self.unfinished_by_tenant.remove(&job.tenant);
+            }
+        }
         let outcome = JobOutcome {
             stage: final_stage,
             error: job.error.clone(),
@@ -466,8 +480,8 @@ impl Handler<PartitionFailed> for Tracker {
 impl Handler<CancelJob> for Tracker {
     type Result = Option<JobStatus>;
 
-    fn handle(&mut self, CancelJob(id): CancelJob, _: &mut Context<Self>) -> Self::Result {
-        self.jobs.get(&id)?;
+    fn handle(&mut self, CancelJob(id, scope): CancelJob, _: &mut Context<Self>) -> Self::Result {
+        self.jobs.get(&id).filter(|job| scope.sees(&job.tenant))?;
         self.settle(&id, Some((Stage::Cancelled, "cancelled by request".into())));
         self.jobs.get(&id).map(JobState::status)
     }

@@ -71,6 +71,8 @@ fn gpu_workers_prove_on_while_finalizers_are_stuck_and_status_is_flooded() {
             circuit_id: "test".into(),
             reservation: Reservation { abc_bytes: 1, retained_bytes: 1 },
             idempotency_key: None,
+            tenant: cuzk_actors::Tenant::default(),
+            tenant_max_unfinished: None,
             deadline: None,
             work: Arc::new(()),
             request: None,

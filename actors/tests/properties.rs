@@ -170,6 +170,8 @@ fn new_job(
             retained_bytes: PARTITION_BYTES - 60,
         },
         idempotency_key: None,
+        tenant: cuzk_actors::Tenant::default(),
+        tenant_max_unfinished: None,
         deadline: None,
         work: Arc::new(failure),
         request: None,
@@ -238,7 +240,7 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
             actix_rt::time::sleep(at.saturating_duration_since(Instant::now())).await;
             system
                 .tracker
-                .send(CancelJob(JobId(format!("j{i}"))))
+                .send(CancelJob(JobId(format!("j{i}")), cuzk_actors::TenantScope::All))
                 .await
                 .unwrap();
         }
@@ -249,7 +251,7 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
                 statuses.push(
                     system
                         .tracker
-                        .send(GetJob(JobId(format!("j{i}"))))
+                        .send(GetJob(JobId(format!("j{i}")), cuzk_actors::TenantScope::All))
                         .await
                         .unwrap()
                         .unwrap()

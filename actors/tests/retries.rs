@@ -65,6 +65,8 @@ fn run(kind: ErrorKind) -> JobView {
             circuit_id: "test".into(),
             reservation: Reservation { abc_bytes: 10, retained_bytes: 10 },
             idempotency_key: None,
+            tenant: cuzk_actors::Tenant::default(),
+            tenant_max_unfinished: None,
             deadline: None,
             request: None,
             work: Arc::new(kind),
@@ -72,7 +74,7 @@ fn run(kind: ErrorKind) -> JobView {
         system.tracker.send(SubmitJob(job)).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let view = system.tracker.send(GetJob(JobId("j".into()))).await.unwrap().unwrap();
+            let view = system.tracker.send(GetJob(JobId("j".into()), cuzk_actors::TenantScope::All)).await.unwrap().unwrap();
             if matches!(view.status, JobStatus::Done | JobStatus::Failed) {
                 return view;
             }

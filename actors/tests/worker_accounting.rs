@@ -54,6 +54,8 @@ fn job(id: &str, partitions: u32) -> NewJob {
         circuit_id: "test".into(),
         reservation: RESERVATION,
         idempotency_key: None,
+        tenant: cuzk_actors::Tenant::default(),
+        tenant_max_unfinished: None,
         deadline: None,
         request: None,
         work: Arc::new(()),
@@ -76,7 +78,7 @@ async fn run_to_done(system: &ProvingSystem, id: &str, partitions: u32) {
     system.tracker.send(SubmitJob(job(id, partitions))).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let view = system.tracker.send(GetJob(JobId(id.into()))).await.unwrap().unwrap();
+        let view = system.tracker.send(GetJob(JobId(id.into()), cuzk_actors::TenantScope::All)).await.unwrap().unwrap();
         if view.status == JobStatus::Done {
             return;
         }

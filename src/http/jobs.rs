@@ -1,12 +1,16 @@
-//! `/v1/jobs`: submit a job, read it, fetch its proofs, cancel it.
+//! `/v1/jobs`: submit a job, read it, fetch its proofs, cancel it. Each
+//! job belongs to the tenant that submitted it; to another tenant it does
+//! not exist (404, as for a missing job).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
+use cuzk_actors::telemetry::{TenantLimit, TenantRefused};
 use cuzk_actors::tracker::Tracker;
-use cuzk_actors::{JobId, NewJob, RecordedRequest};
+use cuzk_actors::{JobId, NewJob, RecordedRequest, TenantScope};
 use serde_json::json;
 
 use super::error::{unavailable, ApiError, SCHEDULER};
@@ -15,6 +19,7 @@ use super::schemas::{ErrorBody, JobDoc, JobRef, ProofsDoc, SchedulerGone, TokenR
 use super::state::AppState;
 use crate::filecoin;
 use crate::job_input::SubmitRequest;
+use crate::tenants::Caller;
 
 #[utoipa::path(
     post, path = "/v1/jobs", tag = "jobs",
@@ -30,8 +35,8 @@ use crate::job_input::SubmitRequest;
         (status = 413, description = "body over limits.max_body_bytes", body = ErrorBody),
         (status = 415, description = "the body is not declared as JSON (Content-Type: application/json)", body = ErrorBody),
         (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
-        (status = 429, description = "limits.max_queued_jobs unfinished jobs; nothing was queued", body = ErrorBody,
-         headers(("Retry-After" = u64, description = "seconds"))),
+        (status = 429, description = "limits.max_queued_jobs unfinished jobs, the tenant's own max_queued_jobs, or the tenant over its submit rate (the error names which); nothing was queued", body = ErrorBody,
+         headers(("Retry-After" = u64, description = "seconds: the queue limits' limits.queue_full_retry_after_s, or until the tenant's rate bucket holds a submission"))),
         (status = 503, description = "shutting down, stored jobs still being rebuilt after a start, or the job store failed to commit (`reason`: shutting_down, recovering, store_failing); nothing was queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
         (status = 507, description = "the data directory's free space is under store.min_free_bytes; nothing was written", body = ErrorBody,
@@ -43,9 +48,26 @@ use crate::job_input::SubmitRequest;
 )]
 pub async fn submit_job(
     state: web::Data<AppState>,
+    caller: web::ReqData<Caller>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
+    // The gate lets a submission through only with a tenant.
+    let tenant = caller
+        .tenant
+        .clone()
+        .ok_or_else(|| ApiError::new(401, "submitting needs a token"))?;
+    // Before the body is read: a tenant over its rate costs no more.
+    if let Err(wait_s) = state.submit_rates.take(&tenant, &caller.limits, Instant::now()) {
+        TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
+        return Ok(too_many(
+            wait_s,
+            format!(
+                "tenant {tenant:?} is over its submit rate (submit_rate_per_s = {}, from [auth.tenants.{tenant}] or [auth.tenant_defaults]); retry in {wait_s} s",
+                caller.limits.submit_rate_per_s
+            ),
+        ));
+    }
     let body = read_body(&req, payload, state.max_body_bytes, state.body_read_timeout).await?;
     let header_key = match req.headers().get("Idempotency-Key") {
         Some(value) => Some(
@@ -91,6 +113,8 @@ pub async fn submit_job(
         circuit_id: parsed.work.circuit_id().to_string(),
         reservation: parsed.reservation,
         idempotency_key: header_key.or(parsed.request.request_id),
+        tenant: tenant.clone(),
+        tenant_max_unfinished: (caller.limits.max_queued_jobs > 0).then_some(caller.limits.max_queued_jobs),
         deadline: parsed
             .request
             .deadline_ms
@@ -113,20 +137,26 @@ pub async fn submit_job(
         ));
     }
     if let Some(full) = outcome.queue_full {
-        return Ok(HttpResponse::TooManyRequests()
-            .insert_header((header::RETRY_AFTER, state.retry_after_s.to_string()))
-            .json(json!({
-                "error": format!(
-                    "queue full: {} unfinished jobs (limits.max_queued_jobs = {}); retry later",
+        let error = match &full.tenant {
+            Some(tenant) => {
+                TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::QueueFull }.emit();
+                format!(
+                    "tenant {tenant:?} has {} unfinished jobs (max_queued_jobs = {}, from [auth.tenants.{tenant}] or [auth.tenant_defaults]); retry later",
                     full.unfinished, full.limit
                 )
-            })));
+            }
+            None => format!(
+                "queue full: {} unfinished jobs (limits.max_queued_jobs = {}); retry later",
+                full.unfinished, full.limit
+            ),
+        };
+        return Ok(too_many(state.retry_after_s, error));
     }
     // Durable before the answer: a job we answered for survives a crash.
     if let Some(durable) = outcome.durable {
         if let Err(error) = durable.await {
             if outcome.created {
-                let _ = ask_tracker(&state, CancelJob(outcome.id.clone())).await;
+                let _ = ask_tracker(&state, CancelJob(outcome.id.clone(), TenantScope::All)).await;
             }
             return Err(if state.intake.is_open() {
                 ApiError::new(503, format!("the job could not be stored: {error}"))
@@ -175,6 +205,13 @@ async fn read_body(
     }
 }
 
+/// 429: nothing was queued; retry after `retry_after_s` seconds.
+fn too_many(retry_after_s: u64, error: String) -> HttpResponse {
+    HttpResponse::TooManyRequests()
+        .insert_header((header::RETRY_AFTER, retry_after_s.to_string()))
+        .json(json!({ "error": error }))
+}
+
 fn shutting_down() -> ApiError {
     ApiError::new(503, "shutting down: not taking new jobs; retry on another daemon or after the restart")
         .with("reason", json!("shutting_down"))
@@ -220,7 +257,7 @@ where
     params(("id" = String, Path, description = "job id")),
     responses(
         (status = 200, description = "the job, per partition", body = JobDoc),
-        (status = 404, description = "no such job (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
+        (status = 404, description = "no such job, or another tenant's (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
     ),
@@ -228,10 +265,11 @@ where
 )]
 pub async fn get_job(
     state: web::Data<AppState>,
+    caller: web::ReqData<Caller>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let view = ask_tracker(&state, GetJob(JobId(id.clone()))).await?;
+    let view = ask_tracker(&state, GetJob(JobId(id.clone()), caller.jobs())).await?;
     view.map(|v| HttpResponse::Ok().json(v))
         .ok_or_else(|| job_not_found(&state, &id))
 }
@@ -241,7 +279,7 @@ pub async fn get_job(
     params(("id" = String, Path, description = "job id")),
     responses(
         (status = 200, description = "one proof per partition", body = ProofsDoc),
-        (status = 404, description = "no such job (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
+        (status = 404, description = "no such job, or another tenant's (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
         (status = 409, description = "the job is not done; `status` says what it is", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
@@ -250,10 +288,11 @@ pub async fn get_job(
 )]
 pub async fn get_proofs(
     state: web::Data<AppState>,
+    caller: web::ReqData<Caller>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    match ask_tracker(&state, GetProofs(JobId(id.clone()))).await? {
+    match ask_tracker(&state, GetProofs(JobId(id.clone()), caller.jobs())).await? {
         Ok(view) => {
             let mut body = json!({
                 "circuit_id": view.circuit_id,
@@ -288,7 +327,7 @@ pub async fn get_proofs(
     params(("id" = String, Path, description = "job id")),
     responses(
         (status = 200, description = "cancelled (also when it already was)", body = JobRef),
-        (status = 404, description = "no such job (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
+        (status = 404, description = "no such job, or another tenant's (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
         (status = 409, description = "the job already ended otherwise; `status` says how", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
@@ -297,10 +336,11 @@ pub async fn get_proofs(
 )]
 pub async fn cancel_job(
     state: web::Data<AppState>,
+    caller: web::ReqData<Caller>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    match ask_tracker(&state, CancelJob(JobId(id.clone()))).await? {
+    match ask_tracker(&state, CancelJob(JobId(id.clone()), caller.jobs())).await? {
         None => Err(job_not_found(&state, &id)),
         Some(JobStatus::Cancelled) => {
             Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" })))

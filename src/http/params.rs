@@ -55,7 +55,7 @@ pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, Api
         (status = 404, description = "not loaded", body = ErrorBody),
         TokenRefusals,
     ),
-    security((), ("bearer" = ["submit"]))
+    security((), ("bearer" = ["admin"]))
 )]
 pub async fn evict_params(
     state: web::Data<AppState>,
@@ -79,7 +79,7 @@ pub async fn evict_params(
         (status = 422, description = "the file names no circuit this daemon proves, or does not fit it", body = ErrorBody),
         TokenRefusals,
     ),
-    security((), ("bearer" = ["submit"]))
+    security((), ("bearer" = ["admin"]))
 )]
 pub async fn preload_params(
     state: web::Data<AppState>,

@@ -36,6 +36,8 @@ pub struct JobRef {
 #[schema(as = Job)]
 pub struct JobDoc {
     id: String,
+    /// The tenant that submitted the job.
+    tenant: String,
     status: JobStatus,
     circuit: String,
     circuit_id: String,

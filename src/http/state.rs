@@ -9,6 +9,7 @@ use cuzk_actors::ProvingSystem;
 use crate::job_input::JobParser;
 use crate::keys::CircuitStore;
 use crate::shutdown::Intake;
+use crate::tenants::SubmitRates;
 
 pub struct AppState {
     /// The actors handlers ask: tracker, dispatcher, monitor, budget.
@@ -35,4 +36,6 @@ pub struct AppState {
     pub min_free_bytes: u64,
     /// Set while stored unfinished jobs are rebuilt after a start.
     pub recovering: crate::restore::Recovering,
+    /// Each tenant's submit-rate bucket.
+    pub submit_rates: SubmitRates,
 }

@@ -1,5 +1,6 @@
 //! What the GPU workers are doing: `/v1/workers`, `/v1/timeline` and the
-//! built-in page at `/`. The data comes from the WorkerMonitor actor.
+//! built-in page at `/`. The data comes from the WorkerMonitor actor. The
+//! job ids in it are shown to admins only: the workers serve every tenant.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
@@ -14,6 +15,7 @@ use super::error::{unavailable, ApiError, WORKER_MONITOR};
 // Named by the #[utoipa::path] attributes.
 use super::schemas::{ErrorBody, SchedulerGone, TimelineDoc, TokenRefusals, WorkersDoc};
 use super::state::AppState;
+use crate::tenants::Caller;
 
 /// The page: one file, no external assets.
 const INDEX_HTML: &str = include_str!("ui/index.html");
@@ -34,7 +36,7 @@ pub struct WorkersQuery {
     get, path = "/v1/workers", tag = "workers",
     params(("spans" = Option<usize>, Query, description = "busy spans per worker, default 20, at most 1000")),
     responses(
-        (status = 200, description = "each GPU worker's state now, time by cause and last spans", body = WorkersDoc),
+        (status = 200, description = "each GPU worker's state now, time by cause and last spans (job ids for admins only)", body = WorkersDoc),
         (status = 400, description = "spans out of range, or an unknown parameter", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
@@ -43,6 +45,7 @@ pub struct WorkersQuery {
 )]
 pub async fn workers(
     state: web::Data<AppState>,
+    caller: web::ReqData<Caller>,
     query: web::Query<WorkersQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let spans = query.spans.unwrap_or(DEFAULT_SPANS);
@@ -52,12 +55,18 @@ pub async fn workers(
             format!("spans must be at most {MAX_SPANS}, got {spans}"),
         ));
     }
-    let workers = state
+    let mut workers = state
         .system
         .monitor
         .send(GetWorkers { spans })
         .await
         .map_err(|e| unavailable(WORKER_MONITOR, e))?;
+    if !caller.admin {
+        for worker in &mut workers {
+            (worker.job, worker.partition) = (None, None);
+            worker.recent_spans.iter_mut().for_each(hide_job);
+        }
+    }
     Ok(HttpResponse::Ok().json(serde_json::json!({ "workers": workers })))
 }
 
@@ -96,7 +105,7 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
         ("format" = Option<String>, Query, description = "csv or json; otherwise the Accept header decides"),
     ),
     responses(
-        (status = 200, description = "busy spans and idle intervals of every worker, oldest first", content(
+        (status = 200, description = "busy spans and idle intervals of every worker, oldest first (job ids for admins only)", content(
             (TimelineDoc = "application/json"),
             (String = "text/csv"),
         )),
@@ -109,6 +118,7 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
 pub async fn timeline(
     req: HttpRequest,
     state: web::Data<AppState>,
+    caller: web::ReqData<Caller>,
     query: web::Query<TimelineQuery>,
 ) -> Result<HttpResponse, ApiError> {
     let csv = wants_csv(&req, query.format.as_deref())?;
@@ -125,7 +135,7 @@ pub async fn timeline(
     if until.is_some_and(|until| until < since) {
         return Err(ApiError::new(400, "until is before since"));
     }
-    let entries = state
+    let mut entries = state
         .system
         .monitor
         .send(GetTimeline {
@@ -134,6 +144,9 @@ pub async fn timeline(
         })
         .await
         .map_err(|e| unavailable(WORKER_MONITOR, e))?;
+    if !caller.admin {
+        entries.iter_mut().for_each(hide_job);
+    }
     if csv {
         return Ok(HttpResponse::Ok()
             .content_type("text/csv; charset=utf-8")
@@ -144,6 +157,12 @@ pub async fn timeline(
         "until_unix_ms": until.unwrap_or(now),
         "entries": entries,
     })))
+}
+
+/// Leaves out which job a span served, for a caller that may not see every
+/// tenant's jobs.
+fn hide_job(entry: &mut TimelineEntry) {
+    (entry.job, entry.partition) = (None, None);
 }
 
 pub const CSV_HEADER: &str =

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use actix::prelude::*;
 use serde::Serialize;
 
-use crate::model::{JobId, NewJob, Priority, ProofRecord, Reservation, Stage};
+use crate::model::{JobId, NewJob, Priority, ProofRecord, Reservation, Stage, Tenant, TenantScope};
 use crate::store::{Committed, StoredJob};
 
-/// Accepts a job (or returns the existing one for a repeated idempotency key).
+/// Accepts a job (or returns the existing one for a repeated idempotency
+/// key of the same tenant).
 #[derive(Message)]
 #[rtype(result = "SubmitOutcome")]
 pub struct SubmitJob(pub NewJob);
@@ -25,18 +26,21 @@ pub struct SubmitOutcome {
     /// With a store: resolves once the new job is durable. Awaited by the
     /// caller, never by the tracker.
     pub durable: Option<Committed>,
-    /// Set when the job was refused because too many jobs are unfinished;
-    /// nothing was queued.
+    /// Set when the job was refused because too many jobs are unfinished
+    /// (the daemon's or its tenant's); nothing was queued.
     pub queue_full: Option<QueueFull>,
     /// The idempotency key belongs to job `id`, created from another body;
     /// nothing was queued.
     pub key_conflict: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueFull {
+    /// Unfinished jobs counted against `limit`.
     pub unfinished: usize,
     pub limit: usize,
+    /// The tenant whose own limit was reached (None: the daemon-wide one).
+    pub tenant: Option<Tenant>,
 }
 
 /// Jobs read back from the store on start, in submission order. Must reach
@@ -67,18 +71,22 @@ pub struct CountRunningPartitions;
 pub struct SetMaxUnfinished(pub Option<usize>);
 
 /// Cancels a job: queued partitions are dropped, running ones stop at their
-/// next stage boundary. Answers the job's status after the call.
+/// next stage boundary. Answers the job's status after the call; None for
+/// a job that does not exist or that the scope does not see.
 #[derive(Message)]
 #[rtype(result = "Option<JobStatus>")]
-pub struct CancelJob(pub JobId);
+pub struct CancelJob(pub JobId, pub TenantScope);
 
+/// A job's view; None for a job that does not exist or that the scope does
+/// not see (the same answer, so that a tenant learns nothing of another's).
 #[derive(Message)]
 #[rtype(result = "Option<JobView>")]
-pub struct GetJob(pub JobId);
+pub struct GetJob(pub JobId, pub TenantScope);
 
+/// A done job's proofs; NotFound also for a job the scope does not see.
 #[derive(Message)]
 #[rtype(result = "Result<ProofsView, ProofsError>")]
-pub struct GetProofs(pub JobId);
+pub struct GetProofs(pub JobId, pub TenantScope);
 
 #[derive(Message)]
 #[rtype(result = "TrackerStatus")]
@@ -119,6 +127,9 @@ impl JobStatus {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobView {
     pub id: JobId,
+    /// Whose job it is (a caller sees only its own, or every one as admin).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub tenant: Tenant,
     pub status: JobStatus,
     pub circuit: String,
     pub circuit_id: String,

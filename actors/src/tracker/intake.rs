@@ -1,6 +1,7 @@
 //! The tracker's intake: accepting a job (its spec, its partitions queued,
 //! its record written to the store), answering a repeated idempotency key
-//! with the original job, and refusing jobs while too many are unfinished.
+//! of the same tenant with the original job, and refusing jobs while too
+//! many are unfinished, in the daemon or of the job's tenant.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -22,7 +23,10 @@ impl Handler<SubmitJob> for Tracker {
             .idempotency_key
             .clone()
             .map(|key| (key, job.request.as_ref().map(|r| r.digest).unwrap_or_default()));
-        if let Some((existing, body)) = keyed.as_ref().and_then(|(k, _)| self.by_idempotency_key.get(k)) {
+        let repeat = keyed
+            .as_ref()
+            .and_then(|(k, _)| self.by_idempotency_key.get(&(job.tenant.clone(), k.clone())));
+        if let Some((existing, body)) = repeat {
             let conflict = keyed.as_ref().is_some_and(|(_, digest)| digest != body);
             let status = self.jobs[existing].status();
             // The original may still be on its way to disk: a repeat is
@@ -39,18 +43,25 @@ impl Handler<SubmitJob> for Tracker {
                 key_conflict: conflict,
             });
         }
-        if let Some(limit) = self.max_unfinished {
-            let unfinished = self.unfinished;
-            if unfinished >= limit {
-                return MessageResult(SubmitOutcome {
-                    id: job.id,
-                    created: false,
-                    status: JobStatus::Queued,
-                    durable: None,
-                    queue_full: Some(QueueFull { unfinished, limit }),
-                    key_conflict: false,
-                });
-            }
+        let tenant_unfinished = self.unfinished_by_tenant.get(&job.tenant).copied().unwrap_or(0);
+        let full = [
+            (self.max_unfinished, self.unfinished, None),
+            (job.tenant_max_unfinished, tenant_unfinished, Some(&job.tenant)),
+        ]
+        .into_iter()
+        .find_map(|(limit, unfinished, tenant)| {
+            let limit = limit.filter(|limit| unfinished >= *limit)?;
+            Some(QueueFull { unfinished, limit, tenant: tenant.cloned() })
+        });
+        if let Some(full) = full {
+            return MessageResult(SubmitOutcome {
+                id: job.id,
+                created: false,
+                status: JobStatus::Queued,
+                durable: None,
+                queue_full: Some(full),
+                key_conflict: false,
+            });
         }
         let spec = Arc::new(JobSpec::new(
             job.id.clone(),
@@ -70,6 +81,7 @@ impl Handler<SubmitJob> for Tracker {
             .collect();
         telemetry::JobSubmitted {
             job: &job.id.0,
+            tenant: job.tenant.as_str(),
             circuit_id: &spec.circuit_id,
             partitions: spec.partitions,
             priority: spec.priority,
@@ -84,6 +96,7 @@ impl Handler<SubmitJob> for Tracker {
                 circuit: spec.circuit.clone(),
                 circuit_id: spec.circuit_id.clone(),
                 idempotency_key: job.idempotency_key.clone(),
+                tenant: job.tenant.clone(),
                 submitted_unix_ms: unix_ms(spec.submitted_wall),
                 deadline_ms: job.deadline.map(|d| d.as_millis() as u64),
                 request_digest: Some(request.digest),
@@ -94,6 +107,7 @@ impl Handler<SubmitJob> for Tracker {
         self.insert_job(
             JobState {
                 spec: spec.clone(),
+                tenant: job.tenant,
                 partitions,
                 error: None,
                 finished: None,

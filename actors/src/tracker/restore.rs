@@ -70,6 +70,7 @@ impl Tracker {
         self.insert_job(
             JobState {
                 spec: spec.clone(),
+                tenant: record.tenant.clone(),
                 partitions,
                 error: outcome.and_then(|o| o.error),
                 finished,

@@ -58,6 +58,7 @@ impl JobState {
         }
         JobView {
             id: self.spec.id.clone(),
+            tenant: self.tenant.clone(),
             status: self.status(),
             circuit: self.spec.circuit.clone(),
             circuit_id: self.spec.circuit_id.clone(),
@@ -89,16 +90,20 @@ fn partition_timings(p: &PartitionState) -> BTreeMap<&'static str, f64> {
 impl Handler<GetJob> for Tracker {
     type Result = Option<JobView>;
 
-    fn handle(&mut self, GetJob(id): GetJob, _: &mut Context<Self>) -> Self::Result {
-        self.jobs.get(&id).map(JobState::view)
+    fn handle(&mut self, GetJob(id, scope): GetJob, _: &mut Context<Self>) -> Self::Result {
+        self.jobs.get(&id).filter(|job| scope.sees(&job.tenant)).map(JobState::view)
     }
 }
 
 impl Handler<GetProofs> for Tracker {
     type Result = Result<ProofsView, ProofsError>;
 
-    fn handle(&mut self, GetProofs(id): GetProofs, _: &mut Context<Self>) -> Self::Result {
-        let job = self.jobs.get(&id).ok_or(ProofsError::NotFound)?;
+    fn handle(&mut self, GetProofs(id, scope): GetProofs, _: &mut Context<Self>) -> Self::Result {
+        let job = self
+            .jobs
+            .get(&id)
+            .filter(|job| scope.sees(&job.tenant))
+            .ok_or(ProofsError::NotFound)?;
         let status = job.status();
         if status != JobStatus::Done {
             return Err(ProofsError::NotReady(status));
