@@ -32,7 +32,7 @@ MIB = 1 << 20
 class Daemon:
     """One daemon process on a data directory, with an HTTP client."""
 
-    def __init__(self, work, data, config="", name="daemon"):
+    def __init__(self, work, data, config="", name="daemon", args=()):
         self.port = free_port()
         self.data = data
         self.log_path = os.path.join(work, f"{name}.log")
@@ -42,7 +42,7 @@ class Daemon:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [BIN, "serve", "--config", self.config_path, "--listen", f"127.0.0.1:{self.port}",
-             "--data-dir", data],
+             "--data-dir", data, *args],
             stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")})
         deadline = time.time() + 120
@@ -254,6 +254,40 @@ def case_restart(work):
             time.sleep(0.1)
             status = d.call("POST", f"/v1/jobs/{job}/cancel")[0]
         check(status == 200, f"cancel {job} after the restart: {status}", d)
+    d.stop()
+
+
+def case_tenants(work):
+    """Tokens belong to tenants: one tenant cannot read, cancel or reuse the
+    idempotency key of another's job; a token added to the file works after
+    SIGHUP, without a restart."""
+    print("== tenants: jobs, keys and cancels per tenant; tokens reloaded on SIGHUP")
+    tokens = os.path.join(work, "tokens")
+    alice, bob, carol = "alice-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"
+    with open(tokens, "w") as f:
+        f.write(f"{alice}@alice\n{bob}@bob\n")
+    d = Daemon(work, os.path.join(work, "tenant-data"), "[auth]\nread_requires_token = true\n", "tenants",
+               args=("--token-file", tokens))
+    auth = lambda token: {"Authorization": f"Bearer {token}", "Idempotency-Key": "shared-key"}
+    status, mine, _ = d.call("POST", "/v1/jobs", small_job(1), auth(alice))
+    check(status == 202, f"alice submits: {status} {mine}", d)
+    status, theirs, _ = d.call("POST", "/v1/jobs", small_job(1), auth(bob))
+    check(status == 202 and theirs["id"] != mine["id"], f"bob, same key: {status} {theirs}", d)
+    for method, path in [("GET", f"/v1/jobs/{mine['id']}"), ("GET", f"/v1/jobs/{mine['id']}/proofs"),
+                         ("POST", f"/v1/jobs/{mine['id']}/cancel")]:
+        status, answer, _ = d.call(method, path, headers={"Authorization": f"Bearer {bob}"})
+        check(status == 404, f"bob {method} {path}: {status} {answer}", d)
+    status, _, _ = d.call("GET", f"/v1/jobs/{mine['id']}", headers={"Authorization": f"Bearer {alice}"})
+    check(status == 200, f"alice reads her job: {status}", d)
+    check(d.call("GET", "/v1/status", headers={"Authorization": f"Bearer {carol}"})[0] == 401, "carol before", d)
+    with open(tokens, "a") as f:
+        f.write(f"{carol}@carol\n")
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while d.call("GET", "/v1/status", headers={"Authorization": f"Bearer {carol}"})[0] != 200:
+        check(time.time() < deadline, "carol's token not in force 10 s after SIGHUP", d)
+        time.sleep(0.1)
+    figure("tenant_cross_reads_refused", 3)
     d.stop()
 
 
@@ -471,7 +505,7 @@ def case_http(work):
 def main():
     work = tempfile.mkdtemp(prefix="cuzk-hostile-")
     try:
-        cases = [case_http, case_memory, case_store_size_and_restart_memory, case_restart,
+        cases = [case_http, case_tenants, case_memory, case_store_size_and_restart_memory, case_restart,
                  case_corruption, case_disk_full]
         chosen = os.environ.get("HOSTILE_CASES")
         for case in cases:
