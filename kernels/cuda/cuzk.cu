@@ -69,7 +69,9 @@ extern "C" __global__ void k_h_pointwise(Fr* a, const Fr* b, const Fr* c, uint32
 // ---------- MSM ----------
 extern "C" __global__ void k_msm_from_mont(const Fr* in, Fr* out, uint32_t n) { msm_from_mont(in, out, n); }
 extern "C" __global__ void k_msm_histogram(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts) { msm_histogram(sc, n, c, nwin, counts); }
-extern "C" __global__ void k_msm_scatter(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor, uint32_t* list) { msm_scatter(sc, n, c, nwin, cursor, list); }
+extern "C" __global__ void k_msm_scatter(const Fr* sc, const uint32_t* map, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor, uint32_t* list) { msm_scatter(sc, map, n, c, nwin, cursor, list); }
+extern "C" __global__ void k_msm_count_classes(const Fr* sc, uint32_t n, uint32_t* counts) { msm_count_classes(sc, n, counts); }
+extern "C" __global__ void k_msm_split(const Fr* sc, uint32_t n, uint32_t* cursor, uint32_t* ones, uint32_t* others_idx, Fr* others_sc) { msm_split(sc, n, cursor, ones, others_idx, others_sc); }
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_tiles(const uint32_t* in, uint32_t* out, uint32_t n, uint32_t* sums) { scan_tiles(in, out, n, sums); }
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_sums(uint32_t* sums, uint32_t m) { scan_sums(sums, m); }
 extern "C" __global__ void k_scan_add(uint32_t* out, uint32_t n, const uint32_t* sums) { scan_add(out, n, sums); }

@@ -128,6 +128,14 @@ impl<T> Clone for DevPtr<T> {
 impl<T> Copy for DevPtr<T> {}
 
 impl<T> DevPtr<T> {
+    /// The null pointer, for a kernel's optional array (`map ? map[i] : i`).
+    pub fn null() -> Self {
+        Self {
+            addr: 0,
+            _elem: PhantomData,
+        }
+    }
+
     /// The address of element `i` after this one.
     pub fn offset(self, i: usize) -> Self {
         Self {
@@ -309,8 +317,13 @@ kernels! {
     fn k_msm_from_mont(input: DevPtr<DevFr>, out: DevPtr<DevFr>, n: u32);
     /// Bucket sizes of every window's signed digits.
     fn k_msm_histogram(scalars: DevPtr<DevFr>, n: u32, c: u32, nwin: u32, counts: DevPtr<u32>);
-    /// Point indices into their buckets' slots.
-    fn k_msm_scatter(scalars: DevPtr<DevFr>, n: u32, c: u32, nwin: u32, cursor: DevPtr<u32>, list: DevPtr<u32>);
+    /// Point indices (`map[i]`, or i where `map` is null) into their buckets' slots.
+    fn k_msm_scatter(scalars: DevPtr<DevFr>, map: DevPtr<u32>, n: u32, c: u32, nwin: u32, cursor: DevPtr<u32>, list: DevPtr<u32>);
+    /// counts[0] += scalars equal to 1, counts[1] += scalars neither 0 nor 1.
+    fn k_msm_count_classes(scalars: DevPtr<DevFr>, n: u32, counts: DevPtr<u32>);
+    /// The 0/1 split: indices of ones, other non-zero scalars and their
+    /// indices compacted (blocks of MSM_SPLIT_ROUNDS * blockDim scalars).
+    fn k_msm_split(scalars: DevPtr<DevFr>, n: u32, cursor: DevPtr<u32>, ones: DevPtr<u32>, others_idx: DevPtr<u32>, others: DevPtr<DevFr>);
     /// Scan phase 1: per-tile exclusive scan and tile totals (block SCAN_THREADS).
     fn k_scan_tiles(input: DevPtr<u32>, out: DevPtr<u32>, n: u32, sums: DevPtr<u32>);
     /// Scan phase 2: the tile totals, one block of SCAN_THREADS.

@@ -29,12 +29,12 @@ use rustacuda::stream::Stream;
 use crate::groth16::{
     PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
 };
-use crate::{DeviceError, Fr, G1Affine, G1Projective, G2Affine, G2Projective, KernelError};
+use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use gpu::{
     driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr,
     DeviceElement, Gpu, Launch, Res,
 };
-use msm::{MsmGroup, G1, G2};
+use msm::{MsmGroup, ZeroOne, G1, G2};
 use ntt::NttTables;
 
 /// A CUDA device as the driver reports it.
@@ -410,47 +410,44 @@ impl CudaEngine {
             Some((scalars, len)) => (scalars.ptr(), *len),
             None => (dz.ptr_at(1), key.b_len.min(m) - 1),
         };
-        // Window sums of the four G1 MSMs, in this order, and of B's G2 MSM.
-        let (w_h, w_l, w_a, w_b) = (
-            msm::windows(h_len),
-            msm::windows(l_len),
-            msm::windows(a_len),
-            msm::windows(b_len),
-        );
-        let out = DBuf::<DevG1Jac>::new(w_h + w_l + w_a + w_b)?;
+        // Results of the four G1 MSMs (H, L, A, B1), OUT_SLOTS each, and of
+        // B's G2 MSM; each plan's shape says which slots it wrote.
+        let slots = msm::OUT_SLOTS;
+        let out = DBuf::<DevG1Jac>::new(4 * slots)?;
         let out2 = match key.b2 {
-            Some(_) => Some(DBuf::<DevG2Jac>::new(w_b)?),
+            Some(_) => Some(DBuf::<DevG2Jac>::new(slots)?),
             None => None,
         };
         let (o_h, o_l, o_a, o_b1) = (
             out.ptr(),
-            out.ptr_at(w_h),
-            out.ptr_at(w_h + w_l),
-            out.ptr_at(w_h + w_l + w_a),
+            out.ptr_at(slots),
+            out.ptr_at(2 * slots),
+            out.ptr_at(3 * slots),
         );
+        let rule = ZeroOne::Auto;
 
         msm::from_mont(gpu, &stream, da.ptr(), da.ptr(), h_len)?;
-        let plan_h = msm::plan(gpu, &stream, da.ptr(), h_len)?;
+        let plan_h = msm::plan(gpu, &stream, da.ptr(), h_len, rule)?;
         msm::accumulate::<G1>(gpu, &stream, &plan_h, key.h.ptr(), o_h)?;
-        let c_h = plan_h.c;
+        let s_h = plan_h.shape;
         drop(plan_h);
         drop(da);
         mark(&mut marks, "msm_h")?;
 
-        let plan_l = msm::plan(gpu, &stream, dz.ptr_at(num_inputs), l_len)?;
+        let plan_l = msm::plan(gpu, &stream, dz.ptr_at(num_inputs), l_len, rule)?;
         msm::accumulate::<G1>(gpu, &stream, &plan_l, key.l.ptr(), o_l)?;
-        let c_l = plan_l.c;
+        let s_l = plan_l.shape;
         drop(plan_l);
         mark(&mut marks, "msm_l")?;
 
         // With every variable in both, A and B sort the same scalars once.
-        let plan_a = msm::plan(gpu, &stream, a_ptr, a_len)?;
+        let plan_a = msm::plan(gpu, &stream, a_ptr, a_len, rule)?;
         msm::accumulate::<G1>(gpu, &stream, &plan_a, key.a.ptr_at(1), o_a)?;
         mark(&mut marks, "msm_a")?;
         let plan_b_own = if shared {
             None
         } else {
-            Some(msm::plan(gpu, &stream, b_ptr, b_len)?)
+            Some(msm::plan(gpu, &stream, b_ptr, b_len, rule)?)
         };
         let plan_b = plan_b_own.as_ref().unwrap_or(&plan_a);
         msm::accumulate::<G1>(gpu, &stream, plan_b, key.b1.ptr_at(1), o_b1)?;
@@ -459,14 +456,14 @@ impl CudaEngine {
             msm::accumulate::<G2>(gpu, &stream, plan_b, b2.ptr_at(1), o_b2.ptr())?;
             mark(&mut marks, "msm_b2")?;
         }
-        let (c_a, c_b) = (plan_a.c, plan_b.c);
+        let (s_a, s_b) = (plan_a.shape, plan_b.shape);
         drop(plan_b_own);
         drop(plan_a);
         drop((dz, a_sel, b_sel));
 
-        let mut host = vec![DevG1Jac::ZERO; w_h + w_l + w_a + w_b];
+        let mut host = vec![DevG1Jac::ZERO; 4 * slots];
         out.download(&mut host, &stream)?;
-        let mut host2 = vec![DevG2Jac::ZERO; w_b];
+        let mut host2 = vec![DevG2Jac::ZERO; slots];
         if let Some(o_b2) = &out2 {
             o_b2.download(&mut host2, &stream)?;
         }
@@ -474,14 +471,12 @@ impl CudaEngine {
         stream.synchronize().map_err(driver("prove_start"))?;
         drop((out, out2));
 
-        let (h_w, rest) = host.split_at(w_h);
-        let (l_w, rest) = rest.split_at(w_l);
-        let (a_w, b1_w) = rest.split_at(w_a);
-        let h_acc = msm::combine::<G1>(h_w, c_h);
-        let l_acc = msm::combine::<G1>(l_w, c_l);
-        let a_acc = msm::combine::<G1>(a_w, c_a);
-        let b1_acc = msm::combine::<G1>(b1_w, c_b);
-        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, c_b));
+        let result = |i: usize| &host[i * slots..(i + 1) * slots];
+        let h_acc = msm::combine::<G1>(result(0), s_h);
+        let l_acc = msm::combine::<G1>(result(1), s_l);
+        let a_acc = msm::combine::<G1>(result(2), s_a);
+        let b1_acc = msm::combine::<G1>(result(3), s_b);
+        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, s_b));
 
         let mut phases = Vec::new();
         let mut prev = &start;
@@ -522,7 +517,13 @@ impl CudaEngine {
         }
         let gathered = selection.gather(&assignment[1..]);
         let device = self.upload_fr(&gathered)?;
-        msm::from_mont(&self.gpu, stream, device.ptr(), device.ptr(), gathered.len())?;
+        msm::from_mont(
+            &self.gpu,
+            stream,
+            device.ptr(),
+            device.ptr(),
+            gathered.len(),
+        )?;
         Ok(Some((device, gathered.len())))
     }
 
@@ -566,59 +567,41 @@ impl CudaEngine {
         Ok(msm::fr_from_dev(&self.download(buf, n)?))
     }
 
-    /// MSM of device-resident bases and scalars (Montgomery Fr, n of each).
+    /// MSM in group `G` (msm::G1 or msm::G2) of device-resident bases and
+    /// scalars (Montgomery Fr, n of each), the 0/1 split as `rule` says.
     /// Synchronous; includes the scalars' conversion and the bucket sort.
-    pub fn msm_g1_device(
-        &self,
-        bases: &DBuf<DevG1Affine>,
-        scalars: &DBuf<DevFr>,
-        n: usize,
-    ) -> Res<G1Projective> {
-        self.msm_device::<G1>(bases, scalars, n)
-    }
-
-    pub fn msm_g2_device(
-        &self,
-        bases: &DBuf<DevG2Affine>,
-        scalars: &DBuf<DevFr>,
-        n: usize,
-    ) -> Res<G2Projective> {
-        self.msm_device::<G2>(bases, scalars, n)
-    }
-
-    fn msm_device<G: MsmGroup>(
+    pub fn msm_device<G: MsmGroup>(
         &self,
         bases: &DBuf<G::Affine>,
         scalars: &DBuf<DevFr>,
         n: usize,
+        rule: ZeroOne,
     ) -> Res<G::Curve> {
         self.gpu.enter()?;
         let gpu = &self.gpu;
         let stream = gpu.stream()?;
         let plain = DBuf::<DevFr>::new(n)?;
         msm::from_mont(gpu, &stream, scalars.ptr(), plain.ptr(), n)?;
-        let plan = msm::plan(gpu, &stream, plain.ptr(), n)?;
-        let out = DBuf::<G::Jac>::new(plan.nwin as usize)?;
+        let plan = msm::plan(gpu, &stream, plain.ptr(), n, rule)?;
+        let out = DBuf::<G::Jac>::new(msm::OUT_SLOTS)?;
         msm::accumulate::<G>(gpu, &stream, &plan, bases.ptr(), out.ptr())?;
-        let mut host = vec![G::Jac::ZERO; plan.nwin as usize];
+        let mut host = vec![G::Jac::ZERO; plan.shape.outputs()];
         out.download(&mut host, &stream)?;
         stream.synchronize().map_err(driver("msm"))?;
-        Ok(msm::combine::<G>(&host, plan.c))
+        Ok(msm::combine::<G>(&host, plan.shape))
     }
 
-    /// One-shot MSMs from host data (tests).
-    pub fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Res<G1Projective> {
+    /// One-shot MSM from host data (tests).
+    pub fn msm<G: MsmGroup>(
+        &self,
+        bases: &[<G::Curve as ark_ec::CurveGroup>::Affine],
+        scalars: &[Fr],
+        rule: ZeroOne,
+    ) -> Res<G::Curve> {
         let n = bases.len().min(scalars.len());
-        let b = self.upload_g1(&bases[..n])?;
+        let b = self.upload(&G::to_device(&bases[..n]))?;
         let s = self.upload_fr(&scalars[..n])?;
-        self.msm_g1_device(&b, &s, n)
-    }
-
-    pub fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Res<G2Projective> {
-        let n = bases.len().min(scalars.len());
-        let b = self.upload_g2(&bases[..n])?;
-        let s = self.upload_fr(&scalars[..n])?;
-        self.msm_g2_device(&b, &s, n)
+        self.msm_device::<G>(&b, &s, n, rule)
     }
 
     /// In-place NTT of device data of size n (a power of two).
