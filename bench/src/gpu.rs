@@ -38,6 +38,10 @@ pub struct GpuBenchArgs {
     /// Percent of bits among the partitions' witness values (0: random).
     #[arg(long, default_value_t = 0)]
     pub partition_bits_pct: u64,
+    /// Also time partitions with 1 and 2 workers sharing the engine, with
+    /// the workspace pool on and off.
+    #[arg(long)]
+    pub pool_compare: bool,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -57,6 +61,7 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             zero_one_logs: args.zero_one.clone(),
             bits_pct: args.bits_pct,
             partition_bits_pct: args.partition_bits_pct,
+            pool_compare: args.pool_compare,
         };
         run_bench(&cfg)
     }

@@ -3,6 +3,7 @@
 //!   gpu_bench [--device N] [--g1 16,18,..] [--g2 ..] [--ntt ..] [--partition ..]
 //!             [--cpu-max-log 20] [--runs 5] [--sweep-c 13,16,18]
 //!             [--zero-one 20,22,24] [--bits-pct 90] [--partition-bits-pct 0]
+//!             [--pool-compare 1]
 //! An empty list ("--g2 ''") skips that group.
 #[cfg(feature = "cuda")]
 fn main() {
@@ -30,6 +31,7 @@ fn main() {
             "--zero-one" => cfg.zero_one_logs = list(&v),
             "--bits-pct" => cfg.bits_pct = v.parse().unwrap(),
             "--partition-bits-pct" => cfg.partition_bits_pct = v.parse().unwrap(),
+            "--pool-compare" => cfg.pool_compare = v == "1",
             other => panic!("unknown argument {other}"),
         }
         i += 2;

@@ -496,6 +496,72 @@ fn gpu_prove_start_equals_cpu() {
     eprintln!("GPU prove_start equals CPU, proofs verify (G2 on GPU and on CPU): OK");
 }
 
+#[test]
+#[ignore]
+fn gpu_concurrent_prove_start() {
+    let e = gpu_or_skip!("gpu_concurrent_prove_start");
+    let s = seed();
+    // Two workers share the engine, as a device's workers do: each call
+    // leases its own workspace, and pooled buffers pass between calls.
+    let steps = 20000;
+    let circuit = chain_circuit(steps, s);
+    let mut r = inputs::rng(s ^ 31);
+    let xs: Vec<Fr> = (0..6).map(|_| Fr::rand(&mut r)).collect();
+    let syn = |x: Fr| groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
+    let cpu = CpuEngine::new(0).unwrap();
+    let want: Vec<_> = xs
+        .iter()
+        .map(|&x| cpu.prove_start(&circuit, syn(x)).unwrap())
+        .collect();
+    let got: Vec<Vec<_>> = std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let (syn, circuit, xs) = (&syn, &circuit, &xs);
+                sc.spawn(move || {
+                    (w..xs.len())
+                        .step_by(2)
+                        .map(|i| (i, e.prove_start(circuit, syn(xs[i])).unwrap()))
+                        .collect()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, g) in got.into_iter().flatten() {
+        let c = &want[i];
+        assert_eq!(
+            g.a_acc.into_affine(),
+            c.a_acc.into_affine(),
+            "a_acc of job {i}"
+        );
+        assert_eq!(
+            g.b1_acc.into_affine(),
+            c.b1_acc.into_affine(),
+            "b1_acc of job {i}"
+        );
+        assert_eq!(
+            g.l_acc.into_affine(),
+            c.l_acc.into_affine(),
+            "l_acc of job {i}"
+        );
+        assert_eq!(
+            g.h_acc.into_affine(),
+            c.h_acc.into_affine(),
+            "h_acc of job {i}"
+        );
+        let b2 = G2Projective::msm_bigint(
+            &circuit.pk.b_g2_query[1..],
+            &assignment_bigints(&c.assignment),
+        );
+        assert_eq!(
+            g.b2_acc.unwrap().into_affine(),
+            b2.into_affine(),
+            "b2_acc of job {i}"
+        );
+    }
+    eprintln!("6 prove_starts on 2 threads sharing the engine equal the CPU's: OK");
+}
+
 /// A small real circuit: a chain v_{i+1} = v_i^2 + i with v_0 secret and the
 /// last value public, plus boolean wires (many 0/1 witness values, which pile
 /// into one bucket) and a repeated constant wire.

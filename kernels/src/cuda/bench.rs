@@ -37,6 +37,9 @@ pub struct BenchConfig {
     pub bits_pct: u64,
     /// Percent of bits in the partitions' witness (0: random values).
     pub partition_bits_pct: u64,
+    /// Also time partitions with 1 and 2 workers sharing the engine, with
+    /// the workspace pool on and off (`CudaOptions::pool`).
+    pub pool_compare: bool,
 }
 
 impl Default for BenchConfig {
@@ -53,6 +56,7 @@ impl Default for BenchConfig {
             zero_one_logs: vec![20, 22, 24],
             bits_pct: 90,
             partition_bits_pct: 0,
+            pool_compare: false,
         }
     }
 }
@@ -155,7 +159,14 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     if !cfg.g1_logs.is_empty() {
         let maxn = 1usize << cfg.g1_logs.iter().max().unwrap();
         let bases = engine.upload_g1(&g1_pool[..maxn])?;
-        let scalars = engine.upload_fr(&inputs::random_fr(maxn, seed ^ 2))?;
+        let host = inputs::random_fr(maxn, seed ^ 2);
+        let (ms, scalars) = time_ms(|| engine.upload_fr(&host))?;
+        let gbs = (maxn * 32) as f64 / ms / 1e6;
+        let k = maxn.trailing_zeros();
+        line(
+            &mut out,
+            format!("| upload Fr, pinned staging ({gbs:.1} GB/s) | 2^{k} | {ms:.2} | 1 |"),
+        );
         for &k in &cfg.g1_logs {
             let ms = time_msm::<G1>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, runs)?;
             line(&mut out, format!("| G1 MSM | 2^{k} | {ms:.2} | {runs} |"));
@@ -249,6 +260,18 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
                 ..Default::default()
             },
         )?;
+        let engine_unpooled = if cfg.pool_compare {
+            Some(CudaEngine::new(
+                cfg.device,
+                CudaOptions {
+                    pool: false,
+                    ..Default::default()
+                },
+            )?)
+        } else {
+            None
+        };
+        let mut pool_rows = Vec::new();
         line(&mut out, String::new());
         line(&mut out, "| partition 2^k | GPU start+finish ms (G2 on GPU) | GPU phases (last run) | GPU, G2 on CPU ms | CPU engine ms | speedup (G2 on GPU) |".into());
         line(&mut out, "|---|---|---|---|---|---|".into());
@@ -297,6 +320,49 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             } else {
                 None
             };
+            if let Some(unpooled) = &engine_unpooled {
+                // Throughput: `workers` threads share one engine, each proving
+                // `per` partitions synthesized beforehand.
+                let per = runs.min(3);
+                let throughput = |e: &CudaEngine, workers: usize| -> Result<f64, KernelError> {
+                    let jobs: Vec<Vec<_>> = (0..workers)
+                        .map(|w| {
+                            (0..per)
+                                .map(|i| make(seed ^ (1000 + w * per + i) as u64))
+                                .collect()
+                        })
+                        .collect();
+                    let t = Instant::now();
+                    std::thread::scope(|sc| {
+                        let handles: Vec<_> = jobs
+                            .into_iter()
+                            .map(|syns| {
+                                sc.spawn(|| -> Result<(), KernelError> {
+                                    for syn in syns {
+                                        let st = e.prove_start(&circuit, syn)?;
+                                        prove_finish(&circuit, st, r, s);
+                                    }
+                                    Ok(())
+                                })
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .try_for_each(|h| h.join().expect("a worker thread"))
+                    })?;
+                    Ok(t.elapsed().as_secs_f64() * 1e3 / (workers * per) as f64)
+                };
+                prove(unpooled, 400)?; // its own key upload; warm-up
+                for workers in [1, 2] {
+                    let on = throughput(&engine, workers)?;
+                    let off = throughput(unpooled, workers)?;
+                    pool_rows.push(format!(
+                        "| 2^{k} | {workers} | {on:.1} | {off:.1} | {:.2} |",
+                        on / off
+                    ));
+                }
+                unpooled.evict(&circuit.circuit_id);
+            }
             engine.evict(&circuit.circuit_id);
             line(
                 &mut out,
@@ -307,6 +373,18 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
                     cpu_ms.map_or("-".into(), |c| format!("{:.1}x", c / gpu_ms))
                 ),
             );
+        }
+        if !pool_rows.is_empty() {
+            line(&mut out, String::new());
+            line(
+                &mut out,
+                "| partition 2^k | workers | ms per partition, pool on | pool off | on / off |"
+                    .into(),
+            );
+            line(&mut out, "|---|---|---|---|---|".into());
+            for row in pool_rows {
+                line(&mut out, row);
+            }
         }
     }
     Ok(out)

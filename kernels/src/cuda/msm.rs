@@ -11,7 +11,7 @@ use rustacuda::stream::Stream;
 
 use super::gpu::{
     DBuf, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch,
-    Res, FQ_WORDS, MSM_SEG, MSM_SPLIT_ROUNDS, SCAN_PER_THREAD, SCAN_THREADS,
+    Res, Workspace, FQ_WORDS, MSM_SEG, MSM_SPLIT_ROUNDS, SCAN_PER_THREAD, SCAN_THREADS,
 };
 use crate::Fr;
 
@@ -290,7 +290,7 @@ impl Plan {
 /// holds one entry per tile of SCAN_THREADS * SCAN_PER_THREAD.
 pub fn scan(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     input: DevPtr<u32>,
     out: DevPtr<u32>,
     len: usize,
@@ -300,7 +300,7 @@ pub fn scan(
     assert!(sums.bytes() >= (tiles * std::mem::size_of::<u32>()) as u64);
     let n = len as u32;
     gpu.k_scan_tiles(
-        stream,
+        &ws.stream,
         Launch::new(tiles as u32, SCAN_THREADS),
         input,
         out,
@@ -308,34 +308,40 @@ pub fn scan(
         sums.ptr(),
     )?;
     gpu.k_scan_sums(
-        stream,
+        &ws.stream,
         Launch::new(1, SCAN_THREADS),
         sums.ptr(),
         tiles as u32,
     )?;
-    gpu.k_scan_add(stream, Launch::over(len, THREADS), out, n, sums.ptr())
+    gpu.k_scan_add(&ws.stream, Launch::over(len, THREADS), out, n, sums.ptr())
 }
 
 /// A `sums` buffer for scans of up to `len` entries.
-fn scan_sums(len: usize) -> Res<DBuf<u32>> {
-    DBuf::new(len.div_ceil((SCAN_THREADS * SCAN_PER_THREAD) as usize))
+fn scan_sums(ws: &Workspace, len: usize) -> Res<DBuf<u32>> {
+    ws.buffer(len.div_ceil((SCAN_THREADS * SCAN_PER_THREAD) as usize))
 }
 
 /// Converts n Montgomery scalars at `mont` into plain integers at `plain`.
 pub fn from_mont(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     mont: DevPtr<DevFr>,
     plain: DevPtr<DevFr>,
     n: usize,
 ) -> Res<()> {
-    gpu.k_msm_from_mont(stream, Launch::over(n, THREADS), mont, plain, n as u32)
+    gpu.k_msm_from_mont(&ws.stream, Launch::over(n, THREADS), mont, plain, n as u32)
 }
 
 /// A buffer of `len` u32 set to `v` (stream-ordered).
-fn filled(gpu: &Gpu, stream: &Stream, len: usize, v: u32) -> Res<DBuf<u32>> {
-    let b = DBuf::<u32>::new(len)?;
-    gpu.k_fill_u32(stream, Launch::over(len, THREADS), b.ptr(), len as u32, v)?;
+fn filled(gpu: &Gpu, ws: &Workspace, len: usize, v: u32) -> Res<DBuf<u32>> {
+    let b = ws.buffer::<u32>(len)?;
+    gpu.k_fill_u32(
+        &ws.stream,
+        Launch::over(len, THREADS),
+        b.ptr(),
+        len as u32,
+        v,
+    )?;
     Ok(b)
 }
 
@@ -343,26 +349,24 @@ fn filled(gpu: &Gpu, stream: &Stream, len: usize, v: u32) -> Res<DBuf<u32>> {
 /// (waits for the stream).
 fn count_classes(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     scalars: DevPtr<DevFr>,
     n: usize,
 ) -> Res<(usize, usize)> {
-    let counts = filled(gpu, stream, 2, 0)?;
+    let counts = filled(gpu, ws, 2, 0)?;
     // A grid of a few blocks per SM's worth: each thread strides over many
     // scalars, so the counters see few atomics.
     let blocks = n.div_ceil(THREADS as usize).min(1024) as u32;
     gpu.k_msm_count_classes(
-        stream,
+        &ws.stream,
         Launch::new(blocks, THREADS),
         scalars,
         n as u32,
         counts.ptr(),
     )?;
     let mut host = [0u32; 2];
-    counts.download(&mut host, stream)?;
-    stream
-        .synchronize()
-        .map_err(super::gpu::driver("counting 0/1 scalars"))?;
+    counts.download(&mut host, &ws.stream)?;
+    ws.synchronize("counting 0/1 scalars")?;
     Ok((host[0] as usize, host[1] as usize))
 }
 
@@ -370,7 +374,7 @@ fn count_classes(
 /// the zeros and ones where `rule` says so.
 pub fn plan(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     scalars: DevPtr<DevFr>,
     n: usize,
     rule: ZeroOne,
@@ -379,20 +383,20 @@ pub fn plan(
         ZeroOne::Off => None,
         ZeroOne::Auto if n == 0 => None,
         ZeroOne::Auto => {
-            let (ones, others) = count_classes(gpu, stream, scalars, n)?;
+            let (ones, others) = count_classes(gpu, ws, scalars, n)?;
             ((n - others) * SPLIT_SHARE >= n).then_some((ones, others))
         }
     };
     let Some((n_ones, n_others)) = split else {
-        return sort(gpu, stream, scalars, DevPtr::null(), n);
+        return sort(gpu, ws, scalars, DevPtr::null(), n);
     };
-    let ones = DBuf::<u32>::new(n_ones)?;
-    let others_idx = DBuf::<u32>::new(n_others)?;
-    let others = DBuf::<DevFr>::new(n_others)?;
-    let cursor = filled(gpu, stream, 2, 0)?;
+    let ones = ws.buffer::<u32>(n_ones)?;
+    let others_idx = ws.buffer::<u32>(n_others)?;
+    let others = ws.buffer::<DevFr>(n_others)?;
+    let cursor = filled(gpu, ws, 2, 0)?;
     let tile = (SPLIT_THREADS * MSM_SPLIT_ROUNDS) as usize;
     gpu.k_msm_split(
-        stream,
+        &ws.stream,
         Launch::new(n.div_ceil(tile) as u32, SPLIT_THREADS),
         scalars,
         n as u32,
@@ -401,18 +405,16 @@ pub fn plan(
         others_idx.ptr(),
         others.ptr(),
     )?;
-    let mut plan = sort(gpu, stream, others.ptr(), others_idx.ptr(), n_others)?;
+    let mut plan = sort(gpu, ws, others.ptr(), others_idx.ptr(), n_others)?;
     if n_ones > 0 {
         plan.ones = Some(OnesBucket {
             n: n_ones,
             list: ones,
-            cnt: filled(gpu, stream, 2, n_ones as u32)?,
-            off: filled(gpu, stream, 2, 0)?,
+            cnt: filled(gpu, ws, 2, n_ones as u32)?,
+            off: filled(gpu, ws, 2, 0)?,
         });
         plan.shape.ones = true;
     }
-    // The compacted scalars drop here (cuMemFree waits for the sort).
-    drop((cursor, others, others_idx));
     Ok(plan)
 }
 
@@ -420,7 +422,7 @@ pub fn plan(
 /// (or null: the identity) gives each scalar's point index.
 fn sort(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     scalars: DevPtr<DevFr>,
     map: DevPtr<u32>,
     n: usize,
@@ -429,9 +431,9 @@ fn sort(
     let nwin = if n == 0 { 0 } else { 255 / c + 1 };
     let nbw = 1u32 << (c - 1);
     let nb = (nwin * nbw) as usize;
-    let cnt = filled(gpu, stream, nb + 1, 0)?;
-    let off = DBuf::<u32>::new(nb + 1)?;
-    let list = DBuf::<u32>::new(n * nwin as usize)?;
+    let cnt = filled(gpu, ws, nb + 1, 0)?;
+    let off = ws.buffer::<u32>(nb + 1)?;
+    let list = ws.buffer::<u32>(n * nwin as usize)?;
     let plan = |cnt, off, list| Plan {
         n,
         shape: Shape {
@@ -448,10 +450,10 @@ fn sort(
     if n == 0 {
         return Ok(plan(cnt, off, list));
     }
-    let sums = scan_sums(nb + 1)?;
+    let sums = scan_sums(ws, nb + 1)?;
     let n32 = n as u32;
     gpu.k_msm_histogram(
-        stream,
+        &ws.stream,
         Launch::over(n, THREADS),
         scalars,
         n32,
@@ -459,18 +461,18 @@ fn sort(
         nwin,
         cnt.ptr(),
     )?;
-    scan(gpu, stream, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
+    scan(gpu, ws, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
     // The scatter advances a cursor per bucket: a copy of the offsets.
-    let cursor = DBuf::<u32>::new(nb + 1)?;
+    let cursor = ws.buffer::<u32>(nb + 1)?;
     gpu.k_copy_u32(
-        stream,
+        &ws.stream,
         Launch::over(nb + 1, THREADS),
         off.ptr(),
         cursor.ptr(),
         (nb + 1) as u32,
     )?;
     gpu.k_msm_scatter(
-        stream,
+        &ws.stream,
         Launch::over(n, THREADS),
         scalars,
         map,
@@ -480,9 +482,6 @@ fn sort(
         cursor.ptr(),
         list.ptr(),
     )?;
-    // cuMemFree waits for the work queued on these buffers (an implicit
-    // synchronization), so dropping the scratch buffers here is safe.
-    drop((cursor, sums));
     Ok(plan(cnt, off, list))
 }
 
@@ -500,7 +499,7 @@ struct Partials<J: DeviceElement> {
 #[allow(clippy::too_many_arguments)]
 fn reduce_buckets<G: MsmGroup>(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     bases: DevPtr<G::Affine>,
     list: DevPtr<u32>,
     off: DevPtr<u32>,
@@ -511,19 +510,19 @@ fn reduce_buckets<G: MsmGroup>(
 ) -> Res<Partials<G::Jac>> {
     let k = LEVEL_K;
     let cap0 = entries.div_ceil(k as usize) + nb;
-    let pts = [DBuf::<G::Jac>::new(cap0)?, DBuf::<G::Jac>::new(cap0)?];
-    let items = [DBuf::<u32>::new(nb + 1)?, DBuf::<u32>::new(nb + 1)?];
-    let ioff = [DBuf::<u32>::new(nb + 1)?, DBuf::<u32>::new(nb + 1)?];
-    let sums = scan_sums(nb + 1)?;
+    let pts = [ws.buffer::<G::Jac>(cap0)?, ws.buffer::<G::Jac>(cap0)?];
+    let items = [ws.buffer::<u32>(nb + 1)?, ws.buffer::<u32>(nb + 1)?];
+    let ioff = [ws.buffer::<u32>(nb + 1)?, ws.buffer::<u32>(nb + 1)?];
+    let sums = scan_sums(ws, nb + 1)?;
     let nb32 = nb as u32;
     let items_launch = Launch::over(nb + 1, THREADS);
 
     // level 0
-    gpu.k_msm_items(stream, items_launch, cnt, items[0].ptr(), nb32, k)?;
-    scan(gpu, stream, items[0].ptr(), ioff[0].ptr(), nb + 1, &sums)?;
+    gpu.k_msm_items(&ws.stream, items_launch, cnt, items[0].ptr(), nb32, k)?;
+    scan(gpu, ws, items[0].ptr(), ioff[0].ptr(), nb + 1, &sums)?;
     (G::LEVEL0)(
         gpu,
-        stream,
+        &ws.stream,
         Launch::over(cap0, 128),
         bases,
         list,
@@ -540,25 +539,18 @@ fn reduce_buckets<G: MsmGroup>(
     while bound > 1 {
         let nxt = 1 - cur;
         gpu.k_msm_items(
-            stream,
+            &ws.stream,
             items_launch,
             items[cur].ptr(),
             items[nxt].ptr(),
             nb32,
             k,
         )?;
-        scan(
-            gpu,
-            stream,
-            items[nxt].ptr(),
-            ioff[nxt].ptr(),
-            nb + 1,
-            &sums,
-        )?;
+        scan(gpu, ws, items[nxt].ptr(), ioff[nxt].ptr(), nb + 1, &sums)?;
         cap = cap.div_ceil(k as usize) + nb;
         (G::LEVEL_N)(
             gpu,
-            stream,
+            &ws.stream,
             Launch::over(cap, 128),
             pts[cur].ptr(),
             ioff[cur].ptr(),
@@ -593,7 +585,7 @@ fn pick<T>(pair: [T; 2], i: usize) -> T {
 /// `out` (stream-ordered): the window sums, then the sum of the ones.
 pub fn accumulate<G: MsmGroup>(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     plan: &Plan,
     bases: DevPtr<G::Affine>,
     out: DevPtr<G::Jac>,
@@ -604,7 +596,7 @@ pub fn accumulate<G: MsmGroup>(
     if let Some(ones) = &plan.ones {
         let sum = reduce_buckets::<G>(
             gpu,
-            stream,
+            ws,
             bases,
             ones.list.ptr(),
             ones.off.ptr(),
@@ -617,7 +609,7 @@ pub fn accumulate<G: MsmGroup>(
         // single segment moves it into its slot.
         (G::WINDOW_SUM)(
             gpu,
-            stream,
+            &ws.stream,
             Launch::new(1, block).shared(shared),
             sum.pts.ptr(),
             1,
@@ -630,7 +622,7 @@ pub fn accumulate<G: MsmGroup>(
     let nb = plan.nb() as usize;
     let buckets = reduce_buckets::<G>(
         gpu,
-        stream,
+        ws,
         bases,
         plan.list.ptr(),
         plan.off.ptr(),
@@ -641,10 +633,10 @@ pub fn accumulate<G: MsmGroup>(
     )?;
     // window reduction
     let segs = (plan.nbw as usize).div_ceil(MSM_SEG as usize);
-    let seg_buf = DBuf::<G::Jac>::new(segs * nwin as usize)?;
+    let seg_buf = ws.buffer::<G::Jac>(segs * nwin as usize)?;
     (G::SEGMENTS)(
         gpu,
-        stream,
+        &ws.stream,
         Launch::over(segs * nwin as usize, 64),
         buckets.pts.ptr(),
         buckets.off.ptr(),
@@ -655,14 +647,12 @@ pub fn accumulate<G: MsmGroup>(
     )?;
     (G::WINDOW_SUM)(
         gpu,
-        stream,
+        &ws.stream,
         Launch::new(nwin, block).shared(shared),
         seg_buf.ptr(),
         segs as u32,
         out,
     )?;
-    // Temporaries drop here: cuMemFree synchronizes with outstanding work.
-    drop((buckets, seg_buf));
     Ok(())
 }
 
