@@ -429,8 +429,6 @@ impl CudaEngine {
         ws.upload(&mut db, msm::fr_dev(&b))?;
         ws.upload(&mut dc, msm::fr_dev(&c))?;
         ws.upload(&mut dz, msm::fr_dev(&assignment))?;
-        // The staging buffers hold the copies: the host's a, b, c can go.
-        drop((a, b, c));
         msm::from_mont(gpu, &ws, dz.ptr(), dz.ptr(), m)?;
         mark(&mut marks, "upload")?;
 
@@ -439,8 +437,9 @@ impl CudaEngine {
         tables.compute_h(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
         mark(&mut marks, "ntt")?;
         // Back to the workspace: later buffers reuse them after the NTT, in
-        // stream order.
-        drop((db, dc, scratch));
+        // stream order. The host's a, b, c (copied into the staging) are
+        // freed while the NTT runs, not before it is queued.
+        drop((a, b, c, db, dc, scratch));
 
         let h_len = key.h_len.min(n);
         let l_len = key.l_len.min(m - num_inputs);

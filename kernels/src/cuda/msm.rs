@@ -11,7 +11,7 @@ use rustacuda::stream::Stream;
 
 use super::gpu::{
     DBuf, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch,
-    Res, Workspace, FQ_WORDS, MSM_SEG, MSM_SPLIT_ROUNDS, SCAN_PER_THREAD, SCAN_THREADS,
+    Res, Workspace, FQ_WORDS, MSM_LEVEL_THREADS, MSM_SEG, MSM_SPLIT_ROUNDS, SCAN_PER_THREAD, SCAN_THREADS,
 };
 use crate::Fr;
 
@@ -523,7 +523,7 @@ fn reduce_buckets<G: MsmGroup>(
     (G::LEVEL0)(
         gpu,
         &ws.stream,
-        Launch::over(cap0, 128),
+        Launch::over(cap0, MSM_LEVEL_THREADS),
         bases,
         list,
         off,
@@ -551,7 +551,7 @@ fn reduce_buckets<G: MsmGroup>(
         (G::LEVEL_N)(
             gpu,
             &ws.stream,
-            Launch::over(cap, 128),
+            Launch::over(cap, MSM_LEVEL_THREADS),
             pts[cur].ptr(),
             ioff[cur].ptr(),
             items[cur].ptr(),
