@@ -24,13 +24,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustacuda::device::Device;
+use rustacuda::error::CudaError;
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::Stream;
 
 use crate::groth16::{
     PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
 };
-use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
+use crate::{DeviceCause, DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use gpu::{
     driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr,
     DeviceElement, Gpu, Launch, Res, Workspace,
@@ -230,6 +231,16 @@ impl CudaEngine {
         })
     }
 
+    /// Frees the idle device buffers of the pooled workspaces (cuMemFree:
+    /// waits for the context's work).
+    pub fn release_pooled(&self) {
+        if let Ok(pool) = self.workspaces.lock() {
+            for ws in pool.iter() {
+                let _ = ws.release();
+            }
+        }
+    }
+
     /// Device bytes held idle by the pooled workspaces.
     pub fn pooled_bytes(&self) -> u64 {
         self.workspaces
@@ -348,16 +359,32 @@ impl CudaEngine {
         let need = (g1 + g2) as u64;
         cache.keys.remove(&circuit.circuit_id);
         self.make_room(&mut cache, need)?;
-        let a = ws.upload_owned(&G1::to_device(&pk.a_query))?;
-        let b1 = ws.upload_owned(&G1::to_device(&pk.b_g1_query))?;
-        let l = ws.upload_owned(&G1::to_device(&pk.l_query))?;
-        let h = ws.upload_owned(&G1::to_device(&pk.h_query))?;
-        let b2 = if with_b2 {
-            Some(ws.upload_owned(&G2::to_device(&pk.b_g2_query))?)
-        } else {
-            None
+        let upload = || -> Res<_> {
+            let a = ws.upload_owned(&G1::to_device(&pk.a_query))?;
+            let b1 = ws.upload_owned(&G1::to_device(&pk.b_g1_query))?;
+            let l = ws.upload_owned(&G1::to_device(&pk.l_query))?;
+            let h = ws.upload_owned(&G1::to_device(&pk.h_query))?;
+            let b2 = if with_b2 {
+                Some(ws.upload_owned(&G2::to_device(&pk.b_g2_query))?)
+            } else {
+                None
+            };
+            ws.synchronize("uploading a proving key")?;
+            Ok((a, b1, l, h, b2))
         };
-        ws.synchronize("uploading a proving key")?;
+        // The workspaces' idle buffers live outside the resident budget: when
+        // they are what keeps a key from fitting, free them and try again.
+        let (a, b1, l, h, b2) = match upload() {
+            Err(KernelError::Device(DeviceError {
+                cause: DeviceCause::Driver(CudaError::OutOfMemory),
+                ..
+            })) => {
+                ws.release()?;
+                self.release_pooled();
+                upload()?
+            }
+            uploaded => uploaded?,
+        };
         let bytes =
             a.bytes() + b1.bytes() + l.bytes() + h.bytes() + b2.as_ref().map_or(0, |b| b.bytes());
         let key = Arc::new(ResidentKey {

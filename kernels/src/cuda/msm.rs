@@ -11,7 +11,8 @@ use rustacuda::stream::Stream;
 
 use super::gpu::{
     DBuf, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch,
-    Res, Workspace, FQ_WORDS, MSM_LEVEL_THREADS, MSM_SEG, MSM_SPLIT_ROUNDS, SCAN_PER_THREAD, SCAN_THREADS,
+    Res, Workspace, FQ_WORDS, MSM_LEVEL_THREADS, MSM_SEG, MSM_SPLIT_ROUNDS, SCAN_PER_THREAD,
+    SCAN_THREADS,
 };
 use crate::Fr;
 
