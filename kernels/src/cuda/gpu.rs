@@ -356,7 +356,13 @@ kernels! {
 /// Device memory as allocations hold it: u64 words, so that memory freed by
 /// a buffer of one element type can serve another (every element type is
 /// 4- or 8-byte aligned).
-type Words = DeviceBuffer<u64>;
+struct Words(DeviceBuffer<u64>);
+
+// SAFETY: a device allocation is plain memory of the context, usable from
+// any thread where the context is current (the engine enters it before
+// every use); pooled allocations move between calls' threads.
+unsafe impl Send for Words {}
+unsafe impl Sync for Words {}
 
 /// A workspace's idle allocations, reused on its stream.
 type FreeList = Arc<Mutex<Vec<Words>>>;
@@ -369,6 +375,7 @@ fn words_for<T>(len: usize) -> usize {
 
 fn alloc_words(words: usize) -> Res<Words> {
     unsafe { DeviceBuffer::uninitialized(words) }
+        .map(Words)
         .map_err(driver(&format!("cuMemAlloc of {} bytes", 8 * words)))
 }
 
@@ -418,7 +425,7 @@ impl<T: DeviceCopy> DBuf<T> {
     /// Device address of the first element, as the kernels take it.
     pub fn ptr(&self) -> DevPtr<T> {
         DevPtr {
-            addr: self.mem().as_ptr() as u64,
+            addr: self.mem().0.as_ptr() as u64,
             _elem: PhantomData,
         }
     }
@@ -507,8 +514,8 @@ impl Workspace {
             let fit = free
                 .iter()
                 .enumerate()
-                .filter(|(_, m)| m.len() >= words && m.len() / 2 <= words)
-                .min_by_key(|(_, m)| m.len())
+                .filter(|(_, m)| m.0.len() >= words && m.0.len() / 2 <= words)
+                .min_by_key(|(_, m)| m.0.len())
                 .map(|(i, _)| i);
             fit.map(|i| free.swap_remove(i))
         };
@@ -543,7 +550,7 @@ impl Workspace {
     pub fn idle_bytes(&self) -> u64 {
         self.free
             .lock()
-            .map_or(0, |f| f.iter().map(|m| 8 * m.len() as u64).sum())
+            .map_or(0, |f| f.iter().map(|m| 8 * m.0.len() as u64).sum())
     }
 
     /// Copies `src` to `dst[..src.len()]` through the pinned staging buffers,
@@ -627,7 +634,7 @@ impl Staging {
                 .zip(piece.par_chunks(1 << 15))
                 .for_each(|(d, s)| d.copy_from_slice(s));
             let off = i * STAGING_WORDS;
-            let d: &mut DeviceSlice<u64> = &mut mem[off..off + piece.len()];
+            let d: &mut DeviceSlice<u64> = &mut mem.0[off..off + piece.len()];
             unsafe { d.async_copy_from(&self.bufs[k].as_slice()[..piece.len()], stream) }
                 .map_err(driver("cuMemcpyHtoDAsync"))?;
             self.events[k]
