@@ -29,6 +29,19 @@ pub struct GpuBenchArgs {
     /// Window sizes to compare on the largest G1 MSM.
     #[arg(long, value_delimiter = ',')]
     pub sweep_c: Vec<u32>,
+    /// log2 sizes of the 0/1-heavy MSMs (the 0/1 split against the plain path).
+    #[arg(long, value_delimiter = ',', default_values_t = [20u32, 22, 24])]
+    pub zero_one: Vec<u32>,
+    /// Percent of bits (0 or 1) among the 0/1-heavy MSMs' scalars.
+    #[arg(long, default_value_t = 90)]
+    pub bits_pct: u64,
+    /// Percent of bits among the partitions' witness values (0: random).
+    #[arg(long, default_value_t = 0)]
+    pub partition_bits_pct: u64,
+    /// Also time partitions with 1 and 2 workers sharing the engine, with
+    /// the workspace pool on and off.
+    #[arg(long)]
+    pub pool_compare: bool,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -45,12 +58,19 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             cpu_max_log: args.cpu_max_log,
             runs: args.runs,
             sweep_c: args.sweep_c.clone(),
+            zero_one_logs: args.zero_one.clone(),
+            bits_pct: args.bits_pct,
+            partition_bits_pct: args.partition_bits_pct,
+            pool_compare: args.pool_compare,
         };
         run_bench(&cfg)
     }
     #[cfg(not(feature = "cuda"))]
     {
         let _ = args;
-        Err("this cuzk-bench was built without the `cuda` feature; rebuild with --features cuda".into())
+        Err(
+            "this cuzk-bench was built without the `cuda` feature; rebuild with --features cuda"
+                .into(),
+        )
     }
 }

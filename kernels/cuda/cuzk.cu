@@ -69,14 +69,19 @@ extern "C" __global__ void k_h_pointwise(Fr* a, const Fr* b, const Fr* c, uint32
 // ---------- MSM ----------
 extern "C" __global__ void k_msm_from_mont(const Fr* in, Fr* out, uint32_t n) { msm_from_mont(in, out, n); }
 extern "C" __global__ void k_msm_histogram(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts) { msm_histogram(sc, n, c, nwin, counts); }
-extern "C" __global__ void k_msm_scatter(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor, uint32_t* list) { msm_scatter(sc, n, c, nwin, cursor, list); }
+extern "C" __global__ void k_msm_scatter(const Fr* sc, const uint32_t* map, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor, uint32_t* list) { msm_scatter(sc, map, n, c, nwin, cursor, list); }
+extern "C" __global__ void k_msm_count_classes(const Fr* sc, uint32_t n, uint32_t* counts) { msm_count_classes(sc, n, counts); }
+extern "C" __global__ void k_msm_split(const Fr* sc, uint32_t n, uint32_t* cursor, uint32_t* ones, uint32_t* others_idx, Fr* others_sc) { msm_split(sc, n, cursor, ones, others_idx, others_sc); }
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_tiles(const uint32_t* in, uint32_t* out, uint32_t n, uint32_t* sums) { scan_tiles(in, out, n, sums); }
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_sums(uint32_t* sums, uint32_t m) { scan_sums(sums, m); }
 extern "C" __global__ void k_scan_add(uint32_t* out, uint32_t n, const uint32_t* sums) { scan_add(out, n, sums); }
 extern "C" __global__ void k_msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K) { msm_items(cnt, items, nb, K); }
 
-extern "C" __global__ void k_g1_level0(const G1Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
-extern "C" __global__ void k_g1_level_n(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
+// G1's level kernels need about 172 registers, which leaves room for only 2
+// blocks of 128 threads per SM (65536 registers); bounded to 3 blocks
+// (168 registers), for a third more warps in flight on the multiply chains.
+extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level0(const G1Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level_n(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
 extern "C" __global__ void k_g1_segments(const G1Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G1Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g1_window_sum(const G1Jac* seg, uint32_t segs, G1Jac* out) { msm_window_sum(seg, segs, out); }
 

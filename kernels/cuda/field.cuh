@@ -49,8 +49,11 @@ struct Fp;
 // Fq multiplication is an out-of-line call on the device: inlining every
 // 12-limb product into the point formulas made nvcc run for many minutes on
 // 2 cores (G2 above all; G1 inline alone took > 6 min); a call costs a few
-// percent. Fr (NTT) inlines it.
-DEVI Fp<FqParams> fq_mul_call(const Fp<FqParams>& a, const Fp<FqParams>& b);
+// percent. Fr (NTT) inlines it. The operands go by value: as const
+// references the caller had to keep both in local memory (stack frames of
+// 768 bytes in k_g1_level0 and 1760 in k_g2_level0, read and written around
+// every product); by value they travel in registers (0 and 240 bytes).
+DEVI Fp<FqParams> fq_mul_call(Fp<FqParams> a, Fp<FqParams> b);
 
 template <class P>
 struct Fp {
@@ -196,7 +199,7 @@ struct Fp {
 typedef Fp<FqParams> Fq;
 typedef Fp<FrParams> Fr;
 
-DEVI Fq fq_mul_call(const Fq& a, const Fq& b) { return a.mul_inline(b); }
+DEVI Fq fq_mul_call(Fq a, Fq b) { return a.mul_inline(b); }
 
 // Fq2 = Fq[u]/(u^2+1); arkworks' layout: c0 then c1.
 struct Fq2 {

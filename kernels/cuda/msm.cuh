@@ -1,21 +1,29 @@
 // Pippenger MSM with signed windows, for G1 and G2 (templated on the field).
 //
 // 1. scalars leave Montgomery form (msm_from_mont).
-// 2. each scalar is cut into nwin signed c-bit digits d in (-2^(c-1), 2^(c-1)];
+// 2. 0/1 fast path (chosen per call by the host from msm_count_classes):
+//    msm_split puts the indices of scalars equal to 1 into one list, summed
+//    directly by the bucket levels of step 4 as a single bucket (one mixed
+//    addition per point), drops the zeros, and compacts the other scalars
+//    with their indices; only those go through steps 3-5. Proving's aux
+//    scalars are mostly bits, which the plain path would sort into one
+//    contended bucket.
+// 3. each scalar is cut into nwin signed c-bit digits d in (-2^(c-1), 2^(c-1)];
 //    bucket (w, |d|-1) gets point i (negated when d < 0). Counting sort:
 //    msm_histogram (atomics), an exclusive scan (scan_*), msm_scatter.
 //    The sorted lists depend only on the scalars: A, B1 and B2 share one.
-// 3. bucket accumulation in levels: a work item sums at most K consecutive
+// 4. bucket accumulation in levels: a work item sums at most K consecutive
 //    entries of one bucket; after a level a bucket with m entries has
 //    ceil(m/K) partial sums, contiguous, which the next level reduces the same
 //    way. Every item does <= K additions whatever the scalar distribution, so
 //    a bucket holding most points (all-ones scalars) does not serialize.
-// 4. window reduction: sum_k k*B_k per window by running sums over segments of
+// 5. window reduction: sum_k k*B_k per window by running sums over segments of
 //    16 buckets (plus (a-1)*segment sum), then a block per window sums the
-//    segments. The host combines the nwin window sums (Horner in 2^c).
+//    segments. The host combines the nwin window sums (Horner in 2^c) and adds
+//    the sum of the ones.
 #pragma once
 #include "curve.cuh"
-#include "launch_params.h"  // SCAN_THREADS, SCAN_PER_THREAD, MSM_SEG (generated)
+#include "launch_params.h"  // SCAN_THREADS, SCAN_PER_THREAD, MSM_SEG, MSM_SPLIT_ROUNDS (generated)
 
 #define MSM_SIGN 0x80000000u
 
@@ -57,8 +65,10 @@ __device__ __forceinline__ void msm_histogram(const Fr* sc, uint32_t n, uint32_t
     }
 }
 
-__device__ __forceinline__ void msm_scatter(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor,
-                                            uint32_t* list) {
+// `map` (may be null) gives each scalar's point index: the compacted scalars
+// of the 0/1 split keep their original bases.
+__device__ __forceinline__ void msm_scatter(const Fr* sc, const uint32_t* map, uint32_t n, uint32_t c, uint32_t nwin,
+                                            uint32_t* cursor, uint32_t* list) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     Fr s = sc[i];
@@ -69,7 +79,96 @@ __device__ __forceinline__ void msm_scatter(const Fr* sc, uint32_t n, uint32_t c
         if (d != 0) {
             uint32_t b = (uint32_t)(d < 0 ? -d : d) - 1;
             uint32_t pos = atomicAdd(&cursor[w * nb + b], 1u);
-            list[pos] = i | (d < 0 ? MSM_SIGN : 0u);
+            list[pos] = (map ? map[i] : i) | (d < 0 ? MSM_SIGN : 0u);
+        }
+    }
+}
+
+// ---- the 0/1 split ----
+// Class of a plain scalar: 0, 1, or 2 for any other value.
+__device__ __forceinline__ uint32_t msm_class(const Fr& s) {
+    uint32_t high = 0;
+#pragma unroll
+    for (int i = 1; i < 8; i++) high |= s.v[i];
+    return high == 0 && s.v[0] <= 1 ? s.v[0] : 2;
+}
+
+// counts[0] += scalars equal to 1, counts[1] += scalars other than 0 and 1.
+// Grid-stride, summed per block, so the two counters see one atomic per block.
+__device__ __forceinline__ void msm_count_classes(const Fr* sc, uint32_t n, uint32_t* counts) {
+    __shared__ uint32_t sh[2][32];
+    uint32_t ones = 0, others = 0;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t k = msm_class(sc[i]);
+        ones += k == 1;
+        others += k == 2;
+    }
+#pragma unroll
+    for (uint32_t off = 16; off > 0; off >>= 1) {
+        ones += __shfl_down_sync(0xffffffffu, ones, off);
+        others += __shfl_down_sync(0xffffffffu, others, off);
+    }
+    uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        sh[0][warp] = ones;
+        sh[1][warp] = others;
+    }
+    __syncthreads();
+    if (threadIdx.x < 2) {
+        uint32_t total = 0;
+        for (uint32_t w = 0; w < (blockDim.x + 31) / 32; w++) total += sh[threadIdx.x][w];
+        if (total) atomicAdd(&counts[threadIdx.x], total);
+    }
+}
+
+// Compaction: the indices of scalars equal to 1 into `ones`, the other
+// non-zero scalars and their indices into `others_sc`/`others_idx`; zeros are
+// dropped. A block takes MSM_SPLIT_ROUNDS * blockDim consecutive scalars
+// (blockDim a multiple of 32, at most 1024), ranks them within the block by
+// warp ballots and reserves its ranges with one atomic per list on
+// cursor[0] (ones) and cursor[1] (others): ordered within a block, blocks in
+// any order (a sum does not care).
+__device__ __forceinline__ void msm_split(const Fr* sc, uint32_t n, uint32_t* cursor, uint32_t* ones,
+                                          uint32_t* others_idx, Fr* others_sc) {
+    __shared__ uint32_t pre[2][MSM_SPLIT_ROUNDS * 32];
+    __shared__ uint32_t base[2];
+    uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    uint32_t below = (1u << lane) - 1;
+    uint32_t tile = blockIdx.x * blockDim.x * MSM_SPLIT_ROUNDS;
+    uint32_t is_one[MSM_SPLIT_ROUNDS], is_other[MSM_SPLIT_ROUNDS];
+#pragma unroll
+    for (uint32_t r = 0; r < MSM_SPLIT_ROUNDS; r++) {
+        uint32_t i = tile + r * blockDim.x + threadIdx.x;
+        uint32_t k = i < n ? msm_class(sc[i]) : 0;
+        is_one[r] = __ballot_sync(0xffffffffu, k == 1);
+        is_other[r] = __ballot_sync(0xffffffffu, k == 2);
+        if (lane == 0) {
+            pre[0][r * warps + warp] = __popc(is_one[r]);
+            pre[1][r * warps + warp] = __popc(is_other[r]);
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < 2) {  // thread 0 ranks the ones, thread 1 the others
+        uint32_t* p = pre[threadIdx.x];
+        uint32_t acc = 0;
+        for (uint32_t j = 0; j < MSM_SPLIT_ROUNDS * warps; j++) {
+            uint32_t x = p[j];
+            p[j] = acc;
+            acc += x;
+        }
+        base[threadIdx.x] = acc ? atomicAdd(&cursor[threadIdx.x], acc) : 0;
+    }
+    __syncthreads();
+#pragma unroll
+    for (uint32_t r = 0; r < MSM_SPLIT_ROUNDS; r++) {
+        uint32_t i = tile + r * blockDim.x + threadIdx.x;
+        uint32_t j = r * warps + warp;
+        if ((is_one[r] >> lane) & 1) {
+            ones[base[0] + pre[0][j] + __popc(is_one[r] & below)] = i;
+        } else if ((is_other[r] >> lane) & 1) {
+            uint32_t pos = base[1] + pre[1][j] + __popc(is_other[r] & below);
+            others_idx[pos] = i;
+            others_sc[pos] = sc[i];
         }
     }
 }

@@ -2,6 +2,8 @@
 //! the GPU machine without the daemon:
 //!   gpu_bench [--device N] [--g1 16,18,..] [--g2 ..] [--ntt ..] [--partition ..]
 //!             [--cpu-max-log 20] [--runs 5] [--sweep-c 13,16,18]
+//!             [--zero-one 20,22,24] [--bits-pct 90] [--partition-bits-pct 0]
+//!             [--pool-compare 1]
 //! An empty list ("--g2 ''") skips that group.
 #[cfg(feature = "cuda")]
 fn main() {
@@ -26,6 +28,10 @@ fn main() {
             "--cpu-max-log" => cfg.cpu_max_log = v.parse().unwrap(),
             "--runs" => cfg.runs = v.parse().unwrap(),
             "--sweep-c" => cfg.sweep_c = list(&v),
+            "--zero-one" => cfg.zero_one_logs = list(&v),
+            "--bits-pct" => cfg.bits_pct = v.parse().unwrap(),
+            "--partition-bits-pct" => cfg.partition_bits_pct = v.parse().unwrap(),
+            "--pool-compare" => cfg.pool_compare = v == "1",
             other => panic!("unknown argument {other}"),
         }
         i += 2;

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use ark_bls12_381::{Fq, Fq2, G1Projective, G2Projective};
+use ark_bls12_381::{Fq, Fq2, G2Projective};
 use ark_ec::{AdditiveGroup, AffineRepr, CurveGroup, VariableBaseMSM};
 use ark_ff::{BigInt, FftField, Field, Fp, PrimeField, UniformRand};
 use ark_poly::EvaluationDomain;
@@ -14,7 +14,7 @@ use ark_relations::r1cs::{ConstraintSystemRef, SynthesisError, Variable};
 use cuzk_kernels::circuits::CircuitInstance;
 use cuzk_kernels::cpu::CpuEngine;
 use cuzk_kernels::cuda::inputs;
-use cuzk_kernels::cuda::msm::{G1, G2};
+use cuzk_kernels::cuda::msm::{MsmGroup, ZeroOne, G1, G2};
 use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions, FieldTest};
 use cuzk_kernels::groth16::{self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine};
 use cuzk_kernels::{Fr, G1Affine, G2Affine};
@@ -215,15 +215,33 @@ fn gpu_ntt_all_sizes() {
     eprintln!("NTT forward/inverse/coset/coset-inverse at 2^1..=2^22 equal ark-poly: OK");
 }
 
+/// A group's affine points, as the host holds them.
+type Affine<G> = <<G as MsmGroup>::Curve as CurveGroup>::Affine;
+
+/// The device's MSM equals arkworks' under each rule for the 0/1 split.
+fn check_msm<G: MsmGroup>(
+    e: &CudaEngine,
+    bases: &[Affine<G>],
+    scalars: &[Fr],
+    rules: &[ZeroOne],
+    what: &str,
+) where
+    G::Curve: VariableBaseMSM<MulBase = Affine<G>, ScalarField = Fr>,
+{
+    let want = G::Curve::msm(bases, scalars).unwrap();
+    for &rule in rules {
+        let got = e.msm::<G>(bases, scalars, rule).unwrap();
+        assert_eq!(
+            got.into_affine(),
+            want.into_affine(),
+            "MSM {what} (n = {}, {rule:?})",
+            bases.len()
+        );
+    }
+}
+
 fn check_msm_g1(e: &CudaEngine, bases: &[G1Affine], scalars: &[Fr], what: &str) {
-    let want = G1Projective::msm(bases, scalars).unwrap();
-    let got = e.msm_g1(bases, scalars).unwrap();
-    assert_eq!(
-        got.into_affine(),
-        want.into_affine(),
-        "G1 MSM {what} (n = {})",
-        bases.len()
-    );
+    check_msm::<G1>(e, bases, scalars, &[ZeroOne::Auto], what);
 }
 
 #[test]
@@ -292,14 +310,7 @@ fn gpu_msm_g2() {
     let pool = inputs::random_g2(max, s);
     let sc = inputs::random_fr(max, s ^ 3);
     let check = |b: &[G2Affine], x: &[Fr], what: &str| {
-        let want = G2Projective::msm(b, x).unwrap();
-        let got = e.msm_g2(b, x).unwrap();
-        assert_eq!(
-            got.into_affine(),
-            want.into_affine(),
-            "G2 MSM {what} (n = {})",
-            b.len()
-        );
+        check_msm::<G2>(e, b, x, &[ZeroOne::Auto], what);
     };
     for n in [1usize, 2, 3, 100, 4096, 1 << 16, 1 << 18] {
         check(&pool[..n], &sc[..n], "random");
@@ -317,6 +328,65 @@ fn gpu_msm_g2() {
     pts[5] = pts[6];
     check(&pts, &mixed, "zeros, r-1, identity, repeated");
     eprintln!("G2 MSM sizes 1..2^18 and edge cases equal arkworks: OK");
+}
+
+/// The 0/1 cases of one group, with the split (Auto) and without (Off).
+fn zero_one_cases<G: MsmGroup>(e: &CudaEngine, pool: &[Affine<G>], big: usize, seed: u64)
+where
+    G::Curve: VariableBaseMSM<MulBase = Affine<G>, ScalarField = Fr>,
+{
+    let both = [ZeroOne::Auto, ZeroOne::Off];
+    let one = Fr::from(1u64);
+    let check = |b: &[Affine<G>], x: &[Fr], what: &str| check_msm::<G>(e, b, x, &both, what);
+    for (n, pct) in [
+        (big, 90),
+        (1 << 14, 99),
+        (5000, 50),
+        (5000, 10),
+        (4096, 100),
+    ] {
+        let sc = inputs::mostly_bits(n, pct, seed ^ n as u64 ^ pct);
+        check(&pool[..n], &sc, &format!("{pct}% bits"));
+    }
+    for n in [1usize, 2, 31, 32, 33, 1025, 1 << 16] {
+        check(&pool[..n], &vec![one; n], "all ones");
+    }
+    check(&pool[..1000], &vec![Fr::from(0u64); 1000], "all zeros");
+    let mut zeros_one = vec![Fr::from(0u64); 1000];
+    zeros_one[999] = one;
+    check(&pool[..1000], &zeros_one, "zeros and a single one");
+    let mut r1 = vec![one; 3000];
+    for i in (0..3000).step_by(4) {
+        r1[i] = minus_one();
+    }
+    check(&pool[..3000], &r1, "ones and r-1 (P - P pairs)");
+    // Ones on repeated points (doublings inside the sum) and identities.
+    let mut pts: Vec<Affine<G>> = (0..3000).map(|i| pool[i % 5]).collect();
+    for i in (0..3000).step_by(97) {
+        pts[i] = Affine::<G>::zero();
+    }
+    let sc = inputs::mostly_bits(3000, 95, seed ^ 7);
+    check(&pts, &sc, "95% bits, repeated points and identities");
+}
+
+#[test]
+#[ignore]
+fn gpu_msm_zero_one_g1() {
+    let e = gpu_or_skip!("gpu_msm_zero_one_g1");
+    let s = seed();
+    let pool = inputs::random_g1(1 << 20, s);
+    zero_one_cases::<G1>(e, &pool, 1 << 20, s);
+    eprintln!("G1 MSM 0/1-heavy scalars (split and plain) equal arkworks: OK");
+}
+
+#[test]
+#[ignore]
+fn gpu_msm_zero_one_g2() {
+    let e = gpu_or_skip!("gpu_msm_zero_one_g2");
+    let s = seed();
+    let pool = inputs::random_g2(1 << 16, s);
+    zero_one_cases::<G2>(e, &pool, 1 << 16, s);
+    eprintln!("G2 MSM 0/1-heavy scalars (split and plain) equal arkworks: OK");
 }
 
 fn chain_circuit(steps: usize, seed: u64) -> PreparedCircuit {
@@ -349,9 +419,21 @@ fn gpu_prove_start_equals_cpu() {
         // same accumulators from the gathered scalars.
         let compact = circuit.compact().unwrap();
         let gs = e.prove_start(&compact, syn()).unwrap();
-        assert_eq!(gs.a_acc.into_affine(), c.a_acc.into_affine(), "compact a_acc");
-        assert_eq!(gs.b1_acc.into_affine(), c.b1_acc.into_affine(), "compact b1_acc");
-        assert_eq!(gs.b2_acc.map(|b| b.into_affine()), g.b2_acc.map(|b| b.into_affine()), "compact b2_acc");
+        assert_eq!(
+            gs.a_acc.into_affine(),
+            c.a_acc.into_affine(),
+            "compact a_acc"
+        );
+        assert_eq!(
+            gs.b1_acc.into_affine(),
+            c.b1_acc.into_affine(),
+            "compact b1_acc"
+        );
+        assert_eq!(
+            gs.b2_acc.map(|b| b.into_affine()),
+            g.b2_acc.map(|b| b.into_affine()),
+            "compact b2_acc"
+        );
         assert_eq!(
             g.a_acc.into_affine(),
             c.a_acc.into_affine(),
@@ -412,6 +494,72 @@ fn gpu_prove_start_equals_cpu() {
     );
     assert!(e.resident_bytes() > 0);
     eprintln!("GPU prove_start equals CPU, proofs verify (G2 on GPU and on CPU): OK");
+}
+
+#[test]
+#[ignore]
+fn gpu_concurrent_prove_start() {
+    let e = gpu_or_skip!("gpu_concurrent_prove_start");
+    let s = seed();
+    // Two workers share the engine, as a device's workers do: each call
+    // leases its own workspace, and pooled buffers pass between calls.
+    let steps = 20000;
+    let circuit = chain_circuit(steps, s);
+    let mut r = inputs::rng(s ^ 31);
+    let xs: Vec<Fr> = (0..6).map(|_| Fr::rand(&mut r)).collect();
+    let syn = |x: Fr| groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
+    let cpu = CpuEngine::new(0).unwrap();
+    let want: Vec<_> = xs
+        .iter()
+        .map(|&x| cpu.prove_start(&circuit, syn(x)).unwrap())
+        .collect();
+    let got: Vec<Vec<_>> = std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let (syn, circuit, xs) = (&syn, &circuit, &xs);
+                sc.spawn(move || {
+                    (w..xs.len())
+                        .step_by(2)
+                        .map(|i| (i, e.prove_start(circuit, syn(xs[i])).unwrap()))
+                        .collect()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, g) in got.into_iter().flatten() {
+        let c = &want[i];
+        assert_eq!(
+            g.a_acc.into_affine(),
+            c.a_acc.into_affine(),
+            "a_acc of job {i}"
+        );
+        assert_eq!(
+            g.b1_acc.into_affine(),
+            c.b1_acc.into_affine(),
+            "b1_acc of job {i}"
+        );
+        assert_eq!(
+            g.l_acc.into_affine(),
+            c.l_acc.into_affine(),
+            "l_acc of job {i}"
+        );
+        assert_eq!(
+            g.h_acc.into_affine(),
+            c.h_acc.into_affine(),
+            "h_acc of job {i}"
+        );
+        let b2 = G2Projective::msm_bigint(
+            &circuit.pk.b_g2_query[1..],
+            &assignment_bigints(&c.assignment),
+        );
+        assert_eq!(
+            g.b2_acc.unwrap().into_affine(),
+            b2.into_affine(),
+            "b2_acc of job {i}"
+        );
+    }
+    eprintln!("6 prove_starts on 2 threads sharing the engine equal the CPU's: OK");
 }
 
 /// A small real circuit: a chain v_{i+1} = v_i^2 + i with v_0 secret and the

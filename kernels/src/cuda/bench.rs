@@ -10,7 +10,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
+use super::gpu::{DBuf, DevFr};
 use super::inputs;
+use super::msm::{MsmGroup, ZeroOne, G1, G2};
 use super::{detect_devices, CudaEngine, CudaOptions};
 use crate::cpu::CpuEngine;
 use crate::groth16::{prove_finish, ProveStartEngine};
@@ -28,6 +30,16 @@ pub struct BenchConfig {
     pub runs: usize,
     /// Window sizes to try for the largest G1 MSM (empty: the default only).
     pub sweep_c: Vec<u32>,
+    /// Sizes of the 0/1-heavy MSMs (G1; G2 too up to the largest of
+    /// `g2_logs`), each with the 0/1 split and with the plain path.
+    pub zero_one_logs: Vec<u32>,
+    /// Percent of bits (0 or 1) in the 0/1-heavy MSMs' scalars.
+    pub bits_pct: u64,
+    /// Percent of bits in the partitions' witness (0: random values).
+    pub partition_bits_pct: u64,
+    /// Also time partitions with 1 and 2 workers sharing the engine, with
+    /// the workspace pool on and off (`CudaOptions::pool`).
+    pub pool_compare: bool,
 }
 
 impl Default for BenchConfig {
@@ -41,6 +53,10 @@ impl Default for BenchConfig {
             cpu_max_log: 20,
             runs: 5,
             sweep_c: vec![],
+            zero_one_logs: vec![20, 22, 24],
+            bits_pct: 90,
+            partition_bits_pct: 0,
+            pool_compare: false,
         }
     }
 }
@@ -59,6 +75,24 @@ fn time_ms<T>(f: impl FnOnce() -> Result<T, KernelError>) -> Result<(f64, T), Ke
     let t = Instant::now();
     let out = f()?;
     Ok((t.elapsed().as_secs_f64() * 1e3, out))
+}
+
+/// Median time of `runs` MSMs of the first n bases and scalars, after one
+/// warm-up.
+fn time_msm<G: MsmGroup>(
+    engine: &CudaEngine,
+    bases: &DBuf<G::Affine>,
+    scalars: &DBuf<DevFr>,
+    n: usize,
+    rule: ZeroOne,
+    runs: usize,
+) -> Result<f64, KernelError> {
+    engine.msm_device::<G>(bases, scalars, n, rule)?;
+    let mut ts = Vec::new();
+    for _ in 0..runs {
+        ts.push(time_ms(|| engine.msm_device::<G>(bases, scalars, n, rule))?.0);
+    }
+    Ok(median(ts))
 }
 
 fn line(out: &mut String, s: String) {
@@ -97,6 +131,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         .g1_logs
         .iter()
         .chain(cfg.partition_logs.iter())
+        .chain(cfg.zero_one_logs.iter())
         .copied()
         .max()
         .unwrap_or(16);
@@ -124,32 +159,24 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     if !cfg.g1_logs.is_empty() {
         let maxn = 1usize << cfg.g1_logs.iter().max().unwrap();
         let bases = engine.upload_g1(&g1_pool[..maxn])?;
-        let scalars = engine.upload_fr(&inputs::random_fr(maxn, seed ^ 2))?;
+        let host = inputs::random_fr(maxn, seed ^ 2);
+        let (ms, scalars) = time_ms(|| engine.upload_fr(&host))?;
+        let gbs = (maxn * 32) as f64 / ms / 1e6;
+        let k = maxn.trailing_zeros();
+        line(
+            &mut out,
+            format!("| upload Fr, pinned staging ({gbs:.1} GB/s) | 2^{k} | {ms:.2} | 1 |"),
+        );
         for &k in &cfg.g1_logs {
-            let n = 1usize << k;
-            let _ = engine.msm_g1_device(&bases, &scalars, n)?; // warm-up
-            let mut ts = Vec::new();
-            for _ in 0..runs {
-                ts.push(time_ms(|| engine.msm_g1_device(&bases, &scalars, n))?.0);
-            }
-            line(
-                &mut out,
-                format!("| G1 MSM | 2^{k} | {:.2} | {runs} |", median(ts)),
-            );
+            let ms = time_msm::<G1>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, runs)?;
+            line(&mut out, format!("| G1 MSM | 2^{k} | {ms:.2} | {runs} |"));
         }
         if !cfg.sweep_c.is_empty() {
             let k = *cfg.g1_logs.iter().max().unwrap();
             let n = 1usize << k;
             for &c in &cfg.sweep_c {
                 std::env::set_var("CUZK_MSM_C", c.to_string());
-                let r = (|| -> Result<f64, KernelError> {
-                    let _ = engine.msm_g1_device(&bases, &scalars, n)?;
-                    let mut ts = Vec::new();
-                    for _ in 0..3 {
-                        ts.push(time_ms(|| engine.msm_g1_device(&bases, &scalars, n))?.0);
-                    }
-                    Ok(median(ts))
-                })();
+                let r = time_msm::<G1>(&engine, &bases, &scalars, n, ZeroOne::Auto, 3);
                 std::env::remove_var("CUZK_MSM_C");
                 match r {
                     Ok(ms) => line(&mut out, format!("| G1 MSM c={c} | 2^{k} | {ms:.2} | 3 |")),
@@ -164,16 +191,42 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         let bases = engine.upload_g2(&g2_pool[..maxn])?;
         let scalars = engine.upload_fr(&inputs::random_fr(maxn, seed ^ 3))?;
         for &k in &cfg.g2_logs {
+            let r = runs.min(3);
+            let ms = time_msm::<G2>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, r)?;
+            line(&mut out, format!("| G2 MSM | 2^{k} | {ms:.2} | {r} |"));
+        }
+    }
+    // 0/1-heavy MSMs: the split against the plain path, same inputs.
+    if let Some(&top) = cfg.zero_one_logs.iter().max() {
+        let pct = cfg.bits_pct;
+        let scalars = engine.upload_fr(&inputs::mostly_bits(1 << top, pct, seed ^ 5))?;
+        let g1 = engine.upload_g1(&g1_pool[..1 << top.min(max_g1)])?;
+        let g2_top = cfg.g2_logs.iter().max().copied().unwrap_or(0);
+        let g2 = engine.upload_g2(&g2_pool[..1 << top.min(g2_top).min(max_g2)])?;
+        for &k in &cfg.zero_one_logs {
             let n = 1usize << k;
-            let _ = engine.msm_g2_device(&bases, &scalars, n)?;
-            let mut ts = Vec::new();
-            for _ in 0..runs.min(3) {
-                ts.push(time_ms(|| engine.msm_g2_device(&bases, &scalars, n))?.0);
+            let mut row = |group: &str, t: &dyn Fn(ZeroOne) -> Result<f64, KernelError>| {
+                let (split, plain) = (t(ZeroOne::Auto)?, t(ZeroOne::Off)?);
+                line(
+                    &mut out,
+                    format!(
+                        "| {group} MSM {pct}% bits, split / plain (ratio) | 2^{k} | {split:.2} / {plain:.2} ({:.2}) | {runs} |",
+                        split / plain
+                    ),
+                );
+                Ok::<_, KernelError>(())
+            };
+            if k <= max_g1 {
+                row("G1", &|rule| {
+                    time_msm::<G1>(&engine, &g1, &scalars, n, rule, runs)
+                })?;
             }
-            line(
-                &mut out,
-                format!("| G2 MSM | 2^{k} | {:.2} | {} |", median(ts), runs.min(3)),
-            );
+            if k <= g2_top.min(max_g2) {
+                let r = runs.min(3);
+                row("G2", &|rule| {
+                    time_msm::<G2>(&engine, &g2, &scalars, n, rule, r)
+                })?;
+            }
         }
     }
     // NTT
@@ -207,11 +260,24 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
                 ..Default::default()
             },
         )?;
+        let engine_unpooled = if cfg.pool_compare {
+            Some(CudaEngine::new(
+                cfg.device,
+                CudaOptions {
+                    pool: false,
+                    ..Default::default()
+                },
+            )?)
+        } else {
+            None
+        };
+        let mut pool_rows = Vec::new();
         line(&mut out, String::new());
         line(&mut out, "| partition 2^k | GPU start+finish ms (G2 on GPU) | GPU phases (last run) | GPU, G2 on CPU ms | CPU engine ms | speedup (G2 on GPU) |".into());
         line(&mut out, "|---|---|---|---|---|---|".into());
         for &k in &cfg.partition_logs {
-            let (circuit, make) = inputs::fabricated_partition(k, &g1_pool, &g2_pool);
+            let (circuit, make) =
+                inputs::fabricated_partition(k, &g1_pool, &g2_pool, cfg.partition_bits_pct);
             let (r, s) = (Fr::from(3u64), Fr::from(5u64));
             let prove = |e: &dyn ProveStartEngine, i: u64| -> Result<(f64, String), KernelError> {
                 let syn = make(seed ^ i);
@@ -254,6 +320,49 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             } else {
                 None
             };
+            if let Some(unpooled) = &engine_unpooled {
+                // Throughput: `workers` threads share one engine, each proving
+                // `per` partitions synthesized beforehand.
+                let per = runs.min(3);
+                let throughput = |e: &CudaEngine, workers: usize| -> Result<f64, KernelError> {
+                    let jobs: Vec<Vec<_>> = (0..workers)
+                        .map(|w| {
+                            (0..per)
+                                .map(|i| make(seed ^ (1000 + w * per + i) as u64))
+                                .collect()
+                        })
+                        .collect();
+                    let t = Instant::now();
+                    std::thread::scope(|sc| {
+                        let handles: Vec<_> = jobs
+                            .into_iter()
+                            .map(|syns| {
+                                sc.spawn(|| -> Result<(), KernelError> {
+                                    for syn in syns {
+                                        let st = e.prove_start(&circuit, syn)?;
+                                        prove_finish(&circuit, st, r, s);
+                                    }
+                                    Ok(())
+                                })
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .try_for_each(|h| h.join().expect("a worker thread"))
+                    })?;
+                    Ok(t.elapsed().as_secs_f64() * 1e3 / (workers * per) as f64)
+                };
+                prove(unpooled, 400)?; // its own key upload; warm-up
+                for workers in [1, 2] {
+                    let on = throughput(&engine, workers)?;
+                    let off = throughput(unpooled, workers)?;
+                    pool_rows.push(format!(
+                        "| 2^{k} | {workers} | {on:.1} | {off:.1} | {:.2} |",
+                        on / off
+                    ));
+                }
+                unpooled.evict(&circuit.circuit_id);
+            }
             engine.evict(&circuit.circuit_id);
             line(
                 &mut out,
@@ -264,6 +373,18 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
                     cpu_ms.map_or("-".into(), |c| format!("{:.1}x", c / gpu_ms))
                 ),
             );
+        }
+        if !pool_rows.is_empty() {
+            line(&mut out, String::new());
+            line(
+                &mut out,
+                "| partition 2^k | workers | ms per partition, pool on | pool off | on / off |"
+                    .into(),
+            );
+            line(&mut out, "|---|---|---|---|---|".into());
+            for row in pool_rows {
+                line(&mut out, row);
+            }
         }
     }
     Ok(out)

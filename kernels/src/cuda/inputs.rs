@@ -8,7 +8,7 @@
 use ark_ec::{CurveGroup, PrimeGroup};
 use ark_ff::UniformRand;
 use ark_groth16::{ProvingKey, VerifyingKey};
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
@@ -73,13 +73,42 @@ pub fn random_fr(n: usize, seed: u64) -> Vec<Fr> {
         .collect()
 }
 
+/// Scalars of which about `bits_pct` percent are random bits (0 or 1, as
+/// most of PoRep's witness: SHA-256 bits) and the rest random field
+/// elements, with some r-1 and 2 among those (edge values of the buckets).
+pub fn mostly_bits(n: usize, bits_pct: u64, seed: u64) -> Vec<Fr> {
+    const CHUNK: usize = 1 << 14;
+    (0..n.div_ceil(CHUNK))
+        .into_par_iter()
+        .flat_map_iter(|ci| {
+            let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
+            let len = CHUNK.min(n - ci * CHUNK);
+            (0..len).map(move |i| {
+                let roll = r.next_u64();
+                if roll % 100 < bits_pct {
+                    Fr::from((roll >> 32) & 1)
+                } else if i % 13 == 0 {
+                    -Fr::from(1u64)
+                } else if i % 17 == 0 {
+                    Fr::from(2u64)
+                } else {
+                    Fr::rand(&mut r)
+                }
+            })
+        })
+        .collect()
+}
+
 /// A proving key with random bases (not a real setup) and a `Synthesized`
 /// with random a, b, c and assignment, for timing prove_start at domain size
-/// n = 2^log_n: the work is exactly a real partition's, the proof is not valid.
+/// n = 2^log_n: the work is exactly a real partition's, the proof is not
+/// valid. `bits_pct` percent of the witness are bits (`mostly_bits`; 0:
+/// every value random).
 pub fn fabricated_partition(
     log_n: u32,
     g1_pool: &[G1Affine],
     g2_pool: &[G2Affine],
+    bits_pct: u64,
 ) -> (PreparedCircuit, impl Fn(u64) -> Synthesized) {
     let n = 1usize << log_n;
     let num_inputs = 2;
@@ -111,7 +140,11 @@ pub fn fabricated_partition(
         b_selection: Selection::All,
     };
     let make = move |s: u64| {
-        let mut assignment = random_fr(num_vars, s);
+        let mut assignment = if bits_pct == 0 {
+            random_fr(num_vars, s)
+        } else {
+            mostly_bits(num_vars, bits_pct, s)
+        };
         assignment[0] = Fr::from(1u64);
         Synthesized {
             a: random_fr(n, s ^ 1),

@@ -13,6 +13,12 @@ pub const SCAN_PER_THREAD: u32 = 8;
 /// Buckets summed by one thread of the MSM's window reduction (k_*_segments):
 /// the host sizes the segment buffer by it.
 pub const MSM_SEG: u32 = 16;
+/// Threads of a block of the bucket-level kernels (k_g*_level0, k_g*_level_n):
+/// G1's declare it in their launch bounds.
+pub const MSM_LEVEL_THREADS: u32 = 128;
+/// Rounds of blockDim scalars one block of the 0/1 split (k_msm_split)
+/// ranks: the kernel sizes its shared rank table by it, the host its grid.
+pub const MSM_SPLIT_ROUNDS: u32 = 8;
 
 // Element layouts, in u64 words: the host's device types (gpu.rs) are arrays
 // of this many words, and cuzk.cu checks its structs' sizes against them, so

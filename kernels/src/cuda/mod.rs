@@ -1,8 +1,9 @@
 //! The CUDA engine for prove_start (feature `cuda`).
 //!
 //! One [`CudaEngine`] per device, shared by that device's GPU workers: one
-//! CUDA context (made current on each calling thread), a stream per call,
-//! the proving-key bases of each circuit uploaded once and kept resident
+//! CUDA context (made current on each calling thread), a workspace leased
+//! per call from a pool (stream, pinned staging, reused device buffers), the
+//! proving-key bases of each circuit uploaded once and kept resident
 //! (LRU-evicted against a memory budget), H by seven NTTs on the device, the
 //! four G1 MSMs and, with `g2_on_gpu`, B's G2 MSM. Kernels: kernels/cuda.
 
@@ -23,18 +24,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustacuda::device::Device;
+use rustacuda::error::CudaError;
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::Stream;
 
 use crate::groth16::{
     PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
 };
-use crate::{DeviceError, Fr, G1Affine, G1Projective, G2Affine, G2Projective, KernelError};
+use crate::{DeviceCause, DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use gpu::{
     driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr,
-    DeviceElement, Gpu, Launch, Res,
+    DeviceElement, Gpu, Launch, Res, Workspace,
 };
-use msm::{MsmGroup, G1, G2};
+use msm::{MsmGroup, ZeroOne, G1, G2};
 use ntt::NttTables;
 
 /// A CUDA device as the driver reports it.
@@ -86,6 +88,10 @@ pub struct CudaOptions {
     /// Bytes of device memory the resident proving keys may take; `None`:
     /// 60% of the device's memory (the rest is for the per-proof buffers).
     pub resident_budget: Option<u64>,
+    /// Reuse device buffers from the calls' workspaces; false: allocate and
+    /// free every temporary buffer (cuMemFree synchronizes the context), as
+    /// v1 did, for comparison. Streams and pinned staging are kept either way.
+    pub pool: bool,
 }
 
 impl Default for CudaOptions {
@@ -93,6 +99,7 @@ impl Default for CudaOptions {
         Self {
             g2_on_gpu: true,
             resident_budget: None,
+            pool: true,
         }
     }
 }
@@ -157,8 +164,34 @@ pub struct CudaEngine {
     budget: u64,
     name: String,
     cache: Mutex<Cache>,
-    /// Pinned staging buffers, one set per concurrent call.
-    staging: Mutex<Vec<gpu::Staging>>,
+    /// Workspaces of finished calls, one per call that ran concurrently.
+    workspaces: Mutex<Vec<Workspace>>,
+}
+
+/// A workspace leased to one call: back to the engine's pool when dropped,
+/// after its stream has finished (see `Workspace`), or freed when the
+/// stream failed.
+pub struct Lease<'e> {
+    engine: &'e CudaEngine,
+    ws: Option<Workspace>,
+}
+
+impl std::ops::Deref for Lease<'_> {
+    type Target = Workspace;
+    fn deref(&self) -> &Workspace {
+        self.ws.as_ref().expect("held until drop")
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let Some(ws) = self.ws.take() else { return };
+        if ws.stream.synchronize().is_ok() {
+            if let Ok(mut pool) = self.engine.workspaces.lock() {
+                pool.push(ws);
+            }
+        }
+    }
 }
 
 impl CudaEngine {
@@ -180,8 +213,39 @@ impl CudaEngine {
                 tables: HashMap::new(),
                 tick: 0,
             }),
-            staging: Mutex::new(Vec::new()),
+            workspaces: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A workspace for one call (the context current on this thread).
+    pub fn lease(&self) -> Res<Lease<'_>> {
+        self.gpu.enter()?;
+        let pooled = self.workspaces.lock().ok().and_then(|mut v| v.pop());
+        let ws = match pooled {
+            Some(ws) => ws,
+            None => Workspace::new(self.options.pool)?,
+        };
+        Ok(Lease {
+            engine: self,
+            ws: Some(ws),
+        })
+    }
+
+    /// Frees the idle device buffers of the pooled workspaces (cuMemFree:
+    /// waits for the context's work).
+    pub fn release_pooled(&self) {
+        if let Ok(pool) = self.workspaces.lock() {
+            for ws in pool.iter() {
+                let _ = ws.release();
+            }
+        }
+    }
+
+    /// Device bytes held idle by the pooled workspaces.
+    pub fn pooled_bytes(&self) -> u64 {
+        self.workspaces
+            .lock()
+            .map_or(0, |v| v.iter().map(|w| w.idle_bytes()).sum())
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -246,8 +310,8 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// NTT tables for size n, resident.
-    pub fn tables(&self, n: usize) -> Res<Arc<NttTables>> {
+    /// NTT tables for size n, resident (uploaded through `ws`).
+    pub fn tables(&self, n: usize, ws: &Workspace) -> Res<Arc<NttTables>> {
         self.gpu.enter()?;
         let mut cache = self
             .cache
@@ -261,12 +325,14 @@ impl CudaEngine {
         }
         let need = (n as u64) * 32 + (1 << 16);
         self.make_room(&mut cache, need)?;
-        let t = Arc::new(NttTables::new(&self.gpu, n)?);
+        let t = Arc::new(NttTables::new(n, ws)?);
         cache.tables.insert(n, (t.clone(), tick));
         Ok(t)
     }
 
-    fn resident(&self, circuit: &PreparedCircuit) -> Res<Arc<ResidentKey>> {
+    /// The circuit's bases on the device, uploaded through `ws` when not
+    /// resident yet (waits for the upload: other calls' streams use them).
+    fn resident(&self, circuit: &PreparedCircuit, ws: &Workspace) -> Res<Arc<ResidentKey>> {
         let mut cache = self
             .cache
             .lock()
@@ -293,14 +359,31 @@ impl CudaEngine {
         let need = (g1 + g2) as u64;
         cache.keys.remove(&circuit.circuit_id);
         self.make_room(&mut cache, need)?;
-        let a = self.upload(&G1::to_device(&pk.a_query))?;
-        let b1 = self.upload(&G1::to_device(&pk.b_g1_query))?;
-        let l = self.upload(&G1::to_device(&pk.l_query))?;
-        let h = self.upload(&G1::to_device(&pk.h_query))?;
-        let b2 = if with_b2 {
-            Some(self.upload(&G2::to_device(&pk.b_g2_query))?)
-        } else {
-            None
+        let upload = || -> Res<_> {
+            let a = ws.upload_owned(&G1::to_device(&pk.a_query))?;
+            let b1 = ws.upload_owned(&G1::to_device(&pk.b_g1_query))?;
+            let l = ws.upload_owned(&G1::to_device(&pk.l_query))?;
+            let h = ws.upload_owned(&G1::to_device(&pk.h_query))?;
+            let b2 = if with_b2 {
+                Some(ws.upload_owned(&G2::to_device(&pk.b_g2_query))?)
+            } else {
+                None
+            };
+            ws.synchronize("uploading a proving key")?;
+            Ok((a, b1, l, h, b2))
+        };
+        // The workspaces' idle buffers live outside the resident budget: when
+        // they are what keeps a key from fitting, free them and try again.
+        let (a, b1, l, h, b2) = match upload() {
+            Err(KernelError::Device(DeviceError {
+                cause: DeviceCause::Driver(CudaError::OutOfMemory),
+                ..
+            })) => {
+                ws.release()?;
+                self.release_pooled();
+                upload()?
+            }
+            uploaded => uploaded?,
         };
         let bytes =
             a.bytes() + b1.bytes() + l.bytes() + h.bytes() + b2.as_ref().map_or(0, |b| b.bytes());
@@ -339,17 +422,18 @@ impl CudaEngine {
                 syn.c.len()
             )));
         }
-        let key = self.resident(circuit)?;
-        let tables = self.tables(n)?;
+        let ws = self.lease()?;
+        let stream = &ws.stream;
+        let key = self.resident(circuit, &ws)?;
+        let tables = self.tables(n, &ws)?;
         self.gpu.enter()?;
-        let stream = gpu.stream()?;
         let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
         let mut marks: Vec<(&'static str, Event)> = Vec::new();
         let start = ev()?;
-        start.record(&stream).map_err(driver("cuEventRecord"))?;
+        start.record(stream).map_err(driver("cuEventRecord"))?;
         let mark = |marks: &mut Vec<(&'static str, Event)>, name: &'static str| -> Res<()> {
             let e = ev()?;
-            e.record(&stream).map_err(driver("cuEventRecord"))?;
+            e.record(stream).map_err(driver("cuEventRecord"))?;
             marks.push((name, e));
             Ok(())
         };
@@ -363,35 +447,25 @@ impl CudaEngine {
             assignment,
             num_inputs,
         } = syn;
-        let mut da = DBuf::<DevFr>::new(n)?;
-        let mut db = DBuf::<DevFr>::new(n)?;
-        let mut dc = DBuf::<DevFr>::new(n)?;
         let m = assignment.len();
-        let mut dz = DBuf::<DevFr>::new(m)?;
-        let staged = self.staging.lock().ok().and_then(|mut v| v.pop());
-        let mut staging = match staged {
-            Some(s) => s,
-            None => gpu::Staging::new()?,
-        };
-        let up = (|| -> Res<()> {
-            staging.upload(&mut da, msm::fr_dev(&a), &stream)?;
-            staging.upload(&mut db, msm::fr_dev(&b), &stream)?;
-            staging.upload(&mut dc, msm::fr_dev(&c), &stream)?;
-            staging.upload(&mut dz, msm::fr_dev(&assignment), &stream)?;
-            staging.finish()
-        })();
-        if let Ok(mut v) = self.staging.lock() {
-            v.push(staging);
-        }
-        up?;
-        msm::from_mont(gpu, &stream, dz.ptr(), dz.ptr(), m)?;
+        let mut da = ws.buffer::<DevFr>(n)?;
+        let mut db = ws.buffer::<DevFr>(n)?;
+        let mut dc = ws.buffer::<DevFr>(n)?;
+        let mut dz = ws.buffer::<DevFr>(m)?;
+        ws.upload(&mut da, msm::fr_dev(&a))?;
+        ws.upload(&mut db, msm::fr_dev(&b))?;
+        ws.upload(&mut dc, msm::fr_dev(&c))?;
+        ws.upload(&mut dz, msm::fr_dev(&assignment))?;
+        msm::from_mont(gpu, &ws, dz.ptr(), dz.ptr(), m)?;
         mark(&mut marks, "upload")?;
 
         // H
-        let scratch = DBuf::<DevFr>::new(n)?;
-        tables.compute_h(gpu, &stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
+        let scratch = ws.buffer::<DevFr>(n)?;
+        tables.compute_h(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
         mark(&mut marks, "ntt")?;
-        stream.synchronize().map_err(driver("NTT"))?;
+        // Back to the workspace: later buffers reuse them after the NTT, in
+        // stream order. The host's a, b, c (copied into the staging) are
+        // freed while the NTT runs, not before it is queued.
         drop((a, b, c, db, dc, scratch));
 
         let h_len = key.h_len.min(n);
@@ -399,8 +473,8 @@ impl CudaEngine {
         // A's and B's scalars: the assignment after the constant one when the
         // key holds every variable, else the selected entries, gathered here
         // and uploaded beside it (Filecoin's keys).
-        let a_sel = self.selected(&circuit.a_selection, &assignment, &stream)?;
-        let b_sel = self.selected(&circuit.b_selection, &assignment, &stream)?;
+        let a_sel = self.selected(&circuit.a_selection, &assignment, &ws)?;
+        let b_sel = self.selected(&circuit.b_selection, &assignment, &ws)?;
         let shared = a_sel.is_none() && b_sel.is_none();
         let (a_ptr, a_len) = match &a_sel {
             Some((scalars, len)) => (scalars.ptr(), *len),
@@ -410,78 +484,73 @@ impl CudaEngine {
             Some((scalars, len)) => (scalars.ptr(), *len),
             None => (dz.ptr_at(1), key.b_len.min(m) - 1),
         };
-        // Window sums of the four G1 MSMs, in this order, and of B's G2 MSM.
-        let (w_h, w_l, w_a, w_b) = (
-            msm::windows(h_len),
-            msm::windows(l_len),
-            msm::windows(a_len),
-            msm::windows(b_len),
-        );
-        let out = DBuf::<DevG1Jac>::new(w_h + w_l + w_a + w_b)?;
+        // Results of the four G1 MSMs (H, L, A, B1), OUT_SLOTS each, and of
+        // B's G2 MSM; each plan's shape says which slots it wrote.
+        let slots = msm::OUT_SLOTS;
+        let out = ws.buffer::<DevG1Jac>(4 * slots)?;
         let out2 = match key.b2 {
-            Some(_) => Some(DBuf::<DevG2Jac>::new(w_b)?),
+            Some(_) => Some(ws.buffer::<DevG2Jac>(slots)?),
             None => None,
         };
         let (o_h, o_l, o_a, o_b1) = (
             out.ptr(),
-            out.ptr_at(w_h),
-            out.ptr_at(w_h + w_l),
-            out.ptr_at(w_h + w_l + w_a),
+            out.ptr_at(slots),
+            out.ptr_at(2 * slots),
+            out.ptr_at(3 * slots),
         );
+        let rule = ZeroOne::Auto;
 
-        msm::from_mont(gpu, &stream, da.ptr(), da.ptr(), h_len)?;
-        let plan_h = msm::plan(gpu, &stream, da.ptr(), h_len)?;
-        msm::accumulate::<G1>(gpu, &stream, &plan_h, key.h.ptr(), o_h)?;
-        let c_h = plan_h.c;
+        msm::from_mont(gpu, &ws, da.ptr(), da.ptr(), h_len)?;
+        let plan_h = msm::plan(gpu, &ws, da.ptr(), h_len, rule)?;
+        msm::accumulate::<G1>(gpu, &ws, &plan_h, key.h.ptr(), o_h)?;
+        let s_h = plan_h.shape;
         drop(plan_h);
         drop(da);
         mark(&mut marks, "msm_h")?;
 
-        let plan_l = msm::plan(gpu, &stream, dz.ptr_at(num_inputs), l_len)?;
-        msm::accumulate::<G1>(gpu, &stream, &plan_l, key.l.ptr(), o_l)?;
-        let c_l = plan_l.c;
+        let plan_l = msm::plan(gpu, &ws, dz.ptr_at(num_inputs), l_len, rule)?;
+        msm::accumulate::<G1>(gpu, &ws, &plan_l, key.l.ptr(), o_l)?;
+        let s_l = plan_l.shape;
         drop(plan_l);
         mark(&mut marks, "msm_l")?;
 
         // With every variable in both, A and B sort the same scalars once.
-        let plan_a = msm::plan(gpu, &stream, a_ptr, a_len)?;
-        msm::accumulate::<G1>(gpu, &stream, &plan_a, key.a.ptr_at(1), o_a)?;
+        let plan_a = msm::plan(gpu, &ws, a_ptr, a_len, rule)?;
+        msm::accumulate::<G1>(gpu, &ws, &plan_a, key.a.ptr_at(1), o_a)?;
         mark(&mut marks, "msm_a")?;
         let plan_b_own = if shared {
             None
         } else {
-            Some(msm::plan(gpu, &stream, b_ptr, b_len)?)
+            Some(msm::plan(gpu, &ws, b_ptr, b_len, rule)?)
         };
         let plan_b = plan_b_own.as_ref().unwrap_or(&plan_a);
-        msm::accumulate::<G1>(gpu, &stream, plan_b, key.b1.ptr_at(1), o_b1)?;
+        msm::accumulate::<G1>(gpu, &ws, plan_b, key.b1.ptr_at(1), o_b1)?;
         mark(&mut marks, "msm_b1")?;
         if let (Some(b2), Some(o_b2)) = (&key.b2, &out2) {
-            msm::accumulate::<G2>(gpu, &stream, plan_b, b2.ptr_at(1), o_b2.ptr())?;
+            msm::accumulate::<G2>(gpu, &ws, plan_b, b2.ptr_at(1), o_b2.ptr())?;
             mark(&mut marks, "msm_b2")?;
         }
-        let (c_a, c_b) = (plan_a.c, plan_b.c);
+        let (s_a, s_b) = (plan_a.shape, plan_b.shape);
         drop(plan_b_own);
         drop(plan_a);
         drop((dz, a_sel, b_sel));
 
-        let mut host = vec![DevG1Jac::ZERO; w_h + w_l + w_a + w_b];
-        out.download(&mut host, &stream)?;
-        let mut host2 = vec![DevG2Jac::ZERO; w_b];
+        let mut host = vec![DevG1Jac::ZERO; 4 * slots];
+        out.download(&mut host, stream)?;
+        let mut host2 = vec![DevG2Jac::ZERO; slots];
         if let Some(o_b2) = &out2 {
-            o_b2.download(&mut host2, &stream)?;
+            o_b2.download(&mut host2, stream)?;
         }
         mark(&mut marks, "download")?;
         stream.synchronize().map_err(driver("prove_start"))?;
         drop((out, out2));
 
-        let (h_w, rest) = host.split_at(w_h);
-        let (l_w, rest) = rest.split_at(w_l);
-        let (a_w, b1_w) = rest.split_at(w_a);
-        let h_acc = msm::combine::<G1>(h_w, c_h);
-        let l_acc = msm::combine::<G1>(l_w, c_l);
-        let a_acc = msm::combine::<G1>(a_w, c_a);
-        let b1_acc = msm::combine::<G1>(b1_w, c_b);
-        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, c_b));
+        let result = |i: usize| &host[i * slots..(i + 1) * slots];
+        let h_acc = msm::combine::<G1>(result(0), s_h);
+        let l_acc = msm::combine::<G1>(result(1), s_l);
+        let a_acc = msm::combine::<G1>(result(2), s_a);
+        let b1_acc = msm::combine::<G1>(result(3), s_b);
+        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, s_b));
 
         let mut phases = Vec::new();
         let mut prev = &start;
@@ -515,14 +584,15 @@ impl CudaEngine {
         &self,
         selection: &Selection,
         assignment: &[Fr],
-        stream: &Stream,
+        ws: &Workspace,
     ) -> Res<Option<(DBuf<DevFr>, usize)>> {
         if *selection == Selection::All {
             return Ok(None);
         }
         let gathered = selection.gather(&assignment[1..]);
-        let device = self.upload_fr(&gathered)?;
-        msm::from_mont(&self.gpu, stream, device.ptr(), device.ptr(), gathered.len())?;
+        let mut device = ws.buffer::<DevFr>(gathered.len())?;
+        ws.upload(&mut device, msm::fr_dev(&gathered))?;
+        msm::from_mont(&self.gpu, ws, device.ptr(), device.ptr(), gathered.len())?;
         Ok(Some((device, gathered.len())))
     }
 
@@ -542,23 +612,20 @@ impl CudaEngine {
         self.upload(msm::fr_dev(s))
     }
 
-    /// Copies elements to a new device buffer and waits for the copy.
+    /// Copies elements to a new (owned) device buffer and waits for the copy.
     fn upload<T: DeviceElement>(&self, elements: &[T]) -> Res<DBuf<T>> {
-        self.gpu.enter()?;
-        let mut buffer = DBuf::new(elements.len())?;
-        let stream = self.gpu.stream()?;
-        buffer.upload(elements, &stream)?;
-        stream.synchronize().map_err(driver("upload"))?;
+        let ws = self.lease()?;
+        let buffer = ws.upload_owned(elements)?;
+        ws.synchronize("upload")?;
         Ok(buffer)
     }
 
     /// Copies the first `n` elements of a buffer back and waits for the copy.
     fn download<T: DeviceElement>(&self, buf: &DBuf<T>, n: usize) -> Res<Vec<T>> {
-        self.gpu.enter()?;
+        let ws = self.lease()?;
         let mut host = vec![T::ZERO; n];
-        let st = self.gpu.stream()?;
-        buf.download(&mut host, &st)?;
-        st.synchronize().map_err(driver("download"))?;
+        buf.download(&mut host, &ws.stream)?;
+        ws.synchronize("download")?;
         Ok(host)
     }
 
@@ -566,64 +633,44 @@ impl CudaEngine {
         Ok(msm::fr_from_dev(&self.download(buf, n)?))
     }
 
-    /// MSM of device-resident bases and scalars (Montgomery Fr, n of each).
+    /// MSM in group `G` (msm::G1 or msm::G2) of device-resident bases and
+    /// scalars (Montgomery Fr, n of each), the 0/1 split as `rule` says.
     /// Synchronous; includes the scalars' conversion and the bucket sort.
-    pub fn msm_g1_device(
-        &self,
-        bases: &DBuf<DevG1Affine>,
-        scalars: &DBuf<DevFr>,
-        n: usize,
-    ) -> Res<G1Projective> {
-        self.msm_device::<G1>(bases, scalars, n)
-    }
-
-    pub fn msm_g2_device(
-        &self,
-        bases: &DBuf<DevG2Affine>,
-        scalars: &DBuf<DevFr>,
-        n: usize,
-    ) -> Res<G2Projective> {
-        self.msm_device::<G2>(bases, scalars, n)
-    }
-
-    fn msm_device<G: MsmGroup>(
+    pub fn msm_device<G: MsmGroup>(
         &self,
         bases: &DBuf<G::Affine>,
         scalars: &DBuf<DevFr>,
         n: usize,
+        rule: ZeroOne,
     ) -> Res<G::Curve> {
-        self.gpu.enter()?;
+        let ws = self.lease()?;
         let gpu = &self.gpu;
-        let stream = gpu.stream()?;
-        let plain = DBuf::<DevFr>::new(n)?;
-        msm::from_mont(gpu, &stream, scalars.ptr(), plain.ptr(), n)?;
-        let plan = msm::plan(gpu, &stream, plain.ptr(), n)?;
-        let out = DBuf::<G::Jac>::new(plan.nwin as usize)?;
-        msm::accumulate::<G>(gpu, &stream, &plan, bases.ptr(), out.ptr())?;
-        let mut host = vec![G::Jac::ZERO; plan.nwin as usize];
-        out.download(&mut host, &stream)?;
-        stream.synchronize().map_err(driver("msm"))?;
-        Ok(msm::combine::<G>(&host, plan.c))
+        let plain = ws.buffer::<DevFr>(n)?;
+        msm::from_mont(gpu, &ws, scalars.ptr(), plain.ptr(), n)?;
+        let plan = msm::plan(gpu, &ws, plain.ptr(), n, rule)?;
+        let out = ws.buffer::<G::Jac>(msm::OUT_SLOTS)?;
+        msm::accumulate::<G>(gpu, &ws, &plan, bases.ptr(), out.ptr())?;
+        let mut host = vec![G::Jac::ZERO; plan.shape.outputs()];
+        out.download(&mut host, &ws.stream)?;
+        ws.synchronize("msm")?;
+        Ok(msm::combine::<G>(&host, plan.shape))
     }
 
-    /// One-shot MSMs from host data (tests).
-    pub fn msm_g1(&self, bases: &[G1Affine], scalars: &[Fr]) -> Res<G1Projective> {
+    /// One-shot MSM from host data (tests).
+    pub fn msm<G: MsmGroup>(
+        &self,
+        bases: &[<G::Curve as ark_ec::CurveGroup>::Affine],
+        scalars: &[Fr],
+        rule: ZeroOne,
+    ) -> Res<G::Curve> {
         let n = bases.len().min(scalars.len());
-        let b = self.upload_g1(&bases[..n])?;
+        let b = self.upload(&G::to_device(&bases[..n]))?;
         let s = self.upload_fr(&scalars[..n])?;
-        self.msm_g1_device(&b, &s, n)
-    }
-
-    pub fn msm_g2(&self, bases: &[G2Affine], scalars: &[Fr]) -> Res<G2Projective> {
-        let n = bases.len().min(scalars.len());
-        let b = self.upload_g2(&bases[..n])?;
-        let s = self.upload_fr(&scalars[..n])?;
-        self.msm_g2_device(&b, &s, n)
+        self.msm_device::<G>(&b, &s, n, rule)
     }
 
     /// In-place NTT of device data of size n (a power of two).
     pub fn ntt_device(&self, data: &DBuf<DevFr>, n: usize, inverse: bool, coset: bool) -> Res<()> {
-        self.gpu.enter()?;
         let scratch = DBuf::<DevFr>::new(n)?;
         self.ntt_device_with(data, &scratch, n, inverse, coset)
     }
@@ -637,18 +684,18 @@ impl CudaEngine {
         inverse: bool,
         coset: bool,
     ) -> Res<()> {
-        let t = self.tables(n)?;
+        let ws = self.lease()?;
+        let t = self.tables(n, &ws)?;
         self.gpu.enter()?;
-        let stream = self.gpu.stream()?;
         t.ntt(
             &self.gpu,
-            &stream,
+            &ws.stream,
             data.ptr(),
             scratch.ptr(),
             inverse,
             coset,
         )?;
-        stream.synchronize().map_err(driver("ntt"))
+        ws.synchronize("ntt")
     }
 
     /// Runs a field test kernel on the words of n elements of a and b:
@@ -701,27 +748,24 @@ impl CudaEngine {
         kernel: impl FnOnce(&Gpu, &Stream, Launch, DevPtr<I>, DevPtr<I>, DevPtr<O>, u32) -> Res<()>,
     ) -> Res<Vec<O>> {
         let n = a.len();
-        let da = self.upload(a)?;
-        let db = self.upload(b)?;
-        let dout = DBuf::<O>::new(per_input * n)?;
-        let st = self.gpu.stream()?;
+        let ws = self.lease()?;
+        let (mut da, mut db) = (ws.buffer::<I>(n)?, ws.buffer::<I>(n)?);
+        ws.upload(&mut da, a)?;
+        ws.upload(&mut db, b)?;
+        let dout = ws.buffer::<O>(per_input * n)?;
         kernel(
             &self.gpu,
-            &st,
+            &ws.stream,
             Launch::over(n, 128),
             da.ptr(),
             db.ptr(),
             dout.ptr(),
             n as u32,
         )?;
-        st.synchronize().map_err(driver("test kernel"))?;
-        self.download(&dout, per_input * n)
-    }
-
-    /// Synchronize a throwaway stream (for timing helpers).
-    pub fn stream(&self) -> Res<Stream> {
-        self.gpu.enter()?;
-        self.gpu.stream()
+        let mut host = vec![O::ZERO; per_input * n];
+        dout.download(&mut host, &ws.stream)?;
+        ws.synchronize("test kernel")?;
+        Ok(host)
     }
 }
 
@@ -732,8 +776,8 @@ impl Drop for CudaEngine {
             c.keys.clear();
             c.tables.clear();
         }
-        if let Ok(mut s) = self.staging.lock() {
-            s.clear();
+        if let Ok(mut w) = self.workspaces.lock() {
+            w.clear();
         }
     }
 }

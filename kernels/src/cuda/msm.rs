@@ -11,7 +11,8 @@ use rustacuda::stream::Stream;
 
 use super::gpu::{
     DBuf, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch,
-    Res, FQ_WORDS, MSM_SEG, SCAN_PER_THREAD, SCAN_THREADS,
+    Res, Workspace, FQ_WORDS, MSM_LEVEL_THREADS, MSM_SEG, MSM_SPLIT_ROUNDS, SCAN_PER_THREAD,
+    SCAN_THREADS,
 };
 use crate::Fr;
 
@@ -183,43 +184,106 @@ fn fq_from(w: &[u64]) -> Fq {
     Fp::new_unchecked(BigInt([w[0], w[1], w[2], w[3], w[4], w[5]]))
 }
 
+/// Smallest window width: the `CUZK_MSM_C` override is clamped to it, and
+/// it bounds the number of window sums.
+const MIN_C: u32 = 4;
+
+/// Result slots an MSM may write (window sums of the narrowest window, plus
+/// the sum of the ones): callers reserve this many per MSM.
+pub const OUT_SLOTS: usize = (255 / MIN_C + 1) as usize + 1;
+
 /// Window size for n points (override: CUZK_MSM_C).
 pub fn window_bits(n: usize) -> u32 {
     if let Some(c) = std::env::var("CUZK_MSM_C")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
     {
-        return c.clamp(4, 24);
+        return c.clamp(MIN_C, 24);
     }
     let log = usize::BITS - n.max(1).leading_zeros();
     (log.saturating_sub(4)).clamp(6, 16)
 }
 
+/// Whether an MSM sums its scalars equal to 1 directly and skips its zeros
+/// (the 0/1 fast path) or sorts every scalar into buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroOne {
+    /// Decided per call from the scalars, counted on the device: the split
+    /// when at least 1/SPLIT_SHARE of them are 0 or 1.
+    Auto,
+    /// Every scalar through the buckets (the plain Pippenger, for comparison).
+    Off,
+}
+
+/// The split pays once this fraction (1/SPLIT_SHARE) of the scalars are 0
+/// or 1: it costs a pass over the scalars and a compacted copy of the rest,
+/// and saves sorting the zeros and ones (all of whose digits but one are 0;
+/// the ones all land in one bucket, whose atomics serialize).
+const SPLIT_SHARE: usize = 8;
+
+/// Threads per block of the split (any multiple of 32 up to 1024).
+const SPLIT_THREADS: u32 = 256;
+
+/// What an MSM's results are: `nwin` window sums in 2^c, then the sum of the
+/// ones when `ones`. Outlives the plan (the host combines after the download).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Window width in bits; the host's Horner step doubles c times per window.
+    pub c: u32,
+    /// Window sums written (0 when no scalar goes through the buckets).
+    pub nwin: u32,
+    /// Whether slot `nwin` holds the sum of the points whose scalar is 1.
+    pub ones: bool,
+}
+
+impl Shape {
+    /// Slots written, at most OUT_SLOTS.
+    pub fn outputs(&self) -> usize {
+        self.nwin as usize + self.ones as usize
+    }
+}
+
+/// The ones of the 0/1 split as a single bucket, in the layout the bucket
+/// levels read (offset 0, count n).
+struct OnesBucket {
+    n: usize,
+    /// Point indices.
+    list: DBuf<u32>,
+    /// [n, unused]: the bucket's entry count.
+    cnt: DBuf<u32>,
+    /// [0, unused]: the bucket's first entry.
+    off: DBuf<u32>,
+}
+
 /// Scalars sorted into buckets: depends only on the scalars, so MSMs with the
 /// same scalars (A, B1, B2) share one.
 pub struct Plan {
-    /// Scalars sorted.
+    /// Scalars in the buckets (all of them, or those neither 0 nor 1).
     pub n: usize,
-    /// Window width in bits; the host's Horner step doubles c times per window.
-    pub c: u32,
-    /// Windows per scalar.
-    pub nwin: u32,
+    /// The results' layout.
+    pub shape: Shape,
     /// Buckets per window: 2^(c-1).
-    pub nbw: u32,
+    nbw: u32,
     /// Entries per bucket (plus one zero entry, so the scan ends with the total).
     cnt: DBuf<u32>,
     /// First entry of each bucket in `list`.
     off: DBuf<u32>,
     /// Point indices by bucket, the sign in the top bit.
     list: DBuf<u32>,
+    /// The points to add once (scalar 1), with the split.
+    ones: Option<OnesBucket>,
 }
 
 impl Plan {
     pub fn bytes(&self) -> u64 {
-        self.cnt.bytes() + self.off.bytes() + self.list.bytes()
+        let ones = self
+            .ones
+            .as_ref()
+            .map_or(0, |o| o.list.bytes() + o.cnt.bytes() + o.off.bytes());
+        self.cnt.bytes() + self.off.bytes() + self.list.bytes() + ones
     }
     fn nb(&self) -> u32 {
-        self.nwin * self.nbw
+        self.shape.nwin * self.nbw
     }
 }
 
@@ -227,7 +291,7 @@ impl Plan {
 /// holds one entry per tile of SCAN_THREADS * SCAN_PER_THREAD.
 pub fn scan(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     input: DevPtr<u32>,
     out: DevPtr<u32>,
     len: usize,
@@ -237,7 +301,7 @@ pub fn scan(
     assert!(sums.bytes() >= (tiles * std::mem::size_of::<u32>()) as u64);
     let n = len as u32;
     gpu.k_scan_tiles(
-        stream,
+        &ws.stream,
         Launch::new(tiles as u32, SCAN_THREADS),
         input,
         out,
@@ -245,45 +309,152 @@ pub fn scan(
         sums.ptr(),
     )?;
     gpu.k_scan_sums(
-        stream,
+        &ws.stream,
         Launch::new(1, SCAN_THREADS),
         sums.ptr(),
         tiles as u32,
     )?;
-    gpu.k_scan_add(stream, Launch::over(len, THREADS), out, n, sums.ptr())
+    gpu.k_scan_add(&ws.stream, Launch::over(len, THREADS), out, n, sums.ptr())
 }
 
 /// A `sums` buffer for scans of up to `len` entries.
-fn scan_sums(len: usize) -> Res<DBuf<u32>> {
-    DBuf::new(len.div_ceil((SCAN_THREADS * SCAN_PER_THREAD) as usize))
+fn scan_sums(ws: &Workspace, len: usize) -> Res<DBuf<u32>> {
+    ws.buffer(len.div_ceil((SCAN_THREADS * SCAN_PER_THREAD) as usize))
 }
 
 /// Converts n Montgomery scalars at `mont` into plain integers at `plain`.
 pub fn from_mont(
     gpu: &Gpu,
-    stream: &Stream,
+    ws: &Workspace,
     mont: DevPtr<DevFr>,
     plain: DevPtr<DevFr>,
     n: usize,
 ) -> Res<()> {
-    gpu.k_msm_from_mont(stream, Launch::over(n, THREADS), mont, plain, n as u32)
+    gpu.k_msm_from_mont(&ws.stream, Launch::over(n, THREADS), mont, plain, n as u32)
 }
 
-/// Sorts n plain scalars at `scalars` into buckets.
-pub fn plan(gpu: &Gpu, stream: &Stream, scalars: DevPtr<DevFr>, n: usize) -> Res<Plan> {
+/// A buffer of `len` u32 set to `v` (stream-ordered).
+fn filled(gpu: &Gpu, ws: &Workspace, len: usize, v: u32) -> Res<DBuf<u32>> {
+    let b = ws.buffer::<u32>(len)?;
+    gpu.k_fill_u32(
+        &ws.stream,
+        Launch::over(len, THREADS),
+        b.ptr(),
+        len as u32,
+        v,
+    )?;
+    Ok(b)
+}
+
+/// How many of n plain scalars are 1 and how many are neither 0 nor 1
+/// (waits for the stream).
+fn count_classes(
+    gpu: &Gpu,
+    ws: &Workspace,
+    scalars: DevPtr<DevFr>,
+    n: usize,
+) -> Res<(usize, usize)> {
+    let counts = filled(gpu, ws, 2, 0)?;
+    // A grid of a few blocks per SM's worth: each thread strides over many
+    // scalars, so the counters see few atomics.
+    let blocks = n.div_ceil(THREADS as usize).min(1024) as u32;
+    gpu.k_msm_count_classes(
+        &ws.stream,
+        Launch::new(blocks, THREADS),
+        scalars,
+        n as u32,
+        counts.ptr(),
+    )?;
+    let mut host = [0u32; 2];
+    counts.download(&mut host, &ws.stream)?;
+    ws.synchronize("counting 0/1 scalars")?;
+    Ok((host[0] as usize, host[1] as usize))
+}
+
+/// Sorts n plain scalars at `scalars` into buckets, after splitting off
+/// the zeros and ones where `rule` says so.
+pub fn plan(
+    gpu: &Gpu,
+    ws: &Workspace,
+    scalars: DevPtr<DevFr>,
+    n: usize,
+    rule: ZeroOne,
+) -> Res<Plan> {
+    let split = match rule {
+        ZeroOne::Off => None,
+        ZeroOne::Auto if n == 0 => None,
+        ZeroOne::Auto => {
+            let (ones, others) = count_classes(gpu, ws, scalars, n)?;
+            ((n - others) * SPLIT_SHARE >= n).then_some((ones, others))
+        }
+    };
+    let Some((n_ones, n_others)) = split else {
+        return sort(gpu, ws, scalars, DevPtr::null(), n);
+    };
+    let ones = ws.buffer::<u32>(n_ones)?;
+    let others_idx = ws.buffer::<u32>(n_others)?;
+    let others = ws.buffer::<DevFr>(n_others)?;
+    let cursor = filled(gpu, ws, 2, 0)?;
+    let tile = (SPLIT_THREADS * MSM_SPLIT_ROUNDS) as usize;
+    gpu.k_msm_split(
+        &ws.stream,
+        Launch::new(n.div_ceil(tile) as u32, SPLIT_THREADS),
+        scalars,
+        n as u32,
+        cursor.ptr(),
+        ones.ptr(),
+        others_idx.ptr(),
+        others.ptr(),
+    )?;
+    let mut plan = sort(gpu, ws, others.ptr(), others_idx.ptr(), n_others)?;
+    if n_ones > 0 {
+        plan.ones = Some(OnesBucket {
+            n: n_ones,
+            list: ones,
+            cnt: filled(gpu, ws, 2, n_ones as u32)?,
+            off: filled(gpu, ws, 2, 0)?,
+        });
+        plan.shape.ones = true;
+    }
+    Ok(plan)
+}
+
+/// The counting sort of n plain scalars into signed-digit buckets; `map`
+/// (or null: the identity) gives each scalar's point index.
+fn sort(
+    gpu: &Gpu,
+    ws: &Workspace,
+    scalars: DevPtr<DevFr>,
+    map: DevPtr<u32>,
+    n: usize,
+) -> Res<Plan> {
     let c = window_bits(n);
-    let nwin = 255 / c + 1;
+    let nwin = if n == 0 { 0 } else { 255 / c + 1 };
     let nbw = 1u32 << (c - 1);
     let nb = (nwin * nbw) as usize;
-    let cnt = DBuf::<u32>::new(nb + 1)?;
-    let off = DBuf::<u32>::new(nb + 1)?;
-    let list = DBuf::<u32>::new(n * nwin as usize)?;
-    let sums = scan_sums(nb + 1)?;
-    let nb1 = (nb + 1) as u32;
-    gpu.k_fill_u32(stream, Launch::over(nb + 1, THREADS), cnt.ptr(), nb1, 0)?;
+    let cnt = filled(gpu, ws, nb + 1, 0)?;
+    let off = ws.buffer::<u32>(nb + 1)?;
+    let list = ws.buffer::<u32>(n * nwin as usize)?;
+    let plan = |cnt, off, list| Plan {
+        n,
+        shape: Shape {
+            c,
+            nwin,
+            ones: false,
+        },
+        nbw,
+        cnt,
+        off,
+        list,
+        ones: None,
+    };
+    if n == 0 {
+        return Ok(plan(cnt, off, list));
+    }
+    let sums = scan_sums(ws, nb + 1)?;
     let n32 = n as u32;
     gpu.k_msm_histogram(
-        stream,
+        &ws.stream,
         Launch::over(n, THREADS),
         scalars,
         n32,
@@ -291,109 +462,97 @@ pub fn plan(gpu: &Gpu, stream: &Stream, scalars: DevPtr<DevFr>, n: usize) -> Res
         nwin,
         cnt.ptr(),
     )?;
-    scan(gpu, stream, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
+    scan(gpu, ws, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
     // The scatter advances a cursor per bucket: a copy of the offsets.
-    let cursor = DBuf::<u32>::new(nb + 1)?;
+    let cursor = ws.buffer::<u32>(nb + 1)?;
     gpu.k_copy_u32(
-        stream,
+        &ws.stream,
         Launch::over(nb + 1, THREADS),
         off.ptr(),
         cursor.ptr(),
-        nb1,
+        (nb + 1) as u32,
     )?;
     gpu.k_msm_scatter(
-        stream,
+        &ws.stream,
         Launch::over(n, THREADS),
         scalars,
+        map,
         n32,
         c,
         nwin,
         cursor.ptr(),
         list.ptr(),
     )?;
-    // cuMemFree waits for the work queued on these buffers (an implicit
-    // synchronization), so dropping the scratch buffers here is safe.
-    drop((cursor, sums));
-    Ok(Plan {
-        n,
-        c,
-        nwin,
-        nbw,
-        cnt,
-        off,
-        list,
-    })
+    Ok(plan(cnt, off, list))
 }
 
-/// Buckets accumulated for one MSM: the plan's nwin window sums written to
-/// `out` (stream-ordered).
-pub fn accumulate<G: MsmGroup>(
+/// Buckets after the last level: one partial sum (or none) per bucket, at
+/// `pts[off[b]]` when `cnt[b]` is 1.
+struct Partials<J: DeviceElement> {
+    pts: DBuf<J>,
+    off: DBuf<u32>,
+    cnt: DBuf<u32>,
+}
+
+/// Sums each of nb buckets (`cnt[b]` entries of `list` from `off[b]`, at
+/// most `most` in one bucket, `entries` at most in all) in levels of at most
+/// LEVEL_K additions per work item, down to one partial sum per bucket.
+#[allow(clippy::too_many_arguments)]
+fn reduce_buckets<G: MsmGroup>(
     gpu: &Gpu,
-    stream: &Stream,
-    plan: &Plan,
+    ws: &Workspace,
     bases: DevPtr<G::Affine>,
-    out: DevPtr<G::Jac>,
-) -> Res<()> {
-    let nb = plan.nb() as usize;
+    list: DevPtr<u32>,
+    off: DevPtr<u32>,
+    cnt: DevPtr<u32>,
+    nb: usize,
+    entries: usize,
+    most: usize,
+) -> Res<Partials<G::Jac>> {
     let k = LEVEL_K;
-    let entries = plan.n * plan.nwin as usize;
     let cap0 = entries.div_ceil(k as usize) + nb;
-    let pts = [DBuf::<G::Jac>::new(cap0)?, DBuf::<G::Jac>::new(cap0)?];
-    let items = [DBuf::<u32>::new(nb + 1)?, DBuf::<u32>::new(nb + 1)?];
-    let ioff = [DBuf::<u32>::new(nb + 1)?, DBuf::<u32>::new(nb + 1)?];
-    let sums = scan_sums(nb + 1)?;
+    let pts = [ws.buffer::<G::Jac>(cap0)?, ws.buffer::<G::Jac>(cap0)?];
+    let items = [ws.buffer::<u32>(nb + 1)?, ws.buffer::<u32>(nb + 1)?];
+    let ioff = [ws.buffer::<u32>(nb + 1)?, ws.buffer::<u32>(nb + 1)?];
+    let sums = scan_sums(ws, nb + 1)?;
     let nb32 = nb as u32;
     let items_launch = Launch::over(nb + 1, THREADS);
 
     // level 0
-    gpu.k_msm_items(
-        stream,
-        items_launch,
-        plan.cnt.ptr(),
-        items[0].ptr(),
-        nb32,
-        k,
-    )?;
-    scan(gpu, stream, items[0].ptr(), ioff[0].ptr(), nb + 1, &sums)?;
+    gpu.k_msm_items(&ws.stream, items_launch, cnt, items[0].ptr(), nb32, k)?;
+    scan(gpu, ws, items[0].ptr(), ioff[0].ptr(), nb + 1, &sums)?;
     (G::LEVEL0)(
         gpu,
-        stream,
-        Launch::over(cap0, 128),
+        &ws.stream,
+        Launch::over(cap0, MSM_LEVEL_THREADS),
         bases,
-        plan.list.ptr(),
-        plan.off.ptr(),
-        plan.cnt.ptr(),
+        list,
+        off,
+        cnt,
         ioff[0].ptr(),
         nb32,
         k,
         pts[0].ptr(),
     )?;
     let mut cur = 0usize;
-    let mut bound = plan.n.div_ceil(k as usize); // max partials per bucket
+    let mut bound = most.div_ceil(k as usize); // max partials per bucket
     let mut cap = cap0;
     while bound > 1 {
         let nxt = 1 - cur;
         gpu.k_msm_items(
-            stream,
+            &ws.stream,
             items_launch,
             items[cur].ptr(),
             items[nxt].ptr(),
             nb32,
             k,
         )?;
-        scan(
-            gpu,
-            stream,
-            items[nxt].ptr(),
-            ioff[nxt].ptr(),
-            nb + 1,
-            &sums,
-        )?;
+        scan(gpu, ws, items[nxt].ptr(), ioff[nxt].ptr(), nb + 1, &sums)?;
         cap = cap.div_ceil(k as usize) + nb;
         (G::LEVEL_N)(
             gpu,
-            stream,
-            Launch::over(cap, 128),
+            &ws.stream,
+            Launch::over(cap, MSM_LEVEL_THREADS),
             pts[cur].ptr(),
             ioff[cur].ptr(),
             items[cur].ptr(),
@@ -405,48 +564,112 @@ pub fn accumulate<G: MsmGroup>(
         cur = nxt;
         bound = bound.div_ceil(k as usize);
     }
-    // window reduction
-    let segs = (plan.nbw as usize).div_ceil(MSM_SEG as usize);
-    let seg_buf = DBuf::<G::Jac>::new(segs * plan.nwin as usize)?;
-    (G::SEGMENTS)(
-        gpu,
-        stream,
-        Launch::over(segs * plan.nwin as usize, 64),
-        pts[cur].ptr(),
-        ioff[cur].ptr(),
-        items[cur].ptr(),
-        plan.nbw,
-        plan.nwin,
-        seg_buf.ptr(),
-    )?;
+    // The other half of each pair drops here.
+    Ok(Partials {
+        pts: pick(pts, cur),
+        off: pick(ioff, cur),
+        cnt: pick(items, cur),
+    })
+}
+
+/// Element `i` of a pair, the other dropped.
+fn pick<T>(pair: [T; 2], i: usize) -> T {
+    let [a, b] = pair;
+    if i == 0 {
+        a
+    } else {
+        b
+    }
+}
+
+/// One MSM over the plan's scalars: its `shape.outputs()` results written to
+/// `out` (stream-ordered): the window sums, then the sum of the ones.
+pub fn accumulate<G: MsmGroup>(
+    gpu: &Gpu,
+    ws: &Workspace,
+    plan: &Plan,
+    bases: DevPtr<G::Affine>,
+    out: DevPtr<G::Jac>,
+) -> Res<()> {
     let block = 128;
     let shared = block * std::mem::size_of::<G::Jac>() as u32;
+    let nwin = plan.shape.nwin;
+    if let Some(ones) = &plan.ones {
+        let sum = reduce_buckets::<G>(
+            gpu,
+            ws,
+            bases,
+            ones.list.ptr(),
+            ones.off.ptr(),
+            ones.cnt.ptr(),
+            1,
+            ones.n,
+            ones.n,
+        )?;
+        // The one bucket ends as one point at pts[0]; a window sum over a
+        // single segment moves it into its slot.
+        (G::WINDOW_SUM)(
+            gpu,
+            &ws.stream,
+            Launch::new(1, block).shared(shared),
+            sum.pts.ptr(),
+            1,
+            out.offset(nwin as usize),
+        )?;
+    }
+    if nwin == 0 {
+        return Ok(());
+    }
+    let nb = plan.nb() as usize;
+    let buckets = reduce_buckets::<G>(
+        gpu,
+        ws,
+        bases,
+        plan.list.ptr(),
+        plan.off.ptr(),
+        plan.cnt.ptr(),
+        nb,
+        plan.n * nwin as usize,
+        plan.n,
+    )?;
+    // window reduction
+    let segs = (plan.nbw as usize).div_ceil(MSM_SEG as usize);
+    let seg_buf = ws.buffer::<G::Jac>(segs * nwin as usize)?;
+    (G::SEGMENTS)(
+        gpu,
+        &ws.stream,
+        Launch::over(segs * nwin as usize, 64),
+        buckets.pts.ptr(),
+        buckets.off.ptr(),
+        buckets.cnt.ptr(),
+        plan.nbw,
+        nwin,
+        seg_buf.ptr(),
+    )?;
     (G::WINDOW_SUM)(
         gpu,
-        stream,
-        Launch::new(plan.nwin, block).shared(shared),
+        &ws.stream,
+        Launch::new(nwin, block).shared(shared),
         seg_buf.ptr(),
         segs as u32,
         out,
     )?;
-    // Temporaries drop here: cuMemFree synchronizes with outstanding work.
-    drop((pts, items, ioff, sums, seg_buf));
     Ok(())
 }
 
-/// Sum of 2^(c*w) * W_w over the window sums (host side, exact).
-pub fn combine<G: MsmGroup>(windows: &[G::Jac], c: u32) -> G::Curve {
+/// The MSM's value from its results (host side, exact): the sum of
+/// 2^(c*w) * W_w over the window sums, plus the sum of the ones.
+pub fn combine<G: MsmGroup>(results: &[G::Jac], shape: Shape) -> G::Curve {
+    let (windows, rest) = results[..shape.outputs()].split_at(shape.nwin as usize);
     let mut acc = G::Curve::zero();
     for w in windows.iter().rev() {
-        for _ in 0..c {
+        for _ in 0..shape.c {
             acc.double_in_place();
         }
         acc += G::from_device(w);
     }
+    for p in rest {
+        acc += G::from_device(p);
+    }
     acc
-}
-
-/// Window sums an MSM of n points produces (one Jacobian point each).
-pub fn windows(n: usize) -> usize {
-    (255 / window_bits(n) + 1) as usize
 }

@@ -10,7 +10,7 @@ use ark_poly::EvaluationDomain;
 use rayon::prelude::*;
 use rustacuda::stream::Stream;
 
-use super::gpu::{driver, DBuf, DevFr, DevPtr, Gpu, Launch, Res};
+use super::gpu::{DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace};
 use super::msm::fr_dev;
 use crate::groth16::Domain;
 use crate::{Fr, KernelError};
@@ -68,18 +68,14 @@ pub struct Scaling {
 }
 
 impl Scaling {
-    fn new(base: Fr, scale: Fr, n: usize, stream: &Stream) -> Res<Self> {
+    fn new(base: Fr, scale: Fr, n: usize, ws: &Workspace) -> Res<Self> {
         let l = n.min(1024);
         let logl = l.trailing_zeros();
         let lo = powers(base, Fr::one(), l);
         let hi = powers(base.pow([l as u64]), scale, n / l);
-        let mut dlo = DBuf::new(lo.len())?;
-        let mut dhi = DBuf::new(hi.len())?;
-        dlo.upload(fr_dev(&lo), stream)?;
-        dhi.upload(fr_dev(&hi), stream)?;
         Ok(Self {
-            lo: dlo,
-            hi: dhi,
+            lo: ws.upload_owned(fr_dev(&lo))?,
+            hi: ws.upload_owned(fr_dev(&hi))?,
             logl,
         })
     }
@@ -110,32 +106,27 @@ pub struct NttTables {
 }
 
 impl NttTables {
-    pub fn new(gpu: &Gpu, n: usize) -> Res<Self> {
+    /// The tables of size n, uploaded through `ws` (waits for the upload).
+    pub fn new(n: usize, ws: &Workspace) -> Res<Self> {
         let domain = Domain::new(n)
             .ok_or_else(|| KernelError::Synthesis(format!("no NTT domain of size {n}")))?;
         assert_eq!(domain.size(), n);
-        let stream = gpu.stream()?;
         let half = (n / 2).max(1);
         let fwd = stage_twiddles(&powers(domain.group_gen, Fr::one(), half), n);
         let inv = stage_twiddles(&powers(domain.group_gen_inv, Fr::one(), half), n);
-        let mut tw_fwd = DBuf::new(n)?;
-        let mut tw_inv = DBuf::new(n)?;
-        tw_fwd.upload(fr_dev(&fwd), &stream)?;
-        tw_inv.upload(fr_dev(&inv), &stream)?;
+        let tw_fwd = ws.upload_owned(fr_dev(&fwd))?;
+        let tw_inv = ws.upload_owned(fr_dev(&inv))?;
         let g = Fr::GENERATOR;
         let g_inv = g.inverse().expect("generator is nonzero");
-        let coset = Scaling::new(g, Fr::one(), n, &stream)?;
-        let coset_ninv = Scaling::new(g, domain.size_inv, n, &stream)?;
-        let coset_inv_ninv = Scaling::new(g_inv, domain.size_inv, n, &stream)?;
+        let coset = Scaling::new(g, Fr::one(), n, ws)?;
+        let coset_ninv = Scaling::new(g, domain.size_inv, n, ws)?;
+        let coset_inv_ninv = Scaling::new(g_inv, domain.size_inv, n, ws)?;
         let z_inv = domain
             .evaluate_vanishing_polynomial(g)
             .inverse()
             .expect("the vanishing polynomial is nonzero off the domain");
-        let mut consts = DBuf::new(2)?;
-        consts.upload(fr_dev(&[domain.size_inv, z_inv]), &stream)?;
-        stream
-            .synchronize()
-            .map_err(driver("uploading NTT tables"))?;
+        let consts = ws.upload_owned(fr_dev(&[domain.size_inv, z_inv]))?;
+        ws.synchronize("uploading NTT tables")?;
         Ok(Self {
             n,
             logn: n.trailing_zeros(),
