@@ -62,39 +62,38 @@ pub fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
 }
 
 pub fn random_fr(n: usize, seed: u64) -> Vec<Fr> {
-    const CHUNK: usize = 1 << 14;
-    (0..n.div_ceil(CHUNK))
-        .into_par_iter()
-        .flat_map_iter(|ci| {
-            let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
-            let len = CHUNK.min(n - ci * CHUNK);
-            (0..len).map(move |_| Fr::rand(&mut r))
-        })
-        .collect()
+    scalars(n, seed, |r, _| Fr::rand(r))
 }
 
 /// Scalars of which about `bits_pct` percent are random bits (0 or 1, as
 /// most of PoRep's witness: SHA-256 bits) and the rest random field
 /// elements, with some r-1 and 2 among those (edge values of the buckets).
 pub fn mostly_bits(n: usize, bits_pct: u64, seed: u64) -> Vec<Fr> {
+    scalars(n, seed, |r, i| {
+        let roll = r.next_u64();
+        if roll % 100 < bits_pct {
+            Fr::from((roll >> 32) & 1)
+        } else if i % 13 == 0 {
+            -Fr::from(1u64)
+        } else if i % 17 == 0 {
+            Fr::from(2u64)
+        } else {
+            Fr::rand(r)
+        }
+    })
+}
+
+/// n scalars drawn in parallel chunks, each chunk from its own stream of
+/// `seed`: `draw` gets the chunk's generator and the index within the chunk.
+fn scalars(n: usize, seed: u64, draw: impl Fn(&mut ChaCha20Rng, usize) -> Fr + Sync) -> Vec<Fr> {
     const CHUNK: usize = 1 << 14;
     (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .flat_map_iter(|ci| {
             let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
             let len = CHUNK.min(n - ci * CHUNK);
-            (0..len).map(move |i| {
-                let roll = r.next_u64();
-                if roll % 100 < bits_pct {
-                    Fr::from((roll >> 32) & 1)
-                } else if i % 13 == 0 {
-                    -Fr::from(1u64)
-                } else if i % 17 == 0 {
-                    Fr::from(2u64)
-                } else {
-                    Fr::rand(&mut r)
-                }
-            })
+            let draw = &draw;
+            (0..len).map(move |i| draw(&mut r, i))
         })
         .collect()
 }
