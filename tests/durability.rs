@@ -15,7 +15,12 @@ use serde_json::{json, Value};
 
 fn start(config: Config) -> RunningDaemon {
     let _ = env_logger::builder().is_test(true).try_init();
-    spawn(config, CircuitRegistry::builtin()).expect("daemon starts")
+    let d = spawn(config, CircuitRegistry::builtin()).expect("daemon starts");
+    // Unfinished jobs are rebuilt after the listener is up; until then a
+    // lookup answers 503 recovering (never 404), which these tests are not
+    // about.
+    poll("stored jobs to be rebuilt", Duration::from_secs(30), || get(&d, "/readyz").0 == 200);
+    d
 }
 
 fn get(d: &RunningDaemon, path: &str) -> (u16, Value) {

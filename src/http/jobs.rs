@@ -218,9 +218,13 @@ fn shutting_down() -> ApiError {
 }
 
 /// 404, or 503 while stored jobs are still being rebuilt: the job may be
-/// one of them.
-fn job_not_found(state: &AppState, id: &str) -> ApiError {
-    if state.recovering.is_set() {
+/// one of them. `was_recovering` is the flag as read *before* the tracker
+/// was asked: it clears only once the rebuilt jobs are queued to the
+/// tracker, so a clear flag means they were ahead of the lookup; read after
+/// the answer, a rebuild finishing in between turned a resumed job into a
+/// 404 (seen in the durability test).
+fn job_not_found(state: &AppState, was_recovering: bool, id: &str) -> ApiError {
+    if was_recovering {
         return recovering(state);
     }
     ApiError::new(404, format!("no job {id:?}"))
@@ -269,9 +273,10 @@ pub async fn get_job(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
+    let was_recovering = state.recovering.is_set();
     let view = ask_tracker(&state, GetJob(JobId(id.clone()), caller.jobs())).await?;
     view.map(|v| HttpResponse::Ok().json(v))
-        .ok_or_else(|| job_not_found(&state, &id))
+        .ok_or_else(|| job_not_found(&state, was_recovering, &id))
 }
 
 #[utoipa::path(
@@ -292,6 +297,7 @@ pub async fn get_proofs(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
+    let was_recovering = state.recovering.is_set();
     match ask_tracker(&state, GetProofs(JobId(id.clone()), caller.jobs())).await? {
         Ok(view) => {
             let mut body = json!({
@@ -311,7 +317,7 @@ pub async fn get_proofs(
             }
             Ok(HttpResponse::Ok().json(body))
         }
-        Err(ProofsError::NotFound) => Err(job_not_found(&state, &id)),
+        Err(ProofsError::NotFound) => Err(job_not_found(&state, was_recovering, &id)),
         Err(ProofsError::NotReady(status)) => Err(conflict(
             format!(
                 "job {id} is {}; proofs exist only once it is done",
@@ -340,8 +346,9 @@ pub async fn cancel_job(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
+    let was_recovering = state.recovering.is_set();
     match ask_tracker(&state, CancelJob(JobId(id.clone()), caller.jobs())).await? {
-        None => Err(job_not_found(&state, &id)),
+        None => Err(job_not_found(&state, was_recovering, &id)),
         Some(JobStatus::Cancelled) => {
             Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" })))
         }
