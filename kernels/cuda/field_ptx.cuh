@@ -23,37 +23,21 @@
 
 namespace ptx {
 
-// r = a*b + c (low / high word), setting or consuming the carry flag.
-__device__ __forceinline__ uint32_t add_cc(uint32_t a, uint32_t b) {
-    uint32_t r;
-    asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-__device__ __forceinline__ uint32_t addc_cc(uint32_t a, uint32_t b) {
-    uint32_t r;
-    asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-__device__ __forceinline__ uint32_t addc(uint32_t a, uint32_t b) {
-    uint32_t r;
-    asm volatile("addc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-__device__ __forceinline__ uint32_t sub_cc(uint32_t a, uint32_t b) {
-    uint32_t r;
-    asm volatile("sub.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-__device__ __forceinline__ uint32_t subc_cc(uint32_t a, uint32_t b) {
-    uint32_t r;
-    asm volatile("subc.cc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-__device__ __forceinline__ uint32_t subc(uint32_t a, uint32_t b) {
-    uint32_t r;
-    asm volatile("subc.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
+// One PTX instruction on two words, as a function: the links of the carry
+// chains below (`.cc` sets the carry flag, the `c` forms consume it).
+#define PTX_WORD_OP(name, insn)                                              \
+    __device__ __forceinline__ uint32_t name(uint32_t a, uint32_t b) {      \
+        uint32_t r;                                                          \
+        asm volatile(insn " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));        \
+        return r;                                                            \
+    }
+PTX_WORD_OP(add_cc, "add.cc.u32")
+PTX_WORD_OP(addc_cc, "addc.cc.u32")
+PTX_WORD_OP(addc, "addc.u32")
+PTX_WORD_OP(sub_cc, "sub.cc.u32")
+PTX_WORD_OP(subc_cc, "subc.cc.u32")
+PTX_WORD_OP(subc, "subc.u32")
+#undef PTX_WORD_OP
 
 // r = x - p if x >= p, else x (x < 2p). The borrow of x - p, spread to a
 // whole word by `subc 0, 0`, selects without a branch.
@@ -101,33 +85,19 @@ __device__ __forceinline__ void sub_mod(uint32_t* r, const uint32_t* a, const ui
 // in and out); given two unrelated 32-bit registers it splits them into three
 // or four instructions. mad_wide_cc starts a chain (no carry in), madc_wide
 // ends one (no carry out).
-__device__ __forceinline__ uint64_t mad_wide_cc(uint32_t a, uint32_t b, uint64_t c) {
-    uint64_t r;
-    asm volatile(
-        "{\n\t.reg .u32 lo, hi;\n\tmov.b64 {lo, hi}, %3;\n\t"
-        "mad.lo.cc.u32 lo, %1, %2, lo;\n\tmadc.hi.cc.u32 hi, %1, %2, hi;\n\t"
-        "mov.b64 %0, {lo, hi};\n\t}"
-        : "=l"(r) : "r"(a), "r"(b), "l"(c));
-    return r;
-}
-__device__ __forceinline__ uint64_t madc_wide_cc(uint32_t a, uint32_t b, uint64_t c) {
-    uint64_t r;
-    asm volatile(
-        "{\n\t.reg .u32 lo, hi;\n\tmov.b64 {lo, hi}, %3;\n\t"
-        "madc.lo.cc.u32 lo, %1, %2, lo;\n\tmadc.hi.cc.u32 hi, %1, %2, hi;\n\t"
-        "mov.b64 %0, {lo, hi};\n\t}"
-        : "=l"(r) : "r"(a), "r"(b), "l"(c));
-    return r;
-}
-__device__ __forceinline__ uint64_t madc_wide(uint32_t a, uint32_t b, uint64_t c) {
-    uint64_t r;
-    asm volatile(
-        "{\n\t.reg .u32 lo, hi;\n\tmov.b64 {lo, hi}, %3;\n\t"
-        "madc.lo.cc.u32 lo, %1, %2, lo;\n\tmadc.hi.u32 hi, %1, %2, hi;\n\t"
-        "mov.b64 %0, {lo, hi};\n\t}"
-        : "=l"(r) : "r"(a), "r"(b), "l"(c));
-    return r;
-}
+#define PTX_PAIR_OP(name, lo_insn, hi_insn)                                   \
+    __device__ __forceinline__ uint64_t name(uint32_t a, uint32_t b, uint64_t c) { \
+        uint64_t r;                                                              \
+        asm volatile("{\n\t.reg .u32 lo, hi;\n\tmov.b64 {lo, hi}, %3;\n\t"       \
+                     lo_insn " lo, %1, %2, lo;\n\t" hi_insn " hi, %1, %2, hi;\n\t" \
+                     "mov.b64 %0, {lo, hi};\n\t}"                                \
+                     : "=l"(r) : "r"(a), "r"(b), "l"(c));                        \
+        return r;                                                                \
+    }
+PTX_PAIR_OP(mad_wide_cc, "mad.lo.cc.u32", "madc.hi.cc.u32")
+PTX_PAIR_OP(madc_wide_cc, "madc.lo.cc.u32", "madc.hi.cc.u32")
+PTX_PAIR_OP(madc_wide, "madc.lo.cc.u32", "madc.hi.u32")
+#undef PTX_PAIR_OP
 __device__ __forceinline__ uint32_t lo32(uint64_t x) { return (uint32_t)x; }
 __device__ __forceinline__ uint32_t hi32(uint64_t x) { return (uint32_t)(x >> 32); }
 __device__ __forceinline__ uint64_t pair(uint32_t lo, uint32_t hi) {
