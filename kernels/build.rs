@@ -148,12 +148,13 @@ fn find_nvcc() -> PathBuf {
 
 /// Writes OUT_DIR/launch_params.h: one #define per shared constant.
 fn write_launch_params(out: &Path) {
-    let params: [(&str, u64); 12] = [
+    let params: [(&str, u64); 13] = [
         ("SCAN_THREADS", SCAN_THREADS.into()),
         ("SCAN_PER_THREAD", SCAN_PER_THREAD.into()),
         ("MSM_SEG", MSM_SEG.into()),
         ("MSM_LEVEL_THREADS", MSM_LEVEL_THREADS.into()),
         ("MSM_SPLIT_ROUNDS", MSM_SPLIT_ROUNDS.into()),
+        ("NTT_THREADS", NTT_THREADS.into()),
         ("FR_WORDS", FR_WORDS as u64),
         ("FQ_WORDS", FQ_WORDS as u64),
         ("FQ2_WORDS", FQ2_WORDS as u64),

@@ -61,7 +61,7 @@ extern "C" __global__ void test_g1_ops(const G1Affine* a, const G1Affine* b, G1J
 extern "C" __global__ void test_g2_ops(const G2Affine* a, const G2Affine* b, G2Jac* out, uint32_t n) { curve_test(a, b, out, n); }
 
 // ---------- NTT ----------
-extern "C" __global__ void k_ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s, uint32_t c, uint32_t gather) { ntt_pass(in, out, tw, logn, p, s, c, gather); }
+extern "C" __global__ void __launch_bounds__(NTT_THREADS, 4) k_ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s, uint32_t c, uint32_t gather) { ntt_pass(in, out, tw, logn, p, s, c, gather); }
 extern "C" __global__ void k_fr_scale_lohi(Fr* data, uint32_t n, const Fr* lo, const Fr* hi, uint32_t logl) { fr_scale_lohi(data, n, lo, hi, logl); }
 extern "C" __global__ void k_fr_scale_const(Fr* data, uint32_t n, const Fr* k) { fr_scale_const(data, n, k); }
 extern "C" __global__ void k_h_pointwise(Fr* a, const Fr* b, const Fr* c, uint32_t n, const Fr* z_inv) { groth16_h_pointwise(a, b, c, n, z_inv); }
@@ -80,12 +80,12 @@ extern "C" __global__ void k_msm_items(const uint32_t* cnt, uint32_t* items, uin
 // G1's level kernels need about 172 registers, which leaves room for only 2
 // blocks of 128 threads per SM (65536 registers); bounded to 3 blocks
 // (168 registers), for a third more warps in flight on the multiply chains.
-extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level0(const G1Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level0(const G1Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_level0<XYZZ<Fq>>(bases, list, off, cnt, item_off, nb, K, out); }
 extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level_n(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
 extern "C" __global__ void k_g1_segments(const G1Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G1Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g1_window_sum(const G1Jac* seg, uint32_t segs, G1Jac* out) { msm_window_sum(seg, segs, out); }
 
-extern "C" __global__ void k_g2_level0(const G2Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_level0(bases, list, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g2_level0(const G2Affine* bases, const uint32_t* list, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_level0<G2Jac>(bases, list, off, cnt, item_off, nb, K, out); }
 extern "C" __global__ void k_g2_level_n(const G2Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
 extern "C" __global__ void k_g2_segments(const G2Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G2Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g2_window_sum(const G2Jac* seg, uint32_t segs, G2Jac* out) { msm_window_sum(seg, segs, out); }

@@ -6,11 +6,15 @@
 // little-endian u32 limbs it is the same number, and R = 2^(32*2N), so the
 // bytes of an arkworks element are the bytes of ours. No conversion needed.
 //
-// Multiplication is CIOS Montgomery with 32-bit limbs and 64-bit accumulators
-// (portable C++: the same code compiles for the host, which lets it be checked
-// without a GPU).
+// Multiplication is CIOS Montgomery with 32-bit limbs. The device runs it, and
+// addition and subtraction, on PTX carry chains (field_ptx.cuh); the portable
+// C++ below (64-bit accumulators) is what the host compiles, which lets the
+// arithmetic be checked without a GPU.
 #pragma once
 #include <stdint.h>
+#ifdef __CUDA_ARCH__
+#include "field_ptx.cuh"
+#endif
 
 #ifdef __CUDACC__
 #define DEV __device__ __forceinline__
@@ -48,8 +52,10 @@ template <class P>
 struct Fp;
 // Fq multiplication is an out-of-line call on the device: inlining every
 // 12-limb product into the point formulas made nvcc run for many minutes on
-// 2 cores (G2 above all; G1 inline alone took > 6 min); a call costs a few
-// percent. Fr (NTT) inlines it. The operands go by value: as const
+// 2 cores (G2 above all; G1 inline alone took > 6 min), and G1's MSM measured
+// slower inlined, both with the portable product (run 15 in docs/gpu.md:
+// spills) and with the PTX one (run 18: +6 to +9%, no spills). Fr (NTT)
+// inlines it. The operands go by value: as const
 // references the caller had to keep both in local memory (stack frames of
 // 768 bytes in k_g1_level0 and 1760 in k_g2_level0, read and written around
 // every product); by value they travel in registers (0 and 240 bytes).
@@ -104,6 +110,9 @@ struct Fp {
 
     DEV Fp operator+(const Fp& o) const {
         Fp r;
+#ifdef __CUDA_ARCH__
+        ptx::add_mod<P>(r.v, v, o.v);
+#else
         uint64_t c = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -112,10 +121,14 @@ struct Fp {
             c >>= 32;
         }
         reduce_once(r);  // both moduli leave spare top bits: no carry out
+#endif
         return r;
     }
     DEV Fp operator-(const Fp& o) const {
         Fp r;
+#ifdef __CUDA_ARCH__
+        ptx::sub_mod<P>(r.v, v, o.v);
+#else
         int64_t b = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -132,6 +145,7 @@ struct Fp {
                 c >>= 32;
             }
         }
+#endif
         return r;
     }
     DEV Fp neg() const {
@@ -155,6 +169,10 @@ struct Fp {
 
     // CIOS Montgomery multiplication: a*b*2^(-32N) mod p.
     DEV Fp mul_inline(const Fp& b) const {
+        Fp r;
+#ifdef __CUDA_ARCH__
+        ptx::mont_mul<P>(r.v, v, b.v);
+#else
         uint32_t t[N + 2];
 #pragma unroll
         for (int i = 0; i < N + 2; i++) t[i] = 0;
@@ -180,10 +198,10 @@ struct Fp {
             t[N - 1] = (uint32_t)c;
             t[N] = t[N + 1] + (uint32_t)(c >> 32);
         }
-        Fp r;
 #pragma unroll
         for (int i = 0; i < N; i++) r.v[i] = t[i];
         reduce_once(r);
+#endif
         return r;
     }
     DEV Fp sqr() const { return *this * *this; }

@@ -250,8 +250,10 @@ __device__ __forceinline__ uint32_t msm_find_bucket(const uint32_t* item_off, ui
     return lo;
 }
 
-// Level 0: items over the sorted point-index list; affine bases.
-template <class F>
+// Level 0: items over the sorted point-index list; affine bases, summed in
+// the accumulator coordinates Acc (Jacobian<F> or XYZZ<F>: cuzk.cu says which
+// each group uses), Jacobian out.
+template <class Acc, class F>
 __device__ __forceinline__ void msm_level0(const Affine<F>* bases, const uint32_t* list, const uint32_t* off,
                                            const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K,
                                            Jacobian<F>* out) {
@@ -261,14 +263,14 @@ __device__ __forceinline__ void msm_level0(const Affine<F>* bases, const uint32_
     uint32_t j = id - item_off[b];
     uint32_t start = off[b] + j * K;
     uint32_t end = min(off[b] + cnt[b], start + K);
-    Jacobian<F> acc = Jacobian<F>::inf();
+    Acc acc = Acc::inf();
     for (uint32_t e = start; e < end; e++) {
         uint32_t idx = list[e];
         Affine<F> p = bases[idx & ~MSM_SIGN];
         if (idx & MSM_SIGN) p.y = p.y.neg();
         acc = acc.add_affine(p);
     }
-    out[id] = acc;
+    out[id] = acc.to_jacobian();
 }
 
 // Level >= 1: the same over Jacobian partial sums.

@@ -16,6 +16,11 @@ pub const MSM_SEG: u32 = 16;
 /// Threads of a block of the bucket-level kernels (k_g*_level0, k_g*_level_n):
 /// G1's declare it in their launch bounds.
 pub const MSM_LEVEL_THREADS: u32 = 128;
+/// Most threads of a block of the NTT passes (k_ntt_pass), 4 elements each:
+/// the host sizes a block's shared-memory chunk by it (4x this many
+/// elements), the kernel declares it as launch bound with 4 blocks per SM
+/// (64 registers; docs/gpu.md run 22).
+pub const NTT_THREADS: u32 = 256;
 /// Rounds of blockDim scalars one block of the 0/1 split (k_msm_split)
 /// ranks: the kernel sizes its shared rank table by it, the host its grid.
 pub const MSM_SPLIT_ROUNDS: u32 = 8;

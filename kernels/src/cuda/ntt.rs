@@ -10,17 +10,17 @@ use ark_poly::EvaluationDomain;
 use rayon::prelude::*;
 use rustacuda::stream::Stream;
 
-use super::gpu::{DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace};
+use super::gpu::{DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace, NTT_THREADS};
 use super::msm::fr_dev;
 use crate::groth16::Domain;
 use crate::{Fr, KernelError};
 
 /// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
-/// log2 of the elements one k_ntt_pass block holds in shared memory: 2^8
-/// threads (4 elements each) and 2^10 * 32 bytes of shared memory, inside every device's
-/// default limits.
-const SHARED_LOG: u32 = 10;
+/// log2 of the elements one k_ntt_pass block holds in shared memory:
+/// NTT_THREADS = 2^8 threads (4 elements each) and 2^10 * 32 bytes of shared
+/// memory, inside every device's default limits.
+const SHARED_LOG: u32 = NTT_THREADS.trailing_zeros() + 2;
 /// Most stages of a pass after the first: leaves 2^(SHARED_LOG - 7) = 8
 /// consecutive elements (256 bytes, 8 full DRAM sectors) per row of a block,
 /// so the strided passes still read whole sectors.

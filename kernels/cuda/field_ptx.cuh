@@ -1,0 +1,186 @@
+// Device-only field arithmetic on PTX carry chains: Montgomery multiplication,
+// addition and subtraction modulo p for the N-limb fields of field.cuh.
+//
+// Why: the portable CIOS (field.cuh) keeps 64-bit accumulators, so every limb
+// product costs a wide multiply-add plus the additions and shifts that move
+// its carry (about 1.1K SASS instructions per 12-limb product on sm_90), and
+// G1's bucket level is issue-bound on that (docs/gpu.md, run 16). With the
+// carry flag of `add.cc`/`addc`/`mad*.cc`, a limb product is two instructions
+// (its low word into one chain, its high word into the next) and the carry
+// costs nothing.
+//
+// Each instruction is its own `asm volatile` statement: volatile statements
+// stay in program order, so no other instruction lands between two links of a
+// chain in the PTX, and ptxas keeps the carry flag across them (it schedules
+// the SASS knowing the dependency). A chain is always written from its first
+// `.cc` link to its last reader in one straight unrolled run.
+//
+// The host build never sees this file's code: field.cuh uses it only under
+// __CUDA_ARCH__ and keeps the portable version for the host, which is how the
+// host-side checks of the field code run.
+#pragma once
+#include <stdint.h>
+
+namespace ptx {
+
+// One PTX instruction on two words, as a function: the links of the carry
+// chains below (`.cc` sets the carry flag, the `c` forms consume it).
+#define PTX_WORD_OP(name, insn)                                              \
+    __device__ __forceinline__ uint32_t name(uint32_t a, uint32_t b) {      \
+        uint32_t r;                                                          \
+        asm volatile(insn " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));        \
+        return r;                                                            \
+    }
+PTX_WORD_OP(add_cc, "add.cc.u32")
+PTX_WORD_OP(addc_cc, "addc.cc.u32")
+PTX_WORD_OP(addc, "addc.u32")
+PTX_WORD_OP(sub_cc, "sub.cc.u32")
+PTX_WORD_OP(subc_cc, "subc.cc.u32")
+PTX_WORD_OP(subc, "subc.u32")
+#undef PTX_WORD_OP
+
+// r = x - p if x >= p, else x (x < 2p). The borrow of x - p, spread to a
+// whole word by `subc 0, 0`, selects without a branch.
+template <class P>
+__device__ __forceinline__ void reduce_once(uint32_t* x) {
+    const int N = P::N;
+    uint32_t d[N];
+    d[0] = sub_cc(x[0], P::mod(0));
+#pragma unroll
+    for (int j = 1; j < N; j++) d[j] = subc_cc(x[j], P::mod(j));
+    uint32_t borrow = subc(0, 0);  // 0 or 0xffffffff
+#pragma unroll
+    for (int j = 0; j < N; j++) x[j] = borrow ? x[j] : d[j];
+}
+
+// r = a + b mod p. Both moduli leave spare top bits, so a + b < 2p fits.
+template <class P>
+__device__ __forceinline__ void add_mod(uint32_t* r, const uint32_t* a, const uint32_t* b) {
+    const int N = P::N;
+    r[0] = add_cc(a[0], b[0]);
+#pragma unroll
+    for (int j = 1; j < N - 1; j++) r[j] = addc_cc(a[j], b[j]);
+    r[N - 1] = addc(a[N - 1], b[N - 1]);
+    reduce_once<P>(r);
+}
+
+// r = a - b mod p: the borrow of a - b, as a mask, adds p back.
+template <class P>
+__device__ __forceinline__ void sub_mod(uint32_t* r, const uint32_t* a, const uint32_t* b) {
+    const int N = P::N;
+    r[0] = sub_cc(a[0], b[0]);
+#pragma unroll
+    for (int j = 1; j < N; j++) r[j] = subc_cc(a[j], b[j]);
+    uint32_t mask = subc(0, 0);
+    r[0] = add_cc(r[0], P::mod(0) & mask);
+#pragma unroll
+    for (int j = 1; j < N - 1; j++) r[j] = addc_cc(r[j], P::mod(j) & mask);
+    r[N - 1] = addc(r[N - 1], P::mod(N - 1) & mask);
+}
+
+// One limb product a*b added into the word pair c (low word first) inside a
+// carry chain: `madc.lo.cc` on the low word, `madc.hi.cc` on the high one.
+// As a 64-bit operand the pair sits in an aligned register pair, which lets
+// ptxas emit the two as one IMAD.WIDE.U32.X (32x32+64 multiply-add with carry
+// in and out); given two unrelated 32-bit registers it splits them into three
+// or four instructions. mad_wide_cc starts a chain (no carry in), madc_wide
+// ends one (no carry out).
+#define PTX_PAIR_OP(name, lo_insn, hi_insn)                                   \
+    __device__ __forceinline__ uint64_t name(uint32_t a, uint32_t b, uint64_t c) { \
+        uint64_t r;                                                              \
+        asm volatile("{\n\t.reg .u32 lo, hi;\n\tmov.b64 {lo, hi}, %3;\n\t"       \
+                     lo_insn " lo, %1, %2, lo;\n\t" hi_insn " hi, %1, %2, hi;\n\t" \
+                     "mov.b64 %0, {lo, hi};\n\t}"                                \
+                     : "=l"(r) : "r"(a), "r"(b), "l"(c));                        \
+        return r;                                                                \
+    }
+PTX_PAIR_OP(mad_wide_cc, "mad.lo.cc.u32", "madc.hi.cc.u32")
+PTX_PAIR_OP(madc_wide_cc, "madc.lo.cc.u32", "madc.hi.cc.u32")
+PTX_PAIR_OP(madc_wide, "madc.lo.cc.u32", "madc.hi.u32")
+#undef PTX_PAIR_OP
+__device__ __forceinline__ uint32_t lo32(uint64_t x) { return (uint32_t)x; }
+__device__ __forceinline__ uint32_t hi32(uint64_t x) { return (uint32_t)(x >> 32); }
+__device__ __forceinline__ uint64_t pair(uint32_t lo, uint32_t hi) {
+    return (uint64_t)hi << 32 | lo;
+}
+
+// Montgomery multiplication r = a*b*2^(-32N) mod p, a, b < p, N even.
+//
+// Layout: the running value is T = E + W*O (W = 2^32), both as word pairs: E
+// holds positions 0..N+1 (pair k = positions 2k, 2k+1), O positions 1..N
+// (pair k = positions 2k+1, 2k+2). A limb product a[j]*b_i covers positions
+// j and j+1: those with j even go into E's pair j/2, those with j odd into O's
+// pair (j-1)/2, one madc_wide_cc each, so every limb product is a single SASS
+// instruction and E and O are two independent carry chains (two products in
+// flight per thread).
+//
+// A row (one word b_i of b, then one CIOS reduction step), from the previous
+// row's pairs A (its O) and B (its E):
+//   e0 = A[0] + B[1]      position 0 (word B[1] is E's position 1, now 0);
+//                         its carry enters O's chain at position 1
+//   O  = odd products + B's pairs 1..H (positions 1..N; B's top pair is
+//        (E[N], 0))
+//   E  = even products + A, with (e0, A's word 1) as pair 0; E[N] = carry
+//   m  = E[0] * (-p^-1 mod W); E += m * p_even, O += m * p_odd: E[0] = 0
+// T / W is then O at positions 0..N-1 plus E at positions 1..N (E[0] = 0),
+// which is again "A at 0 and B, starting at position 1": the next row's
+// addend pairs are the pairs this row wrote, no words move.
+//
+// Bounds: with T < 2p before a row, T + a*b_i + m*p < 2p*W, so E fits
+// positions 0..N, O's chain never carries out of position N, and T < 2p after
+// the row; after N rows r = A + B < 2p and one conditional subtraction ends
+// it.
+template <class P>
+__device__ __forceinline__ void mont_mul(uint32_t* r, const uint32_t* a, const uint32_t* b) {
+    const int N = P::N, H = N / 2;
+    static_assert(N % 2 == 0, "limb pairs");
+    uint64_t A[H], B[H + 1], E[H + 1], O[H];
+#pragma unroll
+    for (int k = 0; k < H; k++) A[k] = B[k] = 0;
+    B[H] = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const uint32_t bi = b[i];
+        const uint32_t e0 = add_cc(lo32(A[0]), hi32(B[0]));
+#pragma unroll
+        for (int k = 0; k < H - 1; k++) O[k] = madc_wide_cc(a[2 * k + 1], bi, B[k + 1]);
+        O[H - 1] = madc_wide(a[N - 1], bi, B[H]);
+        E[0] = mad_wide_cc(a[0], bi, pair(e0, hi32(A[0])));
+#pragma unroll
+        for (int k = 1; k < H; k++) E[k] = madc_wide_cc(a[2 * k], bi, A[k]);
+        E[H] = addc(0, 0);
+        // Reduction: E[0] + lo(m * p[0]) = 0 mod W.
+        const uint32_t m = lo32(E[0]) * P::INV;
+        E[0] = mad_wide_cc(m, P::mod(0), E[0]);
+#pragma unroll
+        for (int k = 1; k < H; k++) E[k] = madc_wide_cc(m, P::mod(2 * k), E[k]);
+        E[H] = addc(lo32(E[H]), 0);
+        O[0] = mad_wide_cc(m, P::mod(1), O[0]);
+#pragma unroll
+        for (int k = 1; k < H - 1; k++) O[k] = madc_wide_cc(m, P::mod(2 * k + 1), O[k]);
+        O[H - 1] = madc_wide(m, P::mod(N - 1), O[H - 1]);
+#pragma unroll
+        for (int k = 0; k < H; k++) A[k] = O[k];
+#pragma unroll
+        for (int k = 0; k <= H; k++) B[k] = E[k];
+    }
+    // r = A + (B from position 1): word j of B's part is B's word j + 1.
+    uint32_t x[N];
+#pragma unroll
+    for (int k = 0; k < H; k++) {
+        x[2 * k] = hi32(B[k]);
+        x[2 * k + 1] = lo32(B[k + 1]);
+    }
+    r[0] = add_cc(lo32(A[0]), x[0]);
+    r[1] = addc_cc(hi32(A[0]), x[1]);
+#pragma unroll
+    for (int k = 1; k < H - 1; k++) {
+        r[2 * k] = addc_cc(lo32(A[k]), x[2 * k]);
+        r[2 * k + 1] = addc_cc(hi32(A[k]), x[2 * k + 1]);
+    }
+    r[N - 2] = addc_cc(lo32(A[H - 1]), x[N - 2]);
+    r[N - 1] = addc(hi32(A[H - 1]), x[N - 1]);
+    reduce_once<P>(r);
+}
+
+}  // namespace ptx
