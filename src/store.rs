@@ -1,20 +1,23 @@
-//! The job store: the daemon's implementation of `cuzk_actors::store::JobStore`
-//! and the writer thread it runs on, written for any storage engine; today
-//! one redb file in the data directory (`store/redb_file.rs`: embedded, no
-//! server).
+//! The job store: the daemon's implementations of `cuzk_actors::store::JobStore`
+//! and the writer thread they share. Two engines sit under it: one redb file
+//! in the data directory (`store/redb_file.rs`, the default: embedded, no
+//! server) and a PostgreSQL database (`store/pg.rs`, `store.url`: a server
+//! that outlives any one machine).
 //!
 //! One writer thread owns the engine. Writes queue on a channel; the writer
 //! drains everything queued into one transaction and commits it before
 //! acknowledging any of them (group commit), so a burst of submissions costs
 //! a few commits, not one each, and no actor ever waits for the storage.
 //!
-//! A commit that fails (disk full, I/O error) fails the new jobs in it
-//! (their submitters answer 503) and keeps the other writes, which belong to
-//! jobs already acknowledged; the engine reopens and the writer retries them
-//! every second until a commit succeeds. Meanwhile `health()` reports the
-//! failure.
+//! A commit that fails (disk full, I/O error, the database gone) fails the
+//! new jobs in it (their submitters answer 503) and keeps the other writes,
+//! which belong to jobs already acknowledged; the engine reopens (or
+//! reconnects) and the writer retries them every second until a commit
+//! succeeds. Meanwhile `health()` reports the failure.
 
+mod migrate;
 mod open;
+mod pg;
 mod redb_file;
 mod rows;
 
@@ -31,14 +34,32 @@ use cuzk_actors::store::{
 };
 use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
 
+pub use pg::StoreUrl;
+
 /// The job store in one redb file.
 pub type RedbJobStore = ThreadedStore<redb_file::RedbFile>;
+/// The job store on PostgreSQL.
+pub type PgJobStore = ThreadedStore<pg::Pg>;
+
+/// The store the configuration asks for: PostgreSQL at `url` (`store.url`)
+/// when set, else `<data_dir>/jobs.redb`.
+pub fn open(url: Option<&StoreUrl>, data_dir: &Path) -> Result<Arc<dyn JobStore>, String> {
+    Ok(match url {
+        Some(url) => Arc::new(PgJobStore::connect(url)?),
+        None => Arc::new(RedbJobStore::open(&data_dir.join("jobs.redb"))?),
+    })
+}
+
 /// A transaction this large is committed and a new one started, so that one
 /// huge burst does not hold every acknowledgement until its end.
 const MAX_WRITES_PER_COMMIT: usize = 4096;
 
 /// How often a failing store retries its kept writes.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a writer waits without writes before asking its engine whether
+/// the storage is still there (`Engine::check`).
+const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The size of a failing store's probe write (`Engine::commit`).
 const PROBE_BYTES: usize = 64 << 10;
@@ -57,6 +78,15 @@ trait Engine: Send + 'static {
     /// that a new job would be written.
     fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError>;
 
+    /// Whether the storage is still there, asked after `IDLE_CHECK_INTERVAL`
+    /// without writes: a database server can go away while nothing is
+    /// written, and `health()` (`/readyz`) should say so before a new job
+    /// is refused for it. A failure starts the retries, whose first success
+    /// clears it. An embedded file has nothing to ask.
+    fn check(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Every job, in submission order; what was found wrong with the stored
     /// data goes to `incidents`, a sentence each.
     fn load(&mut self, incidents: &mut Vec<String>) -> Result<Vec<StoredJob>, StoreError>;
@@ -69,6 +99,19 @@ fn without_request(mut record: JobRecord) -> JobRecord {
     record.request_digest = Some(record.request_digest());
     record.request = String::new();
     record
+}
+
+/// A PostgreSQL error with its cause (the client's own `Display` says only
+/// "db error" or "error connecting to server"), on one line.
+fn describe(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string().replace('\n', "; "));
+        cause = e.source();
+    }
+    text
 }
 
 enum Command {
@@ -106,8 +149,10 @@ impl Shared {
 }
 
 /// Starts the writer thread, which opens the engine (`open`) and says
-/// whether that worked before taking writes: the engine lives and does all
-/// its I/O on that thread.
+/// whether that worked before taking writes. Opening happens on the thread
+/// because an engine may block in ways a caller must not: the daemon starts
+/// its store inside an async runtime, and the PostgreSQL client runs one of
+/// its own, which cannot be started from within another.
 fn start<E: Engine>(
     open: impl FnOnce() -> Result<(E, Vec<String>), String> + Send + 'static,
 ) -> Result<ThreadedStore<E>, String> {
@@ -219,15 +264,17 @@ impl<E: Engine> Writer<E> {
     fn run(mut self, queue: mpsc::Receiver<Command>) {
         let mut pending: Vec<(StoreWrite, CommitSignal)> = Vec::new();
         loop {
-            let first = if self.failures == 0 {
-                queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                queue.recv_timeout(RETRY_INTERVAL)
-            };
-            let first = match first {
+            let failing = self.failures > 0;
+            let first = match queue.recv_timeout(if failing { RETRY_INTERVAL } else { IDLE_CHECK_INTERVAL }) {
                 Ok(command) => command,
-                Err(RecvTimeoutError::Timeout) => {
+                Err(RecvTimeoutError::Timeout) if failing => {
                     self.commit(&mut pending);
+                    continue;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(error) = self.engine.check() {
+                        self.failed(0, &error);
+                    }
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => return,
@@ -288,9 +335,7 @@ impl<E: Engine> Writer<E> {
                 }
             }
             Err(error) => {
-                self.failures += 1;
-                StoreWriteFailed { writes: writes.len(), error: &error.to_string() }.emit();
-                self.shared.health().failing = Some(error.to_string());
+                self.failed(writes.len(), &error);
                 for (write, signal) in writes {
                     // A new job is refused (its submitter answers 503); what
                     // acknowledged jobs did is kept until it can be written.
@@ -301,5 +346,13 @@ impl<E: Engine> Writer<E> {
                 }
             }
         }
+    }
+
+    /// Counts a failure and reports it, in `health()` too, until a commit
+    /// succeeds.
+    fn failed(&mut self, writes: usize, error: &StoreError) {
+        self.failures += 1;
+        StoreWriteFailed { writes, error: &error.to_string() }.emit();
+        self.shared.health().failing = Some(error.to_string());
     }
 }
