@@ -15,6 +15,7 @@
 //! reconnects) and the writer retries them every second until a commit
 //! succeeds. Meanwhile `health()` reports the failure.
 
+mod leases;
 mod migrate;
 mod open;
 mod pg;
@@ -34,6 +35,7 @@ use cuzk_actors::store::{
 };
 use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
 
+pub use leases::{Claim, Leases};
 pub use pg::StoreUrl;
 
 /// The job store in one redb file.

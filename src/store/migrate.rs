@@ -9,7 +9,10 @@ use postgres::Client;
 
 /// Every migration, in order: (version, name, SQL). A released migration is
 /// never edited; a change to the schema is a new file.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "jobs", include_str!("../../migrations/0001_jobs.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "jobs", include_str!("../../migrations/0001_jobs.sql")),
+    (2, "leases", include_str!("../../migrations/0002_leases.sql")),
+];
 
 /// The advisory lock key ("cuzk" and "mig" in ASCII): one per database, so
 /// migrations of different schemas in one database wait for each other too,

@@ -122,16 +122,7 @@ impl PgJobStore {
     /// Fails with a message (the password hidden) when the URL is malformed,
     /// asks for TLS, or the database cannot be reached or migrated.
     pub fn connect(url: &StoreUrl) -> Result<Self, String> {
-        let mut config: postgres::Config = url
-            .secret()
-            .parse()
-            .map_err(|e| format!("store.url {url} is not a PostgreSQL connection string: {}", describe(&e)))?;
-        if config.get_ssl_mode() == postgres::config::SslMode::Require {
-            return Err(format!(
-                "store.url {url} asks for TLS (sslmode=require), which this build does not support: reach the database over a private network or a tunnel (docs/operations.md)"
-            ));
-        }
-        with_defaults(&mut config);
+        let config = client_config(url)?;
         let shown = url.to_string();
         super::start(move || {
             let unreachable = |e: String| format!("job store {shown}: {e}");
@@ -145,6 +136,22 @@ impl PgJobStore {
             Ok((engine, Vec::new()))
         })
     }
+}
+
+/// The client's settings from `url`: refused when malformed or asking for
+/// TLS, the timeouts it leaves unset filled in.
+pub(super) fn client_config(url: &StoreUrl) -> Result<postgres::Config, String> {
+    let mut config: postgres::Config = url
+        .secret()
+        .parse()
+        .map_err(|e| format!("store.url {url} is not a PostgreSQL connection string: {}", describe(&e)))?;
+    if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(format!(
+            "store.url {url} asks for TLS (sslmode=require), which this build does not support: reach the database over a private network or a tunnel (docs/operations.md)"
+        ));
+    }
+    with_defaults(&mut config);
+    Ok(config)
 }
 
 /// Timeouts the URL did not set. Without them a database host that
