@@ -2,7 +2,9 @@
 # Installs what the script tests need beyond the Rust toolchain, gcc and
 # Python: Chromium (tests/ui.sh), Prometheus (scripts/check-dashboards.sh),
 # wrk and bc (tests/load.sh), Python's venv (tests/fuzz.sh installs
-# schemathesis into one) and curl. Debian packages; skipped when present.
+# schemathesis into one), curl, and the PostgreSQL server
+# (scripts/pg-test-cluster.sh starts a throwaway cluster of it). Debian
+# packages; skipped when present.
 set -euo pipefail
 
 missing=()
@@ -10,6 +12,8 @@ for tool in chromium:chromium prometheus:prometheus wrk:wrk bc:bc curl:curl; do
     command -v "${tool%%:*}" > /dev/null || missing+=("${tool##*:}")
 done
 python3 -c 'import ensurepip, venv' 2> /dev/null || missing+=(python3-venv)
+# Debian keeps the server's tools out of PATH, one directory per version.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' > /dev/null || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "== apt-get install ${missing[*]}"
     SUDO=""

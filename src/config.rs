@@ -32,10 +32,14 @@ pub struct Config {
     pub shutdown_grace_secs: u64,
 }
 
-/// The job store, `<data_dir>/jobs.redb`.
+/// The job store: `<data_dir>/jobs.redb`, or a PostgreSQL database.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
+    /// A PostgreSQL database to keep jobs in instead of the redb file
+    /// (`postgres://user:password@host:port/database`); shown everywhere
+    /// with its password hidden. Unset: the redb file.
+    pub url: Option<crate::store::StoreUrl>,
     /// Finished jobs (and their proofs) are kept this long, then forgotten.
     pub retention_secs: u64,
     /// How often finished jobs past retention are looked for.
@@ -43,13 +47,15 @@ pub struct StoreConfig {
     /// Free bytes the data directory's filesystem must keep: below this a
     /// submission is answered 507 before anything is written, so the store
     /// never fills the disk with new jobs while finishing old ones still
-    /// needs space for their proofs.
+    /// needs space for their proofs. Only for the redb file: a database's
+    /// disk is the database server's.
     pub min_free_bytes: u64,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
+            url: None,
             retention_secs: 7 * 24 * 3600,
             sweep_interval_secs: 300,
             min_free_bytes: 256 << 20,

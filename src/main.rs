@@ -64,6 +64,12 @@ enum Command {
         /// token is configured.
         #[arg(long)]
         insecure: bool,
+        /// Keep jobs in this PostgreSQL database instead of the data
+        /// directory's redb file, overriding the config's store.url
+        /// (postgres://user:password@host:port/database). Prefer the
+        /// environment variable: a command line is visible to every user.
+        #[arg(long, env = "CUZK_STORE_URL", hide_env_values = true)]
+        store_url: Option<String>,
     },
     /// Submit a job, wait for it, and write its proofs to a file: a
     /// Filecoin kind (`cuzk submit porep-c2 --c1 c1.json --prover-id HEX
@@ -267,6 +273,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             token_file,
             metrics_listen,
             insecure,
+            store_url,
         } => {
             let mut config = match &config_path {
                 Some(path) => Config::load(path)?,
@@ -304,6 +311,9 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
                 config.metrics_listen = metrics_listen;
             }
             config.auth.insecure = insecure;
+            if let Some(url) = store_url {
+                config.store.url = Some(cuzk::store::StoreUrl::new(url));
+            }
             cuzk::server::serve(config, CircuitRegistry::builtin()).map_err(|e| e.to_string())
         }
         Command::Submit {

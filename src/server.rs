@@ -23,7 +23,6 @@ use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
-use crate::store::RedbJobStore;
 use crate::tenants::SubmitRates;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
@@ -37,8 +36,8 @@ pub enum ServerError {
     /// No backend: a device missing, CUDA not built in, a bad simulation.
     #[error("{0}")]
     Backend(String),
-    /// The data directory: the key store or the job store cannot be opened
-    /// or read.
+    /// The data directory (the key store, the redb job store) cannot be
+    /// opened or read, or the job store's database cannot be reached.
     #[error("{0}")]
     Storage(String),
     /// The job store opened but its records cannot be read back.
@@ -291,9 +290,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     cuzk_actors::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
     let store = Arc::new(CircuitStore::open(&config.data_dir).map_err(ServerError::Storage)?);
     let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
-    let jobs: Arc<dyn JobStore> = Arc::new(
-        RedbJobStore::open(&config.data_dir.join("jobs.redb")).map_err(ServerError::Storage)?,
-    );
+    let jobs = crate::store::open(config.store.url.as_ref(), &config.data_dir).map_err(ServerError::Storage)?;
     let stored = jobs.load()?;
     let persistence = Persistence {
         store: Some(jobs.clone()),
@@ -346,7 +343,11 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         intake: intake.clone(),
         job_store: jobs.clone(),
         data_dir: config.data_dir.clone(),
-        min_free_bytes: config.store.min_free_bytes,
+        // The redb file fills the data directory's disk; a database, its own.
+        min_free_bytes: match config.store.url {
+            Some(_) => 0,
+            None => config.store.min_free_bytes,
+        },
         recovering,
         submit_rates: SubmitRates::default(),
     });

@@ -1,41 +1,56 @@
-//! The job store in one redb file, `<data_dir>/jobs.redb`: embedded, ACID,
-//! crash-safe (copy-on-write pages with a checksummed commit), no server.
+//! The job store: the daemon's implementations of `cuzk_actors::store::JobStore`
+//! and the writer thread they share. Two engines sit under it: one redb file
+//! in the data directory (`store/redb_file.rs`, the default: embedded, no
+//! server) and a PostgreSQL database (`store/pg.rs`, `store.url`: a server
+//! that outlives any one machine).
 //!
-//! One writer thread owns the database. Writes queue on a channel; the
-//! writer drains everything queued into one transaction and commits it with a
-//! single fsync before acknowledging any of them (group commit), so a burst
-//! of submissions costs a few fsyncs, not one each, and no actor ever waits
-//! for the disk.
+//! One writer thread owns the engine. Writes queue on a channel; the writer
+//! drains everything queued into one transaction and commits it before
+//! acknowledging any of them (group commit), so a burst of submissions costs
+//! a few commits, not one each, and no actor ever waits for the storage.
 //!
-//! A commit that fails (disk full, I/O error) fails the new jobs in it (their
-//! submitters answer 503) and keeps the other writes, which belong to jobs
-//! already acknowledged; the writer reopens the database and retries them
-//! every second until a commit succeeds. `store/rows.rs` seals every row
-//! with a checksum; `store/open.rs` handles a file found damaged or missing.
+//! A commit that fails (disk full, I/O error, the database gone) fails the
+//! new jobs in it (their submitters answer 503) and keeps the other writes,
+//! which belong to jobs already acknowledged; the engine reopens (or
+//! reconnects) and the writer retries them every second until a commit
+//! succeeds. Meanwhile `health()` reports the failure.
 
+mod leases;
+mod migrate;
 mod open;
+mod pg;
+mod redb_file;
 mod rows;
 
-use std::path::{Path, PathBuf};
+use std::marker::PhantomData;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use cuzk_actors::store::{
-    CommitSignal, Committed, JobOutcome, JobStore, StoreError, StoreHealth, StoreWrite, StoredJob,
+    CommitSignal, Committed, JobRecord, JobStore, StoreError, StoreHealth, StoreWrite, StoredJob,
 };
-use cuzk_actors::telemetry::{StoreDamageKind, StoreWritable, StoreWriteFailed};
-use cuzk_actors::time::unix_ms;
-use cuzk_actors::{JobId, Stage};
-use redb::{Database, ReadableTable, TableDefinition};
+use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
 
-use rows::Row;
+pub use leases::{Claim, Leases};
+pub use pg::StoreUrl;
 
-/// (job id, row kind, partition) → a sealed row (`rows.rs`). One table, so
-/// that a job's rows are one key range: loaded, and removed, together.
-const ROWS: TableDefinition<(&str, u8, u32), &[u8]> = TableDefinition::new("rows");
+/// The job store in one redb file.
+pub type RedbJobStore = ThreadedStore<redb_file::RedbFile>;
+/// The job store on PostgreSQL.
+pub type PgJobStore = ThreadedStore<pg::Pg>;
+
+/// The store the configuration asks for: PostgreSQL at `url` (`store.url`)
+/// when set, else `<data_dir>/jobs.redb`.
+pub fn open(url: Option<&StoreUrl>, data_dir: &Path) -> Result<Arc<dyn JobStore>, String> {
+    Ok(match url {
+        Some(url) => Arc::new(PgJobStore::connect(url)?),
+        None => Arc::new(RedbJobStore::open(&data_dir.join("jobs.redb"))?),
+    })
+}
 
 /// A transaction this large is committed and a new one started, so that one
 /// huge burst does not hold every acknowledgement until its end.
@@ -44,12 +59,62 @@ const MAX_WRITES_PER_COMMIT: usize = 4096;
 /// How often a failing store retries its kept writes.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Written in every transaction of a failing store: a commit that changes
-/// little or nothing (the writes it retries may all be skipped) can succeed
-/// on a full disk, one that must place new bytes cannot, so only that tells
-/// that a new job would be written.
-const PROBE: TableDefinition<(), &[u8]> = TableDefinition::new("probe");
+/// How long a writer waits without writes before asking its engine whether
+/// the storage is still there (`Engine::check`).
+const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The size of a failing store's probe write (`Engine::commit`).
 const PROBE_BYTES: usize = 64 << 10;
+
+/// What differs between storage engines under the shared writer thread.
+trait Engine: Send + 'static {
+    /// Applies `writes`, in order, in one transaction; durable once this
+    /// returns Ok. After an error the engine reopens (or reconnects) on its
+    /// next call. Rows of a job whose record is not stored are not written
+    /// (its commit failed, then it was cancelled): nothing would remove them.
+    ///
+    /// `probe` is set while the store is failing: the transaction then also
+    /// writes `PROBE_BYTES` of new data. A commit that changes little or
+    /// nothing (the writes it retries may all be skipped) can succeed on a
+    /// full disk, one that must place new bytes cannot, so only that tells
+    /// that a new job would be written.
+    fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError>;
+
+    /// Whether the storage is still there, asked after `IDLE_CHECK_INTERVAL`
+    /// without writes: a database server can go away while nothing is
+    /// written, and `health()` (`/readyz`) should say so before a new job
+    /// is refused for it. A failure starts the retries, whose first success
+    /// clears it. An embedded file has nothing to ask.
+    fn check(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Every job, in submission order; what was found wrong with the stored
+    /// data goes to `incidents`, a sentence each.
+    fn load(&mut self, incidents: &mut Vec<String>) -> Result<Vec<StoredJob>, StoreError>;
+}
+
+/// A finished job's record keeps its request's digest (for idempotency)
+/// but not the request: nothing rebuilds a finished job's work, and a
+/// restart should not read megabytes of inputs it will never use.
+fn without_request(mut record: JobRecord) -> JobRecord {
+    record.request_digest = Some(record.request_digest());
+    record.request = String::new();
+    record
+}
+
+/// A PostgreSQL error with its cause (the client's own `Display` says only
+/// "db error" or "error connecting to server"), on one line.
+fn describe(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string().replace('\n', "; "));
+        cause = e.source();
+    }
+    text
+}
 
 enum Command {
     Write(StoreWrite, CommitSignal),
@@ -57,10 +122,17 @@ enum Command {
     Close(CommitSignal),
 }
 
-pub struct RedbJobStore {
+/// A job store whose engine `E` is driven by one writer thread.
+pub struct ThreadedStore<E> {
+    /// To the writer thread: every write, load and close goes through it,
+    /// in order.
     commands: mpsc::Sender<Command>,
+    /// Joined by `close`; None once closed.
     writer: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
+    /// Which engine the writer drives: names the type (`RedbJobStore`,
+    /// `PgJobStore`) without holding the engine, which lives on the thread.
+    engine: PhantomData<fn() -> E>,
 }
 
 /// What the writer thread reports to the handles.
@@ -78,40 +150,58 @@ impl Shared {
     }
 }
 
-impl RedbJobStore {
-    /// Opens (or creates) the file, repairing what `store/open.rs` can, and
-    /// starts its writer thread.
-    pub fn open(path: &Path) -> Result<Self, String> {
-        let opened = open::open(path)?;
-        let (commands, queue) = mpsc::channel();
-        let shared = Arc::new(Shared::default());
-        shared.health().incidents = opened.incidents;
-        let writer = Writer {
-            db: Some(opened.db),
-            path: path.to_path_buf(),
-            shared: shared.clone(),
-            kept: Vec::new(),
-            failures: 0,
-        };
-        StoreWritable { after_failures: 0 }.emit();
-        let writer = std::thread::Builder::new()
-            .name("cuzk-store-writer".into())
-            .spawn(move || writer.run(queue))
-            .map_err(|e| format!("cannot start the store writer: {e}"))?;
-        Ok(Self {
-            commands,
-            writer: Mutex::new(Some(writer)),
-            shared,
+/// Starts the writer thread, which opens the engine (`open`) and says
+/// whether that worked before taking writes. Opening happens on the thread
+/// because an engine may block in ways a caller must not: the daemon starts
+/// its store inside an async runtime, and the PostgreSQL client runs one of
+/// its own, which cannot be started from within another.
+fn start<E: Engine>(
+    open: impl FnOnce() -> Result<(E, Vec<String>), String> + Send + 'static,
+) -> Result<ThreadedStore<E>, String> {
+    let (commands, queue) = mpsc::channel();
+    let shared = Arc::new(Shared::default());
+    let (opened, was_opened) = mpsc::channel();
+    let writer_shared = shared.clone();
+    let writer = std::thread::Builder::new()
+        .name("cuzk-store-writer".into())
+        .spawn(move || {
+            let engine = match open() {
+                Ok((engine, incidents)) => {
+                    writer_shared.health().incidents = incidents;
+                    let _ = opened.send(Ok(()));
+                    engine
+                }
+                Err(e) => return drop(opened.send(Err(e))),
+            };
+            let writer = Writer {
+                engine,
+                shared: writer_shared,
+                kept: Vec::new(),
+                failures: 0,
+            };
+            writer.run(queue)
         })
-    }
+        .map_err(|e| format!("cannot start the store writer: {e}"))?;
+    was_opened
+        .recv()
+        .unwrap_or_else(|_| Err("the store writer died while opening the store".into()))?;
+    StoreWritable { after_failures: 0 }.emit();
+    Ok(ThreadedStore {
+        commands,
+        writer: Mutex::new(Some(writer)),
+        shared,
+        engine: PhantomData,
+    })
+}
 
-    /// Transactions committed so far, each one fsync.
+impl<E> ThreadedStore<E> {
+    /// Transactions committed so far.
     pub fn transactions(&self) -> u64 {
         self.shared.transactions.load(Ordering::Relaxed)
     }
 }
 
-impl JobStore for RedbJobStore {
+impl<E> JobStore for ThreadedStore<E> {
     fn write(&self, write: StoreWrite) -> Committed {
         let (signal, committed) = Committed::channel();
         // A closed store drops the command, and with it the signal, so the
@@ -161,32 +251,32 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
 }
 
 /// The writer thread's state.
-struct Writer {
-    /// None after a failed commit: redb must be reopened after an I/O error.
-    db: Option<Database>,
-    path: PathBuf,
+struct Writer<E> {
+    engine: E,
     shared: Arc<Shared>,
     /// Writes of acknowledged jobs whose commit failed, retried in order
     /// before anything newer. Bounded by what the pipeline finishes while
-    /// the disk is failing (proofs, outcomes): a few hundred bytes each.
+    /// the storage is failing (proofs, outcomes): a few hundred bytes each.
     kept: Vec<(StoreWrite, CommitSignal)>,
     /// Failed commits since the last success.
     failures: u64,
 }
 
-impl Writer {
+impl<E: Engine> Writer<E> {
     fn run(mut self, queue: mpsc::Receiver<Command>) {
         let mut pending: Vec<(StoreWrite, CommitSignal)> = Vec::new();
         loop {
-            let first = if self.failures == 0 {
-                queue.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                queue.recv_timeout(RETRY_INTERVAL)
-            };
-            let first = match first {
+            let failing = self.failures > 0;
+            let first = match queue.recv_timeout(if failing { RETRY_INTERVAL } else { IDLE_CHECK_INTERVAL }) {
                 Ok(command) => command,
-                Err(RecvTimeoutError::Timeout) => {
+                Err(RecvTimeoutError::Timeout) if failing => {
                     self.commit(&mut pending);
+                    continue;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(error) = self.engine.check() {
+                        self.failed(0, &error);
+                    }
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => return,
@@ -202,7 +292,10 @@ impl Writer {
                     // Everything queued before a load or close is committed first.
                     Command::Load(reply) => {
                         self.commit(&mut pending);
-                        let _ = reply.send(self.load());
+                        let mut incidents = Vec::new();
+                        let loaded = self.engine.load(&mut incidents);
+                        self.shared.health().incidents.append(&mut incidents);
+                        let _ = reply.send(loaded);
                     }
                     Command::Close(signal) => {
                         self.commit(&mut pending);
@@ -222,20 +315,15 @@ impl Writer {
         }
     }
 
-    /// One transaction, one fsync, for the kept writes and the new ones;
-    /// then every waiter hears the result.
+    /// One transaction for the kept writes and the new ones; then every
+    /// waiter hears the result.
     fn commit(&mut self, pending: &mut Vec<(StoreWrite, CommitSignal)>) {
         if pending.is_empty() && self.failures == 0 {
             return;
         }
         let mut writes = std::mem::take(&mut self.kept);
         writes.append(pending);
-        let probe = self.failures > 0;
-        let result = match self.database() {
-            Ok(db) => apply(db, writes.iter().map(|(write, _)| write), probe),
-            Err(e) => Err(e),
-        };
-        match result {
+        match self.engine.commit(writes.iter().map(|(write, _)| write), self.failures > 0) {
             Ok(()) => {
                 self.shared.transactions.fetch_add(1, Ordering::Relaxed);
                 self.shared.writes.fetch_add(writes.len() as u64, Ordering::Relaxed);
@@ -249,10 +337,7 @@ impl Writer {
                 }
             }
             Err(error) => {
-                self.failures += 1;
-                self.db = None;
-                StoreWriteFailed { writes: writes.len(), error: &error.to_string() }.emit();
-                self.shared.health().failing = Some(error.to_string());
+                self.failed(writes.len(), &error);
                 for (write, signal) in writes {
                     // A new job is refused (its submitter answers 503); what
                     // acknowledged jobs did is kept until it can be written.
@@ -265,251 +350,11 @@ impl Writer {
         }
     }
 
-    /// The open database, reopened after a failure (redb refuses every
-    /// later transaction of a handle that saw an I/O error).
-    fn database(&mut self) -> Result<&Database, StoreError> {
-        if self.db.is_none() {
-            self.db = Some(Database::create(&self.path).map_err(StoreError::unavailable)?);
-        }
-        Ok(self.db.as_ref().expect("just opened"))
+    /// Counts a failure and reports it, in `health()` too, until a commit
+    /// succeeds.
+    fn failed(&mut self, writes: usize, error: &StoreError) {
+        self.failures += 1;
+        StoreWriteFailed { writes, error: &error.to_string() }.emit();
+        self.shared.health().failing = Some(error.to_string());
     }
-
-    /// Every job, with damaged rows reported and dropped; a database that
-    /// cannot be read at all is rebuilt from what its bytes still hold.
-    fn load(&mut self) -> Result<Vec<StoredJob>, StoreError> {
-        let db = self.database()?;
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(db)));
-        let loaded = match read {
-            Ok(Ok(loaded)) => loaded,
-            failed => {
-                let cause = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "the database library panicked while reading".into(),
-                };
-                self.db = None;
-                let (db, incident) = open::rebuild(&self.path, &cause).map_err(StoreError::unavailable)?;
-                self.shared.health().incidents.push(incident);
-                load(self.db.insert(db)).map_err(StoreError::unavailable)?
-            }
-        };
-        if !loaded.damaged.is_empty() || !loaded.settled.is_empty() {
-            self.repair(&loaded)?;
-        }
-        Ok(loaded.jobs)
-    }
-
-    /// Copies the file aside when rows are damaged, removes them, and
-    /// records what damage meant: a proof that failed its check or was lost
-    /// fails its partition (and a done job with it), so it is never served.
-    fn repair(&mut self, loaded: &Loaded) -> Result<(), StoreError> {
-        let aside = match loaded.damaged.is_empty() {
-            true => PathBuf::new(),
-            false => open::copy_aside(&self.path).map_err(StoreError::unavailable)?,
-        };
-        for (job, kind, index, why) in &loaded.damaged {
-            self.shared.health().incidents.push(open::report(
-                StoreDamageKind::Record,
-                format!(
-                    "job {job}: its {} record{} failed its check ({why}) and was dropped; the file before is at {}",
-                    rows::kind_name(*kind),
-                    if *kind >= rows::PROOF { format!(" for partition {index}") } else { String::new() },
-                    aside.display()
-                ),
-            ));
-        }
-        let db = self.database()?;
-        let txn = db.begin_write().map_err(StoreError::unavailable)?;
-        {
-            let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
-            for (job, kind, index, _) in &loaded.damaged {
-                table.remove((job.as_str(), *kind, *index)).map_err(StoreError::unavailable)?;
-            }
-            for job in loaded.settled.iter().map(|&i| &loaded.jobs[i]) {
-                for (index, error) in &job.failures {
-                    let row = Row::Failure { job: job.record.id.clone(), index: *index, error: error.clone() };
-                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
-                }
-                if let Some(outcome) = &job.outcome {
-                    let row = Row::Outcome { job: job.record.id.clone(), outcome: outcome.clone() };
-                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
-                }
-            }
-        }
-        txn.commit().map_err(StoreError::unavailable)
-    }
-}
-
-type Rows<'txn> = redb::Table<'txn, (&'static str, u8, u32), &'static [u8]>;
-
-fn put(table: &mut Rows<'_>, row: &Row) -> Result<(), StoreError> {
-    table
-        .insert(row.key(), rows::seal(row).as_slice())
-        .map(drop)
-        .map_err(StoreError::unavailable)
-}
-
-/// Whether the job's record is there: rows of a job that was never
-/// recorded (its commit failed, then it was cancelled) are not written,
-/// since nothing would ever remove them.
-fn recorded(table: &Rows<'_>, job: &JobId) -> Result<bool, StoreError> {
-    Ok(table
-        .get((job.0.as_str(), rows::JOB, 0))
-        .map_err(StoreError::unavailable)?
-        .is_some())
-}
-
-fn apply<'a>(
-    db: &Database,
-    writes: impl Iterator<Item = &'a StoreWrite>,
-    probe: bool,
-) -> Result<(), StoreError> {
-    let txn = db.begin_write().map_err(StoreError::unavailable)?;
-    if probe {
-        txn.open_table(PROBE)
-            .map_err(StoreError::unavailable)?
-            .insert((), [0u8; PROBE_BYTES].as_slice())
-            .map_err(StoreError::unavailable)?;
-    }
-    {
-        let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
-        for write in writes {
-            match write {
-                StoreWrite::Accepted(record) => put(&mut table, &Row::Job(record.clone()))?,
-                StoreWrite::PartitionProved { job, index, proof } if recorded(&table, job)? => {
-                    put(&mut table, &Row::proof(job, *index, proof))?
-                }
-                StoreWrite::PartitionFailed { job, index, error } if recorded(&table, job)? => {
-                    put(&mut table, &Row::Failure { job: job.clone(), index: *index, error: error.clone() })?
-                }
-                StoreWrite::Finished { job, outcome } if recorded(&table, job)? => {
-                    put(&mut table, &Row::Outcome { job: job.clone(), outcome: outcome.clone() })?;
-                    finish_record(&mut table, job)?;
-                }
-                StoreWrite::Removed(job) => {
-                    let id = job.0.as_str();
-                    table
-                        .retain_in((id, 0, 0)..=(id, u8::MAX, u32::MAX), |_, _| false)
-                        .map_err(StoreError::unavailable)?;
-                }
-                _ => {}
-            }
-        }
-    }
-    txn.commit().map_err(StoreError::unavailable)
-}
-
-/// A finished job's record keeps its request's digest (for idempotency)
-/// but not the request: nothing rebuilds a finished job's work, and a
-/// restart should not read megabytes of inputs it will never use.
-fn finish_record(table: &mut Rows<'_>, job: &JobId) -> Result<(), StoreError> {
-    let key = (job.0.as_str(), rows::JOB, 0);
-    let sealed = table.get(key).map_err(StoreError::unavailable)?.map(|v| v.value().to_vec());
-    if let Some(Ok(Row::Job(mut record))) = sealed.map(|bytes| rows::unseal(&bytes)) {
-        record.request_digest = Some(record.request_digest());
-        record.request = String::new();
-        put(table, &Row::Job(record))?;
-    }
-    Ok(())
-}
-
-/// What a load read: the jobs, and the rows that failed their check.
-struct Loaded {
-    jobs: Vec<StoredJob>,
-    /// (job, kind, partition, why) of each damaged row.
-    damaged: Vec<(String, u8, u32, String)>,
-    /// Jobs (indices into `jobs`) failed because a proof was damaged or lost.
-    settled: Vec<usize>,
-}
-
-/// Reads every row in key order: a job's record comes first, then its
-/// outcome, proofs and failures. A damaged record drops its job; a damaged
-/// proof fails its partition, and a job that was done becomes failed.
-fn load(db: &Database) -> Result<Loaded, redb::Error> {
-    let txn = db.begin_read()?;
-    let table = txn.open_table(ROWS)?;
-    let mut loaded = Loaded { jobs: Vec::new(), damaged: Vec::new(), settled: Vec::new() };
-    let mut current: Option<StoredJob> = None;
-    for entry in table.iter()? {
-        let (key, value) = entry?;
-        let (id, kind, index) = key.value();
-        if current.as_ref().is_some_and(|job| job.record.id.0 != id) {
-            loaded.jobs.extend(current.take());
-        }
-        let row = rows::unseal(value.value()).and_then(|row| {
-            if row.key() == (id, kind, index) {
-                Ok(row)
-            } else {
-                Err("stored under another job's key".into())
-            }
-        });
-        let row = match row {
-            Ok(Row::Job(record)) => {
-                current = Some(StoredJob {
-                    record,
-                    proofs: Default::default(),
-                    failures: Default::default(),
-                    outcome: None,
-                });
-                continue;
-            }
-            Ok(row) => row,
-            Err(why) => {
-                if kind == rows::JOB {
-                    current = None;
-                }
-                if let (rows::PROOF, Some(job)) = (kind, current.as_mut()) {
-                    job.failures.insert(index, DAMAGED_PROOF.into());
-                }
-                loaded.damaged.push((id.to_string(), kind, index, why));
-                continue;
-            }
-        };
-        // Rows of a job whose record was damaged have nothing to join.
-        let Some(job) = current.as_mut() else { continue };
-        match row {
-            Row::Outcome { outcome, .. } => job.outcome = Some(outcome),
-            Row::Failure { index, error, .. } => {
-                job.failures.insert(index, error);
-            }
-            Row::Proof { index, proof, public_inputs, .. } => {
-                match rows::proof_record(&proof, &public_inputs) {
-                    Ok(proof) => {
-                        job.proofs.insert(index, proof);
-                    }
-                    Err(e) => {
-                        job.failures.insert(index, DAMAGED_PROOF.into());
-                        loaded.damaged.push((id.to_string(), kind, index, format!("its proof is not hex: {e}")));
-                    }
-                }
-            }
-            Row::Job(_) => {}
-        }
-    }
-    loaded.jobs.extend(current);
-    loaded.jobs.sort_by_key(|job| job.record.seq);
-    loaded.settled = (0..loaded.jobs.len()).filter(|&i| settle_damage(&mut loaded.jobs[i])).collect();
-    Ok(loaded)
-}
-
-/// Why a partition whose stored proof failed its check has none.
-const DAMAGED_PROOF: &str = "its stored proof failed its checksum and is not served; submit the job again";
-/// Why a done job's partition has no proof after its store was salvaged.
-const LOST_PROOF: &str = "its proof was lost with the damaged job store; submit the job again";
-
-/// A done job missing a proof (damaged, or not salvaged) is failed, so that
-/// its proofs are never answered incomplete. Whether it changed.
-fn settle_damage(job: &mut StoredJob) -> bool {
-    if job.outcome.as_ref().is_none_or(|o| o.stage != Stage::Done) {
-        return false;
-    }
-    let Some(index) = (0..job.record.partitions).find(|i| !job.proofs.contains_key(i)) else {
-        return false;
-    };
-    let why = job.failures.entry(index).or_insert_with(|| LOST_PROOF.into()).clone();
-    job.outcome = Some(JobOutcome {
-        stage: Stage::Failed,
-        error: Some(format!("partition {index}: {why}")),
-        finished_unix_ms: unix_ms(SystemTime::now()),
-    });
-    true
 }

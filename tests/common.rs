@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests: a daemon on an ephemeral
-//! loopback port with its own data directory, and a small HTTP client.
+//! loopback port with its own data directory, and a small HTTP client; a
+//! schema of its own on the test PostgreSQL, and the records the store
+//! tests write.
 
 #![allow(dead_code)]
 
@@ -7,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use cuzk::config::{Budget, Config};
 use cuzk::server::{spawn, RunningDaemon};
+use cuzk_actors::model::ProofRecord;
+use cuzk_actors::store::JobRecord;
+use cuzk_actors::{JobId, Priority};
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::Value;
 
@@ -119,4 +124,75 @@ pub fn metric_value(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// A schema of its own in the test database, so that tests run in parallel
+/// on one PostgreSQL; dropped with everything in it at the end. The
+/// database is `CUZK_TEST_PG_URL` (a URL), which scripts/pg-test-cluster.sh
+/// sets for the command it runs.
+pub struct PgSchema {
+    /// The test database's URL with this schema first on the search path:
+    /// what a store or a daemon under test is given.
+    pub url: cuzk::store::StoreUrl,
+    /// To drop the schema at the end.
+    admin_url: String,
+    name: String,
+}
+
+impl PgSchema {
+    /// A new empty schema; None (the test says it skipped) without
+    /// CUZK_TEST_PG_URL.
+    pub fn create(test: &str) -> Option<Self> {
+        let Ok(admin_url) = std::env::var("CUZK_TEST_PG_URL") else {
+            eprintln!("{test}: skipped, CUZK_TEST_PG_URL is not set (scripts/pg-test-cluster.sh sets it)");
+            return None;
+        };
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).expect("the test database is up");
+        admin.batch_execute(&format!("CREATE SCHEMA {name}")).expect("schema created");
+        let separator = if admin_url.contains('?') { '&' } else { '?' };
+        let url = format!("{admin_url}{separator}options=-c%20search_path%3D{name}");
+        Some(Self { url: cuzk::store::StoreUrl::new(url), admin_url, name })
+    }
+
+    /// A connection to the schema, for looking at or changing its tables.
+    pub fn client(&self) -> postgres::Client {
+        postgres::Client::connect(self.url.secret(), postgres::NoTls).expect("the test database is up")
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        // Best effort: the throwaway cluster goes at exit anyway.
+        if let Ok(mut admin) = postgres::Client::connect(&self.admin_url, postgres::NoTls) {
+            let _ = admin.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.name));
+        }
+    }
+}
+
+/// A job's record as a store test writes it: every field set, so that a
+/// round trip shows each one kept.
+pub fn record(id: &str, seq: u64) -> JobRecord {
+    JobRecord {
+        id: JobId(id.into()),
+        seq,
+        priority: Priority::High,
+        partitions: 3,
+        circuit: "mimc-chain".into(),
+        circuit_id: "mimc-chain-k4".into(),
+        idempotency_key: Some(format!("key-{id}")),
+        tenant: cuzk_actors::Tenant(format!("tenant-{id}")),
+        submitted_unix_ms: 1_700_000_000_000 + seq,
+        deadline_ms: Some(5000),
+        request: format!(r#"{{"circuit":"mimc-chain","seed":{seq}}}"#),
+        request_digest: None,
+    }
+}
+
+/// A proof whose bytes say which write it came from.
+pub fn proof(byte: u8) -> ProofRecord {
+    ProofRecord {
+        proof: vec![byte; 192],
+        public_inputs: vec![vec![byte, 1], vec![byte, 2]],
+    }
 }

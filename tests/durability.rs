@@ -1,5 +1,6 @@
 //! The job store and graceful shutdown, through the real server: two daemons
-//! started one after the other on one data directory.
+//! started one after the other on one data directory, or on one PostgreSQL
+//! schema (when CUZK_TEST_PG_URL names a database: scripts/pg-test-cluster.sh).
 
 mod common;
 
@@ -12,6 +13,17 @@ use cuzk::server::{spawn, RunningDaemon};
 use cuzk_actors::store::JobStore;
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::{json, Value};
+
+/// The sim backend with slow, predictable partitions (about a second each,
+/// two at a time), so that a test can stop a daemon with work in flight.
+fn slow_sim(dir: &Path) -> Config {
+    let mut config = test_config(dir);
+    config.backend = BackendKind::Sim;
+    config.sim.profile = "winning-post".into();
+    config.sim.jitter = 0.0;
+    config.scheduler.synthesis_threads = 2;
+    config
+}
 
 fn start(config: Config) -> RunningDaemon {
     let _ = env_logger::builder().is_test(true).try_init();
@@ -183,15 +195,7 @@ fn finished_jobs_are_forgotten_after_retention() {
 #[test]
 fn shutdown_refuses_new_jobs_finishes_started_partitions_and_keeps_the_rest() {
     let dir = tempfile::tempdir().unwrap();
-    let config = || {
-        let mut config = test_config(dir.path());
-        // Slow, predictable partitions: about a second each.
-        config.backend = BackendKind::Sim;
-        config.sim.profile = "winning-post".into();
-        config.sim.jitter = 0.0;
-        config.scheduler.synthesis_threads = 2;
-        config
-    };
+    let config = || slow_sim(dir.path());
     let body = json!({
         "circuit": "poseidon-merkle",
         "params": {"depth": 2, "challenges": 1},
@@ -224,4 +228,60 @@ fn shutdown_refuses_new_jobs_finishes_started_partitions_and_keeps_the_rest() {
     let (status, _) = submit(&restarted, "too-late", &body);
     assert_eq!(status, 202, "a refused job was not kept");
     restarted.stop();
+}
+
+#[test]
+fn a_daemon_on_postgres_restarts_and_serves_the_same_jobs() {
+    let Some(schema) = common::PgSchema::create("a_daemon_on_postgres_restarts_and_serves_the_same_jobs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        let mut config = slow_sim(dir.path());
+        config.store.url = Some(schema.url.clone());
+        config
+    };
+    let body = |partitions: u32, seed: u64| {
+        json!({
+            "circuit": "poseidon-merkle",
+            "params": {"depth": 2, "challenges": 1},
+            "partitions": partitions,
+            "seed": seed
+        })
+    };
+
+    let first = start(config());
+    let (status, accepted) = submit(&first, "finished", &body(1, 1));
+    assert_eq!(status, 202, "{accepted}");
+    let finished = accepted["id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&first, &finished)["status"], "done");
+    let (status, proofs) = get(&first, &format!("/v1/jobs/{finished}/proofs"));
+    assert_eq!(status, 200, "{proofs}");
+    let (status, accepted) = submit(&first, "resumed", &body(6, 2));
+    assert_eq!(status, 202, "{accepted}");
+    let resumed = accepted["id"].as_str().unwrap().to_string();
+    poll("a partition to start", Duration::from_secs(10), || {
+        stages(&job(&first, &resumed)).iter().any(|s| s == "synthesizing")
+    });
+    first.begin_shutdown();
+    first.wait().expect("clean exit");
+    assert!(!dir.path().join("jobs.redb").exists(), "jobs went to the database, not the data directory");
+
+    let second = start(config());
+    assert_eq!(job(&second, &finished)["status"], "done");
+    let (status, kept) = get(&second, &format!("/v1/jobs/{finished}/proofs"));
+    assert_eq!((status, &kept), (200, &proofs));
+    let (status, again) = submit(&second, "resumed", &body(6, 2));
+    assert_eq!((status, &again["id"]), (200, &json!(resumed)), "{again}");
+    let done = count_done(&job(&second, &resumed));
+    assert!((1..6).contains(&done), "started partitions were kept, queued ones wait: {done}");
+    assert_eq!(wait_done(&second, &resumed)["status"], "done");
+    second.stop();
+
+    // The database holds both, in submission order, for whichever daemon
+    // opens it next.
+    let store = cuzk::store::PgJobStore::connect(&schema.url).expect("store opens");
+    let ids: Vec<String> = store.load().unwrap().into_iter().map(|job| job.record.id.0).collect();
+    assert_eq!(ids, [finished, resumed]);
+    store.close().unwrap();
 }

@@ -1,39 +1,79 @@
-//! The redb job store on its own: what it keeps across a reopen, what
-//! removal takes, group commit, writes after close, and what it does with a
-//! file found damaged, truncated, emptied or missing.
+//! The job stores on their own, one test suite for both: what a store keeps
+//! across a reopen, what removal takes, group commit, writes after close.
+//! Each of those runs on the redb file (`on_redb::`) always, and on
+//! PostgreSQL (`on_postgres::`, each test in a fresh schema) when
+//! CUZK_TEST_PG_URL names a database (scripts/pg-test-cluster.sh). Then
+//! what only one engine has: a redb file found damaged, truncated, emptied
+//! or missing; a PostgreSQL URL that is wrong, schemas migrated at once or
+//! by a newer cuzk. A database restarted under the store: tests/pg_outage.rs.
+
+mod common;
 
 use std::time::Instant;
 
-use cuzk::store::RedbJobStore;
-use cuzk_actors::model::ProofRecord;
-use cuzk_actors::store::{JobOutcome, JobRecord, JobStore, StoreWrite, StoredJob};
-use cuzk_actors::{JobId, Priority, Stage};
+use common::{proof, record, PgSchema};
+use cuzk::store::{PgJobStore, RedbJobStore, StoreUrl, ThreadedStore};
+use cuzk_actors::store::{JobOutcome, JobStore, StoreError, StoreWrite, StoredJob};
+use cuzk_actors::{JobId, Stage};
 
-fn record(id: &str, seq: u64) -> JobRecord {
-    JobRecord {
-        id: JobId(id.into()),
-        seq,
-        priority: Priority::High,
-        partitions: 3,
-        circuit: "mimc-chain".into(),
-        circuit_id: "mimc-chain-k4".into(),
-        idempotency_key: Some(format!("key-{id}")),
-        tenant: cuzk_actors::Tenant(format!("tenant-{id}")),
-        submitted_unix_ms: 1_700_000_000_000 + seq,
-        deadline_ms: Some(5000),
-        request: format!(r#"{{"circuit":"mimc-chain","seed":{seq}}}"#),
-        request_digest: None,
+/// Each test of the shared suite, once per store.
+macro_rules! for_each_store {
+    ($($test:ident),* $(,)?) => {
+        mod on_redb {
+            $( #[test] fn $test() { super::$test(&super::Place::redb()); } )*
+        }
+        mod on_postgres {
+            $( #[test] fn $test() {
+                if let Some(place) = super::Place::postgres(stringify!($test)) {
+                    super::$test(&place);
+                }
+            } )*
+        }
+    };
+}
+
+for_each_store!(
+    jobs_survive_a_reopen_and_removal_takes_all_of_a_job,
+    a_burst_of_writes_shares_few_commits,
+    a_closed_store_refuses_writes_and_keeps_what_it_committed,
+    rows_of_a_job_never_recorded_are_not_written,
+);
+
+/// Where a store under test keeps its jobs, so that it can be opened again.
+enum Place {
+    Redb(tempfile::TempDir),
+    Postgres(PgSchema),
+}
+
+/// A store under test: the trait, and how many transactions it committed.
+trait Store: JobStore {
+    fn transactions(&self) -> u64;
+}
+
+impl<E> Store for ThreadedStore<E> {
+    fn transactions(&self) -> u64 {
+        ThreadedStore::transactions(self)
     }
 }
 
-fn proof(byte: u8) -> ProofRecord {
-    ProofRecord {
-        proof: vec![byte; 192],
-        public_inputs: vec![vec![byte, 1], vec![byte, 2]],
+impl Place {
+    fn redb() -> Self {
+        Place::Redb(tempfile::tempdir().unwrap())
+    }
+
+    fn postgres(test: &str) -> Option<Self> {
+        PgSchema::create(test).map(Place::Postgres)
+    }
+
+    fn open(&self) -> Box<dyn Store> {
+        match self {
+            Place::Redb(dir) => Box::new(RedbJobStore::open(&dir.path().join("jobs.redb")).unwrap()),
+            Place::Postgres(schema) => Box::new(PgJobStore::connect(&schema.url).unwrap()),
+        }
     }
 }
 
-fn write_all(store: &RedbJobStore, writes: Vec<StoreWrite>) {
+fn write_all(store: &(impl JobStore + ?Sized), writes: Vec<StoreWrite>) {
     let pending: Vec<_> = writes.into_iter().map(|w| store.write(w)).collect();
     for committed in pending {
         committed.wait_blocking().expect("committed");
@@ -44,18 +84,15 @@ fn by_id<'a>(jobs: &'a [StoredJob], id: &str) -> Option<&'a StoredJob> {
     jobs.iter().find(|job| job.record.id.0 == id)
 }
 
-#[test]
-fn jobs_survive_a_reopen_and_removal_takes_all_of_a_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("jobs.redb");
-    let store = RedbJobStore::open(&path).unwrap();
+fn jobs_survive_a_reopen_and_removal_takes_all_of_a_job(place: &Place) {
+    let store = place.open();
     let done = JobOutcome {
         stage: Stage::Done,
         error: None,
         finished_unix_ms: 1_700_000_100_000,
     };
     write_all(
-        &store,
+        &*store,
         vec![
             // Out of submission order on purpose: load sorts by seq.
             StoreWrite::Accepted(record("b", 2)),
@@ -74,7 +111,7 @@ fn jobs_survive_a_reopen_and_removal_takes_all_of_a_job() {
     );
     store.close().unwrap();
 
-    let store = RedbJobStore::open(&path).unwrap();
+    let store = place.open();
     let jobs = store.load().unwrap();
     let order: Vec<&str> = jobs.iter().map(|j| j.record.id.0.as_str()).collect();
     assert_eq!(order, ["a", "b", "ab"]);
@@ -92,22 +129,20 @@ fn jobs_survive_a_reopen_and_removal_takes_all_of_a_job() {
     assert!(b.proofs.is_empty() && b.outcome.is_none());
     assert_eq!(b.failures.get(&1).map(String::as_str), Some("boom"));
 
-    write_all(&store, vec![StoreWrite::Removed(JobId("a".into()))]);
+    write_all(&*store, vec![StoreWrite::Removed(JobId("a".into()))]);
     let jobs = store.load().unwrap();
     assert!(by_id(&jobs, "a").is_none());
     assert_eq!(by_id(&jobs, "ab").unwrap().proofs[&0], proof(7));
     store.close().unwrap();
 
-    let store = RedbJobStore::open(&path).unwrap();
+    let store = place.open();
     assert!(by_id(&store.load().unwrap(), "a").is_none());
     store.close().unwrap();
 }
 
-#[test]
-fn a_burst_of_writes_shares_few_commits() {
+fn a_burst_of_writes_shares_few_commits(place: &Place) {
     const JOBS: u64 = 10_000;
-    let dir = tempfile::tempdir().unwrap();
-    let store = RedbJobStore::open(&dir.path().join("jobs.redb")).unwrap();
+    let store = place.open();
     let started = Instant::now();
     let pending: Vec<_> = (0..JOBS)
         .map(|seq| store.write(StoreWrite::Accepted(record(&format!("job-{seq}"), seq))))
@@ -117,156 +152,296 @@ fn a_burst_of_writes_shares_few_commits() {
     }
     let transactions = store.transactions();
     eprintln!("{JOBS} jobs in {transactions} transactions, {:?}", started.elapsed());
-    // One fsync each would be 10,000 transactions.
+    // One commit each would be 10,000 transactions.
     assert!(transactions <= 50, "{transactions} transactions for {JOBS} jobs");
     assert_eq!(store.load().unwrap().len() as u64, JOBS);
     store.close().unwrap();
 }
 
-#[test]
-fn a_closed_store_refuses_writes_and_a_second_open_fails_while_one_is_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("jobs.redb");
-    let store = RedbJobStore::open(&path).unwrap();
-    assert!(RedbJobStore::open(&path).is_err(), "the file is locked");
+fn a_closed_store_refuses_writes_and_keeps_what_it_committed(place: &Place) {
+    let store = place.open();
+    write_all(&*store, vec![StoreWrite::Accepted(record("early", 1))]);
     store.close().unwrap();
-    let refused = store.write(StoreWrite::Accepted(record("late", 1)));
-    assert!(refused.wait_blocking().is_err());
-    let reopened = RedbJobStore::open(&path).unwrap();
-    assert!(reopened.load().unwrap().is_empty());
+    let refused = store.write(StoreWrite::Accepted(record("late", 2)));
+    assert!(matches!(refused.wait_blocking(), Err(StoreError::Closed)));
+    let reopened = place.open();
+    let jobs = reopened.load().unwrap();
+    assert_eq!(jobs.iter().map(|j| j.record.id.0.as_str()).collect::<Vec<_>>(), ["early"]);
     reopened.close().unwrap();
 }
 
-/// A store with two finished jobs ("good", "hit"), each with its three
-/// proofs, closed; returns its path.
-fn two_done_jobs(dir: &std::path::Path) -> std::path::PathBuf {
-    let path = dir.join("jobs.redb");
-    let store = RedbJobStore::open(&path).unwrap();
-    let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: 1_700_000_100_000 };
-    let mut writes = Vec::new();
-    for (seq, id) in ["good", "hit"].iter().enumerate() {
-        writes.push(StoreWrite::Accepted(record(id, seq as u64)));
-        for index in 0..3 {
-            let job = JobId((*id).into());
-            writes.push(StoreWrite::PartitionProved { job, index, proof: proof(0x40 + index as u8) });
-        }
-        writes.push(StoreWrite::Finished { job: JobId((*id).into()), outcome: done.clone() });
+/// A job whose record was never committed (refused, then cancelled) leaves
+/// no rows: nothing would ever remove them.
+fn rows_of_a_job_never_recorded_are_not_written(place: &Place) {
+    let store = place.open();
+    let ghost = JobId("ghost".into());
+    let outcome = JobOutcome { stage: Stage::Cancelled, error: None, finished_unix_ms: 1 };
+    write_all(
+        &*store,
+        vec![
+            StoreWrite::PartitionProved { job: ghost.clone(), index: 0, proof: proof(1) },
+            StoreWrite::PartitionFailed { job: ghost.clone(), index: 1, error: "boom".into() },
+            StoreWrite::Finished { job: ghost.clone(), outcome },
+            StoreWrite::Accepted(record("real", 1)),
+        ],
+    );
+    let jobs = store.load().unwrap();
+    assert_eq!(jobs.len(), 1);
+    let real = &jobs[0];
+    assert!(real.proofs.is_empty() && real.failures.is_empty() && real.outcome.is_none());
+    store.close().unwrap();
+    // Written later, a record brings no stale rows with it.
+    let store = place.open();
+    write_all(&*store, vec![StoreWrite::Accepted(record("ghost", 2))]);
+    let ghost = store.load().unwrap().into_iter().find(|j| j.record.id.0 == "ghost").unwrap();
+    assert!(ghost.proofs.is_empty() && ghost.failures.is_empty() && ghost.outcome.is_none());
+    store.close().unwrap();
+}
+
+/// What only the redb file has: one process at a time on the file, and
+/// damage. Its rows are sealed with checksums (`store/rows.rs`) and a file
+/// that cannot be read is moved aside and salvaged (`store/open.rs`); a
+/// PostgreSQL server checksums and recovers its own pages, so none of this
+/// applies to it (docs/architecture.md, "The job store").
+mod redb_only {
+    use super::*;
+
+    #[test]
+    fn a_second_redb_open_fails_while_one_is_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.redb");
+        let store = RedbJobStore::open(&path).unwrap();
+        assert!(RedbJobStore::open(&path).is_err(), "the file is locked");
+        store.close().unwrap();
+        RedbJobStore::open(&path).unwrap().close().unwrap();
     }
-    write_all(&store, writes);
-    store.close().unwrap();
-    path
-}
 
-/// Flips one byte inside the first stored copy of `needle`.
-fn flip_inside(path: &std::path::Path, needle: &[u8]) {
-    let mut bytes = std::fs::read(path).unwrap();
-    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("the row is in the file");
-    bytes[at + needle.len() / 2] ^= 0x01;
-    std::fs::write(path, bytes).unwrap();
-}
-
-fn damaged_copies(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".damaged-"))
-        .count()
-}
-
-#[test]
-fn a_proof_that_fails_its_checksum_is_never_served_and_fails_only_its_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = two_done_jobs(dir.path());
-    // Proof bytes 0x41 of job "hit", partition 1, as stored (hex text).
-    let hit_proof = format!(r#""job":"hit","index":1,"proof":"{}"#, "41".repeat(4));
-    flip_inside(&path, hit_proof.as_bytes());
-
-    let store = RedbJobStore::open(&path).unwrap();
-    let jobs = store.load().unwrap();
-    let hit = by_id(&jobs, "hit").unwrap();
-    assert!(!hit.proofs.contains_key(&1), "a damaged proof must not be loaded");
-    assert_eq!(hit.proofs[&0], proof(0x40));
-    assert!(hit.failures[&1].contains("checksum"), "{:?}", hit.failures);
-    let outcome = hit.outcome.as_ref().unwrap();
-    assert_eq!(outcome.stage, Stage::Failed, "a done job that lost a proof is failed");
-    let good = by_id(&jobs, "good").unwrap();
-    assert_eq!(good.outcome.as_ref().unwrap().stage, Stage::Done);
-    assert_eq!(good.proofs.len(), 3);
-    let health = store.health();
-    assert_eq!(health.incidents.len(), 1, "{health:?}");
-    assert!(health.incidents[0].contains("job hit: its proof record for partition 1"), "{health:?}");
-    assert_eq!(damaged_copies(dir.path()), 1, "the file before the repair is kept");
-    store.close().unwrap();
-
-    // The repair is durable: the next start finds nothing wrong and the
-    // job stays failed.
-    let store = RedbJobStore::open(&path).unwrap();
-    let jobs = store.load().unwrap();
-    assert_eq!(by_id(&jobs, "hit").unwrap().outcome.as_ref().unwrap().stage, Stage::Failed);
-    assert!(store.health().incidents.is_empty());
-    store.close().unwrap();
-}
-
-#[test]
-fn a_truncated_store_is_moved_aside_and_its_intact_records_salvaged() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = two_done_jobs(dir.path());
-    let bytes = std::fs::read(&path).unwrap();
-    // Cut the file after the last stored row: redb's own pages are gone.
-    let last_row = bytes.windows(4).rposition(|w| w == b"CZR1").unwrap();
-    std::fs::write(&path, &bytes[..last_row + 400.min(bytes.len() - last_row)]).unwrap();
-
-    let store = RedbJobStore::open(&path).expect("a damaged store still opens");
-    let jobs = store.load().unwrap();
-    let health = store.health();
-    assert_eq!(health.incidents.len(), 1, "{health:?}");
-    assert!(health.incidents[0].contains("intact records salvaged"), "{health:?}");
-    assert_eq!(damaged_copies(dir.path()), 1);
-    assert!(!jobs.is_empty(), "rows before the cut are salvaged");
-    // Whatever came back done is whole; a job that lost a proof is failed.
-    let done = |job: &&StoredJob| job.outcome.as_ref().is_some_and(|o| o.stage == Stage::Done);
-    assert!(jobs.iter().any(|job| done(&job)), "an intact job stays done");
-    for job in &jobs {
-        if done(&job) {
-            assert_eq!(job.proofs.len(), 3, "{}", job.record.id);
-            assert_eq!(job.proofs[&1], proof(0x41));
-        } else {
-            assert!(job.failures.values().any(|e| e.contains("lost with the damaged job store")));
+    /// A store with two finished jobs ("good", "hit"), each with its three
+    /// proofs, closed; returns its path.
+    fn two_done_jobs(dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("jobs.redb");
+        let store = RedbJobStore::open(&path).unwrap();
+        let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: 1_700_000_100_000 };
+        let mut writes = Vec::new();
+        for (seq, id) in ["good", "hit"].iter().enumerate() {
+            writes.push(StoreWrite::Accepted(record(id, seq as u64)));
+            for index in 0..3 {
+                let job = JobId((*id).into());
+                writes.push(StoreWrite::PartitionProved { job, index, proof: proof(0x40 + index as u8) });
+            }
+            writes.push(StoreWrite::Finished { job: JobId((*id).into()), outcome: done.clone() });
         }
+        write_all(&store, writes);
+        store.close().unwrap();
+        path
     }
-    store.close().unwrap();
-}
 
-#[test]
-fn garbage_in_place_of_the_store_is_moved_aside_and_a_new_one_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = two_done_jobs(dir.path());
-    let len = std::fs::metadata(&path).unwrap().len() as usize;
-    std::fs::write(&path, vec![0x5a; len]).unwrap();
-    let store = RedbJobStore::open(&path).expect("starts");
-    assert!(store.load().unwrap().is_empty());
-    assert!(store.health().incidents[0].contains("could not be read"), "{:?}", store.health());
-    assert_eq!(damaged_copies(dir.path()), 1);
-    store.close().unwrap();
-}
+    /// Flips one byte inside the first stored copy of `needle`.
+    fn flip_inside(path: &std::path::Path, needle: &[u8]) {
+        let mut bytes = std::fs::read(path).unwrap();
+        let at = bytes.windows(needle.len()).position(|w| w == needle).expect("the row is in the file");
+        bytes[at + needle.len() / 2] ^= 0x01;
+        std::fs::write(path, bytes).unwrap();
+    }
 
-#[test]
-fn an_emptied_or_missing_store_is_reported_not_silently_replaced() {
-    for damage in ["emptied", "removed"] {
+    fn damaged_copies(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".damaged-"))
+            .count()
+    }
+
+    #[test]
+    fn a_proof_that_fails_its_checksum_is_never_served_and_fails_only_its_job() {
         let dir = tempfile::tempdir().unwrap();
         let path = two_done_jobs(dir.path());
-        match damage {
-            "emptied" => std::fs::write(&path, b"").unwrap(),
-            _ => std::fs::remove_file(&path).unwrap(),
+        // Proof bytes 0x41 of job "hit", partition 1, as stored (hex text).
+        let hit_proof = format!(r#""job":"hit","index":1,"proof":"{}"#, "41".repeat(4));
+        flip_inside(&path, hit_proof.as_bytes());
+
+        let store = RedbJobStore::open(&path).unwrap();
+        let jobs = store.load().unwrap();
+        let hit = by_id(&jobs, "hit").unwrap();
+        assert!(!hit.proofs.contains_key(&1), "a damaged proof must not be loaded");
+        assert_eq!(hit.proofs[&0], proof(0x40));
+        assert!(hit.failures[&1].contains("checksum"), "{:?}", hit.failures);
+        let outcome = hit.outcome.as_ref().unwrap();
+        assert_eq!(outcome.stage, Stage::Failed, "a done job that lost a proof is failed");
+        let good = by_id(&jobs, "good").unwrap();
+        assert_eq!(good.outcome.as_ref().unwrap().stage, Stage::Done);
+        assert_eq!(good.proofs.len(), 3);
+        let health = store.health();
+        assert_eq!(health.incidents.len(), 1, "{health:?}");
+        assert!(health.incidents[0].contains("job hit: its proof record for partition 1"), "{health:?}");
+        assert_eq!(damaged_copies(dir.path()), 1, "the file before the repair is kept");
+        store.close().unwrap();
+
+        // The repair is durable: the next start finds nothing wrong and the
+        // job stays failed.
+        let store = RedbJobStore::open(&path).unwrap();
+        let jobs = store.load().unwrap();
+        assert_eq!(by_id(&jobs, "hit").unwrap().outcome.as_ref().unwrap().stage, Stage::Failed);
+        assert!(store.health().incidents.is_empty());
+        store.close().unwrap();
+    }
+
+    #[test]
+    fn a_truncated_store_is_moved_aside_and_its_intact_records_salvaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = two_done_jobs(dir.path());
+        let bytes = std::fs::read(&path).unwrap();
+        // Cut the file after the last stored row: redb's own pages are gone.
+        let last_row = bytes.windows(4).rposition(|w| w == b"CZR1").unwrap();
+        std::fs::write(&path, &bytes[..last_row + 400.min(bytes.len() - last_row)]).unwrap();
+
+        let store = RedbJobStore::open(&path).expect("a damaged store still opens");
+        let jobs = store.load().unwrap();
+        let health = store.health();
+        assert_eq!(health.incidents.len(), 1, "{health:?}");
+        assert!(health.incidents[0].contains("intact records salvaged"), "{health:?}");
+        assert_eq!(damaged_copies(dir.path()), 1);
+        assert!(!jobs.is_empty(), "rows before the cut are salvaged");
+        // Whatever came back done is whole; a job that lost a proof is failed.
+        let done = |job: &&StoredJob| job.outcome.as_ref().is_some_and(|o| o.stage == Stage::Done);
+        assert!(jobs.iter().any(|job| done(&job)), "an intact job stays done");
+        for job in &jobs {
+            if done(&job) {
+                assert_eq!(job.proofs.len(), 3, "{}", job.record.id);
+                assert_eq!(job.proofs[&1], proof(0x41));
+            } else {
+                assert!(job.failures.values().any(|e| e.contains("lost with the damaged job store")));
+            }
         }
+        store.close().unwrap();
+    }
+
+    #[test]
+    fn garbage_in_place_of_the_store_is_moved_aside_and_a_new_one_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = two_done_jobs(dir.path());
+        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        std::fs::write(&path, vec![0x5a; len]).unwrap();
         let store = RedbJobStore::open(&path).expect("starts");
         assert!(store.load().unwrap().is_empty());
-        let health = store.health();
-        assert_eq!(health.incidents.len(), 1, "{damage}: {health:?}");
-        assert!(health.incidents[0].contains("every job it held is lost"), "{damage}: {health:?}");
+        assert!(store.health().incidents[0].contains("could not be read"), "{:?}", store.health());
+        assert_eq!(damaged_copies(dir.path()), 1);
         store.close().unwrap();
-        // Reported once: the new store is the store from now on.
-        let store = RedbJobStore::open(&path).unwrap();
-        assert!(store.health().incidents.is_empty(), "{damage}");
+    }
+
+    #[test]
+    fn an_emptied_or_missing_store_is_reported_not_silently_replaced() {
+        for damage in ["emptied", "removed"] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = two_done_jobs(dir.path());
+            match damage {
+                "emptied" => std::fs::write(&path, b"").unwrap(),
+                _ => std::fs::remove_file(&path).unwrap(),
+            }
+            let store = RedbJobStore::open(&path).expect("starts");
+            assert!(store.load().unwrap().is_empty());
+            let health = store.health();
+            assert_eq!(health.incidents.len(), 1, "{damage}: {health:?}");
+            assert!(health.incidents[0].contains("every job it held is lost"), "{damage}: {health:?}");
+            store.close().unwrap();
+            // Reported once: the new store is the store from now on.
+            let store = RedbJobStore::open(&path).unwrap();
+            assert!(store.health().incidents.is_empty(), "{damage}");
+            store.close().unwrap();
+        }
+    }
+}
+
+/// What only the PostgreSQL store has. The URL tests need no database.
+mod postgres_only {
+    use super::*;
+
+    const SECRET: &str = "hunter2-not-logged";
+
+    fn refused(url: &str) -> String {
+        match PgJobStore::connect(&StoreUrl::new(url)) {
+            Ok(_) => panic!("{url} was accepted"),
+            Err(message) => {
+                assert!(!message.contains(SECRET), "the password shows in {message:?}");
+                message
+            }
+        }
+    }
+
+    #[test]
+    fn a_bad_url_or_an_unreachable_database_is_a_clear_error_without_the_password() {
+        let malformed = refused(&format!("postgres://cuzk:{SECRET}@db:notaport/jobs"));
+        assert!(malformed.contains("not a PostgreSQL connection string"), "{malformed}");
+        assert!(malformed.contains("postgres://cuzk:***@db:notaport/jobs"), "{malformed}");
+        let unreachable = refused(&format!("postgres://cuzk:{SECRET}@127.0.0.1:1/jobs"));
+        assert!(unreachable.contains("cannot connect"), "{unreachable}");
+        let tls = refused(&format!("host=db password={SECRET} sslmode=require"));
+        assert!(tls.contains("TLS"), "{tls}");
+        assert_eq!(format!("{:?}", StoreUrl::new(format!("postgres://u:{SECRET}@h/d"))), "StoreUrl(postgres://u:***@h/d)");
+    }
+
+    #[test]
+    fn a_wrong_password_is_refused_without_showing_it() {
+        let Some(schema) = PgSchema::create("a_wrong_password_is_refused_without_showing_it") else { return };
+        let url = schema.url.secret();
+        let Some(at) = url.find('@') else {
+            return eprintln!("skipped: CUZK_TEST_PG_URL has no password to get wrong");
+        };
+        let colon = url[..at].rfind(':').expect("user:password@");
+        let message = refused(&format!("{}:{SECRET}{}", &url[..colon], &url[at..]));
+        assert!(message.contains("password authentication failed"), "{message}");
+    }
+
+    #[test]
+    fn daemons_starting_at_once_migrate_the_schema_once() {
+        let Some(schema) = PgSchema::create("daemons_starting_at_once_migrate_the_schema_once") else { return };
+        let stores: Vec<_> = std::thread::scope(|scope| {
+            let opening: Vec<_> = (0..4).map(|_| scope.spawn(|| PgJobStore::connect(&schema.url))).collect();
+            opening.into_iter().map(|t| t.join().unwrap().expect("every daemon starts")).collect()
+        });
+        // One shared database: what one store writes, another loads.
+        write_all(&stores[0], vec![StoreWrite::Accepted(record("shared", 1))]);
+        assert_eq!(stores[3].load().unwrap()[0].record, record("shared", 1));
+        for store in &stores {
+            store.close().unwrap();
+        }
+        let versions: i64 = schema
+            .client()
+            .query_one("SELECT count(*) FROM cuzk_schema_migrations", &[])
+            .unwrap()
+            .get(0);
+        let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap().count();
+        assert_eq!(versions as usize, files, "each migration recorded once");
+    }
+
+    #[test]
+    fn a_schema_migrated_by_a_newer_cuzk_is_refused() {
+        let Some(schema) = PgSchema::create("a_schema_migrated_by_a_newer_cuzk_is_refused") else { return };
+        PgJobStore::connect(&schema.url).unwrap().close().unwrap();
+        schema
+            .client()
+            .batch_execute("INSERT INTO cuzk_schema_migrations (version, name) VALUES (999, 'future')")
+            .unwrap();
+        let message = refused(schema.url.secret());
+        assert!(message.contains("schema version 999, newer than this cuzk knows"), "{message}");
+    }
+
+    #[test]
+    fn any_text_the_daemon_records_round_trips() {
+        let Some(schema) = PgSchema::create("any_text_the_daemon_records_round_trips") else { return };
+        let store = PgJobStore::connect(&schema.url).unwrap();
+        let mut odd = record("odd", 1);
+        odd.idempotency_key = Some("nul \0 and ünïcödé and \"quotes\"".into());
+        odd.request = r#"{"seed":"\u0000"}"#.into();
+        write_all(
+            &store,
+            vec![
+                StoreWrite::Accepted(odd.clone()),
+                StoreWrite::PartitionFailed { job: odd.id.clone(), index: 0, error: "bad input \0 here".into() },
+            ],
+        );
+        let jobs = store.load().unwrap();
+        assert_eq!(jobs[0].record, odd);
+        assert_eq!(jobs[0].failures[&0], "bad input \u{fffd} here");
         store.close().unwrap();
     }
 }

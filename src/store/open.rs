@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use cuzk_actors::telemetry::{StoreDamage, StoreDamageKind};
 use redb::{Database, DatabaseError, ReadableTable, TableDefinition, TableHandle};
 
-use super::rows::{self, Row};
-use super::ROWS;
+use super::rows::{self, Row, ROWS};
 
 /// An open store and what was found wrong on the way.
 pub struct Opened {

@@ -10,8 +10,13 @@ use std::collections::BTreeMap;
 use cuzk_actors::model::ProofRecord;
 use cuzk_actors::store::{JobOutcome, JobRecord};
 use cuzk_actors::JobId;
+use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+/// (job id, row kind, partition) → a sealed row. One table, so that a
+/// job's rows are one key range: loaded, and removed, together.
+pub const ROWS: TableDefinition<(&str, u8, u32), &[u8]> = TableDefinition::new("rows");
 
 /// Starts every sealed value ("cuzk row, version 1").
 const MAGIC: [u8; 4] = *b"CZR1";

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs a command with a throwaway PostgreSQL cluster: `initdb` and `pg_ctl`
+# in a temporary directory, listening on a free loopback port only, with
+# password authentication; stopped and removed when the command ends, however
+# it ends. The command gets:
+#   CUZK_TEST_PG_URL  postgres://cuzk:PASSWORD@127.0.0.1:PORT/cuzk_test
+#   CUZK_TEST_PG_CTL  a pg_ctl command line for this cluster, to which a test
+#                     appends `stop -m fast`, `start` or `restart -m fast`
+# PostgreSQL refuses to run as root: as root, the cluster belongs to the
+# system user cuzk-pg-test (created here when missing).
+#   scripts/pg-test-cluster.sh cargo test --locked --test job_store
+set -euo pipefail
+
+[ "$#" -gt 0 ] || { echo "usage: $0 COMMAND [ARG...]" >&2; exit 2; }
+
+bindir=$(pg_config --bindir 2> /dev/null || true)
+if [ ! -x "$bindir/initdb" ]; then
+    # Debian keeps the server's tools out of PATH, one directory per version.
+    bindir=$(ls -d /usr/lib/postgresql/*/bin 2> /dev/null | sort -V | tail -n 1)
+fi
+[ -x "$bindir/initdb" ] || { echo "$0: no PostgreSQL server found (scripts/install-test-deps.sh installs it)" >&2; exit 1; }
+
+dir=$(mktemp -d /tmp/cuzk-pg.XXXXXX)
+as_owner=()
+if [ "$(id -u)" -eq 0 ]; then
+    id -u cuzk-pg-test > /dev/null 2>&1 ||
+        useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin cuzk-pg-test
+    chown cuzk-pg-test "$dir"
+    as_owner=(runuser -u cuzk-pg-test --)
+fi
+chmod 700 "$dir"
+
+pg_ctl_line="${as_owner[*]} $bindir/pg_ctl -D $dir/data -l $dir/server.log -w"
+cleanup() {
+    $pg_ctl_line stop -m immediate > /dev/null 2>&1 || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# A port nothing listens on now (another could take it before the server
+# does; then the start fails and says so).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+password=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+printf '%s\n' "$password" > "$dir/password"
+chmod 644 "$dir/password"
+"${as_owner[@]}" "$bindir/initdb" -D "$dir/data" -U cuzk --auth=scram-sha-256 --pwfile="$dir/password" \
+    --data-checksums --no-sync --encoding=UTF8 --locale=C.UTF-8 > "$dir/initdb.log" 2>&1 ||
+    { cat "$dir/initdb.log" >&2; exit 1; }
+rm "$dir/password"
+# Loopback only, the socket in the cluster's directory (not /var/run): in the
+# cluster's own configuration, so that a test's `pg_ctl start` keeps them.
+cat >> "$dir/data/postgresql.conf" <<EOF
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+max_connections = 200
+EOF
+$pg_ctl_line start > /dev/null || { cat "$dir/server.log" >&2; exit 1; }
+PGPASSWORD="$password" "$bindir/psql" -q -h 127.0.0.1 -p "$port" -U cuzk -d postgres -c 'CREATE DATABASE cuzk_test' > /dev/null
+
+export CUZK_TEST_PG_URL="postgres://cuzk:$password@127.0.0.1:$port/cuzk_test"
+export CUZK_TEST_PG_CTL="$pg_ctl_line"
+echo "== PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port ($dir)"
+status=0
+"$@" || status=$?
+exit "$status"

@@ -1,0 +1,481 @@
+//! The job store on PostgreSQL (`store.url`): the same writes, loads and
+//! failure handling as the redb file (`store.rs` drives both), on a database
+//! that outlives any one machine. The schema is in `migrations/`
+//! (`store/migrate.rs` applies it when the store opens).
+//!
+//! The writer thread owns one connection and runs each group of writes as
+//! one transaction. A lost connection (the database restarted, the network
+//! failed) fails the transaction; the writer's retry reconnects. Two cases
+//! need more than that:
+//! - a connection that died while idle is found dead only when the next
+//!   transaction begins: nothing was sent yet, so one fresh connection is
+//!   tried at once instead of failing new jobs for an outage that is over;
+//! - a connection lost while COMMIT was in flight leaves the transaction's
+//!   fate unknown: its new jobs were refused (their submitters answered
+//!   503), but the database may have committed them. The transaction's id is
+//!   kept, and the next transaction asks the database (`txid_status`) and
+//!   removes those jobs if it did, so that a refused job never comes back.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+use cuzk_actors::model::ProofRecord;
+use cuzk_actors::store::{JobOutcome, JobRecord, StoreError, StoreWrite, StoredJob};
+use postgres::types::Json;
+use postgres::{Client, IsolationLevel, NoTls, Statement};
+use serde::{Deserialize, Serialize};
+
+use super::{describe, migrate, without_request, Engine, PgJobStore, PROBE_BYTES};
+
+/// `store.url`: a PostgreSQL connection string, as a URL
+/// (`postgres://user:password@host:port/database?option=value`) or as
+/// `key=value` pairs. Shown (`Debug`, `Display`) with its password hidden,
+/// so that no log line or error ever carries it.
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
+#[serde(transparent)]
+pub struct StoreUrl(String);
+
+impl StoreUrl {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self(url.into())
+    }
+
+    /// The URL itself, password included: only for connecting.
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact(&self.0))
+    }
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreUrl({self})")
+    }
+}
+
+/// A connection string with every password replaced by `***`: the user
+/// info of a URL, and a `password` option in a URL's query or in
+/// `key=value` form. Hides too much rather than too little when the string
+/// is malformed.
+pub fn redact(url: &str) -> String {
+    let mut shown = url.to_string();
+    if let Some(scheme) = shown.find("://") {
+        let start = scheme + 3;
+        // The user info ends at the last '@' before the query: a password
+        // may hold '/' or '@' unencoded.
+        let end = shown[start..].find('?').map_or(shown.len(), |i| start + i);
+        if let Some(at) = shown[start..end].rfind('@') {
+            if let Some(colon) = shown[start..start + at].find(':') {
+                shown.replace_range(start + colon + 1..start + at, "***");
+            }
+        }
+    }
+    hide_option(&shown, "password")
+}
+
+/// `text` with the value of every `name=` option hidden: after the start,
+/// a '?', a '&' or whitespace, up to the next '&' or whitespace (or the
+/// closing quote of a quoted value).
+fn hide_option(text: &str, name: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let key = format!("{name}=");
+    let mut shown = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(found) = lower[at..].find(&key).map(|i| at + i) {
+        let value = found + key.len();
+        let boundary = found == 0 || matches!(text.as_bytes()[found - 1], b'?' | b'&' | b' ' | b'\t' | b'\n');
+        shown.push_str(&text[at..value]);
+        at = value;
+        if !boundary {
+            continue;
+        }
+        let rest = &text[value..];
+        let len = if let Some(quoted) = rest.strip_prefix('\'') {
+            // A quoted key=value password may hold spaces and \' escapes.
+            let mut escaped = false;
+            quoted
+                .char_indices()
+                .find(|&(_, c)| {
+                    let closes = c == '\'' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    closes
+                })
+                .map_or(rest.len(), |(i, _)| i + 2)
+        } else {
+            rest.find(|c: char| c == '&' || c.is_whitespace()).unwrap_or(rest.len())
+        };
+        shown.push_str("***");
+        at = value + len;
+    }
+    shown.push_str(&text[at..]);
+    shown
+}
+
+impl PgJobStore {
+    /// Connects, brings the schema up to date and starts the writer thread.
+    /// Fails with a message (the password hidden) when the URL is malformed,
+    /// asks for TLS, or the database cannot be reached or migrated.
+    pub fn connect(url: &StoreUrl) -> Result<Self, String> {
+        let config = client_config(url)?;
+        let shown = url.to_string();
+        super::start(move || {
+            let unreachable = |e: String| format!("job store {shown}: {e}");
+            let mut client = config
+                .connect(NoTls)
+                .map_err(|e| unreachable(format!("cannot connect: {}", describe(&e))))?;
+            migrate::migrate(&mut client).map_err(unreachable)?;
+            let connection = Connection::prepare(client).map_err(|e| unreachable(describe(&e)))?;
+            log::info!("job store: PostgreSQL at {shown}");
+            let engine = Pg { config, shown, connection: Some(connection), in_doubt: Vec::new() };
+            Ok((engine, Vec::new()))
+        })
+    }
+}
+
+/// The client's settings from `url`: refused when malformed or asking for
+/// TLS, the timeouts it leaves unset filled in.
+pub(super) fn client_config(url: &StoreUrl) -> Result<postgres::Config, String> {
+    let mut config: postgres::Config = url
+        .secret()
+        .parse()
+        .map_err(|e| format!("store.url {url} is not a PostgreSQL connection string: {}", describe(&e)))?;
+    if config.get_ssl_mode() == postgres::config::SslMode::Require {
+        return Err(format!(
+            "store.url {url} asks for TLS (sslmode=require), which this build does not support: reach the database over a private network or a tunnel (docs/operations.md)"
+        ));
+    }
+    with_defaults(&mut config);
+    Ok(config)
+}
+
+/// Timeouts the URL did not set. Without them a database host that
+/// vanished (no reset, packets dropped) would hold the writer thread, and
+/// every submission waiting on it, for as long as the kernel's defaults
+/// (hours).
+fn with_defaults(config: &mut postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(30));
+    }
+    // The library's default is the kernel's two hours; a URL asking for
+    // exactly that keeps it.
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(Duration::from_secs(10));
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("cuzk");
+    }
+}
+
+/// The PostgreSQL engine, owned by the writer thread.
+pub struct Pg {
+    /// How to connect again after the connection is lost.
+    config: postgres::Config,
+    /// The URL with its password hidden, for messages.
+    shown: String,
+    /// None after a failure: connected again by the next transaction.
+    connection: Option<Connection>,
+    /// Transactions whose COMMIT got no answer and whose fate the database
+    /// has not told yet.
+    in_doubt: Vec<InDoubt>,
+}
+
+/// A transaction of unknown fate: if it committed, its refused jobs must go.
+struct InDoubt {
+    /// `txid_current()` inside it.
+    xid: i64,
+    /// The jobs it recorded, which the writer refused.
+    refused: Vec<String>,
+}
+
+/// A connection and its prepared statements (a statement belongs to the
+/// connection that prepared it).
+struct Connection {
+    client: Client,
+    accept: Statement,
+    prove: Statement,
+    fail: Statement,
+    record: Statement,
+    finish: Statement,
+    remove: Statement,
+    probe: Statement,
+}
+
+impl Connection {
+    fn prepare(mut client: Client) -> Result<Self, postgres::Error> {
+        // Every write of a job not recorded is skipped (`Engine::commit`):
+        // the partition inserts select nothing, the updates match nothing.
+        Ok(Self {
+            accept: client.prepare(
+                "INSERT INTO cuzk_jobs (id, seq, record) VALUES ($1, $2, $3)
+                 ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, record = excluded.record",
+            )?,
+            prove: client.prepare(
+                "INSERT INTO cuzk_partitions (job, partition_index, proof, public_inputs)
+                 SELECT $1::text, $2::bigint, $3::bytea, $4::bytea[] WHERE EXISTS (SELECT 1 FROM cuzk_jobs WHERE id = $1)
+                 ON CONFLICT (job, partition_index)
+                 DO UPDATE SET proof = excluded.proof, public_inputs = excluded.public_inputs",
+            )?,
+            fail: client.prepare(
+                "INSERT INTO cuzk_partitions (job, partition_index, failure)
+                 SELECT $1::text, $2::bigint, $3::text WHERE EXISTS (SELECT 1 FROM cuzk_jobs WHERE id = $1)
+                 ON CONFLICT (job, partition_index) DO UPDATE SET failure = excluded.failure",
+            )?,
+            record: client.prepare("SELECT record FROM cuzk_jobs WHERE id = $1")?,
+            finish: client.prepare("UPDATE cuzk_jobs SET record = $2, outcome = $3 WHERE id = $1")?,
+            remove: client.prepare("DELETE FROM cuzk_jobs WHERE id = $1")?,
+            probe: client.prepare(
+                "INSERT INTO cuzk_probe (id, bytes) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET bytes = excluded.bytes",
+            )?,
+            client,
+        })
+    }
+}
+
+/// Where a transaction failed: only a failure at COMMIT leaves its fate
+/// unknown, and only one before anything was sent is safe to try again.
+enum Failed {
+    /// Connecting, or BEGIN: nothing of the transaction reached the database.
+    Before(postgres::Error),
+    /// A statement: the transaction did not commit.
+    During(postgres::Error),
+    /// COMMIT sent, no answer: the transaction `xid` may have committed.
+    AtCommit(i64, postgres::Error),
+}
+
+impl Engine for Pg {
+    fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError> {
+        let writes: Vec<&StoreWrite> = writes.collect();
+        let reused = self.connection.is_some();
+        let mut result = self.transact(&writes, probe);
+        if let (Err(Failed::Before(e)), true) = (&result, reused) {
+            log::info!("job store: the connection to {} was lost while idle ({}); reconnecting", self.shown, describe(e));
+            self.connection = None;
+            result = self.transact(&writes, probe);
+        }
+        let error = match result {
+            Ok(()) => return Ok(()),
+            Err(Failed::Before(e) | Failed::During(e)) => e,
+            Err(Failed::AtCommit(xid, e)) => {
+                let refused = writes
+                    .iter()
+                    .filter_map(|write| match write {
+                        StoreWrite::Accepted(record) => Some(record.id.0.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                self.in_doubt.push(InDoubt { xid, refused });
+                e
+            }
+        };
+        self.connection = None;
+        Err(self.unavailable(&error))
+    }
+
+    /// One round trip on the connection, reconnecting if it was lost.
+    fn check(&mut self) -> Result<(), StoreError> {
+        let result = connected(&mut self.connection, &self.config).and_then(|conn| conn.client.batch_execute("SELECT 1"));
+        result.map_err(|e| {
+            self.connection = None;
+            self.unavailable(&e)
+        })
+    }
+
+    /// Every job in submission order, read in one snapshot. A record that
+    /// does not parse is reported and skipped, and left in the database.
+    fn load(&mut self, incidents: &mut Vec<String>) -> Result<Vec<StoredJob>, StoreError> {
+        let result = self.read(incidents);
+        if result.is_err() {
+            self.connection = None;
+        }
+        result.map_err(|e| self.unavailable(&e))
+    }
+}
+
+/// The open connection, or a new one after a failure.
+fn connected<'a>(
+    connection: &'a mut Option<Connection>,
+    config: &postgres::Config,
+) -> Result<&'a mut Connection, postgres::Error> {
+    if connection.is_none() {
+        *connection = Some(Connection::prepare(config.connect(NoTls)?)?);
+    }
+    Ok(connection.as_mut().expect("just connected"))
+}
+
+impl Pg {
+    /// A PostgreSQL error as the store reports it, naming the database.
+    fn unavailable(&self, error: &postgres::Error) -> StoreError {
+        StoreError::unavailable(format!("{}: {}", self.shown, describe(error)))
+    }
+
+    /// One transaction: settles earlier transactions of unknown fate, writes
+    /// the probe if asked, then applies `writes` in order.
+    fn transact(&mut self, writes: &[&StoreWrite], probe: bool) -> Result<(), Failed> {
+        let conn = connected(&mut self.connection, &self.config).map_err(Failed::Before)?;
+        conn.client.batch_execute("BEGIN").map_err(Failed::Before)?;
+        let xid: i64 = conn
+            .client
+            .query_one("SELECT txid_current()", &[])
+            .and_then(|row| row.try_get(0))
+            .map_err(Failed::During)?;
+        let settled = settle(conn, &self.in_doubt).map_err(Failed::During)?;
+        if probe {
+            conn.client.execute(&conn.probe, &[&[0u8; PROBE_BYTES].as_slice()]).map_err(Failed::During)?;
+        }
+        for write in writes {
+            apply(conn, write).map_err(Failed::During)?;
+        }
+        conn.client.batch_execute("COMMIT").map_err(|e| Failed::AtCommit(xid, e))?;
+        self.in_doubt.retain(|doubt| !settled.contains(&doubt.xid));
+        Ok(())
+    }
+
+    fn read(&mut self, incidents: &mut Vec<String>) -> Result<Vec<StoredJob>, postgres::Error> {
+        let conn = connected(&mut self.connection, &self.config)?;
+        let mut txn = conn
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let mut jobs = Vec::new();
+        let mut by_id = HashMap::new();
+        for row in txn.query("SELECT id, record, outcome FROM cuzk_jobs ORDER BY seq, id", &[])? {
+            let id: String = row.try_get(0)?;
+            let parsed = row
+                .try_get::<_, Json<JobRecord>>(1)
+                .and_then(|record| Ok((record.0, row.try_get::<_, Option<Json<JobOutcome>>>(2)?)));
+            match parsed {
+                Ok((record, outcome)) => {
+                    by_id.insert(id, jobs.len());
+                    jobs.push(StoredJob {
+                        record,
+                        proofs: Default::default(),
+                        failures: Default::default(),
+                        outcome: outcome.map(|outcome| outcome.0),
+                    });
+                }
+                Err(e) => {
+                    let incident = format!(
+                        "job {id}: its stored record cannot be read ({}); skipped, and left in the database",
+                        describe(&e)
+                    );
+                    log::error!("job store: {incident}");
+                    incidents.push(incident);
+                }
+            }
+        }
+        let partitions = txn.query(
+            "SELECT job, partition_index, proof, public_inputs, failure FROM cuzk_partitions",
+            &[],
+        )?;
+        for row in partitions {
+            let Some(&at) = by_id.get(row.try_get::<_, &str>(0)?) else {
+                continue;
+            };
+            let job = &mut jobs[at];
+            // Written from a u32 (the column is wider only because SQL has
+            // no unsigned integers).
+            let index = row.try_get::<_, i64>(1)? as u32;
+            let proof: Option<Vec<u8>> = row.try_get(2)?;
+            let public_inputs: Option<Vec<Vec<u8>>> = row.try_get(3)?;
+            if let (Some(proof), Some(public_inputs)) = (proof, public_inputs) {
+                job.proofs.insert(index, ProofRecord { proof, public_inputs });
+            }
+            if let Some(failure) = row.try_get::<_, Option<String>>(4)? {
+                job.failures.insert(index, failure);
+            }
+        }
+        txn.commit()?;
+        Ok(jobs)
+    }
+}
+
+/// Asks the database how each transaction of unknown fate ended, and
+/// removes the refused jobs of those that committed (inside the current
+/// transaction). Returns the ids of the transactions settled; one still in
+/// progress is asked about again next time.
+fn settle(conn: &mut Connection, in_doubt: &[InDoubt]) -> Result<Vec<i64>, postgres::Error> {
+    let mut settled = Vec::new();
+    for doubt in in_doubt {
+        let status: Option<String> = conn.client.query_one("SELECT txid_status($1)", &[&doubt.xid])?.try_get(0)?;
+        match status.as_deref() {
+            Some("in progress") => continue,
+            Some("committed") => {
+                for id in &doubt.refused {
+                    conn.client.execute(&conn.remove, &[id])?;
+                }
+                log::warn!(
+                    "job store: a commit whose answer was lost had succeeded; the {} jobs it recorded, refused to their submitters, are removed",
+                    doubt.refused.len()
+                );
+            }
+            // Aborted, or too old for the database to remember: nothing of
+            // it stands.
+            _ => {}
+        }
+        settled.push(doubt.xid);
+    }
+    Ok(settled)
+}
+
+fn apply(conn: &mut Connection, write: &StoreWrite) -> Result<(), postgres::Error> {
+    let client = &mut conn.client;
+    match write {
+        StoreWrite::Accepted(record) => {
+            client.execute(&conn.accept, &[&record.id.0, &(record.seq as i64), &Json(record)])?;
+        }
+        StoreWrite::PartitionProved { job, index, proof } => {
+            let params: [&(dyn postgres::types::ToSql + Sync); 4] =
+                [&job.0, &i64::from(*index), &proof.proof, &proof.public_inputs];
+            client.execute(&conn.prove, &params)?;
+        }
+        StoreWrite::PartitionFailed { job, index, error } => {
+            // A text column takes no NUL, and an error message may quote
+            // a client's input.
+            let error = error.replace('\0', "\u{fffd}");
+            client.execute(&conn.fail, &[&job.0, &i64::from(*index), &error])?;
+        }
+        StoreWrite::Finished { job, outcome } => {
+            if let Some(row) = client.query_opt(&conn.record, &[&job.0])? {
+                let record = row.try_get::<_, Json<JobRecord>>(0)?.0;
+                client.execute(&conn.finish, &[&job.0, &Json(without_request(record)), &Json(outcome)])?;
+            }
+        }
+        StoreWrite::Removed(job) => {
+            client.execute(&conn.remove, &[&job.0])?;
+        }
+        StoreWrite::Barrier => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_hidden_in_every_form() {
+        let cases = [
+            ("postgres://cuzk:s3cret@db:5432/jobs", "postgres://cuzk:***@db:5432/jobs"),
+            ("postgresql://cuzk:p/a@ss@db/jobs?sslmode=disable", "postgresql://cuzk:***@db/jobs?sslmode=disable"),
+            ("postgres://cuzk@db/jobs", "postgres://cuzk@db/jobs"),
+            ("postgres://db/jobs?user=cuzk&password=s3cret&x=1", "postgres://db/jobs?user=cuzk&password=***&x=1"),
+            ("host=db user=cuzk password=s3cret dbname=jobs", "host=db user=cuzk password=*** dbname=jobs"),
+            ("host=db PASSWORD='s3 \\' cret' dbname=jobs", "host=db PASSWORD=*** dbname=jobs"),
+            ("host=db mypassword=x", "host=db mypassword=x"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact(url), shown, "{url}");
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The job store in one redb file, `<data_dir>/jobs.redb`: embedded, ACID,
+//! crash-safe (copy-on-write pages with a checksummed commit), no server.
+//! Each transaction of the shared writer (`store.rs`) is one fsync; after a
+//! failed commit the database is reopened (redb refuses every later
+//! transaction of a handle that saw an I/O error). `store/rows.rs` seals
+//! every row with a checksum; `store/open.rs` handles a file found damaged
+//! or missing.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use cuzk_actors::store::{JobOutcome, StoreError, StoreWrite, StoredJob};
+use cuzk_actors::telemetry::StoreDamageKind;
+use cuzk_actors::time::unix_ms;
+use cuzk_actors::{JobId, Stage};
+use redb::{Database, ReadableTable, TableDefinition};
+
+use super::rows::{self, Row, ROWS};
+use super::{open, without_request, Engine, RedbJobStore, PROBE_BYTES};
+
+impl RedbJobStore {
+    /// Opens (or creates) the file, repairing what `store/open.rs` can, and
+    /// starts its writer thread.
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let path = path.to_path_buf();
+        super::start(move || {
+            let opened = open::open(&path)?;
+            Ok((RedbFile { db: Some(opened.db), path }, opened.incidents))
+        })
+    }
+}
+
+/// The redb engine, owned by the writer thread.
+pub struct RedbFile {
+    /// None after a failed commit: redb must be reopened after an I/O error.
+    db: Option<Database>,
+    /// Where to reopen it, and to copy it aside before a repair.
+    path: PathBuf,
+}
+
+impl Engine for RedbFile {
+    fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError> {
+        let result = apply(self.database()?, writes, probe);
+        if result.is_err() {
+            self.db = None;
+        }
+        result
+    }
+
+    /// Every job, with damaged rows reported and dropped; a database that
+    /// cannot be read at all is rebuilt from what its bytes still hold.
+    fn load(&mut self, incidents: &mut Vec<String>) -> Result<Vec<StoredJob>, StoreError> {
+        let db = self.database()?;
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(db)));
+        let loaded = match read {
+            Ok(Ok(loaded)) => loaded,
+            failed => {
+                let cause = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "the database library panicked while reading".into(),
+                };
+                self.db = None;
+                let (db, incident) = open::rebuild(&self.path, &cause).map_err(StoreError::unavailable)?;
+                incidents.push(incident);
+                load(self.db.insert(db)).map_err(StoreError::unavailable)?
+            }
+        };
+        if !loaded.damaged.is_empty() || !loaded.settled.is_empty() {
+            self.repair(&loaded, incidents)?;
+        }
+        Ok(loaded.jobs)
+    }
+}
+
+impl RedbFile {
+    /// The open database, reopened after a failure.
+    fn database(&mut self) -> Result<&Database, StoreError> {
+        if self.db.is_none() {
+            self.db = Some(Database::create(&self.path).map_err(StoreError::unavailable)?);
+        }
+        Ok(self.db.as_ref().expect("just opened"))
+    }
+
+    /// Copies the file aside when rows are damaged, removes them, and
+    /// records what damage meant: a proof that failed its check or was lost
+    /// fails its partition (and a done job with it), so it is never served.
+    fn repair(&mut self, loaded: &Loaded, incidents: &mut Vec<String>) -> Result<(), StoreError> {
+        let aside = match loaded.damaged.is_empty() {
+            true => PathBuf::new(),
+            false => open::copy_aside(&self.path).map_err(StoreError::unavailable)?,
+        };
+        for (job, kind, index, why) in &loaded.damaged {
+            incidents.push(open::report(
+                StoreDamageKind::Record,
+                format!(
+                    "job {job}: its {} record{} failed its check ({why}) and was dropped; the file before is at {}",
+                    rows::kind_name(*kind),
+                    if *kind >= rows::PROOF { format!(" for partition {index}") } else { String::new() },
+                    aside.display()
+                ),
+            ));
+        }
+        let db = self.database()?;
+        let txn = db.begin_write().map_err(StoreError::unavailable)?;
+        {
+            let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
+            for (job, kind, index, _) in &loaded.damaged {
+                table.remove((job.as_str(), *kind, *index)).map_err(StoreError::unavailable)?;
+            }
+            for job in loaded.settled.iter().map(|&i| &loaded.jobs[i]) {
+                for (index, error) in &job.failures {
+                    let row = Row::Failure { job: job.record.id.clone(), index: *index, error: error.clone() };
+                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
+                }
+                if let Some(outcome) = &job.outcome {
+                    let row = Row::Outcome { job: job.record.id.clone(), outcome: outcome.clone() };
+                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
+                }
+            }
+        }
+        txn.commit().map_err(StoreError::unavailable)
+    }
+}
+
+type Rows<'txn> = redb::Table<'txn, (&'static str, u8, u32), &'static [u8]>;
+
+fn put(table: &mut Rows<'_>, row: &Row) -> Result<(), StoreError> {
+    table
+        .insert(row.key(), rows::seal(row).as_slice())
+        .map(drop)
+        .map_err(StoreError::unavailable)
+}
+
+/// Whether the job's record is there: rows of a job that was never
+/// recorded (its commit failed, then it was cancelled) are not written,
+/// since nothing would ever remove them.
+fn recorded(table: &Rows<'_>, job: &JobId) -> Result<bool, StoreError> {
+    Ok(table
+        .get((job.0.as_str(), rows::JOB, 0))
+        .map_err(StoreError::unavailable)?
+        .is_some())
+}
+
+/// Where a failing store's transactions write their probe (`Engine::commit`):
+/// one row, overwritten each time.
+const PROBE: TableDefinition<(), &[u8]> = TableDefinition::new("probe");
+
+fn apply<'a>(
+    db: &Database,
+    writes: impl Iterator<Item = &'a StoreWrite>,
+    probe: bool,
+) -> Result<(), StoreError> {
+    let txn = db.begin_write().map_err(StoreError::unavailable)?;
+    if probe {
+        txn.open_table(PROBE)
+            .map_err(StoreError::unavailable)?
+            .insert((), [0u8; PROBE_BYTES].as_slice())
+            .map_err(StoreError::unavailable)?;
+    }
+    {
+        let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
+        for write in writes {
+            match write {
+                StoreWrite::Accepted(record) => put(&mut table, &Row::Job(record.clone()))?,
+                StoreWrite::PartitionProved { job, index, proof } if recorded(&table, job)? => {
+                    put(&mut table, &Row::proof(job, *index, proof))?
+                }
+                StoreWrite::PartitionFailed { job, index, error } if recorded(&table, job)? => {
+                    put(&mut table, &Row::Failure { job: job.clone(), index: *index, error: error.clone() })?
+                }
+                StoreWrite::Finished { job, outcome } if recorded(&table, job)? => {
+                    put(&mut table, &Row::Outcome { job: job.clone(), outcome: outcome.clone() })?;
+                    finish_record(&mut table, job)?;
+                }
+                StoreWrite::Removed(job) => {
+                    let id = job.0.as_str();
+                    table
+                        .retain_in((id, 0, 0)..=(id, u8::MAX, u32::MAX), |_, _| false)
+                        .map_err(StoreError::unavailable)?;
+                }
+                _ => {}
+            }
+        }
+    }
+    txn.commit().map_err(StoreError::unavailable)
+}
+
+/// Rewrites a finished job's record without its request.
+fn finish_record(table: &mut Rows<'_>, job: &JobId) -> Result<(), StoreError> {
+    let key = (job.0.as_str(), rows::JOB, 0);
+    let sealed = table.get(key).map_err(StoreError::unavailable)?.map(|v| v.value().to_vec());
+    if let Some(Ok(Row::Job(record))) = sealed.map(|bytes| rows::unseal(&bytes)) {
+        put(table, &Row::Job(without_request(record)))?;
+    }
+    Ok(())
+}
+
+/// What a load read: the jobs, and the rows that failed their check.
+struct Loaded {
+    jobs: Vec<StoredJob>,
+    /// (job, kind, partition, why) of each damaged row.
+    damaged: Vec<(String, u8, u32, String)>,
+    /// Jobs (indices into `jobs`) failed because a proof was damaged or lost.
+    settled: Vec<usize>,
+}
+
+/// Reads every row in key order: a job's record comes first, then its
+/// outcome, proofs and failures. A damaged record drops its job; a damaged
+/// proof fails its partition, and a job that was done becomes failed.
+fn load(db: &Database) -> Result<Loaded, redb::Error> {
+    let txn = db.begin_read()?;
+    let table = txn.open_table(ROWS)?;
+    let mut loaded = Loaded { jobs: Vec::new(), damaged: Vec::new(), settled: Vec::new() };
+    let mut current: Option<StoredJob> = None;
+    for entry in table.iter()? {
+        let (key, value) = entry?;
+        let (id, kind, index) = key.value();
+        if current.as_ref().is_some_and(|job| job.record.id.0 != id) {
+            loaded.jobs.extend(current.take());
+        }
+        let row = rows::unseal(value.value()).and_then(|row| {
+            if row.key() == (id, kind, index) {
+                Ok(row)
+            } else {
+                Err("stored under another job's key".into())
+            }
+        });
+        let row = match row {
+            Ok(Row::Job(record)) => {
+                current = Some(StoredJob {
+                    record,
+                    proofs: Default::default(),
+                    failures: Default::default(),
+                    outcome: None,
+                });
+                continue;
+            }
+            Ok(row) => row,
+            Err(why) => {
+                if kind == rows::JOB {
+                    current = None;
+                }
+                if let (rows::PROOF, Some(job)) = (kind, current.as_mut()) {
+                    job.failures.insert(index, DAMAGED_PROOF.into());
+                }
+                loaded.damaged.push((id.to_string(), kind, index, why));
+                continue;
+            }
+        };
+        // Rows of a job whose record was damaged have nothing to join.
+        let Some(job) = current.as_mut() else { continue };
+        match row {
+            Row::Outcome { outcome, .. } => job.outcome = Some(outcome),
+            Row::Failure { index, error, .. } => {
+                job.failures.insert(index, error);
+            }
+            Row::Proof { index, proof, public_inputs, .. } => {
+                match rows::proof_record(&proof, &public_inputs) {
+                    Ok(proof) => {
+                        job.proofs.insert(index, proof);
+                    }
+                    Err(e) => {
+                        job.failures.insert(index, DAMAGED_PROOF.into());
+                        loaded.damaged.push((id.to_string(), kind, index, format!("its proof is not hex: {e}")));
+                    }
+                }
+            }
+            Row::Job(_) => {}
+        }
+    }
+    loaded.jobs.extend(current);
+    loaded.jobs.sort_by_key(|job| job.record.seq);
+    loaded.settled = (0..loaded.jobs.len()).filter(|&i| settle_damage(&mut loaded.jobs[i])).collect();
+    Ok(loaded)
+}
+
+/// Why a partition whose stored proof failed its check has none.
+const DAMAGED_PROOF: &str = "its stored proof failed its checksum and is not served; submit the job again";
+/// Why a done job's partition has no proof after its store was salvaged.
+const LOST_PROOF: &str = "its proof was lost with the damaged job store; submit the job again";
+
+/// A done job missing a proof (damaged, or not salvaged) is failed, so that
+/// its proofs are never answered incomplete. Whether it changed.
+fn settle_damage(job: &mut StoredJob) -> bool {
+    if job.outcome.as_ref().is_none_or(|o| o.stage != Stage::Done) {
+        return false;
+    }
+    let Some(index) = (0..job.record.partitions).find(|i| !job.proofs.contains_key(i)) else {
+        return false;
+    };
+    let why = job.failures.entry(index).or_insert_with(|| LOST_PROOF.into()).clone();
+    job.outcome = Some(JobOutcome {
+        stage: Stage::Failed,
+        error: Some(format!("partition {index}: {why}")),
+        finished_unix_ms: unix_ms(SystemTime::now()),
+    });
+    true
+}
