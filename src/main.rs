@@ -231,9 +231,15 @@ fn take_env_tokens() -> Result<Vec<TokenConfig>, String> {
     let tokens = cuzk::auth::parse_token_list(&text)
         .and_then(|tokens| tokens.into_iter().map(TokenConfig::hashed).collect());
     text.zeroize();
-    scrub_initial_environment(NAME);
-    std::env::remove_var(NAME);
+    forget_env(NAME);
     tokens
+}
+
+/// Removes `name` from the environment and overwrites its value in the
+/// block /proc/PID/environ shows. Before any thread starts only.
+fn forget_env(name: &str) {
+    scrub_initial_environment(name);
+    std::env::remove_var(name);
 }
 
 /// Overwrites the value of `name` in the environment block the process
@@ -446,7 +452,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before anything can start a thread.
     let env_tokens = match &cli.command {
-        Command::Serve { .. } => take_env_tokens(),
+        Command::Serve { .. } => {
+            // clap has copied the store URL, which may carry the database
+            // password, into `cli`: the environment need not show it.
+            forget_env("CUZK_STORE_URL");
+            take_env_tokens()
+        }
         _ => Ok(Vec::new()),
     };
     match env_tokens.and_then(|env_tokens| run(cli, env_tokens)) {

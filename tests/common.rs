@@ -15,6 +15,17 @@ use cuzk_actors::{JobId, Priority};
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::Value;
 
+/// A `cuzk serve` process a test started, killed when the test ends,
+/// failed or not.
+pub struct Serve(pub std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub struct TestDaemon {
     pub daemon: RunningDaemon,
     pub url: String,

@@ -5,6 +5,7 @@
 mod common;
 
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{agent, response, test_config};
@@ -75,11 +76,16 @@ fn poll(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// The job once it has ended. One read per look: two reads (one for each
+/// unfinished status) let a job moving from queued to running between them
+/// pass for finished.
 fn wait_done(d: &RunningDaemon, id: &str) -> Value {
+    let mut last = Value::Null;
     poll("the job to finish", Duration::from_secs(180), || {
-        job(d, id)["status"] != "running" && job(d, id)["status"] != "queued"
+        last = job(d, id);
+        last["status"] != "running" && last["status"] != "queued"
     });
-    job(d, id)
+    last
 }
 
 fn stored_job_ids(dir: &Path) -> Vec<String> {
@@ -284,4 +290,37 @@ fn a_daemon_on_postgres_restarts_and_serves_the_same_jobs() {
     let ids: Vec<String> = store.load().unwrap().into_iter().map(|job| job.record.id.0).collect();
     assert_eq!(ids, [finished, resumed]);
     store.close().unwrap();
+}
+
+/// The store URL may carry the database password: a daemon given it in
+/// CUZK_STORE_URL keeps its value out of /proc/PID/environ (and out of any
+/// child's environment) once it has read it.
+#[test]
+fn a_postgres_url_from_the_environment_is_gone_from_proc_environ() {
+    let Some(schema) = common::PgSchema::create("a_postgres_url_from_the_environment_is_gone_from_proc_environ")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let serve = common::Serve(
+        Command::new(env!("CARGO_BIN_EXE_cuzk"))
+            .args(["serve", "--backend", "sim", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .env("CUZK_STORE_URL", schema.url.secret())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The schema's tables exist once the daemon has opened the store, which
+    // it does after reading (and hiding) the variable.
+    let mut client = schema.client();
+    poll("the daemon to open the store", Duration::from_secs(30), || {
+        let row = client.query_one("SELECT to_regclass('cuzk_jobs')::text", &[]).unwrap();
+        row.get::<_, Option<String>>(0).is_some()
+    });
+    let environ = std::fs::read(format!("/proc/{}/environ", serve.0.id())).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(environ.contains("CUZK_STORE_URL=xxxx"), "the daemon was given the variable and overwrote it");
+    assert!(!environ.contains(schema.url.secret()), "the store URL is still in /proc/PID/environ");
 }

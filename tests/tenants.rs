@@ -8,10 +8,10 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agent, metric_value, response, start_with, test_config};
+use common::{agent, metric_value, response, start_with, test_config, Serve};
 use cuzk::auth::parse_token_entry;
 use cuzk::config::{BackendKind, Config};
 use cuzk::tenants::TenantLimits;
@@ -260,16 +260,6 @@ fn a_restart_keeps_each_jobs_tenant() {
     assert_eq!((status, again["id"].as_str()), (200, Some(id.as_str())));
     assert_eq!(submit(&url, BETA, 1, Some("kept-key")).0, 202);
     daemon.stop();
-}
-
-/// The `cuzk serve` process of the reload test, killed if the test fails.
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
