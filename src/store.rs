@@ -103,19 +103,6 @@ fn without_request(mut record: JobRecord) -> JobRecord {
     record
 }
 
-/// A PostgreSQL error with its cause (the client's own `Display` says only
-/// "db error" or "error connecting to server"), on one line.
-fn describe(error: &postgres::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = std::error::Error::source(error);
-    while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string().replace('\n', "; "));
-        cause = e.source();
-    }
-    text
-}
-
 enum Command {
     Write(StoreWrite, CommitSignal),
     Load(mpsc::Sender<Result<Vec<StoredJob>, StoreError>>),

@@ -18,8 +18,8 @@ use cuzk_actors::store::StoreError;
 use cuzk_actors::{JobId, Priority};
 use postgres::{Client, NoTls};
 
-use super::pg::client_config;
-use super::{describe, migrate, StoreUrl};
+use super::pg::{client_config, describe};
+use super::{migrate, StoreUrl};
 
 /// A partition a node now holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -23,7 +23,7 @@ const LOCK_KEY: i64 = 0x6375_7a6b_006d_6967;
 /// a newer cuzk migrated further than this one knows: its tables may not
 /// mean what this version would write.
 pub fn migrate(client: &mut Client) -> Result<(), String> {
-    let failed = |e: postgres::Error| format!("cannot prepare the job store's tables: {}", super::describe(&e));
+    let failed = |e: postgres::Error| format!("cannot prepare the job store's tables: {}", super::pg::describe(&e));
     let mut txn = client.transaction().map_err(failed)?;
     txn.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).map_err(failed)?;
     txn.batch_execute(
@@ -46,7 +46,7 @@ pub fn migrate(client: &mut Client) -> Result<(), String> {
     }
     for (version, name, sql) in MIGRATIONS.iter().filter(|(version, _, _)| *version > newest) {
         txn.batch_execute(sql)
-            .map_err(|e| format!("job store migration {version:04}_{name}: {}", super::describe(&e)))?;
+            .map_err(|e| format!("job store migration {version:04}_{name}: {}", super::pg::describe(&e)))?;
         txn.execute(
             "INSERT INTO cuzk_schema_migrations (version, name) VALUES ($1, $2)",
             &[version, name],

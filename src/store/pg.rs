@@ -26,7 +26,20 @@ use postgres::types::Json;
 use postgres::{Client, IsolationLevel, NoTls, Statement};
 use serde::{Deserialize, Serialize};
 
-use super::{describe, migrate, without_request, Engine, PgJobStore, PROBE_BYTES};
+use super::{migrate, without_request, Engine, PgJobStore, PROBE_BYTES};
+
+/// A PostgreSQL error with its cause (the client's own `Display` says only
+/// "db error" or "error connecting to server"), on one line.
+pub(super) fn describe(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string().replace('\n', "; "));
+        cause = e.source();
+    }
+    text
+}
 
 /// `store.url`: a PostgreSQL connection string, as a URL
 /// (`postgres://user:password@host:port/database?option=value`) or as
