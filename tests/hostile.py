@@ -383,10 +383,17 @@ def corrupt(data, how):
     path = os.path.join(data, "jobs.redb")
     raw = bytearray(open(path, "rb").read())
     if how == "flip-proof":
+        # One digit of one proof. redb copies a page on write, so the file
+        # may also hold stale copies of that row in freed pages: the same
+        # digit changes in every copy, so that the live one is hit wherever
+        # it is (the first copy alone was sometimes a stale one: no damage).
         at = raw.find(b'"proof":"')
         check(at >= 0, "no stored proof to damage")
-        at += len(b'"proof":"') + 10
-        raw[at] = ord("0") if raw[at] != ord("0") else ord("1")
+        at += len(b'"proof":"')
+        proof = bytes(raw[at : at + 64])
+        while at >= 0:
+            raw[at + 10] = ord("0") if raw[at + 10] != ord("0") else ord("1")
+            at = raw.find(proof, at + 1)
     elif how == "truncate":
         raw = raw[: len(raw) * 2 // 3]
     elif how == "flip-200":
