@@ -284,6 +284,44 @@ pub const TOKEN_RELOADS: MetricDef = counter(
     "Reloads of the tokens and tenants on SIGHUP, by outcome (ok; failed: the old ones stay).",
 );
 
+pub const FLEET_CLAIMED: MetricDef = counter(
+    "cuzk_fleet_claimed_partitions_total",
+    "partitions",
+    &[],
+    "Partitions this node claimed from the fleet's shared queue (PostgreSQL store only).",
+);
+pub const FLEET_RECLAIMED: MetricDef = counter(
+    "cuzk_fleet_reclaimed_partitions_total",
+    "partitions",
+    &[],
+    "Claimed partitions whose earlier lease had run out: work taken over from a node that stopped or stalled.",
+);
+pub const FLEET_RENEWALS: MetricDef = counter(
+    "cuzk_fleet_lease_renewals_total",
+    "leases",
+    &[],
+    "Leases this node renewed, one per partition per renewal.",
+);
+pub const FLEET_LEASES_LOST: MetricDef = counter(
+    "cuzk_fleet_leases_lost_total",
+    "leases",
+    &[],
+    "Partitions this node held whose lease it found gone (run out and taken over, or the job ended elsewhere): their work stops and its result is not recorded.",
+);
+pub const FLEET_HELD: MetricDef = gauge(
+    "cuzk_fleet_held_partitions",
+    "partitions",
+    &[],
+    "Partitions this node holds leases on now.",
+);
+pub const FLEET_DB: MetricDef = histogram(
+    "cuzk_fleet_db_seconds",
+    &["op"],
+    "Round trips to the fleet's database, by operation (claim, renew, submit, read, cancel, status).",
+);
+/// The operations `cuzk_fleet_db_seconds` is labelled with.
+pub const FLEET_DB_OPS: &[&str] = &["claim", "renew", "submit", "read", "cancel", "status"];
+
 pub const CATALOGUE: &[MetricDef] = &[
     JOBS_SUBMITTED,
     JOBS_FINISHED,
@@ -315,6 +353,12 @@ pub const CATALOGUE: &[MetricDef] = &[
     STORE_DAMAGE,
     TENANT_REFUSALS,
     TOKEN_RELOADS,
+    FLEET_CLAIMED,
+    FLEET_RECLAIMED,
+    FLEET_RENEWALS,
+    FLEET_LEASES_LOST,
+    FLEET_HELD,
+    FLEET_DB,
 ];
 
 /// Rewrites the exporter's text so that float counters are typed `counter`.
@@ -351,6 +395,14 @@ pub fn describe_all() {
         metrics::counter!(STORE_DAMAGE.name, "kind" => kind.as_str()).absolute(0);
     }
     metrics::counter!(STORE_WRITE_FAILURES.name).absolute(0);
+    for def in [FLEET_CLAIMED, FLEET_RECLAIMED, FLEET_RENEWALS, FLEET_LEASES_LOST] {
+        metrics::counter!(def.name).absolute(0);
+    }
+    metrics::gauge!(FLEET_HELD.name).set(0.0);
+    for op in FLEET_DB_OPS {
+        // Registered, so that it is scraped before its first observation.
+        let _ = metrics::histogram!(FLEET_DB.name, "op" => *op);
+    }
     for actor in ["synthesis", "gpu_worker", "finalizer"] {
         metrics::counter!(ACTOR_RESTARTS.name, "actor" => actor).absolute(0);
     }
