@@ -27,6 +27,7 @@ pub struct Config {
     pub auth: crate::auth::AuthConfig,
     pub tls: crate::tls::TlsConfig,
     pub store: StoreConfig,
+    pub fleet: FleetConfig,
     /// On SIGTERM or Ctrl-C, how long partitions already started may run
     /// before the daemon exits anyway (they resume on the next start).
     pub shutdown_grace_secs: u64,
@@ -60,6 +61,54 @@ impl Default for StoreConfig {
             sweep_interval_secs: 300,
             min_free_bytes: 256 << 20,
         }
+    }
+}
+
+/// A fleet node's part in the shared queue: used only with a PostgreSQL
+/// store, which makes every daemon on it a node of one fleet
+/// (docs/operations.md, "Fleet").
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FleetConfig {
+    /// The name leases are held under: unique in the fleet and the same
+    /// after a restart, so that a restarted node releases what it held.
+    /// Unset: the machine's hostname.
+    pub node: Option<String>,
+    /// How long a claim holds a partition without renewal; the owner renews
+    /// every third of it. A node silent this long loses its partitions.
+    pub lease_secs: u64,
+    /// How often a node with room looks for work when no wake-up came (a
+    /// lease that ran out sends none; nor does a database without
+    /// LISTEN/NOTIFY).
+    pub poll_secs: u64,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self { node: None, lease_secs: 30, poll_secs: 5 }
+    }
+}
+
+impl FleetConfig {
+    /// The configured name, else the hostname.
+    pub fn node_name(&self) -> Result<String, String> {
+        let name = match &self.node {
+            Some(node) => node.clone(),
+            None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|name| name.trim().to_string())
+                .map_err(|e| format!("fleet.node is unset and the hostname cannot be read: {e}"))?,
+        };
+        let valid = !name.is_empty() && name.len() <= 128 && name.chars().all(|c| c.is_ascii_graphic());
+        if !valid {
+            return Err(format!("fleet.node {name:?} must be 1 to 128 visible ASCII characters"));
+        }
+        if self.lease_secs < 3 || self.poll_secs == 0 {
+            return Err(format!(
+                "fleet.lease_secs must be at least 3 (it is {}) and fleet.poll_secs at least 1 (it is {})",
+                self.lease_secs, self.poll_secs
+            ));
+        }
+        Ok(name)
     }
 }
 
@@ -236,6 +285,7 @@ impl Default for Config {
             proving: ProvingConfig::default(),
             limits: Limits::default(),
             store: StoreConfig::default(),
+            fleet: FleetConfig::default(),
             shutdown_grace_secs: 30,
             metrics_listen: None,
             auth: Default::default(),

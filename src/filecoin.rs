@@ -203,6 +203,13 @@ pub fn verify(kind: &str, public: &Value, proof: &[u8]) -> Result<bool, String> 
     valid.map_err(|e| e.to_string())
 }
 
+/// Whether `params_dir` has the parameter file of a Filecoin job whose
+/// circuit is `circuit_id` (its cache id): a fleet node claims a kind's
+/// partitions only where it does.
+pub fn has_parameter_file(circuit: &str, circuit_id: &str, params_dir: &Path) -> bool {
+    !is_kind(circuit) || ParamPaths::new(params_dir, circuit_id).params.is_file()
+}
+
 impl FilecoinJob {
     /// Reads and checks a `kind` job's input against the parameter files in
     /// `params_dir`. Every error names the problem (HTTP 422).

@@ -7,6 +7,7 @@ pub mod backend;
 pub mod client;
 pub mod config;
 pub mod filecoin;
+pub mod fleet;
 pub mod http;
 pub mod job_input;
 pub mod keys;

@@ -70,6 +70,10 @@ enum Command {
         /// environment variable: a command line is visible to every user.
         #[arg(long, env = "CUZK_STORE_URL", hide_env_values = true)]
         store_url: Option<String>,
+        /// This daemon's name in a fleet (a PostgreSQL store), overriding
+        /// the config's fleet.node (default: the hostname).
+        #[arg(long)]
+        node: Option<String>,
     },
     /// Submit a job, wait for it, and write its proofs to a file: a
     /// Filecoin kind (`cuzk submit porep-c2 --c1 c1.json --prover-id HEX
@@ -280,6 +284,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             metrics_listen,
             insecure,
             store_url,
+            node,
         } => {
             let mut config = match &config_path {
                 Some(path) => Config::load(path)?,
@@ -319,6 +324,9 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             config.auth.insecure = insecure;
             if let Some(url) = store_url {
                 config.store.url = Some(cuzk::store::StoreUrl::new(url));
+            }
+            if node.is_some() {
+                config.fleet.node = node;
             }
             cuzk::server::serve(config, CircuitRegistry::builtin()).map_err(|e| e.to_string())
         }

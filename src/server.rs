@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix_web::dev::Service;
 use actix_web::middleware::{from_fn, ErrorHandlers};
 use actix_web::{web, App, HttpServer};
-use cuzk_actors::store::{JobStore, Persistence};
+use cuzk_actors::store::{FleetLoad, JobStore, Persistence};
 use cuzk_actors::messages::SetMaxUnfinished;
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::CircuitRegistry;
@@ -20,6 +20,7 @@ use crate::backend::{Device, ProofJob, ProvingBackend};
 use crate::config::{BackendKind, Config};
 use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
+use crate::fleet::Fleet;
 use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
@@ -290,11 +291,22 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     cuzk_actors::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
     let store = Arc::new(CircuitStore::open(&config.data_dir).map_err(ServerError::Storage)?);
     let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
-    let jobs = crate::store::open(config.store.url.as_ref(), &config.data_dir).map_err(ServerError::Storage)?;
-    let stored = jobs.load()?;
+    // A PostgreSQL store makes this daemon a node of the fleet on it.
+    let node = match &config.store.url {
+        Some(_) => Some(config.fleet.node_name().map_err(ServerError::Refused)?),
+        None => None,
+    };
+    let fleet_store = config.store.url.as_ref().zip(node.as_deref());
+    let jobs = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
+    // A fleet node restores nothing: jobs stay in the database, and its
+    // partitions come as claims.
+    let stored = if node.is_some() { Vec::new() } else { jobs.load()? };
+    let load = node.as_ref().map(|_| Arc::new(FleetLoad::default()));
     let persistence = Persistence {
         store: Some(jobs.clone()),
-        retention: Some(Duration::from_secs(config.store.retention_secs)),
+        fleet: load.clone(),
+        // The fleet's claimers sweep the database.
+        retention: node.is_none().then(|| Duration::from_secs(config.store.retention_secs)),
         sweep_interval: Duration::from_secs(config.store.sweep_interval_secs.max(1)),
     };
     let system = ProvingSystem::start_with(
@@ -332,6 +344,13 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     });
     let recovering = crate::restore::start(&system, parser.clone(), jobs.clone(), stored)
         .map_err(ServerError::Runtime)?;
+    let fleet = match (fleet_store, load) {
+        (Some((url, node)), Some(load)) => Some(
+            Fleet::start(&config, url, node.to_string(), &system, parser.clone(), jobs.clone(), load, intake.clone())
+                .map_err(ServerError::Storage)?,
+        ),
+        _ => None,
+    };
     let state = web::Data::new(AppState {
         system: system.clone(),
         jobs: parser,
@@ -350,6 +369,8 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         },
         recovering,
         submit_rates: SubmitRates::default(),
+        fleet,
+        max_queued_jobs: (max_queued > 0).then_some(max_queued),
     });
     let app_gates = gates.clone();
     let server = HttpServer::new(move || {

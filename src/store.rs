@@ -36,7 +36,7 @@ use cuzk_actors::store::{
 use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
 
 pub use leases::{Claim, Leases};
-pub use pg::StoreUrl;
+pub use pg::{client_config, describe, StoreUrl};
 
 /// The job store in one redb file.
 pub type RedbJobStore = ThreadedStore<redb_file::RedbFile>;
@@ -44,10 +44,11 @@ pub type RedbJobStore = ThreadedStore<redb_file::RedbFile>;
 pub type PgJobStore = ThreadedStore<pg::Pg>;
 
 /// The store the configuration asks for: PostgreSQL at `url` (`store.url`)
-/// when set, else `<data_dir>/jobs.redb`.
-pub fn open(url: Option<&StoreUrl>, data_dir: &Path) -> Result<Arc<dyn JobStore>, String> {
-    Ok(match url {
-        Some(url) => Arc::new(PgJobStore::connect(url)?),
+/// when set, shared by the fleet as the node named with it, else
+/// `<data_dir>/jobs.redb`.
+pub fn open(fleet: Option<(&StoreUrl, &str)>, data_dir: &Path) -> Result<Arc<dyn JobStore>, String> {
+    Ok(match fleet {
+        Some((url, node)) => Arc::new(PgJobStore::connect(url, Some(node))?),
         None => Arc::new(RedbJobStore::open(&data_dir.join("jobs.redb"))?),
     })
 }

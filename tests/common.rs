@@ -181,6 +181,18 @@ impl Drop for PgSchema {
     }
 }
 
+/// Runs `CUZK_TEST_PG_CTL` with `action` (`stop -m fast`, `start`,
+/// `restart -m fast`) on the test cluster.
+pub fn pg_ctl(action: &str) {
+    let command = std::env::var("CUZK_TEST_PG_CTL").expect("CUZK_TEST_PG_CTL is set with CUZK_TEST_PG_URL");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} {action} > /dev/null"))
+        .status()
+        .expect("sh runs");
+    assert!(status.success(), "pg_ctl {action}: {status}");
+}
+
 /// A job's record as a store test writes it: every field set, so that a
 /// round trip shows each one kept.
 pub fn record(id: &str, seq: u64) -> JobRecord {

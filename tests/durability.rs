@@ -286,7 +286,7 @@ fn a_daemon_on_postgres_restarts_and_serves_the_same_jobs() {
 
     // The database holds both, in submission order, for whichever daemon
     // opens it next.
-    let store = cuzk::store::PgJobStore::connect(&schema.url).expect("store opens");
+    let store = cuzk::store::PgJobStore::connect(&schema.url, None).expect("store opens");
     let ids: Vec<String> = store.load().unwrap().into_iter().map(|job| job.record.id.0).collect();
     assert_eq!(ids, [finished, resumed]);
     store.close().unwrap();

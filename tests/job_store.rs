@@ -68,7 +68,7 @@ impl Place {
     fn open(&self) -> Box<dyn Store> {
         match self {
             Place::Redb(dir) => Box::new(RedbJobStore::open(&dir.path().join("jobs.redb")).unwrap()),
-            Place::Postgres(schema) => Box::new(PgJobStore::connect(&schema.url).unwrap()),
+            Place::Postgres(schema) => Box::new(PgJobStore::connect(&schema.url, None).unwrap()),
         }
     }
 }
@@ -358,7 +358,7 @@ mod postgres_only {
     const SECRET: &str = "hunter2-not-logged";
 
     fn refused(url: &str) -> String {
-        match PgJobStore::connect(&StoreUrl::new(url)) {
+        match PgJobStore::connect(&StoreUrl::new(url), None) {
             Ok(_) => panic!("{url} was accepted"),
             Err(message) => {
                 assert!(!message.contains(SECRET), "the password shows in {message:?}");
@@ -395,7 +395,7 @@ mod postgres_only {
     fn daemons_starting_at_once_migrate_the_schema_once() {
         let Some(schema) = PgSchema::create("daemons_starting_at_once_migrate_the_schema_once") else { return };
         let stores: Vec<_> = std::thread::scope(|scope| {
-            let opening: Vec<_> = (0..4).map(|_| scope.spawn(|| PgJobStore::connect(&schema.url))).collect();
+            let opening: Vec<_> = (0..4).map(|_| scope.spawn(|| PgJobStore::connect(&schema.url, None))).collect();
             opening.into_iter().map(|t| t.join().unwrap().expect("every daemon starts")).collect()
         });
         // One shared database: what one store writes, another loads.
@@ -416,7 +416,7 @@ mod postgres_only {
     #[test]
     fn a_schema_migrated_by_a_newer_cuzk_is_refused() {
         let Some(schema) = PgSchema::create("a_schema_migrated_by_a_newer_cuzk_is_refused") else { return };
-        PgJobStore::connect(&schema.url).unwrap().close().unwrap();
+        PgJobStore::connect(&schema.url, None).unwrap().close().unwrap();
         schema
             .client()
             .batch_execute("INSERT INTO cuzk_schema_migrations (version, name) VALUES (999, 'future')")
@@ -428,7 +428,7 @@ mod postgres_only {
     #[test]
     fn any_text_the_daemon_records_round_trips() {
         let Some(schema) = PgSchema::create("any_text_the_daemon_records_round_trips") else { return };
-        let store = PgJobStore::connect(&schema.url).unwrap();
+        let store = PgJobStore::connect(&schema.url, None).unwrap();
         let mut odd = record("odd", 1);
         odd.idempotency_key = Some("nul \0 and ünïcödé and \"quotes\"".into());
         odd.request = r#"{"seed":"\u0000"}"#.into();

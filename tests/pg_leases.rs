@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use common::{record, PgSchema};
 use cuzk::store::{Claim, Leases, PgJobStore};
 use cuzk_actors::store::{JobStore, StoreWrite};
-use cuzk_actors::{JobId, Priority};
+use cuzk_actors::{JobId, PartitionKey, Priority, Stage};
 
 /// Stores jobs (id, seq, priority, partitions) and queues their partitions.
 fn queued(schema: &PgSchema, leases: &mut Leases, jobs: &[(&str, u64, Priority, u32)]) {
-    let store = PgJobStore::connect(&schema.url).unwrap();
+    let store = PgJobStore::connect(&schema.url, None).unwrap();
     for &(id, seq, priority, partitions) in jobs {
         let record = cuzk_actors::store::JobRecord { priority, partitions, ..record(id, seq) };
         store.write(StoreWrite::Accepted(record)).wait_blocking().unwrap();
@@ -40,11 +40,11 @@ fn postgres_claims_follow_priority_then_age_and_never_overlap() {
         &[("old-normal", 1, Priority::Normal, 2), ("new-high", 2, Priority::High, 2), ("older-low", 0, Priority::Low, 1)],
     );
     let s = |id: &str, index, attempt| (id.to_string(), index, attempt);
-    assert_eq!(at(&a.claim(3).unwrap()), [s("new-high", 0, 1), s("new-high", 1, 1), s("old-normal", 0, 1)]);
+    assert_eq!(at(&a.claim(3, &[]).unwrap()), [s("new-high", 0, 1), s("new-high", 1, 1), s("old-normal", 0, 1)]);
     // Queuing again changes nothing: a held partition stays held.
     a.enqueue(&JobId("new-high".into()), Priority::High, 2, 2).unwrap();
-    assert_eq!(at(&a.claim(10).unwrap()), [s("old-normal", 1, 1), s("older-low", 0, 1)]);
-    assert!(a.claim(10).unwrap().is_empty(), "everything is held");
+    assert_eq!(at(&a.claim(10, &[]).unwrap()), [s("old-normal", 1, 1), s("older-low", 0, 1)]);
+    assert!(a.claim(10, &[]).unwrap().is_empty(), "everything is held");
 
     // Four nodes claiming 300 partitions at once, a few at a time: each
     // partition goes to exactly one of them.
@@ -57,7 +57,7 @@ fn postgres_claims_follow_priority_then_age_and_never_overlap() {
                     let mut node = Leases::connect(url, &format!("node-{n}"), lease).unwrap();
                     let mut mine = Vec::new();
                     loop {
-                        let got = node.claim(7).unwrap();
+                        let got = node.claim(7, &[]).unwrap();
                         if got.is_empty() {
                             return mine;
                         }
@@ -81,26 +81,26 @@ fn postgres_leases_renew_expire_and_return_to_the_queue_with_the_attempt_counted
     let mut a = Leases::connect(&schema.url, "node-a", lease).unwrap();
     let mut b = Leases::connect(&schema.url, "node-b", lease).unwrap();
     queued(&schema, &mut a, &[("x", 1, Priority::Normal, 1)]);
-    let x = (JobId("x".into()), 0);
+    let x = (PartitionKey { job: JobId("x".into()), index: 0 }, Stage::Proving);
 
     let claimed = Instant::now();
-    assert_eq!(at(&a.claim(1).unwrap()), [("x".to_string(), 0, 1)]);
+    assert_eq!(at(&a.claim(1, &[]).unwrap()), [("x".to_string(), 0, 1)]);
     // Renewed before it runs out, the lease outlives its first end.
     std::thread::sleep(Duration::from_millis(1000));
     assert!(a.renew(std::slice::from_ref(&x)).unwrap().is_empty(), "still held");
     std::thread::sleep(lease.saturating_sub(claimed.elapsed()) + Duration::from_millis(300));
-    assert!(b.claim(1).unwrap().is_empty(), "a renewed lease holds past the first one's end");
-    assert!(!b.finish(&x.0, 0).unwrap(), "only the owner finishes a partition");
+    assert!(b.claim(1, &[]).unwrap().is_empty(), "a renewed lease holds past the first one's end");
+    assert!(!b.finish(&x.0.job, 0).unwrap(), "only the owner finishes a partition");
 
     // Not renewed (node a stalled or died): the partition returns to the
     // queue, and the next claim is its second attempt.
     std::thread::sleep(lease + Duration::from_millis(300));
-    assert_eq!(at(&b.claim(1).unwrap()), [("x".to_string(), 0, 2)]);
-    assert_eq!(a.renew(std::slice::from_ref(&x)).unwrap(), [x.clone()], "node a learns it lost x");
-    assert!(!a.finish(&x.0, 0).unwrap(), "and cannot finish it");
-    assert!(b.finish(&x.0, 0).unwrap());
-    assert!(b.claim(1).unwrap().is_empty(), "a finished partition is out of the queue");
-    assert_eq!(b.renew(std::slice::from_ref(&x)).unwrap(), [x], "and held by no one");
+    assert_eq!(at(&b.claim(1, &[]).unwrap()), [("x".to_string(), 0, 2)]);
+    assert_eq!(a.renew(std::slice::from_ref(&x)).unwrap(), [x.0.clone()], "node a learns it lost x");
+    assert!(!a.finish(&x.0.job, 0).unwrap(), "and cannot finish it");
+    assert!(b.finish(&x.0.job, 0).unwrap());
+    assert!(b.claim(1, &[]).unwrap().is_empty(), "a finished partition is out of the queue");
+    assert_eq!(b.renew(std::slice::from_ref(&x)).unwrap(), [x.0], "and held by no one");
 }
 
 #[test]

@@ -11,24 +11,13 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{proof, record, PgSchema};
+use common::{pg_ctl, proof, record, PgSchema};
 use cuzk::store::PgJobStore;
 use cuzk_actors::store::{Committed, JobOutcome, JobStore, StoreError, StoreWrite};
 use cuzk_actors::{JobId, Stage};
 
 /// One test at a time owns the database.
 static DATABASE: Mutex<()> = Mutex::new(());
-
-/// Runs `CUZK_TEST_PG_CTL` with `action` (stop, start, restart).
-fn pg_ctl(action: &str) {
-    let command = std::env::var("CUZK_TEST_PG_CTL").expect("CUZK_TEST_PG_CTL is set with CUZK_TEST_PG_URL");
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{command} {action} > /dev/null"))
-        .status()
-        .expect("sh runs");
-    assert!(status.success(), "pg_ctl {action}: {status}");
-}
 
 /// The write's result, or a failure of the test after `timeout`.
 fn outcome(committed: Committed, timeout: Duration) -> Result<(), StoreError> {
@@ -41,7 +30,7 @@ fn outcome(committed: Committed, timeout: Duration) -> Result<(), StoreError> {
 fn postgres_down_refuses_new_jobs_keeps_the_rest_and_the_store_reconnects_by_itself() {
     let _database = DATABASE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(schema) = PgSchema::create("postgres_down_refuses_new_jobs") else { return };
-    let store = PgJobStore::connect(&schema.url).unwrap();
+    let store = PgJobStore::connect(&schema.url, None).unwrap();
     let a = JobId("a".into());
     outcome(store.write(StoreWrite::Accepted(record("a", 1))), Duration::from_secs(10)).unwrap();
 
@@ -95,7 +84,7 @@ fn health_within<T>(store: &PgJobStore, timeout: Duration, until: impl Fn(Option
 fn an_idle_store_reports_postgres_gone_and_back() {
     let _database = DATABASE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(schema) = PgSchema::create("an_idle_store_reports_postgres_gone_and_back") else { return };
-    let store = PgJobStore::connect(&schema.url).unwrap();
+    let store = PgJobStore::connect(&schema.url, None).unwrap();
     assert_eq!(store.health().failing, None);
 
     pg_ctl("stop -m fast");
@@ -119,7 +108,7 @@ fn an_idle_store_reports_postgres_gone_and_back() {
 fn postgres_restarted_under_load_loses_no_acknowledged_write() {
     let _database = DATABASE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(schema) = PgSchema::create("postgres_restarted_under_load") else { return };
-    let store = PgJobStore::connect(&schema.url).unwrap();
+    let store = PgJobStore::connect(&schema.url, None).unwrap();
     let started = Instant::now();
     let mut accepted = Vec::new();
     let mut proved = Vec::new();
@@ -163,7 +152,7 @@ fn postgres_restarted_under_load_loses_no_acknowledged_write() {
     // A store opened afresh (a restarted daemon) finds exactly the
     // acknowledged jobs, in order, each proof of theirs with them.
     store.close().unwrap();
-    let reopened = PgJobStore::connect(&schema.url).unwrap();
+    let reopened = PgJobStore::connect(&schema.url, None).unwrap();
     let jobs = reopened.load().unwrap();
     let ids: Vec<String> = jobs.iter().map(|j| j.record.id.0.clone()).collect();
     assert_eq!(ids, acknowledged);

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::error::Error;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -179,10 +180,24 @@ pub trait JobStore: Send + Sync {
     }
 }
 
+/// A fleet node's load, published by the tracker as it changes so that the
+/// claimer (a plain thread) sizes its claims without asking: partitions
+/// held and not yet started, and partitions held in all.
+#[derive(Debug, Default)]
+pub struct FleetLoad {
+    pub waiting: AtomicUsize,
+    pub held: AtomicUsize,
+}
+
 /// What the Tracker keeps and for how long.
 #[derive(Clone)]
 pub struct Persistence {
     pub store: Option<Arc<dyn JobStore>>,
+    /// Set on a fleet node (a store shared with other daemons): jobs come to
+    /// the tracker only as claimed partitions, and end in the database, in
+    /// the transaction that records their last partition; the tracker
+    /// forgets a job once the partitions it held are over.
+    pub fleet: Option<Arc<FleetLoad>>,
     /// Finished jobs older than this are forgotten (memory and store).
     pub retention: Option<Duration>,
     pub sweep_interval: Duration,
@@ -193,6 +208,7 @@ impl Persistence {
     pub fn in_memory() -> Self {
         Self {
             store: None,
+            fleet: None,
             retention: None,
             sweep_interval: Duration::from_secs(60),
         }

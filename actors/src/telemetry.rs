@@ -820,6 +820,65 @@ impl StoreWritable {
     }
 }
 
+/// Partitions a fleet node claimed; `reclaimed` of them had a lease that
+/// ran out before.
+pub struct FleetClaimed {
+    pub partitions: usize,
+    pub reclaimed: usize,
+}
+
+impl FleetClaimed {
+    pub fn emit(&self) {
+        log::debug!("fleet: claimed {} partitions ({} taken over)", self.partitions, self.reclaimed);
+        metrics::counter!(FLEET_CLAIMED.name).increment(self.partitions as u64);
+        metrics::counter!(FLEET_RECLAIMED.name).increment(self.reclaimed as u64);
+    }
+}
+
+/// A fleet node renewed `renewed` leases and holds `held` partitions.
+pub struct FleetRenewed {
+    pub renewed: usize,
+    pub held: usize,
+}
+
+impl FleetRenewed {
+    pub fn emit(&self) {
+        metrics::counter!(FLEET_RENEWALS.name).increment(self.renewed as u64);
+        metrics::gauge!(FLEET_HELD.name).set(self.held as f64);
+    }
+}
+
+/// A lease a fleet node held was gone `when` it looked (at renewal, or
+/// when recording the partition's result).
+pub struct FleetLeaseLost<'a> {
+    pub partition: &'a str,
+    pub when: &'a str,
+}
+
+impl FleetLeaseLost<'_> {
+    pub fn emit(&self) {
+        log::warn!(
+            "fleet: lease on {} gone when {}: run out and taken over, or its job ended elsewhere; this node's work on it is dropped",
+            self.partition,
+            self.when
+        );
+        metrics::counter!(FLEET_LEASES_LOST.name).increment(1);
+    }
+}
+
+/// One round trip to the fleet's database.
+pub struct FleetDb {
+    /// One of `FLEET_DB_OPS`.
+    pub op: &'static str,
+    pub elapsed: Duration,
+}
+
+impl FleetDb {
+    pub fn emit(&self) {
+        metrics::histogram!(FLEET_DB.name, "op" => self.op).record(self.elapsed.as_secs_f64());
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreDamageKind {
     /// A record failed its checksum; it was dropped after the file was copied aside.

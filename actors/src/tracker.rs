@@ -5,13 +5,16 @@
 //! This file is the state machine: jobs accepted, partitions moved forward,
 //! retried, failed, cancelled, jobs settled and swept after retention.
 //! `tracker/intake.rs` accepts jobs, `tracker/restore.rs` rebuilds them
-//! from the store on start, `tracker/views.rs` answers the daemon's queries.
+//! from the store on start, `tracker/fleet.rs` takes claimed partitions on a
+//! fleet node, `tracker/views.rs` answers the daemon's queries.
 
+mod fleet;
 mod intake;
 mod restore;
 mod views;
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -22,8 +25,8 @@ use crate::messages::{
     SpanReport,
 };
 use crate::error::ErrorKind;
-use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId};
-use crate::store::{JobOutcome, JobStore, Persistence, StoreWrite};
+use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
+use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
 use crate::time::unix_ms;
 
@@ -75,25 +78,48 @@ struct JobState {
 /// Counts of the retained jobs by status and of their partitions by stage.
 /// A job leaves the counts before it changes and enters them again after,
 /// so each change costs its own partitions, not every job's.
+/// Partitions another node holds are not counted.
 #[derive(Default)]
 struct Tally {
     jobs: [usize; JobStatus::ALL.len()],
     partitions: [usize; Stage::COUNT],
+    /// A fleet node's copy of the counts its claimer sizes claims by.
+    load: Option<Arc<FleetLoad>>,
 }
 
 impl Tally {
     fn add(&mut self, job: &JobState) {
         self.jobs[job.status() as usize] += 1;
-        for p in &job.partitions {
+        for p in job.local() {
             self.partitions[p.stage as usize] += 1;
         }
+        self.publish();
     }
 
     fn remove(&mut self, job: &JobState) {
         self.jobs[job.status() as usize] -= 1;
-        for p in &job.partitions {
+        for p in job.local() {
             self.partitions[p.stage as usize] -= 1;
         }
+        self.publish();
+    }
+
+    fn publish(&self) {
+        if let Some(load) = &self.load {
+            let count = |live: fn(&Stage) -> bool| -> usize {
+                STAGES.iter().filter(|s| live(s)).map(|s| self.partitions[*s as usize]).sum()
+            };
+            load.waiting.store(count(|s| *s <= Stage::WaitingBudget), Ordering::Relaxed);
+            load.held.store(count(|s| !s.is_terminal()), Ordering::Relaxed);
+        }
+    }
+}
+
+impl JobState {
+    /// The partitions this node runs: all of them, except on a fleet node,
+    /// where a job's other partitions are other nodes' business.
+    fn local(&self) -> impl Iterator<Item = &PartitionState> {
+        self.partitions.iter().filter(|p| !p.elsewhere)
     }
 }
 
@@ -109,6 +135,9 @@ struct PartitionState {
     attempts: u32,
     /// Why the last failed attempt failed, when it was retried.
     retried_after: Option<String>,
+    /// Fleet: another node holds it, or none does yet; this one neither runs
+    /// nor records it, and ignores any late report of work it gave up.
+    elsewhere: bool,
 }
 
 impl PartitionState {
@@ -125,6 +154,7 @@ impl PartitionState {
             gpu_phases: Vec::new(),
             attempts: 1,
             retried_after: None,
+            elsewhere: false,
         }
     }
 }
@@ -148,6 +178,7 @@ impl Tracker {
 
     /// Records jobs in a store and forgets finished ones after retention.
     pub fn with_persistence(mut self, persistence: Persistence) -> Self {
+        self.tally.load = persistence.fleet.clone();
         self.persistence = persistence;
         self
     }
@@ -213,7 +244,7 @@ impl Tracker {
         let Some(job) = self.jobs.get_mut(&key.job) else {
             return false;
         };
-        let Some(current) = job.partitions.get(key.index as usize).map(|p| p.stage) else {
+        let Some(current) = job.partitions.get(key.index as usize).filter(|p| !p.elsewhere).map(|p| p.stage) else {
             return false;
         };
         if current.is_terminal() || stage < current {
@@ -236,7 +267,7 @@ impl Tracker {
             return;
         }
         let now = Instant::now();
-        if outcome.is_none() && !job.partitions.iter().all(|p| p.stage == Stage::Done) {
+        if outcome.is_none() && !job.local().all(|p| p.stage == Stage::Done) {
             return;
         }
         self.tally.remove(job);
@@ -245,7 +276,7 @@ impl Tracker {
                 job.spec.abandon();
                 job.error = Some(error);
                 for (index, p) in job.partitions.iter_mut().enumerate() {
-                    if !p.stage.is_terminal() {
+                    if !p.stage.is_terminal() && !p.elsewhere {
                         p.stage = stage;
                         p.entered[stage as usize] = Some(now);
                         emit_partition(id, index, p, stage);
@@ -265,6 +296,13 @@ impl Tracker {
             if *count == 0 {
                 self.unfinished_by_tenant.remove(&job.tenant);
             }
+        }
+        if self.persistence.fleet.is_some() {
+            // What this node held of the job is over; the job's own end is
+            // recorded in the database with its last partition (or its
+            // failure or cancellation), by whichever node that is.
+            self.forget(id);
+            return;
         }
         let outcome = JobOutcome {
             stage: final_stage,
@@ -293,7 +331,7 @@ impl Tracker {
         let Some(p) = job.partitions.get(key.index as usize) else {
             return false;
         };
-        if p.stage.is_terminal() || p.attempts >= max_attempts {
+        if p.stage.is_terminal() || p.elsewhere || p.attempts >= max_attempts {
             return false;
         }
         self.tally.remove(job);
@@ -327,7 +365,7 @@ impl Tracker {
         let Some(job) = self.jobs.get_mut(&key.job).filter(|j| j.finished.is_none()) else {
             return;
         };
-        if job.partitions.get(key.index as usize).is_none_or(|p| p.stage.is_terminal()) {
+        if job.partitions.get(key.index as usize).is_none_or(|p| p.stage.is_terminal() || p.elsewhere) {
             return;
         }
         self.tally.remove(job);

@@ -9,16 +9,38 @@ use super::error::{unavailable, ApiError, SCHEDULER};
 use super::schemas::{ErrorBody, HealthDoc, SchedulerGone, StatusDoc, TokenRefusals};
 use super::state::AppState;
 
+/// `/v1/status`'s query.
+#[derive(serde::Deserialize)]
+pub struct StatusQuery {
+    /// `fleet`: the whole fleet's counts, from the database.
+    scope: Option<String>,
+}
+
 #[utoipa::path(
     get, path = "/v1/status", tag = "daemon",
+    params(("scope" = Option<String>, Query, description = "`fleet` (a fleet node only): jobs by status, partitions waiting, and partitions held per node, summed from the database; answered 503 `store_failing` while it cannot be read")),
     responses(
-        (status = 200, description = "budget, queues, job counts, workers", body = StatusDoc),
+        (status = 200, description = "budget, queues, job counts, workers (this daemon's); with scope=fleet, the fleet's counts", body = StatusDoc),
+        (status = 400, description = "an unknown scope", body = ErrorBody),
+        (status = 422, description = "scope=fleet on a daemon that is not a fleet node (no PostgreSQL store)", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
     ),
     security((), ("bearer" = ["read"]))
 )]
-pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn status(state: web::Data<AppState>, query: web::Query<StatusQuery>) -> Result<HttpResponse, ApiError> {
+    match query.scope.as_deref() {
+        None | Some("node") => {}
+        Some("fleet") => {
+            let node = match &state.fleet {
+                Some(fleet) => fleet.node.clone(),
+                None => return Err(ApiError::new(422, "scope=fleet needs a fleet node: this daemon has no PostgreSQL store (store.url)")),
+            };
+            let fleet = super::jobs::ask_fleet(&state, |fleet| fleet.status()).await?;
+            return Ok(HttpResponse::Ok().json(json!({ "scope": "fleet", "node": node, "fleet": fleet })));
+        }
+        Some(other) => return Err(ApiError::new(400, format!("unknown scope {other:?}: node (the default) or fleet"))),
+    }
     let status = state
         .system
         .status()
@@ -27,6 +49,9 @@ pub async fn status(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     let mut body = serde_json::to_value(status).map_err(|e| ApiError::new(500, e.to_string()))?;
     body["store"] = json!(state.job_store.health());
     body["recovering"] = json!(state.recovering.is_set());
+    if let Some(fleet) = &state.fleet {
+        body["node"] = json!(fleet.node);
+    }
     Ok(HttpResponse::Ok().json(body))
 }
 

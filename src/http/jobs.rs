@@ -9,6 +9,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
 use cuzk_actors::telemetry::{TenantLimit, TenantRefused};
+use cuzk_actors::store::StoreError;
 use cuzk_actors::tracker::Tracker;
 use cuzk_actors::{JobId, NewJob, RecordedRequest, TenantScope};
 use serde_json::json;
@@ -18,6 +19,7 @@ use super::error::{unavailable, ApiError, SCHEDULER};
 use super::schemas::{ErrorBody, JobDoc, JobRef, ProofsDoc, SchedulerGone, TokenRefusals};
 use super::state::AppState;
 use crate::filecoin;
+use crate::fleet::Fleet;
 use crate::job_input::SubmitRequest;
 use crate::tenants::Caller;
 
@@ -126,7 +128,13 @@ pub async fn submit_job(
         }),
     };
     let key = new_job.idempotency_key.clone().unwrap_or_default();
-    let outcome = ask_tracker(&state, SubmitJob(new_job)).await?;
+    let outcome = match &state.fleet {
+        Some(_) => {
+            let max = state.max_queued_jobs;
+            ask_fleet(&state, move |fleet| fleet.submit(&new_job, max)).await?
+        }
+        None => ask_tracker(&state, SubmitJob(new_job)).await?,
+    };
     if outcome.key_conflict {
         return Err(ApiError::new(
             422,
@@ -241,6 +249,24 @@ fn conflict(message: String, status: JobStatus) -> ApiError {
     ApiError::new(409, message).with("status", json!(status))
 }
 
+/// Asks the fleet's database on a blocking thread; a database that fails
+/// is a 503 (`store_failing`, with Retry-After), as a failing store is on
+/// a single daemon.
+pub(super) async fn ask_fleet<T: Send + 'static>(
+    state: &AppState,
+    question: impl FnOnce(&Fleet) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let fleet = state.fleet.clone().expect("asked only on a fleet node");
+    web::block(move || question(&fleet))
+        .await
+        .map_err(|e| ApiError::new(500, format!("database thread failed: {e}")))?
+        .map_err(|error| {
+            ApiError::new(503, format!("the fleet's database failed: {error}"))
+                .with("reason", json!("store_failing"))
+                .retry_after(state.retry_after_s)
+        })
+}
+
 /// Asks the tracker; one that no longer answers is a 503.
 async fn ask_tracker<M>(state: &AppState, message: M) -> Result<M::Result, ApiError>
 where
@@ -274,7 +300,16 @@ pub async fn get_job(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let was_recovering = state.recovering.is_set();
-    let view = ask_tracker(&state, GetJob(JobId(id.clone()), caller.jobs())).await?;
+    let local = ask_tracker(&state, GetJob(JobId(id.clone()), caller.jobs())).await?;
+    let view = match &state.fleet {
+        // The database has every partition; the tracker, detail of those
+        // this node holds.
+        Some(_) => {
+            let (job, scope) = (JobId(id.clone()), caller.jobs());
+            ask_fleet(&state, move |fleet| fleet.view(&job, &scope, local)).await?
+        }
+        None => local,
+    };
     view.map(|v| HttpResponse::Ok().json(v))
         .ok_or_else(|| job_not_found(&state, was_recovering, &id))
 }
@@ -298,7 +333,12 @@ pub async fn get_proofs(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let was_recovering = state.recovering.is_set();
-    match ask_tracker(&state, GetProofs(JobId(id.clone()), caller.jobs())).await? {
+    let (job, scope) = (JobId(id.clone()), caller.jobs());
+    let proofs = match &state.fleet {
+        Some(_) => ask_fleet(&state, move |fleet| fleet.proofs(&job, &scope)).await?,
+        None => ask_tracker(&state, GetProofs(job, scope)).await?,
+    };
+    match proofs {
         Ok(view) => {
             let mut body = json!({
                 "circuit_id": view.circuit_id,
@@ -347,7 +387,12 @@ pub async fn cancel_job(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let was_recovering = state.recovering.is_set();
-    match ask_tracker(&state, CancelJob(JobId(id.clone()), caller.jobs())).await? {
+    let (job, scope) = (JobId(id.clone()), caller.jobs());
+    let status = match &state.fleet {
+        Some(_) => ask_fleet(&state, move |fleet| fleet.cancel(&job, &scope)).await?,
+        None => ask_tracker(&state, CancelJob(job, scope)).await?,
+    };
+    match status {
         None => Err(job_not_found(&state, was_recovering, &id)),
         Some(JobStatus::Cancelled) => {
             Ok(HttpResponse::Ok().json(json!({ "id": id, "status": "cancelled" })))

@@ -58,6 +58,9 @@ pub struct PartitionDoc {
     stage: Stage,
     timings_ms: BTreeMap<String, f64>,
     worker: Option<String>,
+    /// Fleet (a PostgreSQL store): the node holding the partition, or the
+    /// one that proved or failed it.
+    node: Option<String>,
     gpu_phases_ms: Option<BTreeMap<String, f64>>,
     error: Option<String>,
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cuzk_actors::store::JobStore;
 use cuzk_actors::ProvingSystem;
 
+use crate::fleet::Fleet;
 use crate::job_input::JobParser;
 use crate::keys::CircuitStore;
 use crate::shutdown::Intake;
@@ -38,4 +39,10 @@ pub struct AppState {
     pub recovering: crate::restore::Recovering,
     /// Each tenant's submit-rate bucket.
     pub submit_rates: SubmitRates,
+    /// Set on a fleet node (a PostgreSQL store): jobs are submitted to, read
+    /// from and cancelled in the database, for the whole fleet.
+    pub fleet: Option<Arc<Fleet>>,
+    /// limits.max_queued_jobs: a fleet node applies it to the fleet's
+    /// unfinished jobs (a single daemon's tracker has its own copy).
+    pub max_queued_jobs: Option<usize>,
 }

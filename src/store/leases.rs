@@ -4,18 +4,22 @@
 //! claims it; the claim holds it for a lease that its owner renews while
 //! the partition moves through its stages; a lease that runs out puts the
 //! partition back in the queue for any node, the lapsed attempt counted.
-//! This is the database's half: the daemon's pipeline does not use it yet
-//! (docs/architecture.md, "Leases").
+//! A fleet node's claimer and renewer (`src/fleet/`) drive it; a
+//! partition's lease ends with its result, in the job store's transaction
+//! (`store/pg.rs`, `apply_leased`).
 //!
 //! One `Leases` is one connection, used from one thread (the `postgres`
 //! client blocks). A node claims on one and renews on another, its
 //! renewer's, so that a slow claim never holds a renewal past its lease.
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cuzk_actors::store::StoreError;
-use cuzk_actors::{JobId, Priority};
+use cuzk_actors::store::{JobRecord, StoreError};
+use cuzk_actors::telemetry::FleetDb;
+use cuzk_actors::{JobId, PartitionKey, Priority, Stage};
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::Json;
 use postgres::{Client, NoTls};
 
 use super::pg::{client_config, describe};
@@ -76,24 +80,29 @@ impl Leases {
     }
 
     /// Takes up to `max` waiting partitions (never held, or their lease run
-    /// out), highest priority first, then oldest job, then lowest index.
-    /// Rows another node is claiming at the same moment are skipped, not
-    /// waited for, so claimers never block each other or take a row twice.
-    pub fn claim(&mut self, max: usize) -> Result<Vec<Claim>, StoreError> {
+    /// out), highest priority first, then oldest job, then lowest index,
+    /// passing by those of the circuits in `unprovable` (this node lacks
+    /// their parameter files). Rows another node is claiming at the same
+    /// moment are skipped, not waited for, so claimers never block each
+    /// other or take a row twice.
+    pub fn claim(&mut self, max: usize, unprovable: &[String]) -> Result<Vec<Claim>, StoreError> {
+        let started = Instant::now();
         let rows = self
             .client
             .query(
                 "UPDATE cuzk_leases l
-                 SET owner = $1, lease_until = now() + $2::bigint * interval '1 millisecond', attempts = l.attempts + 1
+                 SET owner = $1, lease_until = now() + $2::bigint * interval '1 millisecond',
+                     attempts = l.attempts + 1, stage = 'queued'
                  FROM (SELECT job, partition_index FROM cuzk_leases
-                       WHERE owner IS NULL OR lease_until < now()
+                       WHERE (owner IS NULL OR lease_until < now()) AND NOT (circuit_id = ANY($4))
                        ORDER BY priority DESC, seq, partition_index
                        LIMIT $3 FOR UPDATE SKIP LOCKED) next
                  WHERE l.job = next.job AND l.partition_index = next.partition_index
                  RETURNING l.job, l.partition_index, l.attempts, l.priority, l.seq",
-                &[&self.node, &self.lease_ms, &(max as i64)],
+                &[&self.node, &self.lease_ms, &(max as i64), &unprovable],
             )
             .map_err(|e| self.unavailable(&e))?;
+        FleetDb { op: "claim", elapsed: started.elapsed() }.emit();
         // RETURNING keeps no order: the claim's own is restored.
         let mut claimed: Vec<((i16, i64), Claim)> = rows
             .iter()
@@ -111,30 +120,114 @@ impl Leases {
     }
 
     /// Extends the lease of each partition in `held` that this node still
-    /// holds, and returns those it does not: another node claimed them
+    /// holds, recording the stage each is in (what another node shows of
+    /// it), and returns those it does not hold: another node claimed them
     /// after their lease ran out, or they were finished or removed. Work on
     /// those must stop; its result is not this node's to record.
-    pub fn renew(&mut self, held: &[(JobId, u32)]) -> Result<Vec<(JobId, u32)>, StoreError> {
-        let jobs: Vec<&str> = held.iter().map(|(job, _)| job.0.as_str()).collect();
-        let indices: Vec<i64> = held.iter().map(|(_, index)| i64::from(*index)).collect();
+    pub fn renew(&mut self, held: &[(PartitionKey, Stage)]) -> Result<Vec<PartitionKey>, StoreError> {
+        let started = Instant::now();
+        let jobs: Vec<&str> = held.iter().map(|(key, _)| key.job.0.as_str()).collect();
+        let indices: Vec<i64> = held.iter().map(|(key, _)| i64::from(key.index)).collect();
+        let stages: Vec<&str> = held.iter().map(|(_, stage)| stage.as_str()).collect();
         let renewed: HashSet<(String, i64)> = self
             .client
             .query(
-                "UPDATE cuzk_leases SET lease_until = now() + $2::bigint * interval '1 millisecond'
-                 WHERE owner = $1
-                   AND (job, partition_index) IN (SELECT * FROM unnest($3::text[], $4::bigint[]))
-                 RETURNING job, partition_index",
-                &[&self.node, &self.lease_ms, &jobs, &indices],
+                "UPDATE cuzk_leases l SET lease_until = now() + $2::bigint * interval '1 millisecond', stage = h.stage
+                 FROM unnest($3::text[], $4::bigint[], $5::text[]) AS h(job, partition_index, stage)
+                 WHERE l.owner = $1 AND l.job = h.job AND l.partition_index = h.partition_index
+                 RETURNING l.job, l.partition_index",
+                &[&self.node, &self.lease_ms, &jobs, &indices, &stages],
             )
             .map_err(|e| self.unavailable(&e))?
             .iter()
             .map(|row| (row.get(0), row.get(1)))
             .collect();
+        FleetDb { op: "renew", elapsed: started.elapsed() }.emit();
         Ok(held
             .iter()
-            .filter(|(job, index)| !renewed.contains(&(job.0.clone(), i64::from(*index))))
-            .cloned()
+            .filter(|(key, _)| !renewed.contains(&(key.job.0.clone(), i64::from(key.index))))
+            .map(|(key, _)| key.clone())
             .collect())
+    }
+
+    /// Puts back everything this node holds, as if never claimed (its
+    /// attempts not counted): on start, for what a node that stopped
+    /// still held, and on a graceful stop, for what it did not start.
+    pub fn release_all(&mut self) -> Result<u64, StoreError> {
+        self.client
+            .execute(
+                "UPDATE cuzk_leases SET owner = NULL, lease_until = NULL, stage = NULL,
+                        attempts = greatest(attempts - 1, 0)
+                 WHERE owner = $1",
+                &[&self.node],
+            )
+            .map_err(|e| self.unavailable(&e))
+    }
+
+    /// Puts back partitions this node claimed and cannot prove (a
+    /// parameter file it lacks), their attempts not counted, and wakes the
+    /// other nodes for them.
+    pub fn release(&mut self, partitions: &[(JobId, u32)]) -> Result<(), StoreError> {
+        let jobs: Vec<&str> = partitions.iter().map(|(job, _)| job.0.as_str()).collect();
+        let indices: Vec<i64> = partitions.iter().map(|(_, index)| i64::from(*index)).collect();
+        self.client
+            .batch_execute("BEGIN")
+            .and_then(|_| {
+                self.client.execute(
+                    "UPDATE cuzk_leases l SET owner = NULL, lease_until = NULL, stage = NULL,
+                            attempts = greatest(l.attempts - 1, 0)
+                     FROM unnest($2::text[], $3::bigint[]) AS r(job, partition_index)
+                     WHERE l.owner = $1 AND l.job = r.job AND l.partition_index = r.partition_index",
+                    &[&self.node, &jobs, &indices],
+                )
+            })
+            .and_then(|_| self.client.batch_execute("NOTIFY cuzk_work; COMMIT"))
+            .map_err(|e| self.unavailable(&e))
+    }
+
+    /// The records of `jobs` (those still stored), for a claim's new jobs.
+    pub fn records(&mut self, jobs: &[&JobId]) -> Result<Vec<JobRecord>, StoreError> {
+        let ids: Vec<&str> = jobs.iter().map(|job| job.0.as_str()).collect();
+        let rows = self
+            .client
+            .query("SELECT record FROM cuzk_jobs WHERE id = ANY($1) AND outcome IS NULL", &[&ids])
+            .map_err(|e| self.unavailable(&e))?;
+        rows.iter()
+            .map(|row| row.try_get::<_, Json<JobRecord>>(0).map(|record| record.0))
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.unavailable(&e))
+    }
+
+    /// Subscribes this connection to the wake-ups sent when work is added.
+    pub fn listen(&mut self) -> Result<(), StoreError> {
+        self.client.batch_execute("LISTEN cuzk_work").map_err(|e| self.unavailable(&e))
+    }
+
+    /// Waits up to `timeout` for a wake-up; true if one (or several) came.
+    /// Wake-ups that arrived meanwhile are all taken.
+    pub fn wait_for_work(&mut self, timeout: Duration) -> Result<bool, StoreError> {
+        let waited = (|| {
+            let mut notifications = self.client.notifications();
+            let mut woken = notifications.timeout_iter(timeout).next()?.is_some();
+            // Others already here are the same news.
+            while notifications.iter().next()?.is_some() {
+                woken = true;
+            }
+            Ok(woken)
+        })();
+        waited.map_err(|e: postgres::Error| self.unavailable(&e))
+    }
+
+    /// Finished jobs older than `retention` go, with their partitions and
+    /// proofs: any node may do it, and doing it twice costs nothing.
+    pub fn sweep(&mut self, retention: Duration) -> Result<u64, StoreError> {
+        self.client
+            .execute(
+                "DELETE FROM cuzk_jobs WHERE outcome IS NOT NULL
+                 AND (outcome->>'finished_unix_ms')::bigint < (extract(epoch from now()) * 1000)::bigint - $1",
+                &[&(retention.as_millis() as i64)],
+            )
+            .map_err(|e| self.unavailable(&e))
     }
 
     /// Takes a finished partition out of the queue. False when this node

@@ -22,6 +22,9 @@ use std::time::Duration;
 
 use cuzk_actors::model::ProofRecord;
 use cuzk_actors::store::{JobOutcome, JobRecord, StoreError, StoreWrite, StoredJob};
+use cuzk_actors::telemetry;
+use cuzk_actors::time::unix_ms;
+use cuzk_actors::Stage;
 use postgres::types::Json;
 use postgres::{Client, IsolationLevel, NoTls, Statement};
 use serde::{Deserialize, Serialize};
@@ -30,7 +33,7 @@ use super::{migrate, without_request, Engine, PgJobStore, PROBE_BYTES};
 
 /// A PostgreSQL error with its cause (the client's own `Display` says only
 /// "db error" or "error connecting to server"), on one line.
-pub(super) fn describe(error: &postgres::Error) -> String {
+pub fn describe(error: &postgres::Error) -> String {
     let mut text = error.to_string();
     let mut cause = std::error::Error::source(error);
     while let Some(e) = cause {
@@ -134,8 +137,13 @@ impl PgJobStore {
     /// Connects, brings the schema up to date and starts the writer thread.
     /// Fails with a message (the password hidden) when the URL is malformed,
     /// asks for TLS, or the database cannot be reached or migrated.
-    pub fn connect(url: &StoreUrl) -> Result<Self, String> {
+    ///
+    /// `node` is set on a fleet node: a partition's result is then recorded
+    /// only while the node holds its lease, and a job ends with the
+    /// transaction that records its last partition (`apply_leased`).
+    pub fn connect(url: &StoreUrl, node: Option<&str>) -> Result<Self, String> {
         let config = client_config(url)?;
+        let node = node.map(str::to_string);
         let shown = url.to_string();
         super::start(move || {
             let unreachable = |e: String| format!("job store {shown}: {e}");
@@ -145,7 +153,7 @@ impl PgJobStore {
             migrate::migrate(&mut client).map_err(unreachable)?;
             let connection = Connection::prepare(client).map_err(|e| unreachable(describe(&e)))?;
             log::info!("job store: PostgreSQL at {shown}");
-            let engine = Pg { config, shown, connection: Some(connection), in_doubt: Vec::new() };
+            let engine = Pg { config, shown, connection: Some(connection), in_doubt: Vec::new(), node };
             Ok((engine, Vec::new()))
         })
     }
@@ -153,7 +161,7 @@ impl PgJobStore {
 
 /// The client's settings from `url`: refused when malformed or asking for
 /// TLS, the timeouts it leaves unset filled in.
-pub(super) fn client_config(url: &StoreUrl) -> Result<postgres::Config, String> {
+pub fn client_config(url: &StoreUrl) -> Result<postgres::Config, String> {
     let mut config: postgres::Config = url
         .secret()
         .parse()
@@ -199,6 +207,8 @@ pub struct Pg {
     /// Transactions whose COMMIT got no answer and whose fate the database
     /// has not told yet.
     in_doubt: Vec<InDoubt>,
+    /// A fleet node's name: results are recorded under its leases.
+    node: Option<String>,
 }
 
 /// A transaction of unknown fate: if it committed, its refused jobs must go.
@@ -220,6 +230,20 @@ struct Connection {
     finish: Statement,
     remove: Statement,
     probe: Statement,
+    /// A fleet node's statements (`apply_leased`).
+    leased: Leased,
+}
+
+/// How a fleet node records a partition's end: the job's row locked first,
+/// so that two nodes finishing its last two partitions at once see each
+/// other's lease gone and exactly one of them ends the job.
+struct Leased {
+    lock_job: Statement,
+    take_lease: Statement,
+    prove: Statement,
+    fail: Statement,
+    end_if_done: Statement,
+    end_failed: Statement,
 }
 
 impl Connection {
@@ -248,6 +272,31 @@ impl Connection {
             probe: client.prepare(
                 "INSERT INTO cuzk_probe (id, bytes) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET bytes = excluded.bytes",
             )?,
+            leased: Leased {
+                lock_job: client.prepare("SELECT 1 FROM cuzk_jobs WHERE id = $1 AND outcome IS NULL FOR UPDATE")?,
+                take_lease: client.prepare(
+                    "DELETE FROM cuzk_leases WHERE job = $1 AND partition_index = $2 AND owner = $3",
+                )?,
+                prove: client.prepare(
+                    "INSERT INTO cuzk_partitions (job, partition_index, proof, public_inputs, node)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job, partition_index) DO NOTHING",
+                )?,
+                fail: client.prepare(
+                    "INSERT INTO cuzk_partitions (job, partition_index, failure, node) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (job, partition_index) DO UPDATE SET failure = excluded.failure, node = excluded.node",
+                )?,
+                // The request goes with the job's end (`without_request`).
+                end_if_done: client.prepare(
+                    "UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
+                     WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cuzk_leases WHERE job = $1)
+                       AND NOT EXISTS (SELECT 1 FROM cuzk_partitions WHERE job = $1 AND proof IS NULL)",
+                )?,
+                end_failed: client.prepare(
+                    "WITH gone AS (DELETE FROM cuzk_leases WHERE job = $1)
+                     UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
+                     WHERE id = $1",
+                )?,
+            },
             client,
         })
     }
@@ -345,7 +394,11 @@ impl Pg {
             conn.client.execute(&conn.probe, &[&[0u8; PROBE_BYTES].as_slice()]).map_err(Failed::During)?;
         }
         for write in writes {
-            apply(conn, write).map_err(Failed::During)?;
+            match &self.node {
+                Some(node) => apply_leased(conn, node, write),
+                None => apply(conn, write),
+            }
+            .map_err(Failed::During)?;
         }
         conn.client.batch_execute("COMMIT").map_err(|e| Failed::AtCommit(xid, e))?;
         self.in_doubt.retain(|doubt| !settled.contains(&doubt.xid));
@@ -439,6 +492,42 @@ fn settle(conn: &mut Connection, in_doubt: &[InDoubt]) -> Result<Vec<i64>, postg
         settled.push(doubt.xid);
     }
     Ok(settled)
+}
+
+/// A fleet node's write: a partition's proof or failure counts only while
+/// this node holds its lease (one that ran out and was claimed by another
+/// node is that node's to record), and the job ends here when this was its
+/// last partition, or when the partition failed for good. Other writes are
+/// recorded as on a single daemon.
+fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result<(), postgres::Error> {
+    let (job, index) = match write {
+        StoreWrite::PartitionProved { job, index, .. } | StoreWrite::PartitionFailed { job, index, .. } => {
+            (job, i64::from(*index))
+        }
+        _ => return apply(conn, write),
+    };
+    let (client, sql) = (&mut conn.client, &conn.leased);
+    if client.query_opt(&sql.lock_job, &[&job.0])?.is_none() || client.execute(&sql.take_lease, &[&job.0, &index, &node])? == 0 {
+        telemetry::FleetLeaseLost { partition: &format!("{job}/{index}"), when: "recording its result" }.emit();
+        return Ok(());
+    }
+    let now = unix_ms(std::time::SystemTime::now());
+    match write {
+        StoreWrite::PartitionProved { proof, .. } => {
+            client.execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node])?;
+            let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: now };
+            client.execute(&sql.end_if_done, &[&job.0, &Json(&done)])?;
+        }
+        StoreWrite::PartitionFailed { error, .. } => {
+            let error = error.replace('\0', "\u{fffd}");
+            client.execute(&sql.fail, &[&job.0, &index, &error, &node])?;
+            let error = format!("partition {index}: {error}");
+            let failed = JobOutcome { stage: Stage::Failed, error: Some(error), finished_unix_ms: now };
+            client.execute(&sql.end_failed, &[&job.0, &Json(&failed)])?;
+        }
+        _ => unreachable!("matched above"),
+    }
+    Ok(())
 }
 
 fn apply(conn: &mut Connection, write: &StoreWrite) -> Result<(), postgres::Error> {

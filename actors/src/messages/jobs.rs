@@ -154,6 +154,9 @@ pub struct PartitionView {
     pub timings_ms: BTreeMap<&'static str, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+    /// Fleet: the node holding the partition, or the one that proved it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_phases_ms: BTreeMap<&'static str, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]

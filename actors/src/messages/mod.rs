@@ -11,8 +11,10 @@
 //! | `stages` | the dispatcher (and a GPU worker) hand partitions to stage actors |
 //! | `budget` | reservations and releases of the memory budget |
 //! | `monitor` | GPU worker time: hand-offs, idle causes, spans, the timeline |
+//! | `fleet` | a fleet node's claimer and renewer: claims, held and lost leases |
 
 pub mod budget;
+pub mod fleet;
 pub mod jobs;
 pub mod monitor;
 pub mod progress;
@@ -20,6 +22,7 @@ pub mod queue;
 pub mod stages;
 
 pub use budget::*;
+pub use fleet::*;
 pub use jobs::*;
 pub use monitor::*;
 pub use progress::*;

@@ -21,7 +21,7 @@ impl JobState {
             Some((Stage::Done, _)) => JobStatus::Done,
             Some((Stage::Cancelled, _)) => JobStatus::Cancelled,
             Some(_) => JobStatus::Failed,
-            None if self.partitions.iter().all(|p| p.stage == Stage::Queued) => JobStatus::Queued,
+            None if self.local().all(|p| p.stage == Stage::Queued) => JobStatus::Queued,
             None => JobStatus::Running,
         }
     }
@@ -36,6 +36,7 @@ impl JobState {
                 stage: p.stage,
                 timings_ms: partition_timings(p),
                 worker: p.worker.map(|w| w.to_string()),
+                node: None,
                 gpu_phases_ms: p
                     .gpu_phases
                     .iter()

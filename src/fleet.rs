@@ -1,0 +1,144 @@
+//! A fleet node: a daemon on a PostgreSQL store shares its queue with every
+//! other daemon on that database (issue 14; docs/operations.md, "Fleet").
+//!
+//! Any node takes any request: a submission is written to the database
+//! (`requests.rs`), never to this node's tracker; reads, proofs and cancels
+//! are answered from the database. Work reaches the tracker only as
+//! partitions this node claimed (`claimer.rs`), whose leases it renews while
+//! they run (`renewer.rs`); a partition's result and the end of its lease
+//! are one transaction of the job store (`store/pg.rs`), and the one that
+//! records a job's last partition ends the job. The HTTP handlers' queries
+//! share a few connections (`pool.rs`); the claimer and the renewer have
+//! one each.
+
+mod claimer;
+mod pool;
+mod requests;
+mod renewer;
+
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use cuzk_actors::store::{FleetLoad, JobStore};
+use cuzk_actors::ProvingSystem;
+
+use crate::config::Config;
+use crate::job_input::JobParser;
+use crate::shutdown::Intake;
+use crate::store::{Leases, StoreUrl};
+
+pub use requests::FleetStatus;
+
+/// What the claimer and the renewer connect with.
+#[derive(Clone)]
+struct Settings {
+    url: StoreUrl,
+    node: String,
+    lease: Duration,
+    poll: Duration,
+}
+
+/// A fleet node's side of the database, for the HTTP handlers.
+pub struct Fleet {
+    /// This node's name: the owner of the leases it holds.
+    pub node: String,
+    pool: pool::Pool,
+}
+
+impl Fleet {
+    /// Connects the node's pool, puts back what this node's name still
+    /// held (it restarted: that work is lost with the old process), and
+    /// starts the claimer and the renewer.
+    pub fn start(
+        config: &Config,
+        url: &StoreUrl,
+        node: String,
+        system: &ProvingSystem,
+        parser: Arc<JobParser>,
+        store: Arc<dyn JobStore>,
+        load: Arc<FleetLoad>,
+        intake: Intake,
+    ) -> Result<Arc<Fleet>, String> {
+        let settings = Settings {
+            url: url.clone(),
+            node: node.clone(),
+            lease: Duration::from_secs(config.fleet.lease_secs),
+            poll: Duration::from_secs(config.fleet.poll_secs),
+        };
+        let claimer = claimer::Claimer {
+            settings: settings.clone(),
+            tracker: system.tracker.clone(),
+            parser,
+            store,
+            load,
+            // One partition ready for each synthesis thread, and one more
+            // so that a thread that frees up finds the next one here.
+            room: system.config.synthesis_threads.max(1) + 1,
+            max_attempts: system.config.max_attempts.max(1),
+            retention: Duration::from_secs(config.store.retention_secs),
+            intake,
+        };
+        // The client blocks: it connects on the threads that use it, never
+        // on this one (an actix runtime's), and the start waits for both.
+        let (claimer_settings, renewer_settings) = (settings.clone(), settings.clone());
+        let claiming = spawn("cuzk-claimer", move |ready| {
+            let connected = Leases::connect(&claimer_settings.url, &claimer_settings.node, claimer_settings.lease)
+                .and_then(|mut leases| {
+                    let released = leases.release_all().map_err(|e| e.to_string())?;
+                    if released > 0 {
+                        log::info!(
+                            "fleet: node {} put back {released} partitions it held before it restarted",
+                            claimer_settings.node
+                        );
+                    }
+                    leases.listen().map_err(|e| e.to_string())?;
+                    Ok(leases)
+                });
+            match connected {
+                Ok(leases) => {
+                    let _ = ready.send(Ok(()));
+                    claimer.run(leases);
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                }
+            }
+        })?;
+        let tracker = system.tracker.clone();
+        let renewing = spawn("cuzk-renewer", move |ready| {
+            match Leases::connect(&renewer_settings.url, &renewer_settings.node, renewer_settings.lease) {
+                Ok(leases) => {
+                    let _ = ready.send(Ok(()));
+                    renewer::run(renewer_settings, tracker, Some(leases));
+                }
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                }
+            }
+        })?;
+        for started in [claiming, renewing] {
+            started.recv().map_err(|_| "a fleet thread stopped while starting".to_string())??;
+        }
+        log::info!(
+            "fleet: node {node} on {url}: leases of {:?}, renewed every {:?}; polling every {:?} without a wake-up",
+            settings.lease,
+            settings.lease / 3,
+            settings.poll
+        );
+        Ok(Arc::new(Fleet { node, pool: pool::Pool::new(url)? }))
+    }
+}
+
+/// Starts `body` on a thread named `name`; it says on the channel given
+/// whether it started (connected) or why not.
+fn spawn(
+    name: &str,
+    body: impl FnOnce(mpsc::Sender<Result<(), String>>) + Send + 'static,
+) -> Result<mpsc::Receiver<Result<(), String>>, String> {
+    let (ready, started) = mpsc::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || body(ready))
+        .map_err(|e| format!("cannot start the {name} thread: {e}"))?;
+    Ok(started)
+}

@@ -1,0 +1,91 @@
+//! A few connections to the fleet's database for the HTTP handlers'
+//! questions (submit, read, cancel, status), which run on blocking threads:
+//! at most `MAX_CONNECTIONS` at once, so a burst of requests queues here
+//! rather than opening a connection each on the database.
+
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use cuzk_actors::store::StoreError;
+use cuzk_actors::telemetry::FleetDb;
+use postgres::{Client, NoTls};
+
+use crate::store::{client_config, describe, StoreUrl};
+
+const MAX_CONNECTIONS: usize = 8;
+/// A request waiting longer than this for a connection is answered 503.
+const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(10);
+
+pub struct Pool {
+    config: postgres::Config,
+    /// The URL with its password hidden, for messages.
+    shown: String,
+    /// Idle connections, and how many exist in all (idle or in use).
+    state: Mutex<(Vec<Client>, usize)>,
+    /// Signalled when a connection is returned or closed.
+    freed: Condvar,
+}
+
+impl Pool {
+    pub fn new(url: &StoreUrl) -> Result<Self, String> {
+        Ok(Self {
+            config: client_config(url)?,
+            shown: url.to_string(),
+            state: Mutex::new((Vec::new(), 0)),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// Runs `work` on a connection; `op` labels its time in
+    /// `cuzk_fleet_db_seconds`. A connection that failed is closed, not
+    /// reused: the next caller connects afresh (the database may have
+    /// restarted).
+    pub fn with<T>(&self, op: &'static str, work: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
+        let mut client = self.take()?;
+        let started = Instant::now();
+        let result = work(&mut client);
+        FleetDb { op, elapsed: started.elapsed() }.emit();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(value) => {
+                state.0.push(client);
+                self.freed.notify_one();
+                Ok(value)
+            }
+            Err(e) => {
+                state.1 -= 1;
+                self.freed.notify_one();
+                Err(self.unavailable(&describe(&e)))
+            }
+        }
+    }
+
+    fn take(&self) -> Result<Client, StoreError> {
+        let deadline = Instant::now() + WAIT_FOR_CONNECTION;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(client) = state.0.pop() {
+                return Ok(client);
+            }
+            if state.1 < MAX_CONNECTIONS {
+                state.1 += 1;
+                drop(state);
+                return self.config.connect(NoTls).map_err(|e| {
+                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    state.1 -= 1;
+                    self.freed.notify_one();
+                    self.unavailable(&format!("cannot connect: {}", describe(&e)))
+                });
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.unavailable("every connection is busy"));
+            }
+            state = self.freed.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    fn unavailable(&self, why: &str) -> StoreError {
+        StoreError::unavailable(format!("fleet database {}: {why}", self.shown))
+    }
+}
