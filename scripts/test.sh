@@ -21,9 +21,9 @@ scripts/install-test-deps.sh
 export CUZK_BIN="$PWD/target/debug/cuzk"
 [ -x "$CUZK_BIN" ] || cargo build --locked --bin cuzk 2>&1 | tail -n 1
 
-echo "== the job store on PostgreSQL: the store suite, the database restarted under it, partition leases, a daemon restarted on it, a fleet of daemons"
+echo "== the job store on PostgreSQL: the store suite, the database restarted under it, partition leases, shared proving keys, a daemon restarted on it, a fleet of daemons"
 # The same build as above: the tests named postgres, now with a database.
-scripts/pg-test-cluster.sh cargo test --workspace --locked --test job_store --test pg_outage --test pg_leases --test durability --test fleet -- postgres 2>&1
+scripts/pg-test-cluster.sh cargo test --workspace --locked --test job_store --test pg_outage --test pg_leases --test pg_keys --test durability --test fleet -- postgres 2>&1
 tests/ui.sh
 scripts/check-dashboards.sh
 tests/crash.sh

@@ -16,7 +16,7 @@ use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
 use crate::filecoin::FilecoinJob;
-use crate::keys::{CircuitStore, Preparation};
+use crate::keys::{CircuitStore, KeyError, Preparation};
 
 /// What a job asks the backend to prove.
 pub enum ProofJob {
@@ -119,8 +119,13 @@ impl ProvingBackend {
         partition: u32,
     ) -> Result<(Arc<PreparedCircuit>, groth16::Synthesized, Phases), StageError> {
         let started = Instant::now();
-        // The store keeps a failed setup as failed, so no retry can help.
-        let circuit = match self.store.prepared(&work.family, &work.shape).map_err(StageError::permanent)? {
+        // The store keeps a failed setup as failed, so no retry can help;
+        // a fleet's key store that could not be reached may be back soon.
+        let prepared = self.store.prepared(&work.family, &work.shape).map_err(|e| match e {
+            KeyError::Failed(_) => StageError::permanent(e),
+            KeyError::Unavailable(_) => StageError::retryable(e),
+        });
+        let circuit = match prepared? {
             Preparation::Ready(circuit) => circuit,
             Preparation::Pending => {
                 return Err(StageError::not_ready(format!(

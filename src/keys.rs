@@ -2,6 +2,12 @@
 //! persisted under the data directory, reloaded on later starts; and
 //! Filecoin's keys, read from their parameter files on first use.
 //!
+//! In a fleet (the job store on PostgreSQL) a shape's key is the fleet's:
+//! set up once, by the first node that needs it, and published in the
+//! database (`store::SharedKeys`), from where every other node copies it to
+//! its own key directory, so that partitions proved on different nodes
+//! verify with one key.
+//!
 //! A family's shape is prepared (set up, or loaded from its key file) on a
 //! thread of its own, never on the synthesis thread that first needs it: a
 //! setup can take minutes, and other shapes' partitions keep the synthesis
@@ -10,15 +16,19 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ark_groth16::{ProvingKey, VerifyingKey};
 use ark_serialize::{CanonicalDeserialize, CanonicalSerialize};
-use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
+use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::PreparedCircuit;
 use cuzk_kernels::Bls12_381;
 use rand::SeedableRng;
+use sha2::{Digest, Sha256};
+
+use crate::store::{KeyLock, SharedKey, SharedKeys, StoreUrl};
 
 type Slot = Arc<OnceLock<Result<Arc<PreparedCircuit>, String>>>;
 
@@ -47,6 +57,20 @@ impl SetupCost {
     }
 }
 
+/// Why a shape's key could not be prepared, by whether trying again could
+/// help.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Kept: every later job of the shape fails the same way (a setup that
+    /// failed, a key that does not fit its circuit).
+    #[error("{0}")]
+    Failed(String),
+    /// The fleet's key store (PostgreSQL) could not be used. Not kept: the
+    /// partition may retry, and the shape's next job asks the database again.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 /// A shape's key, or that it is still being prepared.
 pub enum Preparation {
     Ready(Arc<PreparedCircuit>),
@@ -63,16 +87,37 @@ pub struct CircuitStore {
     /// Shapes being prepared on their own threads, with their estimated
     /// memory (counted as resident until they finish).
     preparing: Arc<Mutex<HashMap<String, u64>>>,
+    /// The fleet's keys, which a shape's key must be: None for a daemon
+    /// that proves alone (its keys are its own).
+    shared: Option<SharedKeys>,
+    /// Why the last preparation of a shape could not use the fleet's key
+    /// store: answered once, to the next partition that asks, as a
+    /// retryable failure; the one after prepares again.
+    unavailable: Mutex<HashMap<String, String>>,
 }
 
 impl CircuitStore {
+    /// A daemon's own keys, under `<data_dir>/keys`.
     pub fn open(data_dir: &Path) -> Result<Self, String> {
+        Self::with_shared(data_dir, None)
+    }
+
+    /// A fleet node's keys: the fleet's, published in the PostgreSQL
+    /// database at `url` (the job store's), copied under `<data_dir>/keys`.
+    /// Fails when the database cannot be reached or migrated.
+    pub fn open_shared(data_dir: &Path, url: &StoreUrl) -> Result<Self, String> {
+        Self::with_shared(data_dir, Some(SharedKeys::connect(url)?))
+    }
+
+    fn with_shared(data_dir: &Path, shared: Option<SharedKeys>) -> Result<Self, String> {
         let dir = data_dir.join("keys");
         fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         Ok(Self {
             dir,
             slots: Mutex::new(HashMap::new()),
             preparing: Arc::default(),
+            shared,
+            unavailable: Mutex::default(),
         })
     }
 
@@ -84,20 +129,24 @@ impl CircuitStore {
     /// The prepared circuit for a shape if it is ready; otherwise starts
     /// preparing it (loading its key file or setting it up) on a thread of
     /// its own, once, and answers `Pending`. A failed preparation is kept:
-    /// every later job of the shape fails the same way.
+    /// every later job of the shape fails the same way; one that could not
+    /// use the fleet's key store is answered once and then tried again.
     pub fn prepared(
         self: &Arc<Self>,
         family: &Arc<dyn CircuitFamily>,
         shape: &CircuitShape,
-    ) -> Result<Preparation, String> {
+    ) -> Result<Preparation, KeyError> {
         let id = &shape.circuit_id;
         let slot = self.slot(id);
         if let Some(ready) = slot.get() {
-            return ready.clone().map(Preparation::Ready);
+            return ready.clone().map(Preparation::Ready).map_err(KeyError::Failed);
         }
         let mut preparing = self.preparing.lock().unwrap_or_else(|e| e.into_inner());
         if preparing.contains_key(id) {
             return Ok(Preparation::Pending);
+        }
+        if let Some(why) = self.unavailable.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
+            return Err(KeyError::Unavailable(why));
         }
         let estimate = match self.pk_path(id).exists() {
             true => 0,
@@ -109,13 +158,22 @@ impl CircuitStore {
         let started = std::thread::Builder::new()
             .name(format!("cuzk-setup-{id}"))
             .spawn(move || {
-                slot.get_or_init(|| store.load_or_setup(family.as_ref(), &shape).map(Arc::new));
+                match store.load_or_setup(family.as_ref(), &shape) {
+                    Err(KeyError::Unavailable(why)) => {
+                        log::warn!("cannot prepare {}: {why}", shape.circuit_id);
+                        let mut unavailable = store.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+                        unavailable.insert(shape.circuit_id.clone(), why);
+                    }
+                    done => {
+                        slot.get_or_init(|| done.map(Arc::new).map_err(|e| e.to_string()));
+                    }
+                }
                 let mut preparing = store.preparing.lock().unwrap_or_else(|e| e.into_inner());
                 preparing.remove(&shape.circuit_id);
             });
         if let Err(e) = started {
             self.preparing.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
-            return Err(format!("cannot start preparing {id}: {e}"));
+            return Err(KeyError::Failed(format!("cannot start preparing {id}: {e}")));
         }
         Ok(Preparation::Pending)
     }
@@ -147,9 +205,10 @@ impl CircuitStore {
             .clone()
     }
 
-    /// The verifying key of a shape already set up (in memory or on disk).
-    /// Looking up never adds a slot (ids come from clients) and never leaves
-    /// the key directory.
+    /// The verifying key of a shape already set up (in memory or on disk;
+    /// in a fleet, in memory or published, never a local file that may
+    /// predate the fleet's key). Looking up never adds a slot (ids come
+    /// from clients) and never leaves the key directory.
     pub fn verifying_key(&self, circuit_id: &str) -> Option<VerifyingKey<Bls12_381>> {
         let id_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
         if circuit_id.is_empty() || !circuit_id.chars().all(id_chars) {
@@ -162,7 +221,13 @@ impl CircuitStore {
         if let Some(Ok(prepared)) = slot.as_ref().and_then(|s| s.get()) {
             return Some(prepared.pk.vk.clone());
         }
-        let bytes = fs::read(self.vk_path(circuit_id)).ok()?;
+        let bytes = match &self.shared {
+            Some(shared) => shared.verifying_key(circuit_id).unwrap_or_else(|e| {
+                log::warn!("{e}");
+                None
+            })?,
+            None => fs::read(self.vk_path(circuit_id)).ok()?,
+        };
         VerifyingKey::deserialize_compressed(&bytes[..]).ok()
     }
 
@@ -232,31 +297,53 @@ impl CircuitStore {
         self.dir.join(format!("{circuit_id}.vk"))
     }
 
+    /// A daemon's own key: its key file if that loads and fits, else a new
+    /// setup. In a fleet, the fleet's key, under the shape's lock so that
+    /// nodes needing it at once do one setup: the published key (copied
+    /// here unless the local file is already it), or, when none is
+    /// published, this node's own (kept from before it joined, or set up
+    /// now), published.
     fn load_or_setup(
         &self,
         family: &dyn CircuitFamily,
         shape: &CircuitShape,
-    ) -> Result<PreparedCircuit, String> {
+    ) -> Result<PreparedCircuit, KeyError> {
         let instance = || {
             family
                 .instance(shape, &WitnessSource::Seed(0))
                 .expect("a seed always yields an instance")
         };
         let id = &shape.circuit_id;
-        if let Ok(bytes) = fs::read(self.pk_path(id)) {
-            // Our own file, written atomically: skip the subgroup checks that
-            // would make loading a large key slow.
-            match ProvingKey::<Bls12_381>::deserialize_uncompressed_unchecked(&bytes[..]) {
-                Ok(pk) => match PreparedCircuit::from_key(id, pk, instance()) {
-                    Ok(prepared) => {
-                        log::info!("loaded proving key for {id}");
-                        return Ok(prepared);
-                    }
-                    Err(e) => log::warn!(
-                        "stored key for {id} does not fit the circuit ({e}); setting up again"
-                    ),
-                },
-                Err(e) => log::warn!("stored key for {id} is unreadable ({e}); setting up again"),
+        let Some(shared) = &self.shared else {
+            return self.load_or_set_up_locally(id, instance).map_err(KeyError::Failed);
+        };
+        let mut lock = shared.lock(id).map_err(unavailable)?;
+        if let Some(key) = lock.key().map_err(unavailable)? {
+            return self.adopt(&mut lock, id, &key, instance);
+        }
+        let prepared = self.load_or_set_up_locally(id, instance).map_err(KeyError::Failed)?;
+        let vk = vk_bytes(&prepared.pk.vk).map_err(KeyError::Failed)?;
+        match lock.publish(&self.pk_path(id), &vk).map_err(unavailable)? {
+            None => {
+                log::info!("published the key of {id} to the fleet");
+                Ok(prepared)
+            }
+            Some(theirs) => self.adopt(&mut lock, id, &theirs, instance),
+        }
+    }
+
+    fn load_or_set_up_locally(
+        &self,
+        id: &str,
+        instance: impl Fn() -> Box<dyn CircuitInstance>,
+    ) -> Result<PreparedCircuit, String> {
+        if self.pk_path(id).exists() {
+            match self.load(id, &instance) {
+                Ok(prepared) => {
+                    log::info!("loaded proving key for {id}");
+                    return Ok(prepared);
+                }
+                Err(e) => log::warn!("{e}; setting up again"),
             }
         }
         log::info!("circuit-specific setup for {id}");
@@ -271,6 +358,47 @@ impl CircuitStore {
         Ok(prepared)
     }
 
+    /// The key in the shape's key file, if it fits the circuit.
+    fn load(
+        &self,
+        id: &str,
+        instance: impl Fn() -> Box<dyn CircuitInstance>,
+    ) -> Result<PreparedCircuit, String> {
+        let path = self.pk_path(id);
+        let bytes = fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        // Our own file, written atomically (or downloaded and checked
+        // against its digest): skip the subgroup checks that would make
+        // loading a large key slow.
+        let pk = ProvingKey::<Bls12_381>::deserialize_uncompressed_unchecked(&bytes[..])
+            .map_err(|e| format!("stored key for {id} is unreadable ({e})"))?;
+        drop(bytes);
+        PreparedCircuit::from_key(id, pk, instance())
+            .map_err(|e| format!("stored key for {id} does not fit the circuit ({e})"))
+    }
+
+    /// Makes the fleet's published key this node's: the proving key copied
+    /// from the database unless the local file is already it, the
+    /// verifying key file written, the key loaded.
+    fn adopt(
+        &self,
+        lock: &mut KeyLock,
+        id: &str,
+        key: &SharedKey,
+        instance: impl Fn() -> Box<dyn CircuitInstance>,
+    ) -> Result<PreparedCircuit, KeyError> {
+        let pk_path = self.pk_path(id);
+        if file_sha256(&pk_path).ok() != Some(key.pk_sha256) {
+            log::info!("copying the fleet's key for {id} ({} bytes)", key.pk_bytes);
+            lock.download(key, &pk_path).map_err(unavailable)?;
+        }
+        write_atomically(&self.vk_path(id), &key.vk).map_err(KeyError::Failed)?;
+        let prepared = self
+            .load(id, instance)
+            .map_err(|e| KeyError::Failed(format!("the fleet's key: {e}")))?;
+        log::info!("loaded the fleet's key for {id}");
+        Ok(prepared)
+    }
+
     fn persist(&self, prepared: &PreparedCircuit) -> Result<(), String> {
         let id = &prepared.circuit_id;
         let mut pk = Vec::new();
@@ -278,15 +406,29 @@ impl CircuitStore {
             .pk
             .serialize_uncompressed(&mut pk)
             .map_err(|e| e.to_string())?;
-        let mut vk = Vec::new();
-        prepared
-            .pk
-            .vk
-            .serialize_compressed(&mut vk)
-            .map_err(|e| e.to_string())?;
         write_atomically(&self.pk_path(id), &pk)?;
-        write_atomically(&self.vk_path(id), &vk)
+        write_atomically(&self.vk_path(id), &vk_bytes(&prepared.pk.vk)?)
     }
+}
+
+/// A failure to use the fleet's key store, said as such.
+fn unavailable(error: String) -> KeyError {
+    KeyError::Unavailable(format!("the fleet's key store: {error}"))
+}
+
+/// A verifying key as it is stored and served: compressed.
+fn vk_bytes(vk: &VerifyingKey<Bls12_381>) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    vk.serialize_compressed(&mut bytes).map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+/// A file's SHA-256, read a buffer at a time (a key file can be larger
+/// than the memory to spare).
+fn file_sha256(path: &Path) -> io::Result<[u8; 32]> {
+    let mut digest = Sha256::new();
+    io::copy(&mut fs::File::open(path)?, &mut digest)?;
+    Ok(digest.finalize().into())
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {

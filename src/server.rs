@@ -289,14 +289,24 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     let gates = web::Data::new(Gates::new(gate));
     let metrics = metrics_handle();
     cuzk_actors::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
-    let store = Arc::new(CircuitStore::open(&config.data_dir).map_err(ServerError::Storage)?);
-    let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
-    // A PostgreSQL store makes this daemon a node of the fleet on it.
+    // A PostgreSQL store makes this daemon a node of the fleet on it, whose
+    // nodes share the built-in circuits' keys through it.
     let node = match &config.store.url {
         Some(_) => Some(config.fleet.node_name().map_err(ServerError::Refused)?),
         None => None,
     };
     let fleet_store = config.store.url.as_ref().zip(node.as_deref());
+    let keys = match &config.store.url {
+        // The database client blocks: it connects off this (actix) thread.
+        Some(url) => std::thread::scope(|scope| {
+            scope.spawn(|| CircuitStore::open_shared(&config.data_dir, url)).join().unwrap_or_else(|_| {
+                Err("connecting the shared key store panicked".to_string())
+            })
+        }),
+        None => CircuitStore::open(&config.data_dir),
+    };
+    let store = Arc::new(keys.map_err(ServerError::Storage)?);
+    let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
     let jobs = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
     // A fleet node restores nothing: jobs stay in the database, and its
     // partitions come as claims.

@@ -15,6 +15,7 @@
 //! reconnects) and the writer retries them every second until a commit
 //! succeeds. Meanwhile `health()` reports the failure.
 
+mod keys_pg;
 mod leases;
 mod migrate;
 mod open;
@@ -35,6 +36,7 @@ use cuzk_actors::store::{
 };
 use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
 
+pub use keys_pg::{KeyLock, SharedKey, SharedKeys};
 pub use leases::{Claim, Leases};
 pub use pg::{client_config, describe, StoreUrl};
 

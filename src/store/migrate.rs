@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "jobs", include_str!("../../migrations/0001_jobs.sql")),
     (2, "leases", include_str!("../../migrations/0002_leases.sql")),
     (3, "fleet", include_str!("../../migrations/0003_fleet.sql")),
+    (4, "keys", include_str!("../../migrations/0004_keys.sql")),
 ];
 
 /// The advisory lock key ("cuzk" and "mig" in ASCII): one per database, so
