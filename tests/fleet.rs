@@ -31,14 +31,16 @@ struct Node {
     port: u16,
 }
 
-/// A node's settings: the simulated backend fast, a short lease so that a
-/// killed node's partitions move on within a test, a quick poll.
-fn config_file(dir: &Path, lease_secs: u64) -> std::path::PathBuf {
+/// A node's settings: `backend` (the simulated one fast), a short lease
+/// so that a killed node's partitions move on within a test, a quick poll.
+fn config_file(dir: &Path, backend: &str, lease_secs: u64) -> std::path::PathBuf {
     let path = dir.join("cuzk.toml");
     std::fs::write(
         &path,
         format!(
-            r#"backend = "sim"
+            r#"backend = "{backend}"
+[cpu]
+threads_per_device = 1
 [sim]
 profile = "winning-post"
 time_scale = 0.01
@@ -62,10 +64,14 @@ fn free_port() -> u16 {
 
 impl Node {
     fn start(schema: &PgSchema, name: &str, lease_secs: u64) -> Node {
+        Self::start_on(schema, name, "sim", lease_secs)
+    }
+
+    fn start_on(schema: &PgSchema, name: &str, backend: &str, lease_secs: u64) -> Node {
         let dir = tempfile::tempdir().unwrap();
         let mut node = Node { serve: None, name: name.into(), url: String::new(), dir, port: free_port() };
         node.url = format!("http://127.0.0.1:{}", node.port);
-        config_file(node.dir.path(), lease_secs);
+        config_file(node.dir.path(), backend, lease_secs);
         node.run(schema);
         node
     }
@@ -311,4 +317,34 @@ fn postgres_restart_under_fleet_load_costs_503s_and_no_acknowledged_job() {
     let views = wait_all(&[&nodes[0], &nodes[1]], &acknowledged, Duration::from_secs(180));
     assert!(views.iter().all(|v| v["status"] == "done"), "no acknowledged job lost");
     proved_once(&schema, &acknowledged, 2, &[&nodes[0], &nodes[1]]);
+}
+
+/// Real proofs: two nodes on the CPU backend share one job's partitions and
+/// one proving key (set up once, by whichever node needed it first); both
+/// serve that key, and every proof verifies against it.
+#[test]
+fn postgres_fleet_proves_one_job_on_two_cpu_nodes_under_one_key() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(schema) = PgSchema::create("postgres_fleet_cpu") else { return };
+    let nodes: Vec<Node> = ["a", "b"].iter().map(|name| Node::start_on(&schema, name, "cpu", 30)).collect();
+    let body = json!({"circuit": "mimc-chain", "params": {"log2_constraints": 6}, "partitions": 8, "seed": 11});
+    let (status, accepted) = nodes[0].submit(&body);
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["id"].as_str().unwrap().to_string();
+    let view = &wait_all(&[&nodes[1]], std::slice::from_ref(&id), Duration::from_secs(300))[0];
+    assert_eq!(view["status"], "done", "{view}");
+    let by_node = proved_once(&schema, std::slice::from_ref(&id), 8, &[&nodes[0], &nodes[1]]);
+    // A node holds at most synthesis_threads + 1 = 3 waiting partitions,
+    // fewer than 8: both nodes were woken by the submission and claimed.
+    assert_eq!(by_node.len(), 2, "both nodes proved some: {by_node:?}");
+    let (status, proofs) = nodes[1].get(&format!("/v1/jobs/{id}/proofs"));
+    assert_eq!(status, 200, "{proofs}");
+    let circuit_id = proofs["circuit_id"].as_str().unwrap();
+    let vks: Vec<_> = nodes.iter().map(|n| cuzk::client::fetch_vk(&n.url, circuit_id, None).unwrap()).collect();
+    assert_eq!(vks[0], vks[1], "every node serves the fleet's key");
+    let results = cuzk::client::verify_proofs(&vks[0], &proofs).unwrap();
+    assert_eq!(results.len(), 8);
+    assert!(results.iter().all(|(_, valid)| *valid), "{results:?}");
+    let setups: i64 = schema.client().query_one("SELECT count(*) FROM cuzk_keys", &[]).unwrap().get(0);
+    assert_eq!(setups, 1, "one key for the shape, fleet-wide");
 }
