@@ -9,6 +9,8 @@
 # PostgreSQL refuses to run as root: as root, the cluster belongs to the
 # system user cuzk-pg-test (created here when missing).
 #   scripts/pg-test-cluster.sh cargo test --locked --test job_store
+# CUZK_PG_PRELOAD names server libraries to preload (the fleet benchmark's
+# pg_stat_statements: CUZK_PG_PRELOAD=pg_stat_statements).
 set -euo pipefail
 
 [ "$#" -gt 0 ] || { echo "usage: $0 COMMAND [ARG...]" >&2; exit 2; }
@@ -54,10 +56,17 @@ port = $port
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
 max_connections = 200
+shared_preload_libraries = '${CUZK_PG_PRELOAD:-}'
 EOF
 $pg_ctl_line start > /dev/null || { cat "$dir/server.log" >&2; exit 1; }
 PGPASSWORD="$password" "$bindir/psql" -q -h 127.0.0.1 -p "$port" -U cuzk -d postgres -c 'CREATE DATABASE cuzk_test' > /dev/null
 
+if [ -n "${CUZK_PG_PRELOAD:-}" ]; then
+    for extension in ${CUZK_PG_PRELOAD//,/ }; do
+        PGPASSWORD="$password" "$bindir/psql" -q -h 127.0.0.1 -p "$port" -U cuzk -d cuzk_test \
+            -c "CREATE EXTENSION IF NOT EXISTS $extension" > /dev/null
+    done
+fi
 export CUZK_TEST_PG_URL="postgres://cuzk:$password@127.0.0.1:$port/cuzk_test"
 export CUZK_TEST_PG_CTL="$pg_ctl_line"
 echo "== PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on 127.0.0.1:$port ($dir)"

@@ -91,7 +91,14 @@ impl Fleet {
                             claimer_settings.node
                         );
                     }
-                    leases.listen().map_err(|e| e.to_string())?;
+                    // A database without LISTEN (older YugabyteDB) still
+                    // works: the poll finds the work, later.
+                    if let Err(e) = leases.listen() {
+                        log::warn!(
+                            "fleet: no wake-ups from the database ({e}); looking for work every {:?} instead",
+                            claimer_settings.poll
+                        );
+                    }
                     Ok(leases)
                 });
             match connected {

@@ -48,6 +48,11 @@ const DURATION_BUCKETS: &[f64] = &[
     120.0, 300.0, 600.0,
 ];
 
+/// Database round trips: 100 µs (loopback) to 10 s (a database in trouble).
+const DATABASE_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 10.0,
+];
+
 const fn counter(
     name: &'static str,
     unit: &'static str,
@@ -314,11 +319,14 @@ pub const FLEET_HELD: MetricDef = gauge(
     &[],
     "Partitions this node holds leases on now.",
 );
-pub const FLEET_DB: MetricDef = histogram(
-    "cuzk_fleet_db_seconds",
-    &["op"],
-    "Round trips to the fleet's database, by operation (claim, renew, submit, read, cancel, status).",
-);
+pub const FLEET_DB: MetricDef = MetricDef {
+    buckets: DATABASE_BUCKETS,
+    ..histogram(
+        "cuzk_fleet_db_seconds",
+        &["op"],
+        "Round trips to the fleet's database, by operation (claim, renew, submit, read, cancel, status).",
+    )
+};
 /// The operations `cuzk_fleet_db_seconds` is labelled with.
 pub const FLEET_DB_OPS: &[&str] = &["claim", "renew", "submit", "read", "cancel", "status"];
 

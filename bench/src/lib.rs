@@ -6,6 +6,7 @@
 //! counts of Filecoin's circuits at any sector size).
 
 pub mod filecoin;
+pub mod fleet;
 pub mod gpu;
 pub mod scheduler;
 pub mod shape;

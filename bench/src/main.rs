@@ -1,4 +1,4 @@
-//! The `cuzk-bench` command: `scheduler`, `gpu`, `filecoin`, `synthesis` and
+//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis` and
 //! `shape`. A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
@@ -18,6 +18,9 @@ struct Cli {
 enum Command {
     /// How busy the scheduler keeps every GPU (simulated backend).
     Scheduler(cuzk_bench::scheduler::SchedulerBenchArgs),
+    /// N daemons sharing one PostgreSQL (simulated backend): throughput,
+    /// busy fractions and the database's cost, for each N.
+    Fleet(cuzk_bench::fleet::FleetBenchArgs),
     /// MSM, NTT and whole partitions on a CUDA device against the CPU engine
     /// (needs a build with `--features cuda`).
     Gpu(cuzk_bench::gpu::GpuBenchArgs),
@@ -35,6 +38,10 @@ enum Command {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.which {
         Command::Scheduler(args) => cuzk_bench::scheduler::run(&args),
+        Command::Fleet(args) => {
+            println!("{}", cuzk_bench::fleet::run(&args)?);
+            Ok(())
+        }
         Command::Gpu(args) => {
             println!("{}", cuzk_bench::gpu::run(&args)?);
             Ok(())

@@ -89,3 +89,16 @@ impl Pool {
         StoreError::unavailable(format!("fleet database {}: {why}", self.shown))
     }
 }
+
+impl Drop for Pool {
+    /// The client drives a runtime of its own, which must not be dropped on
+    /// an async runtime's thread (the daemon's, where the pool goes with
+    /// the handlers' state): the idle connections close on a thread of
+    /// their own.
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut self.state.get_mut().unwrap_or_else(|e| e.into_inner()).0);
+        if !idle.is_empty() {
+            let _ = std::thread::Builder::new().name("cuzk-pool-close".into()).spawn(move || drop(idle));
+        }
+    }
+}

@@ -21,11 +21,11 @@ use super::Settings;
 /// How long the renewer waits for the tracker's answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Renews until the process exits: partitions still running through a
-/// shutdown's drain keep their leases.
+/// Renews until the tracker stops (the daemon is gone): partitions still
+/// running through a shutdown's drain keep their leases.
 pub(super) fn run(settings: Settings, tracker: Addr<Tracker>, mut leases: Option<Leases>) {
     let every = settings.lease / 3;
-    loop {
+    while tracker.connected() {
         let started = Instant::now();
         if let Err(e) = round(&settings, &tracker, &mut leases) {
             log::warn!("fleet: renewing leases failed ({e}); retrying in {every:?}");

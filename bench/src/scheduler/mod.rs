@@ -14,7 +14,7 @@ mod chart;
 mod collector;
 mod load;
 mod observe;
-mod plan;
+pub(crate) mod plan;
 mod report;
 
 use std::path::PathBuf;

@@ -18,13 +18,13 @@ const CAPACITY_MARGIN: f64 = 1.3;
 pub(super) const SAMPLE_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The settings of one run, defaults resolved.
-pub(super) struct Plan {
+pub(crate) struct Plan {
     /// The command line as given.
     pub(super) args: SchedulerBenchArgs,
     /// The simulated backend's durations and reservation.
     pub(super) profile: SimProfile,
     /// `--synthesis-threads`, or enough to outrun the GPUs.
-    pub(super) synthesis_threads: usize,
+    pub(crate) synthesis_threads: usize,
     /// `--finalizer-threads`, or enough to keep up with the GPUs.
     pub(super) finalizer_threads: usize,
     /// `--budget`, or room for every partition the pipeline holds.
@@ -32,13 +32,13 @@ pub(super) struct Plan {
     /// The feeder submits jobs while fewer partitions wait for synthesis.
     pub(super) queued_low_water: usize,
     /// Pipeline fill left out of the figures.
-    pub(super) warmup: Duration,
+    pub(crate) warmup: Duration,
     /// The measured window's length.
-    pub(super) duration: Duration,
+    pub(crate) duration: Duration,
 }
 
 impl Plan {
-    pub(super) fn new(args: &SchedulerBenchArgs) -> Result<Self, String> {
+    pub(crate) fn new(args: &SchedulerBenchArgs) -> Result<Self, String> {
         let profile = SimProfile::by_name(&args.profile)?;
         if args.devices == 0 || args.workers_per_device == 0 {
             return Err("--devices and --workers-per-device must be at least 1".into());
@@ -103,7 +103,7 @@ impl Plan {
         })
     }
 
-    pub(super) fn config(&self, data_dir: &Path) -> Config {
+    pub(crate) fn config(&self, data_dir: &Path) -> Config {
         Config {
             listen: "127.0.0.1:0".into(),
             data_dir: data_dir.to_path_buf(),
@@ -152,7 +152,7 @@ impl Plan {
     }
 
     /// A job of the profile's shape; the feeder gives each its own seed.
-    pub(super) fn job_body(&self) -> Value {
+    pub(crate) fn job_body(&self) -> Value {
         json!({
             "circuit": "mimc-chain",
             "params": { "log2_constraints": 4 },
