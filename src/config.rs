@@ -399,3 +399,24 @@ fn cgroup_memory_limit() -> Option<u64> {
     .iter()
     .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FleetConfig;
+
+    #[test]
+    fn a_node_name_and_lease_are_checked() {
+        let named = |node: &str| FleetConfig { node: Some(node.into()), ..FleetConfig::default() };
+        assert_eq!(named("gpu-a").node_name().unwrap(), "gpu-a");
+        for bad in ["", "two words", "t\u{e9}st", &"x".repeat(129)] {
+            let error = named(bad).node_name().unwrap_err();
+            assert!(error.contains("fleet.node"), "{bad:?}: {error}");
+        }
+        let short = FleetConfig { lease_secs: 2, ..named("a") };
+        assert!(short.node_name().unwrap_err().contains("lease_secs"));
+        let never = FleetConfig { poll_secs: 0, ..named("a") };
+        assert!(never.node_name().unwrap_err().contains("poll_secs"));
+        // Unset: the hostname, which is a valid name on any Linux host.
+        assert!(!FleetConfig::default().node_name().unwrap().is_empty());
+    }
+}

@@ -174,6 +174,21 @@ fn head_is_answered_where_get_is() {
     assert!(matches!(missing, Err(ureq::Error::Status(404, _))), "{missing:?}");
 }
 
+/// The fleet's view needs a fleet; an unknown scope is refused by name.
+#[test]
+fn status_scope_fleet_needs_a_fleet_node_and_unknown_scopes_are_refused() {
+    let d = start();
+    let (status, body) = d.get("/v1/status?scope=fleet");
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("store.url"), "{body}");
+    let (status, body) = d.get("/v1/status?scope=everything");
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("\"everything\""), "{body}");
+    let (status, body) = d.get("/v1/status?scope=node");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.get("node").is_none(), "a single daemon has no node name: {body}");
+}
+
 #[test]
 fn client_inputs_are_proved_and_checked() {
     let d = start();

@@ -3,8 +3,8 @@
 //! schema of its own. A feeder keeps the fleet's queue full by submitting
 //! jobs to the nodes in turn; after a warm-up, one window is measured:
 //! partitions proved per second (from the database), each simulated
-//! device's busy fraction (its GPU workers' busy time over the window, from
-//! each node's /v1/workers), the claim statement's latency (p50, p99, from
+//! device's busy fraction (its one GPU worker's busy time over the window,
+//! from each node's /v1/workers), the claim statement's latency (p50, p99, from
 //! `cuzk_fleet_db_seconds{op="claim"}`, to its bucket's bound) and the
 //! database's own cost per partition (statements and milliseconds of
 //! execution from `pg_stat_statements`, when the server preloads it:
@@ -58,7 +58,7 @@ pub struct FleetBenchArgs {
 struct Figures {
     nodes: usize,
     partitions_per_s: f64,
-    /// Per node, per device: its workers' mean busy fraction.
+    /// Per node, per device: its worker's busy fraction.
     busy: Vec<Vec<f64>>,
     claim_p50_ms: f64,
     claim_p99_ms: f64,
@@ -70,7 +70,9 @@ pub fn run(args: &FleetBenchArgs) -> Result<String, String> {
     let node_args = SchedulerBenchArgs {
         profile: args.profile.clone(),
         devices: args.devices,
-        workers_per_device: 2,
+        // One worker per device: its busy time is the device's, and any gap
+        // in feeding it (a claim too late, synthesis behind) shows as idle.
+        workers_per_device: 1,
         duration: args.duration,
         time_scale: args.time_scale,
         jitter: 0.1,
@@ -191,7 +193,7 @@ fn feed(urls: &[String], url: &str, low_water: usize, body: &Value, stop: &Atomi
 struct Sample {
     at: Instant,
     proved: i64,
-    /// Per node, per device: its workers' busy seconds, summed / workers.
+    /// Per node, per device: its worker's busy seconds.
     busy: Vec<Vec<f64>>,
     /// The claim histogram: (bucket bound, cumulative count).
     claim_buckets: Vec<(f64, f64)>,
@@ -252,7 +254,7 @@ fn quantile(buckets: &[(f64, f64)], q: f64) -> f64 {
 
 fn report(args: &FleetBenchArgs, plan: &Plan, runs: &[Figures]) -> String {
     let mut out = format!(
-        "fleet benchmark: profile {}, time scale {}, {} device(s) x 2 workers per node, {} synthesis threads per node, {} s measured\n",
+        "fleet benchmark: profile {}, time scale {}, {} device(s) x 1 worker per node, {} synthesis threads per node, {} s measured\n",
         args.profile, args.time_scale, args.devices, plan.synthesis_threads, args.duration
     );
     out.push_str("| nodes | partitions/s | vs N x one node | busy per device | claim p50 / p99 (bucket bound) | DB per partition |\n");
