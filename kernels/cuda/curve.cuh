@@ -35,74 +35,72 @@ struct Jacobian {
     DEV bool is_inf() const { return Z.is_zero(); }
     DEV Jacobian to_jacobian() const { return *this; }  // as XYZZ's, for msm_level0
 
-    // dbl-2009-l
+    // dbl-2009-l, Z3 first so that Y and Z die early (see add_affine).
     DEV Jacobian dbl() const {
         if (is_inf()) return *this;
-        F A = X.sqr();
+        Jacobian r;
+        r.Z = (Y * Z).dbl();
         F B = Y.sqr();
+        F A = X.sqr();
         F C = B.sqr();
         F D = (X + B).sqr() - A - C;
         D = D.dbl();
         F E = A.dbl() + A;
-        F Fv = E.sqr();
-        Jacobian r;
-        r.X = Fv - D.dbl();
-        F C8 = C.dbl().dbl().dbl();
-        r.Y = E * (D - r.X) - C8;
-        r.Z = (Y * Z).dbl();
+        r.X = E.sqr() - D.dbl();
+        r.Y = E * (D - r.X) - C.dbl().dbl().dbl();
         return r;
     }
 
-    // madd-2007-bl: this + affine q
+    // madd-2007-bl: this + affine q. Written in the order that ends each
+    // temporary's life soonest: the Fq products are out-of-line calls, which
+    // ptxas does not move, so source order is the schedule, and everything
+    // live across a call must sit in a register or spill (G2 at 255).
     DEV Jacobian add_affine(const Affine<F>& q) const {
         if (q.is_inf()) return *this;
         if (is_inf()) return from_affine(q);
         F Z1Z1 = Z.sqr();
-        F U2 = q.x * Z1Z1;
-        F S2 = q.y * Z * Z1Z1;
-        F H = U2 - X;
-        F rr = S2 - Y;
+        F H = q.x * Z1Z1 - X;
+        F rr = q.y * Z * Z1Z1 - Y;
+        F HH = H.sqr();
+        Jacobian r;
+        r.Z = (Z + H).sqr() - Z1Z1 - HH;
         if (H.is_zero()) {
             if (rr.is_zero()) return from_affine(q).dbl();
             return inf();
         }
         rr = rr.dbl();
-        F HH = H.sqr();
         F I = HH.dbl().dbl();
         F J = H * I;
         F V = X * I;
-        Jacobian r;
         r.X = rr.sqr() - J - V.dbl();
         r.Y = rr * (V - r.X) - (Y * J).dbl();
-        r.Z = (Z + H).sqr() - Z1Z1 - HH;
         return r;
     }
 
-    // add-2007-bl
+    // add-2007-bl, ordered as add_affine. The P = Q case doubles q (the same
+    // point), so this point's coordinates die as soon as they are consumed.
     DEV Jacobian add(const Jacobian& q) const {
         if (q.is_inf()) return *this;
         if (is_inf()) return q;
-        F Z1Z1 = Z.sqr();
         F Z2Z2 = q.Z.sqr();
         F U1 = X * Z2Z2;
-        F U2 = q.X * Z1Z1;
         F S1 = Y * q.Z * Z2Z2;
-        F S2 = q.Y * Z * Z1Z1;
-        F H = U2 - U1;
-        F rr = S2 - S1;
+        F Z1Z1 = Z.sqr();
+        F Zs = (Z + q.Z).sqr() - Z1Z1 - Z2Z2;
+        F H = q.X * Z1Z1 - U1;
+        F rr = q.Y * Z * Z1Z1 - S1;
         if (H.is_zero()) {
-            if (rr.is_zero()) return dbl();
+            if (rr.is_zero()) return q.dbl();
             return inf();
         }
+        Jacobian r;
+        r.Z = Zs * H;
         rr = rr.dbl();
-        F H2 = H.dbl();
-        F I = H2.sqr();
+        F I = H.dbl().sqr();
         F J = H * I;
         F V = U1 * I;
-        Jacobian r;
         r.X = rr.sqr() - J - V.dbl();
         r.Y = rr * (V - r.X) - (S1 * J).dbl();
-        r.Z = ((Z + q.Z).sqr() - Z1Z1 - Z2Z2) * H;
         return r;
     }
 

@@ -305,9 +305,17 @@ __device__ __forceinline__ void msm_segments(const Jacobian<F>* pts, const uint3
         if (cnt[b]) run = run.add(pts[off[b]]);
         acc = acc.add(run);
     }
-    // acc = sum (k - first + 1) B_k over values; add first * run (value a-1 = first).
-    if (first) acc = acc.add(run.mul_small(first));
+    // acc = sum (k - first + 1) B_k over values; add first * run (value a-1 =
+    // first). acc waits in memory meanwhile: held in registers beside run and
+    // the multiple, it spilled (G2: 4 KB of spill stores in this kernel).
+    // The empty asm with a memory clobber makes the compiler reload acc
+    // instead of keeping the stored value live.
     seg_out[id] = acc;
+    if (first) {
+        Jacobian<F> m = run.mul_small(first);
+        asm volatile("" ::: "memory");
+        seg_out[id] = m.add(seg_out[id]);
+    }
 }
 
 // Block per window (blockDim 128): sum the window's segments.
