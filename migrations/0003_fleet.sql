@@ -26,5 +26,7 @@ SELECT setval('cuzk_job_seq', coalesce((SELECT max(seq) FROM cuzk_jobs), 0) + 1,
 ALTER TABLE cuzk_leases ADD COLUMN circuit_id text NOT NULL DEFAULT '';
 ALTER TABLE cuzk_leases ADD COLUMN stage text;
 
--- The node that proved a partition (or failed it).
+-- The node that proved a partition (or failed it), and what it saw of it
+-- (timings, worker, GPU phases: a PartitionView), shown by every node.
 ALTER TABLE cuzk_partitions ADD COLUMN node text;
+ALTER TABLE cuzk_partitions ADD COLUMN detail json;

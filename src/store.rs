@@ -38,7 +38,7 @@ use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
 
 pub use keys_pg::{KeyLock, SharedKey, SharedKeys};
 pub use leases::{Claim, Leases};
-pub use pg::{client_config, describe, StoreUrl};
+pub use pg::{client_config, describe, report_end, StoreUrl};
 
 /// The job store in one redb file.
 pub type RedbJobStore = ThreadedStore<redb_file::RedbFile>;

@@ -30,6 +30,9 @@ pub struct TestDaemon {
     pub daemon: RunningDaemon,
     pub url: String,
     _dir: tempfile::TempDir,
+    /// With `CUZK_TEST_STORE=postgres`: the daemon's own schema (a fleet of
+    /// one node), dropped after it.
+    _schema: Option<PgSchema>,
 }
 
 pub fn test_config(dir: &std::path::Path) -> Config {
@@ -44,10 +47,22 @@ pub fn test_config(dir: &std::path::Path) -> Config {
     config
 }
 
+/// A daemon with the test settings as `edit` changes them. With
+/// `CUZK_TEST_STORE=postgres` (and the test cluster's CUZK_TEST_PG_URL) its
+/// job store is a schema of its own on PostgreSQL, which makes it a fleet
+/// node: the same tests, the other store.
 pub fn start_with(edit: impl FnOnce(&mut Config)) -> TestDaemon {
     let _ = env_logger::builder().is_test(true).try_init();
     let dir = tempfile::tempdir().expect("temp dir");
     let mut config = test_config(dir.path());
+    let schema = match std::env::var("CUZK_TEST_STORE").as_deref() {
+        Ok("postgres") => Some(PgSchema::create("a test daemon").expect("CUZK_TEST_STORE=postgres needs CUZK_TEST_PG_URL")),
+        _ => None,
+    };
+    if let Some(schema) = &schema {
+        config.store.url = Some(schema.url.clone());
+        config.fleet.node = Some("test".into());
+    }
     edit(&mut config);
     let daemon = spawn(config, CircuitRegistry::builtin()).expect("daemon starts");
     let url = daemon.url();
@@ -55,6 +70,7 @@ pub fn start_with(edit: impl FnOnce(&mut Config)) -> TestDaemon {
         daemon,
         url,
         _dir: dir,
+        _schema: schema,
     }
 }
 

@@ -99,12 +99,12 @@ fn jobs_survive_a_reopen_and_removal_takes_all_of_a_job(place: &Place) {
             StoreWrite::Accepted(record("a", 1)),
             // An id that is a prefix of another must not share its rows.
             StoreWrite::Accepted(record("ab", 3)),
-            StoreWrite::PartitionProved { job: JobId("a".into()), index: 2, proof: proof(9) },
-            StoreWrite::PartitionProved { job: JobId("a".into()), index: 1, proof: proof(5) },
+            StoreWrite::PartitionProved { job: JobId("a".into()), index: 2, proof: proof(9), detail: None },
+            StoreWrite::PartitionProved { job: JobId("a".into()), index: 1, proof: proof(5), detail: None },
             // Recorded twice: one proof per partition, the last one.
-            StoreWrite::PartitionProved { job: JobId("a".into()), index: 0, proof: proof(1) },
-            StoreWrite::PartitionProved { job: JobId("a".into()), index: 0, proof: proof(2) },
-            StoreWrite::PartitionProved { job: JobId("ab".into()), index: 0, proof: proof(7) },
+            StoreWrite::PartitionProved { job: JobId("a".into()), index: 0, proof: proof(1), detail: None },
+            StoreWrite::PartitionProved { job: JobId("a".into()), index: 0, proof: proof(2), detail: None },
+            StoreWrite::PartitionProved { job: JobId("ab".into()), index: 0, proof: proof(7), detail: None },
             StoreWrite::PartitionFailed { job: JobId("b".into()), index: 1, error: "boom".into() },
             StoreWrite::Finished { job: JobId("a".into()), outcome: done.clone() },
         ],
@@ -179,7 +179,7 @@ fn rows_of_a_job_never_recorded_are_not_written(place: &Place) {
     write_all(
         &*store,
         vec![
-            StoreWrite::PartitionProved { job: ghost.clone(), index: 0, proof: proof(1) },
+            StoreWrite::PartitionProved { job: ghost.clone(), index: 0, proof: proof(1), detail: None },
             StoreWrite::PartitionFailed { job: ghost.clone(), index: 1, error: "boom".into() },
             StoreWrite::Finished { job: ghost.clone(), outcome },
             StoreWrite::Accepted(record("real", 1)),
@@ -227,7 +227,7 @@ mod redb_only {
             writes.push(StoreWrite::Accepted(record(id, seq as u64)));
             for index in 0..3 {
                 let job = JobId((*id).into());
-                writes.push(StoreWrite::PartitionProved { job, index, proof: proof(0x40 + index as u8) });
+                writes.push(StoreWrite::PartitionProved { job, index, proof: proof(0x40 + index as u8), detail: None });
             }
             writes.push(StoreWrite::Finished { job: JobId((*id).into()), outcome: done.clone() });
         }

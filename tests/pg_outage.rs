@@ -40,7 +40,7 @@ fn postgres_down_refuses_new_jobs_keeps_the_rest_and_the_store_reconnects_by_its
     let failing = store.health().failing.expect("health reports the outage");
     assert!(failing.contains("127.0.0.1"), "{failing}");
     // The acknowledged job's progress waits for the database.
-    let proved = store.write(StoreWrite::PartitionProved { job: a.clone(), index: 0, proof: proof(7) });
+    let proved = store.write(StoreWrite::PartitionProved { job: a.clone(), index: 0, proof: proof(7), detail: None });
     let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: 1_700_000_100_000 };
     let finished = store.write(StoreWrite::Finished { job: a.clone(), outcome: done.clone() });
     std::thread::sleep(Duration::from_millis(1500));
@@ -120,7 +120,7 @@ fn postgres_restarted_under_load_loses_no_acknowledged_write() {
         accepted.push((id.clone(), store.write(StoreWrite::Accepted(record(&id, seq)))));
         if seq >= 1 {
             let job = JobId(format!("job-{}", seq - 1));
-            proved.push((job.clone(), store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(seq as u8) })));
+            proved.push((job.clone(), store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(seq as u8), detail: None })));
         }
         std::thread::sleep(Duration::from_millis(5));
         if restart.is_none() && started.elapsed() > Duration::from_millis(500) {

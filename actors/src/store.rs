@@ -100,6 +100,11 @@ pub enum StoreWrite {
         job: JobId,
         index: u32,
         proof: ProofRecord,
+        /// A fleet node's view of the partition (`PartitionView` as JSON:
+        /// its timings, worker, GPU phases, attempts), kept with the proof so
+        /// that every node shows it; None on a single daemon, whose tracker
+        /// keeps it.
+        detail: Option<String>,
     },
     PartitionFailed {
         job: JobId,

@@ -468,10 +468,12 @@ impl Handler<PartitionProved> for Tracker {
         let p = &mut job.partitions[msg.key.index as usize];
         p.proof = Some(msg.proof.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Done);
+        let detail = self.persistence.fleet.as_ref().and_then(|_| serde_json::to_string(&p.view(msg.key.index)).ok());
         self.record(StoreWrite::PartitionProved {
             job: msg.key.job.clone(),
             index: msg.key.index,
             proof: msg.proof,
+            detail,
         });
         self.settle(&msg.key.job, None);
     }

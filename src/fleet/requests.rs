@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use cuzk_actors::messages::{JobStatus, JobView, PartitionView, ProofsError, ProofsView, QueueFull, SubmitOutcome};
 use cuzk_actors::store::{JobOutcome, JobRecord, StoreError};
+use cuzk_actors::telemetry::JobSubmitted;
 use cuzk_actors::time::unix_ms;
 use cuzk_actors::model::ProofRecord;
 use cuzk_actors::{JobId, NewJob, Stage, TenantScope};
@@ -16,8 +17,10 @@ use postgres::error::SqlState;
 use postgres::types::Json;
 use postgres::{GenericClient, Transaction};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::Fleet;
+use crate::store::report_end;
 
 /// `GET /v1/status?scope=fleet`: what the database knows of every node.
 #[derive(Debug, Serialize)]
@@ -73,7 +76,17 @@ impl Fleet {
                     return Ok(SubmitOutcome { queue_full: Some(full), ..answer(JobStatus::Queued, false) });
                 }
                 match insert(&mut txn, &record).and_then(|()| txn.commit()) {
-                    Ok(()) => return Ok(answer(JobStatus::Queued, true)),
+                    Ok(()) => {
+                        JobSubmitted {
+                            job: &record.id.0,
+                            tenant: record.tenant.as_str(),
+                            circuit_id: &record.circuit_id,
+                            partitions: record.partitions,
+                            priority: record.priority,
+                        }
+                        .emit();
+                        return Ok(answer(JobStatus::Queued, true));
+                    }
                     Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => continue,
                     Err(e) => return Err(e),
                 }
@@ -82,23 +95,40 @@ impl Fleet {
         })
     }
 
-    /// A job's view: partitions from their results and leases, those this
-    /// node holds with the tracker's detail (`local`).
-    pub fn view(&self, id: &JobId, scope: &TenantScope, local: Option<JobView>) -> Result<Option<JobView>, StoreError> {
+    /// A job's view (`JobView`'s shape): partitions from their results and
+    /// leases, a finished one with the detail its node recorded, one this
+    /// node holds with the tracker's (`local`); the job's stage times summed
+    /// from its partitions'.
+    pub fn view(&self, id: &JobId, scope: &TenantScope, local: Option<JobView>) -> Result<Option<Value>, StoreError> {
         let Some(stored) = self.pool.with("read", |client| read_job(client, id))? else {
             return Ok(None);
         };
         if !scope.sees(&stored.record.tenant) {
             return Ok(None);
         }
-        let mut view = stored.view();
-        if let Some(local) = local {
-            for p in local.partitions {
-                let held_here = stored.leases.get(&p.index).is_some_and(|l| l.owner.as_deref() == Some(self.node.as_str()));
-                if let Some(slot) = view.partitions.get_mut(p.index as usize).filter(|_| held_here) {
-                    *slot = PartitionView { node: Some(self.node.clone()), ..p };
+        let mut view = serde_json::to_value(stored.view()).expect("a view serializes");
+        let partitions = view["partitions"].as_array_mut().expect("a view has partitions");
+        for (index, result) in &stored.results {
+            if let (Some(Value::Object(detail)), Some(Value::Object(slot))) = (&result.detail, partitions.get_mut(*index as usize)) {
+                for (key, value) in detail.iter().filter(|(key, _)| !matches!(key.as_str(), "index" | "stage" | "node")) {
+                    slot.insert(key.clone(), value.clone());
                 }
             }
+        }
+        for p in local.into_iter().flat_map(|local| local.partitions) {
+            let held_here = stored.leases.get(&p.index).is_some_and(|l| l.owner.as_deref() == Some(self.node.as_str()));
+            if let Some(slot) = partitions.get_mut(p.index as usize).filter(|_| held_here) {
+                *slot = serde_json::to_value(PartitionView { node: Some(self.node.clone()), ..p }).expect("a view serializes");
+            }
+        }
+        let mut timings = BTreeMap::new();
+        for p in partitions.iter() {
+            for (name, ms) in p["timings_ms"].as_object().into_iter().flatten().filter(|(name, _)| *name != "total") {
+                *timings.entry(name.clone()).or_insert(0.0) += ms.as_f64().unwrap_or(0.0);
+            }
+        }
+        for (name, ms) in timings {
+            view["timings_ms"][name] = ms.into();
         }
         Ok(Some(view))
     }
@@ -150,11 +180,14 @@ impl Fleet {
                 finished_unix_ms: unix_ms(SystemTime::now()),
             };
             txn.execute("DELETE FROM cuzk_leases WHERE job = $1", &[&id.0])?;
-            txn.execute(
-                "UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json WHERE id = $1",
+            let record = txn.query_one(
+                "UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
+                 WHERE id = $1 RETURNING record",
                 &[&id.0, &Json(&cancelled)],
             )?;
+            let record = record.try_get::<_, Json<JobRecord>>(0)?.0;
             txn.commit()?;
+            report_end(&record, &cancelled);
             Ok(Some(JobStatus::Cancelled))
         })
     }
@@ -239,9 +272,19 @@ fn insert(txn: &mut Transaction<'_>, record: &JobRecord) -> Result<(), postgres:
 struct StoredJob {
     record: JobRecord,
     outcome: Option<JobOutcome>,
-    /// Partitions with a result: (proved, failure, node).
-    results: BTreeMap<u32, (bool, Option<String>, Option<String>)>,
+    /// Partitions with a result.
+    results: BTreeMap<u32, Recorded>,
     leases: BTreeMap<u32, Lease>,
+}
+
+/// A partition's recorded end.
+struct Recorded {
+    proved: bool,
+    failure: Option<String>,
+    /// The node that recorded it.
+    node: Option<String>,
+    /// What that node saw of it (a `PartitionView`'s fields).
+    detail: Option<Value>,
 }
 
 struct Lease {
@@ -259,10 +302,16 @@ fn read_job(client: &mut impl GenericClient, id: &JobId) -> Result<Option<Stored
     let outcome = row.try_get::<_, Option<Json<JobOutcome>>>(1)?.map(|o| o.0);
     let mut results = BTreeMap::new();
     for row in client.query(
-        "SELECT partition_index, proof IS NOT NULL, failure, node FROM cuzk_partitions WHERE job = $1",
+        "SELECT partition_index, proof IS NOT NULL, failure, node, detail FROM cuzk_partitions WHERE job = $1",
         &[&id.0],
     )? {
-        results.insert(row.try_get::<_, i64>(0)? as u32, (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?));
+        let result = Recorded {
+            proved: row.try_get(1)?,
+            failure: row.try_get(2)?,
+            node: row.try_get(3)?,
+            detail: row.try_get::<_, Option<Json<Value>>>(4)?.map(|detail| detail.0),
+        };
+        results.insert(row.try_get::<_, i64>(0)? as u32, result);
     }
     let mut leases = BTreeMap::new();
     for row in client.query(
@@ -300,8 +349,8 @@ impl StoredJob {
                 let result = self.results.get(&index);
                 let lease = self.leases.get(&index);
                 let stage = match (result, lease) {
-                    (Some((true, _, _)), _) => Stage::Done,
-                    (Some((false, Some(_), _)), _) => Stage::Failed,
+                    (Some(Recorded { proved: true, .. }), _) => Stage::Done,
+                    (Some(Recorded { failure: Some(_), .. }), _) => Stage::Failed,
                     (_, Some(Lease { owner: Some(_), stage: Some(stage), .. })) => {
                         serde_json::from_value(serde_json::Value::String(stage.clone())).unwrap_or(Stage::Queued)
                     }
@@ -312,9 +361,9 @@ impl StoredJob {
                     stage,
                     timings_ms: BTreeMap::new(),
                     worker: None,
-                    node: result.and_then(|(_, _, node)| node.clone()).or_else(|| lease.and_then(|l| l.owner.clone())),
+                    node: result.and_then(|r| r.node.clone()).or_else(|| lease.and_then(|l| l.owner.clone())),
                     gpu_phases_ms: BTreeMap::new(),
-                    error: result.and_then(|(_, failure, _)| failure.clone()),
+                    error: result.and_then(|r| r.failure.clone()),
                     attempts: lease.map_or(1, |l| l.attempts.max(1)),
                     retried_after: None,
                 }

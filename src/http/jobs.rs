@@ -308,7 +308,7 @@ pub async fn get_job(
             let (job, scope) = (JobId(id.clone()), caller.jobs());
             ask_fleet(&state, move |fleet| fleet.view(&job, &scope, local)).await?
         }
-        None => local,
+        None => local.map(|v| serde_json::to_value(v).expect("a view serializes")),
     };
     view.map(|v| HttpResponse::Ok().json(v))
         .ok_or_else(|| job_not_found(&state, was_recovering, &id))

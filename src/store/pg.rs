@@ -278,8 +278,8 @@ impl Connection {
                     "DELETE FROM cuzk_leases WHERE job = $1 AND partition_index = $2 AND owner = $3",
                 )?,
                 prove: client.prepare(
-                    "INSERT INTO cuzk_partitions (job, partition_index, proof, public_inputs, node)
-                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job, partition_index) DO NOTHING",
+                    "INSERT INTO cuzk_partitions (job, partition_index, proof, public_inputs, node, detail)
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (job, partition_index) DO NOTHING",
                 )?,
                 fail: client.prepare(
                     "INSERT INTO cuzk_partitions (job, partition_index, failure, node) VALUES ($1, $2, $3, $4)
@@ -289,12 +289,13 @@ impl Connection {
                 end_if_done: client.prepare(
                     "UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
                      WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM cuzk_leases WHERE job = $1)
-                       AND NOT EXISTS (SELECT 1 FROM cuzk_partitions WHERE job = $1 AND proof IS NULL)",
+                       AND NOT EXISTS (SELECT 1 FROM cuzk_partitions WHERE job = $1 AND proof IS NULL)
+                     RETURNING record",
                 )?,
                 end_failed: client.prepare(
                     "WITH gone AS (DELETE FROM cuzk_leases WHERE job = $1)
                      UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
-                     WHERE id = $1",
+                     WHERE id = $1 RETURNING record",
                 )?,
             },
             client,
@@ -513,21 +514,38 @@ fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result
     }
     let now = unix_ms(std::time::SystemTime::now());
     match write {
-        StoreWrite::PartitionProved { proof, .. } => {
-            client.execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node])?;
+        StoreWrite::PartitionProved { proof, detail, .. } => {
+            let detail = detail.as_deref().and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()).map(Json);
+            client.execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node, &detail])?;
             let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: now };
-            client.execute(&sql.end_if_done, &[&job.0, &Json(&done)])?;
+            if let Some(row) = client.query_opt(&sql.end_if_done, &[&job.0, &Json(&done)])? {
+                report_end(&row.try_get::<_, Json<JobRecord>>(0)?.0, &done);
+            }
         }
         StoreWrite::PartitionFailed { error, .. } => {
             let error = error.replace('\0', "\u{fffd}");
             client.execute(&sql.fail, &[&job.0, &index, &error, &node])?;
             let error = format!("partition {index}: {error}");
             let failed = JobOutcome { stage: Stage::Failed, error: Some(error), finished_unix_ms: now };
-            client.execute(&sql.end_failed, &[&job.0, &Json(&failed)])?;
+            if let Some(row) = client.query_opt(&sql.end_failed, &[&job.0, &Json(&failed)])? {
+                report_end(&row.try_get::<_, Json<JobRecord>>(0)?.0, &failed);
+            }
         }
         _ => unreachable!("matched above"),
     }
     Ok(())
+}
+
+/// Reports a fleet job's end, which its tracker does not see (it happens in
+/// the database): the job's outcome and duration, a missed deadline. Each
+/// node reports the ends it recorded, so the nodes' counts sum to the
+/// fleet's.
+pub fn report_end(record: &JobRecord, outcome: &JobOutcome) {
+    let elapsed = std::time::Duration::from_millis(outcome.finished_unix_ms.saturating_sub(record.submitted_unix_ms));
+    if record.deadline_ms.is_some_and(|deadline| elapsed.as_millis() > u128::from(deadline)) {
+        telemetry::DeadlineMissed { job: &record.id.0, priority: record.priority, outcome: outcome.stage }.emit();
+    }
+    telemetry::JobFinished { job: &record.id.0, outcome: outcome.stage, elapsed, error: outcome.error.as_deref() }.emit();
 }
 
 fn apply(conn: &mut Connection, write: &StoreWrite) -> Result<(), postgres::Error> {
@@ -536,7 +554,7 @@ fn apply(conn: &mut Connection, write: &StoreWrite) -> Result<(), postgres::Erro
         StoreWrite::Accepted(record) => {
             client.execute(&conn.accept, &[&record.id.0, &(record.seq as i64), &Json(record)])?;
         }
-        StoreWrite::PartitionProved { job, index, proof } => {
+        StoreWrite::PartitionProved { job, index, proof, .. } => {
             let params: [&(dyn postgres::types::ToSql + Sync); 4] =
                 [&job.0, &i64::from(*index), &proof.proof, &proof.public_inputs];
             client.execute(&conn.prove, &params)?;

@@ -162,7 +162,7 @@ fn apply<'a>(
         for write in writes {
             match write {
                 StoreWrite::Accepted(record) => put(&mut table, &Row::Job(record.clone()))?,
-                StoreWrite::PartitionProved { job, index, proof } if recorded(&table, job)? => {
+                StoreWrite::PartitionProved { job, index, proof, .. } if recorded(&table, job)? => {
                     put(&mut table, &Row::proof(job, *index, proof))?
                 }
                 StoreWrite::PartitionFailed { job, index, error } if recorded(&table, job)? => {

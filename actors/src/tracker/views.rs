@@ -31,21 +31,7 @@ impl JobState {
             .partitions
             .iter()
             .enumerate()
-            .map(|(index, p)| PartitionView {
-                index: index as u32,
-                stage: p.stage,
-                timings_ms: partition_timings(p),
-                worker: p.worker.map(|w| w.to_string()),
-                node: None,
-                gpu_phases_ms: p
-                    .gpu_phases
-                    .iter()
-                    .map(|(name, d)| (*name, ms(*d)))
-                    .collect(),
-                error: p.error.clone(),
-                attempts: p.attempts,
-                retried_after: p.retried_after.clone(),
-            })
+            .map(|(index, p)| p.view(index as u32))
             .collect();
         let mut timings_ms = BTreeMap::new();
         let end = self.finished.map(|(_, at)| at).unwrap_or_else(Instant::now);
@@ -69,6 +55,22 @@ impl JobState {
             partitions,
             error: self.error.clone(),
             timings_ms,
+        }
+    }
+}
+
+impl PartitionState {
+    pub(super) fn view(&self, index: u32) -> PartitionView {
+        PartitionView {
+            index,
+            stage: self.stage,
+            timings_ms: partition_timings(self),
+            worker: self.worker.map(|w| w.to_string()),
+            node: None,
+            gpu_phases_ms: self.gpu_phases.iter().map(|(name, d)| (*name, ms(*d))).collect(),
+            error: self.error.clone(),
+            attempts: self.attempts,
+            retried_after: self.retried_after.clone(),
         }
     }
 }
