@@ -14,6 +14,7 @@ mod restore;
 mod views;
 
 use std::collections::HashMap;
+use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -25,10 +26,10 @@ use crate::messages::{
     SpanReport,
 };
 use crate::error::ErrorKind;
-use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
-use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
+use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Reservation, Stage, Tenant, WorkerId, STAGES};
+use crate::store::{FleetLoad, JobOutcome, JobRecord, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
-use crate::time::unix_ms;
+use crate::time::{from_unix_ms, unix_ms};
 
 pub const MAILBOX_CAPACITY: usize = 4096;
 
@@ -382,6 +383,23 @@ impl Tracker {
             }
         });
     }
+}
+
+/// A stored job's spec with its work rebuilt from the recorded request: on
+/// restore, and when a fleet node claims the job's partitions.
+fn recorded_spec(record: &JobRecord, reservation: Reservation, work: Arc<dyn Any + Send + Sync>) -> Arc<JobSpec> {
+    Arc::new(JobSpec::new(
+        record.id.clone(),
+        record.seq,
+        record.priority,
+        record.partitions,
+        record.circuit.clone(),
+        record.circuit_id.clone(),
+        reservation,
+        work,
+        from_unix_ms(record.submitted_unix_ms),
+        record.deadline_ms.map(Duration::from_millis),
+    ))
 }
 
 fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage) {

@@ -4,15 +4,13 @@
 //! knows; a lost lease takes a partition back out; once nothing it holds of
 //! a job is running, the job is forgotten (`settle`).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::{JobState, PartitionState, Tracker};
+use super::{recorded_spec, JobState, PartitionState, Tracker};
 use crate::messages::{Claimed, Enqueue, GetHeld, LeasesLost};
-use crate::model::{JobId, JobSpec, PartitionKey, Stage};
-use crate::time::from_unix_ms;
+use crate::model::{JobId, PartitionKey, Stage};
 
 impl Tracker {
     /// Drops a job from memory, wherever it stands, without recording
@@ -41,18 +39,7 @@ impl Handler<Claimed> for Tracker {
         let Claimed { record, work, reservation, partitions } = claimed;
         let id = record.id.clone();
         if !self.jobs.contains_key(&id) {
-            let spec = Arc::new(JobSpec::new(
-                id.clone(),
-                record.seq,
-                record.priority,
-                record.partitions,
-                record.circuit,
-                record.circuit_id,
-                reservation,
-                work,
-                from_unix_ms(record.submitted_unix_ms),
-                record.deadline_ms.map(std::time::Duration::from_millis),
-            ));
+            let spec = recorded_spec(&record, reservation, work);
             let others = (0..spec.partitions)
                 .map(|_| PartitionState { elsewhere: true, ..PartitionState::queued(spec.submitted) })
                 .collect();

@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::{JobState, PartitionState, Tracker};
+use super::{recorded_spec, JobState, PartitionState, Tracker};
 use crate::messages::{Enqueue, RestoreJobs, RestoredJob};
-use crate::model::{JobSpec, Reservation, Stage};
+use crate::model::{Reservation, Stage};
 use crate::store::StoredJob;
 use crate::time::{from_unix_ms, instant_at};
 
@@ -26,18 +26,7 @@ impl Tracker {
         };
         let StoredJob { record, mut proofs, failures, outcome } = stored;
         let digest = record.request_digest();
-        let spec = Arc::new(JobSpec::new(
-            record.id.clone(),
-            record.seq,
-            record.priority,
-            record.partitions,
-            record.circuit,
-            record.circuit_id,
-            reservation,
-            work,
-            from_unix_ms(record.submitted_unix_ms),
-            record.deadline_ms.map(std::time::Duration::from_millis),
-        ));
+        let spec = recorded_spec(&record, reservation, work);
         self.next_seq = self.next_seq.max(record.seq + 1);
         let finished = outcome
             .as_ref()
