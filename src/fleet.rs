@@ -3,7 +3,7 @@
 //!
 //! Any node takes any request: a submission is written to the database
 //! (`requests.rs`), never to this node's tracker; reads, proofs and cancels
-//! are answered from the database. Work reaches the tracker only as
+//! are answered from the database (`stored.rs`: a job as it has it). Work reaches the tracker only as
 //! partitions this node claimed (`claimer.rs`), whose leases it renews while
 //! they run (`renewer.rs`); a partition's result and the end of its lease
 //! are one transaction of the job store (`store/pg.rs`), and the one that
@@ -13,8 +13,9 @@
 
 mod claimer;
 mod pool;
-mod requests;
 mod renewer;
+mod requests;
+mod stored;
 
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
