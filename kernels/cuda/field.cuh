@@ -220,9 +220,6 @@ typedef Fp<FrParams> Fr;
 DEVI Fq fq_mul_call(Fq a, Fq b) { return a.mul_inline(b); }
 
 // Fq2 = Fq[u]/(u^2+1); arkworks' layout: c0 then c1.
-struct Fq2;
-DEVI Fq2 fq2_mul_call(Fq2 a, Fq2 b);
-DEVI Fq2 fq2_sqr_call(Fq2 a);
 struct Fq2 {
     Fq c0, c1;
     static DEV Fq2 zero() { Fq2 r; r.c0 = Fq::zero(); r.c1 = Fq::zero(); return r; }
@@ -234,49 +231,21 @@ struct Fq2 {
     DEV Fq2 operator-(const Fq2& o) const { Fq2 r; r.c0 = c0 - o.c0; r.c1 = c1 - o.c1; return r; }
     DEV Fq2 neg() const { Fq2 r; r.c0 = c0.neg(); r.c1 = c1.neg(); return r; }
     DEV Fq2 dbl() const { Fq2 r; r.c0 = c0.dbl(); r.c1 = c1.dbl(); return r; }
-    // The device multiplies with lazy reduction (ptx::fp2_mul: three wide
-    // products, two reductions), out of line as Fq's product is; the host's
-    // Karatsuba over three Montgomery products is the reference it is checked
-    // against.
     DEV Fq2 operator*(const Fq2& o) const {
-#ifdef __CUDA_ARCH__
-        return fq2_mul_call(*this, o);
-#else
-        Fq a = c0 * o.c0;
-        Fq b = c1 * o.c1;
-        Fq s = (c0 + c1) * (o.c0 + o.c1);
+        Fq a = fq_mul_call(c0, o.c0);
+        Fq b = fq_mul_call(c1, o.c1);
+        Fq s = fq_mul_call(c0 + c1, o.c0 + o.c1);
         Fq2 r;
         r.c0 = a - b;
         r.c1 = s - a - b;
         return r;
-#endif
     }
-    // The device squares as it multiplies (ptx::fp2_sqr, one call; no fewer
-    // limb products, but no Fq calls in the G2 kernels).
     DEV Fq2 sqr() const {
-#ifdef __CUDA_ARCH__
-        return fq2_sqr_call(*this);
-#else
-        Fq a = (c0 + c1) * (c0 - c1);
-        Fq b = c0 * c1;
+        Fq a = fq_mul_call(c0 + c1, c0 - c1);
+        Fq b = fq_mul_call(c0, c1);
         Fq2 r;
         r.c0 = a;
         r.c1 = b.dbl();
         return r;
-#endif
     }
 };
-
-#ifdef __CUDA_ARCH__
-// Operands by value, as fq_mul_call's (they travel in registers).
-DEVI Fq2 fq2_mul_call(Fq2 a, Fq2 b) {
-    Fq2 r;
-    ptx::fp2_mul<FqParams>(r.c0.v, r.c1.v, a.c0.v, a.c1.v, b.c0.v, b.c1.v);
-    return r;
-}
-DEVI Fq2 fq2_sqr_call(Fq2 a) {
-    Fq2 r;
-    ptx::fp2_sqr<FqParams>(r.c0.v, r.c1.v, a.c0.v, a.c1.v);
-    return r;
-}
-#endif
