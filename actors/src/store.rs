@@ -1,7 +1,8 @@
 //! Durable job state: what the Tracker records so that a restarted daemon
 //! resumes unfinished jobs and still serves finished ones. The trait knows no
-//! storage engine; the daemon implements it (an embedded file today, a shared
-//! database later).
+//! storage engine; the daemon implements it (an embedded file, or a database
+//! a fleet of daemons shares, whose nodes' trackers hold only the partitions
+//! they claimed: `Persistence::fleet`).
 
 use std::collections::BTreeMap;
 use std::error::Error;
