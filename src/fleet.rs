@@ -17,11 +17,12 @@ mod renewer;
 mod requests;
 mod stored;
 
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use cuzk_actors::store::{FleetLoad, JobStore};
 use cuzk_actors::ProvingSystem;
+use tokio::sync::oneshot;
 
 use crate::config::Config;
 use crate::job_input::JobParser;
@@ -44,6 +45,9 @@ pub struct Fleet {
     /// This node's name: the owner of the leases it holds.
     pub node: String,
     pool: pool::Pool,
+    /// Resolves when the claimer has stopped (after a shutdown began, once
+    /// it put back what the node had not started).
+    claimer_done: Mutex<Option<oneshot::Receiver<()>>>,
 }
 
 impl Fleet {
@@ -82,6 +86,7 @@ impl Fleet {
         // The client blocks: it connects on the threads that use it, never
         // on this one (an actix runtime's), and the start waits for both.
         let (claimer_settings, renewer_settings) = (settings.clone(), settings.clone());
+        let (claimer_stopped, claimer_done) = oneshot::channel();
         let claiming = spawn("cuzk-claimer", move |ready| {
             let connected = Leases::connect(&claimer_settings.url, &claimer_settings.node, claimer_settings.lease)
                 .and_then(|mut leases| {
@@ -106,6 +111,7 @@ impl Fleet {
                 Ok(leases) => {
                     let _ = ready.send(Ok(()));
                     claimer.run(leases);
+                    let _ = claimer_stopped.send(());
                 }
                 Err(e) => {
                     let _ = ready.send(Err(e));
@@ -133,7 +139,19 @@ impl Fleet {
             settings.lease / 3,
             settings.poll
         );
-        Ok(Arc::new(Fleet { node, pool: pool::Pool::new(url)? }))
+        Ok(Arc::new(Fleet { node, pool: pool::Pool::new(url)?, claimer_done: Mutex::new(Some(claimer_done)) }))
+    }
+
+    /// Waits up to `limit` for the claimer to stop: a shutdown's last step,
+    /// so that what this node claimed and did not start is back in the
+    /// queue before the process exits.
+    pub async fn claimer_stopped(&self, limit: Duration) {
+        let done = self.claimer_done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(done) = done {
+            if actix_rt::time::timeout(limit, done).await.is_err() {
+                log::warn!("fleet: the claimer did not stop within {limit:?}; what it held runs out with its leases");
+            }
+        }
     }
 }
 

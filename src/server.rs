@@ -247,6 +247,9 @@ struct Daemon {
     intake: Intake,
     jobs: Arc<dyn JobStore>,
     grace: Duration,
+    /// A fleet node's side of the database: a stop waits for its claimer to
+    /// put back what it had not started.
+    fleet: Option<Arc<Fleet>>,
 }
 
 impl Daemon {
@@ -257,6 +260,9 @@ impl Daemon {
         let serving = actix_rt::spawn(self.server);
         let grace = stop_requests.recv().await.unwrap_or(Duration::ZERO);
         shutdown::drain(&self.system, &self.intake, self.jobs, grace).await;
+        if let Some(fleet) = &self.fleet {
+            fleet.claimer_stopped(Duration::from_secs(5)).await;
+        }
         handle.stop(true).await;
         let served = serving.await.unwrap_or(Ok(()));
         // Ends the actors' threads too (partitions still running are
@@ -361,6 +367,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         ),
         _ => None,
     };
+    let node_fleet = fleet.clone();
     let state = web::Data::new(AppState {
         system: system.clone(),
         jobs: parser,
@@ -379,7 +386,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         },
         recovering,
         submit_rates: SubmitRates::default(),
-        fleet,
+        fleet: fleet.clone(),
         max_queued_jobs: (max_queued > 0).then_some(max_queued),
     });
     let app_gates = gates.clone();
@@ -444,6 +451,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         intake,
         jobs,
         grace: Duration::from_secs(config.shutdown_grace_secs),
+        fleet: node_fleet,
     })
 }
 

@@ -99,6 +99,19 @@ impl Node {
         });
     }
 
+    /// SIGTERM, then waits for the process to exit (its drain).
+    fn terminate(&mut self) {
+        let child = &mut self.serve.as_mut().expect("running").0;
+        let sent = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let exited = (0..600).find_map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            child.try_wait().unwrap()
+        });
+        assert!(exited.is_some_and(|status| status.success()), "node {} exits 0 after SIGTERM: {exited:?}", self.name);
+        self.serve.take();
+    }
+
     fn kill(&mut self) {
         // SIGKILL: no drain, no release; its leases just stop being renewed.
         self.serve.take();
@@ -352,4 +365,34 @@ fn postgres_fleet_proves_one_job_on_two_cpu_nodes_under_one_key() {
     assert!(results.iter().all(|(_, valid)| *valid), "{results:?}");
     let setups: i64 = schema.client().query_one("SELECT count(*) FROM cuzk_keys", &[]).unwrap().get(0);
     assert_eq!(setups, 1, "one key for the shape, fleet-wide");
+}
+
+/// A node stopped with SIGTERM (a rolling restart) puts back the partitions
+/// it claimed and had not started: the other node takes them at once, not
+/// after their lease (30 s here) runs out.
+#[test]
+fn postgres_a_node_stopped_gracefully_puts_back_what_it_did_not_start() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(schema) = PgSchema::create("postgres_fleet_sigterm") else { return };
+    let mut nodes: Vec<Node> = ["a", "b"].iter().map(|name| Node::start_on(&schema, name, "sim", 30, 0.05)).collect();
+    let mut ids = Vec::new();
+    for seed in 0..40u64 {
+        let (status, accepted) = nodes[seed as usize % 2].submit(&job_body(seed, 2));
+        assert_eq!(status, 202, "{accepted}");
+        ids.push(accepted["id"].as_str().unwrap().to_string());
+    }
+    let mut client = schema.client();
+    let held_by_a = |client: &mut postgres::Client| -> i64 {
+        client.query_one("SELECT count(*) FROM cuzk_leases WHERE owner = 'a'", &[]).unwrap().get(0)
+    };
+    // Its claim room (synthesis threads + 1) waiting, and more running.
+    poll("node a to hold partitions it has not started", Duration::from_secs(30), || held_by_a(&mut client) >= 3);
+    nodes[0].terminate();
+    // Those it ran finished during the drain (their leases went with their
+    // proofs); the others went back: none is left under its name.
+    assert_eq!(held_by_a(&mut client), 0, "node a left leases behind: {}", nodes[0].log());
+    assert!(nodes[0].log().contains("put back for the other nodes"), "{}", nodes[0].log());
+    let views = wait_all(&[&nodes[1]], &ids, Duration::from_secs(120));
+    assert!(views.iter().all(|v| v["status"] == "done"), "nothing lost");
+    proved_once(&schema, &ids, 2, &[&nodes[0], &nodes[1]]);
 }

@@ -9,20 +9,23 @@
 //! Each claim's jobs are rebuilt from their records by the submit handler's
 //! parser, then handed to the tracker. A partition this node cannot prove
 //! (a Filecoin parameter file it lacks) is put back, and its circuit passed
-//! by for a while; one whose lease ran out `max_attempts` times fails.
+//! by for a while; one whose lease ran out `max_attempts` times fails. When
+//! a shutdown begins, what the node claimed and has not started is put back
+//! for the other nodes at once (a rolling restart delays no partition by a
+//! lease).
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use actix::Addr;
-use cuzk_actors::messages::Claimed;
+use cuzk_actors::messages::{Claimed, GetHeld, LeasesLost};
 use cuzk_actors::store::{FleetLoad, JobStore, StoreError, StoreWrite};
 use cuzk_actors::telemetry::FleetClaimed;
 use cuzk_actors::tracker::Tracker;
-use cuzk_actors::{JobId, Reservation};
+use cuzk_actors::{JobId, PartitionKey, Reservation, Stage};
 
 use crate::job_input::JobParser;
 use crate::shutdown::Intake;
@@ -67,6 +70,7 @@ impl Claimer {
         let mut state = State::default();
         loop {
             if !self.intake.is_open() {
+                self.put_back_unstarted(&mut leases);
                 return;
             }
             match self.round(&mut leases, &mut state) {
@@ -120,6 +124,28 @@ impl Claimer {
             state.work_maybe = true;
         }
         Ok(())
+    }
+
+    /// On a shutdown: the partitions held and not started (queued, or
+    /// waiting for budget) leave the tracker first, so none starts here,
+    /// then go back to the queue with their attempts not counted. One that
+    /// started in between is only given up: its result is not recorded
+    /// (its lease is no longer this node's).
+    fn put_back_unstarted(&self, leases: &mut Leases) {
+        let (answer, held) = mpsc::channel();
+        self.tracker.do_send(GetHeld(answer));
+        let Ok(held) = held.recv_timeout(Duration::from_secs(2)) else { return };
+        let unstarted: Vec<PartitionKey> =
+            held.into_iter().filter(|(_, stage)| *stage <= Stage::WaitingBudget).map(|(key, _)| key).collect();
+        if unstarted.is_empty() {
+            return;
+        }
+        self.tracker.do_send(LeasesLost(unstarted.clone()));
+        let partitions: Vec<(JobId, u32)> = unstarted.into_iter().map(|key| (key.job, key.index)).collect();
+        match leases.release(&partitions) {
+            Ok(()) => log::info!("fleet: shutting down; {} partitions not started put back for the other nodes", partitions.len()),
+            Err(e) => log::warn!("fleet: shutting down; putting back {} partitions failed ({e}): their leases run out instead", partitions.len()),
+        }
     }
 
     /// Rebuilds the claimed partitions' jobs and gives them to the tracker.
