@@ -51,13 +51,20 @@ impl Handler<Claimed> for Tracker {
         let now = Instant::now();
         let mut queued = Vec::with_capacity(partitions.len());
         for (index, attempt) in partitions {
-            if let Some(p) = job.partitions.get_mut(index as usize) {
-                *p = PartitionState { attempts: attempt.max(1), ..PartitionState::queued(now) };
-                queued.push(index);
-            }
+            // Still running here: its lease ran out (the database was away
+            // longer than a lease) and this node claimed it again before its
+            // renewer noticed. The attempt under way goes on, its result now
+            // this node's to record again.
+            let Some(p) = job.partitions.get_mut(index as usize).filter(|p| p.elsewhere || p.stage.is_terminal()) else {
+                continue;
+            };
+            *p = PartitionState { attempts: attempt.max(1), ..PartitionState::queued(now) };
+            queued.push(index);
         }
         self.tally.add(job);
-        self.enqueue.do_send(Enqueue { job: job.spec.clone(), partitions: queued });
+        if !queued.is_empty() {
+            self.enqueue.do_send(Enqueue { job: job.spec.clone(), partitions: queued });
+        }
     }
 }
 
