@@ -147,6 +147,19 @@ fn job_body(seed: u64, partitions: u32) -> Value {
     json!({"circuit": "poseidon-merkle", "params": {"depth": 2, "challenges": 1}, "partitions": partitions, "seed": seed})
 }
 
+/// Submits one job per seed of `seeds` (`partitions` each) to `nodes` in
+/// turn; returns their ids.
+fn submit_round_robin(nodes: &[&Node], seeds: std::ops::Range<u64>, partitions: u32) -> Vec<String> {
+    seeds
+        .enumerate()
+        .map(|(i, seed)| {
+            let (status, accepted) = nodes[i % nodes.len()].submit(&job_body(seed, partitions));
+            assert_eq!(status, 202, "{accepted}");
+            accepted["id"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
 /// Waits until every job is finished, reading each from `nodes` in turn
 /// (any node answers for any job); returns their views.
 fn wait_all(nodes: &[&Node], ids: &[String], timeout: Duration) -> Vec<Value> {
@@ -202,12 +215,7 @@ fn postgres_fleet_of_three_proves_300_jobs_submitted_round_robin_each_partition_
     let Some(schema) = PgSchema::create("postgres_fleet_of_three") else { return };
     let nodes: Vec<Node> = ["a", "b", "c"].iter().map(|name| Node::start(&schema, name, 30)).collect();
     let all: Vec<&Node> = nodes.iter().collect();
-    let mut ids = Vec::new();
-    for seed in 0..300u64 {
-        let (status, accepted) = nodes[seed as usize % 3].submit(&job_body(seed, 2));
-        assert_eq!(status, 202, "{accepted}");
-        ids.push(accepted["id"].as_str().unwrap().to_string());
-    }
+    let ids = submit_round_robin(&all, 0..300, 2);
     // Read from another node than the one each job was submitted to.
     let views = wait_all(&[&nodes[1], &nodes[2], &nodes[0]], &ids, Duration::from_secs(240));
     assert!(views.iter().all(|v| v["status"] == "done"), "all done");
@@ -237,12 +245,7 @@ fn postgres_fleet_takes_over_a_killed_nodes_partitions_and_the_node_rejoins() {
     // when it is killed (at 0.01 it can finish what it held in between).
     let mut nodes: Vec<Node> =
         ["a", "b", "c"].iter().map(|name| Node::start_on(&schema, name, "sim", lease.as_secs(), 0.05)).collect();
-    let mut ids = Vec::new();
-    for seed in 0..60u64 {
-        let (status, accepted) = nodes[seed as usize % 3].submit(&job_body(seed, 3));
-        assert_eq!(status, 202, "{accepted}");
-        ids.push(accepted["id"].as_str().unwrap().to_string());
-    }
+    let ids = submit_round_robin(&nodes.iter().collect::<Vec<_>>(), 0..60, 3);
     // Kill node a while it holds leases.
     let mut client = schema.client();
     poll("node a to hold partitions", Duration::from_secs(30), || {
@@ -285,12 +288,7 @@ fn postgres_fleet_takes_over_a_killed_nodes_partitions_and_the_node_rejoins() {
 
     // Restarted, node a takes work again.
     nodes[0].run(&schema);
-    let mut again = Vec::new();
-    for seed in 100..130u64 {
-        let (status, accepted) = nodes[0].submit(&job_body(seed, 1));
-        assert_eq!(status, 202, "{accepted}");
-        again.push(accepted["id"].as_str().unwrap().to_string());
-    }
+    let again = submit_round_robin(&[&nodes[0]], 100..130, 1);
     wait_all(&[&nodes[0]], &again, Duration::from_secs(120));
     assert!(nodes[0].metric("cuzk_fleet_claimed_partitions_total") > 0.0, "node a rejoined: {}", nodes[0].log());
 }
@@ -375,12 +373,7 @@ fn postgres_a_node_stopped_gracefully_puts_back_what_it_did_not_start() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(schema) = PgSchema::create("postgres_fleet_sigterm") else { return };
     let mut nodes: Vec<Node> = ["a", "b"].iter().map(|name| Node::start_on(&schema, name, "sim", 30, 0.05)).collect();
-    let mut ids = Vec::new();
-    for seed in 0..40u64 {
-        let (status, accepted) = nodes[seed as usize % 2].submit(&job_body(seed, 2));
-        assert_eq!(status, 202, "{accepted}");
-        ids.push(accepted["id"].as_str().unwrap().to_string());
-    }
+    let ids = submit_round_robin(&nodes.iter().collect::<Vec<_>>(), 0..40, 2);
     let mut client = schema.client();
     let held_by_a = |client: &mut postgres::Client| -> i64 {
         client.query_one("SELECT count(*) FROM cuzk_leases WHERE owner = 'a'", &[]).unwrap().get(0)
