@@ -37,8 +37,8 @@ use cuzk_actors::store::{
 use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
 
 pub use keys_pg::{KeyLock, SharedKey, SharedKeys};
-pub use leases::{Claim, Leases};
-pub use pg::{client_config, describe, report_end, StoreUrl};
+pub use leases::{queue_partitions, Claim, Leases};
+pub use pg::{client_config, describe, end_job, StoreUrl, END_JOB};
 
 /// The job store in one redb file.
 pub type RedbJobStore = ThreadedStore<redb_file::RedbFile>;

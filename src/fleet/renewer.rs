@@ -44,7 +44,9 @@ fn round(settings: &Settings, tracker: &Addr<Tracker>, leases: &mut Option<Lease
     }
     let connection = leases.as_mut().expect("connected above");
     let lost = if held.is_empty() { Vec::new() } else { connection.renew(&held).map_err(|e| e.to_string())? };
-    FleetRenewed { renewed: held.len() - lost.len(), held: held.len() - lost.len() }.emit();
+    // What was renewed is what this node still holds.
+    let renewed = held.len() - lost.len();
+    FleetRenewed { renewed, held: renewed }.emit();
     if !lost.is_empty() {
         for key in &lost {
             FleetLeaseLost { partition: &key.to_string(), when: "renewing it" }.emit();

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::stored::{read_job, status_of};
 use super::Fleet;
-use crate::store::report_end;
+use crate::store::{end_job, queue_partitions, END_JOB};
 
 /// `GET /v1/status?scope=fleet`: what the database knows of every node.
 #[derive(Debug, Serialize)]
@@ -180,15 +180,8 @@ impl Fleet {
                 error: Some("cancelled by request".into()),
                 finished_unix_ms: unix_ms(SystemTime::now()),
             };
-            txn.execute("DELETE FROM cuzk_leases WHERE job = $1", &[&id.0])?;
-            let record = txn.query_one(
-                "UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
-                 WHERE id = $1 RETURNING record",
-                &[&id.0, &Json(&cancelled)],
-            )?;
-            let record = record.try_get::<_, Json<JobRecord>>(0)?.0;
+            end_job(&mut txn, END_JOB, id, &cancelled)?;
             txn.commit()?;
-            report_end(&record, &cancelled);
             Ok(Some(JobStatus::Cancelled))
         })
     }
@@ -261,10 +254,6 @@ fn insert(txn: &mut Transaction<'_>, record: &JobRecord) -> Result<(), postgres:
         "INSERT INTO cuzk_jobs (id, seq, record, tenant, idempotency_key) VALUES ($1, $2, $3, $4, $5)",
         &[&record.id.0, &seq, &Json(&record), &record.tenant.as_str(), &record.idempotency_key],
     )?;
-    txn.execute(
-        "INSERT INTO cuzk_leases (job, partition_index, priority, seq, circuit_id)
-         SELECT $1, i, $2, $3, $4 FROM generate_series(0::bigint, $5::bigint - 1) AS i",
-        &[&record.id.0, &(record.priority as i16), &seq, &record.circuit_id, &i64::from(record.partitions)],
-    )?;
+    queue_partitions(txn, &record)?;
     txn.batch_execute("NOTIFY cuzk_work")
 }

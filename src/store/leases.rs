@@ -17,13 +17,29 @@ use std::time::{Duration, Instant};
 
 use cuzk_actors::store::{JobRecord, StoreError};
 use cuzk_actors::telemetry::FleetDb;
-use cuzk_actors::{JobId, PartitionKey, Priority, Stage};
+use cuzk_actors::{JobId, PartitionKey, Stage};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Json;
-use postgres::{Client, NoTls};
+use postgres::{Client, GenericClient, NoTls};
 
 use super::pg::{client_config, describe};
 use super::{migrate, StoreUrl};
+
+/// Queues partitions 0..`partitions` of a stored job (its row must exist,
+/// in the same transaction or before): the submission's half of the queue.
+/// Partitions already queued are left as they are.
+pub fn queue_partitions(client: &mut impl GenericClient, record: &JobRecord) -> Result<(), postgres::Error> {
+    // The enum's order: low 0 .. critical 3.
+    let rank = record.priority as i16;
+    client
+        .execute(
+            "INSERT INTO cuzk_leases (job, partition_index, priority, seq, circuit_id)
+             SELECT $1, i, $2, $3, $4 FROM generate_series(0::bigint, $5::bigint - 1) AS i
+             ON CONFLICT (job, partition_index) DO NOTHING",
+            &[&record.id.0, &rank, &(record.seq as i64), &record.circuit_id, &i64::from(record.partitions)],
+        )
+        .map(drop)
+}
 
 /// A partition a node now holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,22 +77,6 @@ impl Leases {
             .map_err(|e| format!("leases on {url}: cannot connect: {}", describe(&e)))?;
         migrate::migrate(&mut client).map_err(|e| format!("leases on {url}: {e}"))?;
         Ok(Self { client, node: node.into(), lease_ms, shown: url.to_string() })
-    }
-
-    /// Queues partitions 0..`partitions` of a stored job (the job's row
-    /// must exist); partitions already queued are left as they are.
-    pub fn enqueue(&mut self, job: &JobId, priority: Priority, seq: u64, partitions: u32) -> Result<(), StoreError> {
-        // The enum's order: low 0 .. critical 3.
-        let rank = priority as i16;
-        self.client
-            .execute(
-                "INSERT INTO cuzk_leases (job, partition_index, priority, seq)
-                 SELECT $1, i, $2, $3 FROM generate_series(0::bigint, $4::bigint - 1) AS i
-                 ON CONFLICT (job, partition_index) DO NOTHING",
-                &[&job.0, &rank, &(seq as i64), &i64::from(partitions)],
-            )
-            .map(drop)
-            .map_err(|e| self.unavailable(&e))
     }
 
     /// Takes up to `max` waiting partitions (never held, or their lease run
@@ -227,19 +227,6 @@ impl Leases {
                  AND (outcome->>'finished_unix_ms')::bigint < (extract(epoch from now()) * 1000)::bigint - $1",
                 &[&(retention.as_millis() as i64)],
             )
-            .map_err(|e| self.unavailable(&e))
-    }
-
-    /// Takes a finished partition out of the queue. False when this node
-    /// no longer holds it: another node took it over, and its result is
-    /// that node's.
-    pub fn finish(&mut self, job: &JobId, index: u32) -> Result<bool, StoreError> {
-        self.client
-            .execute(
-                "DELETE FROM cuzk_leases WHERE job = $1 AND partition_index = $2 AND owner = $3",
-                &[&job.0, &i64::from(index), &self.node],
-            )
-            .map(|removed| removed == 1)
             .map_err(|e| self.unavailable(&e))
     }
 

@@ -292,11 +292,7 @@ impl Connection {
                        AND NOT EXISTS (SELECT 1 FROM cuzk_partitions WHERE job = $1 AND proof IS NULL)
                      RETURNING record",
                 )?,
-                end_failed: client.prepare(
-                    "WITH gone AS (DELETE FROM cuzk_leases WHERE job = $1)
-                     UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
-                     WHERE id = $1 RETURNING record",
-                )?,
+                end_failed: client.prepare(END_JOB)?,
             },
             client,
         })
@@ -518,20 +514,39 @@ fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result
             let detail = detail.as_deref().and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()).map(Json);
             client.execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node, &detail])?;
             let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: now };
-            if let Some(row) = client.query_opt(&sql.end_if_done, &[&job.0, &Json(&done)])? {
-                report_end(&row.try_get::<_, Json<JobRecord>>(0)?.0, &done);
-            }
+            end_job(client, &sql.end_if_done, job, &done)?;
         }
         StoreWrite::PartitionFailed { error, .. } => {
             let error = error.replace('\0', "\u{fffd}");
             client.execute(&sql.fail, &[&job.0, &index, &error, &node])?;
             let error = format!("partition {index}: {error}");
             let failed = JobOutcome { stage: Stage::Failed, error: Some(error), finished_unix_ms: now };
-            if let Some(row) = client.query_opt(&sql.end_failed, &[&job.0, &Json(&failed)])? {
-                report_end(&row.try_get::<_, Json<JobRecord>>(0)?.0, &failed);
-            }
+            end_job(client, &sql.end_failed, job, &failed)?;
         }
         _ => unreachable!("matched above"),
+    }
+    Ok(())
+}
+
+/// Ends a fleet job before all its partitions are proved (one failed for
+/// good, or it was cancelled): its remaining leases go, so the nodes holding
+/// them stop at their next renewal; its outcome is set and its request
+/// dropped (as `without_request` does). $1 the job, $2 the outcome.
+pub const END_JOB: &str = "WITH gone AS (DELETE FROM cuzk_leases WHERE job = $1)
+     UPDATE cuzk_jobs SET outcome = $2, record = (record::jsonb || '{\"request\": \"\"}')::json
+     WHERE id = $1 RETURNING record";
+
+/// Runs a statement that ends a fleet job (`END_JOB`, or the writer's
+/// end-if-done; $1 the job, $2 the outcome, returning the record), prepared
+/// or not, and reports the end when it did.
+pub fn end_job<S: ?Sized + postgres::ToStatement>(
+    client: &mut impl postgres::GenericClient,
+    statement: &S,
+    job: &cuzk_actors::JobId,
+    outcome: &JobOutcome,
+) -> Result<(), postgres::Error> {
+    if let Some(row) = client.query_opt(statement, &[&job.0, &Json(outcome)])? {
+        report_end(&row.try_get::<_, Json<JobRecord>>(0)?.0, outcome);
     }
     Ok(())
 }
@@ -540,7 +555,7 @@ fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result
 /// the database): the job's outcome and duration, a missed deadline. Each
 /// node reports the ends it recorded, so the nodes' counts sum to the
 /// fleet's.
-pub fn report_end(record: &JobRecord, outcome: &JobOutcome) {
+fn report_end(record: &JobRecord, outcome: &JobOutcome) {
     let elapsed = std::time::Duration::from_millis(outcome.finished_unix_ms.saturating_sub(record.submitted_unix_ms));
     if record.deadline_ms.is_some_and(|deadline| elapsed.as_millis() > u128::from(deadline)) {
         telemetry::DeadlineMissed { job: &record.id.0, priority: record.priority, outcome: outcome.stage }.emit();
