@@ -680,7 +680,7 @@ impl CudaEngine {
     /// Returns the passes' time on the stream in ms, from CUDA events around
     /// them: the benchmark sets it beside the host's wall clock (which also
     /// counts the lease, the launches and the synchronization), and sppark's
-    /// NTT tool times its stream the same way (bench/sppark-ntt).
+    /// NTT rows in bench/sppark time its stream the same way.
     pub fn ntt_device_with(
         &self,
         data: &DBuf<DevFr>,
