@@ -177,6 +177,35 @@ pub struct CudaConfig {
     pub devices: Vec<usize>,
     /// Run B's G2 MSM on the GPU (default) or in the finalizer on the CPU.
     pub g2_on_gpu: Option<bool>,
+    /// Device bytes each device's resident proving keys and NTT tables may
+    /// take (unset: 60% of its memory). A key larger than this stays in
+    /// pinned host memory and streams through the device per proof.
+    pub resident_budget_bytes: Option<u64>,
+    /// Host bytes of pinned memory each device's streamed keys may take
+    /// (unset: half the host's memory). Outside `scheduler.budget`.
+    pub pinned_budget_bytes: Option<u64>,
+}
+
+/// The smallest resident or pinned budget accepted: below it nothing of use
+/// fits (NTT tables alone of a 2^22 domain take 268 MB).
+pub const MIN_CUDA_BUDGET: u64 = 1 << 30;
+
+impl CudaConfig {
+    /// The resident and pinned budgets, checked.
+    pub fn budgets(&self) -> Result<(Option<u64>, Option<u64>), String> {
+        for (name, value) in [
+            ("resident_budget_bytes", self.resident_budget_bytes),
+            ("pinned_budget_bytes", self.pinned_budget_bytes),
+        ] {
+            if value.is_some_and(|v| v < MIN_CUDA_BUDGET) {
+                return Err(format!(
+                    "cuda.{name} must be at least {MIN_CUDA_BUDGET} bytes (1 GiB); it is {}",
+                    value.unwrap_or(0)
+                ));
+            }
+        }
+        Ok((self.resident_budget_bytes, self.pinned_budget_bytes))
+    }
 }
 
 /// The simulated backend (`backend = "sim"`): stage bodies that take the
@@ -402,7 +431,22 @@ fn cgroup_memory_limit() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::FleetConfig;
+    use super::{CudaConfig, FleetConfig, MIN_CUDA_BUDGET};
+
+    #[test]
+    fn cuda_budgets_below_one_gib_are_refused() {
+        assert_eq!(CudaConfig::default().budgets().unwrap(), (None, None));
+        let set = CudaConfig {
+            resident_budget_bytes: Some(16 << 30),
+            pinned_budget_bytes: Some(MIN_CUDA_BUDGET),
+            ..CudaConfig::default()
+        };
+        assert_eq!(set.budgets().unwrap(), (Some(16 << 30), Some(MIN_CUDA_BUDGET)));
+        let small = CudaConfig { resident_budget_bytes: Some(0), ..CudaConfig::default() };
+        assert!(small.budgets().unwrap_err().contains("cuda.resident_budget_bytes"));
+        let pinned = CudaConfig { pinned_budget_bytes: Some(MIN_CUDA_BUDGET - 1), ..CudaConfig::default() };
+        assert!(pinned.budgets().unwrap_err().contains("cuda.pinned_budget_bytes"));
+    }
 
     #[test]
     fn a_node_name_and_lease_are_checked() {

@@ -133,6 +133,7 @@ fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
 #[cfg(feature = "cuda")]
 fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
     use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+    let (resident_budget, pinned_budget) = config.cuda.budgets()?;
     let detected = detect_devices().map_err(|e| e.to_string())?;
     let ordinals: Vec<usize> = if config.cuda.devices.is_empty() {
         detected.iter().map(|d| d.ordinal).collect()
@@ -144,6 +145,8 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
     }
     let options = CudaOptions {
         g2_on_gpu: config.cuda.g2_on_gpu.unwrap_or(true),
+        resident_budget,
+        pinned_budget,
         ..CudaOptions::default()
     };
     ordinals

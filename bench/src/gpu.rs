@@ -42,6 +42,26 @@ pub struct GpuBenchArgs {
     /// the workspace pool on and off.
     #[arg(long)]
     pub pool_compare: bool,
+    /// log2 domains of PoRep-shaped partitions (27: the 32 GiB shape), each
+    /// with its key resident and streamed.
+    #[arg(long, value_delimiter = ',')]
+    pub porep: Vec<u32>,
+    /// Resident budget (GiB) under which the PoRep-shaped keys stream.
+    #[arg(long, default_value_t = 16)]
+    pub stream_budget_gib: u64,
+    /// Percent of bits among the PoRep-shaped partitions' witness values.
+    #[arg(long, default_value_t = 0)]
+    pub porep_bits_pct: u64,
+    /// log2 domain of the PoRep-shaped partitions that saturate the devices
+    /// (two workers each): kernel-active fraction and throughput.
+    #[arg(long)]
+    pub saturate: Option<u32>,
+    /// Devices saturated together (default: --device alone).
+    #[arg(long, value_delimiter = ',')]
+    pub saturate_devices: Vec<usize>,
+    /// Partitions each saturating worker proves.
+    #[arg(long, default_value_t = 6)]
+    pub saturate_per_worker: usize,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -62,6 +82,12 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             bits_pct: args.bits_pct,
             partition_bits_pct: args.partition_bits_pct,
             pool_compare: args.pool_compare,
+            porep_logs: args.porep.clone(),
+            stream_budget_gib: args.stream_budget_gib,
+            porep_bits_pct: args.porep_bits_pct,
+            saturate_log: args.saturate,
+            saturate_devices: args.saturate_devices.clone(),
+            saturate_per_worker: args.saturate_per_worker,
         };
         run_bench(&cfg)
     }

@@ -22,6 +22,11 @@ pub struct ShapeBenchArgs {
     /// only for sizes whose matrices fit in memory.
     #[arg(long)]
     pub rows: bool,
+    /// Also seal a 2 KiB sector (test fixture) and count the 0/1 values of
+    /// its PoRep partition's witness, per MSM (the GPU benchmark's
+    /// PoRep-shaped partitions take their share of bits from it).
+    #[arg(long)]
+    pub witness: bool,
 }
 
 /// Counts every requested circuit; returns the table (markdown).
@@ -57,5 +62,78 @@ pub fn run(args: &ShapeBenchArgs) -> Result<String, String> {
             );
         }
     }
+    if args.witness {
+        table += &witness_bits()?;
+    }
     Ok(table)
+}
+
+/// Shares of 0 and 1 among the scalars of each MSM of the 2 KiB PoRep
+/// partition's real witness: L (every aux value), A (the A-dense aux, the
+/// inputs after ONE), B (the B-dense inputs and aux).
+fn witness_bits() -> Result<String, String> {
+    use cuzk_filecoin::fixtures;
+    use cuzk_filecoin::record::{Evaluation, Recorded};
+    use cuzk_kernels::Fr;
+    let sector = fixtures::seal(1).map_err(|e| format!("{e:#}"))?;
+    let start = Instant::now();
+    let recorded = cuzk_filecoin::porep::record_partition(&sector.c1, 0, Evaluation::Direct)
+        .map_err(|e| e.to_string())?;
+    let seconds = start.elapsed().as_secs_f64();
+    let Recorded::Witness(w) = recorded else {
+        return Err("the direct evaluation records the witness".into());
+    };
+    let bit = |x: &Fr| *x == Fr::from(0u64) || *x == Fr::from(1u64);
+    let share = |values: &mut dyn Iterator<Item = &Fr>| {
+        let (mut bits, mut all) = (0usize, 0usize);
+        for v in values {
+            all += 1;
+            bits += usize::from(bit(v));
+        }
+        (bits, all)
+    };
+    let d = &w.densities;
+    let rows = [
+        ("L (all aux)", share(&mut w.aux.iter())),
+        (
+            "A (inputs, A-dense aux)",
+            share(
+                &mut w.inputs[1..].iter().chain(
+                    w.aux
+                        .iter()
+                        .zip(&d.a_aux)
+                        .filter(|(_, &on)| on)
+                        .map(|(v, _)| v),
+                ),
+            ),
+        ),
+        (
+            "B (B-dense inputs and aux)",
+            share(
+                &mut w
+                    .inputs
+                    .iter()
+                    .zip(&d.b_input)
+                    .filter(|(_, &on)| on)
+                    .map(|(v, _)| v)
+                    .chain(
+                        w.aux
+                            .iter()
+                            .zip(&d.b_aux)
+                            .filter(|(_, &on)| on)
+                            .map(|(v, _)| v),
+                    ),
+            ),
+        ),
+    ];
+    let mut out = format!(
+        "\n2 KiB PoRep partition 0's witness (synthesized in {seconds:.1} s): scalars equal to 0 or 1 per MSM\n\n| MSM | scalars | 0 or 1 | share |\n| --- | --- | --- | --- |\n"
+    );
+    for (name, (bits, all)) in rows {
+        out += &format!(
+            "| {name} | {all} | {bits} | {:.1}% |\n",
+            100.0 * bits as f64 / all.max(1) as f64
+        );
+    }
+    Ok(out)
 }

@@ -3,7 +3,9 @@
 //!   gpu_bench [--device N] [--g1 16,18,..] [--g2 ..] [--ntt ..] [--partition ..]
 //!             [--cpu-max-log 20] [--runs 5] [--sweep-c 13,16,18]
 //!             [--zero-one 20,22,24] [--bits-pct 90] [--partition-bits-pct 0]
-//!             [--pool-compare 1]
+//!             [--pool-compare 1] [--porep 27] [--stream-budget-gib 16]
+//!             [--porep-bits-pct N] [--saturate 25] [--saturate-devices 0,1]
+//!             [--saturate-per-worker 6]
 //! An empty list ("--g2 ''") skips that group.
 #[cfg(feature = "cuda")]
 fn main() {
@@ -32,6 +34,14 @@ fn main() {
             "--bits-pct" => cfg.bits_pct = v.parse().unwrap(),
             "--partition-bits-pct" => cfg.partition_bits_pct = v.parse().unwrap(),
             "--pool-compare" => cfg.pool_compare = v == "1",
+            "--porep" => cfg.porep_logs = list(&v),
+            "--stream-budget-gib" => cfg.stream_budget_gib = v.parse().unwrap(),
+            "--porep-bits-pct" => cfg.porep_bits_pct = v.parse().unwrap(),
+            "--saturate" => cfg.saturate_log = list(&v).first().copied(),
+            "--saturate-devices" => {
+                cfg.saturate_devices = list(&v).into_iter().map(|d| d as usize).collect()
+            }
+            "--saturate-per-worker" => cfg.saturate_per_worker = v.parse().unwrap(),
             other => panic!("unknown argument {other}"),
         }
         i += 2;

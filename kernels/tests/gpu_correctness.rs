@@ -13,10 +13,13 @@ use ark_relations::lc;
 use ark_relations::r1cs::{ConstraintSystemRef, SynthesisError, Variable};
 use cuzk_kernels::circuits::CircuitInstance;
 use cuzk_kernels::cpu::CpuEngine;
+use cuzk_kernels::cuda::bases::KeyBases;
 use cuzk_kernels::cuda::inputs;
 use cuzk_kernels::cuda::msm::{MsmGroup, ZeroOne, G1, G2};
 use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions, FieldTest};
-use cuzk_kernels::groth16::{self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine};
+use cuzk_kernels::groth16::{
+    self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine, ProveStartOutput,
+};
 use cuzk_kernels::{Fr, G1Affine, G2Affine};
 
 fn engine() -> Option<&'static CudaEngine> {
@@ -494,6 +497,81 @@ fn gpu_prove_start_equals_cpu() {
     );
     assert!(e.resident_bytes() > 0);
     eprintln!("GPU prove_start equals CPU, proofs verify (G2 on GPU and on CPU): OK");
+}
+
+#[test]
+#[ignore]
+fn gpu_streamed_equals_resident() {
+    let e = gpu_or_skip!("gpu_streamed_equals_resident");
+    let s = seed();
+    // A resident budget that holds these circuits' NTT tables but none of
+    // their keys, so every key streams from pinned memory, in chunks of
+    // 3000 points: several per query, the last one partial.
+    let budget = 5 << 20;
+    let streamed = CudaEngine::new(
+        0,
+        CudaOptions {
+            resident_budget: Some(budget),
+            stream_chunk: 3000,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for steps in [10000usize, 20000] {
+        let circuit = chain_circuit(steps, s ^ steps as u64);
+        let compact = circuit.compact().unwrap();
+        let mut r = inputs::rng(s ^ 77 ^ steps as u64);
+        let x = Fr::rand(&mut r);
+        let syn = || groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
+        // The whole key (A and B sharing their sort) and the compact one
+        // (gathered A and B scalars, sorted apart).
+        for (what, c) in [("full", &circuit), ("compact", &compact)] {
+            let want = e.prove_start(c, syn()).unwrap();
+            let got = streamed.prove_start(c, syn()).unwrap();
+            // This key alone is pinned (the previous one, under the same
+            // circuit id, was replaced) and nothing of it is on the device.
+            let key_bytes = KeyBases::bytes(&c.pk, true);
+            assert!(key_bytes > budget, "{what}: the key exceeds the budget");
+            assert_eq!(streamed.pinned_bytes(), key_bytes, "{what}: pinned bytes");
+            assert!(
+                streamed.resident_bytes() <= budget,
+                "{what}: only tables on the device"
+            );
+            let again = streamed.prove_start(c, syn()).unwrap();
+            assert_eq!(streamed.pinned_bytes(), key_bytes, "{what}: pinned bytes");
+            let phases: Vec<_> = got.phases.iter().map(|p| p.phase).collect();
+            assert!(phases.contains(&"msm_b2"), "{what}: phases {phases:?}");
+            for g in [&got, &again] {
+                assert_same_start(g, &want, what);
+            }
+            let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
+            let inputs = got.public_inputs().to_vec();
+            let (pg, _) = groth16::prove_finish(c, got, rr, ss);
+            let (pw, _) = groth16::prove_finish(c, want, rr, ss);
+            assert_eq!(pg, pw, "{what}: the streamed proof equals the resident one");
+            let pvk = ark_groth16::prepare_verifying_key(c.vk());
+            assert!(
+                ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs)
+                    .unwrap()
+            );
+        }
+    }
+    eprintln!("streamed keys (chunks of 3000 points) prove as resident ones: OK");
+}
+
+/// The five accumulators of two prove_starts are the same group elements.
+fn assert_same_start(got: &ProveStartOutput, want: &ProveStartOutput, what: &str) {
+    let pairs = [
+        ("h_acc", got.h_acc, want.h_acc),
+        ("l_acc", got.l_acc, want.l_acc),
+        ("a_acc", got.a_acc, want.a_acc),
+        ("b1_acc", got.b1_acc, want.b1_acc),
+    ];
+    for (name, g, w) in pairs {
+        assert_eq!(g.into_affine(), w.into_affine(), "{what} {name}");
+    }
+    let b2 = |o: &ProveStartOutput| o.b2_acc.map(|b| b.into_affine());
+    assert_eq!(b2(got), b2(want), "{what} b2_acc");
 }
 
 #[test]

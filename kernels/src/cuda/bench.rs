@@ -13,6 +13,7 @@ use std::time::Instant;
 use super::gpu::{DBuf, DevFr};
 use super::inputs;
 use super::msm::{MsmGroup, ZeroOne, G1, G2};
+use super::porep_bench;
 use super::{detect_devices, CudaEngine, CudaOptions};
 use crate::cpu::CpuEngine;
 use crate::groth16::{prove_finish, ProveStartEngine};
@@ -40,6 +41,21 @@ pub struct BenchConfig {
     /// Also time partitions with 1 and 2 workers sharing the engine, with
     /// the workspace pool on and off (`CudaOptions::pool`).
     pub pool_compare: bool,
+    /// Domains (log2) of PoRep-shaped partitions (27: the 32 GiB shape),
+    /// each proved with its key resident and streamed (porep_bench.rs).
+    pub porep_logs: Vec<u32>,
+    /// The resident budget, GiB, under which those keys stream.
+    pub stream_budget_gib: u64,
+    /// Percent of bits in the PoRep-shaped partitions' witness.
+    pub porep_bits_pct: u64,
+
+    /// Domain (log2) of the PoRep-shaped partitions that saturate devices
+    /// with two workers each; `None`: not run.
+    pub saturate_log: Option<u32>,
+    /// Devices saturated together (empty: `device` alone).
+    pub saturate_devices: Vec<usize>,
+    /// Partitions each saturating worker proves.
+    pub saturate_per_worker: usize,
 }
 
 impl Default for BenchConfig {
@@ -57,11 +73,17 @@ impl Default for BenchConfig {
             bits_pct: 90,
             partition_bits_pct: 0,
             pool_compare: false,
+            porep_logs: vec![],
+            stream_budget_gib: 16,
+            porep_bits_pct: 0,
+            saturate_log: None,
+            saturate_devices: vec![],
+            saturate_per_worker: 6,
         }
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
     if n % 2 == 1 {
@@ -95,7 +117,7 @@ fn time_msm<G: MsmGroup>(
     Ok(median(ts))
 }
 
-fn line(out: &mut String, s: String) {
+pub(super) fn line(out: &mut String, s: String) {
     eprintln!("{s}");
     let _ = writeln!(out, "{s}");
 }
@@ -142,6 +164,13 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         .copied()
         .max()
         .unwrap_or(16);
+    // PoRep-shaped partitions tile pools of 2^20 points (inputs.rs).
+    let tiled = !cfg.porep_logs.is_empty() || cfg.saturate_log.is_some();
+    let (max_g1, max_g2) = if tiled {
+        (max_g1.max(20), max_g2.max(20))
+    } else {
+        (max_g1, max_g2)
+    };
     let t = Instant::now();
     let g1_pool = inputs::random_g1(1 << max_g1, seed);
     let g2_pool = inputs::random_g2(1 << max_g2, seed ^ 1);
@@ -397,5 +426,11 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             }
         }
     }
+    let (p1, p2) = (
+        &g1_pool[..1 << 20.min(max_g1)],
+        &g2_pool[..1 << 20.min(max_g2)],
+    );
+    porep_bench::porep_rows(cfg, p1, p2, seed, &mut out)?;
+    porep_bench::saturate_rows(cfg, p1, p2, seed, &mut out)?;
     Ok(out)
 }

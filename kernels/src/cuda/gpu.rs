@@ -16,7 +16,7 @@ use rustacuda::memory::{
     AsyncCopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice, LockedBuffer,
 };
 use rustacuda::module::Module;
-use rustacuda::stream::{Stream, StreamFlags};
+use rustacuda::stream::{Stream, StreamFlags, StreamWaitEventFlags};
 
 pub use super::launch_params::*;
 use crate::{DeviceCause, DeviceError, KernelError};
@@ -447,6 +447,24 @@ impl<T: DeviceCopy> DBuf<T> {
         };
         unsafe { src.async_copy_to(dst, stream) }.map_err(driver("cuMemcpyDtoHAsync"))
     }
+    /// Copies `src`, which must be pinned host memory (a `LockedBuffer`'s),
+    /// to the first `src.len()` elements, stream-ordered and truly
+    /// asynchronous: the caller keeps `src` alive and unchanged until the
+    /// stream has passed the copy.
+    pub fn copy_from_pinned(&self, src: &[T], stream: &Stream) -> Res<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        assert!(src.len() <= self.len, "a copy within the buffer");
+        // SAFETY: as in `download`; the device memory is this buffer's.
+        let dst: &mut DeviceSlice<T> = unsafe {
+            DeviceSlice::from_raw_parts_mut(
+                DevicePointer::wrap(self.ptr().addr as *mut T),
+                src.len(),
+            )
+        };
+        unsafe { dst.async_copy_from(src, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
+    }
 }
 
 impl<T: DeviceCopy> Drop for DBuf<T> {
@@ -471,6 +489,10 @@ impl<T: DeviceCopy> Drop for DBuf<T> {
 pub struct Workspace {
     /// The call's stream.
     pub stream: Stream,
+    /// A second stream for copies that overlap the call's kernels: the
+    /// chunks of a streamed key (`streamed.rs`), ordered against `stream`
+    /// by events.
+    pub copy: Stream,
     /// Pinned buffers every host-to-device copy goes through.
     staging: Mutex<Staging>,
     /// Idle allocations.
@@ -491,6 +513,7 @@ impl Workspace {
         Ok(Self {
             stream: Stream::new(StreamFlags::NON_BLOCKING, None)
                 .map_err(driver("cuStreamCreate"))?,
+            copy: Stream::new(StreamFlags::NON_BLOCKING, None).map_err(driver("cuStreamCreate"))?,
             staging: Mutex::new(Staging::new()?),
             free: Arc::new(Mutex::new(Vec::new())),
             pool,
@@ -557,12 +580,17 @@ impl Workspace {
     /// stream-ordered; returns once the last chunk is queued (`src` may be
     /// dropped then).
     pub fn upload<T: DeviceElement>(&self, dst: &mut DBuf<T>, src: &[T]) -> Res<()> {
-        assert!(src.len() <= dst.len, "an upload within the buffer");
+        self.upload_at(dst, 0, src)
+    }
+
+    /// As `upload`, to `dst[at..at + src.len()]`.
+    pub fn upload_at<T: DeviceElement>(&self, dst: &mut DBuf<T>, at: usize, src: &[T]) -> Res<()> {
+        assert!(at + src.len() <= dst.len, "an upload within the buffer");
         let mut staging = self
             .staging
             .lock()
             .map_err(|e| DeviceError::engine("locking a workspace", e))?;
-        staging.upload(dst, T::as_words(src), &self.stream)
+        staging.upload(dst, at * T::WORDS, T::as_words(src), &self.stream)
     }
 
     /// A new owned buffer holding `elements`, uploaded as by `upload`
@@ -573,10 +601,45 @@ impl Workspace {
         Ok(buffer)
     }
 
+    /// As `upload`, queued on the copy stream (order it against the
+    /// compute stream with `copy_after_compute` / `compute_after_copy`).
+    pub fn upload_on_copy<T: DeviceElement>(&self, dst: &mut DBuf<T>, src: &[T]) -> Res<()> {
+        assert!(src.len() <= dst.len, "an upload within the buffer");
+        let mut staging = self
+            .staging
+            .lock()
+            .map_err(|e| DeviceError::engine("locking a workspace", e))?;
+        staging.upload(dst, 0, T::as_words(src), &self.copy)
+    }
+
+    /// Work queued next on the copy stream waits for the work queued so far
+    /// on the compute stream.
+    pub fn copy_after_compute(&self) -> Res<()> {
+        self.copy
+            .wait_event(recorded(&self.stream)?, StreamWaitEventFlags::DEFAULT)
+            .map_err(driver("cuStreamWaitEvent"))
+    }
+
+    /// Work queued next on the compute stream waits for the work queued so
+    /// far on the copy stream.
+    pub fn compute_after_copy(&self) -> Res<()> {
+        self.stream
+            .wait_event(recorded(&self.copy)?, StreamWaitEventFlags::DEFAULT)
+            .map_err(driver("cuStreamWaitEvent"))
+    }
+
     /// Waits for the work queued on the stream.
     pub fn synchronize(&self, what: &str) -> Res<()> {
         self.stream.synchronize().map_err(driver(what))
     }
+}
+
+/// A new event recorded on `stream` now (a stream's wait consumes its
+/// event in rustacuda, so orderings record fresh ones).
+pub fn recorded(stream: &Stream) -> Res<Event> {
+    let e = Event::new(EventFlags::DISABLE_TIMING).map_err(driver("cuEventCreate"))?;
+    e.record(stream).map_err(driver("cuEventRecord"))?;
+    Ok(e)
 }
 
 /// Two pinned host buffers for uploads: the host copies chunk i into one (in
@@ -613,10 +676,11 @@ impl Staging {
         })
     }
 
-    /// Copies `src` words to the start of `dst`'s memory, stream-ordered.
+    /// Copies `src` words to `dst`'s memory from word `at` on, stream-ordered.
     fn upload<T: DeviceCopy>(
         &mut self,
         dst: &mut DBuf<T>,
+        at: usize,
         src: &[u64],
         stream: &Stream,
     ) -> Res<()> {
@@ -633,7 +697,7 @@ impl Staging {
             buf.par_chunks_mut(1 << 15)
                 .zip(piece.par_chunks(1 << 15))
                 .for_each(|(d, s)| d.copy_from_slice(s));
-            let off = i * STAGING_WORDS;
+            let off = at + i * STAGING_WORDS;
             let d: &mut DeviceSlice<u64> = &mut mem.0[off..off + piece.len()];
             unsafe { d.async_copy_from(&self.bufs[k].as_slice()[..piece.len()], stream) }
                 .map_err(driver("cuMemcpyHtoDAsync"))?;

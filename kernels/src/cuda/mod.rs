@@ -2,12 +2,16 @@
 //!
 //! One [`CudaEngine`] per device, shared by that device's GPU workers: one
 //! CUDA context (made current on each calling thread), a workspace leased
-//! per call from a pool (stream, pinned staging, reused device buffers), the
+//! per call from a pool (streams, pinned staging, reused device buffers), the
 //! proving-key bases of each circuit uploaded once and kept resident
-//! (LRU-evicted against a memory budget), H by seven NTTs on the device, the
-//! four G1 MSMs and, with `g2_on_gpu`, B's G2 MSM. Kernels: kernels/cuda.
+//! (LRU-evicted against a memory budget) or, when a key exceeds that budget,
+//! kept in pinned host memory and streamed through the device in chunks, H
+//! by seven NTTs on the device, the four G1 MSMs and, with `g2_on_gpu`, B's
+//! G2 MSM. Kernels: kernels/cuda.
 
+pub mod bases;
 pub mod bench;
+mod cache;
 pub mod gpu;
 // Random inputs: the benchmark's; public only for the GPU tests (feature
 // `testutil`, which kernels' own dev-dependency turns on).
@@ -18,26 +22,27 @@ mod inputs;
 mod launch_params;
 pub mod msm;
 pub mod ntt;
+mod porep_bench;
+mod streamed;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rustacuda::device::Device;
-use rustacuda::error::CudaError;
 use rustacuda::event::{Event, EventFlags};
-use rustacuda::stream::Stream;
+use rustacuda::stream::{Stream, StreamFlags};
 
 use crate::groth16::{
     PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
 };
-use crate::{DeviceCause, DeviceError, Fr, G1Affine, G2Affine, KernelError};
+use crate::{Fr, G1Affine, G2Affine, KernelError};
+use bases::{KeyBases, Query};
+use cache::{Cache, Loaded};
 use gpu::{
-    driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr,
-    DeviceElement, Gpu, Launch, Res, Workspace,
+    driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu,
+    Launch, Res, Workspace,
 };
-use msm::{MsmGroup, ZeroOne, G1, G2};
-use ntt::NttTables;
+use msm::{GroupResults, MsmGroup, Results, ZeroOne, G1, G2};
 
 /// A CUDA device as the driver reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,7 +97,18 @@ pub struct CudaOptions {
     /// free every temporary buffer (cuMemFree synchronizes the context), as
     /// v1 did, for comparison. Streams and pinned staging are kept either way.
     pub pool: bool,
+    /// Bytes of pinned host memory the streamed keys (those larger than
+    /// the resident budget) may take; `None`: half the host's memory.
+    pub pinned_budget: Option<u64>,
+    /// Points per chunk of a streamed key (each query's chunk in flight
+    /// takes two device buffers of this many bases).
+    pub stream_chunk: usize,
 }
+
+/// The default `stream_chunk`: 2^23 points, 0.8 GB of G1 and 1.6 GB of G2
+/// bases per buffer; large enough that a chunk's fixed costs (its sort and
+/// window reduction) are a few percent of its bucket work.
+pub const STREAM_CHUNK: usize = 1 << 23;
 
 impl Default for CudaOptions {
     fn default() -> Self {
@@ -100,73 +116,42 @@ impl Default for CudaOptions {
             g2_on_gpu: true,
             resident_budget: None,
             pool: true,
+            pinned_budget: None,
+            stream_chunk: STREAM_CHUNK,
         }
     }
 }
 
-/// What identifies a proving key: its query lengths, delta_g1 and beta_g1.
-type Fingerprint = (usize, usize, usize, usize, Vec<DevG1Affine>);
-
-/// A circuit's bases on the device.
-struct ResidentKey {
-    /// a_query.
-    a: DBuf<DevG1Affine>,
-    /// b_g1_query.
-    b1: DBuf<DevG1Affine>,
-    /// l_query.
-    l: DBuf<DevG1Affine>,
-    /// h_query.
-    h: DBuf<DevG1Affine>,
-    /// b_g2_query, when the engine runs B's G2 MSM.
-    b2: Option<DBuf<DevG2Affine>>,
-    /// Length of a_query.
-    a_len: usize,
-    /// Length of b_g1_query (and of b_g2_query).
-    b_len: usize,
-    /// Length of l_query.
-    l_len: usize,
-    /// Length of h_query.
-    h_len: usize,
-    /// Identifies the key. A circuit_id reused for a different key (a new
-    /// setup) re-uploads instead of proving with stale bases.
-    fingerprint: Fingerprint,
-    /// Device bytes held, for the resident budget.
-    bytes: u64,
-}
-
-fn fingerprint(circuit: &PreparedCircuit) -> Fingerprint {
-    let pk = &circuit.pk;
-    (
-        pk.a_query.len(),
-        pk.b_g1_query.len(),
-        pk.l_query.len(),
-        pk.h_query.len(),
-        G1::to_device(&[pk.delta_g1, pk.beta_g1]),
-    )
-}
-
-struct Cache {
-    keys: HashMap<String, (Arc<ResidentKey>, u64)>,
-    tables: HashMap<usize, (Arc<NttTables>, u64)>,
-    tick: u64,
-}
-
-impl Cache {
-    fn bytes(&self) -> u64 {
-        self.keys.values().map(|(k, _)| k.bytes).sum::<u64>()
-            + self.tables.values().map(|(t, _)| t.bytes()).sum::<u64>()
-    }
-}
-
 pub struct CudaEngine {
+    /// Recorded when the engine started: the origin of `kernel_spans`.
+    /// Declared before `gpu`, so it is destroyed before the context.
+    epoch: Epoch,
     gpu: Gpu,
     options: CudaOptions,
+    /// The resident budget in bytes (device memory).
     budget: u64,
+    /// The pinned budget in bytes (host memory).
+    pinned_budget: u64,
     name: String,
     cache: Mutex<Cache>,
     /// Workspaces of finished calls, one per call that ran concurrently.
     workspaces: Mutex<Vec<Workspace>>,
+    /// The latest calls' kernel spans (ms since `epoch`), at most
+    /// MAX_SPANS, for the device's kernel-active fraction.
+    spans: Mutex<std::collections::VecDeque<(f64, f64)>>,
 }
+
+/// Kernel spans an engine keeps (16 bytes each).
+const MAX_SPANS: usize = 4096;
+
+/// An event recorded once at the engine's start and only read afterwards.
+struct Epoch(Event);
+
+// SAFETY: the event is recorded in `CudaEngine::new` and afterwards only
+// passed to cuEventElapsedTime, which any thread with the context current
+// may call.
+unsafe impl Send for Epoch {}
+unsafe impl Sync for Epoch {}
 
 /// A workspace leased to one call: back to the engine's pool when dropped,
 /// after its stream has finished (see `Workspace`), or freed when the
@@ -186,7 +171,7 @@ impl std::ops::Deref for Lease<'_> {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let Some(ws) = self.ws.take() else { return };
-        if ws.stream.synchronize().is_ok() {
+        if ws.stream.synchronize().is_ok() && ws.copy.synchronize().is_ok() {
             if let Ok(mut pool) = self.engine.workspaces.lock() {
                 pool.push(ws);
             }
@@ -202,18 +187,28 @@ impl CudaEngine {
             .total_memory()
             .map_err(driver("cuDeviceTotalMem"))? as u64;
         let budget = options.resident_budget.unwrap_or(total / 10 * 6);
+        let pinned_budget = options
+            .pinned_budget
+            .unwrap_or_else(|| host_memory().unwrap_or(128 << 30) / 2);
         let dev_name = gpu.device.name().unwrap_or_else(|_| "?".into());
+        gpu.enter()?;
+        let epoch = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
+        {
+            let s =
+                Stream::new(StreamFlags::NON_BLOCKING, None).map_err(driver("cuStreamCreate"))?;
+            epoch.record(&s).map_err(driver("cuEventRecord"))?;
+            s.synchronize().map_err(driver("cuStreamSynchronize"))?;
+        }
         Ok(Self {
             gpu,
             options,
             budget,
+            pinned_budget,
             name: format!("cuda:{device_ordinal} ({dev_name})"),
-            cache: Mutex::new(Cache {
-                keys: HashMap::new(),
-                tables: HashMap::new(),
-                tick: 0,
-            }),
+            cache: Mutex::new(Cache::new()),
             workspaces: Mutex::new(Vec::new()),
+            epoch: Epoch(epoch),
+            spans: Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -248,6 +243,28 @@ impl CudaEngine {
             .map_or(0, |v| v.iter().map(|w| w.idle_bytes()).sum())
     }
 
+    fn keep_span(&self, span: Option<(f64, f64)>) {
+        if let (Some(span), Ok(mut spans)) = (span, self.spans.lock()) {
+            if spans.len() == MAX_SPANS {
+                spans.pop_front();
+            }
+            spans.push_back(span);
+        }
+    }
+
+    /// The kernel spans of the latest prove_start calls (at most 4096), in
+    /// ms on the device's clock since the engine started: from the end of
+    /// a call's upload to the end of its last MSM, as CUDA events on its
+    /// stream saw them. Their union over a saturated run, against its
+    /// length, is the device's kernel-active fraction (the benchmark's; a
+    /// call's host round trips inside its span, the 0/1 counts' reads,
+    /// count as active).
+    pub fn kernel_spans(&self) -> Vec<(f64, f64)> {
+        self.spans
+            .lock()
+            .map_or(Vec::new(), |s| s.iter().copied().collect())
+    }
+
     pub fn gpu(&self) -> &Gpu {
         &self.gpu
     }
@@ -256,159 +273,13 @@ impl CudaEngine {
         &self.options
     }
 
-    /// Device bytes held by resident proving keys and NTT tables.
-    pub fn resident_bytes(&self) -> u64 {
-        self.cache.lock().map(|c| c.bytes()).unwrap_or(0)
-    }
-
-    /// Drops the resident data of a circuit (e.g. when its shape is retired).
-    pub fn evict(&self, circuit_id: &str) {
-        if self.gpu.enter().is_ok() {
-            if let Ok(mut c) = self.cache.lock() {
-                c.keys.remove(circuit_id);
-            }
-        }
-    }
-
-    /// Evicts least recently used entries not in use until `need` more bytes fit.
-    fn make_room(&self, cache: &mut Cache, need: u64) -> Res<()> {
-        while cache.bytes() + need > self.budget {
-            let victim_key = cache
-                .keys
-                .iter()
-                .filter(|(_, (k, _))| Arc::strong_count(k) == 1)
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(id, (_, t))| (id.clone(), *t));
-            let victim_table = cache
-                .tables
-                .iter()
-                .filter(|(_, (k, _))| Arc::strong_count(k) == 1)
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(n, (_, t))| (*n, *t));
-            match (victim_key, victim_table) {
-                (Some((id, tk)), Some((_, tt))) if tk <= tt => {
-                    cache.keys.remove(&id);
-                }
-                (_, Some((n, _))) => {
-                    cache.tables.remove(&n);
-                }
-                (Some((id, _)), None) => {
-                    cache.keys.remove(&id);
-                }
-                (None, None) => {
-                    return Err(DeviceError::engine(
-                        format!("making room for {need} resident bytes"),
-                        format!(
-                            "resident budget of {} bytes exhausted by {} bytes in use",
-                            self.budget,
-                            cache.bytes()
-                        ),
-                    ))
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// NTT tables for size n, resident (uploaded through `ws`).
-    pub fn tables(&self, n: usize, ws: &Workspace) -> Res<Arc<NttTables>> {
-        self.gpu.enter()?;
-        let mut cache = self
-            .cache
-            .lock()
-            .map_err(|e| DeviceError::engine("locking the engine cache", e))?;
-        cache.tick += 1;
-        let tick = cache.tick;
-        if let Some((t, used)) = cache.tables.get_mut(&n) {
-            *used = tick;
-            return Ok(t.clone());
-        }
-        let need = (n as u64) * 32 + (1 << 16);
-        self.make_room(&mut cache, need)?;
-        let t = Arc::new(NttTables::new(n, ws)?);
-        cache.tables.insert(n, (t.clone(), tick));
-        Ok(t)
-    }
-
-    /// The circuit's bases on the device, uploaded through `ws` when not
-    /// resident yet (waits for the upload: other calls' streams use them).
-    fn resident(&self, circuit: &PreparedCircuit, ws: &Workspace) -> Res<Arc<ResidentKey>> {
-        let mut cache = self
-            .cache
-            .lock()
-            .map_err(|e| DeviceError::engine("locking the engine cache", e))?;
-        cache.tick += 1;
-        let tick = cache.tick;
-        let fp = fingerprint(circuit);
-        if let Some((k, used)) = cache.keys.get_mut(&circuit.circuit_id) {
-            let has_b2 = k.b2.is_some();
-            if k.fingerprint == fp && (has_b2 || !self.options.g2_on_gpu) {
-                *used = tick;
-                return Ok(k.clone());
-            }
-        }
-        let pk = &circuit.pk;
-        let with_b2 = self.options.g2_on_gpu;
-        let g1 = (pk.a_query.len() + pk.b_g1_query.len() + pk.l_query.len() + pk.h_query.len())
-            * std::mem::size_of::<DevG1Affine>();
-        let g2 = if with_b2 {
-            pk.b_g2_query.len() * std::mem::size_of::<DevG2Affine>()
-        } else {
-            0
-        };
-        let need = (g1 + g2) as u64;
-        cache.keys.remove(&circuit.circuit_id);
-        self.make_room(&mut cache, need)?;
-        let upload = || -> Res<_> {
-            let a = ws.upload_owned(&G1::to_device(&pk.a_query))?;
-            let b1 = ws.upload_owned(&G1::to_device(&pk.b_g1_query))?;
-            let l = ws.upload_owned(&G1::to_device(&pk.l_query))?;
-            let h = ws.upload_owned(&G1::to_device(&pk.h_query))?;
-            let b2 = if with_b2 {
-                Some(ws.upload_owned(&G2::to_device(&pk.b_g2_query))?)
-            } else {
-                None
-            };
-            ws.synchronize("uploading a proving key")?;
-            Ok((a, b1, l, h, b2))
-        };
-        // The workspaces' idle buffers live outside the resident budget: when
-        // they are what keeps a key from fitting, free them and try again.
-        let (a, b1, l, h, b2) = match upload() {
-            Err(KernelError::Device(DeviceError {
-                cause: DeviceCause::Driver(CudaError::OutOfMemory),
-                ..
-            })) => {
-                ws.release()?;
-                self.release_pooled();
-                upload()?
-            }
-            uploaded => uploaded?,
-        };
-        let bytes =
-            a.bytes() + b1.bytes() + l.bytes() + h.bytes() + b2.as_ref().map_or(0, |b| b.bytes());
-        let key = Arc::new(ResidentKey {
-            a,
-            b1,
-            l,
-            h,
-            b2,
-            a_len: pk.a_query.len(),
-            b_len: pk.b_g1_query.len(),
-            l_len: pk.l_query.len(),
-            h_len: pk.h_query.len(),
-            fingerprint: fp,
-            bytes,
-        });
-        cache
-            .keys
-            .insert(circuit.circuit_id.clone(), (key.clone(), tick));
-        Ok(key)
-    }
-
-    fn prove_start_inner(
+    /// prove_start with the key's bases from `bases` (the circuit's
+    /// `ProvingKey` for `prove_start`; the benchmark's fabricated 32 GiB
+    /// shape otherwise); the circuit's pk then serves only prove_finish.
+    pub fn prove_start_with(
         &self,
         circuit: &PreparedCircuit,
+        bases: &dyn KeyBases,
         syn: Synthesized,
     ) -> Res<ProveStartOutput> {
         self.gpu.enter()?;
@@ -424,19 +295,10 @@ impl CudaEngine {
         }
         let ws = self.lease()?;
         let stream = &ws.stream;
-        let key = self.resident(circuit, &ws)?;
+        let key = self.key(&circuit.circuit_id, bases, &ws)?;
         let tables = self.tables(n, &ws)?;
         self.gpu.enter()?;
-        let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
-        let mut marks: Vec<(&'static str, Event)> = Vec::new();
-        let start = ev()?;
-        start.record(stream).map_err(driver("cuEventRecord"))?;
-        let mark = |marks: &mut Vec<(&'static str, Event)>, name: &'static str| -> Res<()> {
-            let e = ev()?;
-            e.record(stream).map_err(driver("cuEventRecord"))?;
-            marks.push((name, e));
-            Ok(())
-        };
+        let mut marks = Marks::new(stream)?;
 
         // upload
         let freed_bytes = syn.abc_bytes();
@@ -457,113 +319,88 @@ impl CudaEngine {
         ws.upload(&mut dc, msm::fr_dev(&c))?;
         ws.upload(&mut dz, msm::fr_dev(&assignment))?;
         msm::from_mont(gpu, &ws, dz.ptr(), dz.ptr(), m)?;
-        mark(&mut marks, "upload")?;
+        marks.mark("upload")?;
 
         // H
         let scratch = ws.buffer::<DevFr>(n)?;
         tables.compute_h(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
-        mark(&mut marks, "ntt")?;
+        marks.mark("ntt")?;
         // Back to the workspace: later buffers reuse them after the NTT, in
         // stream order. The host's a, b, c (copied into the staging) are
         // freed while the NTT runs, not before it is queued.
         drop((a, b, c, db, dc, scratch));
 
-        let h_len = key.h_len.min(n);
-        let l_len = key.l_len.min(m - num_inputs);
+        let h_len = bases.len(Query::H).min(n);
+        let l_len = bases.len(Query::L).min(m - num_inputs);
         // A's and B's scalars: the assignment after the constant one when the
-        // key holds every variable, else the selected entries, gathered here
-        // and uploaded beside it (Filecoin's keys).
-        let a_sel = self.selected(&circuit.a_selection, &assignment, &ws)?;
-        let b_sel = self.selected(&circuit.b_selection, &assignment, &ws)?;
-        let shared = a_sel.is_none() && b_sel.is_none();
+        // key holds every variable, else the selected entries (Filecoin's
+        // keys), gathered on the host while H's MSM runs and uploaded on the
+        // copy stream. Their buffers are taken now, so that none of them is
+        // memory H's MSM still uses; the copies wait for the NTT, whose
+        // buffers they may reuse.
+        let variables = m - 1;
+        let mut a_sel = self.selection_buffer(&circuit.a_selection, variables, &ws)?;
+        let mut b_sel = self.selection_buffer(&circuit.b_selection, variables, &ws)?;
+        ws.copy_after_compute()?;
+
+        msm::from_mont(gpu, &ws, da.ptr(), da.ptr(), h_len)?;
+        let h_q = [(Query::H, "msm_h")];
+        let (mut h, _) = self.msms(&ws, &key, da.ptr(), h_len, &h_q, None, &mut marks)?;
+        drop(da);
+
+        for (sel, selection) in [
+            (&mut a_sel, &circuit.a_selection),
+            (&mut b_sel, &circuit.b_selection),
+        ] {
+            if let Some((buf, _)) = sel {
+                let gathered = selection.gather(&assignment[1..]);
+                ws.upload_on_copy(buf, msm::fr_dev(&gathered))?;
+            }
+        }
+        ws.compute_after_copy()?;
+        for (buf, len) in a_sel.iter().chain(b_sel.iter()) {
+            msm::from_mont(gpu, &ws, buf.ptr(), buf.ptr(), *len)?;
+        }
         let (a_ptr, a_len) = match &a_sel {
             Some((scalars, len)) => (scalars.ptr(), *len),
-            None => (dz.ptr_at(1), key.a_len.min(m) - 1),
+            None => (dz.ptr_at(1), bases.len(Query::A).min(m) - 1),
         };
         let (b_ptr, b_len) = match &b_sel {
             Some((scalars, len)) => (scalars.ptr(), *len),
-            None => (dz.ptr_at(1), key.b_len.min(m) - 1),
+            None => (dz.ptr_at(1), bases.len(Query::B1).min(m) - 1),
         };
-        // Results of the four G1 MSMs (H, L, A, B1), OUT_SLOTS each, and of
-        // B's G2 MSM; each plan's shape says which slots it wrote.
-        let slots = msm::OUT_SLOTS;
-        let out = ws.buffer::<DevG1Jac>(4 * slots)?;
-        let out2 = match key.b2 {
-            Some(_) => Some(ws.buffer::<DevG2Jac>(slots)?),
-            None => None,
-        };
-        let (o_h, o_l, o_a, o_b1) = (
-            out.ptr(),
-            out.ptr_at(slots),
-            out.ptr_at(2 * slots),
-            out.ptr_at(3 * slots),
-        );
-        let rule = ZeroOne::Auto;
-
-        msm::from_mont(gpu, &ws, da.ptr(), da.ptr(), h_len)?;
-        let plan_h = msm::plan(gpu, &ws, da.ptr(), h_len, rule)?;
-        msm::accumulate::<G1>(gpu, &ws, &plan_h, key.h.ptr(), o_h)?;
-        let s_h = plan_h.shape;
-        drop(plan_h);
-        drop(da);
-        mark(&mut marks, "msm_h")?;
-
-        let plan_l = msm::plan(gpu, &ws, dz.ptr_at(num_inputs), l_len, rule)?;
-        msm::accumulate::<G1>(gpu, &ws, &plan_l, key.l.ptr(), o_l)?;
-        let s_l = plan_l.shape;
-        drop(plan_l);
-        mark(&mut marks, "msm_l")?;
-
-        // With every variable in both, A and B sort the same scalars once.
-        let plan_a = msm::plan(gpu, &ws, a_ptr, a_len, rule)?;
-        msm::accumulate::<G1>(gpu, &ws, &plan_a, key.a.ptr_at(1), o_a)?;
-        mark(&mut marks, "msm_a")?;
-        let plan_b_own = if shared {
-            None
+        let (l_scalars, l_q) = (dz.ptr_at(num_inputs), [(Query::L, "msm_l")]);
+        let (mut l, _) = self.msms(&ws, &key, l_scalars, l_len, &l_q, None, &mut marks)?;
+        // With every variable in both, A and B sort the same scalars once
+        // (phase msm_a includes that sort).
+        let (a_q, b_q) = ([(Query::A, "msm_a")], [(Query::B1, "msm_b1")]);
+        let b2 = self.options.g2_on_gpu.then_some("msm_b2");
+        let (mut ab, b2_res) = if a_sel.is_none() && b_sel.is_none() && a_len == b_len {
+            let ab_q = [a_q[0], b_q[0]];
+            self.msms(&ws, &key, a_ptr, a_len, &ab_q, b2, &mut marks)?
         } else {
-            Some(msm::plan(gpu, &ws, b_ptr, b_len, rule)?)
+            let (mut a, _) = self.msms(&ws, &key, a_ptr, a_len, &a_q, None, &mut marks)?;
+            let (b1, b2_res) = self.msms(&ws, &key, b_ptr, b_len, &b_q, b2, &mut marks)?;
+            a.extend(b1);
+            (a, b2_res)
         };
-        let plan_b = plan_b_own.as_ref().unwrap_or(&plan_a);
-        msm::accumulate::<G1>(gpu, &ws, plan_b, key.b1.ptr_at(1), o_b1)?;
-        mark(&mut marks, "msm_b1")?;
-        if let (Some(b2), Some(o_b2)) = (&key.b2, &out2) {
-            msm::accumulate::<G2>(gpu, &ws, plan_b, b2.ptr_at(1), o_b2.ptr())?;
-            mark(&mut marks, "msm_b2")?;
-        }
-        let (s_a, s_b) = (plan_a.shape, plan_b.shape);
-        drop(plan_b_own);
-        drop(plan_a);
         drop((dz, a_sel, b_sel));
 
-        let mut host = vec![DevG1Jac::ZERO; 4 * slots];
-        out.download(&mut host, stream)?;
-        let mut host2 = vec![DevG2Jac::ZERO; slots];
-        if let Some(o_b2) = &out2 {
-            o_b2.download(&mut host2, stream)?;
-        }
-        mark(&mut marks, "download")?;
+        let (b1_res, a_res) = (ab.pop().expect("B1"), ab.pop().expect("A"));
+        let fetched = [
+            h.pop().expect("H").fetch(stream)?,
+            l.pop().expect("L").fetch(stream)?,
+            a_res.fetch(stream)?,
+            b1_res.fetch(stream)?,
+        ];
+        let fetched2 = b2_res.map(|r| r.fetch(stream)).transpose()?;
+        marks.mark("download")?;
         stream.synchronize().map_err(driver("prove_start"))?;
-        drop((out, out2));
+        let [h_acc, l_acc, a_acc, b1_acc] = fetched.map(|f| f.value());
+        let b2_acc = fetched2.map(|f| f.value());
 
-        let result = |i: usize| &host[i * slots..(i + 1) * slots];
-        let h_acc = msm::combine::<G1>(result(0), s_h);
-        let l_acc = msm::combine::<G1>(result(1), s_l);
-        let a_acc = msm::combine::<G1>(result(2), s_a);
-        let b1_acc = msm::combine::<G1>(result(3), s_b);
-        let b2_acc = key.b2.as_ref().map(|_| msm::combine::<G2>(&host2, s_b));
-
-        let mut phases = Vec::new();
-        let mut prev = &start;
-        for (name, e) in &marks {
-            let ms = e
-                .elapsed_time_f32(prev)
-                .map_err(driver("cuEventElapsedTime"))?;
-            phases.push(PhaseTiming {
-                phase: name,
-                duration: Duration::from_secs_f64(ms as f64 / 1e3),
-            });
-            prev = e;
-        }
+        let phases = marks.phases()?;
+        self.keep_span(marks.kernel_span(&self.epoch.0)?);
         Ok(ProveStartOutput {
             a_acc,
             b1_acc,
@@ -577,23 +414,74 @@ impl CudaEngine {
         })
     }
 
-    /// A query's gathered scalars on the device, as plain integers, and
-    /// their count; `None` when the query takes the whole assignment
-    /// (already on the device).
-    fn selected(
+    /// MSMs of n plain scalars at `scalars` against the key's G1 queries
+    /// `g1` and, when `b2` names its phase, B's G2 query: one bucket sort
+    /// shared by all of them (per chunk for a streamed key). A and B's
+    /// bases start at their second point (the first pairs with the constant
+    /// one, in prove_finish). Results are queued on the workspace's stream;
+    /// each MSM's phase is marked after it, except that a streamed key's
+    /// MSMs advance chunk by chunk together: one phase, the last one named.
+    #[allow(clippy::too_many_arguments)]
+    fn msms(
+        &self,
+        ws: &Workspace,
+        key: &Loaded,
+        scalars: DevPtr<DevFr>,
+        n: usize,
+        g1: &[(Query, &'static str)],
+        b2: Option<&'static str>,
+        marks: &mut Marks,
+    ) -> Res<GroupResults> {
+        let first = |q: Query| usize::from(matches!(q, Query::A | Query::B1));
+        let rule = ZeroOne::Auto;
+        match key {
+            Loaded::Resident(k) => {
+                let plan = msm::plan(&self.gpu, ws, scalars, n, rule)?;
+                let mut res1 = Vec::new();
+                for &(q, phase) in g1 {
+                    let mut r = Results::<G1>::new(ws, 1)?;
+                    r.accumulate(&self.gpu, ws, &plan, k.query(q).ptr_at(first(q)))?;
+                    marks.mark(phase)?;
+                    res1.push(r);
+                }
+                let res2 = match (&k.b2, b2) {
+                    (Some(bases), Some(phase)) => {
+                        let mut r = Results::<G2>::new(ws, 1)?;
+                        r.accumulate(&self.gpu, ws, &plan, bases.ptr_at(1))?;
+                        marks.mark(phase)?;
+                        Some(r)
+                    }
+                    _ => None,
+                };
+                Ok((res1, res2))
+            }
+            Loaded::Streamed(k) => {
+                let hosts: Vec<&[DevG1Affine]> =
+                    g1.iter().map(|&(q, _)| &k.query(q)[first(q)..]).collect();
+                let host2 = b2.and(k.b2()).map(|b| &b[1..]);
+                let chunk = self.options.stream_chunk;
+                let res = streamed::msm(&self.gpu, ws, scalars, n, rule, chunk, &hosts, host2)?;
+                let last = b2.or(g1.last().map(|&(_, phase)| phase));
+                marks.mark(last.unwrap_or("msm"))?;
+                Ok(res)
+            }
+        }
+    }
+
+    /// A device buffer for a query's gathered scalars and their count;
+    /// `None` when the query takes the whole assignment (already on the
+    /// device).
+    fn selection_buffer(
         &self,
         selection: &Selection,
-        assignment: &[Fr],
+        variables: usize,
         ws: &Workspace,
     ) -> Res<Option<(DBuf<DevFr>, usize)>> {
         if *selection == Selection::All {
             return Ok(None);
         }
-        let gathered = selection.gather(&assignment[1..]);
-        let mut device = ws.buffer::<DevFr>(gathered.len())?;
-        ws.upload(&mut device, msm::fr_dev(&gathered))?;
-        msm::from_mont(&self.gpu, ws, device.ptr(), device.ptr(), gathered.len())?;
-        Ok(Some((device, gathered.len())))
+        let len = selection.len(variables);
+        Ok(Some((ws.buffer::<DevFr>(len)?, len)))
     }
 
     // ---- building blocks, for tests and benchmarks ----
@@ -648,12 +536,11 @@ impl CudaEngine {
         let plain = ws.buffer::<DevFr>(n)?;
         msm::from_mont(gpu, &ws, scalars.ptr(), plain.ptr(), n)?;
         let plan = msm::plan(gpu, &ws, plain.ptr(), n, rule)?;
-        let out = ws.buffer::<G::Jac>(msm::OUT_SLOTS)?;
-        msm::accumulate::<G>(gpu, &ws, &plan, bases.ptr(), out.ptr())?;
-        let mut host = vec![G::Jac::ZERO; plan.shape.outputs()];
-        out.download(&mut host, &ws.stream)?;
+        let mut results = Results::<G>::new(&ws, 1)?;
+        results.accumulate(gpu, &ws, &plan, bases.ptr())?;
+        let fetched = results.fetch(&ws.stream)?;
         ws.synchronize("msm")?;
-        Ok(msm::combine::<G>(&host, plan.shape))
+        Ok(fetched.value())
     }
 
     /// One-shot MSM from host data (tests).
@@ -786,8 +673,7 @@ impl Drop for CudaEngine {
     fn drop(&mut self) {
         let _ = self.gpu.enter();
         if let Ok(mut c) = self.cache.lock() {
-            c.keys.clear();
-            c.tables.clear();
+            c.clear();
         }
         if let Ok(mut w) = self.workspaces.lock() {
             w.clear();
@@ -805,7 +691,7 @@ impl ProveStartEngine for CudaEngine {
         circuit: &PreparedCircuit,
         synthesized: Synthesized,
     ) -> Result<ProveStartOutput, KernelError> {
-        self.prove_start_inner(circuit, synthesized)
+        self.prove_start_with(circuit, &circuit.pk, synthesized)
     }
 }
 
@@ -815,4 +701,78 @@ pub enum FieldTest {
     Fr,
     Fq,
     Fq2,
+}
+
+/// The host's physical memory (Linux: MemTotal), for the default pinned
+/// budget.
+fn host_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib << 10)
+}
+
+/// CUDA events recorded on a call's stream between its phases.
+struct Marks<'s> {
+    stream: &'s Stream,
+    start: Event,
+    marks: Vec<(&'static str, Event)>,
+}
+
+impl<'s> Marks<'s> {
+    fn new(stream: &'s Stream) -> Res<Self> {
+        let start = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
+        start.record(stream).map_err(driver("cuEventRecord"))?;
+        Ok(Self {
+            stream,
+            start,
+            marks: Vec::new(),
+        })
+    }
+
+    /// Ends phase `name` at this point of the stream.
+    fn mark(&mut self, name: &'static str) -> Res<()> {
+        let e = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
+        e.record(self.stream).map_err(driver("cuEventRecord"))?;
+        self.marks.push((name, e));
+        Ok(())
+    }
+
+    /// From the end of the upload to the end of the last MSM, in ms since
+    /// `epoch` (after the stream has passed them).
+    fn kernel_span(&self, epoch: &Event) -> Res<Option<(f64, f64)>> {
+        let at = |e: &Event| -> Res<f64> {
+            Ok(e.elapsed_time_f32(epoch)
+                .map_err(driver("cuEventElapsedTime"))? as f64)
+        };
+        let first = self.marks.iter().find(|(n, _)| *n == "upload");
+        let last = self.marks.iter().rev().find(|(n, _)| n.starts_with("msm"));
+        match (first, last) {
+            (Some((_, a)), Some((_, b))) => Ok(Some((at(a)?, at(b)?))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Each phase's time on the stream (after the stream has passed them).
+    fn phases(&self) -> Res<Vec<PhaseTiming>> {
+        let mut prev = &self.start;
+        let mut out = Vec::new();
+        for (name, e) in &self.marks {
+            let ms = e
+                .elapsed_time_f32(prev)
+                .map_err(driver("cuEventElapsedTime"))?;
+            out.push(PhaseTiming {
+                phase: name,
+                duration: Duration::from_secs_f64(ms as f64 / 1e3),
+            });
+            prev = e;
+        }
+        Ok(out)
+    }
 }

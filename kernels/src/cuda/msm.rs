@@ -31,8 +31,16 @@ pub trait MsmGroup {
     /// A Jacobian point as the kernels write it.
     type Jac: DeviceElement;
 
-    /// Bases in the kernels' layout (identity: all zeros).
-    fn to_device(points: &[<Self::Curve as CurveGroup>::Affine]) -> Vec<Self::Affine>;
+    /// Bases in the kernels' layout (identity: all zeros), written into
+    /// `out` (as long as `points`): a key's queries are converted range by
+    /// range, straight into staging or pinned memory.
+    fn write_device(points: &[<Self::Curve as CurveGroup>::Affine], out: &mut [Self::Affine]);
+    /// Bases in the kernels' layout, as a new vector.
+    fn to_device(points: &[<Self::Curve as CurveGroup>::Affine]) -> Vec<Self::Affine> {
+        let mut out = vec![Self::Affine::ZERO; points.len()];
+        Self::write_device(points, &mut out);
+        out
+    }
     /// A Jacobian point the kernels wrote, as the host's point.
     fn from_device(p: &Self::Jac) -> Self::Curve;
 
@@ -93,8 +101,8 @@ impl MsmGroup for G1 {
     type Affine = DevG1Affine;
     type Jac = DevG1Jac;
 
-    fn to_device(points: &[G1Affine]) -> Vec<DevG1Affine> {
-        points_to_device(points, |p, o: &mut DevG1Affine| {
+    fn write_device(points: &[G1Affine], out: &mut [DevG1Affine]) {
+        points_to_device(points, out, |p, o: &mut DevG1Affine| {
             if !p.infinity {
                 o.0[..6].copy_from_slice(&p.x.0 .0);
                 o.0[6..].copy_from_slice(&p.y.0 .0);
@@ -123,8 +131,8 @@ impl MsmGroup for G2 {
     type Affine = DevG2Affine;
     type Jac = DevG2Jac;
 
-    fn to_device(points: &[G2Affine]) -> Vec<DevG2Affine> {
-        points_to_device(points, |p, o: &mut DevG2Affine| {
+    fn write_device(points: &[G2Affine], out: &mut [DevG2Affine]) {
+        points_to_device(points, out, |p, o: &mut DevG2Affine| {
             if !p.infinity {
                 for (i, f) in [p.x.c0, p.x.c1, p.y.c0, p.y.c1].iter().enumerate() {
                     o.0[i * FQ_WORDS..(i + 1) * FQ_WORDS].copy_from_slice(&f.0 .0);
@@ -149,20 +157,20 @@ impl MsmGroup for G2 {
     const TEST_OPS: TestOps<DevG2Affine, DevG2Jac> = Gpu::test_g2_ops;
 }
 
-/// Points in the kernels' layout, in parallel: `fill` writes a point's
-/// coordinates into a zeroed element (left zero: the identity).
-fn points_to_device<P: Sync, D: DeviceElement + Send>(
+/// Points in the kernels' layout into `out`, in parallel: `fill` writes a
+/// point's coordinates into a zeroed element (left zero: the identity).
+fn points_to_device<P: Sync, D: DeviceElement + Send + Sync>(
     points: &[P],
+    out: &mut [D],
     fill: impl Fn(&P, &mut D) + Sync + Send,
-) -> Vec<D> {
-    points
-        .par_iter()
-        .map(|p| {
-            let mut o = D::ZERO;
-            fill(p, &mut o);
-            o
-        })
-        .collect()
+) {
+    assert_eq!(points.len(), out.len(), "one element per point");
+    out.par_iter_mut()
+        .zip(points.par_iter())
+        .for_each(|(o, p)| {
+            *o = D::ZERO;
+            fill(p, o);
+        });
 }
 
 /// Field elements as the kernels read them (Montgomery form), without copying.
@@ -672,4 +680,70 @@ pub fn combine<G: MsmGroup>(results: &[G::Jac], shape: Shape) -> G::Curve {
         acc += G::from_device(p);
     }
     acc
+}
+
+/// One MSM's results on the device: OUT_SLOTS per part (a resident MSM is
+/// one part, a streamed one a part per chunk of its bases) and each part's
+/// shape. Its value is the sum of the parts' values.
+pub struct Results<G: MsmGroup> {
+    /// The parts' result slots, OUT_SLOTS each.
+    out: DBuf<G::Jac>,
+    /// Shapes of the parts written so far.
+    shapes: Vec<Shape>,
+}
+
+impl<G: MsmGroup> Results<G> {
+    /// Room for `parts` parts.
+    pub fn new(ws: &Workspace, parts: usize) -> Res<Self> {
+        Ok(Self {
+            out: ws.buffer::<G::Jac>(parts.max(1) * OUT_SLOTS)?,
+            shapes: Vec::with_capacity(parts),
+        })
+    }
+
+    /// Accumulates the next part: `plan`'s scalars against `bases`.
+    pub fn accumulate(
+        &mut self,
+        gpu: &Gpu,
+        ws: &Workspace,
+        plan: &Plan,
+        bases: DevPtr<G::Affine>,
+    ) -> Res<()> {
+        let slot = self.out.ptr_at(self.shapes.len() * OUT_SLOTS);
+        accumulate::<G>(gpu, ws, plan, bases, slot)?;
+        self.shapes.push(plan.shape);
+        Ok(())
+    }
+
+    /// Queues the download of the results on `stream`; the value is ready
+    /// once the stream has passed it (`Fetched::value`).
+    pub fn fetch(self, stream: &Stream) -> Res<Fetched<G>> {
+        let mut host = vec![G::Jac::ZERO; self.shapes.len() * OUT_SLOTS];
+        self.out.download(&mut host, stream)?;
+        Ok(Fetched {
+            host,
+            shapes: self.shapes,
+        })
+    }
+}
+
+/// The results of MSMs over one scalar vector: the G1 queries', and B's
+/// G2 query's when it ran.
+pub type GroupResults = (Vec<Results<G1>>, Option<Results<G2>>);
+
+/// An MSM's results on their way to the host (see `Results::fetch`).
+pub struct Fetched<G: MsmGroup> {
+    host: Vec<G::Jac>,
+    shapes: Vec<Shape>,
+}
+
+impl<G: MsmGroup> Fetched<G> {
+    /// The MSM's value (after the download's stream was synchronized).
+    pub fn value(&self) -> G::Curve {
+        self.shapes
+            .iter()
+            .enumerate()
+            .map(|(i, &shape)| combine::<G>(&self.host[i * OUT_SLOTS..], shape))
+            .sum()
+    }
 }

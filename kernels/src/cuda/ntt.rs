@@ -139,6 +139,16 @@ impl NttTables {
         })
     }
 
+    /// Device bytes the tables of size n take (what `bytes` will report),
+    /// for the resident budget before they are built: two twiddle tables
+    /// of n, three scalings of min(n, 1024) + n / min(n, 1024), two
+    /// constants.
+    pub fn bytes_for(n: usize) -> u64 {
+        let l = n.min(1024);
+        let elements = 2 * n + 3 * (l + n / l) + 2;
+        (elements * std::mem::size_of::<DevFr>()) as u64
+    }
+
     pub fn bytes(&self) -> u64 {
         self.tw_fwd.bytes()
             + self.tw_inv.bytes()

@@ -1,0 +1,221 @@
+//! Proving keys larger than the device's resident budget (16 to 24 GB cards
+//! against a 32 GiB PoRep key's 47 GB of bases): the bases stay in pinned
+//! host memory and pass through the device in chunks. A chunk's copy runs
+//! on the workspace's copy stream while the previous chunk's kernels run on
+//! its compute stream; two device buffers per query alternate, ordered by
+//! events. Each chunk is an MSM of its own (its scalars sorted once for
+//! every query that shares them: A, B1 and B2), and the MSM's value is the
+//! sum of the chunks' values: the same group element as the resident MSM's,
+//! so the same proof, bit for bit.
+
+use rustacuda::event::Event;
+use rustacuda::memory::{DeviceCopy, LockedBuffer};
+use rustacuda::stream::StreamWaitEventFlags;
+
+use super::bases::{Fingerprint, KeyBases, Query};
+use super::gpu::{
+    driver, recorded, DBuf, DevFr, DevG1Affine, DevG2Affine, DevPtr, Gpu, Res, Workspace,
+};
+use super::msm::{self, GroupResults, Results, ZeroOne, G1, G2};
+
+/// Points of one query copied and converted at a time while a key is
+/// written into pinned memory (bounds the conversion's working set).
+const FILL_RANGE: usize = 1 << 22;
+
+/// Pinned host memory holding `len` elements (none allocated when empty:
+/// the driver refuses zero bytes).
+struct Pinned<T: DeviceCopy> {
+    buf: Option<LockedBuffer<T>>,
+}
+
+impl<T: DeviceCopy> Pinned<T> {
+    /// Allocates (cuMemAllocHost) and fills range by range.
+    fn new(len: usize, fill: impl Fn(usize, &mut [T])) -> Res<Self> {
+        if len == 0 {
+            return Ok(Self { buf: None });
+        }
+        // SAFETY: every element is written by `fill` below before any read.
+        let mut buf = unsafe { LockedBuffer::<T>::uninitialized(len) }
+            .map_err(driver(&format!("cuMemAllocHost of {len} elements")))?;
+        for (i, range) in buf.as_mut_slice().chunks_mut(FILL_RANGE).enumerate() {
+            fill(i * FILL_RANGE, range);
+        }
+        Ok(Self { buf: Some(buf) })
+    }
+
+    fn as_slice(&self) -> &[T] {
+        self.buf.as_ref().map_or(&[], |b| b.as_slice())
+    }
+}
+
+/// A key's bases in pinned host memory, in the kernels' layout.
+pub struct HostKey {
+    /// A, B1, L, H (Query's order).
+    g1: [Pinned<DevG1Affine>; 4],
+    /// B's G2 query, when the engine runs that MSM.
+    b2: Option<Pinned<DevG2Affine>>,
+    /// Which key this is (see bases.rs).
+    pub fingerprint: Fingerprint,
+    /// Pinned bytes held, for the engine's host budget.
+    pub bytes: u64,
+}
+
+// SAFETY: pinned host memory is plain memory, readable from any thread; the
+// key is immutable once built.
+unsafe impl Send for HostKey {}
+unsafe impl Sync for HostKey {}
+
+const QUERIES: [Query; 4] = [Query::A, Query::B1, Query::L, Query::H];
+
+impl HostKey {
+    /// Copies the key's bases (B's G2 query when `with_b2`) into new pinned
+    /// memory (the context must be current).
+    pub fn new(bases: &dyn KeyBases, with_b2: bool) -> Res<Self> {
+        let mut g1 = Vec::with_capacity(4);
+        for q in QUERIES {
+            g1.push(Pinned::new(bases.len(q), |start, out| {
+                bases.g1(q, start, out)
+            })?);
+        }
+        let b2 = if with_b2 {
+            Some(Pinned::new(bases.b2_len(), |start, out| {
+                bases.g2(start, out)
+            })?)
+        } else {
+            None
+        };
+        Ok(Self {
+            g1: g1.try_into().map_err(|_| ()).expect("four queries"),
+            b2,
+            fingerprint: bases.fingerprint(),
+            bytes: bases.bytes(with_b2),
+        })
+    }
+
+    pub fn query(&self, q: Query) -> &[DevG1Affine] {
+        self.g1[q as usize].as_slice()
+    }
+
+    pub fn b2(&self) -> Option<&[DevG2Affine]> {
+        self.b2.as_ref().map(|p| p.as_slice())
+    }
+}
+
+/// Two device buffers that a query's chunks alternate between, and the
+/// events that order them: a chunk's copy (copy stream) waits until the
+/// kernels that read the buffer's previous chunk (compute stream) are done,
+/// and those kernels wait for their chunk's copy.
+struct Slots<A: DeviceCopy> {
+    bufs: [DBuf<A>; 2],
+    /// Recorded on the copy stream after a chunk's copy into the buffer.
+    loaded: [Option<Event>; 2],
+    /// Recorded on the compute stream after the kernels that read it.
+    free: [Option<Event>; 2],
+    /// The buffer the next chunk goes to.
+    turn: usize,
+}
+
+impl<A: DeviceCopy> Slots<A> {
+    fn new(ws: &Workspace, chunk: usize) -> Res<Self> {
+        // The buffers may come from the workspace's free list, last used by
+        // work still queued on the compute stream: the first copies wait
+        // for it.
+        Ok(Self {
+            bufs: [ws.buffer(chunk)?, ws.buffer(chunk)?],
+            loaded: [None, None],
+            free: [Some(recorded(&ws.stream)?), Some(recorded(&ws.stream)?)],
+            turn: 0,
+        })
+    }
+
+    /// Queues `host`'s copy (pinned memory) into the next buffer; returns
+    /// the buffer's index.
+    fn load(&mut self, host: &[A], ws: &Workspace) -> Res<usize> {
+        let k = self.turn;
+        self.turn = 1 - k;
+        if let Some(e) = self.free[k].take() {
+            ws.copy
+                .wait_event(e, StreamWaitEventFlags::DEFAULT)
+                .map_err(driver("cuStreamWaitEvent"))?;
+        }
+        self.bufs[k].copy_from_pinned(host, &ws.copy)?;
+        self.loaded[k] = Some(recorded(&ws.copy)?);
+        Ok(k)
+    }
+
+    /// The compute stream waits for buffer k's copy; its device address.
+    fn take(&mut self, k: usize, ws: &Workspace) -> Res<DevPtr<A>> {
+        if let Some(e) = self.loaded[k].take() {
+            ws.stream
+                .wait_event(e, StreamWaitEventFlags::DEFAULT)
+                .map_err(driver("cuStreamWaitEvent"))?;
+        }
+        Ok(self.bufs[k].ptr())
+    }
+
+    /// Buffer k may take the next chunk once the kernels queued so far on
+    /// the compute stream are done.
+    fn release(&mut self, k: usize, ws: &Workspace) -> Res<()> {
+        self.free[k] = Some(recorded(&ws.stream)?);
+        Ok(())
+    }
+}
+
+/// MSMs of n plain scalars at `scalars` against streamed bases, `chunk`
+/// points at a time: each of `g1`'s host slices (its first n points) and
+/// `g2`'s. Per chunk the scalars are sorted once for all of them. Results
+/// are queued on the compute stream.
+#[allow(clippy::too_many_arguments)]
+pub fn msm(
+    gpu: &Gpu,
+    ws: &Workspace,
+    scalars: DevPtr<DevFr>,
+    n: usize,
+    rule: ZeroOne,
+    chunk: usize,
+    g1: &[&[DevG1Affine]],
+    g2: Option<&[DevG2Affine]>,
+) -> Res<GroupResults> {
+    let chunk = chunk.max(1);
+    let parts = n.div_ceil(chunk);
+    let width = chunk.min(n.max(1));
+    let mut slots1 = Vec::new();
+    let mut res1 = Vec::new();
+    for _ in g1 {
+        slots1.push(Slots::<DevG1Affine>::new(ws, width)?);
+        res1.push(Results::<G1>::new(ws, parts)?);
+    }
+    let mut slots2 = match g2 {
+        Some(_) => Some((
+            Slots::<DevG2Affine>::new(ws, width)?,
+            Results::<G2>::new(ws, parts)?,
+        )),
+        None => None,
+    };
+    for p in 0..parts {
+        let lo = p * chunk;
+        let len = chunk.min(n - lo);
+        // The copies first: they run while the host waits in `plan` (which
+        // reads back the 0/1 count) for the previous chunk's kernels.
+        let mut loaded1 = Vec::with_capacity(g1.len());
+        for (s, host) in slots1.iter_mut().zip(g1) {
+            loaded1.push(s.load(&host[lo..lo + len], ws)?);
+        }
+        let loaded2 = match (&mut slots2, g2) {
+            (Some((s, _)), Some(host)) => Some(s.load(&host[lo..lo + len], ws)?),
+            _ => None,
+        };
+        let plan = msm::plan(gpu, ws, scalars.offset(lo), len, rule)?;
+        for ((s, r), k) in slots1.iter_mut().zip(res1.iter_mut()).zip(loaded1) {
+            let bases = s.take(k, ws)?;
+            r.accumulate(gpu, ws, &plan, bases)?;
+            s.release(k, ws)?;
+        }
+        if let (Some((s, r)), Some(k)) = (&mut slots2, loaded2) {
+            let bases = s.take(k, ws)?;
+            r.accumulate(gpu, ws, &plan, bases)?;
+            s.release(k, ws)?;
+        }
+    }
+    Ok((res1, slots2.map(|(_, r)| r)))
+}
