@@ -293,9 +293,13 @@ impl CudaEngine {
                 syn.c.len()
             )));
         }
+        // Declared before the lease, so dropped after it: on an early return
+        // the lease waits for both streams before a streamed key's pinned
+        // memory (possibly no longer in the cache) can be freed under a copy.
+        let key: Loaded;
         let ws = self.lease()?;
         let stream = &ws.stream;
-        let key = self.key(&circuit.circuit_id, bases, &ws)?;
+        key = self.key(&circuit.circuit_id, bases, &ws)?;
         let tables = self.tables(n, &ws)?;
         self.gpu.enter()?;
         let mut marks = Marks::new(stream)?;
