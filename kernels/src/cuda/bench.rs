@@ -7,9 +7,10 @@
 //! and random a, b, c, assignment: the work is a real partition's, the proof
 //! is not valid (correctness is the tests' job).
 
-use std::fmt::Write as _;
 use std::time::Instant;
 
+pub use super::bench_config::BenchConfig;
+use super::bench_config::{line, median};
 use super::gpu::{DBuf, DevFr};
 use super::inputs;
 use super::msm::{MsmGroup, ZeroOne, G1, G2};
@@ -18,80 +19,6 @@ use super::{detect_devices, CudaEngine, CudaOptions};
 use crate::cpu::CpuEngine;
 use crate::groth16::{prove_finish, ProveStartEngine};
 use crate::{DeviceError, Fr, KernelError};
-
-#[derive(Clone, Debug)]
-pub struct BenchConfig {
-    pub device: usize,
-    pub g1_logs: Vec<u32>,
-    pub g2_logs: Vec<u32>,
-    pub ntt_logs: Vec<u32>,
-    pub partition_logs: Vec<u32>,
-    /// Largest partition also proved on the CPU engine (all cores).
-    pub cpu_max_log: u32,
-    pub runs: usize,
-    /// Window sizes to try for the largest G1 MSM (empty: the default only).
-    pub sweep_c: Vec<u32>,
-    /// Sizes of the 0/1-heavy MSMs (G1; G2 too up to the largest of
-    /// `g2_logs`), each with the 0/1 split and with the plain path.
-    pub zero_one_logs: Vec<u32>,
-    /// Percent of bits (0 or 1) in the 0/1-heavy MSMs' scalars.
-    pub bits_pct: u64,
-    /// Percent of bits in the partitions' witness (0: random values).
-    pub partition_bits_pct: u64,
-    /// Also time partitions with 1 and 2 workers sharing the engine, with
-    /// the workspace pool on and off (`CudaOptions::pool`).
-    pub pool_compare: bool,
-    /// Domains (log2) of PoRep-shaped partitions (27: the 32 GiB shape),
-    /// each proved with its key resident and streamed (porep_bench.rs).
-    pub porep_logs: Vec<u32>,
-    /// The resident budget, GiB, under which those keys stream.
-    pub stream_budget_gib: u64,
-    /// Percent of bits in the PoRep-shaped partitions' witness.
-    pub porep_bits_pct: u64,
-
-    /// Domain (log2) of the PoRep-shaped partitions that saturate devices
-    /// with two workers each; `None`: not run.
-    pub saturate_log: Option<u32>,
-    /// Devices saturated together (empty: `device` alone).
-    pub saturate_devices: Vec<usize>,
-    /// Partitions each saturating worker proves.
-    pub saturate_per_worker: usize,
-}
-
-impl Default for BenchConfig {
-    fn default() -> Self {
-        Self {
-            device: 0,
-            g1_logs: vec![16, 18, 20, 22, 24],
-            g2_logs: vec![16, 18, 20, 22],
-            ntt_logs: vec![16, 18, 20, 22, 24],
-            partition_logs: vec![16, 18, 20, 22],
-            cpu_max_log: 20,
-            runs: 5,
-            sweep_c: vec![],
-            zero_one_logs: vec![20, 22, 24],
-            bits_pct: 90,
-            partition_bits_pct: 0,
-            pool_compare: false,
-            porep_logs: vec![],
-            stream_budget_gib: 16,
-            porep_bits_pct: 0,
-            saturate_log: None,
-            saturate_devices: vec![],
-            saturate_per_worker: 6,
-        }
-    }
-}
-
-pub(super) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
 
 fn time_ms<T>(f: impl FnOnce() -> Result<T, KernelError>) -> Result<(f64, T), KernelError> {
     let t = Instant::now();
@@ -115,11 +42,6 @@ fn time_msm<G: MsmGroup>(
         ts.push(time_ms(|| engine.msm_device::<G>(bases, scalars, n, rule))?.0);
     }
     Ok(median(ts))
-}
-
-pub(super) fn line(out: &mut String, s: String) {
-    eprintln!("{s}");
-    let _ = writeln!(out, "{s}");
 }
 
 pub fn run_bench(cfg: &BenchConfig) -> Result<String, String> {

@@ -11,6 +11,7 @@
 
 pub mod bases;
 pub mod bench;
+mod bench_config;
 mod cache;
 pub mod gpu;
 // Random inputs: the benchmark's; public only for the GPU tests (feature

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::bases::TiledKey;
-use super::bench::{line, median, BenchConfig};
+use super::bench_config::{line, median, BenchConfig};
 use super::inputs;
 use super::{CudaEngine, CudaOptions};
 use crate::groth16::{prove_finish, PreparedCircuit, ProveStartEngine, Synthesized};
