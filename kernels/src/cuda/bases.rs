@@ -22,6 +22,11 @@ pub enum Query {
     H,
 }
 
+impl Query {
+    /// The G1 queries in the order keys hold them (and `Query as usize`).
+    pub const ALL: [Query; 4] = [Query::A, Query::B1, Query::L, Query::H];
+}
+
 /// What identifies a key: its query lengths (A, B, L, H) and two of its
 /// points. A circuit_id reused for a different key (a new setup) is noticed
 /// and re-uploaded instead of proving with stale bases.
@@ -47,10 +52,7 @@ pub trait KeyBases: Sync {
     fn g2(&self, start: usize, out: &mut [DevG2Affine]);
     /// Bytes of the G1 queries and, when `with_b2`, B's G2 query.
     fn bytes(&self, with_b2: bool) -> u64 {
-        let g1: usize = [Query::A, Query::B1, Query::L, Query::H]
-            .iter()
-            .map(|&q| self.len(q))
-            .sum();
+        let g1: usize = Query::ALL.iter().map(|&q| self.len(q)).sum();
         let g2 = if with_b2 { self.b2_len() } else { 0 };
         (g1 * std::mem::size_of::<DevG1Affine>() + g2 * std::mem::size_of::<DevG2Affine>()) as u64
     }
@@ -74,7 +76,7 @@ impl KeyBases for ProvingKey<Bls12_381> {
     }
     fn fingerprint(&self) -> Fingerprint {
         Fingerprint {
-            lens: [Query::A, Query::B1, Query::L, Query::H].map(|q| self.len(q)),
+            lens: Query::ALL.map(|q| self.len(q)),
             points: G1::to_device(&[self.delta_g1, self.beta_g1]),
         }
     }

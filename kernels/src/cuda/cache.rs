@@ -94,6 +94,25 @@ fn idle_lru<K: Clone, V>(map: &HashMap<K, (Arc<V>, u64)>) -> Option<(K, u64)> {
         .map(|(k, (_, t))| (k.clone(), *t))
 }
 
+/// The entry of `id` when `current` says it is the key asked for (its
+/// fingerprint, and B's G2 query when the engine runs that MSM), marked
+/// used at `tick`; otherwise a stale entry of `id` is dropped.
+fn cached<V>(
+    map: &mut HashMap<String, (Arc<V>, u64)>,
+    id: &str,
+    tick: u64,
+    current: impl Fn(&V) -> bool,
+) -> Option<Arc<V>> {
+    if let Some((k, used)) = map.get_mut(id) {
+        if current(k) {
+            *used = tick;
+            return Some(k.clone());
+        }
+    }
+    map.remove(id);
+    None
+}
+
 fn exhausted(what: &str, need: u64, budget: u64, held: u64) -> KernelError {
     DeviceError::engine(
         format!("making room for {need} {what} bytes"),
@@ -193,17 +212,14 @@ impl CudaEngine {
         let tick = cache.next_tick();
         let fp = bases.fingerprint();
         let with_b2 = self.options.g2_on_gpu;
-        if let Some((k, used)) = cache.keys.get_mut(circuit_id) {
-            if k.fingerprint == fp && (k.b2.is_some() || !with_b2) {
-                *used = tick;
-                return Ok(k.clone());
-            }
+        let current = |k: &ResidentKey| k.fingerprint == fp && (k.b2.is_some() || !with_b2);
+        if let Some(k) = cached(&mut cache.keys, circuit_id, tick, current) {
+            return Ok(k);
         }
-        cache.keys.remove(circuit_id);
         self.make_room(&mut cache, bases.bytes(with_b2))?;
         let upload = || -> Res<_> {
             let mut g1 = Vec::with_capacity(4);
-            for q in [Query::A, Query::B1, Query::L, Query::H] {
+            for q in Query::ALL {
                 g1.push(upload_ranges(ws, bases.len(q), |s, o| bases.g1(q, s, o))?);
             }
             let b2 = if with_b2 {
@@ -247,13 +263,10 @@ impl CudaEngine {
         let tick = cache.next_tick();
         let fp = bases.fingerprint();
         let with_b2 = self.options.g2_on_gpu;
-        if let Some((k, used)) = cache.streamed.get_mut(circuit_id) {
-            if k.fingerprint == fp && (k.b2().is_some() || !with_b2) {
-                *used = tick;
-                return Ok(k.clone());
-            }
+        let current = |k: &HostKey| k.fingerprint == fp && (k.b2().is_some() || !with_b2);
+        if let Some(k) = cached(&mut cache.streamed, circuit_id, tick, current) {
+            return Ok(k);
         }
-        cache.streamed.remove(circuit_id);
         let need = bases.bytes(with_b2);
         while cache.pinned_bytes() + need > self.pinned_budget {
             let Some((id, _)) = idle_lru(&cache.streamed) else {

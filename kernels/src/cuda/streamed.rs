@@ -65,14 +65,12 @@ pub struct HostKey {
 unsafe impl Send for HostKey {}
 unsafe impl Sync for HostKey {}
 
-const QUERIES: [Query; 4] = [Query::A, Query::B1, Query::L, Query::H];
-
 impl HostKey {
     /// Copies the key's bases (B's G2 query when `with_b2`) into new pinned
     /// memory (the context must be current).
     pub fn new(bases: &dyn KeyBases, with_b2: bool) -> Res<Self> {
         let mut g1 = Vec::with_capacity(4);
-        for q in QUERIES {
+        for q in Query::ALL {
             g1.push(Pinned::new(bases.len(q), |start, out| {
                 bases.g1(q, start, out)
             })?);
