@@ -585,12 +585,23 @@ impl Workspace {
 
     /// As `upload`, to `dst[at..at + src.len()]`.
     pub fn upload_at<T: DeviceElement>(&self, dst: &mut DBuf<T>, at: usize, src: &[T]) -> Res<()> {
+        self.upload_on(&self.stream, dst, at, src)
+    }
+
+    /// `src` to `dst[at..at + src.len()]` through the staging, on `stream`.
+    fn upload_on<T: DeviceElement>(
+        &self,
+        stream: &Stream,
+        dst: &mut DBuf<T>,
+        at: usize,
+        src: &[T],
+    ) -> Res<()> {
         assert!(at + src.len() <= dst.len, "an upload within the buffer");
         let mut staging = self
             .staging
             .lock()
             .map_err(|e| DeviceError::engine("locking a workspace", e))?;
-        staging.upload(dst, at * T::WORDS, T::as_words(src), &self.stream)
+        staging.upload(dst, at * T::WORDS, T::as_words(src), stream)
     }
 
     /// A new owned buffer holding `elements`, uploaded as by `upload`
@@ -604,12 +615,7 @@ impl Workspace {
     /// As `upload`, queued on the copy stream (order it against the
     /// compute stream with `copy_after_compute` / `compute_after_copy`).
     pub fn upload_on_copy<T: DeviceElement>(&self, dst: &mut DBuf<T>, src: &[T]) -> Res<()> {
-        assert!(src.len() <= dst.len, "an upload within the buffer");
-        let mut staging = self
-            .staging
-            .lock()
-            .map_err(|e| DeviceError::engine("locking a workspace", e))?;
-        staging.upload(dst, 0, T::as_words(src), &self.copy)
+        self.upload_on(&self.copy, dst, 0, src)
     }
 
     /// Work queued next on the copy stream waits for the work queued so far
