@@ -487,8 +487,15 @@ impl<T: DeviceCopy> Drop for DBuf<T> {
 /// waits for all work of the context, so one worker's frees stalled the
 /// other's).
 pub struct Workspace {
-    /// The call's stream.
+    /// The call's stream, at the priority `rank` gives it.
     pub stream: Stream,
+    /// The workspace's place in its engine's order of preference (0 first,
+    /// `CudaEngine::lease`): the lower the rank, the higher the stream's
+    /// priority, so of two calls on one device the lower-ranked one's
+    /// kernels are scheduled first and it finishes first. Otherwise two
+    /// calls that share the device fairly finish together and upload their
+    /// next inputs together, with the device idle (docs/gpu.md, run 36).
+    pub rank: usize,
     /// A second stream for copies that overlap the call's kernels: the
     /// chunks of a streamed key (`streamed.rs`), ordered against `stream`
     /// by events.
@@ -508,11 +515,18 @@ unsafe impl Send for Workspace {}
 unsafe impl Sync for Workspace {}
 
 impl Workspace {
-    /// A new workspace (the context must be current).
-    pub fn new(pool: bool) -> Res<Self> {
+    /// A new workspace of the given rank (the context must be current).
+    pub fn new(pool: bool, rank: usize) -> Res<Self> {
+        // Lower numbers are greater priorities: rank 0 gets the greatest,
+        // each further rank one step less, down to the least (the default).
+        let range = CurrentContext::get_stream_priority_range()
+            .map_err(driver("cuCtxGetStreamPriorityRange"))?;
+        let step = i32::try_from(rank).unwrap_or(i32::MAX);
+        let priority = range.greatest.saturating_add(step).min(range.least);
         Ok(Self {
-            stream: Stream::new(StreamFlags::NON_BLOCKING, None)
+            stream: Stream::new(StreamFlags::NON_BLOCKING, Some(priority))
                 .map_err(driver("cuStreamCreate"))?,
+            rank,
             copy: Stream::new(StreamFlags::NON_BLOCKING, None).map_err(driver("cuStreamCreate"))?,
             staging: Mutex::new(Staging::new()?),
             free: Arc::new(Mutex::new(Vec::new())),

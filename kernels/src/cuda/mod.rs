@@ -36,7 +36,7 @@ use rustacuda::stream::{Stream, StreamFlags};
 use crate::groth16::{
     PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
 };
-use crate::{Fr, G1Affine, G2Affine, KernelError};
+use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use bases::{KeyBases, Query};
 use cache::{Cache, Loaded};
 use gpu::{
@@ -135,11 +135,50 @@ pub struct CudaEngine {
     pinned_budget: u64,
     name: String,
     cache: Mutex<Cache>,
-    /// Workspaces of finished calls, one per call that ran concurrently.
-    workspaces: Mutex<Vec<Workspace>>,
+    /// Workspaces of finished calls (one per call that ran concurrently)
+    /// and the ranks of those leased now.
+    workspaces: Mutex<Workspaces>,
     /// The latest calls' kernel spans (ms since `epoch`), at most
     /// MAX_SPANS, for the device's kernel-active fraction.
     spans: Mutex<std::collections::VecDeque<(f64, f64)>>,
+}
+
+/// An engine's workspaces between calls, and which ranks are taken.
+#[derive(Default)]
+struct Workspaces {
+    /// Finished calls' workspaces, ready for the next call.
+    idle: Vec<Workspace>,
+    /// Ranks of the workspaces leased now.
+    leased: Vec<usize>,
+}
+
+impl Workspaces {
+    /// The idle workspace of the lowest rank, or, when none is idle, the
+    /// lowest rank no workspace holds, for a new one (a workspace lost to a
+    /// failed stream leaves its rank free). Either way the rank is leased
+    /// until `give_back`.
+    fn take(&mut self) -> Result<Workspace, usize> {
+        let best = (self.idle.iter().enumerate())
+            .min_by_key(|(_, w)| w.rank)
+            .map(|(i, _)| i);
+        let taken = match best {
+            Some(i) => Ok(self.idle.swap_remove(i)),
+            // Of 0..=len, at least one is not leased.
+            None => Err((0..=self.leased.len())
+                .find(|r| !self.leased.contains(r))
+                .unwrap_or(0)),
+        };
+        self.leased
+            .push(taken.as_ref().map_or_else(|&r| r, |w| w.rank));
+        taken
+    }
+
+    /// Ends the lease of `rank`; the workspace goes back to the idle ones
+    /// unless it was lost.
+    fn give_back(&mut self, rank: usize, ws: Option<Workspace>) {
+        self.leased.retain(|&r| r != rank);
+        self.idle.extend(ws);
+    }
 }
 
 /// Kernel spans an engine keeps (16 bytes each).
@@ -172,10 +211,10 @@ impl std::ops::Deref for Lease<'_> {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let Some(ws) = self.ws.take() else { return };
-        if ws.stream.synchronize().is_ok() && ws.copy.synchronize().is_ok() {
-            if let Ok(mut pool) = self.engine.workspaces.lock() {
-                pool.push(ws);
-            }
+        let rank = ws.rank;
+        let finished = ws.stream.synchronize().is_ok() && ws.copy.synchronize().is_ok();
+        if let Ok(mut pool) = self.engine.workspaces.lock() {
+            pool.give_back(rank, finished.then_some(ws));
         }
     }
 }
@@ -207,19 +246,29 @@ impl CudaEngine {
             pinned_budget,
             name: format!("cuda:{device_ordinal} ({dev_name})"),
             cache: Mutex::new(Cache::new()),
-            workspaces: Mutex::new(Vec::new()),
+            workspaces: Mutex::new(Workspaces::default()),
             epoch: Epoch(epoch),
             spans: Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
-    /// A workspace for one call (the context current on this thread).
+    /// A workspace for one call (the context current on this thread): the
+    /// idle one of the lowest rank, so the call's kernels get the highest
+    /// stream priority not held by a call in flight.
     pub fn lease(&self) -> Res<Lease<'_>> {
         self.gpu.enter()?;
-        let pooled = self.workspaces.lock().ok().and_then(|mut v| v.pop());
-        let ws = match pooled {
-            Some(ws) => ws,
-            None => Workspace::new(self.options.pool)?,
+        let taken = self
+            .workspaces
+            .lock()
+            .map_err(|e| DeviceError::engine("locking the workspaces", e))?
+            .take();
+        let ws = match taken {
+            Ok(ws) => ws,
+            Err(rank) => Workspace::new(self.options.pool, rank).inspect_err(|_| {
+                if let Ok(mut pool) = self.workspaces.lock() {
+                    pool.give_back(rank, None);
+                }
+            })?,
         };
         Ok(Lease {
             engine: self,
@@ -231,7 +280,7 @@ impl CudaEngine {
     /// waits for the context's work).
     pub fn release_pooled(&self) {
         if let Ok(pool) = self.workspaces.lock() {
-            for ws in pool.iter() {
+            for ws in pool.idle.iter() {
                 let _ = ws.release();
             }
         }
@@ -241,7 +290,7 @@ impl CudaEngine {
     pub fn pooled_bytes(&self) -> u64 {
         self.workspaces
             .lock()
-            .map_or(0, |v| v.iter().map(|w| w.idle_bytes()).sum())
+            .map_or(0, |v| v.idle.iter().map(|w| w.idle_bytes()).sum())
     }
 
     fn keep_span(&self, span: Option<(f64, f64)>) {
@@ -681,7 +730,7 @@ impl Drop for CudaEngine {
             c.clear();
         }
         if let Ok(mut w) = self.workspaces.lock() {
-            w.clear();
+            w.idle.clear();
         }
     }
 }
@@ -779,5 +828,26 @@ impl<'s> Marks<'s> {
             prev = e;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Workspaces;
+
+    #[test]
+    fn new_workspaces_take_the_lowest_rank_no_workspace_holds() {
+        let mut pool = Workspaces::default();
+        // Nothing idle: new workspaces of ranks 0, 1, 2 in turn.
+        let ranks: Vec<Option<usize>> = (0..3).map(|_| pool.take().err()).collect();
+        assert_eq!(ranks, [Some(0), Some(1), Some(2)]);
+        // Rank 1's workspace was lost (a failed stream): its rank is the
+        // next new one's, not 3.
+        pool.give_back(1, None);
+        assert_eq!(pool.take().err(), Some(1));
+        pool.give_back(0, None);
+        pool.give_back(2, None);
+        assert_eq!(pool.take().err(), Some(0));
+        assert_eq!(pool.take().err(), Some(2));
     }
 }
