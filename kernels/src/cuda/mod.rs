@@ -181,6 +181,14 @@ impl Workspaces {
     }
 }
 
+/// Drops `x` on a thread of its own, so that freeing it does not delay the
+/// caller; here if no thread can be started (the failed spawn drops it).
+fn free_elsewhere<T: Send + 'static>(x: T) {
+    let _ = std::thread::Builder::new()
+        .name("cuzk-free".into())
+        .spawn(move || drop(x));
+}
+
 /// Kernel spans an engine keeps (16 bytes each).
 const MAX_SPANS: usize = 4096;
 
@@ -368,21 +376,35 @@ impl CudaEngine {
         let mut db = ws.buffer::<DevFr>(n)?;
         let mut dc = ws.buffer::<DevFr>(n)?;
         let mut dz = ws.buffer::<DevFr>(m)?;
+        let scratch = ws.buffer::<DevFr>(n)?;
+        // a goes up on the compute stream; b, c and the witness on the copy
+        // stream, each under the NTTs of the inputs before it (the host's
+        // staging copies pace the uploads, which overlap kernels, not each
+        // other). The copies wait first for the work queued so far on the
+        // compute stream, whose memory these buffers may have been.
+        ws.copy_after_compute()?;
         ws.upload(&mut da, msm::fr_dev(&a))?;
-        ws.upload(&mut db, msm::fr_dev(&b))?;
-        ws.upload(&mut dc, msm::fr_dev(&c))?;
-        ws.upload(&mut dz, msm::fr_dev(&assignment))?;
-        msm::from_mont(gpu, &ws, dz.ptr(), dz.ptr(), m)?;
         marks.mark("upload")?;
 
         // H
-        let scratch = ws.buffer::<DevFr>(n)?;
-        tables.compute_h(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
+        tables.to_coset(gpu, stream, da.ptr(), scratch.ptr())?;
+        for (buf, host) in [(&mut db, &b), (&mut dc, &c)] {
+            ws.upload_on_copy(buf, msm::fr_dev(host))?;
+            ws.compute_after_copy()?;
+            tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;
+        }
+        // The host's a, b, c are in the staging's hands now. Returning 13 GB
+        // (a 32 GiB PoRep's) to the system takes a few hundred ms, which on
+        // this thread would hold back H's MSM (docs/gpu.md, run 39).
+        free_elsewhere((a, b, c));
+        ws.upload_on_copy(&mut dz, msm::fr_dev(&assignment))?;
+        tables.h_from_cosets(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
+        ws.compute_after_copy()?;
+        msm::from_mont(gpu, &ws, dz.ptr(), dz.ptr(), m)?;
         marks.mark("ntt")?;
         // Back to the workspace: later buffers reuse them after the NTT, in
-        // stream order. The host's a, b, c (copied into the staging) are
-        // freed while the NTT runs, not before it is queued.
-        drop((a, b, c, db, dc, scratch));
+        // stream order.
+        drop((db, dc, scratch));
 
         let h_len = bases.len(Query::H).min(n);
         let l_len = bases.len(Query::L).min(m - num_inputs);

@@ -251,9 +251,25 @@ impl NttTables {
         }
     }
 
-    /// H of the libsnark reduction, exactly `compute_h_cpu`: a, b, c in
-    /// place; the result in a.
-    pub fn compute_h(
+    /// One of a, b, c of the libsnark reduction (`compute_h_cpu`), in place:
+    /// its evaluations on the domain become those on the coset. Each input
+    /// can go as soon as its own upload has arrived; `h_from_cosets` follows
+    /// once all three have.
+    pub fn to_coset(
+        &self,
+        gpu: &Gpu,
+        stream: &Stream,
+        x: DevPtr<DevFr>,
+        scratch: DevPtr<DevFr>,
+    ) -> Res<()> {
+        self.ntt_raw(gpu, stream, x, scratch, true)?;
+        self.scale(gpu, stream, x, &self.coset_ninv)?;
+        self.ntt_raw(gpu, stream, x, scratch, false)
+    }
+
+    /// H of the libsnark reduction, exactly `compute_h_cpu`, from a, b, c
+    /// on the coset (`to_coset` of each); the result in a.
+    pub fn h_from_cosets(
         &self,
         gpu: &Gpu,
         stream: &Stream,
@@ -262,11 +278,6 @@ impl NttTables {
         c: DevPtr<DevFr>,
         scratch: DevPtr<DevFr>,
     ) -> Res<()> {
-        for x in [a, b, c] {
-            self.ntt_raw(gpu, stream, x, scratch, true)?;
-            self.scale(gpu, stream, x, &self.coset_ninv)?;
-            self.ntt_raw(gpu, stream, x, scratch, false)?;
-        }
         gpu.k_h_pointwise(
             stream,
             Launch::over(self.n, THREADS),
