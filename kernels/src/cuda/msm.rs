@@ -208,6 +208,14 @@ pub fn window_bits(n: usize) -> u32 {
     {
         return c.clamp(MIN_C, 24);
     }
+    // From 1.5 x 2^26 points (a 32 GiB PoRep's H: 2^27 - 1) 13 windows of
+    // 20 bits beat 16 of 16: 979 against 1032 ms at 2^27, while at 2^26
+    // they tie (526 / 522) and at 2^24 lose (181 / 134): wider windows have
+    // smaller buckets, whose bucket levels fill their work items less, and
+    // 16x the buckets to reduce (docs/gpu.md, runs 37-38).
+    if n >= 3 << 25 {
+        return 20;
+    }
     let log = usize::BITS - n.max(1).leading_zeros();
     (log.saturating_sub(4)).clamp(6, 16)
 }
