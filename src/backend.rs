@@ -8,10 +8,12 @@ use std::time::Instant;
 use ark_groth16::Groth16;
 use ark_serialize::CanonicalSerialize;
 use ark_std::UniformRand;
-use cuzk_actors::{Backend, Finished, JobSpec, Payload, Phases, StageError, Started, Synthesized};
+use cuzk_actors::{
+    Backend, Finished, JobSpec, Payload, Phases, Priority, StageError, Started, Synthesized,
+};
 use cuzk_filecoin::record::Evaluation;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
-use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartOutput};
+use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartOutput, Urgency};
 use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
@@ -65,6 +67,15 @@ impl ProofJob {
             ProofJob::Family(job) => &job.shape.circuit_id,
             ProofJob::Filecoin(job) => &job.cache_id,
         }
+    }
+}
+
+/// How soon a job's partitions need the device: critical jobs (WinningPoSt
+/// by default) run ahead of the others on a device they share.
+fn urgency(priority: Priority) -> Urgency {
+    match priority {
+        Priority::Critical => Urgency::Urgent,
+        Priority::High | Priority::Normal | Priority::Low => Urgency::Normal,
     }
 }
 
@@ -203,7 +214,7 @@ impl Backend for ProvingBackend {
     fn prove_start(
         &self,
         device: usize,
-        _job: &JobSpec,
+        job: &JobSpec,
         _partition: u32,
         input: Payload,
     ) -> Result<Started, StageError> {
@@ -217,7 +228,7 @@ impl Backend for ProvingBackend {
             .ok_or_else(|| StageError::permanent(format!("no device {device}")))?;
         let output = device
             .engine
-            .prove_start(&circuit, synthesized)
+            .prove_start_as(&circuit, synthesized, urgency(job.priority))
             .map_err(kernel_failure)?;
         let phases = output
             .phases
@@ -281,5 +292,18 @@ fn release_freed_memory() {
     // SAFETY: malloc_trim only returns free pages to the OS.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{urgency, Priority, Urgency};
+
+    #[test]
+    fn only_critical_jobs_are_urgent_on_the_device() {
+        let urgent: Vec<Priority> = (Priority::ALL.into_iter())
+            .filter(|&p| urgency(p) == Urgency::Urgent)
+            .collect();
+        assert_eq!(urgent, [Priority::Critical]);
     }
 }

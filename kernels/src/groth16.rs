@@ -173,6 +173,18 @@ impl ProveStartOutput {
     }
 }
 
+/// How soon a prove_start call's result is needed, for an engine that runs
+/// calls side by side on one device (the CUDA engine's stream priorities).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Urgency {
+    /// In turn with the other calls.
+    #[default]
+    Normal,
+    /// Ahead of every normal call (WinningPoSt: a block reward is lost when
+    /// its proof is late).
+    Urgent,
+}
+
 /// The prove_start stage, implemented by the CPU engine and the CUDA engine.
 pub trait ProveStartEngine: Send + Sync {
     fn name(&self) -> &str;
@@ -181,6 +193,17 @@ pub trait ProveStartEngine: Send + Sync {
         circuit: &PreparedCircuit,
         synthesized: Synthesized,
     ) -> Result<ProveStartOutput, KernelError>;
+    /// As `prove_start`, with the call's urgency. By default the urgency is
+    /// not used: the CPU engine gives each call threads of its own.
+    fn prove_start_as(
+        &self,
+        circuit: &PreparedCircuit,
+        synthesized: Synthesized,
+        urgency: Urgency,
+    ) -> Result<ProveStartOutput, KernelError> {
+        let _ = urgency;
+        self.prove_start(circuit, synthesized)
+    }
 }
 
 fn constraint_system(mode: SynthesisMode) -> ark_relations::r1cs::ConstraintSystemRef<Fr> {

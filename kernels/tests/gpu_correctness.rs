@@ -18,7 +18,7 @@ use cuzk_kernels::cuda::inputs;
 use cuzk_kernels::cuda::msm::{MsmGroup, ZeroOne, G1, G2};
 use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions, FieldTest};
 use cuzk_kernels::groth16::{
-    self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine, ProveStartOutput,
+    self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine, ProveStartOutput, Urgency,
 };
 use cuzk_kernels::{Fr, G1Affine, G2Affine};
 
@@ -587,7 +587,9 @@ fn gpu_concurrent_prove_start() {
     let e = gpu_or_skip!("gpu_concurrent_prove_start");
     let s = seed();
     // Two workers share the engine, as a device's workers do: each call
-    // leases its own workspace, and pooled buffers pass between calls.
+    // leases its own workspace, and pooled buffers pass between calls. The
+    // second worker's calls are urgent (rank 0, the greatest stream
+    // priority), as a WinningPoSt beside a PoRep.
     let steps = 20000;
     let circuit = chain_circuit(steps, s);
     let mut r = inputs::rng(s ^ 31);
@@ -603,9 +605,10 @@ fn gpu_concurrent_prove_start() {
             .map(|w| {
                 let (syn, circuit, xs) = (&syn, &circuit, &xs);
                 sc.spawn(move || {
+                    let urgency = [Urgency::Normal, Urgency::Urgent][w];
                     (w..xs.len())
                         .step_by(2)
-                        .map(|i| (i, e.prove_start(circuit, syn(xs[i])).unwrap()))
+                        .map(|i| (i, e.prove_start_as(circuit, syn(xs[i]), urgency).unwrap()))
                         .collect()
                 })
             })
@@ -644,7 +647,9 @@ fn gpu_concurrent_prove_start() {
             "b2_acc of job {i}"
         );
     }
-    eprintln!("6 prove_starts on 2 threads sharing the engine equal the CPU's: OK");
+    eprintln!(
+        "6 prove_starts on 2 threads sharing the engine, normal and urgent, equal the CPU's: OK"
+    );
 }
 
 /// A small real circuit: a chain v_{i+1} = v_i^2 + i with v_0 secret and the

@@ -35,6 +35,7 @@ use rustacuda::stream::{Stream, StreamFlags};
 
 use crate::groth16::{
     PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
+    Urgency,
 };
 use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use bases::{KeyBases, Query};
@@ -152,21 +153,33 @@ struct Workspaces {
     leased: Vec<usize>,
 }
 
+/// The lowest rank a call of this urgency takes: rank 0, the greatest
+/// priority, is kept for urgent calls, so that one of them never waits
+/// behind a normal call that happened to hold rank 0.
+fn first_rank(urgency: Urgency) -> usize {
+    match urgency {
+        Urgency::Urgent => 0,
+        Urgency::Normal => 1,
+    }
+}
+
 impl Workspaces {
-    /// The idle workspace of the lowest rank, or, when none is idle, the
-    /// lowest rank no workspace holds, for a new one (a workspace lost to a
-    /// failed stream leaves its rank free). Either way the rank is leased
-    /// until `give_back`.
-    fn take(&mut self) -> Result<Workspace, usize> {
+    /// The idle workspace of the lowest rank from `from` on, or, when there
+    /// is none, the lowest rank from `from` on that no workspace holds, for
+    /// a new one (a workspace lost to a failed stream leaves its rank free).
+    /// Either way the rank is leased until `give_back`.
+    fn take(&mut self, from: usize) -> Result<Workspace, usize> {
         let best = (self.idle.iter().enumerate())
+            .filter(|(_, w)| w.rank >= from)
             .min_by_key(|(_, w)| w.rank)
             .map(|(i, _)| i);
+        let held = |r: &usize| self.leased.contains(r) || self.idle.iter().any(|w| w.rank == *r);
         let taken = match best {
             Some(i) => Ok(self.idle.swap_remove(i)),
-            // Of 0..=len, at least one is not leased.
-            None => Err((0..=self.leased.len())
-                .find(|r| !self.leased.contains(r))
-                .unwrap_or(0)),
+            // Of these, at least one is not held.
+            None => Err((from..=from + self.leased.len() + self.idle.len())
+                .find(|r| !held(r))
+                .unwrap_or(from)),
         };
         self.leased
             .push(taken.as_ref().map_or_else(|&r| r, |w| w.rank));
@@ -260,16 +273,22 @@ impl CudaEngine {
         })
     }
 
-    /// A workspace for one call (the context current on this thread): the
-    /// idle one of the lowest rank, so the call's kernels get the highest
-    /// stream priority not held by a call in flight.
+    /// A workspace for one normal call (the context current on this
+    /// thread); see `lease_for`.
     pub fn lease(&self) -> Res<Lease<'_>> {
+        self.lease_for(Urgency::Normal)
+    }
+
+    /// A workspace for one call of this urgency: the idle one of the lowest
+    /// rank open to it, so the call's kernels get the greatest stream
+    /// priority not held by a call in flight (rank 0 only for urgent calls).
+    pub fn lease_for(&self, urgency: Urgency) -> Res<Lease<'_>> {
         self.gpu.enter()?;
         let taken = self
             .workspaces
             .lock()
             .map_err(|e| DeviceError::engine("locking the workspaces", e))?
-            .take();
+            .take(first_rank(urgency));
         let ws = match taken {
             Ok(ws) => ws,
             Err(rank) => Workspace::new(self.options.pool, rank).inspect_err(|_| {
@@ -339,6 +358,7 @@ impl CudaEngine {
         circuit: &PreparedCircuit,
         bases: &dyn KeyBases,
         syn: Synthesized,
+        urgency: Urgency,
     ) -> Res<ProveStartOutput> {
         self.gpu.enter()?;
         let gpu = &self.gpu;
@@ -355,7 +375,7 @@ impl CudaEngine {
         // the lease waits for both streams before a streamed key's pinned
         // memory (possibly no longer in the cache) can be freed under a copy.
         let key: Loaded;
-        let ws = self.lease()?;
+        let ws = self.lease_for(urgency)?;
         let stream = &ws.stream;
         key = self.key(&circuit.circuit_id, bases, &ws)?;
         let tables = self.tables(n, &ws)?;
@@ -767,7 +787,16 @@ impl ProveStartEngine for CudaEngine {
         circuit: &PreparedCircuit,
         synthesized: Synthesized,
     ) -> Result<ProveStartOutput, KernelError> {
-        self.prove_start_with(circuit, &circuit.pk, synthesized)
+        self.prove_start_as(circuit, synthesized, Urgency::Normal)
+    }
+
+    fn prove_start_as(
+        &self,
+        circuit: &PreparedCircuit,
+        synthesized: Synthesized,
+        urgency: Urgency,
+    ) -> Result<ProveStartOutput, KernelError> {
+        self.prove_start_with(circuit, &circuit.pk, synthesized, urgency)
     }
 }
 
@@ -855,21 +884,27 @@ impl<'s> Marks<'s> {
 
 #[cfg(test)]
 mod tests {
-    use super::Workspaces;
+    use super::{first_rank, Urgency, Workspaces};
 
     #[test]
     fn new_workspaces_take_the_lowest_rank_no_workspace_holds() {
         let mut pool = Workspaces::default();
-        // Nothing idle: new workspaces of ranks 0, 1, 2 in turn.
-        let ranks: Vec<Option<usize>> = (0..3).map(|_| pool.take().err()).collect();
-        assert_eq!(ranks, [Some(0), Some(1), Some(2)]);
-        // Rank 1's workspace was lost (a failed stream): its rank is the
-        // next new one's, not 3.
-        pool.give_back(1, None);
-        assert_eq!(pool.take().err(), Some(1));
-        pool.give_back(0, None);
+        let normal = first_rank(Urgency::Normal);
+        // Nothing idle: new workspaces of ranks 1, 2, 3 in turn for normal
+        // calls; rank 0 stays free for an urgent one.
+        let ranks: Vec<Option<usize>> = (0..3).map(|_| pool.take(normal).err()).collect();
+        assert_eq!(ranks, [Some(1), Some(2), Some(3)]);
+        assert_eq!(pool.take(first_rank(Urgency::Urgent)).err(), Some(0));
+        // Rank 2's workspace was lost (a failed stream): its rank is the
+        // next new one's, not 4.
         pool.give_back(2, None);
-        assert_eq!(pool.take().err(), Some(0));
-        assert_eq!(pool.take().err(), Some(2));
+        assert_eq!(pool.take(normal).err(), Some(2));
+        // With rank 0 free, a second urgent call while none is idle gets the
+        // lowest rank free, and normal calls still start at 1.
+        pool.give_back(0, None);
+        pool.give_back(1, None);
+        assert_eq!(pool.take(normal).err(), Some(1));
+        assert_eq!(pool.take(first_rank(Urgency::Urgent)).err(), Some(0));
+        assert_eq!(pool.take(first_rank(Urgency::Urgent)).err(), Some(4));
     }
 }

@@ -14,7 +14,7 @@ use super::bases::TiledKey;
 use super::bench_config::{line, median, BenchConfig};
 use super::inputs;
 use super::{CudaEngine, CudaOptions};
-use crate::groth16::{prove_finish, PreparedCircuit, ProveStartEngine, Synthesized};
+use crate::groth16::{prove_finish, PreparedCircuit, ProveStartEngine, Synthesized, Urgency};
 use crate::{Fr, G1Affine, G2Affine, KernelError};
 
 /// One partition from the synthesized a, b, c on the host to the finished
@@ -26,7 +26,7 @@ fn prove_once(
     syn: Synthesized,
 ) -> Result<(f64, String), KernelError> {
     let t = Instant::now();
-    let st = engine.prove_start_with(circuit, key, syn)?;
+    let st = engine.prove_start_with(circuit, key, syn, Urgency::Normal)?;
     let phases: Vec<String> = st
         .phases
         .iter()
@@ -225,7 +225,7 @@ fn saturate_device(
                     loop {
                         let next = queue.lock().expect("queue").pop();
                         let Some(syn) = next else { return Ok(()) };
-                        let st = engine.prove_start_with(circuit, key, syn)?;
+                        let st = engine.prove_start_with(circuit, key, syn, Urgency::Normal)?;
                         let _ = prove_finish(circuit, st, Fr::from(3u64), Fr::from(5u64));
                     }
                 })
