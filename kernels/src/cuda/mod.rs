@@ -195,11 +195,12 @@ impl Workspaces {
 }
 
 /// Drops `x` on a thread of its own, so that freeing it does not delay the
-/// caller; here if no thread can be started (the failed spawn drops it).
-fn free_elsewhere<T: Send + 'static>(x: T) {
-    let _ = std::thread::Builder::new()
-        .name("cuzk-free".into())
-        .spawn(move || drop(x));
+/// caller, who joins the thread where the memory must be back; here if no
+/// thread can be started (the failed spawn drops it).
+fn free_elsewhere<T: Send + 'static>(x: T) -> Option<std::thread::JoinHandle<()>> {
+    (std::thread::Builder::new().name("cuzk-free".into()))
+        .spawn(move || drop(x))
+        .ok()
 }
 
 /// Kernel spans an engine keeps (16 bytes each).
@@ -416,7 +417,7 @@ impl CudaEngine {
         // The host's a, b, c are in the staging's hands now. Returning 13 GB
         // (a 32 GiB PoRep's) to the system takes a few hundred ms, which on
         // this thread would hold back H's MSM (docs/gpu.md, run 39).
-        free_elsewhere((a, b, c));
+        let freeing = free_elsewhere((a, b, c));
         ws.upload_on_copy(&mut dz, msm::fr_dev(&assignment))?;
         tables.h_from_cosets(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
         ws.compute_after_copy()?;
@@ -492,6 +493,11 @@ impl CudaEngine {
         let fetched2 = b2_res.map(|r| r.fetch(stream)).transpose()?;
         marks.mark("download")?;
         stream.synchronize().map_err(driver("prove_start"))?;
+        // The stage reports a, b, c as freed (`freed_bytes`), which the
+        // daemon's memory budget then hands out again: they must be gone.
+        if let Some(thread) = freeing {
+            let _ = thread.join();
+        }
         let [h_acc, l_acc, a_acc, b1_acc] = fetched.map(|f| f.value());
         let b2_acc = fetched2.map(|f| f.value());
 
