@@ -237,6 +237,7 @@ impl Backend for ProvingBackend {
             .collect();
         Ok(Started {
             freed_bytes: output.freed_bytes,
+            device_active: output.device_active,
             phases,
             payload: Payload::new(StartedPartition { circuit, output }),
         })

@@ -248,6 +248,8 @@ impl Backend for SimBackend {
                 ("device_wait", device_wait),
                 ("device", compute),
             ],
+            // The simulated device runs one call at a time (the lock above).
+            device_active: Some(compute),
         })
     }
 

@@ -91,6 +91,31 @@ fn workers_timeline_and_metrics_agree_on_every_partition() {
             .sum();
         assert_eq!(states, 1.0, "{labels}: exactly one state is 1");
     }
+    // The device's kernel-active time: the sim's device runs one call at a
+    // time, so it is the sum of its spans' "device" phases, and at most the
+    // busy time of its workers together.
+    for device in 0..2 {
+        let on_device = workers.iter().filter(|w| w["device"] == device);
+        let device_ms: f64 = (on_device.clone())
+            .flat_map(|w| w["recent_spans"].as_array().unwrap())
+            .flat_map(|s| s["phases"].as_array().unwrap())
+            .filter(|p| p[0] == "device")
+            .map(|p| p[1].as_f64().unwrap())
+            .sum();
+        let busy: f64 = on_device
+            .map(|w| {
+                let labels = format!("device=\"{}\",worker=\"{}\"", w["device"], w["worker"]);
+                metric_value(&text, &format!("cuzk_gpu_busy_seconds_total{{{labels}}}"))
+            })
+            .sum();
+        let active = metric_value(
+            &text,
+            &format!("cuzk_gpu_kernel_active_seconds_total{{device=\"{device}\"}}"),
+        );
+        assert!(active > 0.0, "device {device}: no kernel-active time");
+        assert!((active - device_ms / 1e3).abs() < 0.01, "device {device}: metric {active}, device phases {device_ms} ms");
+        assert!(active <= busy, "device {device}: kernel-active {active} s beyond its workers' busy {busy} s");
+    }
     let gaps: f64 = workers
         .iter()
         .map(|w| {

@@ -46,6 +46,10 @@ pub struct Started {
     /// Bytes released during prove_start (a, b and c).
     pub freed_bytes: u64,
     pub phases: Phases,
+    /// How long the call's kernels ran while no earlier call's did on its
+    /// device, so that the calls' shares add up to the device's
+    /// kernel-active time; None where the backend sees no device kernels.
+    pub device_active: Option<Duration>,
 }
 
 pub struct Finished {

@@ -94,7 +94,7 @@ impl Handler<ProvePartition> for GpuWorker {
         let proved = Instant::now();
         // Hand the results on before the span ends: the hand-off is part of
         // the worker's busy time.
-        let (ok, mut phases) = match result {
+        let (ok, mut phases, device_active) = match result {
             Ok(started) => {
                 self.release.do_send(Release {
                     key: key.clone(),
@@ -111,7 +111,7 @@ impl Handler<ProvePartition> for GpuWorker {
                     index: msg.index,
                     input: started.payload,
                 });
-                (true, started.phases)
+                (true, started.phases, started.device_active)
             }
             Err(error) => {
                 self.release.do_send(Release {
@@ -123,7 +123,7 @@ impl Handler<ProvePartition> for GpuWorker {
                     ctx.stop();
                 }
                 self.tracker.failed.do_send(PartitionFailed { key: key.clone(), error });
-                (false, Vec::new())
+                (false, Vec::new(), None)
             }
         };
         let end = Instant::now();
@@ -139,6 +139,7 @@ impl Handler<ProvePartition> for GpuWorker {
             busy: end - start,
             waited,
             phases: &phases,
+            device_active,
         }
         .emit();
         self.publish(SpanReport::Finished(SpanFinished {

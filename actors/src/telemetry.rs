@@ -180,6 +180,14 @@ pub const GPU_IDLE_GAP: MetricDef = MetricDef {
     help: "Length of each idle interval of a GPU worker, from the end of one span (or start-up) to the start of the next.",
     buckets: GAP_BUCKETS,
 };
+pub const GPU_KERNEL_ACTIVE: MetricDef = MetricDef {
+    name: "cuzk_gpu_kernel_active_seconds_total",
+    kind: MetricKind::FloatCounter,
+    unit: "seconds",
+    labels: &["device"],
+    help: "Seconds a device had kernels of some partition running: the union over its workers' calls, from the CUDA engine's events (the sim backend: its simulated device time; 0 on the CPU backend, which has no device). Its rate is the device's kernel-active fraction.",
+    buckets: &[],
+};
 pub const GPU_UTILIZATION: MetricDef = gauge(
     "cuzk_gpu_utilization_ratio",
     "ratio",
@@ -343,6 +351,7 @@ pub const CATALOGUE: &[MetricDef] = &[
     GPU_BUSY,
     GPU_IDLE,
     GPU_IDLE_GAP,
+    GPU_KERNEL_ACTIVE,
     GPU_UTILIZATION,
     GPU_WORKER_STATE,
     BUDGET_USED,
@@ -544,6 +553,9 @@ pub struct GpuSpanFinished<'a> {
     /// Hand-off before the span (see `SpanFinished::waited`).
     pub waited: Duration,
     pub phases: &'a [(&'static str, Duration)],
+    /// The call's share of its device's kernel-active time
+    /// (`Started::device_active`).
+    pub device_active: Option<Duration>,
 }
 
 impl GpuSpanFinished<'_> {
@@ -564,6 +576,10 @@ impl GpuSpanFinished<'_> {
                 "phase" => *phase
             )
             .record(duration.as_secs_f64());
+        }
+        if let Some(active) = self.device_active {
+            metrics::gauge!(GPU_KERNEL_ACTIVE.name, "device" => self.worker.device.to_string())
+                .increment(active.as_secs_f64());
         }
     }
 }
@@ -622,6 +638,7 @@ impl WorkerRegistered {
         let (device, worker) = worker_labels(self.worker);
         metrics::gauge!(GPU_BUSY.name, "device" => device.clone(), "worker" => worker.clone())
             .increment(0.0);
+        metrics::gauge!(GPU_KERNEL_ACTIVE.name, "device" => device.clone()).increment(0.0);
         for cause in IdleCause::ALL {
             metrics::gauge!(
                 GPU_IDLE.name,

@@ -34,7 +34,7 @@ impl Backend for StuckFinalizer {
     fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
         std::thread::sleep(Duration::from_millis(1));
         self.proved.fetch_add(1, Ordering::SeqCst);
-        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![] })
+        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![], device_active: None })
     }
     fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
         let mut released = self.released.lock().unwrap();

@@ -107,6 +107,7 @@ impl Backend for ScriptedBackend {
             payload: Payload::new(partition),
             freed_bytes: job.reservation.abc_bytes,
             phases: vec![],
+            device_active: None,
         })
     }
     fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, StageError> {

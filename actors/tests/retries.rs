@@ -36,7 +36,7 @@ impl Backend for FailsOnce {
         if self.calls.fetch_add(1, Ordering::Relaxed) == 0 {
             return Err(StageError::new(kind, format!("scripted {kind:?} device failure")));
         }
-        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![] })
+        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![], device_active: None })
     }
     fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
         Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })

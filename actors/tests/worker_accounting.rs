@@ -36,6 +36,7 @@ impl Backend for Timed {
             payload: Payload::new(()),
             freed_bytes: 0,
             phases: vec![("device", self.prove)],
+            device_active: Some(self.prove),
         })
     }
     fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {

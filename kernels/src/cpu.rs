@@ -75,6 +75,7 @@ impl ProveStartEngine for CpuEngine {
                 num_inputs,
                 freed_bytes,
                 phases,
+                device_active: None,
             })
         })
     }

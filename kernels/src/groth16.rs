@@ -165,6 +165,12 @@ pub struct ProveStartOutput {
     /// Bytes of a, b and c released during the stage.
     pub freed_bytes: u64,
     pub phases: Vec<PhaseTiming>,
+    /// The call's share of its device's kernel-active time: how long its
+    /// kernels ran while no earlier call's did (from the CUDA engine's
+    /// events), so that the shares of all calls add up to the time the
+    /// device had any kernels running. None from an engine without a
+    /// device (the CPU engine).
+    pub device_active: Option<Duration>,
 }
 
 impl ProveStartOutput {

@@ -203,6 +203,27 @@ fn free_elsewhere<T: Send + 'static>(x: T) -> Option<std::thread::JoinHandle<()>
         .ok()
 }
 
+/// How much of `span` (start, end) none of `others` covers: its share of
+/// their union once all of them are counted, in whatever order.
+pub(crate) fn newly_covered<'s>(
+    others: impl IntoIterator<Item = &'s (f64, f64)>,
+    (a, b): (f64, f64),
+) -> f64 {
+    let mut cut: Vec<(f64, f64)> = (others.into_iter())
+        .map(|&(x, y)| (x.max(a), y.min(b)))
+        .filter(|(x, y)| x < y)
+        .collect();
+    cut.sort_by(|p, q| p.0.total_cmp(&q.0));
+    let (mut covered, mut end) = (0.0, a);
+    for (x, y) in cut {
+        if y > end {
+            covered += y - x.max(end);
+            end = y;
+        }
+    }
+    (b - a).max(0.0) - covered
+}
+
 /// Kernel spans an engine keeps (16 bytes each).
 const MAX_SPANS: usize = 4096;
 
@@ -321,13 +342,18 @@ impl CudaEngine {
             .map_or(0, |v| v.idle.iter().map(|w| w.idle_bytes()).sum())
     }
 
-    fn keep_span(&self, span: Option<(f64, f64)>) {
-        if let (Some(span), Ok(mut spans)) = (span, self.spans.lock()) {
-            if spans.len() == MAX_SPANS {
-                spans.pop_front();
-            }
-            spans.push_back(span);
+    /// Keeps a call's kernel span and returns how much of it (ms) no kept
+    /// span covers: the call's share of the device's kernel-active time.
+    /// The calls that overlap it are among the kept ones (a device runs a
+    /// few at a time, and MAX_SPANS are kept).
+    fn keep_span(&self, span: Option<(f64, f64)>) -> Option<f64> {
+        let (span, mut spans) = (span?, self.spans.lock().ok()?);
+        let share = newly_covered(spans.iter(), span);
+        if spans.len() == MAX_SPANS {
+            spans.pop_front();
         }
+        spans.push_back(span);
+        Some(share)
     }
 
     /// The kernel spans of the latest prove_start calls (at most 4096), in
@@ -502,7 +528,7 @@ impl CudaEngine {
         let b2_acc = fetched2.map(|f| f.value());
 
         let phases = marks.phases()?;
-        self.keep_span(marks.kernel_span(&self.epoch.0)?);
+        let active_ms = self.keep_span(marks.kernel_span(&self.epoch.0)?);
         Ok(ProveStartOutput {
             a_acc,
             b1_acc,
@@ -513,6 +539,7 @@ impl CudaEngine {
             num_inputs,
             freed_bytes,
             phases,
+            device_active: active_ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1e3)),
         })
     }
 
@@ -890,7 +917,21 @@ impl<'s> Marks<'s> {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_rank, Urgency, Workspaces};
+    use super::{first_rank, newly_covered, Urgency, Workspaces};
+
+    #[test]
+    fn a_span_counts_only_what_no_other_covers() {
+        let kept = [(0.0, 4.0), (6.0, 8.0), (7.0, 9.0)];
+        // [2, 10] minus [2, 4] and [6, 9]: [4, 6] and [9, 10], 3 ms.
+        assert_eq!(newly_covered(&kept, (2.0, 10.0)), 3.0);
+        assert_eq!(newly_covered(&kept, (1.0, 3.0)), 0.0);
+        assert_eq!(newly_covered(&[], (1.0, 3.0)), 2.0);
+        // Shares in any order add up to the union (0-9 with a gap 4-6: 7).
+        let total: f64 = (0..kept.len())
+            .map(|i| newly_covered(&kept[..i], kept[i]))
+            .sum();
+        assert_eq!(total, 7.0);
+    }
 
     #[test]
     fn new_workspaces_take_the_lowest_rank_no_workspace_holds() {

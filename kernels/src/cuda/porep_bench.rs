@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::bases::TiledKey;
 use super::bench_config::{line, median, BenchConfig};
 use super::inputs;
-use super::{CudaEngine, CudaOptions};
+use super::{newly_covered, CudaEngine, CudaOptions};
 use crate::groth16::{prove_finish, PreparedCircuit, ProveStartEngine, Synthesized, Urgency};
 use crate::{Fr, G1Affine, G2Affine, KernelError};
 
@@ -243,21 +243,14 @@ fn saturate_device(
 /// The union of the spans' lengths over the span from the first start to
 /// the last end.
 pub fn active_fraction(spans: &[(f64, f64)]) -> f64 {
-    let mut s = spans.to_vec();
-    s.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (Some(first), Some(last)) = (
-        s.first().map(|x| x.0),
-        s.iter().map(|x| x.1).max_by(f64::total_cmp),
-    ) else {
+    let first = spans.iter().map(|s| s.0).min_by(f64::total_cmp);
+    let last = spans.iter().map(|s| s.1).max_by(f64::total_cmp);
+    let (Some(first), Some(last)) = (first, last) else {
         return 0.0;
     };
-    let (mut covered, mut end) = (0.0, f64::MIN);
-    for (a, b) in s {
-        if b > end {
-            covered += b - a.max(end);
-            end = b;
-        }
-    }
+    let covered: f64 = (0..spans.len())
+        .map(|i| newly_covered(&spans[..i], spans[i]))
+        .sum();
     if last > first {
         covered / (last - first)
     } else {
