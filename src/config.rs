@@ -396,7 +396,7 @@ impl Config {
         match &self.scheduler.budget {
             Budget::Bytes(bytes) => *bytes,
             Budget::Auto(_) => {
-                let total = [physical_memory(), cgroup_memory_limit()]
+                let total = [cuzk_kernels::host::physical_memory(), cgroup_memory_limit()]
                     .into_iter()
                     .flatten()
                     .min()
@@ -411,13 +411,6 @@ pub fn available_cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
-}
-
-fn physical_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 fn cgroup_memory_limit() -> Option<u64> {

@@ -6,12 +6,14 @@
 //! - [`r1cs`]: the compiled R1CS a proof's a, b and c are evaluated from.
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
+//! - [`host`]: what the host machine has (its memory), for default budgets.
 
 pub mod circuits;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod groth16;
+pub mod host;
 pub mod r1cs;
 
 pub use ark_bls12_381::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};

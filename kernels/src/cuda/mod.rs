@@ -272,7 +272,7 @@ impl CudaEngine {
         let budget = options.resident_budget.unwrap_or(total / 10 * 6);
         let pinned_budget = options
             .pinned_budget
-            .unwrap_or_else(|| host_memory().unwrap_or(128 << 30) / 2);
+            .unwrap_or_else(|| crate::host::physical_memory().unwrap_or(128 << 30) / 2);
         let dev_name = gpu.device.name().unwrap_or_else(|_| "?".into());
         gpu.enter()?;
         let epoch = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
@@ -839,21 +839,6 @@ pub enum FieldTest {
     Fr,
     Fq,
     Fq2,
-}
-
-/// The host's physical memory (Linux: MemTotal), for the default pinned
-/// budget.
-fn host_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(kib << 10)
 }
 
 /// CUDA events recorded on a call's stream between its phases.
