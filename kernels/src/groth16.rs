@@ -200,7 +200,8 @@ pub trait ProveStartEngine: Send + Sync {
         synthesized: Synthesized,
     ) -> Result<ProveStartOutput, KernelError>;
     /// As `prove_start`, with the call's urgency. By default the urgency is
-    /// not used: the CPU engine gives each call threads of its own.
+    /// not used: the CPU engine's calls share its thread pool as they come
+    /// (rayon has no priorities).
     fn prove_start_as(
         &self,
         circuit: &PreparedCircuit,

@@ -489,12 +489,13 @@ impl<T: DeviceCopy> Drop for DBuf<T> {
 pub struct Workspace {
     /// The call's stream, at the priority `rank` gives it.
     pub stream: Stream,
-    /// The workspace's place in its engine's order of preference (0 first,
-    /// `CudaEngine::lease`): the lower the rank, the higher the stream's
-    /// priority, so of two calls on one device the lower-ranked one's
-    /// kernels are scheduled first and it finishes first. Otherwise two
-    /// calls that share the device fairly finish together and upload their
-    /// next inputs together, with the device idle (docs/gpu.md, run 36).
+    /// The workspace's place in its engine's order of preference
+    /// (`CudaEngine::lease_for`: rank 0 for urgent calls, normal ones from
+    /// 1): the lower the rank, the higher the stream's priority, so of two
+    /// calls on one device the lower-ranked one's kernels are scheduled
+    /// first and it finishes first. Otherwise two calls that share the
+    /// device fairly finish together and upload their next inputs
+    /// together, with the device idle (docs/gpu.md, run 36).
     pub rank: usize,
     /// A second stream for copies that overlap the call's kernels: the
     /// chunks of a streamed key (`streamed.rs`), ordered against `stream`
