@@ -62,6 +62,11 @@ pub struct GpuBenchArgs {
     /// Partitions each saturating worker proves.
     #[arg(long, default_value_t = 6)]
     pub saturate_per_worker: usize,
+    /// log2 domain of a PoRep-shaped partition standing in for a critical
+    /// job (19: the 32 GiB WinningPoSt's), timed alone and injected into
+    /// the device saturated at --saturate, urgent and normal.
+    #[arg(long)]
+    pub urgent: Option<u32>,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -88,6 +93,7 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             saturate_log: args.saturate,
             saturate_devices: args.saturate_devices.clone(),
             saturate_per_worker: args.saturate_per_worker,
+            urgent_log: args.urgent,
         };
         run_bench(&cfg)
     }

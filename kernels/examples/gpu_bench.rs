@@ -5,7 +5,7 @@
 //!             [--zero-one 20,22,24] [--bits-pct 90] [--partition-bits-pct 0]
 //!             [--pool-compare 1] [--porep 27] [--stream-budget-gib 16]
 //!             [--porep-bits-pct N] [--saturate 25] [--saturate-devices 0,1]
-//!             [--saturate-per-worker 6]
+//!             [--saturate-per-worker 6] [--urgent 19]
 //! An empty list ("--g2 ''") skips that group.
 #[cfg(feature = "cuda")]
 fn main() {
@@ -42,6 +42,7 @@ fn main() {
                 cfg.saturate_devices = list(&v).into_iter().map(|d| d as usize).collect()
             }
             "--saturate-per-worker" => cfg.saturate_per_worker = v.parse().unwrap(),
+            "--urgent" => cfg.urgent_log = list(&v).first().copied(),
             other => panic!("unknown argument {other}"),
         }
         i += 2;

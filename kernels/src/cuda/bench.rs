@@ -15,6 +15,7 @@ use super::gpu::{DBuf, DevFr};
 use super::inputs;
 use super::msm::{MsmGroup, ZeroOne, G1, G2};
 use super::porep_bench;
+use super::urgency_bench;
 use super::{detect_devices, CudaEngine, CudaOptions};
 use crate::cpu::CpuEngine;
 use crate::groth16::{prove_finish, ProveStartEngine};
@@ -354,5 +355,6 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     );
     porep_bench::porep_rows(cfg, p1, p2, seed, &mut out)?;
     porep_bench::saturate_rows(cfg, p1, p2, seed, &mut out)?;
+    urgency_bench::urgency_rows(cfg, p1, p2, seed, &mut out)?;
     Ok(out)
 }

@@ -43,6 +43,11 @@ pub struct BenchConfig {
     pub saturate_devices: Vec<usize>,
     /// Partitions each saturating worker proves.
     pub saturate_per_worker: usize,
+    /// Domain (log2) of a PoRep-shaped partition standing in for a critical
+    /// job (the 32 GiB WinningPoSt's domain is 2^19), timed alone and
+    /// injected into the device saturated at `saturate_log`, urgent and
+    /// normal; `None`: not run.
+    pub urgent_log: Option<u32>,
 }
 
 impl Default for BenchConfig {
@@ -66,6 +71,7 @@ impl Default for BenchConfig {
             saturate_log: None,
             saturate_devices: vec![],
             saturate_per_worker: 6,
+            urgent_log: None,
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod msm;
 pub mod ntt;
 mod porep_bench;
 mod streamed;
+mod urgency_bench;
 
 use std::sync::Mutex;
 use std::time::Duration;

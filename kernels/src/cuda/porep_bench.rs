@@ -19,14 +19,15 @@ use crate::{Fr, G1Affine, G2Affine, KernelError};
 
 /// One partition from the synthesized a, b, c on the host to the finished
 /// proof: ms, and prove_start's GPU phases.
-fn prove_once(
+pub(super) fn prove_once(
     engine: &CudaEngine,
     circuit: &PreparedCircuit,
     key: &TiledKey,
     syn: Synthesized,
+    urgency: Urgency,
 ) -> Result<(f64, String), KernelError> {
     let t = Instant::now();
-    let st = engine.prove_start_with(circuit, key, syn, Urgency::Normal)?;
+    let st = engine.prove_start_with(circuit, key, syn, urgency)?;
     let phases: Vec<String> = st
         .phases
         .iter()
@@ -73,13 +74,13 @@ pub fn porep_rows(
             )?;
             // The first call uploads (or pins) the key: the setup column.
             let t = Instant::now();
-            prove_once(&engine, &circuit, &key, make(seed ^ 900))?;
+            prove_once(&engine, &circuit, &key, make(seed ^ 900), Urgency::Normal)?;
             let setup = t.elapsed().as_secs_f64();
             let mut ts = Vec::new();
             let mut phases = String::new();
             for i in 0..runs {
                 let syn = make(seed ^ (901 + i as u64));
-                let (ms, p) = prove_once(&engine, &circuit, &key, syn)?;
+                let (ms, p) = prove_once(&engine, &circuit, &key, syn, Urgency::Normal)?;
                 ts.push(ms);
                 phases = p;
             }
@@ -136,7 +137,7 @@ pub fn saturate_rows(
         .map(|&d| CudaEngine::new(d, CudaOptions::default()))
         .collect::<Result<_, _>>()?;
     for e in &engines {
-        prove_once(e, &circuit, &key, make(seed ^ 77))?; // key upload, warm-up
+        prove_once(e, &circuit, &key, make(seed ^ 77), Urgency::Normal)?; // key upload, warm-up
     }
     line(out, String::new());
     line(
@@ -162,7 +163,9 @@ pub fn saturate_rows(
                 .map(|(di, e)| {
                     let (circuit, key, make) = (&circuit, &key, &make);
                     let seed = seed ^ ((di as u64) << 32);
-                    sc.spawn(move || saturate_device(e, circuit, key, make, per_worker, seed))
+                    sc.spawn(move || {
+                        saturate_device(e, circuit, key, make, per_worker, seed, |_| ())
+                    })
                 })
                 .collect();
             handles
@@ -199,15 +202,17 @@ pub fn saturate_rows(
 
 /// Two workers prove `per_worker` partitions each on `engine`, all
 /// synthesized beforehand (so the benchmark's input maker cannot starve the
-/// device); returns partitions per second, the kernel-active fraction and
-/// the wall time in s.
-fn saturate_device(
+/// device), while `beside` runs on a thread of its own, given a probe that
+/// says whether partitions are still waiting; returns partitions per
+/// second, the kernel-active fraction and the wall time in s.
+pub(super) fn saturate_device(
     engine: &CudaEngine,
     circuit: &PreparedCircuit,
     key: &TiledKey,
     make: &(impl Fn(u64) -> Synthesized + Sync),
     per_worker: usize,
     seed: u64,
+    beside: impl FnOnce(&dyn Fn() -> bool) + Send,
 ) -> Result<(f64, f64, f64), KernelError> {
     let total = 2 * per_worker;
     let queue = Mutex::new(
@@ -218,6 +223,8 @@ fn saturate_device(
     let before = engine.kernel_spans().len();
     let t = Instant::now();
     std::thread::scope(|sc| {
+        let waiting = || !queue.lock().expect("queue").is_empty();
+        sc.spawn(move || beside(&waiting));
         let workers: Vec<_> = (0..2)
             .map(|_| {
                 let queue = &queue;
