@@ -60,6 +60,9 @@ struct Fp;
 // 768 bytes in k_g1_level0 and 1760 in k_g2_level0, read and written around
 // every product); by value they travel in registers (0 and 240 bytes).
 DEVI Fp<FqParams> fq_mul_call(Fp<FqParams> a, Fp<FqParams> b);
+// The Fq square, out of line likewise: on the device N(N+1)/2 limb
+// products instead of N^2 (ptx::mont_sqr).
+DEVI Fp<FqParams> fq_sqr_call(Fp<FqParams> a);
 
 template <class P>
 struct Fp {
@@ -204,7 +207,10 @@ struct Fp {
 #endif
         return r;
     }
-    DEV Fp sqr() const { return *this * *this; }
+    DEV Fp sqr() const {
+        if constexpr (N == 12) return fq_sqr_call(*this);
+        else return mul_inline(*this);
+    }
 
     // Montgomery form -> plain integer (multiply by 1 and reduce).
     DEV Fp from_mont() const {
@@ -218,6 +224,15 @@ typedef Fp<FqParams> Fq;
 typedef Fp<FrParams> Fr;
 
 DEVI Fq fq_mul_call(Fq a, Fq b) { return a.mul_inline(b); }
+DEVI Fq fq_sqr_call(Fq a) {
+#ifdef __CUDA_ARCH__
+    Fq r;
+    ptx::mont_sqr<FqParams>(r.v, a.v);
+    return r;
+#else
+    return a.mul_inline(a);
+#endif
+}
 
 // Fq2 = Fq[u]/(u^2+1); arkworks' layout: c0 then c1.
 struct Fq2 {

@@ -98,17 +98,28 @@ PTX_PAIR_OP(mad_wide_cc, "mad.lo.cc.u32", "madc.hi.cc.u32")
 PTX_PAIR_OP(madc_wide_cc, "madc.lo.cc.u32", "madc.hi.cc.u32")
 PTX_PAIR_OP(madc_wide, "madc.lo.cc.u32", "madc.hi.u32")
 #undef PTX_PAIR_OP
+// The carry added into the word pair x inside a chain (no product): where a
+// squaring's row has no limb product on a pair that the carry must cross.
+__device__ __forceinline__ uint64_t addc_wide_cc(uint64_t x) {
+    uint64_t r;
+    asm volatile("{\n\t.reg .u32 lo, hi;\n\tmov.b64 {lo, hi}, %1;\n\t"
+                 "addc.cc.u32 lo, lo, 0;\n\taddc.cc.u32 hi, hi, 0;\n\t"
+                 "mov.b64 %0, {lo, hi};\n\t}"
+                 : "=l"(r) : "l"(x));
+    return r;
+}
 __device__ __forceinline__ uint32_t lo32(uint64_t x) { return (uint32_t)x; }
 __device__ __forceinline__ uint32_t hi32(uint64_t x) { return (uint32_t)(x >> 32); }
 __device__ __forceinline__ uint64_t pair(uint32_t lo, uint32_t hi) {
     return (uint64_t)hi << 32 | lo;
 }
 
-// Montgomery multiplication r = a*b*2^(-32N) mod p, a, b < p, N even.
+// Montgomery multiplication r = a*b*2^(-32N) mod p, a, b < p, N even
+// (mont_mul), and squaring r = a*a*2^(-32N) mod p (mont_sqr).
 //
 // Layout: the running value is T = E + W*O (W = 2^32), both as word pairs: E
 // holds positions 0..N+1 (pair k = positions 2k, 2k+1), O positions 1..N
-// (pair k = positions 2k+1, 2k+2). A limb product a[j]*b_i covers positions
+// (pair k = positions 2k+1, 2k+2). A limb product u[j]*b_i covers positions
 // j and j+1: those with j even go into E's pair j/2, those with j odd into O's
 // pair (j-1)/2, one madc_wide_cc each, so every limb product is a single SASS
 // instruction and E and O are two independent carry chains (two products in
@@ -126,29 +137,64 @@ __device__ __forceinline__ uint64_t pair(uint32_t lo, uint32_t hi) {
 // which is again "A at 0 and B, starting at position 1": the next row's
 // addend pairs are the pairs this row wrote, no words move.
 //
-// Bounds: with T < 2p before a row, T + a*b_i + m*p < 2p*W, so E fits
-// positions 0..N, O's chain never carries out of position N, and T < 2p after
-// the row; after N rows r = A + B < 2p and one conditional subtraction ends
-// it.
-template <class P>
-__device__ __forceinline__ void mont_mul(uint32_t* r, const uint32_t* a, const uint32_t* b) {
+// The multiplicand u of row i: a for a product. For a square,
+// a^2 = sum_i a_i W^i (a_i W^i + 2 sum_{j>i} a_j W^j), so row i multiplies
+// b_i = a_i by U_i = a_i at j = i and the limbs of 2(a >> 32(i+1)) above:
+// the low word of 2a_{i+1} at j = i + 1, limb j of 2a (d_j) from i + 2, and
+// nothing below i: those pairs only pass the carry on (O) or keep their
+// addend (E, whose chain then starts at the row's first product). That is
+// N(N+1)/2 limb products instead of N^2 (78 of 144 for Fq), the reduction
+// unchanged.
+//
+// Bounds: with T < 4p before a row, a_i U_i < 2pW (U_i <= 2a) and m*p < pW,
+// so the row's sum is below 4pW, within positions 0..N when 4p < W^N, and
+// T < 4p after it (a product's rows: T < 2p throughout). Fq has 3 spare
+// bits; Fr (p > 2^254) has one, so only Fq squares this way. After N rows
+// r = (a*b + M*p) / W^N < (p^2 + W^N p) / W^N < 2p in either case, and
+// one conditional subtraction ends it.
+template <class P, bool SQR>
+__device__ __forceinline__ void mont_rows(uint32_t* r, const uint32_t* a, const uint32_t* b) {
     const int N = P::N, H = N / 2;
     static_assert(N % 2 == 0, "limb pairs");
+    static_assert(!SQR || N == 12, "squaring rows need 4p < W^N: Fq only");
     uint64_t A[H], B[H + 1], E[H + 1], O[H];
+    uint32_t d[N];  // squaring: the limbs of 2a (a < p < 2^(32N-2))
+    if (SQR) {
+        d[0] = a[0] << 1;
+#pragma unroll
+        for (int j = 1; j < N; j++) d[j] = __funnelshift_l(a[j - 1], a[j], 1);
+    }
 #pragma unroll
     for (int k = 0; k < H; k++) A[k] = B[k] = 0;
     B[H] = 0;
 #pragma unroll
     for (int i = 0; i < N; i++) {
         const uint32_t bi = b[i];
+        // Row i's multiplicand limb j, for j >= i when squaring.
+        auto u = [&](int j) -> uint32_t { return !SQR ? a[j] : j == i ? a[i] : j == i + 1 ? a[j] << 1 : d[j]; };
         const uint32_t e0 = add_cc(lo32(A[0]), hi32(B[0]));
 #pragma unroll
-        for (int k = 0; k < H - 1; k++) O[k] = madc_wide_cc(a[2 * k + 1], bi, B[k + 1]);
-        O[H - 1] = madc_wide(a[N - 1], bi, B[H]);
-        E[0] = mad_wide_cc(a[0], bi, pair(e0, hi32(A[0])));
+        for (int k = 0; k < H - 1; k++) {
+            if (!SQR || 2 * k + 1 >= i) O[k] = madc_wide_cc(u(2 * k + 1), bi, B[k + 1]);
+            else O[k] = addc_wide_cc(B[k + 1]);
+        }
+        O[H - 1] = madc_wide(u(N - 1), bi, B[H]);  // j = N - 1 >= i in every row
+        // E's chain starts at its first product pair k0.
+        const int k0 = SQR ? (i + 1) / 2 : 0;
+        const uint64_t e_pair0 = pair(e0, hi32(A[0]));
+        if (k0 > 0) E[0] = e_pair0;
 #pragma unroll
-        for (int k = 1; k < H; k++) E[k] = madc_wide_cc(a[2 * k], bi, A[k]);
-        E[H] = addc(0, 0);
+        for (int k = 1; k < H; k++) {
+            if (k < k0) E[k] = A[k];
+        }
+        if (k0 < H) {
+            E[k0] = mad_wide_cc(u(2 * k0), bi, k0 == 0 ? e_pair0 : A[k0]);
+#pragma unroll
+            for (int k = k0 + 1; k < H; k++) E[k] = madc_wide_cc(u(2 * k), bi, A[k]);
+            E[H] = addc(0, 0);
+        } else {
+            E[H] = 0;  // no product in E: no carry to take
+        }
         // Reduction: E[0] + lo(m * p[0]) = 0 mod W.
         const uint32_t m = lo32(E[0]) * P::INV;
         E[0] = mad_wide_cc(m, P::mod(0), E[0]);
@@ -181,6 +227,16 @@ __device__ __forceinline__ void mont_mul(uint32_t* r, const uint32_t* a, const u
     r[N - 2] = addc_cc(lo32(A[H - 1]), x[N - 2]);
     r[N - 1] = addc(hi32(A[H - 1]), x[N - 1]);
     reduce_once<P>(r);
+}
+
+template <class P>
+__device__ __forceinline__ void mont_mul(uint32_t* r, const uint32_t* a, const uint32_t* b) {
+    mont_rows<P, false>(r, a, b);
+}
+
+template <class P>
+__device__ __forceinline__ void mont_sqr(uint32_t* r, const uint32_t* a) {
+    mont_rows<P, true>(r, a, a);
 }
 
 }  // namespace ptx

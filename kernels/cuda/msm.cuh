@@ -8,15 +8,25 @@
 //    with their indices; only those go through steps 3-5. Proving's aux
 //    scalars are mostly bits, which the plain path would sort into one
 //    contended bucket.
-// 3. each scalar is cut into nwin signed c-bit digits d in (-2^(c-1), 2^(c-1)];
-//    bucket (w, |d|-1) gets point i (negated when d < 0). Counting sort:
-//    msm_histogram (atomics), an exclusive scan (scan_*), msm_scatter.
-//    The sorted lists depend only on the scalars: A, B1 and B2 share one.
-// 4. bucket accumulation in levels: a work item sums at most K consecutive
-//    entries of one bucket; after a level a bucket with m entries has
-//    ceil(m/K) partial sums, contiguous, which the next level reduces the same
-//    way. Every item does <= K additions whatever the scalar distribution, so
-//    a bucket holding most points (all-ones scalars) does not serialize.
+// 3. a scalar s above (r-1)/2 is replaced by r - s with its point negated
+//    (msm_halve), so every scalar is below 2^254 and nwin = ceil(255/c)
+//    signed windows hold it: 15 of 17 bits, where 255-bit scalars need 16.
+//    Each is cut into nwin signed c-bit digits d in (-2^(c-1), 2^(c-1)];
+//    bucket (w, |d|-1) gets point i (negated when d < 0, or, for a halved
+//    scalar, when d > 0). Counting sort: msm_histogram (atomics), an
+//    exclusive scan (scan_*), msm_scatter. The sorted lists depend only on
+//    the scalars: A, B1 and B2 share one.
+// 4. bucket accumulation: level 0 cuts the sorted list into work items of K
+//    consecutive entries whatever the buckets' sizes (a segmented sum), so
+//    every thread of a warp adds K points; a thread writes the sum of its
+//    item's first bucket to its item's slot and that of every later bucket
+//    (which starts inside the item) to the bucket's own slot. msm_spans then
+//    folds a bucket's own slot into the next item's slot when the bucket
+//    runs on, so that each bucket's partial sums are contiguous: ceil(m/K)
+//    or one more for a bucket of m entries. Levels >= 1 reduce those in work
+//    items of at most K partials of one bucket, until one is left. A bucket
+//    holding most points (all-ones scalars) is spread over many threads at
+//    every level.
 // 5. window reduction: sum_k k*B_k per window by running sums over segments of
 //    16 buckets (plus (a-1)*segment sum), then a block per window sums the
 //    segments. The host combines the nwin window sums (Horner in 2^c) and adds
@@ -26,6 +36,24 @@
 #include "launch_params.h"  // SCAN_THREADS, SCAN_PER_THREAD, MSM_SEG, MSM_SPLIT_ROUNDS (generated)
 
 #define MSM_SIGN 0x80000000u
+
+// (r-1)/2, little-endian limbs: the largest scalar msm_halve leaves alone.
+CONSTMEM uint32_t FR_HALF[8] = {0x80000000, 0x7fffffff, 0x7fff2dff, 0xa9ded201,
+                                0x04d0ec02, 0x199cec04, 0x94cebea4, 0x39f6d3a9};
+
+// s := r - s when s > (r-1)/2; returns whether it did (the point is then
+// negated: s P = (r - s)(-P)). Afterwards s < 2^254.
+__device__ __forceinline__ bool msm_halve(Fr& s) {
+    int64_t borrow = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int64_t d = (int64_t)FR_HALF[i] - (int64_t)s.v[i] + borrow;
+        borrow = d >> 32;  // 0 or -1
+    }
+    if (borrow == 0) return false;
+    s = s.neg();
+    return true;
+}
 
 // Signed digit of window w, carry in/out.
 __device__ __forceinline__ int32_t msm_digit(const Fr& s, uint32_t w, uint32_t c, uint32_t& carry) {
@@ -54,6 +82,7 @@ __device__ __forceinline__ void msm_histogram(const Fr* sc, uint32_t n, uint32_t
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     Fr s = sc[i];
+    msm_halve(s);
     uint32_t carry = 0;
     uint32_t nb = 1u << (c - 1);
     for (uint32_t w = 0; w < nwin; w++) {
@@ -72,6 +101,7 @@ __device__ __forceinline__ void msm_scatter(const Fr* sc, const uint32_t* map, u
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     Fr s = sc[i];
+    bool neg = msm_halve(s);
     uint32_t carry = 0;
     uint32_t nb = 1u << (c - 1);
     for (uint32_t w = 0; w < nwin; w++) {
@@ -79,7 +109,7 @@ __device__ __forceinline__ void msm_scatter(const Fr* sc, const uint32_t* map, u
         if (d != 0) {
             uint32_t b = (uint32_t)(d < 0 ? -d : d) - 1;
             uint32_t pos = atomicAdd(&cursor[w * nb + b], 1u);
-            list[pos] = (map ? map[i] : i) | (d < 0 ? MSM_SIGN : 0u);
+            list[pos] = (map ? map[i] : i) | ((d < 0) != neg ? MSM_SIGN : 0u);
         }
     }
 }
@@ -250,27 +280,72 @@ __device__ __forceinline__ uint32_t msm_find_bucket(const uint32_t* item_off, ui
     return lo;
 }
 
-// Level 0: items over the sorted point-index list; affine bases, summed in
-// the accumulator coordinates Acc (Jacobian<F> or XYZZ<F>: cuzk.cu says which
-// each group uses), Jacobian out.
+// Level 0: work item t sums entries [tK, tK + K) of the sorted point-index
+// list (all `off[nb]` entries of the nb buckets, `off` their exclusive scan),
+// affine bases, in the accumulator coordinates Acc (Jacobian<F> or XYZZ<F>:
+// cuzk.cu says which each group uses). The sum of the item's first bucket
+// goes to out[t]; every later bucket starts inside the item, and its sum
+// (whole, or its head when it runs past the item) goes to out[items + b].
 template <class Acc, class F>
 __device__ __forceinline__ void msm_level0(const Affine<F>* bases, const uint32_t* list, const uint32_t* off,
-                                           const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K,
-                                           Jacobian<F>* out) {
-    uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
-    if (id >= item_off[nb]) return;
-    uint32_t b = msm_find_bucket(item_off, nb, id);
-    uint32_t j = id - item_off[b];
-    uint32_t start = off[b] + j * K;
-    uint32_t end = min(off[b] + cnt[b], start + K);
+                                           uint32_t nb, uint32_t K, uint32_t items, Jacobian<F>* out) {
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    uint32_t total = off[nb];
+    uint32_t start = t * K;
+    if (start >= total) return;
+    uint32_t end = min(start + K, total);
+    uint32_t b = msm_find_bucket(off, nb, start);
+    uint32_t bend = off[b + 1];
+    uint32_t slot = t;
     Acc acc = Acc::inf();
     for (uint32_t e = start; e < end; e++) {
+        if (e == bend) {
+            out[slot] = acc.to_jacobian();
+            acc = Acc::inf();
+            // The next bucket with entries: usually b + 1.
+            b++;
+            if (off[b + 1] <= e) b = msm_find_bucket(off, nb, e);
+            bend = off[b + 1];
+            slot = items + b;
+        }
         uint32_t idx = list[e];
         Affine<F> p = bases[idx & ~MSM_SIGN];
         if (idx & MSM_SIGN) p.y = p.y.neg();
         acc = acc.add_affine(p);
     }
-    out[id] = acc.to_jacobian();
+    out[slot] = acc.to_jacobian();
+}
+
+// Thread per bucket, after level 0: where its partial sums lie in `pts`
+// (off2, cnt2), for the levels >= 1. A bucket of entries [s, s + m) touches
+// items s/K .. (s+m-1)/K. Starting on an item's first entry, its partials
+// are those items' slots. Starting inside item t, its head is at
+// pts[items + b]: the whole sum when it ends inside t, else added into item
+// t+1's slot (whose first bucket it is), so its partials are the slots
+// t+1 .. (s+m-1)/K.
+template <class F>
+__device__ __forceinline__ void msm_spans(Jacobian<F>* pts, const uint32_t* off, uint32_t nb, uint32_t K,
+                                          uint32_t items, uint32_t* off2, uint32_t* cnt2) {
+    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nb) return;
+    uint32_t s = off[b], m = off[b + 1] - s;
+    if (m == 0) {
+        off2[b] = 0;
+        cnt2[b] = 0;
+        return;
+    }
+    uint32_t lo = s / K, hi = (s + m - 1) / K;
+    if (s == lo * K) {
+        off2[b] = lo;
+        cnt2[b] = hi - lo + 1;
+    } else if (lo == hi) {
+        off2[b] = items + b;
+        cnt2[b] = 1;
+    } else {
+        pts[lo + 1] = pts[items + b].add(pts[lo + 1]);
+        off2[b] = lo + 1;
+        cnt2[b] = hi - lo;
+    }
 }
 
 // Level >= 1: the same over Jacobian partial sums.

@@ -285,7 +285,18 @@ fn gpu_msm_g1() {
     for i in (2..n).step_by(11) {
         mixed[i] = Fr::from(1u64);
     }
-    check_msm_g1(e, &pool[..n], &mixed, "zero, one and r-1 scalars");
+    // Either side of (r-1)/2, where the kernels start negating a scalar
+    // and its point (s > (r-1)/2 becomes r - s).
+    let half = -Fr::from(1u64) / Fr::from(2u64);
+    for (i, d) in (4..n).step_by(13).zip([0i64, 1, -1, 2].iter().cycle()) {
+        mixed[i] = half + Fr::from(*d);
+    }
+    check_msm_g1(
+        e,
+        &pool[..n],
+        &mixed,
+        "zero, one, r-1 and (r-1)/2 + {-1, 0, 1, 2}",
+    );
     let ident = with_identity(pool[..n].to_vec(), &[0, 1, 2, 100, 4999]);
     check_msm_g1(e, &ident, &sc[..n], "identity points");
     let repeated: Vec<G1Affine> = (0..n).map(|i| pool[i % 7]).collect();
@@ -307,6 +318,11 @@ fn gpu_msm_g1() {
     // test running meanwhile still gets its right answer.
     std::env::set_var("CUZK_MSM_C", "20");
     check_msm_g1(e, &pool[..1 << 20], &sc[..1 << 20], "20-bit windows");
+    // 15 windows of 17 bits: the top one holds a halved scalar's last 16
+    // bits and a carry, nothing more.
+    std::env::set_var("CUZK_MSM_C", "17");
+    check_msm_g1(e, &pool[..1 << 18], &sc[..1 << 18], "17-bit windows");
+    check_msm_g1(e, &pool[..n], &mixed, "17-bit windows, edge scalars");
     std::env::remove_var("CUZK_MSM_C");
     eprintln!("G1 MSM sizes 1..2^22 and edge cases equal arkworks: OK");
 }

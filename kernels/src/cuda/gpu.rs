@@ -330,8 +330,10 @@ kernels! {
     fn k_scan_add(out: DevPtr<u32>, n: u32, sums: DevPtr<u32>);
     /// Work items per bucket: ceil(cnt / k).
     fn k_msm_items(cnt: DevPtr<u32>, items: DevPtr<u32>, nb: u32, k: u32);
-    /// G1 bucket level 0 over the sorted point list.
-    fn k_g1_level0(bases: DevPtr<DevG1Affine>, list: DevPtr<u32>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG1Jac>);
+    /// G1 bucket level 0: items of k entries of the sorted point list.
+    fn k_g1_level0(bases: DevPtr<DevG1Affine>, list: DevPtr<u32>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, out: DevPtr<DevG1Jac>);
+    /// G1: each bucket's partial sums after level 0 (heads folded in).
+    fn k_g1_spans(pts: DevPtr<DevG1Jac>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, off2: DevPtr<u32>, cnt2: DevPtr<u32>);
     /// G1 bucket level >= 1 over partial sums.
     fn k_g1_level_n(input: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG1Jac>);
     /// G1 weighted bucket sums per segment of MSM_SEG buckets.
@@ -339,7 +341,9 @@ kernels! {
     /// G1 window sums: one block per window.
     fn k_g1_window_sum(seg: DevPtr<DevG1Jac>, segs: u32, out: DevPtr<DevG1Jac>);
     /// G2 bucket level 0.
-    fn k_g2_level0(bases: DevPtr<DevG2Affine>, list: DevPtr<u32>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG2Jac>);
+    fn k_g2_level0(bases: DevPtr<DevG2Affine>, list: DevPtr<u32>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, out: DevPtr<DevG2Jac>);
+    /// G2 partial sums' spans.
+    fn k_g2_spans(pts: DevPtr<DevG2Jac>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, off2: DevPtr<u32>, cnt2: DevPtr<u32>);
     /// G2 bucket level >= 1.
     fn k_g2_level_n(input: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG2Jac>);
     /// G2 segment sums.

@@ -46,6 +46,8 @@ pub trait MsmGroup {
 
     /// The group's k_*_level0 launcher.
     const LEVEL0: Level0<Self::Affine, Self::Jac>;
+    /// The group's k_*_spans launcher.
+    const SPANS: Spans<Self::Jac>;
     /// The group's k_*_level_n launcher.
     const LEVEL_N: LevelN<Self::Jac>;
     /// The group's k_*_segments launcher.
@@ -64,11 +66,23 @@ type Level0<A, J> = fn(
     DevPtr<A>,
     DevPtr<u32>,
     DevPtr<u32>,
-    DevPtr<u32>,
-    DevPtr<u32>,
+    u32,
     u32,
     u32,
     DevPtr<J>,
+) -> Res<()>;
+/// A k_*_spans launcher.
+type Spans<J> = fn(
+    &Gpu,
+    &Stream,
+    Launch,
+    DevPtr<J>,
+    DevPtr<u32>,
+    u32,
+    u32,
+    u32,
+    DevPtr<u32>,
+    DevPtr<u32>,
 ) -> Res<()>;
 /// A k_*_level_n launcher.
 type LevelN<J> = fn(
@@ -120,6 +134,7 @@ impl MsmGroup for G1 {
     }
 
     const LEVEL0: Level0<DevG1Affine, DevG1Jac> = Gpu::k_g1_level0;
+    const SPANS: Spans<DevG1Jac> = Gpu::k_g1_spans;
     const LEVEL_N: LevelN<DevG1Jac> = Gpu::k_g1_level_n;
     const SEGMENTS: Segments<DevG1Jac> = Gpu::k_g1_segments;
     const WINDOW_SUM: WindowSum<DevG1Jac> = Gpu::k_g1_window_sum;
@@ -151,6 +166,7 @@ impl MsmGroup for G2 {
     }
 
     const LEVEL0: Level0<DevG2Affine, DevG2Jac> = Gpu::k_g2_level0;
+    const SPANS: Spans<DevG2Jac> = Gpu::k_g2_spans;
     const LEVEL_N: LevelN<DevG2Jac> = Gpu::k_g2_level_n;
     const SEGMENTS: Segments<DevG2Jac> = Gpu::k_g2_segments;
     const WINDOW_SUM: WindowSum<DevG2Jac> = Gpu::k_g2_window_sum;
@@ -208,16 +224,26 @@ pub fn window_bits(n: usize) -> u32 {
     {
         return c.clamp(MIN_C, 24);
     }
-    // From 1.5 x 2^26 points (a 32 GiB PoRep's H: 2^27 - 1) 13 windows of
-    // 20 bits beat 16 of 16: 979 against 1032 ms at 2^27, while at 2^26
-    // they tie (526 / 522) and at 2^24 lose (181 / 134): wider windows have
-    // smaller buckets, whose bucket levels fill their work items less, and
-    // 16x the buckets to reduce (docs/gpu.md, runs 37-38).
+    // Measured on the H200 (docs/gpu.md, runs 41-42; random scalars): 20
+    // bits from 1.5 x 2^26 points (a 32 GiB PoRep's H: 2^27 - 1), where 13
+    // windows beat 15 of 17 bits (G1: 973 against 998 ms at 2^27); 17 bits
+    // from 2^23 (15 windows: 507 against 520 ms for 16 bits at 2^26, 133.0
+    // against 133.9 at 2^24); 16 from 2^21 (G2 at 2^22: 113.0 against
+    // 116.3 ms for 15 bits, where G1 gains 1.4% from 15: one plan serves
+    // both groups, and G2 is the one near its target); 15 below (17
+    // windows: G1 12.0 against 13.1 ms at 2^20). 15 and 17 divide 255
+    // (msm.cuh: halved scalars need c * nwin >= 255).
     if n >= 3 << 25 {
         return 20;
     }
+    if n >= 1 << 23 {
+        return 17;
+    }
+    if n >= 1 << 21 {
+        return 16;
+    }
     let log = usize::BITS - n.max(1).leading_zeros();
-    (log.saturating_sub(4)).clamp(6, 16)
+    (log.saturating_sub(4)).clamp(6, 15)
 }
 
 /// Whether an MSM sums its scalars equal to 1 directly and skips its zeros
@@ -260,14 +286,12 @@ impl Shape {
 }
 
 /// The ones of the 0/1 split as a single bucket, in the layout the bucket
-/// levels read (offset 0, count n).
+/// levels read (entries 0..n).
 struct OnesBucket {
     n: usize,
     /// Point indices.
     list: DBuf<u32>,
-    /// [n, unused]: the bucket's entry count.
-    cnt: DBuf<u32>,
-    /// [0, unused]: the bucket's first entry.
+    /// [0, n]: the bucket's first entry and the end of its entries.
     off: DBuf<u32>,
 }
 
@@ -280,9 +304,8 @@ pub struct Plan {
     pub shape: Shape,
     /// Buckets per window: 2^(c-1).
     nbw: u32,
-    /// Entries per bucket (plus one zero entry, so the scan ends with the total).
-    cnt: DBuf<u32>,
-    /// First entry of each bucket in `list`.
+    /// First entry of each bucket in `list`, and (entry nb) the total: the
+    /// exclusive scan of the buckets' counts.
     off: DBuf<u32>,
     /// Point indices by bucket, the sign in the top bit.
     list: DBuf<u32>,
@@ -295,8 +318,8 @@ impl Plan {
         let ones = self
             .ones
             .as_ref()
-            .map_or(0, |o| o.list.bytes() + o.cnt.bytes() + o.off.bytes());
-        self.cnt.bytes() + self.off.bytes() + self.list.bytes() + ones
+            .map_or(0, |o| o.list.bytes() + o.off.bytes());
+        self.off.bytes() + self.list.bytes() + ones
     }
     fn nb(&self) -> u32 {
         self.shape.nwin * self.nbw
@@ -424,11 +447,13 @@ pub fn plan(
     )?;
     let mut plan = sort(gpu, ws, others.ptr(), others_idx.ptr(), n_others)?;
     if n_ones > 0 {
+        // [0, n]: n in both words, then 0 into the first.
+        let off = filled(gpu, ws, 2, n_ones as u32)?;
+        gpu.k_fill_u32(&ws.stream, Launch::new(1, 32), off.ptr(), 1, 0)?;
         plan.ones = Some(OnesBucket {
             n: n_ones,
             list: ones,
-            cnt: filled(gpu, ws, 2, n_ones as u32)?,
-            off: filled(gpu, ws, 2, 0)?,
+            off,
         });
         plan.shape.ones = true;
     }
@@ -445,13 +470,17 @@ fn sort(
     n: usize,
 ) -> Res<Plan> {
     let c = window_bits(n);
-    let nwin = if n == 0 { 0 } else { 255 / c + 1 };
+    // Halved scalars are below 2^254, so c * nwin >= 255 leaves the top
+    // window's digit at most 2^(c-1), with no carry out of it (msm.cuh).
+    let nwin = if n == 0 { 0 } else { 255u32.div_ceil(c) };
     let nbw = 1u32 << (c - 1);
     let nb = (nwin * nbw) as usize;
+    // Entries per bucket, plus one zero entry so that the scan ends with
+    // the total.
     let cnt = filled(gpu, ws, nb + 1, 0)?;
     let off = ws.buffer::<u32>(nb + 1)?;
     let list = ws.buffer::<u32>(n * nwin as usize)?;
-    let plan = |cnt, off, list| Plan {
+    let plan = |off, list| Plan {
         n,
         shape: Shape {
             c,
@@ -459,13 +488,12 @@ fn sort(
             ones: false,
         },
         nbw,
-        cnt,
         off,
         list,
         ones: None,
     };
     if n == 0 {
-        return Ok(plan(cnt, off, list));
+        return Ok(plan(off, list));
     }
     let sums = scan_sums(ws, nb + 1)?;
     let n32 = n as u32;
@@ -479,8 +507,9 @@ fn sort(
         cnt.ptr(),
     )?;
     scan(gpu, ws, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
-    // The scatter advances a cursor per bucket: a copy of the offsets.
-    let cursor = ws.buffer::<u32>(nb + 1)?;
+    // The scatter advances a cursor per bucket: a copy of the offsets, in
+    // the counts' buffer, which the scan has read.
+    let cursor = cnt;
     gpu.k_copy_u32(
         &ws.stream,
         Launch::over(nb + 1, THREADS),
@@ -499,7 +528,7 @@ fn sort(
         cursor.ptr(),
         list.ptr(),
     )?;
-    Ok(plan(cnt, off, list))
+    Ok(plan(off, list))
 }
 
 /// Buckets after the last level: one partial sum (or none) per bucket, at
@@ -510,9 +539,11 @@ struct Partials<J: DeviceElement> {
     cnt: DBuf<u32>,
 }
 
-/// Sums each of nb buckets (`cnt[b]` entries of `list` from `off[b]`, at
-/// most `most` in one bucket, `entries` at most in all) in levels of at most
-/// LEVEL_K additions per work item, down to one partial sum per bucket.
+/// Sums each of nb buckets (entries `off[b]..off[b + 1]` of `list`, `off`
+/// the exclusive scan of their counts; at most `most` in one bucket,
+/// `entries` at most in all) down to one partial sum per bucket: level 0 in
+/// work items of LEVEL_K consecutive entries across buckets, then levels of
+/// at most LEVEL_K partials of one bucket per work item.
 #[allow(clippy::too_many_arguments)]
 fn reduce_buckets<G: MsmGroup>(
     gpu: &Gpu,
@@ -520,82 +551,90 @@ fn reduce_buckets<G: MsmGroup>(
     bases: DevPtr<G::Affine>,
     list: DevPtr<u32>,
     off: DevPtr<u32>,
-    cnt: DevPtr<u32>,
     nb: usize,
     entries: usize,
     most: usize,
 ) -> Res<Partials<G::Jac>> {
     let k = LEVEL_K;
-    let cap0 = entries.div_ceil(k as usize) + nb;
-    let pts = [ws.buffer::<G::Jac>(cap0)?, ws.buffer::<G::Jac>(cap0)?];
-    let items = [ws.buffer::<u32>(nb + 1)?, ws.buffer::<u32>(nb + 1)?];
-    let ioff = [ws.buffer::<u32>(nb + 1)?, ws.buffer::<u32>(nb + 1)?];
-    let sums = scan_sums(ws, nb + 1)?;
+    let ku = k as usize;
+    // Level 0's slots: one per item, then one per bucket (heads of the
+    // buckets that start inside an item).
+    let items = entries.div_ceil(ku);
+    let cap0 = items + nb;
     let nb32 = nb as u32;
-    let items_launch = Launch::over(nb + 1, THREADS);
-
-    // level 0
-    gpu.k_msm_items(&ws.stream, items_launch, cnt, items[0].ptr(), nb32, k)?;
-    scan(gpu, ws, items[0].ptr(), ioff[0].ptr(), nb + 1, &sums)?;
+    let pts0 = ws.buffer::<G::Jac>(cap0)?;
     (G::LEVEL0)(
         gpu,
         &ws.stream,
-        Launch::over(cap0, MSM_LEVEL_THREADS),
+        Launch::over(items, MSM_LEVEL_THREADS),
         bases,
         list,
         off,
-        cnt,
-        ioff[0].ptr(),
         nb32,
         k,
-        pts[0].ptr(),
+        items as u32,
+        pts0.ptr(),
     )?;
-    let mut cur = 0usize;
-    let mut bound = most.div_ceil(k as usize); // max partials per bucket
+    let spans = [ws.buffer::<u32>(nb + 1)?, ws.buffer::<u32>(nb + 1)?];
+    // Blocks of 64: a thread may add two points (the level kernels' many
+    // registers).
+    (G::SPANS)(
+        gpu,
+        &ws.stream,
+        Launch::over(nb, 64),
+        pts0.ptr(),
+        off,
+        nb32,
+        k,
+        items as u32,
+        spans[0].ptr(),
+        spans[1].ptr(),
+    )?;
+    let [mut off_cur, mut cnt_cur] = spans;
+    let mut pts = pts0;
+    // Partials per bucket: one per item it touches, less its head's.
+    let mut bound = most.saturating_sub(1).div_ceil(ku) + 1;
     let mut cap = cap0;
-    while bound > 1 {
-        let nxt = 1 - cur;
-        gpu.k_msm_items(
-            &ws.stream,
-            items_launch,
-            items[cur].ptr(),
-            items[nxt].ptr(),
-            nb32,
-            k,
-        )?;
-        scan(gpu, ws, items[nxt].ptr(), ioff[nxt].ptr(), nb + 1, &sums)?;
-        cap = cap.div_ceil(k as usize) + nb;
-        (G::LEVEL_N)(
-            gpu,
-            &ws.stream,
-            Launch::over(cap, MSM_LEVEL_THREADS),
-            pts[cur].ptr(),
-            ioff[cur].ptr(),
-            items[cur].ptr(),
-            ioff[nxt].ptr(),
-            nb32,
-            k,
-            pts[nxt].ptr(),
-        )?;
-        cur = nxt;
-        bound = bound.div_ceil(k as usize);
+    if bound > 1 {
+        let sums = scan_sums(ws, nb + 1)?;
+        let items_launch = Launch::over(nb + 1, THREADS);
+        while bound > 1 {
+            let cnt_nxt = ws.buffer::<u32>(nb + 1)?;
+            let off_nxt = ws.buffer::<u32>(nb + 1)?;
+            gpu.k_msm_items(
+                &ws.stream,
+                items_launch,
+                cnt_cur.ptr(),
+                cnt_nxt.ptr(),
+                nb32,
+                k,
+            )?;
+            scan(gpu, ws, cnt_nxt.ptr(), off_nxt.ptr(), nb + 1, &sums)?;
+            cap = cap.div_ceil(ku) + nb;
+            let nxt = ws.buffer::<G::Jac>(cap)?;
+            (G::LEVEL_N)(
+                gpu,
+                &ws.stream,
+                Launch::over(cap, MSM_LEVEL_THREADS),
+                pts.ptr(),
+                off_cur.ptr(),
+                cnt_cur.ptr(),
+                off_nxt.ptr(),
+                nb32,
+                k,
+                nxt.ptr(),
+            )?;
+            // The level's inputs go back to the pool here: stream order
+            // keeps them until its kernels have read them.
+            (pts, off_cur, cnt_cur) = (nxt, off_nxt, cnt_nxt);
+            bound = bound.div_ceil(ku);
+        }
     }
-    // The other half of each pair drops here.
     Ok(Partials {
-        pts: pick(pts, cur),
-        off: pick(ioff, cur),
-        cnt: pick(items, cur),
+        pts,
+        off: off_cur,
+        cnt: cnt_cur,
     })
-}
-
-/// Element `i` of a pair, the other dropped.
-fn pick<T>(pair: [T; 2], i: usize) -> T {
-    let [a, b] = pair;
-    if i == 0 {
-        a
-    } else {
-        b
-    }
 }
 
 /// One MSM over the plan's scalars: its `shape.outputs()` results written to
@@ -617,13 +656,13 @@ pub fn accumulate<G: MsmGroup>(
             bases,
             ones.list.ptr(),
             ones.off.ptr(),
-            ones.cnt.ptr(),
             1,
             ones.n,
             ones.n,
         )?;
-        // The one bucket ends as one point at pts[0]; a window sum over a
-        // single segment moves it into its slot.
+        // The one bucket ends as one point at pts[0] (its partials start
+        // there at every level); a window sum over a single segment moves
+        // it into its slot.
         (G::WINDOW_SUM)(
             gpu,
             &ws.stream,
@@ -643,7 +682,6 @@ pub fn accumulate<G: MsmGroup>(
         bases,
         plan.list.ptr(),
         plan.off.ptr(),
-        plan.cnt.ptr(),
         nb,
         plan.n * nwin as usize,
         plan.n,
