@@ -270,12 +270,14 @@ __device__ __forceinline__ void msm_items(const uint32_t* cnt, uint32_t* items, 
     items[b] = b == nb ? 0 : (cnt[b] + K - 1) / K;
 }
 
-// Bucket whose item range holds id: the last b with item_off[b] <= id.
-__device__ __forceinline__ uint32_t msm_find_bucket(const uint32_t* item_off, uint32_t nb, uint32_t id) {
+// The bucket whose range holds id, given its buckets' exclusive scan `off`
+// (of entry counts at level 0, of item counts above): the last b < nb with
+// off[b] <= id, which skips the empty buckets before it.
+__device__ __forceinline__ uint32_t msm_find_bucket(const uint32_t* off, uint32_t nb, uint32_t id) {
     uint32_t lo = 0, hi = nb;  // answer in [lo, hi)
     while (hi - lo > 1) {
         uint32_t mid = (lo + hi) >> 1;
-        if (item_off[mid] <= id) lo = mid; else hi = mid;
+        if (off[mid] <= id) lo = mid; else hi = mid;
     }
     return lo;
 }
