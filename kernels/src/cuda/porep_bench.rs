@@ -232,8 +232,7 @@ pub(super) fn saturate_device(
                     loop {
                         let next = queue.lock().expect("queue").pop();
                         let Some(syn) = next else { return Ok(()) };
-                        let st = engine.prove_start_with(circuit, key, syn, Urgency::Normal)?;
-                        let _ = prove_finish(circuit, st, Fr::from(3u64), Fr::from(5u64));
+                        prove_once(engine, circuit, key, syn, Urgency::Normal)?;
                     }
                 })
             })
