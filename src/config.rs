@@ -184,7 +184,21 @@ pub struct CudaConfig {
     /// Host bytes of pinned memory each device's streamed keys may take
     /// (unset: half the host's memory). Outside `scheduler.budget`.
     pub pinned_budget_bytes: Option<u64>,
+    /// Most partitions that share one pass over a streamed key (unset: 2;
+    /// 1: every partition streams the key itself). A device's workers
+    /// supply them, so more than `scheduler.workers_per_device` never fill.
+    pub pass_partitions: Option<usize>,
+    /// How long a pass over a streamed key waits for more partitions after
+    /// its first one's H step (unset: 0, docs/gpu.md says why).
+    pub pass_wait_ms: Option<u64>,
 }
+
+/// The most partitions per pass accepted: each holds its scalars on the
+/// device until the pass ends (about 14 GB at the 32 GiB PoRep shape).
+pub const MAX_PASS_PARTITIONS: usize = 8;
+/// The longest pass wait accepted (ms): beyond it a lone partition waits
+/// longer than a streamed 32 GiB pass takes.
+pub const MAX_PASS_WAIT_MS: u64 = 10_000;
 
 /// The smallest resident or pinned budget accepted: below it nothing of use
 /// fits (NTT tables alone of a 2^22 domain take 268 MB).
@@ -205,6 +219,17 @@ impl CudaConfig {
             }
         }
         Ok((self.resident_budget_bytes, self.pinned_budget_bytes))
+    }
+
+    /// The shared passes' size and wait, checked.
+    pub fn passes(&self) -> Result<(Option<usize>, Option<std::time::Duration>), String> {
+        if let Some(n) = self.pass_partitions.filter(|n| !(1..=MAX_PASS_PARTITIONS).contains(n)) {
+            return Err(format!("cuda.pass_partitions must be 1 to {MAX_PASS_PARTITIONS}; it is {n}"));
+        }
+        if let Some(ms) = self.pass_wait_ms.filter(|&ms| ms > MAX_PASS_WAIT_MS) {
+            return Err(format!("cuda.pass_wait_ms must be at most {MAX_PASS_WAIT_MS}; it is {ms}"));
+        }
+        Ok((self.pass_partitions, self.pass_wait_ms.map(std::time::Duration::from_millis)))
     }
 }
 
@@ -424,7 +449,7 @@ fn cgroup_memory_limit() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CudaConfig, FleetConfig, MIN_CUDA_BUDGET};
+    use super::{CudaConfig, FleetConfig, MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET};
 
     #[test]
     fn cuda_budgets_below_one_gib_are_refused() {
@@ -439,6 +464,19 @@ mod tests {
         assert!(small.budgets().unwrap_err().contains("cuda.resident_budget_bytes"));
         let pinned = CudaConfig { pinned_budget_bytes: Some(MIN_CUDA_BUDGET - 1), ..CudaConfig::default() };
         assert!(pinned.budgets().unwrap_err().contains("cuda.pinned_budget_bytes"));
+    }
+
+    #[test]
+    fn cuda_passes_are_checked() {
+        assert_eq!(CudaConfig::default().passes().unwrap(), (None, None));
+        let set = CudaConfig { pass_partitions: Some(4), pass_wait_ms: Some(250), ..CudaConfig::default() };
+        assert_eq!(set.passes().unwrap(), (Some(4), Some(std::time::Duration::from_millis(250))));
+        for n in [0, MAX_PASS_PARTITIONS + 1] {
+            let bad = CudaConfig { pass_partitions: Some(n), ..CudaConfig::default() };
+            assert!(bad.passes().unwrap_err().contains("cuda.pass_partitions"), "{n}");
+        }
+        let long = CudaConfig { pass_wait_ms: Some(MAX_PASS_WAIT_MS + 1), ..CudaConfig::default() };
+        assert!(long.passes().unwrap_err().contains("cuda.pass_wait_ms"));
     }
 
     #[test]

@@ -134,6 +134,7 @@ fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
 fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
     use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
     let (resident_budget, pinned_budget) = config.cuda.budgets()?;
+    let (pass_partitions, pass_wait) = config.cuda.passes()?;
     let detected = detect_devices().map_err(|e| e.to_string())?;
     let ordinals: Vec<usize> = if config.cuda.devices.is_empty() {
         detected.iter().map(|d| d.ordinal).collect()
@@ -143,11 +144,14 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
     if ordinals.is_empty() {
         return Err("backend = \"cuda\" but no CUDA device was found".into());
     }
+    let defaults = CudaOptions::default();
     let options = CudaOptions {
         g2_on_gpu: config.cuda.g2_on_gpu.unwrap_or(true),
         resident_budget,
         pinned_budget,
-        ..CudaOptions::default()
+        pass_partitions: pass_partitions.unwrap_or(defaults.pass_partitions),
+        pass_wait: pass_wait.unwrap_or(defaults.pass_wait),
+        ..defaults
     };
     ordinals
         .into_iter()

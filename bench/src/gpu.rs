@@ -67,6 +67,14 @@ pub struct GpuBenchArgs {
     /// the device saturated at --saturate, urgent and normal.
     #[arg(long)]
     pub urgent: Option<u32>,
+    /// log2 domain of PoRep-shaped partitions proved in shared passes over
+    /// their key, streamed under --stream-budget-gib: the time per
+    /// partition of passes of each of --pass's sizes against passes of one.
+    #[arg(long)]
+    pub pass_log: Option<u32>,
+    /// Partitions per shared pass (with --pass-log).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub pass: Vec<usize>,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -94,6 +102,8 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             saturate_devices: args.saturate_devices.clone(),
             saturate_per_worker: args.saturate_per_worker,
             urgent_log: args.urgent,
+            pass_log: args.pass_log,
+            pass_sizes: args.pass.clone(),
         };
         run_bench(&cfg)
     }

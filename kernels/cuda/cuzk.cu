@@ -68,6 +68,7 @@ extern "C" __global__ void k_h_pointwise(Fr* a, const Fr* b, const Fr* c, uint32
 
 // ---------- MSM ----------
 extern "C" __global__ void k_msm_from_mont(const Fr* in, Fr* out, uint32_t n) { msm_from_mont(in, out, n); }
+extern "C" __global__ void k_msm_gather(const Fr* in, const uint32_t* idx, Fr* out, uint32_t n) { msm_gather(in, idx, out, n); }
 extern "C" __global__ void k_msm_histogram(const Fr* sc, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* counts) { msm_histogram(sc, n, c, nwin, counts); }
 extern "C" __global__ void k_msm_scatter(const Fr* sc, const uint32_t* map, uint32_t n, uint32_t c, uint32_t nwin, uint32_t* cursor, uint32_t* list) { msm_scatter(sc, map, n, c, nwin, cursor, list); }
 extern "C" __global__ void k_msm_count_classes(const Fr* sc, uint32_t n, uint32_t* counts) { msm_count_classes(sc, n, counts); }

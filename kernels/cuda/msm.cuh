@@ -72,6 +72,14 @@ __device__ __forceinline__ int32_t msm_digit(const Fr& s, uint32_t w, uint32_t c
     return (int32_t)d;
 }
 
+// A query's scalars picked from the assignment (Filecoin's keys hold only
+// the variables a query uses): out[i] = in[idx[i]], on the device, so that
+// the host neither gathers them nor copies them up (run 45, docs/gpu.md).
+__device__ __forceinline__ void msm_gather(const Fr* in, const uint32_t* idx, Fr* out, uint32_t n) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[idx[i]];
+}
+
 __device__ __forceinline__ void msm_from_mont(const Fr* in, Fr* out, uint32_t n) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;

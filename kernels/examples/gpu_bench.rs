@@ -6,6 +6,7 @@
 //!             [--pool-compare 1] [--porep 27] [--stream-budget-gib 16]
 //!             [--porep-bits-pct N] [--saturate 25] [--saturate-devices 0,1]
 //!             [--saturate-per-worker 6] [--urgent 19]
+//!             [--pass-log 27] [--pass 1,2,4]
 //! An empty list ("--g2 ''") skips that group.
 #[cfg(feature = "cuda")]
 fn main() {
@@ -43,6 +44,8 @@ fn main() {
             }
             "--saturate-per-worker" => cfg.saturate_per_worker = v.parse().unwrap(),
             "--urgent" => cfg.urgent_log = list(&v).first().copied(),
+            "--pass-log" => cfg.pass_log = list(&v).first().copied(),
+            "--pass" => cfg.pass_sizes = list(&v).into_iter().map(|p| p as usize).collect(),
             other => panic!("unknown argument {other}"),
         }
         i += 2;

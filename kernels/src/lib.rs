@@ -20,7 +20,8 @@ pub use ark_bls12_381::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Proje
 
 /// Errors from the proving stages. The text is what a job reports;
 /// [`KernelError::retryable`] is what the scheduler decides a retry on.
-#[derive(Debug, thiserror::Error)]
+// Clone: the calls of a shared pass over a streamed key all get its error.
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum KernelError {
     #[error("synthesis failed: {0}")]
     Synthesis(String),
@@ -52,7 +53,7 @@ impl KernelError {
 
 /// A failure of a proving engine's device (or of the host resources it
 /// runs on): which call failed and the error it returned.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{call}: {cause}")]
 pub struct DeviceError {
     /// The call that failed, with what it was asked for ("cuMemAlloc of

@@ -4,6 +4,7 @@
 #![cfg(feature = "cuda")]
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use ark_bls12_381::{Fq, Fq2, G2Projective};
 use ark_ec::{AdditiveGroup, AffineRepr, CurveGroup, VariableBaseMSM};
@@ -580,6 +581,72 @@ fn gpu_streamed_equals_resident() {
         }
     }
     eprintln!("streamed keys (chunks of 3000 points) prove as resident ones: OK");
+}
+
+#[test]
+#[ignore]
+fn gpu_pass_shares_a_streamed_key() {
+    let e = gpu_or_skip!("gpu_pass_shares_a_streamed_key");
+    let s = seed();
+    // Every key streams (as in gpu_streamed_equals_resident); passes of two,
+    // whose first call waits up to a minute for the second.
+    let streamed = CudaEngine::new(
+        0,
+        CudaOptions {
+            resident_budget: Some(5 << 20),
+            stream_chunk: 3000,
+            pass_partitions: 2,
+            pass_wait: Duration::from_secs(60),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let streamed = &streamed;
+    let steps = 20000;
+    let circuit = chain_circuit(steps, s ^ 5150);
+    let compact = circuit.compact().unwrap();
+    let mut r = inputs::rng(s ^ 5151);
+    let syn = |x| groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
+    for (what, c) in [("full", &circuit), ("compact", &compact)] {
+        let xs = [Fr::rand(&mut r), Fr::rand(&mut r)];
+        let before = streamed.pass_counts();
+        let got: Vec<ProveStartOutput> = std::thread::scope(|sc| {
+            let calls: Vec<_> = (xs.iter())
+                .map(|&x| {
+                    let syn = syn(x);
+                    sc.spawn(move || streamed.prove_start(c, syn).unwrap())
+                })
+                .collect();
+            calls.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let after = streamed.pass_counts();
+        let counted = (after.0 - before.0, after.1 - before.1);
+        assert_eq!(counted, (1, 2), "{what}: one pass of both partitions");
+        for (got, &x) in got.into_iter().zip(&xs) {
+            let want = e.prove_start(c, syn(x)).unwrap();
+            assert_same_start(&got, &want, what);
+            let inputs = got.public_inputs().to_vec();
+            let (p, _) = groth16::prove_finish(c, got, Fr::rand(&mut r), Fr::rand(&mut r));
+            let pvk = ark_groth16::prepare_verifying_key(c.vk());
+            assert!(
+                ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs)
+                    .unwrap(),
+                "{what}: a proof from a shared pass verifies"
+            );
+        }
+    }
+    // An urgent call never waits for others: a pass of its own, at once.
+    let (before, t) = (streamed.pass_counts(), std::time::Instant::now());
+    let urgent = streamed.prove_start_as(&circuit, syn(Fr::from(9u64)), Urgency::Urgent);
+    let want = e.prove_start(&circuit, syn(Fr::from(9u64))).unwrap();
+    assert_same_start(&urgent.unwrap(), &want, "urgent");
+    assert!(
+        t.elapsed() < Duration::from_secs(50),
+        "the urgent call waited"
+    );
+    let after = streamed.pass_counts();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1));
+    eprintln!("two calls on a streamed key share one pass, proofs verify: OK");
 }
 
 /// The five accumulators of two prove_starts are the same group elements.

@@ -14,6 +14,7 @@ use super::bench_config::{line, median};
 use super::gpu::{DBuf, DevFr};
 use super::inputs;
 use super::msm::{MsmGroup, ZeroOne, G1, G2};
+use super::pass_bench;
 use super::porep_bench;
 use super::urgency_bench;
 use super::{detect_devices, CudaEngine, CudaOptions};
@@ -354,6 +355,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         &g2_pool[..1 << 20.min(max_g2)],
     );
     porep_bench::porep_rows(cfg, p1, p2, seed, &mut out)?;
+    pass_bench::pass_rows(cfg, p1, p2, seed, &mut out)?;
     porep_bench::saturate_rows(cfg, p1, p2, seed, &mut out)?;
     urgency_bench::urgency_rows(cfg, p1, p2, seed, &mut out)?;
     Ok(out)

@@ -35,6 +35,12 @@ pub struct BenchConfig {
     pub stream_budget_gib: u64,
     /// Percent of bits in the PoRep-shaped partitions' witness.
     pub porep_bits_pct: u64,
+    /// Domain (log2) of PoRep-shaped partitions proved in shared passes
+    /// over their key, streamed under `stream_budget_gib` (pass_bench.rs);
+    /// `None`: not run.
+    pub pass_log: Option<u32>,
+    /// Partitions per pass there.
+    pub pass_sizes: Vec<usize>,
 
     /// Domain (log2) of the PoRep-shaped partitions that saturate devices
     /// with two workers each; `None`: not run.
@@ -68,6 +74,8 @@ impl Default for BenchConfig {
             porep_logs: vec![],
             stream_budget_gib: 16,
             porep_bits_pct: 0,
+            pass_log: None,
+            pass_sizes: vec![1, 2, 4],
             saturate_log: None,
             saturate_devices: vec![],
             saturate_per_worker: 6,

@@ -1,10 +1,12 @@
 //! What a CUDA engine keeps between calls, under two budgets: proving keys
-//! resident on the device and NTT tables (the resident budget, device
-//! memory), and keys too large for that budget, held in pinned host memory
-//! and streamed through the device per call (the pinned budget, host
-//! memory). Least recently used entries not in use are evicted to make room.
+//! resident on the device, NTT tables and the circuits' A and B selections
+//! (the resident budget, device memory), and keys too large for that
+//! budget, held in pinned host memory and streamed through the device per
+//! call (the pinned budget, host memory). Least recently used entries not in
+//! use are evicted to make room.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use rustacuda::error::CudaError;
@@ -14,6 +16,7 @@ use super::gpu::{DBuf, DevG1Affine, DevG2Affine, DeviceElement, Res, Workspace};
 use super::ntt::NttTables;
 use super::streamed::HostKey;
 use super::CudaEngine;
+use crate::groth16::Selection;
 use crate::{DeviceCause, DeviceError, KernelError};
 
 /// Points converted into the staging at a time while a key is uploaded (the
@@ -38,6 +41,44 @@ impl ResidentKey {
     }
 }
 
+/// A circuit's A and B selections on the device (ascending indices into
+/// the assignment after the constant one), from which the device gathers
+/// those queries' scalars; `None` for a query over every variable.
+pub struct DeviceSelections {
+    pub a: Option<DBuf<u32>>,
+    pub b: Option<DBuf<u32>>,
+    /// One more than the largest index: a call's assignment must have at
+    /// least this many variables after the constant one, or the gather
+    /// would read past it.
+    pub limit: usize,
+    /// Identifies the selections (`sample`).
+    sample: u64,
+    /// Device bytes held, for the resident budget.
+    bytes: u64,
+}
+
+/// A hash of the selections' lengths and of up to 4097 evenly spaced
+/// indices of each: what tells a circuit's selections from another's under
+/// the same circuit id (a new setup) without reading 130 million indices
+/// per call. Two selections of the same length that agree at every sampled
+/// index but differ elsewhere would be taken for the same: a new setup of a
+/// circuit changes its key too, whose fingerprint is checked apart.
+fn sample(selections: [&Selection; 2]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for s in selections {
+        match s {
+            Selection::All => u64::MAX.hash(&mut h),
+            Selection::Only(idx) => {
+                idx.len().hash(&mut h);
+                let step = (idx.len() / 4096).max(1);
+                idx.iter().step_by(step).for_each(|i| i.hash(&mut h));
+                idx.last().hash(&mut h);
+            }
+        }
+    }
+    h.finish()
+}
+
 /// A key as a call proves with it.
 pub enum Loaded {
     /// On the device.
@@ -51,6 +92,7 @@ pub struct Cache {
     keys: HashMap<String, (Arc<ResidentKey>, u64)>,
     tables: HashMap<usize, (Arc<NttTables>, u64)>,
     streamed: HashMap<String, (Arc<HostKey>, u64)>,
+    selections: HashMap<String, (Arc<DeviceSelections>, u64)>,
     tick: u64,
 }
 
@@ -60,6 +102,7 @@ impl Cache {
             keys: HashMap::new(),
             tables: HashMap::new(),
             streamed: HashMap::new(),
+            selections: HashMap::new(),
             tick: 0,
         }
     }
@@ -67,6 +110,7 @@ impl Cache {
     fn bytes(&self) -> u64 {
         self.keys.values().map(|(k, _)| k.bytes).sum::<u64>()
             + self.tables.values().map(|(t, _)| t.bytes()).sum::<u64>()
+            + self.selections.values().map(|(s, _)| s.bytes).sum::<u64>()
     }
 
     fn pinned_bytes(&self) -> u64 {
@@ -83,6 +127,7 @@ impl Cache {
         self.keys.clear();
         self.tables.clear();
         self.streamed.clear();
+        self.selections.clear();
     }
 }
 
@@ -111,6 +156,21 @@ fn cached<V>(
     }
     map.remove(id);
     None
+}
+
+/// A selection's indices, when it has any.
+fn indices(s: &Selection) -> Option<&[u32]> {
+    match s {
+        Selection::Only(idx) if !idx.is_empty() => Some(idx),
+        _ => None,
+    }
+}
+
+/// An entry `make_room` evicts.
+enum Victim {
+    Key(String),
+    Tables(usize),
+    Selections(String),
 }
 
 fn exhausted(what: &str, need: u64, budget: u64, held: u64) -> KernelError {
@@ -143,6 +203,7 @@ impl CudaEngine {
             if let Ok(mut c) = self.cache.lock() {
                 c.keys.remove(circuit_id);
                 c.streamed.remove(circuit_id);
+                c.selections.remove(circuit_id);
             }
         }
     }
@@ -151,22 +212,63 @@ impl CudaEngine {
     /// more bytes fit the resident budget.
     fn make_room(&self, cache: &mut Cache, need: u64) -> Res<()> {
         while cache.bytes() + need > self.budget {
-            match (idle_lru(&cache.keys), idle_lru(&cache.tables)) {
-                (Some((id, tk)), Some((_, tt))) if tk <= tt => {
-                    cache.keys.remove(&id);
-                }
-                (_, Some((n, _))) => {
-                    cache.tables.remove(&n);
-                }
-                (Some((id, _)), None) => {
-                    cache.keys.remove(&id);
-                }
-                (None, None) => {
-                    return Err(exhausted("resident", need, self.budget, cache.bytes()))
-                }
-            }
+            // The least recently used entry not in use, of any kind.
+            let key = idle_lru(&cache.keys).map(|(id, t)| (t, Victim::Key(id)));
+            let tables = idle_lru(&cache.tables).map(|(n, t)| (t, Victim::Tables(n)));
+            let sel = idle_lru(&cache.selections).map(|(id, t)| (t, Victim::Selections(id)));
+            match [key, tables, sel].into_iter().flatten().min_by_key(|e| e.0) {
+                Some((_, Victim::Key(id))) => cache.keys.remove(&id).map(drop),
+                Some((_, Victim::Tables(n))) => cache.tables.remove(&n).map(drop),
+                Some((_, Victim::Selections(id))) => cache.selections.remove(&id).map(drop),
+                None => return Err(exhausted("resident", need, self.budget, cache.bytes())),
+            };
         }
         Ok(())
+    }
+
+    /// The circuit's A and B selections on the device, copied there when
+    /// not yet (cuMemcpyHtoD, once per circuit: 0.6 GB at the 32 GiB
+    /// shape); `None` when both queries take every variable.
+    pub(super) fn selections(
+        &self,
+        circuit_id: &str,
+        a: &Selection,
+        b: &Selection,
+    ) -> Res<Option<Arc<DeviceSelections>>> {
+        if (a, b) == (&Selection::All, &Selection::All) {
+            return Ok(None);
+        }
+        let mut cache = self.cache()?;
+        let tick = cache.next_tick();
+        let id = sample([a, b]);
+        let current = |s: &DeviceSelections| s.sample == id;
+        if let Some(s) = cached(&mut cache.selections, circuit_id, tick, current) {
+            return Ok(Some(s));
+        }
+        let (ia, ib) = (indices(a), indices(b));
+        let need = 4 * (ia.map_or(0, <[u32]>::len) + ib.map_or(0, <[u32]>::len)) as u64;
+        self.make_room(&mut cache, need)?;
+        let upload = |idx: Option<&[u32]>| -> Res<Option<DBuf<u32>>> {
+            let Some(idx) = idx else { return Ok(None) };
+            let buf = DBuf::new(idx.len())?;
+            buf.copy_from_host(idx)?;
+            Ok(Some(buf))
+        };
+        let limit = (ia.into_iter().chain(ib))
+            .filter_map(|v| v.iter().max())
+            .max()
+            .map_or(0, |&m| m as usize + 1);
+        let sel = Arc::new(DeviceSelections {
+            a: upload(ia)?,
+            b: upload(ib)?,
+            limit,
+            sample: id,
+            bytes: need,
+        });
+        cache
+            .selections
+            .insert(circuit_id.to_string(), (sel.clone(), tick));
+        Ok(Some(sel))
     }
 
     /// NTT tables for size n, resident (uploaded through `ws`).
@@ -185,6 +287,12 @@ impl CudaEngine {
         Ok(t)
     }
 
+    /// Whether a key's bases exceed the resident budget, so that they
+    /// stream from pinned host memory.
+    pub(super) fn streams(&self, bases: &dyn KeyBases) -> bool {
+        bases.bytes(self.options.g2_on_gpu) > self.budget
+    }
+
     /// The key of `circuit_id`: resident on the device when its bases fit
     /// the resident budget, else streamed from pinned host memory.
     pub(super) fn key(
@@ -193,7 +301,7 @@ impl CudaEngine {
         bases: &dyn KeyBases,
         ws: &Workspace,
     ) -> Res<Loaded> {
-        if bases.bytes(self.options.g2_on_gpu) > self.budget {
+        if self.streams(bases) {
             Ok(Loaded::Streamed(self.host_key(circuit_id, bases)?))
         } else {
             Ok(Loaded::Resident(self.resident(circuit_id, bases, ws)?))

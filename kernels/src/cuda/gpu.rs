@@ -13,7 +13,8 @@ use rustacuda::device::Device;
 use rustacuda::error::CudaError;
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::memory::{
-    AsyncCopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice, LockedBuffer,
+    AsyncCopyDestination, CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice,
+    LockedBuffer,
 };
 use rustacuda::module::Module;
 use rustacuda::stream::{Stream, StreamFlags, StreamWaitEventFlags};
@@ -313,6 +314,8 @@ kernels! {
 
     /// Montgomery scalars to plain integers (may alias).
     fn k_msm_from_mont(input: DevPtr<DevFr>, out: DevPtr<DevFr>, n: u32);
+    /// out[i] = input[idx[i]].
+    fn k_msm_gather(input: DevPtr<DevFr>, idx: DevPtr<u32>, out: DevPtr<DevFr>, n: u32);
     /// Bucket sizes of every window's signed digits.
     fn k_msm_histogram(scalars: DevPtr<DevFr>, n: u32, c: u32, nwin: u32, counts: DevPtr<u32>);
     /// Point indices (`map[i]`, or i where `map` is null) into their buckets' slots.
@@ -451,11 +454,20 @@ impl<T: DeviceCopy> DBuf<T> {
         };
         unsafe { src.async_copy_to(dst, stream) }.map_err(driver("cuMemcpyDtoHAsync"))
     }
+    /// Copies `src` (any host memory) to the first `src.len()` elements and
+    /// waits for the copy (cuMemcpyHtoD): for data kept across calls.
+    pub fn copy_from_host(&self, src: &[T]) -> Res<()> {
+        self.copy_in(src, None)
+    }
     /// Copies `src`, which must be pinned host memory (a `LockedBuffer`'s),
     /// to the first `src.len()` elements, stream-ordered and truly
     /// asynchronous: the caller keeps `src` alive and unchanged until the
     /// stream has passed the copy.
     pub fn copy_from_pinned(&self, src: &[T], stream: &Stream) -> Res<()> {
+        self.copy_in(src, Some(stream))
+    }
+    /// `src` to the first `src.len()` elements: on `stream`, or waited for.
+    fn copy_in(&self, src: &[T], stream: Option<&Stream>) -> Res<()> {
         if src.is_empty() {
             return Ok(());
         }
@@ -467,7 +479,14 @@ impl<T: DeviceCopy> DBuf<T> {
                 src.len(),
             )
         };
-        unsafe { dst.async_copy_from(src, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
+        match stream {
+            // SAFETY: the caller keeps `src` (pinned) alive until the
+            // stream has passed the copy.
+            Some(stream) => {
+                unsafe { dst.async_copy_from(src, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
+            }
+            None => dst.copy_from(src).map_err(driver("cuMemcpyHtoD")),
+        }
     }
 }
 

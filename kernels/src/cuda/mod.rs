@@ -23,29 +23,32 @@ mod inputs;
 mod launch_params;
 pub mod msm;
 pub mod ntt;
+mod pass_bench;
+mod passes;
 mod porep_bench;
+mod prove;
 mod streamed;
 mod urgency_bench;
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustacuda::device::Device;
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::{Stream, StreamFlags};
 
 use crate::groth16::{
-    PhaseTiming, PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized,
-    Urgency,
+    PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized, Urgency,
 };
 use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
-use bases::{KeyBases, Query};
-use cache::{Cache, Loaded};
+use bases::KeyBases;
+use cache::Cache;
 use gpu::{
     driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu,
     Launch, Res, Workspace,
 };
-use msm::{GroupResults, MsmGroup, Results, ZeroOne, G1, G2};
+use msm::{MsmGroup, Results, ZeroOne, G1, G2};
+use passes::{Passes, Role};
 
 /// A CUDA device as the driver reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +109,14 @@ pub struct CudaOptions {
     /// Points per chunk of a streamed key (each query's chunk in flight
     /// takes two device buffers of this many bases).
     pub stream_chunk: usize,
+    /// Most partitions in one pass over a streamed key (passes.rs); 1: each
+    /// call streams the bases itself. Each partition of a pass holds its
+    /// scalars on the device until the pass ends (about 14 GB at the 32 GiB
+    /// shape), in the first call's workspace.
+    pub pass_partitions: usize,
+    /// How long a pass over a streamed key waits for more calls after its
+    /// first call's upload and H step, while it has room (see passes.rs).
+    pub pass_wait: Duration,
 }
 
 /// The default `stream_chunk`: 2^23 points, 0.8 GB of G1 and 1.6 GB of G2
@@ -121,6 +132,8 @@ impl Default for CudaOptions {
             pool: true,
             pinned_budget: None,
             stream_chunk: STREAM_CHUNK,
+            pass_partitions: 2,
+            pass_wait: Duration::ZERO,
         }
     }
 }
@@ -133,6 +146,8 @@ pub struct CudaEngine {
     options: CudaOptions,
     /// The resident budget in bytes (device memory).
     budget: u64,
+    /// The device's memory in bytes: what the budget leaves bounds a pass.
+    device_bytes: u64,
     /// The pinned budget in bytes (host memory).
     pinned_budget: u64,
     name: String,
@@ -143,6 +158,8 @@ pub struct CudaEngine {
     /// The latest calls' kernel spans (ms since `epoch`), at most
     /// MAX_SPANS, for the device's kernel-active fraction.
     spans: Mutex<std::collections::VecDeque<(f64, f64)>>,
+    /// Passes over streamed keys still taking calls.
+    passes: Passes,
 }
 
 /// An engine's workspaces between calls, and which ranks are taken.
@@ -287,12 +304,14 @@ impl CudaEngine {
             gpu,
             options,
             budget,
+            device_bytes: total,
             pinned_budget,
             name: format!("cuda:{device_ordinal} ({dev_name})"),
             cache: Mutex::new(Cache::new()),
             workspaces: Mutex::new(Workspaces::default()),
             epoch: Epoch(epoch),
             spans: Mutex::new(std::collections::VecDeque::new()),
+            passes: Passes::default(),
         })
     }
 
@@ -380,7 +399,10 @@ impl CudaEngine {
 
     /// prove_start with the key's bases from `bases` (the circuit's
     /// `ProvingKey` for `prove_start`; the benchmark's fabricated 32 GiB
-    /// shape otherwise); the circuit's pk then serves only prove_finish.
+    /// shape otherwise); the circuit's pk then serves only prove_finish. A
+    /// normal call whose key streams may share its pass over the bases with
+    /// other calls of the same key (passes.rs); an urgent one never waits
+    /// for others.
     pub fn prove_start_with(
         &self,
         circuit: &PreparedCircuit,
@@ -388,230 +410,85 @@ impl CudaEngine {
         syn: Synthesized,
         urgency: Urgency,
     ) -> Res<ProveStartOutput> {
-        self.gpu.enter()?;
-        let gpu = &self.gpu;
-        let n = circuit.domain_size;
-        if syn.a.len() != n || syn.b.len() != n || syn.c.len() != n {
-            return Err(KernelError::Synthesis(format!(
-                "a, b, c have {}, {}, {} elements; the domain has {n}",
-                syn.a.len(),
-                syn.b.len(),
-                syn.c.len()
-            )));
-        }
-        // Declared before the lease, so dropped after it: on an early return
-        // the lease waits for both streams before a streamed key's pinned
-        // memory (possibly no longer in the cache) can be freed under a copy.
-        let key: Loaded;
-        let ws = self.lease_for(urgency)?;
-        let stream = &ws.stream;
-        key = self.key(&circuit.circuit_id, bases, &ws)?;
-        let tables = self.tables(n, &ws)?;
-        self.gpu.enter()?;
-        let mut marks = Marks::new(stream)?;
-
-        // upload
-        let freed_bytes = syn.abc_bytes();
-        let Synthesized {
-            a,
-            b,
-            c,
-            assignment,
-            num_inputs,
-        } = syn;
-        let m = assignment.len();
-        let mut da = ws.buffer::<DevFr>(n)?;
-        let mut db = ws.buffer::<DevFr>(n)?;
-        let mut dc = ws.buffer::<DevFr>(n)?;
-        let mut dz = ws.buffer::<DevFr>(m)?;
-        let scratch = ws.buffer::<DevFr>(n)?;
-        // a goes up on the compute stream; b, c and the witness on the copy
-        // stream, each under the NTTs of the inputs before it (the host's
-        // staging copies pace the uploads, which overlap kernels, not each
-        // other). The copies wait first for the work queued so far on the
-        // compute stream, whose memory these buffers may have been.
-        ws.copy_after_compute()?;
-        ws.upload(&mut da, msm::fr_dev(&a))?;
-        marks.mark("upload")?;
-
-        // H
-        tables.to_coset(gpu, stream, da.ptr(), scratch.ptr())?;
-        for (buf, host) in [(&mut db, &b), (&mut dc, &c)] {
-            ws.upload_on_copy(buf, msm::fr_dev(host))?;
-            ws.compute_after_copy()?;
-            tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;
-        }
-        // The host's a, b, c are in the staging's hands now. Returning 13 GB
-        // (a 32 GiB PoRep's) to the system takes a few hundred ms, which on
-        // this thread would hold back H's MSM (docs/gpu.md, run 39).
-        let freeing = free_elsewhere((a, b, c));
-        ws.upload_on_copy(&mut dz, msm::fr_dev(&assignment))?;
-        tables.h_from_cosets(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
-        ws.compute_after_copy()?;
-        msm::from_mont(gpu, &ws, dz.ptr(), dz.ptr(), m)?;
-        marks.mark("ntt")?;
-        // Back to the workspace: later buffers reuse them after the NTT, in
-        // stream order.
-        drop((db, dc, scratch));
-
-        let h_len = bases.len(Query::H).min(n);
-        let l_len = bases.len(Query::L).min(m - num_inputs);
-        // A's and B's scalars: the assignment after the constant one when the
-        // key holds every variable, else the selected entries (Filecoin's
-        // keys), gathered on the host while H's MSM runs and uploaded on the
-        // copy stream. Their buffers are taken now, so that none of them is
-        // memory H's MSM still uses; the copies wait for the NTT, whose
-        // buffers they may reuse.
-        let variables = m - 1;
-        let mut a_sel = self.selection_buffer(&circuit.a_selection, variables, &ws)?;
-        let mut b_sel = self.selection_buffer(&circuit.b_selection, variables, &ws)?;
-        ws.copy_after_compute()?;
-
-        msm::from_mont(gpu, &ws, da.ptr(), da.ptr(), h_len)?;
-        let h_q = [(Query::H, "msm_h")];
-        let (mut h, _) = self.msms(&ws, &key, da.ptr(), h_len, &h_q, None, &mut marks)?;
-        drop(da);
-
-        for (sel, selection) in [
-            (&mut a_sel, &circuit.a_selection),
-            (&mut b_sel, &circuit.b_selection),
-        ] {
-            if let Some((buf, _)) = sel {
-                let gathered = selection.gather(&assignment[1..]);
-                ws.upload_on_copy(buf, msm::fr_dev(&gathered))?;
-            }
-        }
-        ws.compute_after_copy()?;
-        for (buf, len) in a_sel.iter().chain(b_sel.iter()) {
-            msm::from_mont(gpu, &ws, buf.ptr(), buf.ptr(), *len)?;
-        }
-        let (a_ptr, a_len) = match &a_sel {
-            Some((scalars, len)) => (scalars.ptr(), *len),
-            None => (dz.ptr_at(1), bases.len(Query::A).min(m) - 1),
+        // Passes no larger than the device's memory outside the resident
+        // budget holds (A's and B's scalars take memory of their own only
+        // when gathered).
+        let (chunk, n, m) = (
+            self.options.stream_chunk,
+            circuit.domain_size,
+            syn.assignment.len(),
+        );
+        let gathered = |s: &Selection| match s {
+            Selection::All => 0,
+            only => only.len(m.saturating_sub(1)),
         };
-        let (b_ptr, b_len) = match &b_sel {
-            Some((scalars, len)) => (scalars.ptr(), *len),
-            None => (dz.ptr_at(1), bases.len(Query::B1).min(m) - 1),
-        };
-        let (l_scalars, l_q) = (dz.ptr_at(num_inputs), [(Query::L, "msm_l")]);
-        let (mut l, _) = self.msms(&ws, &key, l_scalars, l_len, &l_q, None, &mut marks)?;
-        // With every variable in both, A and B sort the same scalars once
-        // (phase msm_a includes that sort).
-        let (a_q, b_q) = ([(Query::A, "msm_a")], [(Query::B1, "msm_b1")]);
-        let b2 = self.options.g2_on_gpu.then_some("msm_b2");
-        let (mut ab, b2_res) = if a_sel.is_none() && b_sel.is_none() && a_len == b_len {
-            let ab_q = [a_q[0], b_q[0]];
-            self.msms(&ws, &key, a_ptr, a_len, &ab_q, b2, &mut marks)?
-        } else {
-            let (mut a, _) = self.msms(&ws, &key, a_ptr, a_len, &a_q, None, &mut marks)?;
-            let (b1, b2_res) = self.msms(&ws, &key, b_ptr, b_len, &b_q, b2, &mut marks)?;
-            a.extend(b1);
-            (a, b2_res)
-        };
-        drop((dz, a_sel, b_sel));
-
-        let (b1_res, a_res) = (ab.pop().expect("B1"), ab.pop().expect("A"));
-        let fetched = [
-            h.pop().expect("H").fetch(stream)?,
-            l.pop().expect("L").fetch(stream)?,
-            a_res.fetch(stream)?,
-            b1_res.fetch(stream)?,
-        ];
-        let fetched2 = b2_res.map(|r| r.fetch(stream)).transpose()?;
-        marks.mark("download")?;
-        stream.synchronize().map_err(driver("prove_start"))?;
-        // The stage reports a, b, c as freed (`freed_bytes`), which the
-        // daemon's memory budget then hands out again: they must be gone.
-        if let Some(thread) = freeing {
-            let _ = thread.join();
+        let picked = gathered(&circuit.a_selection) + gathered(&circuit.b_selection);
+        let fits = passes::room(self.device_bytes, self.budget, chunk, n, m, picked);
+        let limit = self.options.pass_partitions.clamp(1, fits);
+        let first = |outputs: Vec<ProveStartOutput>| outputs.into_iter().next().expect("one");
+        if urgency == Urgency::Urgent || limit == 1 || !self.streams(bases) {
+            let alone = self.prove_pass(circuit, bases, syn, urgency, &mut |_, _| Vec::new());
+            return alone.map(first);
         }
-        let [h_acc, l_acc, a_acc, b1_acc] = fetched.map(|f| f.value());
-        let b2_acc = fetched2.map(|f| f.value());
-
-        let phases = marks.phases()?;
-        let active_ms = self.keep_span(marks.kernel_span(&self.epoch.0)?);
-        Ok(ProveStartOutput {
-            a_acc,
-            b1_acc,
-            l_acc,
-            h_acc,
-            b2_acc,
-            assignment,
-            num_inputs,
-            freed_bytes,
-            phases,
-            device_active: active_ms.map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1e3)),
-        })
-    }
-
-    /// MSMs of n plain scalars at `scalars` against the key's G1 queries
-    /// `g1` and, when `b2` names its phase, B's G2 query: one bucket sort
-    /// shared by all of them (per chunk for a streamed key). A and B's
-    /// bases start at their second point (the first pairs with the constant
-    /// one, in prove_finish). Results are queued on the workspace's stream;
-    /// each MSM's phase is marked after it, except that a streamed key's
-    /// MSMs advance chunk by chunk together: one phase, the last one named.
-    #[allow(clippy::too_many_arguments)]
-    fn msms(
-        &self,
-        ws: &Workspace,
-        key: &Loaded,
-        scalars: DevPtr<DevFr>,
-        n: usize,
-        g1: &[(Query, &'static str)],
-        b2: Option<&'static str>,
-        marks: &mut Marks,
-    ) -> Res<GroupResults> {
-        let first = |q: Query| usize::from(matches!(q, Query::A | Query::B1));
-        let rule = ZeroOne::Auto;
-        match key {
-            Loaded::Resident(k) => {
-                let plan = msm::plan(&self.gpu, ws, scalars, n, rule)?;
-                let mut res1 = Vec::new();
-                for &(q, phase) in g1 {
-                    let mut r = Results::<G1>::new(ws, 1)?;
-                    r.accumulate(&self.gpu, ws, &plan, k.query(q).ptr_at(first(q)))?;
-                    marks.mark(phase)?;
-                    res1.push(r);
+        prove::check(circuit, &syn)?;
+        let (syn, id) =
+            match self
+                .passes
+                .enter(&circuit.circuit_id, &bases.fingerprint(), syn, limit)?
+            {
+                Role::Lead(syn, id) => (syn, id),
+                Role::Join(output) => {
+                    return output.recv().unwrap_or_else(|_| {
+                        Err(DeviceError::engine(
+                            "a shared pass over a streamed key",
+                            "its first call failed before taking this partition",
+                        ))
+                    })
                 }
-                let res2 = match (&k.b2, b2) {
-                    (Some(bases), Some(phase)) => {
-                        let mut r = Results::<G2>::new(ws, 1)?;
-                        r.accumulate(&self.gpu, ws, &plan, bases.ptr_at(1))?;
-                        marks.mark(phase)?;
-                        Some(r)
-                    }
-                    _ => None,
-                };
-                Ok((res1, res2))
+            };
+        let until = Instant::now() + self.options.pass_wait;
+        let mut replies = Vec::new();
+        let mut more = |m: usize, inputs: usize| {
+            let joiners = self.passes.take(id, until, limit).unwrap_or_default();
+            let mut syns = Vec::new();
+            for j in joiners {
+                if j.syn.assignment.len() == m && j.syn.num_inputs == inputs {
+                    replies.push(j.reply);
+                    syns.push(j.syn);
+                } else {
+                    let _ = j.reply.send(Err(KernelError::Synthesis(format!(
+                        "{} variables and {} public inputs; the pass's partitions have {m} and {inputs}",
+                        j.syn.assignment.len(),
+                        j.syn.num_inputs
+                    ))));
+                }
             }
-            Loaded::Streamed(k) => {
-                let hosts: Vec<&[DevG1Affine]> =
-                    g1.iter().map(|&(q, _)| &k.query(q)[first(q)..]).collect();
-                let host2 = b2.and(k.b2()).map(|b| &b[1..]);
-                let chunk = self.options.stream_chunk;
-                let res = streamed::msm(&self.gpu, ws, scalars, n, rule, chunk, &hosts, host2)?;
-                let last = b2.or(g1.last().map(|&(_, phase)| phase));
-                marks.mark(last.unwrap_or("msm"))?;
-                Ok(res)
+            syns
+        };
+        let result = self.prove_pass(circuit, bases, syn, urgency, &mut more);
+        self.passes.close(id);
+        match result {
+            Ok(outputs) => {
+                let mut outputs = outputs.into_iter();
+                let own = outputs.next().expect("the first call's output");
+                for (reply, output) in replies.into_iter().zip(outputs) {
+                    let _ = reply.send(Ok(output));
+                }
+                Ok(own)
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+                Err(e)
             }
         }
     }
 
-    /// A device buffer for a query's gathered scalars and their count;
-    /// `None` when the query takes the whole assignment (already on the
-    /// device).
-    fn selection_buffer(
-        &self,
-        selection: &Selection,
-        variables: usize,
-        ws: &Workspace,
-    ) -> Res<Option<(DBuf<DevFr>, usize)>> {
-        if *selection == Selection::All {
-            return Ok(None);
-        }
-        let len = selection.len(variables);
-        Ok(Some((ws.buffer::<DevFr>(len)?, len)))
+    /// Passes proved so far (a call alone is a pass of one) and the
+    /// partitions they held: their ratio is the mean partitions per pass.
+    pub fn pass_counts(&self) -> (u64, u64) {
+        self.passes.counts()
     }
 
     // ---- building blocks, for tests and benchmarks ----
@@ -840,65 +717,6 @@ pub enum FieldTest {
     Fr,
     Fq,
     Fq2,
-}
-
-/// CUDA events recorded on a call's stream between its phases.
-struct Marks<'s> {
-    stream: &'s Stream,
-    start: Event,
-    marks: Vec<(&'static str, Event)>,
-}
-
-impl<'s> Marks<'s> {
-    fn new(stream: &'s Stream) -> Res<Self> {
-        let start = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
-        start.record(stream).map_err(driver("cuEventRecord"))?;
-        Ok(Self {
-            stream,
-            start,
-            marks: Vec::new(),
-        })
-    }
-
-    /// Ends phase `name` at this point of the stream.
-    fn mark(&mut self, name: &'static str) -> Res<()> {
-        let e = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
-        e.record(self.stream).map_err(driver("cuEventRecord"))?;
-        self.marks.push((name, e));
-        Ok(())
-    }
-
-    /// From the end of the upload to the end of the last MSM, in ms since
-    /// `epoch` (after the stream has passed them).
-    fn kernel_span(&self, epoch: &Event) -> Res<Option<(f64, f64)>> {
-        let at = |e: &Event| -> Res<f64> {
-            Ok(e.elapsed_time_f32(epoch)
-                .map_err(driver("cuEventElapsedTime"))? as f64)
-        };
-        let first = self.marks.iter().find(|(n, _)| *n == "upload");
-        let last = self.marks.iter().rev().find(|(n, _)| n.starts_with("msm"));
-        match (first, last) {
-            (Some((_, a)), Some((_, b))) => Ok(Some((at(a)?, at(b)?))),
-            _ => Ok(None),
-        }
-    }
-
-    /// Each phase's time on the stream (after the stream has passed them).
-    fn phases(&self) -> Res<Vec<PhaseTiming>> {
-        let mut prev = &self.start;
-        let mut out = Vec::new();
-        for (name, e) in &self.marks {
-            let ms = e
-                .elapsed_time_f32(prev)
-                .map_err(driver("cuEventElapsedTime"))?;
-            out.push(PhaseTiming {
-                phase: name,
-                duration: Duration::from_secs_f64(ms as f64 / 1e3),
-            });
-            prev = e;
-        }
-        Ok(out)
-    }
 }
 
 #[cfg(test)]

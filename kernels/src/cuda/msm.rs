@@ -372,6 +372,26 @@ pub fn from_mont(
     gpu.k_msm_from_mont(&ws.stream, Launch::over(n, THREADS), mont, plain, n as u32)
 }
 
+/// The n scalars of `values` at the indices `idx`, into `out`
+/// (stream-ordered).
+pub fn gather(
+    gpu: &Gpu,
+    ws: &Workspace,
+    values: DevPtr<DevFr>,
+    idx: DevPtr<u32>,
+    out: DevPtr<DevFr>,
+    n: usize,
+) -> Res<()> {
+    gpu.k_msm_gather(
+        &ws.stream,
+        Launch::over(n, THREADS),
+        values,
+        idx,
+        out,
+        n as u32,
+    )
+}
+
 /// A buffer of `len` u32 set to `v` (stream-ordered).
 fn filled(gpu: &Gpu, ws: &Workspace, len: usize, v: u32) -> Res<DBuf<u32>> {
     let b = ws.buffer::<u32>(len)?;

@@ -6,7 +6,9 @@
 //! events. Each chunk is an MSM of its own (its scalars sorted once for
 //! every query that shares them: A, B1 and B2), and the MSM's value is the
 //! sum of the chunks' values: the same group element as the resident MSM's,
-//! so the same proof, bit for bit.
+//! so the same proof, bit for bit. A pass of several partitions (prove.rs)
+//! runs every partition's MSMs on each chunk while it is on the device, so
+//! the bases cross PCIe once per pass, not once per partition.
 
 use rustacuda::event::Event;
 use rustacuda::memory::{DeviceCopy, LockedBuffer};
@@ -159,37 +161,42 @@ impl<A: DeviceCopy> Slots<A> {
     }
 }
 
-/// MSMs of n plain scalars at `scalars` against streamed bases, `chunk`
-/// points at a time: each of `g1`'s host slices (its first n points) and
-/// `g2`'s. Per chunk the scalars are sorted once for all of them. Results
-/// are queued on the compute stream.
+/// A chunk's bases on the device: each G1 query's, and B's G2 query's.
+type ChunkBases = (Vec<DevPtr<DevG1Affine>>, Option<DevPtr<DevG2Affine>>);
+
+/// MSMs of n plain scalars at each of `scalars` (one set per partition of
+/// a pass) against streamed bases, `chunk` points at a time: each of `g1`'s
+/// host slices (its first n points) and `g2`'s. Every chunk crosses PCIe
+/// once for all the sets; per chunk each set's scalars are sorted once for
+/// all the queries. Results, per set, are queued on the compute stream.
 #[allow(clippy::too_many_arguments)]
 pub fn msm(
     gpu: &Gpu,
     ws: &Workspace,
-    scalars: DevPtr<DevFr>,
+    scalars: &[DevPtr<DevFr>],
     n: usize,
     rule: ZeroOne,
     chunk: usize,
     g1: &[&[DevG1Affine]],
     g2: Option<&[DevG2Affine]>,
-) -> Res<GroupResults> {
+) -> Res<Vec<GroupResults>> {
     let chunk = chunk.max(1);
     let parts = n.div_ceil(chunk);
     let width = chunk.min(n.max(1));
     let mut slots1 = Vec::new();
-    let mut res1 = Vec::new();
     for _ in g1 {
         slots1.push(Slots::<DevG1Affine>::new(ws, width)?);
-        res1.push(Results::<G1>::new(ws, parts)?);
     }
     let mut slots2 = match g2 {
-        Some(_) => Some((
-            Slots::<DevG2Affine>::new(ws, width)?,
-            Results::<G2>::new(ws, parts)?,
-        )),
+        Some(_) => Some(Slots::<DevG2Affine>::new(ws, width)?),
         None => None,
     };
+    let mut res = Vec::with_capacity(scalars.len());
+    for _ in scalars {
+        let res1 = (g1.iter().map(|_| Results::<G1>::new(ws, parts))).collect::<Res<Vec<_>>>()?;
+        let res2 = g2.map(|_| Results::<G2>::new(ws, parts)).transpose()?;
+        res.push((res1, res2));
+    }
     for p in 0..parts {
         let lo = p * chunk;
         let len = chunk.min(n - lo);
@@ -200,20 +207,38 @@ pub fn msm(
             loaded1.push(s.load(&host[lo..lo + len], ws)?);
         }
         let loaded2 = match (&mut slots2, g2) {
-            (Some((s, _)), Some(host)) => Some(s.load(&host[lo..lo + len], ws)?),
+            (Some(s), Some(host)) => Some(s.load(&host[lo..lo + len], ws)?),
             _ => None,
         };
-        let plan = msm::plan(gpu, ws, scalars.offset(lo), len, rule)?;
-        for ((s, r), k) in slots1.iter_mut().zip(res1.iter_mut()).zip(loaded1) {
-            let bases = s.take(k, ws)?;
-            r.accumulate(gpu, ws, &plan, bases)?;
+        // The compute stream waits for the copies after the first set's
+        // sort, which runs under them.
+        let mut bases: Option<ChunkBases> = None;
+        for (&set, (res1, res2)) in scalars.iter().zip(res.iter_mut()) {
+            let plan = msm::plan(gpu, ws, set.offset(lo), len, rule)?;
+            if bases.is_none() {
+                let b1 = (slots1.iter_mut().zip(&loaded1))
+                    .map(|(s, &k)| s.take(k, ws))
+                    .collect::<Res<Vec<_>>>()?;
+                let b2 = match (&mut slots2, loaded2) {
+                    (Some(s), Some(k)) => Some(s.take(k, ws)?),
+                    _ => None,
+                };
+                bases = Some((b1, b2));
+            }
+            let (bases1, bases2) = bases.as_ref().expect("taken above");
+            for (r, &bases) in res1.iter_mut().zip(bases1) {
+                r.accumulate(gpu, ws, &plan, bases)?;
+            }
+            if let (Some(r), Some(bases)) = (res2.as_mut(), *bases2) {
+                r.accumulate(gpu, ws, &plan, bases)?;
+            }
+        }
+        for (s, k) in slots1.iter_mut().zip(loaded1) {
             s.release(k, ws)?;
         }
-        if let (Some((s, r)), Some(k)) = (&mut slots2, loaded2) {
-            let bases = s.take(k, ws)?;
-            r.accumulate(gpu, ws, &plan, bases)?;
+        if let (Some(s), Some(k)) = (&mut slots2, loaded2) {
             s.release(k, ws)?;
         }
     }
-    Ok((res1, slots2.map(|(_, r)| r)))
+    Ok(res)
 }

@@ -1,0 +1,411 @@
+//! prove_start on the device for one partition or a pass of several: each
+//! partition's a, b, c uploaded and H computed by seven NTTs, then the
+//! MSMs. With a resident key the partitions' MSMs simply follow each other;
+//! with a streamed key every chunk of bases crosses PCIe once for all of
+//! them (issue 12 item 4: the original's cross-sector batching), which is
+//! what makes a pass of two cheaper than two calls. Which calls share a pass
+//! is passes.rs's business; this file proves the partitions it is given.
+
+use std::time::Duration;
+
+use rustacuda::event::{Event, EventFlags};
+use rustacuda::stream::Stream;
+
+use super::bases::{KeyBases, Query};
+use super::cache::Loaded;
+use super::gpu::{driver, DBuf, DevFr, DevG1Affine, DevPtr, Res, Workspace};
+use super::msm::{self, GroupResults, Results, ZeroOne, G1, G2};
+use super::ntt::NttTables;
+use super::{free_elsewhere, streamed, CudaEngine};
+use crate::groth16::{PhaseTiming, PreparedCircuit, ProveStartOutput, Selection, Synthesized};
+use crate::{Fr, KernelError};
+
+/// One partition of a pass between its H step and its MSMs.
+struct Part {
+    /// H's coefficients (H's MSM scalars once out of Montgomery form).
+    h: DBuf<DevFr>,
+    /// The assignment, plain (L's scalars, and A's and B's without a
+    /// selection).
+    z: DBuf<DevFr>,
+    /// The assignment on the host: the selections gather from it, and
+    /// prove_finish takes it back.
+    assignment: Vec<Fr>,
+    num_inputs: usize,
+    /// Bytes of a, b, c, freed on `freeing`'s thread.
+    freed_bytes: u64,
+    freeing: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Whether a partition's inputs fit the circuit's domain.
+pub(super) fn check(circuit: &PreparedCircuit, syn: &Synthesized) -> Res<()> {
+    let n = circuit.domain_size;
+    if syn.a.len() != n || syn.b.len() != n || syn.c.len() != n {
+        return Err(KernelError::Synthesis(format!(
+            "a, b, c have {}, {}, {} elements; the domain has {n}",
+            syn.a.len(),
+            syn.b.len(),
+            syn.c.len()
+        )));
+    }
+    Ok(())
+}
+
+impl CudaEngine {
+    /// prove_start for the partitions `first` and those `more` hands over
+    /// (asked after every H step until it returns none), all of the same
+    /// circuit, their MSMs in one pass over the key's bases; the outputs in
+    /// that order. Each output carries the pass's phases (summed over its
+    /// partitions) and an equal share of its kernel-active time. `more` is
+    /// told the first partition's assignment length and public inputs
+    /// count: every partition it hands over must have the same, and pass
+    /// `check`.
+    pub(super) fn prove_pass(
+        &self,
+        circuit: &PreparedCircuit,
+        bases: &dyn KeyBases,
+        first: Synthesized,
+        urgency: crate::groth16::Urgency,
+        more: &mut dyn FnMut(usize, usize) -> Vec<Synthesized>,
+    ) -> Res<Vec<ProveStartOutput>> {
+        self.gpu.enter()?;
+        check(circuit, &first)?;
+        // Declared before the lease, so dropped after it: on an early return
+        // the lease waits for both streams before a streamed key's pinned
+        // memory (possibly no longer in the cache) can be freed under a copy.
+        let key: Loaded;
+        let ws = self.lease_for(urgency)?;
+        let stream = &ws.stream;
+        key = self.key(&circuit.circuit_id, bases, &ws)?;
+        let tables = self.tables(circuit.domain_size, &ws)?;
+        let (a_sel, b_sel) = (&circuit.a_selection, &circuit.b_selection);
+        let selections = self.selections(&circuit.circuit_id, a_sel, b_sel)?;
+        let variables = first.assignment.len().saturating_sub(1);
+        if let Some(s) = selections.as_ref().filter(|s| s.limit > variables) {
+            return Err(KernelError::Synthesis(format!(
+                "the circuit's A or B query selects variable {} after the constant one; the assignment has {variables}",
+                s.limit - 1
+            )));
+        }
+        self.gpu.enter()?;
+        let mut marks = Marks::new(stream)?;
+
+        let mut parts = vec![self.h_step(&ws, &tables, first, &mut marks)?];
+        let (m, num_inputs) = (parts[0].assignment.len(), parts[0].num_inputs);
+        loop {
+            let joined = more(m, num_inputs);
+            if joined.is_empty() {
+                break;
+            }
+            for syn in joined {
+                parts.push(self.h_step(&ws, &tables, syn, &mut marks)?);
+            }
+        }
+
+        let h_len = bases.len(Query::H).min(circuit.domain_size);
+        let l_len = bases.len(Query::L).min(m - num_inputs);
+        // A's and B's scalars: the assignment after the constant one when the
+        // key holds every variable, else the selected entries (Filecoin's
+        // keys), gathered on the device from the plain assignment by the
+        // circuit's resident index lists (a few ms; on the host, with the
+        // upload, 0.3 s at 2^26 that a streamed key's H chunks could not
+        // hide: run 45).
+        let variables = m - 1;
+        let mut sels = Vec::with_capacity(parts.len());
+        let lists = [
+            selections.as_ref().and_then(|s| s.a.as_ref()),
+            selections.as_ref().and_then(|s| s.b.as_ref()),
+        ];
+        let chosen = [&circuit.a_selection, &circuit.b_selection];
+        for p in &parts {
+            let mut sel = [None, None];
+            for ((out, selection), list) in sel.iter_mut().zip(chosen).zip(lists) {
+                *out = self.selection_buffer(selection, variables, &ws)?;
+                if let (Some((buf, len)), Some(list)) = (out.as_ref(), list) {
+                    let (gpu, z) = (&self.gpu, p.z.ptr_at(1));
+                    msm::gather(gpu, &ws, z, list.ptr(), buf.ptr(), *len)?;
+                }
+            }
+            sels.push(sel);
+        }
+
+        let mut h_scalars = Vec::with_capacity(parts.len());
+        for p in &parts {
+            msm::from_mont(&self.gpu, &ws, p.h.ptr(), p.h.ptr(), h_len)?;
+            h_scalars.push(p.h.ptr());
+        }
+        let h_q = [(Query::H, "msm_h")];
+        let h = self.msms(&ws, &key, &h_scalars, h_len, &h_q, None, &mut marks)?;
+
+        // Per partition: A's and B's scalars and counts.
+        let scalars = |which: usize, q: Query| -> Vec<(DevPtr<DevFr>, usize)> {
+            (parts.iter().zip(&sels))
+                .map(|(p, sel)| match &sel[which] {
+                    Some((buf, len)) => (buf.ptr(), *len),
+                    None => (p.z.ptr_at(1), bases.len(q).min(m) - 1),
+                })
+                .collect()
+        };
+        let (a_sc, b_sc) = (scalars(0, Query::A), scalars(1, Query::B1));
+        let (a_len, b_len) = (a_sc[0].1, b_sc[0].1);
+        let ptrs = |v: &[(DevPtr<DevFr>, usize)]| v.iter().map(|s| s.0).collect::<Vec<_>>();
+        let l_scalars: Vec<_> = parts.iter().map(|p| p.z.ptr_at(num_inputs)).collect();
+        let l_q = [(Query::L, "msm_l")];
+        let l = self.msms(&ws, &key, &l_scalars, l_len, &l_q, None, &mut marks)?;
+        // With every variable in both, A and B sort the same scalars once
+        // (phase msm_a includes that sort).
+        let (a_q, b_q) = ((Query::A, "msm_a"), (Query::B1, "msm_b1"));
+        let b2 = self.options.g2_on_gpu.then_some("msm_b2");
+        let shared = sels.iter().all(|s| s[0].is_none() && s[1].is_none()) && a_len == b_len;
+        let ab: Vec<GroupResults> = if shared {
+            self.msms(&ws, &key, &ptrs(&a_sc), a_len, &[a_q, b_q], b2, &mut marks)?
+        } else {
+            let a = self.msms(&ws, &key, &ptrs(&a_sc), a_len, &[a_q], None, &mut marks)?;
+            let b = self.msms(&ws, &key, &ptrs(&b_sc), b_len, &[b_q], b2, &mut marks)?;
+            (a.into_iter().zip(b))
+                .map(|((mut a1, _), (b1, b2))| {
+                    a1.extend(b1);
+                    (a1, b2)
+                })
+                .collect()
+        };
+        drop(sels);
+
+        let mut fetched = Vec::with_capacity(parts.len());
+        for ((mut h, mut l), (mut ab, b2)) in h.into_iter().zip(l).zip(ab) {
+            let (b1, a) = (ab.pop().expect("B1"), ab.pop().expect("A"));
+            let g1 = [h.0.pop().expect("H"), l.0.pop().expect("L"), a, b1];
+            let g1 = g1.map(|r| r.fetch(stream));
+            let [h, l, a, b1] = g1;
+            fetched.push(([h?, l?, a?, b1?], b2.map(|r| r.fetch(stream)).transpose()?));
+        }
+        marks.mark("download")?;
+        stream.synchronize().map_err(driver("prove_start"))?;
+
+        let phases = marks.phases()?;
+        let active_ms = self.keep_span(marks.kernel_span(&self.epoch.0)?);
+        let share = active_ms.map(|ms| ms.max(0.0) / 1e3 / parts.len() as f64);
+        self.passes.count(parts.len());
+        let mut outputs = Vec::with_capacity(parts.len());
+        for (p, (g1, g2)) in parts.into_iter().zip(fetched) {
+            // The stage reports a, b, c as freed (`freed_bytes`), which the
+            // daemon's memory budget then hands out again: they must be gone.
+            if let Some(thread) = p.freeing {
+                let _ = thread.join();
+            }
+            let [h_acc, l_acc, a_acc, b1_acc] = g1.map(|f| f.value());
+            outputs.push(ProveStartOutput {
+                a_acc,
+                b1_acc,
+                l_acc,
+                h_acc,
+                b2_acc: g2.map(|f| f.value()),
+                assignment: p.assignment,
+                num_inputs: p.num_inputs,
+                freed_bytes: p.freed_bytes,
+                phases: phases.clone(),
+                device_active: share.map(Duration::from_secs_f64),
+            });
+        }
+        Ok(outputs)
+    }
+
+    /// One partition's upload and H step, queued on the workspace.
+    fn h_step(
+        &self,
+        ws: &Workspace,
+        tables: &NttTables,
+        syn: Synthesized,
+        marks: &mut Marks,
+    ) -> Res<Part> {
+        let (gpu, stream, n) = (&self.gpu, &ws.stream, tables.n);
+        let freed_bytes = syn.abc_bytes();
+        let Synthesized {
+            a,
+            b,
+            c,
+            assignment,
+            num_inputs,
+        } = syn;
+        let m = assignment.len();
+        let mut da = ws.buffer::<DevFr>(n)?;
+        let mut db = ws.buffer::<DevFr>(n)?;
+        let mut dc = ws.buffer::<DevFr>(n)?;
+        let mut dz = ws.buffer::<DevFr>(m)?;
+        let scratch = ws.buffer::<DevFr>(n)?;
+        // a goes up on the compute stream; b, c and the witness on the copy
+        // stream, each under the NTTs of the inputs before it (the host's
+        // staging copies pace the uploads, which overlap kernels, not each
+        // other). The copies wait first for the work queued so far on the
+        // compute stream, whose memory these buffers may have been.
+        ws.copy_after_compute()?;
+        ws.upload(&mut da, msm::fr_dev(&a))?;
+        marks.mark("upload")?;
+
+        tables.to_coset(gpu, stream, da.ptr(), scratch.ptr())?;
+        for (buf, host) in [(&mut db, &b), (&mut dc, &c)] {
+            ws.upload_on_copy(buf, msm::fr_dev(host))?;
+            ws.compute_after_copy()?;
+            tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;
+        }
+        // The host's a, b, c are in the staging's hands now. Returning 13 GB
+        // (a 32 GiB PoRep's) to the system takes a few hundred ms, which on
+        // this thread would hold back H's MSM (docs/gpu.md, run 39).
+        let freeing = free_elsewhere((a, b, c));
+        ws.upload_on_copy(&mut dz, msm::fr_dev(&assignment))?;
+        tables.h_from_cosets(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
+        ws.compute_after_copy()?;
+        msm::from_mont(gpu, ws, dz.ptr(), dz.ptr(), m)?;
+        marks.mark("ntt")?;
+        // db, dc and scratch go back to the workspace here: later buffers
+        // reuse them after the NTT, in stream order.
+        Ok(Part {
+            h: da,
+            z: dz,
+            assignment,
+            num_inputs,
+            freed_bytes,
+            freeing,
+        })
+    }
+
+    /// MSMs of n plain scalars at each of `scalars` (one set per partition)
+    /// against the key's G1 queries `g1` and, when `b2` names its phase, B's
+    /// G2 query: one bucket sort per set shared by all the queries (per
+    /// chunk for a streamed key, whose chunks each serve every set). A and
+    /// B's bases start at their second point (the first pairs with the
+    /// constant one, in prove_finish). Results, per set, are queued on the
+    /// workspace's stream; each MSM's phase is marked after it, except that
+    /// a streamed key's MSMs advance chunk by chunk together: one phase, the
+    /// last one named.
+    #[allow(clippy::too_many_arguments)]
+    fn msms(
+        &self,
+        ws: &Workspace,
+        key: &Loaded,
+        scalars: &[DevPtr<DevFr>],
+        n: usize,
+        g1: &[(Query, &'static str)],
+        b2: Option<&'static str>,
+        marks: &mut Marks,
+    ) -> Res<Vec<GroupResults>> {
+        let first = |q: Query| usize::from(matches!(q, Query::A | Query::B1));
+        let rule = ZeroOne::Auto;
+        match key {
+            Loaded::Resident(k) => {
+                let mut out = Vec::with_capacity(scalars.len());
+                for &s in scalars {
+                    let plan = msm::plan(&self.gpu, ws, s, n, rule)?;
+                    let mut res1 = Vec::new();
+                    for &(q, phase) in g1 {
+                        let mut r = Results::<G1>::new(ws, 1)?;
+                        r.accumulate(&self.gpu, ws, &plan, k.query(q).ptr_at(first(q)))?;
+                        marks.mark(phase)?;
+                        res1.push(r);
+                    }
+                    let res2 = match (&k.b2, b2) {
+                        (Some(bases), Some(phase)) => {
+                            let mut r = Results::<G2>::new(ws, 1)?;
+                            r.accumulate(&self.gpu, ws, &plan, bases.ptr_at(1))?;
+                            marks.mark(phase)?;
+                            Some(r)
+                        }
+                        _ => None,
+                    };
+                    out.push((res1, res2));
+                }
+                Ok(out)
+            }
+            Loaded::Streamed(k) => {
+                let hosts: Vec<&[DevG1Affine]> =
+                    g1.iter().map(|&(q, _)| &k.query(q)[first(q)..]).collect();
+                let host2 = b2.and(k.b2()).map(|b| &b[1..]);
+                let chunk = self.options.stream_chunk;
+                let res = streamed::msm(&self.gpu, ws, scalars, n, rule, chunk, &hosts, host2)?;
+                let last = b2.or(g1.last().map(|&(_, phase)| phase));
+                marks.mark(last.unwrap_or("msm"))?;
+                Ok(res)
+            }
+        }
+    }
+
+    /// A device buffer for a query's gathered scalars and their count;
+    /// `None` when the query takes the whole assignment (already on the
+    /// device).
+    fn selection_buffer(
+        &self,
+        selection: &Selection,
+        variables: usize,
+        ws: &Workspace,
+    ) -> Res<Option<(DBuf<DevFr>, usize)>> {
+        if *selection == Selection::All {
+            return Ok(None);
+        }
+        let len = selection.len(variables);
+        Ok(Some((ws.buffer::<DevFr>(len)?, len)))
+    }
+}
+
+/// CUDA events recorded on a call's stream between its phases.
+pub(super) struct Marks<'s> {
+    stream: &'s Stream,
+    start: Event,
+    marks: Vec<(&'static str, Event)>,
+}
+
+impl<'s> Marks<'s> {
+    fn new(stream: &'s Stream) -> Res<Self> {
+        let start = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
+        start.record(stream).map_err(driver("cuEventRecord"))?;
+        Ok(Self {
+            stream,
+            start,
+            marks: Vec::new(),
+        })
+    }
+
+    /// Ends phase `name` at this point of the stream.
+    fn mark(&mut self, name: &'static str) -> Res<()> {
+        let e = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
+        e.record(self.stream).map_err(driver("cuEventRecord"))?;
+        self.marks.push((name, e));
+        Ok(())
+    }
+
+    /// From the end of the first upload to the end of the last MSM, in ms
+    /// since `epoch` (after the stream has passed them).
+    fn kernel_span(&self, epoch: &Event) -> Res<Option<(f64, f64)>> {
+        let at = |e: &Event| -> Res<f64> {
+            Ok(e.elapsed_time_f32(epoch)
+                .map_err(driver("cuEventElapsedTime"))? as f64)
+        };
+        let first = self.marks.iter().find(|(n, _)| *n == "upload");
+        let last = self.marks.iter().rev().find(|(n, _)| n.starts_with("msm"));
+        match (first, last) {
+            (Some((_, a)), Some((_, b))) => Ok(Some((at(a)?, at(b)?))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Each phase's time on the stream (after the stream has passed them),
+    /// in the order phases first ended; a phase marked more than once (one
+    /// per partition of a pass) is the sum of its stretches.
+    fn phases(&self) -> Res<Vec<PhaseTiming>> {
+        let mut prev = &self.start;
+        let mut out: Vec<PhaseTiming> = Vec::new();
+        for (name, e) in &self.marks {
+            let ms = e
+                .elapsed_time_f32(prev)
+                .map_err(driver("cuEventElapsedTime"))?;
+            let d = Duration::from_secs_f64(ms as f64 / 1e3);
+            match out.iter_mut().find(|p| p.phase == *name) {
+                Some(p) => p.duration += d,
+                None => out.push(PhaseTiming {
+                    phase: name,
+                    duration: d,
+                }),
+            }
+            prev = e;
+        }
+        Ok(out)
+    }
+}
