@@ -31,24 +31,21 @@ mod streamed;
 mod urgency_bench;
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustacuda::device::Device;
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::{Stream, StreamFlags};
 
-use crate::groth16::{
-    PreparedCircuit, ProveStartEngine, ProveStartOutput, Selection, Synthesized, Urgency,
-};
+use crate::groth16::{PreparedCircuit, ProveStartEngine, ProveStartOutput, Synthesized, Urgency};
 use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
-use bases::KeyBases;
 use cache::Cache;
 use gpu::{
     driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu,
     Launch, Res, Workspace,
 };
 use msm::{MsmGroup, Results, ZeroOne, G1, G2};
-use passes::{Passes, Role};
+use passes::Passes;
 
 /// A CUDA device as the driver reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,7 +156,7 @@ pub struct CudaEngine {
     /// MAX_SPANS, for the device's kernel-active fraction.
     spans: Mutex<std::collections::VecDeque<(f64, f64)>>,
     /// Passes over streamed keys still taking calls.
-    passes: Passes,
+    passes: std::sync::Arc<Passes>,
 }
 
 /// An engine's workspaces between calls, and which ranks are taken.
@@ -311,7 +308,7 @@ impl CudaEngine {
             workspaces: Mutex::new(Workspaces::default()),
             epoch: Epoch(epoch),
             spans: Mutex::new(std::collections::VecDeque::new()),
-            passes: Passes::default(),
+            passes: Default::default(),
         })
     }
 
@@ -395,100 +392,6 @@ impl CudaEngine {
 
     pub fn options(&self) -> &CudaOptions {
         &self.options
-    }
-
-    /// prove_start with the key's bases from `bases` (the circuit's
-    /// `ProvingKey` for `prove_start`; the benchmark's fabricated 32 GiB
-    /// shape otherwise); the circuit's pk then serves only prove_finish. A
-    /// normal call whose key streams may share its pass over the bases with
-    /// other calls of the same key (passes.rs); an urgent one never waits
-    /// for others.
-    pub fn prove_start_with(
-        &self,
-        circuit: &PreparedCircuit,
-        bases: &dyn KeyBases,
-        syn: Synthesized,
-        urgency: Urgency,
-    ) -> Res<ProveStartOutput> {
-        // Passes no larger than the device's memory outside the resident
-        // budget holds (A's and B's scalars take memory of their own only
-        // when gathered).
-        let (chunk, n, m) = (
-            self.options.stream_chunk,
-            circuit.domain_size,
-            syn.assignment.len(),
-        );
-        let gathered = |s: &Selection| match s {
-            Selection::All => 0,
-            only => only.len(m.saturating_sub(1)),
-        };
-        let picked = gathered(&circuit.a_selection) + gathered(&circuit.b_selection);
-        let fits = passes::room(self.device_bytes, self.budget, chunk, n, m, picked);
-        let limit = self.options.pass_partitions.clamp(1, fits);
-        let first = |outputs: Vec<ProveStartOutput>| outputs.into_iter().next().expect("one");
-        if urgency == Urgency::Urgent || limit == 1 || !self.streams(bases) {
-            let alone = self.prove_pass(circuit, bases, syn, urgency, &mut |_, _| Vec::new());
-            return alone.map(first);
-        }
-        prove::check(circuit, &syn)?;
-        let (syn, id) =
-            match self
-                .passes
-                .enter(&circuit.circuit_id, &bases.fingerprint(), syn, limit)?
-            {
-                Role::Lead(syn, id) => (syn, id),
-                Role::Join(output) => {
-                    return output.recv().unwrap_or_else(|_| {
-                        Err(DeviceError::engine(
-                            "a shared pass over a streamed key",
-                            "its first call failed before taking this partition",
-                        ))
-                    })
-                }
-            };
-        let until = Instant::now() + self.options.pass_wait;
-        let mut replies = Vec::new();
-        let mut more = |m: usize, inputs: usize| {
-            let joiners = self.passes.take(id, until, limit).unwrap_or_default();
-            let mut syns = Vec::new();
-            for j in joiners {
-                if j.syn.assignment.len() == m && j.syn.num_inputs == inputs {
-                    replies.push(j.reply);
-                    syns.push(j.syn);
-                } else {
-                    let _ = j.reply.send(Err(KernelError::Synthesis(format!(
-                        "{} variables and {} public inputs; the pass's partitions have {m} and {inputs}",
-                        j.syn.assignment.len(),
-                        j.syn.num_inputs
-                    ))));
-                }
-            }
-            syns
-        };
-        let result = self.prove_pass(circuit, bases, syn, urgency, &mut more);
-        self.passes.close(id);
-        match result {
-            Ok(outputs) => {
-                let mut outputs = outputs.into_iter();
-                let own = outputs.next().expect("the first call's output");
-                for (reply, output) in replies.into_iter().zip(outputs) {
-                    let _ = reply.send(Ok(output));
-                }
-                Ok(own)
-            }
-            Err(e) => {
-                for reply in replies {
-                    let _ = reply.send(Err(e.clone()));
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// Passes proved so far (a call alone is a pass of one) and the
-    /// partitions they held: their ratio is the mean partitions per pass.
-    pub fn pass_counts(&self) -> (u64, u64) {
-        self.passes.counts()
     }
 
     // ---- building blocks, for tests and benchmarks ----

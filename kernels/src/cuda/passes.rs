@@ -10,13 +10,14 @@
 //! is not held back beyond `pass_wait` (default zero: docs/gpu.md says
 //! why).
 
-use std::sync::{mpsc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-use super::bases::Fingerprint;
+use super::bases::{Fingerprint, KeyBases};
 use super::gpu::Res;
-use crate::groth16::{ProveStartOutput, Synthesized};
-use crate::DeviceError;
+use super::{prove, CudaEngine};
+use crate::groth16::{PreparedCircuit, ProveStartOutput, Selection, Synthesized, Urgency};
+use crate::{DeviceError, KernelError};
 
 /// How many partitions of a shape one pass can hold on a device of
 /// `device_bytes` whose resident budget is `budget`: the first takes its
@@ -73,8 +74,24 @@ pub(super) struct Passes {
 /// What a call does on entering: prove a pass (its own partition first), or
 /// wait for its output from the pass it joined.
 pub(super) enum Role {
-    Lead(Synthesized, u64),
+    Lead(Synthesized, Lead),
     Join(mpsc::Receiver<Res<ProveStartOutput>>),
+}
+
+/// The first call's hold on its pass: the pass closes when this drops, on
+/// an error or a panic too, so that no call waits on a pass nobody proves
+/// (their receivers hear that no output comes) and later calls open
+/// another.
+pub(super) struct Lead {
+    /// The pass, for `Passes::take`.
+    pub id: u64,
+    passes: Arc<Passes>,
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        self.passes.close(self.id);
+    }
 }
 
 impl Passes {
@@ -83,9 +100,10 @@ impl Passes {
     }
 
     /// Joins an open pass of this key with fewer than `limit` calls, else
-    /// opens a pass (the id that `take` and `close` name it by).
+    /// opens a pass, held open by the returned `Lead` (whose id `take`
+    /// names it by).
     pub fn enter(
-        &self,
+        self: &Arc<Self>,
         circuit_id: &str,
         fingerprint: &Fingerprint,
         syn: Synthesized,
@@ -111,7 +129,11 @@ impl Passes {
             members: 1,
             joiners: Vec::new(),
         });
-        Ok(Role::Lead(syn, id))
+        let lead = Lead {
+            id,
+            passes: self.clone(),
+        };
+        Ok(Role::Lead(syn, lead))
     }
 
     /// For pass `id`'s first call: the calls that joined since it last
@@ -139,7 +161,7 @@ impl Passes {
 
     /// Closes pass `id` if it is still open; calls that joined and were not
     /// taken get no output (their receivers say so).
-    pub fn close(&self, id: u64) {
+    fn close(&self, id: u64) {
         if let Ok(mut open) = self.open.lock() {
             open.1.retain(|p| p.id != id);
         }
@@ -159,10 +181,109 @@ impl Passes {
     }
 }
 
+impl CudaEngine {
+    /// prove_start with the key's bases from `bases` (the circuit's
+    /// `ProvingKey` for `prove_start`; the benchmark's fabricated 32 GiB
+    /// shape otherwise); the circuit's pk then serves only prove_finish. A
+    /// normal call whose key streams may share its pass over the bases with
+    /// other calls of the same key (passes.rs); an urgent one never waits
+    /// for others.
+    pub fn prove_start_with(
+        &self,
+        circuit: &PreparedCircuit,
+        bases: &dyn KeyBases,
+        syn: Synthesized,
+        urgency: Urgency,
+    ) -> Res<ProveStartOutput> {
+        // Passes no larger than the device's memory outside the resident
+        // budget holds (A's and B's scalars take memory of their own only
+        // when gathered).
+        let (chunk, n, m) = (
+            self.options.stream_chunk,
+            circuit.domain_size,
+            syn.assignment.len(),
+        );
+        let gathered = |s: &Selection| match s {
+            Selection::All => 0,
+            only => only.len(m.saturating_sub(1)),
+        };
+        let picked = gathered(&circuit.a_selection) + gathered(&circuit.b_selection);
+        let fits = room(self.device_bytes, self.budget, chunk, n, m, picked);
+        let limit = self.options.pass_partitions.clamp(1, fits);
+        let first = |outputs: Vec<ProveStartOutput>| outputs.into_iter().next().expect("one");
+        if urgency == Urgency::Urgent || limit == 1 || !self.streams(bases) {
+            let alone = self.prove_pass(circuit, bases, syn, urgency, &mut |_, _| Vec::new());
+            return alone.map(first);
+        }
+        prove::check(circuit, &syn)?;
+        let fingerprint = bases.fingerprint();
+        let (syn, lead) = match self
+            .passes
+            .enter(&circuit.circuit_id, &fingerprint, syn, limit)?
+        {
+            Role::Lead(syn, lead) => (syn, lead),
+            Role::Join(output) => {
+                return output.recv().unwrap_or_else(|_| {
+                    Err(DeviceError::engine(
+                        "a shared pass over a streamed key",
+                        "its first call ended without this partition's output",
+                    ))
+                })
+            }
+        };
+        let until = Instant::now() + self.options.pass_wait;
+        let mut replies = Vec::new();
+        let mut more = |m: usize, inputs: usize| {
+            let joiners = self.passes.take(lead.id, until, limit).unwrap_or_default();
+            let mut syns = Vec::new();
+            for j in joiners {
+                if j.syn.assignment.len() == m && j.syn.num_inputs == inputs {
+                    replies.push(j.reply);
+                    syns.push(j.syn);
+                } else {
+                    let _ = j.reply.send(Err(KernelError::Synthesis(format!(
+                        "{} variables and {} public inputs; the pass's partitions have {m} and {inputs}",
+                        j.syn.assignment.len(),
+                        j.syn.num_inputs
+                    ))));
+                }
+            }
+            syns
+        };
+        let result = self.prove_pass(circuit, bases, syn, urgency, &mut more);
+        // Closed now (and on an unwind): calls that join later open their
+        // own pass.
+        drop(lead);
+        match result {
+            Ok(outputs) => {
+                let mut outputs = outputs.into_iter();
+                let own = outputs.next().expect("the first call's output");
+                for (reply, output) in replies.into_iter().zip(outputs) {
+                    let _ = reply.send(Ok(output));
+                }
+                Ok(own)
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Passes proved so far (a call alone is a pass of one) and the
+    /// partitions they held: their ratio is the mean partitions per pass.
+    pub fn pass_counts(&self) -> (u64, u64) {
+        self.passes.counts()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{room, Fingerprint, Passes, Role};
     use crate::groth16::Synthesized;
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     fn syn() -> Synthesized {
@@ -198,27 +319,27 @@ mod tests {
 
     #[test]
     fn calls_join_an_open_pass_of_their_key_up_to_the_limit() {
-        let passes = Passes::default();
+        let passes = Arc::new(Passes::default());
         let lead = |r: Role| match r {
-            Role::Lead(_, id) => id,
+            Role::Lead(_, lead) => lead,
             Role::Join(_) => panic!("joined"),
         };
-        let id = lead(passes.enter("c", &key(1), syn(), 3).unwrap());
-        // Another key, or the same circuit id with another key: passes of
-        // their own.
-        lead(passes.enter("d", &key(1), syn(), 3).unwrap());
-        lead(passes.enter("c", &key(2), syn(), 3).unwrap());
+        let first = lead(passes.enter("c", &key(1), syn(), 3).unwrap());
+        // Another circuit, or the same circuit id with another key: passes
+        // of their own.
+        let _other = lead(passes.enter("d", &key(1), syn(), 3).unwrap());
+        let _new_key = lead(passes.enter("c", &key(2), syn(), 3).unwrap());
         let joined: Vec<Role> = (0..2)
             .map(|_| passes.enter("c", &key(1), syn(), 3).unwrap())
             .collect();
         assert!(joined.iter().all(|r| matches!(r, Role::Join(_))));
         // Full: the fourth call opens a pass of its own.
         let fourth = lead(passes.enter("c", &key(1), syn(), 3).unwrap());
-        assert_ne!(fourth, id);
+        assert_ne!(fourth.id, first.id);
         let far = Instant::now() + Duration::from_secs(60);
-        assert_eq!(passes.take(id, far, 3).unwrap().len(), 2);
+        assert_eq!(passes.take(first.id, far, 3).unwrap().len(), 2);
         // Full and nothing left to take: closed at once, without waiting.
-        assert!(passes.take(id, far, 3).unwrap().is_empty());
+        assert!(passes.take(first.id, far, 3).unwrap().is_empty());
         // Closed: a call now joins the fourth call's pass.
         assert!(matches!(
             passes.enter("c", &key(1), syn(), 3).unwrap(),
@@ -228,8 +349,8 @@ mod tests {
 
     #[test]
     fn a_pass_with_room_waits_for_calls_until_its_deadline_then_closes() {
-        let passes = Passes::default();
-        let Role::Lead(_, id) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
+        let passes = Arc::new(Passes::default());
+        let Role::Lead(_, first) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
             panic!("joined")
         };
         std::thread::scope(|s| {
@@ -239,29 +360,41 @@ mod tests {
                 assert!(matches!(r, Role::Join(_)));
             });
             let until = Instant::now() + Duration::from_secs(60);
-            assert_eq!(
-                passes.take(id, until, 2).unwrap().len(),
-                1,
-                "woken by the join"
-            );
+            let taken = passes.take(first.id, until, 2).unwrap();
+            assert_eq!(taken.len(), 1, "woken by the join");
         });
-        let Role::Lead(_, id) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
+        let Role::Lead(_, second) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
             panic!("the full pass took a call")
         };
         let t = Instant::now();
-        assert!(passes
-            .take(id, t + Duration::from_millis(30), 2)
-            .unwrap()
-            .is_empty());
+        let deadline = t + Duration::from_millis(30);
+        assert!(passes.take(second.id, deadline, 2).unwrap().is_empty());
         assert!(t.elapsed() >= Duration::from_millis(30));
-        // A closed pass's receivers hear that no output comes.
-        let Role::Lead(_, id) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
-            panic!("joined a closed pass")
+    }
+
+    #[test]
+    fn a_pass_whose_first_call_ends_closes_and_its_calls_hear_it() {
+        let passes = Arc::new(Passes::default());
+        let Role::Lead(_, lead) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
+            panic!("joined")
         };
-        let Role::Join(rx) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
+        let Role::Join(output) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
             panic!("led")
         };
-        passes.close(id);
-        assert!(rx.recv().is_err());
+        // The first call fails or unwinds before taking the joined call.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let _held = lead;
+            panic!("a bug in the pass");
+        }));
+        assert!(unwound.is_err());
+        assert!(
+            output.recv().is_err(),
+            "the joined call is not left waiting"
+        );
+        // The next call opens a pass of its own instead of joining a dead one.
+        assert!(matches!(
+            passes.enter("c", &key(1), syn(), 2).unwrap(),
+            Role::Lead(..)
+        ));
     }
 }
