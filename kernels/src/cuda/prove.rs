@@ -22,8 +22,6 @@ use crate::{Fr, KernelError};
 
 /// One partition of a pass between its H step and its MSMs.
 struct Part {
-    /// H's coefficients (H's MSM scalars once out of Montgomery form).
-    h: DBuf<DevFr>,
     /// The assignment, plain (L's scalars, and A's and B's without a
     /// selection).
     z: DBuf<DevFr>,
@@ -89,7 +87,10 @@ impl CudaEngine {
         self.gpu.enter()?;
         let mut marks = Marks::new(stream)?;
 
-        let mut parts = vec![self.h_step(&ws, &tables, first, &mut marks)?];
+        // Each partition's H coefficients, apart from the rest: they go back
+        // to the workspace once H's MSMs are queued.
+        let (part, h) = self.h_step(&ws, &tables, first, &mut marks)?;
+        let (mut parts, mut hs) = (vec![part], vec![h]);
         let (m, num_inputs) = (parts[0].assignment.len(), parts[0].num_inputs);
         loop {
             let joined = more(m, num_inputs);
@@ -97,7 +98,9 @@ impl CudaEngine {
                 break;
             }
             for syn in joined {
-                parts.push(self.h_step(&ws, &tables, syn, &mut marks)?);
+                let (part, h) = self.h_step(&ws, &tables, syn, &mut marks)?;
+                parts.push(part);
+                hs.push(h);
             }
         }
 
@@ -109,7 +112,6 @@ impl CudaEngine {
         // circuit's resident index lists (a few ms; on the host, with the
         // upload, 0.3 s at 2^26 that a streamed key's H chunks could not
         // hide: run 45).
-        let variables = m - 1;
         let mut sels = Vec::with_capacity(parts.len());
         let lists = [
             selections.as_ref().and_then(|s| s.a.as_ref()),
@@ -128,13 +130,14 @@ impl CudaEngine {
             sels.push(sel);
         }
 
-        let mut h_scalars = Vec::with_capacity(parts.len());
-        for p in &parts {
-            msm::from_mont(&self.gpu, &ws, p.h.ptr(), p.h.ptr(), h_len)?;
-            h_scalars.push(p.h.ptr());
+        let mut h_scalars = Vec::with_capacity(hs.len());
+        for h in &hs {
+            msm::from_mont(&self.gpu, &ws, h.ptr(), h.ptr(), h_len)?;
+            h_scalars.push(h.ptr());
         }
         let h_q = [(Query::H, "msm_h")];
         let h = self.msms(&ws, &key, &h_scalars, h_len, &h_q, None, &mut marks)?;
+        drop(hs);
 
         // Per partition: A's and B's scalars and counts.
         let scalars = |which: usize, q: Query| -> Vec<(DevPtr<DevFr>, usize)> {
@@ -209,14 +212,16 @@ impl CudaEngine {
         Ok(outputs)
     }
 
-    /// One partition's upload and H step, queued on the workspace.
+    /// One partition's upload and H step, queued on the workspace; returns
+    /// the partition and H's coefficients (H's MSM scalars once out of
+    /// Montgomery form).
     fn h_step(
         &self,
         ws: &Workspace,
         tables: &NttTables,
         syn: Synthesized,
         marks: &mut Marks,
-    ) -> Res<Part> {
+    ) -> Res<(Part, DBuf<DevFr>)> {
         let (gpu, stream, n) = (&self.gpu, &ws.stream, tables.n);
         let freed_bytes = syn.abc_bytes();
         let Synthesized {
@@ -258,14 +263,14 @@ impl CudaEngine {
         marks.mark("ntt")?;
         // db, dc and scratch go back to the workspace here: later buffers
         // reuse them after the NTT, in stream order.
-        Ok(Part {
-            h: da,
+        let part = Part {
             z: dz,
             assignment,
             num_inputs,
             freed_bytes,
             freeing,
-        })
+        };
+        Ok((part, da))
     }
 
     /// MSMs of n plain scalars at each of `scalars` (one set per partition)
