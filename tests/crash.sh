@@ -16,7 +16,12 @@ cd "$(dirname "$0")/.."
 
 JOBS=${CRASH_JOBS:-50}
 TIME_LIMIT=${CRASH_TIME_LIMIT:-900}
-PORT=${CRASH_PORT:-$((20000 + RANDOM % 20000))}
+# A port below the kernel's ephemeral range: one inside it can be taken, as
+# the local end of an outgoing connection (the daemon's own to PostgreSQL),
+# before the daemon listens on it (seen once in CI: "Address already in use").
+EPHEMERAL_LOW=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "${EPHEMERAL_LOW:-0}" -gt 12000 ] 2>/dev/null || EPHEMERAL_LOW=32768
+PORT=${CRASH_PORT:-$((10000 + RANDOM % (EPHEMERAL_LOW - 10000)))}
 URL="http://127.0.0.1:$PORT"
 if [ -n "${CUZK_BIN:-}" ]; then
     BIN=$CUZK_BIN
