@@ -94,12 +94,14 @@ pub fn mostly_bits(n: usize, bits_pct: u64, seed: u64) -> Vec<Fr> {
 fn scalars(n: usize, seed: u64, draw: impl Fn(&mut ChaCha20Rng, usize) -> Fr + Sync) -> Vec<Fr> {
     const CHUNK: usize = 1 << 14;
     let mut out = vec![Fr::from(0u64); n];
-    out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, chunk)| {
-        let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
-        for (i, x) in chunk.iter_mut().enumerate() {
-            *x = draw(&mut r, i);
-        }
-    });
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(ci, chunk)| {
+            let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
+            for (i, x) in chunk.iter_mut().enumerate() {
+                *x = draw(&mut r, i);
+            }
+        });
     out
 }
 
