@@ -110,10 +110,10 @@ impl Passes {
         limit: usize,
     ) -> Res<Role> {
         let mut open = self.lock()?;
-        let room = |o: &&mut Open| {
+        let open_to = |o: &&mut Open| {
             o.circuit_id == circuit_id && o.fingerprint == *fingerprint && o.members < limit
         };
-        if let Some(pass) = open.1.iter_mut().find(room) {
+        if let Some(pass) = open.1.iter_mut().find(open_to) {
             let (reply, rx) = mpsc::channel();
             pass.members += 1;
             pass.joiners.push(Joiner { syn, reply });
