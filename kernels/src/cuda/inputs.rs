@@ -90,7 +90,7 @@ pub fn mostly_bits(n: usize, bits_pct: u64, seed: u64) -> Vec<Fr> {
 /// Written in place, each chunk by the thread that draws it: a collected
 /// parallel flat_map concatenates per-thread lists on one thread, and the
 /// shared-pass benchmark makes several partitions of 2^26-2^27 scalars per
-/// round (the same values, 1.5x faster on the 2-core build machine).
+/// round (the same values as the flat_map drew).
 fn scalars(n: usize, seed: u64, draw: impl Fn(&mut ChaCha20Rng, usize) -> Fr + Sync) -> Vec<Fr> {
     const CHUNK: usize = 1 << 14;
     let mut out = vec![Fr::from(0u64); n];
