@@ -29,6 +29,9 @@ pub struct GpuBenchArgs {
     /// Window sizes to compare on the largest G1 MSM.
     #[arg(long, value_delimiter = ',')]
     pub sweep_c: Vec<u32>,
+    /// Level-0 work item lengths (entries) to compare on the largest G1 MSM.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep_k0: Vec<u32>,
     /// log2 sizes of the 0/1-heavy MSMs (the 0/1 split against the plain path).
     #[arg(long, value_delimiter = ',', default_values_t = [20u32, 22, 24])]
     pub zero_one: Vec<u32>,
@@ -91,6 +94,7 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             cpu_max_log: args.cpu_max_log,
             runs: args.runs,
             sweep_c: args.sweep_c.clone(),
+            sweep_k0: args.sweep_k0.clone(),
             zero_one_logs: args.zero_one.clone(),
             bits_pct: args.bits_pct,
             partition_bits_pct: args.partition_bits_pct,

@@ -175,7 +175,8 @@ struct XYZZ {
         F Q = X * PP;
         XYZZ r;
         r.X = R.sqr() - PPP - Q.dbl();
-        r.Y = R * (Q - r.X) - Y * PPP;
+        // R(Q - X3) - Y PPP with one reduction for both products.
+        r.Y = F::dot(R, Q - r.X, Y.neg(), PPP);
         r.ZZ = ZZ * PP;
         r.ZZZ = ZZZ * PPP;
         return r;

@@ -63,6 +63,9 @@ DEVI Fp<FqParams> fq_mul_call(Fp<FqParams> a, Fp<FqParams> b);
 // The Fq square, out of line likewise: on the device N(N+1)/2 limb
 // products instead of N^2 (ptx::mont_sqr).
 DEVI Fp<FqParams> fq_sqr_call(Fp<FqParams> a);
+// a*b + c*d in Fq, out of line likewise: on the device one Montgomery
+// reduction for both products (ptx::mont_dot).
+DEVI Fp<FqParams> fq_dot_call(Fp<FqParams> a, Fp<FqParams> b, Fp<FqParams> c, Fp<FqParams> d);
 
 template <class P>
 struct Fp {
@@ -211,6 +214,11 @@ struct Fp {
         if constexpr (N == 12) return fq_sqr_call(*this);
         else return mul_inline(*this);
     }
+    // a*b + c*d.
+    static DEV Fp dot(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+        if constexpr (N == 12) return fq_dot_call(a, b, c, d);
+        else return a * b + c * d;
+    }
 
     // Montgomery form -> plain integer (multiply by 1 and reduce).
     DEV Fp from_mont() const {
@@ -231,6 +239,15 @@ DEVI Fq fq_sqr_call(Fq a) {
     return r;
 #else
     return a.mul_inline(a);
+#endif
+}
+DEVI Fq fq_dot_call(Fq a, Fq b, Fq c, Fq d) {
+#ifdef __CUDA_ARCH__
+    Fq r;
+    ptx::mont_dot<FqParams>(r.v, a.v, b.v, c.v, d.v);
+    return r;
+#else
+    return a.mul_inline(b) + c.mul_inline(d);
 #endif
 }
 

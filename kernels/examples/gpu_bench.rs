@@ -1,7 +1,7 @@
 //! Standalone GPU benchmark (the same code as `cuzk bench gpu`), for runs on
 //! the GPU machine without the daemon:
 //!   gpu_bench [--device N] [--g1 16,18,..] [--g2 ..] [--ntt ..] [--partition ..]
-//!             [--cpu-max-log 20] [--runs 5] [--sweep-c 13,16,18]
+//!             [--cpu-max-log 20] [--runs 5] [--sweep-c 13,16,18] [--sweep-k0 32,64,128]
 //!             [--zero-one 20,22,24] [--bits-pct 90] [--partition-bits-pct 0]
 //!             [--pool-compare 1] [--porep 27] [--stream-budget-gib 16]
 //!             [--porep-bits-pct N] [--saturate 25] [--saturate-devices 0,1]
@@ -31,6 +31,7 @@ fn main() {
             "--cpu-max-log" => cfg.cpu_max_log = v.parse().unwrap(),
             "--runs" => cfg.runs = v.parse().unwrap(),
             "--sweep-c" => cfg.sweep_c = list(&v),
+            "--sweep-k0" => cfg.sweep_k0 = list(&v),
             "--zero-one" => cfg.zero_one_logs = list(&v),
             "--bits-pct" => cfg.bits_pct = v.parse().unwrap(),
             "--partition-bits-pct" => cfg.partition_bits_pct = v.parse().unwrap(),

@@ -160,6 +160,8 @@ pub struct ProveStartOutput {
     pub h_acc: G1Projective,
     /// MSM of b_g2_query[1..] with assignment[1..], when the engine did it.
     pub b2_acc: Option<G2Projective>,
+    /// The assignment: whole when `b2_acc` is None (prove_finish's G2 MSM
+    /// reads it), else at least the constant one and the public inputs.
     pub assignment: Vec<Fr>,
     pub num_inputs: usize,
     /// Bytes of a, b and c released during the stage.

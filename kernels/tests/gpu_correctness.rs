@@ -325,6 +325,23 @@ fn gpu_msm_g1() {
     check_msm_g1(e, &pool[..1 << 18], &sc[..1 << 18], "17-bit windows");
     check_msm_g1(e, &pool[..n], &mixed, "17-bit windows, edge scalars");
     std::env::remove_var("CUZK_MSM_C");
+    // Level-0 work items longer than the levels' 32 entries (msm::level0_k
+    // takes 64 from 2^26 sorted entries and 128 from 2^27, more than a test
+    // holds), and a length that is no power of two, through CUZK_MSM_K0.
+    for k0 in ["128", "48"] {
+        std::env::set_var("CUZK_MSM_K0", k0);
+        let what = format!("level-0 items of {k0}");
+        check_msm_g1(e, &pool[..1 << 20], &sc[..1 << 20], &what);
+        check_msm_g1(
+            e,
+            &pool[..1 << 20],
+            &ones,
+            &format!("{what}, one huge bucket"),
+        );
+        check_msm_g1(e, &pool[..n], &mixed, &format!("{what}, edge scalars"));
+        check_msm_g1(e, &repeated, &same_scalar, &format!("{what}, one scalar"));
+    }
+    std::env::remove_var("CUZK_MSM_K0");
     eprintln!("G1 MSM sizes 1..2^22 and edge cases equal arkworks: OK");
 }
 
@@ -354,6 +371,11 @@ fn gpu_msm_g2() {
     pts[4] = G2Affine::identity();
     pts[5] = pts[6];
     check(&pts, &mixed, "zeros, r-1, identity, repeated");
+    // G2's level 0 with long work items (see gpu_msm_g1).
+    std::env::set_var("CUZK_MSM_K0", "128");
+    check(&pool[..1 << 18], &sc[..1 << 18], "level-0 items of 128");
+    check(&pts, &mixed, "level-0 items of 128, edge cases");
+    std::env::remove_var("CUZK_MSM_K0");
     eprintln!("G2 MSM sizes 1..2^18 and edge cases equal arkworks: OK");
 }
 
@@ -485,6 +507,9 @@ fn gpu_prove_start_equals_cpu() {
             .collect();
         eprintln!("prove_start {steps} steps: {}", phases.join(" "));
         let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
+        // With B's G2 MSM done, only the public part of the assignment
+        // comes back (the rest is freed during the call).
+        assert_eq!(g.assignment.len(), g.num_inputs, "assignment kept");
         let inputs = g.public_inputs().to_vec();
         let (pg, _) = groth16::prove_finish(&circuit, g, rr, ss);
         let (pc, _) = groth16::prove_finish(&circuit, c, rr, ss);
@@ -513,6 +538,10 @@ fn gpu_prove_start_equals_cpu() {
         )
         .unwrap();
     assert!(g.b2_acc.is_none());
+    assert!(
+        g.assignment.len() > g.num_inputs,
+        "the finalizer's G2 MSM needs the whole assignment"
+    );
     let inputs = g.public_inputs().to_vec();
     let (p, _) = groth16::prove_finish(&circuit, g, Fr::from(3u64), Fr::from(5u64));
     let pvk = ark_groth16::prepare_verifying_key(circuit.vk());

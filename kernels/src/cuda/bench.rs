@@ -124,16 +124,27 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             let ms = time_msm::<G1>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, runs)?;
             line(&mut out, format!("| G1 MSM | 2^{k} | {ms:.2} | {runs} |"));
         }
-        if !cfg.sweep_c.is_empty() {
-            let k = *cfg.g1_logs.iter().max().unwrap();
-            let n = 1usize << k;
-            for &c in &cfg.sweep_c {
-                std::env::set_var("CUZK_MSM_C", c.to_string());
+        // Sweeps at the largest size: window widths, level-0 item lengths.
+        let k = *cfg.g1_logs.iter().max().unwrap();
+        let n = 1usize << k;
+        let sweeps = [
+            ("CUZK_MSM_C", "c", &cfg.sweep_c),
+            ("CUZK_MSM_K0", "k0", &cfg.sweep_k0),
+        ];
+        for (var, name, values) in sweeps {
+            for &v in values {
+                std::env::set_var(var, v.to_string());
                 let r = time_msm::<G1>(&engine, &bases, &scalars, n, ZeroOne::Auto, 3);
-                std::env::remove_var("CUZK_MSM_C");
+                std::env::remove_var(var);
                 match r {
-                    Ok(ms) => line(&mut out, format!("| G1 MSM c={c} | 2^{k} | {ms:.2} | 3 |")),
-                    Err(e) => line(&mut out, format!("| G1 MSM c={c} | 2^{k} | error: {e} | |")),
+                    Ok(ms) => line(
+                        &mut out,
+                        format!("| G1 MSM {name}={v} | 2^{k} | {ms:.2} | 3 |"),
+                    ),
+                    Err(e) => line(
+                        &mut out,
+                        format!("| G1 MSM {name}={v} | 2^{k} | error: {e} | |"),
+                    ),
                 }
             }
         }

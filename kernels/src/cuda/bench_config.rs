@@ -18,6 +18,8 @@ pub struct BenchConfig {
     pub runs: usize,
     /// Window sizes to try for the largest G1 MSM (empty: the default only).
     pub sweep_c: Vec<u32>,
+    /// Level-0 item lengths to try for the largest G1 MSM (`msm::level0_k`).
+    pub sweep_k0: Vec<u32>,
     /// Sizes of the 0/1-heavy MSMs (G1; G2 too up to the largest of
     /// `g2_logs`), each with the 0/1 split and with the plain path.
     pub zero_one_logs: Vec<u32>,
@@ -67,6 +69,7 @@ impl Default for BenchConfig {
             cpu_max_log: 20,
             runs: 5,
             sweep_c: vec![],
+            sweep_k0: vec![],
             zero_one_logs: vec![20, 22, 24],
             bits_pct: 90,
             partition_bits_pct: 0,

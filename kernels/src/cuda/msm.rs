@@ -16,8 +16,14 @@ use super::gpu::{
 };
 use crate::Fr;
 
-/// Entries one work item of a bucket level sums.
+/// Partials one work item of a bucket level >= 1 sums.
 pub const LEVEL_K: u32 = 32;
+/// Longest level-0 work item (entries), and the fewest items a longer one
+/// must leave: about 20 waves of the device's resident level-0 threads
+/// (132 SMs x 3 blocks x 128 on the H200), so that the last wave's tail
+/// stays small.
+const LEVEL0_K_MAX: u32 = 128;
+const LEVEL0_MIN_ITEMS: usize = 1 << 20;
 /// Threads per block of the elementwise kernels.
 const THREADS: u32 = 256;
 
@@ -244,6 +250,28 @@ pub fn window_bits(n: usize) -> u32 {
     }
     let log = usize::BITS - n.max(1).leading_zeros();
     (log.saturating_sub(4)).clamp(6, 15)
+}
+
+/// Entries per level-0 work item for `entries` sorted entries (override:
+/// CUZK_MSM_K0, for sweeps): the longest of 32, 64 and 128 that leaves at
+/// least LEVEL0_MIN_ITEMS items. Every item but the last writes one partial
+/// sum (plus one per bucket that starts inside it), which the levels above
+/// add in Jacobian coordinates, a fuller addition than level 0's: with 32
+/// entries per item those additions and conversions were about 7% of level
+/// 0's work at 2^24 points (buckets of 256 entries, 9 partials each); with
+/// 128 about 2%.
+pub fn level0_k(entries: usize) -> u32 {
+    if let Some(k) = std::env::var("CUZK_MSM_K0")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        return k.clamp(1, 1024);
+    }
+    let mut k = LEVEL_K;
+    while k < LEVEL0_K_MAX && entries / (2 * k as usize) >= LEVEL0_MIN_ITEMS {
+        k *= 2;
+    }
+    k
 }
 
 /// Whether an MSM sums its scalars equal to 1 directly and skips its zeros
@@ -562,8 +590,8 @@ struct Partials<J: DeviceElement> {
 /// Sums each of nb buckets (entries `off[b]..off[b + 1]` of `list`, `off`
 /// the exclusive scan of their counts; at most `most` in one bucket,
 /// `entries` at most in all) down to one partial sum per bucket: level 0 in
-/// work items of LEVEL_K consecutive entries across buckets, then levels of
-/// at most LEVEL_K partials of one bucket per work item.
+/// work items of `level0_k` consecutive entries across buckets, then levels
+/// of at most LEVEL_K partials of one bucket per work item.
 #[allow(clippy::too_many_arguments)]
 fn reduce_buckets<G: MsmGroup>(
     gpu: &Gpu,
@@ -575,11 +603,12 @@ fn reduce_buckets<G: MsmGroup>(
     entries: usize,
     most: usize,
 ) -> Res<Partials<G::Jac>> {
+    let k0 = level0_k(entries);
     let k = LEVEL_K;
     let ku = k as usize;
     // Level 0's slots: one per item, then one per bucket (heads of the
     // buckets that start inside an item).
-    let items = entries.div_ceil(ku);
+    let items = entries.div_ceil(k0 as usize);
     let cap0 = items + nb;
     let nb32 = nb as u32;
     let pts0 = ws.buffer::<G::Jac>(cap0)?;
@@ -591,7 +620,7 @@ fn reduce_buckets<G: MsmGroup>(
         list,
         off,
         nb32,
-        k,
+        k0,
         items as u32,
         pts0.ptr(),
     )?;
@@ -605,7 +634,7 @@ fn reduce_buckets<G: MsmGroup>(
         pts0.ptr(),
         off,
         nb32,
-        k,
+        k0,
         items as u32,
         spans[0].ptr(),
         spans[1].ptr(),
@@ -613,7 +642,7 @@ fn reduce_buckets<G: MsmGroup>(
     let [mut off_cur, mut cnt_cur] = spans;
     let mut pts = pts0;
     // Partials per bucket: one per item it touches, less its head's.
-    let mut bound = most.saturating_sub(1).div_ceil(ku) + 1;
+    let mut bound = most.saturating_sub(1).div_ceil(k0 as usize) + 1;
     let mut cap = cap0;
     if bound > 1 {
         let sums = scan_sums(ws, nb + 1)?;

@@ -25,16 +25,19 @@ struct Part {
     /// The assignment, plain (L's scalars, and A's and B's without a
     /// selection).
     z: DBuf<DevFr>,
-    /// The assignment on the host: the selections gather from it, and
-    /// prove_finish takes it back.
+    /// The assignment on the host, for prove_finish: whole when it does
+    /// B's G2 MSM on the CPU, else only the constant one and the public
+    /// inputs.
     assignment: Vec<Fr>,
     num_inputs: usize,
-    /// Bytes of a, b, c, freed on `freeing`'s thread.
+    /// Bytes of a, b, c, freed on `freeing`'s thread (with the rest of the
+    /// assignment when `assignment` keeps only its public part).
     freed_bytes: u64,
     freeing: Option<std::thread::JoinHandle<()>>,
 }
 
-/// Whether a partition's inputs fit the circuit's domain.
+/// Whether a partition's inputs fit the circuit's domain and its
+/// assignment holds its public inputs.
 pub(super) fn check(circuit: &PreparedCircuit, syn: &Synthesized) -> Res<()> {
     let n = circuit.domain_size;
     if syn.a.len() != n || syn.b.len() != n || syn.c.len() != n {
@@ -43,6 +46,13 @@ pub(super) fn check(circuit: &PreparedCircuit, syn: &Synthesized) -> Res<()> {
             syn.a.len(),
             syn.b.len(),
             syn.c.len()
+        )));
+    }
+    if syn.num_inputs > syn.assignment.len() {
+        return Err(KernelError::Synthesis(format!(
+            "{} public inputs (the constant one included) in an assignment of {}",
+            syn.num_inputs,
+            syn.assignment.len()
         )));
     }
     Ok(())
@@ -89,9 +99,9 @@ impl CudaEngine {
 
         // Each partition's H coefficients, apart from the rest: they go back
         // to the workspace once H's MSMs are queued.
+        let (m, num_inputs) = (first.assignment.len(), first.num_inputs);
         let (part, h) = self.h_step(&ws, &tables, first, &mut marks)?;
         let (mut parts, mut hs) = (vec![part], vec![h]);
-        let (m, num_inputs) = (parts[0].assignment.len(), parts[0].num_inputs);
         loop {
             let joined = more(m, num_inputs);
             if joined.is_empty() {
@@ -252,11 +262,19 @@ impl CudaEngine {
             ws.compute_after_copy()?;
             tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;
         }
-        // The host's a, b, c are in the staging's hands now. Returning 13 GB
-        // (a 32 GiB PoRep's) to the system takes a few hundred ms, which on
-        // this thread would hold back H's MSM (docs/gpu.md, run 39).
-        let freeing = free_elsewhere((a, b, c));
         ws.upload_on_copy(&mut dz, msm::fr_dev(&assignment))?;
+        // The host's a, b, c are in the staging's hands now, and so is the
+        // assignment, of which prove_finish needs only the public part when
+        // B's G2 MSM runs here. Returning 13 GB (a 32 GiB PoRep's a, b, c)
+        // to the system takes a few hundred ms, which on this thread would
+        // hold back H's MSM (docs/gpu.md, run 39); the assignment's 4 GB,
+        // dropped by whoever drops the output, held back the proof.
+        let (assignment, rest) = if self.options.g2_on_gpu {
+            (assignment[..num_inputs].to_vec(), Some(assignment))
+        } else {
+            (assignment, None)
+        };
+        let freeing = free_elsewhere((a, b, c, rest));
         tables.h_from_cosets(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
         ws.compute_after_copy()?;
         msm::from_mont(gpu, ws, dz.ptr(), dz.ptr(), m)?;
