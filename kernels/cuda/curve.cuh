@@ -73,7 +73,8 @@ struct Jacobian {
         F J = H * I;
         F V = X * I;
         r.X = rr.sqr() - J - V.dbl();
-        r.Y = rr * (V - r.X) - (Y * J).dbl();
+        // rr(V - X3) - 2 Y J with one reduction per Fq sum of products.
+        r.Y = F::dot(rr, V - r.X, Y.dbl().neg(), J);
         return r;
     }
 
@@ -100,7 +101,7 @@ struct Jacobian {
         F J = H * I;
         F V = U1 * I;
         r.X = rr.sqr() - J - V.dbl();
-        r.Y = rr * (V - r.X) - (S1 * J).dbl();
+        r.Y = F::dot(rr, V - r.X, S1.dbl().neg(), J);
         return r;
     }
 

@@ -272,6 +272,18 @@ struct Fq2 {
         r.c1 = s - a - b;
         return r;
     }
+    // a*b + c*d: Karatsuba's three products for both pairs at once, each
+    // a sum of two Fq products with one reduction (fq_dot_call): 3 Fq
+    // reductions where two Fq2 products take 6.
+    static DEV Fq2 dot(const Fq2& a, const Fq2& b, const Fq2& c, const Fq2& d) {
+        Fq p = fq_dot_call(a.c0, b.c0, c.c0, d.c0);
+        Fq q = fq_dot_call(a.c1, b.c1, c.c1, d.c1);
+        Fq s = fq_dot_call(a.c0 + a.c1, b.c0 + b.c1, c.c0 + c.c1, d.c0 + d.c1);
+        Fq2 r;
+        r.c0 = p - q;
+        r.c1 = s - p - q;
+        return r;
+    }
     DEV Fq2 sqr() const {
         Fq a = fq_mul_call(c0 + c1, c0 - c1);
         Fq b = fq_mul_call(c0, c1);
