@@ -16,13 +16,17 @@
 // `.cc` link to its last reader in one straight unrolled run.
 //
 // The host build never sees this file's code: field.cuh uses it only under
-// __CUDA_ARCH__ and keeps the portable version for the host, which is how the
-// host-side checks of the field code run.
+// __CUDA_ARCH__ and keeps the portable version for the host. One exception:
+// kernels/tests/ptx_host checks this file's algorithms on the host, in C++
+// with the carry flag emulated, against the portable code; it defines
+// CUZK_PTX_EMULATED and its own stand-ins for the instructions below (the
+// functions under the two #ifndef blocks).
 #pragma once
 #include <stdint.h>
 
 namespace ptx {
 
+#ifndef CUZK_PTX_EMULATED
 // One PTX instruction on two words, as a function: the links of the carry
 // chains below (`.cc` sets the carry flag, the `c` forms consume it).
 #define PTX_WORD_OP(name, insn)                                              \
@@ -38,6 +42,7 @@ PTX_WORD_OP(sub_cc, "sub.cc.u32")
 PTX_WORD_OP(subc_cc, "subc.cc.u32")
 PTX_WORD_OP(subc, "subc.u32")
 #undef PTX_WORD_OP
+#endif
 
 // r = x - p if x >= p, else x (x < 2p). The borrow of x - p, spread to a
 // whole word by `subc 0, 0`, selects without a branch.
@@ -78,6 +83,7 @@ __device__ __forceinline__ void sub_mod(uint32_t* r, const uint32_t* a, const ui
     r[N - 1] = addc(r[N - 1], P::mod(N - 1) & mask);
 }
 
+#ifndef CUZK_PTX_EMULATED
 // One limb product a*b added into the word pair c (low word first) inside a
 // carry chain: `madc.lo.cc` on the low word, `madc.hi.cc` on the high one.
 // As a 64-bit operand the pair sits in an aligned register pair, which lets
@@ -108,6 +114,7 @@ __device__ __forceinline__ uint64_t addc_wide_cc(uint64_t x) {
                  : "=l"(r) : "l"(x));
     return r;
 }
+#endif
 __device__ __forceinline__ uint32_t lo32(uint64_t x) { return (uint32_t)x; }
 __device__ __forceinline__ uint32_t hi32(uint64_t x) { return (uint32_t)(x >> 32); }
 __device__ __forceinline__ uint64_t pair(uint32_t lo, uint32_t hi) {
