@@ -370,15 +370,16 @@ pub fn reservation_for_counts(counts: &QueryCounts, evaluation: Evaluation) -> R
     const OVERHEAD: u64 = 8 << 20;
     let n = (counts.h + 1) as u64;
     let v = (counts.ic + counts.l) as u64;
-    let window_bits = u64::from(n.ilog2()) * 69 / 100 + 2;
-    let windows = 255u64.div_ceil(window_bits) + 1;
     let converting = match evaluation {
         Evaluation::Direct => 3 * n * ELEMENT,
         Evaluation::Compiled => 0,
     };
     Reservation {
         abc_bytes: 3 * n * ELEMENT,
-        retained_bytes: (2 * v + n) * ELEMENT + n * windows * 8 + converting + OVERHEAD,
+        retained_bytes: (2 * v + n) * ELEMENT
+            + crate::job_input::digit_table_bytes(n)
+            + converting
+            + OVERHEAD,
     }
 }
 

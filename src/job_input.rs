@@ -322,13 +322,20 @@ pub fn reservation_for(shape: &CircuitShape) -> Reservation {
     const ELEMENT: u64 = 32;
     const BUCKETS_AND_BUFFERS: u64 = 1 << 20;
     let n = shape.estimated_constraints.next_power_of_two() as u64;
-    let window_bits = u64::from(n.ilog2()) * 69 / 100 + 2;
-    let windows = 255u64.div_ceil(window_bits) + 1;
-    let digit_table = n * windows * 8;
     Reservation {
         abc_bytes: 3 * n * ELEMENT,
-        retained_bytes: 5 * n * ELEMENT + digit_table + BUCKETS_AND_BUFFERS,
+        retained_bytes: 5 * n * ELEMENT + digit_table_bytes(n) + BUCKETS_AND_BUFFERS,
     }
+}
+
+/// Bytes of the signed-digit table arkworks' MSM builds for n scalars: one
+/// 8-byte digit per scalar per window, windows of ln(n) + 2 bits (ln(n) as
+/// log2(n) * 0.69), one more window than 255 bits need for the carries.
+/// Both reservation rules (families here, Filecoin in filecoin.rs) count it.
+pub fn digit_table_bytes(n: u64) -> u64 {
+    let window_bits = u64::from(n.max(1).ilog2()) * 69 / 100 + 2;
+    let windows = 255u64.div_ceil(window_bits) + 1;
+    n * windows * 8
 }
 
 /// The real backends' rule: a family partition by its shape, a Filecoin
