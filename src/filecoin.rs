@@ -19,6 +19,7 @@ use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::{porep, verify};
 use cuzk_filecoin::record::{Evaluation, Recorded, Shape, Witness};
 use cuzk_filecoin::Kind;
+use cuzk_kernels::cpu::msm_digit_table_bytes;
 use cuzk_kernels::groth16::{PreparedCircuit, Synthesized};
 use cuzk_kernels::r1cs::Matrices;
 use serde::Deserialize;
@@ -377,7 +378,7 @@ pub fn reservation_for_counts(counts: &QueryCounts, evaluation: Evaluation) -> R
     Reservation {
         abc_bytes: 3 * n * ELEMENT,
         retained_bytes: (2 * v + n) * ELEMENT
-            + crate::job_input::digit_table_bytes(n)
+            + msm_digit_table_bytes(n)
             + converting
             + OVERHEAD,
     }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use cuzk_actors::{Priority, Reservation};
 use cuzk_kernels::circuits::{CircuitFamily, CircuitRegistry, CircuitShape};
+use cuzk_kernels::cpu::msm_digit_table_bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -324,18 +325,8 @@ pub fn reservation_for(shape: &CircuitShape) -> Reservation {
     let n = shape.estimated_constraints.next_power_of_two() as u64;
     Reservation {
         abc_bytes: 3 * n * ELEMENT,
-        retained_bytes: 5 * n * ELEMENT + digit_table_bytes(n) + BUCKETS_AND_BUFFERS,
+        retained_bytes: 5 * n * ELEMENT + msm_digit_table_bytes(n) + BUCKETS_AND_BUFFERS,
     }
-}
-
-/// Bytes of the signed-digit table arkworks' MSM builds for n scalars: one
-/// 8-byte digit per scalar per window, windows of ln(n) + 2 bits (ln(n) as
-/// log2(n) * 0.69), one more window than 255 bits need for the carries.
-/// Both reservation rules (families here, Filecoin in filecoin.rs) count it.
-pub fn digit_table_bytes(n: u64) -> u64 {
-    let window_bits = u64::from(n.max(1).ilog2()) * 69 / 100 + 2;
-    let windows = 255u64.div_ceil(window_bits) + 1;
-    n * windows * 8
 }
 
 /// The real backends' rule: a family partition by its shape, a Filecoin

@@ -11,6 +11,16 @@ use crate::groth16::{
 };
 use crate::{DeviceError, G1Projective, KernelError};
 
+/// Bytes of the signed-digit table arkworks' MSM builds for n scalars: one
+/// 8-byte digit per scalar per window, windows of ln(n) + 2 bits (ln(n) as
+/// log2(n) * 0.69), one more window than 255 bits need for the carries. The
+/// daemon's memory reservations (families and Filecoin kinds) count it.
+pub fn msm_digit_table_bytes(n: u64) -> u64 {
+    let window_bits = u64::from(n.max(1).ilog2()) * 69 / 100 + 2;
+    let windows = 255u64.div_ceil(window_bits) + 1;
+    n * windows * 8
+}
+
 pub struct CpuEngine {
     pool: rayon::ThreadPool,
 }
