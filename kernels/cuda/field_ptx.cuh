@@ -156,9 +156,10 @@ __device__ __forceinline__ uint64_t pair(uint32_t lo, uint32_t hi) {
 //
 // The sum of two products a*b + c*d (mont_rows' a2, b2 are c, d) adds c*d_i
 // into the same pairs after a*b_i (two more chains, no more reduction
-// steps): one Montgomery reduction for both, where two products take two. The 12-limb reduction is 156 of a product's
-// 300 wide multiply-adds, so XYZZ's Y3 = R(Q - X3) - Y1 PPP as
-// R(Q - X3) + (p - Y1) PPP saves about 5% of a mixed addition's.
+// steps): one Montgomery reduction for both, where two products take two.
+// The 12-limb reduction is 156 of a product's 300 wide multiply-adds, so
+// XYZZ's Y3 = R(Q - X3) - Y1 PPP as R(Q - X3) + (p - Y1) PPP saves about 5%
+// of a mixed addition's.
 //
 // Bounds: with T < 4p before a row, a_i U_i < 2pW (U_i <= 2a) and m*p < pW,
 // so the row's sum is below 4pW, within positions 0..N when 4p < W^N, and

@@ -124,9 +124,8 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             let ms = time_msm::<G1>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, runs)?;
             line(&mut out, format!("| G1 MSM | 2^{k} | {ms:.2} | {runs} |"));
         }
-        // Sweeps at the largest size: window widths, level-0 item lengths.
-        let k = *cfg.g1_logs.iter().max().unwrap();
-        let n = 1usize << k;
+        // Sweeps at the largest size (maxn = 2^k): window widths, level-0
+        // item lengths.
         let sweeps = [
             ("CUZK_MSM_C", "c", &cfg.sweep_c),
             ("CUZK_MSM_K0", "k0", &cfg.sweep_k0),
@@ -134,7 +133,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         for (var, name, values) in sweeps {
             for &v in values {
                 std::env::set_var(var, v.to_string());
-                let r = time_msm::<G1>(&engine, &bases, &scalars, n, ZeroOne::Auto, 3);
+                let r = time_msm::<G1>(&engine, &bases, &scalars, maxn, ZeroOne::Auto, 3);
                 std::env::remove_var(var);
                 match r {
                     Ok(ms) => line(

@@ -222,12 +222,15 @@ const MIN_C: u32 = 4;
 /// the sum of the ones): callers reserve this many per MSM.
 pub const OUT_SLOTS: usize = (255 / MIN_C + 1) as usize + 1;
 
+/// A sweep's override of a plan choice: the environment variable `name` as
+/// a number, if it is one.
+fn sweep_override(name: &str) -> Option<u32> {
+    std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok())
+}
+
 /// Window size for n points (override: CUZK_MSM_C).
 pub fn window_bits(n: usize) -> u32 {
-    if let Some(c) = std::env::var("CUZK_MSM_C")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
+    if let Some(c) = sweep_override("CUZK_MSM_C") {
         return c.clamp(MIN_C, 24);
     }
     // Measured on the H200 (docs/gpu.md, runs 41-42; random scalars): 20
@@ -261,10 +264,7 @@ pub fn window_bits(n: usize) -> u32 {
 /// 0's work at 2^24 points (buckets of 256 entries, 9 partials each); with
 /// 128 about 2%.
 pub fn level0_k(entries: usize) -> u32 {
-    if let Some(k) = std::env::var("CUZK_MSM_K0")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
+    if let Some(k) = sweep_override("CUZK_MSM_K0") {
         return k.clamp(1, 1024);
     }
     let mut k = LEVEL_K;
