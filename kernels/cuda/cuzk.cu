@@ -76,6 +76,7 @@ extern "C" __global__ void k_msm_split(const Fr* sc, uint32_t n, uint32_t* curso
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_tiles(const uint32_t* in, uint32_t* out, uint32_t n, uint32_t* sums) { scan_tiles(in, out, n, sums); }
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_sums(uint32_t* sums, uint32_t m) { scan_sums(sums, m); }
 extern "C" __global__ void k_scan_add(uint32_t* out, uint32_t n, const uint32_t* sums) { scan_add(out, n, sums); }
+extern "C" __global__ void k_msm_max_span(const uint32_t* off, uint32_t nb, uint32_t* most) { msm_max_span(off, nb, most); }
 extern "C" __global__ void k_msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K) { msm_items(cnt, items, nb, K); }
 
 // G1's level kernels need about 172 registers, which leaves room for only 2

@@ -24,9 +24,10 @@
 //    folds a bucket's own slot into the next item's slot when the bucket
 //    runs on, so that each bucket's partial sums are contiguous: ceil(m/K)
 //    or one more for a bucket of m entries. Levels >= 1 reduce those in work
-//    items of at most K partials of one bucket, until one is left. A bucket
-//    holding most points (all-ones scalars) is spread over many threads at
-//    every level.
+//    items of at most K partials of one bucket, until one is left: as many
+//    levels as the largest bucket needs (msm_max_span, read by the host once
+//    per sorted list). A bucket holding most points (all-ones scalars) is
+//    spread over many threads at every level.
 // 5. window reduction: sum_k k*B_k per window by running sums over segments of
 //    16 buckets (plus (a-1)*segment sum), then a block per window sums the
 //    segments. The host combines the nwin window sums (Horner in 2^c) and adds
@@ -269,6 +270,18 @@ __device__ __forceinline__ void scan_add(uint32_t* out, uint32_t n, const uint32
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     out[i] += sums[i / SCAN_TILE];
+}
+
+// most[0] = the largest bucket's entry count, off[b + 1] - off[b] over b < nb
+// (most[0] zeroed before): the host bounds the number of bucket levels by it
+// rather than by n, which levels that only copy cost (three of four at
+// 2^22-2^26, docs/gpu.md run 47). Grid-stride, one atomic per warp.
+__device__ __forceinline__ void msm_max_span(const uint32_t* off, uint32_t nb, uint32_t* most) {
+    uint32_t m = 0;
+    for (uint32_t b = blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += gridDim.x * blockDim.x)
+        m = max(m, off[b + 1] - off[b]);
+    m = __reduce_max_sync(0xffffffffu, m);
+    if ((threadIdx.x & 31) == 0 && m) atomicMax(most, m);
 }
 
 // items[b] = ceil(cnt[b] / K); items[nb] = 0 so that the scan's last entry is the total.

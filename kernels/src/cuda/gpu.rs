@@ -331,6 +331,8 @@ kernels! {
     fn k_scan_sums(sums: DevPtr<u32>, m: u32);
     /// Scan phase 3: each element plus its tile's offset.
     fn k_scan_add(out: DevPtr<u32>, n: u32, sums: DevPtr<u32>);
+    /// most[0] = max over b < nb of off[b + 1] - off[b] (zeroed before).
+    fn k_msm_max_span(off: DevPtr<u32>, nb: u32, most: DevPtr<u32>);
     /// Work items per bucket: ceil(cnt / k).
     fn k_msm_items(cnt: DevPtr<u32>, items: DevPtr<u32>, nb: u32, k: u32);
     /// G1 bucket level 0: items of k entries of the sorted point list.

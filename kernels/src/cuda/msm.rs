@@ -8,6 +8,7 @@ use ark_ff::{BigInt, Fp};
 use ark_std::Zero;
 use rayon::prelude::*;
 use rustacuda::stream::Stream;
+use std::sync::OnceLock;
 
 use super::gpu::{
     DBuf, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch,
@@ -337,6 +338,11 @@ pub struct Plan {
     off: DBuf<u32>,
     /// Point indices by bucket, the sign in the top bit.
     list: DBuf<u32>,
+    /// The most entries in one bucket (one word the sort writes), and its
+    /// value once the host has read it: the number of bucket levels every
+    /// MSM over this plan runs follows from it.
+    most: DBuf<u32>,
+    most_read: OnceLock<usize>,
     /// The points to add once (scalar 1), with the split.
     ones: Option<OnesBucket>,
 }
@@ -347,10 +353,21 @@ impl Plan {
             .ones
             .as_ref()
             .map_or(0, |o| o.list.bytes() + o.off.bytes());
-        self.off.bytes() + self.list.bytes() + ones
+        self.off.bytes() + self.list.bytes() + self.most.bytes() + ones
     }
     fn nb(&self) -> u32 {
         self.shape.nwin * self.nbw
+    }
+    /// The most entries in one bucket: read from the device on the first
+    /// call (waits for the work queued on the stream), kept for the others.
+    fn most(&self, ws: &Workspace) -> Res<usize> {
+        if let Some(&m) = self.most_read.get() {
+            return Ok(m);
+        }
+        let mut host = [0u32];
+        self.most.download(&mut host, &ws.stream)?;
+        ws.synchronize("reading the largest bucket")?;
+        Ok(*self.most_read.get_or_init(|| host[0] as usize))
     }
 }
 
@@ -528,7 +545,8 @@ fn sort(
     let cnt = filled(gpu, ws, nb + 1, 0)?;
     let off = ws.buffer::<u32>(nb + 1)?;
     let list = ws.buffer::<u32>(n * nwin as usize)?;
-    let plan = |off, list| Plan {
+    let most = filled(gpu, ws, 1, 0)?;
+    let plan = |off, list, most| Plan {
         n,
         shape: Shape {
             c,
@@ -538,10 +556,12 @@ fn sort(
         nbw,
         off,
         list,
+        most,
+        most_read: OnceLock::new(),
         ones: None,
     };
     if n == 0 {
-        return Ok(plan(off, list));
+        return Ok(plan(off, list, most));
     }
     let sums = scan_sums(ws, nb + 1)?;
     let n32 = n as u32;
@@ -555,6 +575,13 @@ fn sort(
         cnt.ptr(),
     )?;
     scan(gpu, ws, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
+    gpu.k_msm_max_span(
+        &ws.stream,
+        Launch::new(nb.div_ceil(THREADS as usize).min(1024) as u32, THREADS),
+        off.ptr(),
+        nb as u32,
+        most.ptr(),
+    )?;
     // The scatter advances a cursor per bucket: a copy of the offsets, in
     // the counts' buffer, which the scan has read.
     let cursor = cnt;
@@ -576,7 +603,7 @@ fn sort(
         cursor.ptr(),
         list.ptr(),
     )?;
-    Ok(plan(off, list))
+    Ok(plan(off, list, most))
 }
 
 /// Buckets after the last level: one partial sum (or none) per bucket, at
@@ -588,10 +615,12 @@ struct Partials<J: DeviceElement> {
 }
 
 /// Sums each of nb buckets (entries `off[b]..off[b + 1]` of `list`, `off`
-/// the exclusive scan of their counts; at most `most` in one bucket,
-/// `entries` at most in all) down to one partial sum per bucket: level 0 in
-/// work items of `level0_k` consecutive entries across buckets, then levels
-/// of at most LEVEL_K partials of one bucket per work item.
+/// the exclusive scan of their counts; `entries` at most in all) down to one
+/// partial sum per bucket: level 0 in work items of `level0_k` consecutive
+/// entries across buckets, then levels of at most LEVEL_K partials of one
+/// bucket per work item, as many as `most()`, the most entries in one
+/// bucket, needs. `most` is called once level 0 is queued, so that a read
+/// from the device waits while the device runs it.
 #[allow(clippy::too_many_arguments)]
 fn reduce_buckets<G: MsmGroup>(
     gpu: &Gpu,
@@ -601,7 +630,7 @@ fn reduce_buckets<G: MsmGroup>(
     off: DevPtr<u32>,
     nb: usize,
     entries: usize,
-    most: usize,
+    most: impl FnOnce() -> Res<usize>,
 ) -> Res<Partials<G::Jac>> {
     let k0 = level0_k(entries);
     let k = LEVEL_K;
@@ -642,7 +671,7 @@ fn reduce_buckets<G: MsmGroup>(
     let [mut off_cur, mut cnt_cur] = spans;
     let mut pts = pts0;
     // Partials per bucket: one per item it touches, less its head's.
-    let mut bound = most.saturating_sub(1).div_ceil(k0 as usize) + 1;
+    let mut bound = most()?.saturating_sub(1).div_ceil(k0 as usize) + 1;
     let mut cap = cap0;
     if bound > 1 {
         let sums = scan_sums(ws, nb + 1)?;
@@ -707,7 +736,7 @@ pub fn accumulate<G: MsmGroup>(
             ones.off.ptr(),
             1,
             ones.n,
-            ones.n,
+            || Ok(ones.n),
         )?;
         // The one bucket ends as one point at pts[0] (its partials start
         // there at every level); a window sum over a single segment moves
@@ -733,7 +762,7 @@ pub fn accumulate<G: MsmGroup>(
         plan.off.ptr(),
         nb,
         plan.n * nwin as usize,
-        plan.n,
+        || plan.most(ws),
     )?;
     // window reduction
     let segs = (plan.nbw as usize).div_ceil(MSM_SEG as usize);
