@@ -137,9 +137,8 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
         u = a2;
         a2 = u + a3;
         a3 = u - a3;
-        // Stage q+1: pairs (0,2) at position pj and (1,3) at pj + h. At
-        // q = 0 (the first pass's first step) pj and col are 0: twiddle 1.
-        if (q > 0) a2 = a2 * ld_tw(tw + (2u << q) + (pj << p) + col);
+        // Stage q+1: pairs (0,2) at position pj and (1,3) at pj + h.
+        a2 = a2 * ld_tw(tw + (2u << q) + (pj << p) + col);
         a3 = a3 * ld_tw(tw + (2u << q) + ((pj + h) << p) + col);
         u = a0;
         a0 = u + a2;

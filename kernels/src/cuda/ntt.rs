@@ -26,30 +26,6 @@ const SHARED_LOG: u32 = NTT_THREADS.trailing_zeros() + 2;
 /// so the strided passes still read whole sectors.
 const MAX_PASS_STAGES: u32 = 7;
 
-/// Stages per pass for the `left` stages after the first pass: the fewest
-/// passes of at most MAX_PASS_STAGES, as even as possible, but with at most
-/// one odd count. A pass runs its stages two at a time in registers and an
-/// odd last stage alone, with a shared-memory round trip and a barrier of
-/// its own for half the work: 10 stages as 6 + 4 take 5 such steps, as
-/// 5 + 5 they took 6 (2^20; docs/gpu.md run 51).
-fn later_passes(left: u32) -> Vec<u32> {
-    let count = left.div_ceil(MAX_PASS_STAGES) as usize;
-    let mut stages = vec![left / count.max(1) as u32; count];
-    for s in stages.iter_mut().take(left as usize % count.max(1)) {
-        *s += 1;
-    }
-    // Pair up odd counts: one stage moves from the later to the earlier
-    // where that stays within the limit.
-    let odd: Vec<usize> = (0..count).filter(|&i| stages[i] % 2 == 1).collect();
-    for pair in odd.chunks_exact(2) {
-        if stages[pair[0]] < MAX_PASS_STAGES {
-            stages[pair[0]] += 1;
-            stages[pair[1]] -= 1;
-        }
-    }
-    stages
-}
-
 /// Powers base^0 .. base^(len-1), times `scale`, computed in parallel chunks.
 pub fn powers(base: Fr, scale: Fr, len: usize) -> Vec<Fr> {
     let mut out = vec![Fr::one(); len];
@@ -202,12 +178,16 @@ impl NttTables {
             self.tw_fwd.ptr()
         };
         // First pass: the bit-reversal gather and up to SHARED_LOG stages,
-        // one column; then the remaining stages in later passes, each with
-        // as many columns as fill the shared chunk.
+        // one column; then the remaining stages split evenly over the
+        // fewest passes of at most MAX_PASS_STAGES, each with as many
+        // columns as fill the shared chunk.
         let first = logn.min(SHARED_LOG);
         let mut passes = vec![(0, first, 0)];
         let mut p = first;
-        for s in later_passes(logn - first) {
+        while p < logn {
+            let left = logn - p;
+            let count = left.div_ceil(MAX_PASS_STAGES);
+            let s = left.div_ceil(count);
             passes.push((p, s, SHARED_LOG - s));
             p += s;
         }
@@ -308,36 +288,5 @@ impl NttTables {
             self.consts.ptr_at(1),
         )?;
         self.ntt(gpu, stream, a, scratch, true, true)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every split covers its stages in the fewest passes the limit allows,
-    /// each within the limit, with at most one odd pass unless the limit
-    /// forces more (two passes of 7 for 14 stages).
-    #[test]
-    fn later_passes_pair_odd_counts() {
-        for left in 0..=32u32 {
-            let stages = later_passes(left);
-            assert_eq!(stages.iter().sum::<u32>(), left, "{left}: {stages:?}");
-            assert_eq!(
-                stages.len() as u32,
-                left.div_ceil(MAX_PASS_STAGES),
-                "{left}"
-            );
-            assert!(
-                stages.iter().all(|&s| (1..=MAX_PASS_STAGES).contains(&s)),
-                "{left}: {stages:?}"
-            );
-            let odd = stages.iter().filter(|&&s| s % 2 == 1).count();
-            let forced = stages.iter().all(|&s| s >= MAX_PASS_STAGES - 1);
-            assert!(odd <= 1 || forced, "{left}: {stages:?}");
-        }
-        assert_eq!(later_passes(10), [6, 4]);
-        assert_eq!(later_passes(16), [6, 6, 4]);
-        assert_eq!(later_passes(14), [7, 7]);
     }
 }
