@@ -76,21 +76,20 @@ extern "C" __global__ void k_msm_split(const Fr* sc, uint32_t n, uint32_t* curso
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_tiles(const uint32_t* in, uint32_t* out, uint32_t n, uint32_t* sums) { scan_tiles(in, out, n, sums); }
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) k_scan_sums(uint32_t* sums, uint32_t m) { scan_sums(sums, m); }
 extern "C" __global__ void k_scan_add(uint32_t* out, uint32_t n, const uint32_t* sums) { scan_add(out, n, sums); }
-extern "C" __global__ void k_msm_max_span(const uint32_t* off, uint32_t nb, uint32_t* most) { msm_max_span(off, nb, most); }
-extern "C" __global__ void k_msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K) { msm_items(cnt, items, nb, K); }
+extern "C" __global__ void k_msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K, uint32_t* need) { msm_items(cnt, items, nb, K, need); }
 
 // G1's level kernels need about 172 registers, which leaves room for only 2
 // blocks of 128 threads per SM (65536 registers); bounded to 3 blocks
 // (168 registers), for a third more warps in flight on the multiply chains.
 extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level0(const G1Affine* bases, const uint32_t* list, const uint32_t* off, uint32_t nb, uint32_t K, uint32_t items, G1Jac* out) { msm_level0<XYZZ<Fq>>(bases, list, off, nb, K, items, out); }
 extern "C" __global__ void k_g1_spans(G1Jac* pts, const uint32_t* off, uint32_t nb, uint32_t K, uint32_t items, uint32_t* off2, uint32_t* cnt2) { msm_spans(pts, off, nb, K, items, off2, cnt2); }
-extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level_n(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void __launch_bounds__(MSM_LEVEL_THREADS, 3) k_g1_level_n(const G1Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, uint32_t compact, const uint32_t* need, G1Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, compact, need, out); }
 extern "C" __global__ void k_g1_segments(const G1Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G1Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g1_window_sum(const G1Jac* seg, uint32_t segs, G1Jac* out) { msm_window_sum(seg, segs, out); }
 
 extern "C" __global__ void k_g2_level0(const G2Affine* bases, const uint32_t* list, const uint32_t* off, uint32_t nb, uint32_t K, uint32_t items, G2Jac* out) { msm_level0<G2Jac>(bases, list, off, nb, K, items, out); }
 extern "C" __global__ void k_g2_spans(G2Jac* pts, const uint32_t* off, uint32_t nb, uint32_t K, uint32_t items, uint32_t* off2, uint32_t* cnt2) { msm_spans(pts, off, nb, K, items, off2, cnt2); }
-extern "C" __global__ void k_g2_level_n(const G2Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, G2Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, out); }
+extern "C" __global__ void k_g2_level_n(const G2Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, uint32_t compact, const uint32_t* need, G2Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, compact, need, out); }
 extern "C" __global__ void k_g2_segments(const G2Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G2Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g2_window_sum(const G2Jac* seg, uint32_t segs, G2Jac* out) { msm_window_sum(seg, segs, out); }
 

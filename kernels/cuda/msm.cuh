@@ -24,10 +24,11 @@
 //    folds a bucket's own slot into the next item's slot when the bucket
 //    runs on, so that each bucket's partial sums are contiguous: ceil(m/K)
 //    or one more for a bucket of m entries. Levels >= 1 reduce those in work
-//    items of at most K partials of one bucket, until one is left: as many
-//    levels as the largest bucket needs (msm_max_span, read by the host once
-//    per sorted list). A bucket holding most points (all-ones scalars) is
-//    spread over many threads at every level.
+//    items of at most K partials of one bucket, until one is left. The host
+//    bounds the levels by n (only the device knows the largest bucket); a
+//    level that finds one partial per bucket copies (msm_items' `need`). A
+//    bucket holding most points (all-ones scalars) is spread over many
+//    threads at every level.
 // 5. window reduction: sum_k k*B_k per window by running sums over segments of
 //    16 buckets (plus (a-1)*segment sum), then a block per window sums the
 //    segments. The host combines the nwin window sums (Horner in 2^c) and adds
@@ -272,23 +273,16 @@ __device__ __forceinline__ void scan_add(uint32_t* out, uint32_t n, const uint32
     out[i] += sums[i / SCAN_TILE];
 }
 
-// most[0] = the largest bucket's entry count, off[b + 1] - off[b] over b < nb
-// (most[0] zeroed before): the host bounds the number of bucket levels by it
-// rather than by n, which levels that only copy cost (three of four at
-// 2^22-2^26, docs/gpu.md run 47). Grid-stride, one atomic per warp.
-__device__ __forceinline__ void msm_max_span(const uint32_t* off, uint32_t nb, uint32_t* most) {
-    uint32_t m = 0;
-    for (uint32_t b = blockIdx.x * blockDim.x + threadIdx.x; b < nb; b += gridDim.x * blockDim.x)
-        m = max(m, off[b + 1] - off[b]);
-    m = __reduce_max_sync(0xffffffffu, m);
-    if ((threadIdx.x & 31) == 0 && m) atomicMax(most, m);
-}
-
-// items[b] = ceil(cnt[b] / K); items[nb] = 0 so that the scan's last entry is the total.
-__device__ __forceinline__ void msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K) {
+// items[b] = ceil(cnt[b] / K); items[nb] = 0 so that the scan's last entry
+// is the total. need[0] (zeroed before) becomes nonzero when some bucket has
+// more than one partial, i.e. when the level that reads these items adds
+// anything (one atomic per warp that finds one). blockDim a multiple of 32.
+__device__ __forceinline__ void msm_items(const uint32_t* cnt, uint32_t* items, uint32_t nb, uint32_t K,
+                                          uint32_t* need) {
     uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b > nb) return;
-    items[b] = b == nb ? 0 : (cnt[b] + K - 1) / K;
+    uint32_t c = b < nb ? cnt[b] : 0;
+    if (b <= nb) items[b] = (c + K - 1) / K;
+    if (__any_sync(0xffffffffu, c > 1) && (threadIdx.x & 31) == 0) atomicOr(need, 1u);
 }
 
 // The bucket whose range holds id, given its buckets' exclusive scan `off`
@@ -371,12 +365,22 @@ __device__ __forceinline__ void msm_spans(Jacobian<F>* pts, const uint32_t* off,
     }
 }
 
-// Level >= 1: the same over Jacobian partial sums.
+// Level >= 1: the same over Jacobian partial sums. When no bucket has more
+// than one partial (`need` from msm_items) and the input is compact (`off`
+// the scan of `cnt`, as every level after the first leaves it), each item is
+// the partial in its own slot: a straight copy without the bucket search.
+// The host bounds the levels by n, so at 2^22-2^26 three of four levels are
+// such copies (0.57 ms each for G2 at 2^22 with the search, run 47).
 template <class F>
 __device__ __forceinline__ void msm_levelN(const Jacobian<F>* in, const uint32_t* off, const uint32_t* cnt,
-                                           const uint32_t* item_off, uint32_t nb, uint32_t K, Jacobian<F>* out) {
+                                           const uint32_t* item_off, uint32_t nb, uint32_t K, uint32_t compact,
+                                           const uint32_t* need, Jacobian<F>* out) {
     uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= item_off[nb]) return;
+    if (compact && !*need) {
+        out[id] = in[id];
+        return;
+    }
     uint32_t b = msm_find_bucket(item_off, nb, id);
     uint32_t j = id - item_off[b];
     uint32_t start = off[b] + j * K;

@@ -331,16 +331,15 @@ kernels! {
     fn k_scan_sums(sums: DevPtr<u32>, m: u32);
     /// Scan phase 3: each element plus its tile's offset.
     fn k_scan_add(out: DevPtr<u32>, n: u32, sums: DevPtr<u32>);
-    /// most[0] = max over b < nb of off[b + 1] - off[b] (zeroed before).
-    fn k_msm_max_span(off: DevPtr<u32>, nb: u32, most: DevPtr<u32>);
-    /// Work items per bucket: ceil(cnt / k).
-    fn k_msm_items(cnt: DevPtr<u32>, items: DevPtr<u32>, nb: u32, k: u32);
+    /// Work items per bucket: ceil(cnt / k); need[0] set when some cnt > 1.
+    fn k_msm_items(cnt: DevPtr<u32>, items: DevPtr<u32>, nb: u32, k: u32, need: DevPtr<u32>);
     /// G1 bucket level 0: items of k entries of the sorted point list.
     fn k_g1_level0(bases: DevPtr<DevG1Affine>, list: DevPtr<u32>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, out: DevPtr<DevG1Jac>);
     /// G1: each bucket's partial sums after level 0 (heads folded in).
     fn k_g1_spans(pts: DevPtr<DevG1Jac>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, off2: DevPtr<u32>, cnt2: DevPtr<u32>);
-    /// G1 bucket level >= 1 over partial sums.
-    fn k_g1_level_n(input: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG1Jac>);
+    /// G1 bucket level >= 1 over partial sums (a copy when `compact` and
+    /// not need[0]).
+    fn k_g1_level_n(input: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, compact: u32, need: DevPtr<u32>, out: DevPtr<DevG1Jac>);
     /// G1 weighted bucket sums per segment of MSM_SEG buckets.
     fn k_g1_segments(pts: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, nbw: u32, nwin: u32, seg: DevPtr<DevG1Jac>);
     /// G1 window sums: one block per window.
@@ -349,8 +348,8 @@ kernels! {
     fn k_g2_level0(bases: DevPtr<DevG2Affine>, list: DevPtr<u32>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, out: DevPtr<DevG2Jac>);
     /// G2 partial sums' spans.
     fn k_g2_spans(pts: DevPtr<DevG2Jac>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, off2: DevPtr<u32>, cnt2: DevPtr<u32>);
-    /// G2 bucket level >= 1.
-    fn k_g2_level_n(input: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, out: DevPtr<DevG2Jac>);
+    /// G2 bucket level >= 1 (as G1's).
+    fn k_g2_level_n(input: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, compact: u32, need: DevPtr<u32>, out: DevPtr<DevG2Jac>);
     /// G2 segment sums.
     fn k_g2_segments(pts: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, nbw: u32, nwin: u32, seg: DevPtr<DevG2Jac>);
     /// G2 window sums.

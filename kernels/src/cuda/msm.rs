@@ -8,7 +8,6 @@ use ark_ff::{BigInt, Fp};
 use ark_std::Zero;
 use rayon::prelude::*;
 use rustacuda::stream::Stream;
-use std::sync::OnceLock;
 
 use super::gpu::{
     DBuf, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch,
@@ -102,6 +101,8 @@ type LevelN<J> = fn(
     DevPtr<u32>,
     u32,
     u32,
+    u32,
+    DevPtr<u32>,
     DevPtr<J>,
 ) -> Res<()>;
 /// A k_*_segments launcher.
@@ -338,11 +339,6 @@ pub struct Plan {
     off: DBuf<u32>,
     /// Point indices by bucket, the sign in the top bit.
     list: DBuf<u32>,
-    /// The most entries in one bucket (one word the sort writes), and its
-    /// value once the host has read it: the number of bucket levels every
-    /// MSM over this plan runs follows from it.
-    most: DBuf<u32>,
-    most_read: OnceLock<usize>,
     /// The points to add once (scalar 1), with the split.
     ones: Option<OnesBucket>,
 }
@@ -353,21 +349,10 @@ impl Plan {
             .ones
             .as_ref()
             .map_or(0, |o| o.list.bytes() + o.off.bytes());
-        self.off.bytes() + self.list.bytes() + self.most.bytes() + ones
+        self.off.bytes() + self.list.bytes() + ones
     }
     fn nb(&self) -> u32 {
         self.shape.nwin * self.nbw
-    }
-    /// The most entries in one bucket: read from the device on the first
-    /// call (waits for the work queued on the stream), kept for the others.
-    fn most(&self, ws: &Workspace) -> Res<usize> {
-        if let Some(&m) = self.most_read.get() {
-            return Ok(m);
-        }
-        let mut host = [0u32];
-        self.most.download(&mut host, &ws.stream)?;
-        ws.synchronize("reading the largest bucket")?;
-        Ok(*self.most_read.get_or_init(|| host[0] as usize))
     }
 }
 
@@ -545,8 +530,7 @@ fn sort(
     let cnt = filled(gpu, ws, nb + 1, 0)?;
     let off = ws.buffer::<u32>(nb + 1)?;
     let list = ws.buffer::<u32>(n * nwin as usize)?;
-    let most = filled(gpu, ws, 1, 0)?;
-    let plan = |off, list, most| Plan {
+    let plan = |off, list| Plan {
         n,
         shape: Shape {
             c,
@@ -556,12 +540,10 @@ fn sort(
         nbw,
         off,
         list,
-        most,
-        most_read: OnceLock::new(),
         ones: None,
     };
     if n == 0 {
-        return Ok(plan(off, list, most));
+        return Ok(plan(off, list));
     }
     let sums = scan_sums(ws, nb + 1)?;
     let n32 = n as u32;
@@ -575,13 +557,6 @@ fn sort(
         cnt.ptr(),
     )?;
     scan(gpu, ws, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
-    gpu.k_msm_max_span(
-        &ws.stream,
-        Launch::new(nb.div_ceil(THREADS as usize).min(1024) as u32, THREADS),
-        off.ptr(),
-        nb as u32,
-        most.ptr(),
-    )?;
     // The scatter advances a cursor per bucket: a copy of the offsets, in
     // the counts' buffer, which the scan has read.
     let cursor = cnt;
@@ -603,7 +578,7 @@ fn sort(
         cursor.ptr(),
         list.ptr(),
     )?;
-    Ok(plan(off, list, most))
+    Ok(plan(off, list))
 }
 
 /// Buckets after the last level: one partial sum (or none) per bucket, at
@@ -615,12 +590,14 @@ struct Partials<J: DeviceElement> {
 }
 
 /// Sums each of nb buckets (entries `off[b]..off[b + 1]` of `list`, `off`
-/// the exclusive scan of their counts; `entries` at most in all) down to one
-/// partial sum per bucket: level 0 in work items of `level0_k` consecutive
-/// entries across buckets, then levels of at most LEVEL_K partials of one
-/// bucket per work item, as many as `most()`, the most entries in one
-/// bucket, needs. `most` is called once level 0 is queued, so that a read
-/// from the device waits while the device runs it.
+/// the exclusive scan of their counts; at most `most` in one bucket,
+/// `entries` at most in all) down to one partial sum per bucket: level 0 in
+/// work items of `level0_k` consecutive entries across buckets, then levels
+/// of at most LEVEL_K partials of one bucket per work item. The levels are
+/// as many as `most` could need; only the device knows the largest bucket,
+/// and reading it back would stop the host mid-MSM (run 53: the streamed
+/// 32 GiB shape 9% slower, the saturated device 3-5%), so a level that finds
+/// one partial per bucket is a copy there instead.
 #[allow(clippy::too_many_arguments)]
 fn reduce_buckets<G: MsmGroup>(
     gpu: &Gpu,
@@ -630,7 +607,7 @@ fn reduce_buckets<G: MsmGroup>(
     off: DevPtr<u32>,
     nb: usize,
     entries: usize,
-    most: impl FnOnce() -> Res<usize>,
+    most: usize,
 ) -> Res<Partials<G::Jac>> {
     let k0 = level0_k(entries);
     let k = LEVEL_K;
@@ -671,14 +648,18 @@ fn reduce_buckets<G: MsmGroup>(
     let [mut off_cur, mut cnt_cur] = spans;
     let mut pts = pts0;
     // Partials per bucket: one per item it touches, less its head's.
-    let mut bound = most()?.saturating_sub(1).div_ceil(k0 as usize) + 1;
+    let mut bound = most.saturating_sub(1).div_ceil(k0 as usize) + 1;
     let mut cap = cap0;
     if bound > 1 {
         let sums = scan_sums(ws, nb + 1)?;
         let items_launch = Launch::over(nb + 1, THREADS);
+        // Level 1 reads level 0's slots through the spans; each level after
+        // it reads the one before in order (`off` the scan of `cnt`).
+        let mut compact = 0;
         while bound > 1 {
             let cnt_nxt = ws.buffer::<u32>(nb + 1)?;
             let off_nxt = ws.buffer::<u32>(nb + 1)?;
+            let need = filled(gpu, ws, 1, 0)?;
             gpu.k_msm_items(
                 &ws.stream,
                 items_launch,
@@ -686,6 +667,7 @@ fn reduce_buckets<G: MsmGroup>(
                 cnt_nxt.ptr(),
                 nb32,
                 k,
+                need.ptr(),
             )?;
             scan(gpu, ws, cnt_nxt.ptr(), off_nxt.ptr(), nb + 1, &sums)?;
             cap = cap.div_ceil(ku) + nb;
@@ -700,12 +682,15 @@ fn reduce_buckets<G: MsmGroup>(
                 off_nxt.ptr(),
                 nb32,
                 k,
+                compact,
+                need.ptr(),
                 nxt.ptr(),
             )?;
             // The level's inputs go back to the pool here: stream order
             // keeps them until its kernels have read them.
             (pts, off_cur, cnt_cur) = (nxt, off_nxt, cnt_nxt);
             bound = bound.div_ceil(ku);
+            compact = 1;
         }
     }
     Ok(Partials {
@@ -742,7 +727,7 @@ pub fn accumulate<G: MsmGroup>(
             ones.off.ptr(),
             1,
             ones.n,
-            || Ok(ones.n),
+            ones.n,
         )?;
         // The one bucket ends as one point at pts[0] (its partials start
         // there at every level); a window sum over a single segment moves
@@ -761,7 +746,7 @@ pub fn accumulate<G: MsmGroup>(
         plan.off.ptr(),
         nb,
         plan.n * nwin,
-        || plan.most(ws),
+        plan.n,
     )?;
     // window reduction
     let segs = (plan.nbw as usize).div_ceil(MSM_SEG as usize);
