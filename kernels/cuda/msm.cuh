@@ -368,25 +368,19 @@ __device__ __forceinline__ void msm_spans(Jacobian<F>* pts, const uint32_t* off,
 // Level >= 1: the same over Jacobian partial sums. When no bucket has more
 // than one partial (`need` from msm_items) and the input is compact (`off`
 // the scan of `cnt`, as every level after the first leaves it), each item is
-// the partial in its own slot: a straight copy, as 16-byte words that
-// consecutive threads take in turn. The host bounds the levels by n, so at
-// 2^22-2^26 three of four levels are such copies; with the bucket search, or
-// a point per thread (a warp's 4-byte accesses 288 bytes apart), G2's took
-// 0.54-0.57 ms each at 2^22 (runs 47, 55).
+// the partial in its own slot: a straight copy without the bucket search.
+// The host bounds the levels by n, so at 2^22-2^26 three of four levels are
+// such copies (0.57 ms each for G2 at 2^22 with the search, run 47).
 template <class F>
 __device__ __forceinline__ void msm_levelN(const Jacobian<F>* in, const uint32_t* off, const uint32_t* cnt,
                                            const uint32_t* item_off, uint32_t nb, uint32_t K, uint32_t compact,
                                            const uint32_t* need, Jacobian<F>* out) {
-    static_assert(sizeof(Jacobian<F>) % 16 == 0, "points copy as 16-byte words");
     uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= item_off[nb]) return;
     if (compact && !*need) {
-        const uint4* src = reinterpret_cast<const uint4*>(in);
-        uint4* dst = reinterpret_cast<uint4*>(out);
-        size_t words = (size_t)item_off[nb] * (sizeof(Jacobian<F>) / 16);
-        for (size_t w = id; w < words; w += (size_t)gridDim.x * blockDim.x) dst[w] = src[w];
+        out[id] = in[id];
         return;
     }
-    if (id >= item_off[nb]) return;
     uint32_t b = msm_find_bucket(item_off, nb, id);
     uint32_t j = id - item_off[b];
     uint32_t start = off[b] + j * K;
