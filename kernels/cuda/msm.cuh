@@ -30,8 +30,9 @@
 //    bucket holding most points (all-ones scalars) is spread over many
 //    threads at every level.
 // 5. window reduction: sum_k k*B_k per window by running sums over segments of
-//    16 buckets (plus (a-1)*segment sum), then a block per window sums the
-//    segments. The host combines the nwin window sums (Horner in 2^c) and adds
+//    16 buckets (plus (a-1)*segment sum), then blocks sum the segments: one
+//    per window, or for long windows one per slice of 256 and then one per
+//    window over its slices. The host combines the nwin window sums (Horner in 2^c) and adds
 //    the sum of the ones.
 #pragma once
 #include "curve.cuh"
@@ -370,7 +371,10 @@ __device__ __forceinline__ void msm_spans(Jacobian<F>* pts, const uint32_t* off,
 // the scan of `cnt`, as every level after the first leaves it), each item is
 // the partial in its own slot: a straight copy without the bucket search.
 // The host bounds the levels by n, so at 2^22-2^26 three of four levels are
-// such copies (0.57 ms each for G2 at 2^22 with the search, run 47).
+// such copies: 0.57 ms each for G2 at 2^22 with the search (run 47), still
+// 0.54 without it (run 55), since a point per thread makes a warp's 4-byte
+// accesses 288 bytes apart; 16-byte words taken by consecutive threads are
+// the next step.
 template <class F>
 __device__ __forceinline__ void msm_levelN(const Jacobian<F>* in, const uint32_t* off, const uint32_t* cnt,
                                            const uint32_t* item_off, uint32_t nb, uint32_t K, uint32_t compact,
@@ -420,7 +424,9 @@ __device__ __forceinline__ void msm_segments(const Jacobian<F>* pts, const uint3
     }
 }
 
-// Block per window (blockDim 128): sum the window's segments.
+// Block b (blockDim 128): the sum of seg[b * segs .. (b + 1) * segs), a
+// window's segments or one slice of them (then a second launch sums each
+// window's slices).
 template <class F>
 __device__ __forceinline__ void msm_window_sum(const Jacobian<F>* seg, uint32_t segs, Jacobian<F>* win_out) {
     extern __shared__ unsigned char smem[];

@@ -342,7 +342,8 @@ kernels! {
     fn k_g1_level_n(input: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, compact: u32, need: DevPtr<u32>, out: DevPtr<DevG1Jac>);
     /// G1 weighted bucket sums per segment of MSM_SEG buckets.
     fn k_g1_segments(pts: DevPtr<DevG1Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, nbw: u32, nwin: u32, seg: DevPtr<DevG1Jac>);
-    /// G1 window sums: one block per window.
+    /// G1 window sums: block b sums points b * segs .. (b + 1) * segs (one
+    /// block per window, or per slice of a window).
     fn k_g1_window_sum(seg: DevPtr<DevG1Jac>, segs: u32, out: DevPtr<DevG1Jac>);
     /// G2 bucket level 0.
     fn k_g2_level0(bases: DevPtr<DevG2Affine>, list: DevPtr<u32>, off: DevPtr<u32>, nb: u32, k: u32, items: u32, out: DevPtr<DevG2Jac>);
@@ -352,7 +353,7 @@ kernels! {
     fn k_g2_level_n(input: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, item_off: DevPtr<u32>, nb: u32, k: u32, compact: u32, need: DevPtr<u32>, out: DevPtr<DevG2Jac>);
     /// G2 segment sums.
     fn k_g2_segments(pts: DevPtr<DevG2Jac>, off: DevPtr<u32>, cnt: DevPtr<u32>, nbw: u32, nwin: u32, seg: DevPtr<DevG2Jac>);
-    /// G2 window sums.
+    /// G2 window sums (as G1's).
     fn k_g2_window_sum(seg: DevPtr<DevG2Jac>, segs: u32, out: DevPtr<DevG2Jac>);
 
     /// p[i] = v for i < n.
