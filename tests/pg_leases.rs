@@ -112,7 +112,7 @@ fn postgres_leases_renew_expire_and_return_to_the_queue_with_the_attempt_counted
     // queue, and the next claim is its second attempt.
     std::thread::sleep(lease + Duration::from_millis(300));
     assert_eq!(at(&b.claim(1, &[]).unwrap()), [("x".to_string(), 0, 2)]);
-    assert_eq!(a.renew(std::slice::from_ref(&x)).unwrap(), [x.0.clone()], "node a learns it lost x");
+    assert_eq!(a.renew(std::slice::from_ref(&x)).unwrap(), std::slice::from_ref(&x.0), "node a learns it lost x");
     assert!(!proved_as(&schema, "node-a", "x"), "and cannot record its result");
     assert!(proved_as(&schema, "node-b", "x"));
     assert!(b.claim(1, &[]).unwrap().is_empty(), "a finished partition is out of the queue");

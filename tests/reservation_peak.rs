@@ -64,8 +64,7 @@ fn partition_peak_fits_its_reservation() {
         PEAK.store(baseline, Ordering::Relaxed);
         let synthesized = groth16::synthesize(&circuit, instance()).unwrap();
         let started = engine.prove_start(&circuit, synthesized).unwrap();
-        let (proof, _) = groth16::prove_finish(&circuit, started, Fr::rand(&mut rng), Fr::rand(&mut rng));
-        drop(proof);
+        let _ = groth16::prove_finish(&circuit, started, Fr::rand(&mut rng), Fr::rand(&mut rng));
         check_peak(&shape.circuit_id, baseline, reservation.total());
     }
     filecoin_partition_peak_fits_its_reservation(&engine);

@@ -24,7 +24,7 @@ pub fn fr_to_blstrs(f: &Fr) -> blstrs::Scalar {
     for (chunk, limb) in bytes.chunks_exact_mut(8).zip(f.into_bigint().0) {
         chunk.copy_from_slice(&limb.to_le_bytes());
     }
-    Option::from(blstrs::Scalar::from_repr_vartime(bytes)).expect("an arkworks Fr is canonical")
+    blstrs::Scalar::from_repr_vartime(bytes).expect("an arkworks Fr is canonical")
 }
 
 #[cfg(test)]

@@ -169,7 +169,7 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
     let circuit =
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
             &public_inputs,
-            Default::default(),
+            (),
             proofs,
             &pp.vanilla_params,
             Some(k),

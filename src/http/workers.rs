@@ -126,7 +126,7 @@ pub async fn timeline(
     let since = query.since.unwrap_or(now - DEFAULT_WINDOW_MS);
     let until = query.until;
     let valid = |t: f64| t.is_finite() && t >= 0.0 && t <= now + DEFAULT_WINDOW_MS;
-    if !valid(since) || !until.map_or(true, valid) {
+    if !valid(since) || !until.is_none_or(valid) {
         return Err(ApiError::new(
             400,
             "since and until are Unix times in milliseconds, not in the future",

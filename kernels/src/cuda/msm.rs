@@ -767,7 +767,7 @@ pub fn accumulate<G: MsmGroup>(
     // long windows go in two launches: slices of two segments per thread,
     // then each window's slice sums.
     let slices = (segs / (2 * block as usize)).max(1);
-    if slices > 1 && segs % slices == 0 {
+    if slices > 1 && segs.is_multiple_of(slices) {
         let part = ws.buffer::<G::Jac>(nwin * slices)?;
         sum(seg_buf.ptr(), segs / slices, nwin * slices, part.ptr())?;
         sum(part.ptr(), slices, nwin, out)?;
