@@ -148,13 +148,16 @@ fn find_nvcc() -> PathBuf {
 
 /// Writes OUT_DIR/launch_params.h: one #define per shared constant.
 fn write_launch_params(out: &Path) {
-    let params: [(&str, u64); 13] = [
+    let params: [(&str, u64); 16] = [
         ("SCAN_THREADS", SCAN_THREADS.into()),
         ("SCAN_PER_THREAD", SCAN_PER_THREAD.into()),
         ("MSM_SEG", MSM_SEG.into()),
         ("MSM_LEVEL_THREADS", MSM_LEVEL_THREADS.into()),
         ("MSM_SPLIT_ROUNDS", MSM_SPLIT_ROUNDS.into()),
         ("NTT_THREADS", NTT_THREADS.into()),
+        ("NTT_SCALE_NONE", NTT_SCALE_NONE.into()),
+        ("NTT_SCALE_LOAD", NTT_SCALE_LOAD.into()),
+        ("NTT_SCALE_STORE", NTT_SCALE_STORE.into()),
         ("FR_WORDS", FR_WORDS as u64),
         ("FQ_WORDS", FQ_WORDS as u64),
         ("FQ2_WORDS", FQ2_WORDS as u64),

@@ -38,12 +38,17 @@ CONSTMEM uint32_t FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa,
 struct FqParams {
     static const int N = 12;
     static const uint32_t INV = 0xfffcfffdu;  // -p^-1 mod 2^32
+    static const bool LOW_1_M1 = false;       // see FrParams
     static DEV uint32_t mod(int i) { return FQ_MOD[i]; }
     static DEV uint32_t one(int i) { return FQ_ONE[i]; }
 };
 struct FrParams {
     static const int N = 8;
     static const uint32_t INV = 0xffffffffu;
+    // p's limbs 0 and 1 are 1 and 2^32 - 1, so the Montgomery reduction's
+    // products by them are a word copied and a subtraction
+    // (ptx::mont_rows).
+    static const bool LOW_1_M1 = true;
     static DEV uint32_t mod(int i) { return FR_MOD[i]; }
     static DEV uint32_t one(int i) { return FR_ONE[i]; }
 };

@@ -228,12 +228,33 @@ __device__ __forceinline__ void mont_rows(uint32_t* r, const uint32_t* a, const 
             E[H] = addc(lo32(E[H]), 0);
         }
         // Reduction: E[0] + lo(m * p[0]) = 0 mod W.
-        const uint32_t m = lo32(E[0]) * P::INV;
-        E[0] = mad_wide_cc(m, P::mod(0), E[0]);
+        const uint32_t t0 = lo32(E[0]);
+        const uint32_t m = t0 * P::INV;
+        // p[0] = 1, p[1] = W - 1 (Fr): m * p[0] = m; m * p[1] = mW - m,
+        // whose low word is -m = t0 and whose high word h1 is m - 1, or 0
+        // when m = 0. Word additions instead of two of the row's wide
+        // multiply-adds (112 per Fr product instead of 128), the pipe that
+        // ncu found busiest in the NTT (docs/gpu.md, run 52); measured: iNTT
+        // and coset NTT -1 to -1.5%, the forward NTT unchanged (run 56). h1
+        // is formed outside the chains.
+        const uint32_t h1 = t0 ? m - 1 : 0;
+        if (P::LOW_1_M1) {
+            const uint32_t e_lo = add_cc(t0, m);
+            const uint32_t e_hi = addc_cc(hi32(E[0]), 0);
+            E[0] = pair(e_lo, e_hi);
+        } else {
+            E[0] = mad_wide_cc(m, P::mod(0), E[0]);
+        }
 #pragma unroll
         for (int k = 1; k < H; k++) E[k] = madc_wide_cc(m, P::mod(2 * k), E[k]);
         E[H] = addc(lo32(E[H]), 0);
-        O[0] = mad_wide_cc(m, P::mod(1), O[0]);
+        if (P::LOW_1_M1) {
+            const uint32_t o_lo = add_cc(lo32(O[0]), t0);
+            const uint32_t o_hi = addc_cc(hi32(O[0]), h1);
+            O[0] = pair(o_lo, o_hi);
+        } else {
+            O[0] = mad_wide_cc(m, P::mod(1), O[0]);
+        }
 #pragma unroll
         for (int k = 1; k < H - 1; k++) O[k] = madc_wide_cc(m, P::mod(2 * k + 1), O[k]);
         O[H - 1] = madc_wide(m, P::mod(N - 1), O[H - 1]);

@@ -372,19 +372,24 @@ __device__ __forceinline__ void msm_spans(Jacobian<F>* pts, const uint32_t* off,
 // the partial in its own slot: a straight copy without the bucket search.
 // The host bounds the levels by n, so at 2^22-2^26 three of four levels are
 // such copies: 0.57 ms each for G2 at 2^22 with the search (run 47), still
-// 0.54 without it (run 55), since a point per thread makes a warp's 4-byte
-// accesses 288 bytes apart; 16-byte words taken by consecutive threads are
-// the next step.
+// 0.54 without it (run 55), where a point per thread made a warp's 4-byte
+// accesses 288 bytes apart. So the copy moves 16-byte words, consecutive
+// threads taking consecutive words (buffers are separate allocations, so
+// 256-byte aligned): G2 MSM at 2^22 -1%, G1 at 2^20 -3% (run 56).
 template <class F>
 __device__ __forceinline__ void msm_levelN(const Jacobian<F>* in, const uint32_t* off, const uint32_t* cnt,
                                            const uint32_t* item_off, uint32_t nb, uint32_t K, uint32_t compact,
                                            const uint32_t* need, Jacobian<F>* out) {
     uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
-    if (id >= item_off[nb]) return;
     if (compact && !*need) {
-        out[id] = in[id];
+        static_assert(sizeof(Jacobian<F>) % sizeof(uint4) == 0, "points are whole 16-byte words");
+        const uint4* src = (const uint4*)in;
+        uint4* dst = (uint4*)out;
+        size_t words = (size_t)item_off[nb] * (sizeof(Jacobian<F>) / sizeof(uint4));
+        for (size_t w = id; w < words; w += (size_t)gridDim.x * blockDim.x) dst[w] = src[w];
         return;
     }
+    if (id >= item_off[nb]) return;
     uint32_t b = msm_find_bucket(item_off, nb, id);
     uint32_t j = id - item_off[b];
     uint32_t start = off[b] + j * K;

@@ -14,10 +14,12 @@
 // tw[2^q + pos] = w_{2^(q+1)}^pos for pos < 2^q (stage q's twiddles laid out
 // one stage after another, w the domain's generator, or its inverse for the
 // inverse transform): a warp's butterflies at one stage read consecutive
-// entries rather than entries n/2^(q+1) apart. Scalings (1/n, coset powers)
-// are separate passes.
+// entries rather than entries n/2^(q+1) apart. A scaling (1/n, coset powers)
+// rides on the first pass's loads or the last pass's stores, one product per
+// element there instead of a pass of its own over the data.
 #pragma once
 #include "field.cuh"
+#include "launch_params.h"  // NTT_SCALE_* (generated)
 
 __device__ __forceinline__ uint32_t bitrev32(uint32_t x, uint32_t logn) {
     return logn == 0 ? 0 : (__brev(x) >> (32 - logn));
@@ -80,6 +82,13 @@ __device__ __forceinline__ void st_fr(Fr* p, const Fr& x) {
     q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
 }
 
+// Element i's factor: lo[i mod 2^logl] * hi[i >> logl], or lo[0] alone when
+// hi is null (a constant: 1/n).
+__device__ __forceinline__ Fr scale_factor(const Fr* lo, const Fr* hi, uint32_t logl, size_t i) {
+    if (!hi) return ld_tw(lo);
+    return ld_tw(lo + (i & ((1u << logl) - 1))) * ld_tw(hi + (i >> logl));
+}
+
 // Stages p..p+s-1 over 2^c columns; blockDim.x == max(2^(s+c-2), 1), c <= p,
 // and 2^(s+c) * 32 bytes of dynamic shared memory. With `gather` (only for
 // p = 0), element i is read from in[bitrev(i)]; `out` must then differ from
@@ -89,9 +98,11 @@ __device__ __forceinline__ void st_fr(Fr* p, const Fr& x) {
 // stages at a time in registers: half the shared-memory round trips and
 // __syncthreads of one stage per step, and two independent multiplications
 // in flight per stage. An odd last stage runs as two radix-2 butterflies per
-// thread.
+// thread. scale_at says whether this pass scales its loads or its stores by
+// (sc_lo, sc_hi, sc_logl) (scale_factor).
 __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s,
-                                         uint32_t c, uint32_t gather) {
+                                         uint32_t c, uint32_t gather, const Fr* sc_lo, const Fr* sc_hi,
+                                         uint32_t sc_logl, uint32_t scale_at) {
     extern __shared__ uint4 shw[];
     uint32_t t = threadIdx.x;
     uint32_t nt = blockDim.x;
@@ -107,7 +118,10 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
         uint32_t e = t + k * nt;
         if (e >= chunk) break;
         size_t g = base + ((size_t)(e >> c) << p) + (e & cmask);
-        sh_store(shw, chunk, e, ld_fr(in + (gather ? bitrev32((uint32_t)g, logn) : g)));
+        size_t src = gather ? bitrev32((uint32_t)g, logn) : g;
+        Fr x = ld_fr(in + src);
+        if (scale_at == NTT_SCALE_LOAD) x = x * scale_factor(sc_lo, sc_hi, sc_logl, src);
+        sh_store(shw, chunk, e, x);
     }
     __syncthreads();
     uint32_t l = t & cmask;
@@ -179,20 +193,8 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
         if (e >= chunk) break;
         Fr x;
         sh_load(shw, chunk, e, x);
-        st_fr(out + base + ((size_t)(e >> c) << p) + (e & cmask), x);
+        size_t g = base + ((size_t)(e >> c) << p) + (e & cmask);
+        if (scale_at == NTT_SCALE_STORE) x = x * scale_factor(sc_lo, sc_hi, sc_logl, g);
+        st_fr(out + g, x);
     }
-}
-
-// data[i] *= lo[i & (L-1)] * hi[i >> logl]  (coset powers, with 1/n folded in)
-__device__ __forceinline__ void fr_scale_lohi(Fr* data, uint32_t n, const Fr* lo, const Fr* hi, uint32_t logl) {
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    Fr f = lo[i & ((1u << logl) - 1)] * hi[i >> logl];
-    data[i] = data[i] * f;
-}
-
-__device__ __forceinline__ void fr_scale_const(Fr* data, uint32_t n, const Fr* k) {
-    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    data[i] = data[i] * k[0];
 }

@@ -195,7 +195,8 @@ fn gpu_curve_ops() {
 fn gpu_ntt_all_sizes() {
     let e = gpu_or_skip!("gpu_ntt_all_sizes");
     let s = seed();
-    for k in 1..=22u32 {
+    // 2^25 and 2^26 for their pass plans (two later passes of 8 stages).
+    for k in (1..=22u32).chain([25, 26]) {
         let n = 1usize << k;
         let domain = Domain::new(n).unwrap();
         let coset = domain.get_coset(Fr::GENERATOR).unwrap();
@@ -216,7 +217,9 @@ fn gpu_ntt_all_sizes() {
             }
         }
     }
-    eprintln!("NTT forward/inverse/coset/coset-inverse at 2^1..=2^22 equal ark-poly: OK");
+    eprintln!(
+        "NTT forward/inverse/coset/coset-inverse at 2^1..=2^22, 2^25, 2^26 equal ark-poly: OK"
+    );
 }
 
 /// A group's affine points, as the host holds them.

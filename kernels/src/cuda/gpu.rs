@@ -303,12 +303,10 @@ kernels! {
 
     /// NTT stages p..p+s-1 in shared memory over 2^c columns (block
     /// max(2^(s+c-2), 1), 2^(s+c) * 32 bytes); `gather` reads bit-reversed
-    /// positions.
-    fn k_ntt_pass(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, logn: u32, p: u32, s: u32, c: u32, gather: u32);
-    /// data[i] *= lo[i mod 2^logl] * hi[i >> logl].
-    fn k_fr_scale_lohi(data: DevPtr<DevFr>, n: u32, lo: DevPtr<DevFr>, hi: DevPtr<DevFr>, logl: u32);
-    /// data[i] *= k[0].
-    fn k_fr_scale_const(data: DevPtr<DevFr>, n: u32, k: DevPtr<DevFr>);
+    /// positions; `scale_at` (NTT_SCALE_*) multiplies the loads or the
+    /// stores of element i by lo[i mod 2^logl] * hi[i >> logl], or by lo[0]
+    /// when hi is null.
+    fn k_ntt_pass(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, logn: u32, p: u32, s: u32, c: u32, gather: u32, lo: DevPtr<DevFr>, hi: DevPtr<DevFr>, logl: u32, scale_at: u32);
     /// a = (a * b - c) * z_inv[0], pointwise.
     fn k_h_pointwise(a: DevPtr<DevFr>, b: DevPtr<DevFr>, c: DevPtr<DevFr>, n: u32, z_inv: DevPtr<DevFr>);
 

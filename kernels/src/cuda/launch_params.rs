@@ -21,6 +21,11 @@ pub const MSM_LEVEL_THREADS: u32 = 128;
 /// elements), the kernel declares it as launch bound with 4 blocks per SM
 /// (64 registers; docs/gpu.md run 22).
 pub const NTT_THREADS: u32 = 256;
+/// Where k_ntt_pass applies a transform's scaling (its `scale_at`): nowhere,
+/// on the first pass's loads (by source index), or on the last pass's stores.
+pub const NTT_SCALE_NONE: u32 = 0;
+pub const NTT_SCALE_LOAD: u32 = 1;
+pub const NTT_SCALE_STORE: u32 = 2;
 /// Rounds of blockDim scalars one block of the 0/1 split (k_msm_split)
 /// ranks: the kernel sizes its shared rank table by it, the host its grid.
 pub const MSM_SPLIT_ROUNDS: u32 = 8;

@@ -10,7 +10,10 @@ use ark_poly::EvaluationDomain;
 use rayon::prelude::*;
 use rustacuda::stream::Stream;
 
-use super::gpu::{DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace, NTT_THREADS};
+use super::gpu::{
+    DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace, NTT_SCALE_LOAD, NTT_SCALE_NONE,
+    NTT_SCALE_STORE, NTT_THREADS,
+};
 use super::msm::fr_dev;
 use crate::groth16::Domain;
 use crate::{Fr, KernelError};
@@ -21,10 +24,13 @@ const THREADS: u32 = 256;
 /// NTT_THREADS = 2^8 threads (4 elements each) and 2^10 * 32 bytes of shared
 /// memory, inside every device's default limits.
 const SHARED_LOG: u32 = NTT_THREADS.trailing_zeros() + 2;
-/// Most stages of a pass after the first: leaves 2^(SHARED_LOG - 7) = 8
-/// consecutive elements (256 bytes, 8 full DRAM sectors) per row of a block,
-/// so the strided passes still read whole sectors.
-const MAX_PASS_STAGES: u32 = 7;
+/// Most stages of a pass after the first when more than one such pass is
+/// needed: leaves at least 2^(SHARED_LOG - 8) = 4 consecutive elements (128
+/// bytes) per row of a block. 8 rather than 7 takes 2^25 and 2^26 to two
+/// later passes instead of three (-1% at 2^26, docs/gpu.md run 57). Stages
+/// that fit one pass (SHARED_LOG or fewer) run in one, with as many columns
+/// as are left: at 2^20 two passes instead of three (-2%, run 57).
+const MAX_PASS_STAGES: u32 = 8;
 
 /// Powers base^0 .. base^(len-1), times `scale`, computed in parallel chunks.
 pub fn powers(base: Fr, scale: Fr, len: usize) -> Vec<Fr> {
@@ -57,7 +63,8 @@ fn stage_twiddles(pw: &[Fr], n: usize) -> Vec<Fr> {
     out
 }
 
-/// A coset scaling i -> scale * base^i as two small tables.
+/// A scaling i -> scale * base^i as two small tables, which the passes of
+/// a transform apply on the way (`Fold`).
 pub struct Scaling {
     /// scale-free powers base^j for j < L.
     lo: DBuf<DevFr>,
@@ -82,6 +89,20 @@ impl Scaling {
     fn bytes(&self) -> u64 {
         self.lo.bytes() + self.hi.bytes()
     }
+}
+
+/// The scaling a transform applies to its input or its output: folded into
+/// its first pass's loads or its last pass's stores, so that it costs a
+/// product per element and no pass of its own over the data.
+#[derive(Clone, Copy)]
+enum Fold<'a> {
+    None,
+    /// Input i times the scaling's factor i (before the transform).
+    Before(&'a Scaling),
+    /// Output i times the scaling's factor i (after the transform).
+    After(&'a Scaling),
+    /// Every output times 1/n.
+    AfterNinv,
 }
 
 /// Everything the device needs for NTTs of one size.
@@ -158,15 +179,16 @@ impl NttTables {
             + self.consts.bytes()
     }
 
-    /// In-place NTT (natural order in and out), forward or inverse, without
-    /// any scaling. `scratch` holds n elements (used when n > 2^10).
-    pub fn ntt_raw(
+    /// In-place NTT (natural order in and out), forward or inverse, with
+    /// `fold`'s scaling. `scratch` holds n elements (used when n > 2^10).
+    fn ntt_raw(
         &self,
         gpu: &Gpu,
         stream: &Stream,
         data: DevPtr<DevFr>,
         scratch: DevPtr<DevFr>,
         inverse: bool,
+        fold: Fold,
     ) -> Res<()> {
         let (n, logn) = (self.n as u32, self.logn);
         if n <= 1 {
@@ -178,52 +200,48 @@ impl NttTables {
             self.tw_fwd.ptr()
         };
         // First pass: the bit-reversal gather and up to SHARED_LOG stages,
-        // one column; then the remaining stages split evenly over the
-        // fewest passes of at most MAX_PASS_STAGES, each with as many
-        // columns as fill the shared chunk.
+        // one column; then the remaining stages in one pass if they fit,
+        // else split evenly over the fewest passes of at most
+        // MAX_PASS_STAGES, each with as many columns as fill the shared
+        // chunk.
         let first = logn.min(SHARED_LOG);
         let mut passes = vec![(0, first, 0)];
         let mut p = first;
         while p < logn {
             let left = logn - p;
-            let count = left.div_ceil(MAX_PASS_STAGES);
+            let count = if left <= SHARED_LOG {
+                1
+            } else {
+                left.div_ceil(MAX_PASS_STAGES)
+            };
             let s = left.div_ceil(count);
             passes.push((p, s, SHARED_LOG - s));
             p += s;
         }
         let last = passes.len() - 1;
+        let none = DevPtr::null();
+        let (lo, hi, logl) = match fold {
+            Fold::None => (none, none, 0),
+            Fold::Before(t) | Fold::After(t) => (t.lo.ptr(), t.hi.ptr(), t.logl),
+            Fold::AfterNinv => (self.consts.ptr(), none, 0),
+        };
         for (k, &(p, s, c)) in passes.iter().enumerate() {
             let input = if k == 0 { data } else { scratch };
             let out = if k == last { data } else { scratch };
             let chunk = 1u32 << (s + c);
             let shared = chunk * std::mem::size_of::<DevFr>() as u32;
             let gather = u32::from(k == 0);
+            let scale_at = match fold {
+                Fold::Before(_) if k == 0 => NTT_SCALE_LOAD,
+                Fold::After(_) | Fold::AfterNinv if k == last => NTT_SCALE_STORE,
+                _ => NTT_SCALE_NONE,
+            };
             let l = Launch::new(n / chunk, (chunk / 4).max(1)).shared(shared);
-            gpu.k_ntt_pass(stream, l, input, out, tw, logn, p, s, c, gather)?;
+            gpu.k_ntt_pass(
+                stream, l, input, out, tw, logn, p, s, c, gather, lo, hi, logl, scale_at,
+            )?;
         }
         Ok(())
-    }
-
-    pub fn scale(&self, gpu: &Gpu, stream: &Stream, data: DevPtr<DevFr>, s: &Scaling) -> Res<()> {
-        gpu.k_fr_scale_lohi(
-            stream,
-            Launch::over(self.n, THREADS),
-            data,
-            self.n as u32,
-            s.lo.ptr(),
-            s.hi.ptr(),
-            s.logl,
-        )
-    }
-
-    pub fn scale_ninv(&self, gpu: &Gpu, stream: &Stream, data: DevPtr<DevFr>) -> Res<()> {
-        gpu.k_fr_scale_const(
-            stream,
-            Launch::over(self.n, THREADS),
-            data,
-            self.n as u32,
-            self.consts.ptr(),
-        )
     }
 
     /// arkworks' `fft_in_place`, or with `inverse` its `ifft_in_place`
@@ -237,18 +255,13 @@ impl NttTables {
         inverse: bool,
         coset: bool,
     ) -> Res<()> {
-        if !inverse {
-            if coset {
-                self.scale(gpu, stream, data, &self.coset)?;
-            }
-            return self.ntt_raw(gpu, stream, data, scratch, false);
-        }
-        self.ntt_raw(gpu, stream, data, scratch, true)?;
-        if coset {
-            self.scale(gpu, stream, data, &self.coset_inv_ninv)
-        } else {
-            self.scale_ninv(gpu, stream, data)
-        }
+        let fold = match (inverse, coset) {
+            (false, false) => Fold::None,
+            (false, true) => Fold::Before(&self.coset),
+            (true, false) => Fold::AfterNinv,
+            (true, true) => Fold::After(&self.coset_inv_ninv),
+        };
+        self.ntt_raw(gpu, stream, data, scratch, inverse, fold)
     }
 
     /// One of a, b, c of the libsnark reduction (`compute_h_cpu`), in place:
@@ -262,9 +275,8 @@ impl NttTables {
         x: DevPtr<DevFr>,
         scratch: DevPtr<DevFr>,
     ) -> Res<()> {
-        self.ntt_raw(gpu, stream, x, scratch, true)?;
-        self.scale(gpu, stream, x, &self.coset_ninv)?;
-        self.ntt_raw(gpu, stream, x, scratch, false)
+        self.ntt_raw(gpu, stream, x, scratch, true, Fold::After(&self.coset_ninv))?;
+        self.ntt_raw(gpu, stream, x, scratch, false, Fold::None)
     }
 
     /// H of the libsnark reduction, exactly `compute_h_cpu`, from a, b, c
