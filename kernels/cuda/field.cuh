@@ -46,7 +46,7 @@ struct FrParams {
     static const int N = 8;
     static const uint32_t INV = 0xffffffffu;
     // p's limbs 0 and 1 are 1 and 2^32 - 1, so the Montgomery reduction's
-    // products by them are a word copied and a subtraction
+    // products of m by them, m and m * 2^32 - m, become word additions
     // (ptx::mont_rows).
     static const bool LOW_1_M1 = true;
     static DEV uint32_t mod(int i) { return FR_MOD[i]; }

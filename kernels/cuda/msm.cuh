@@ -32,8 +32,8 @@
 // 5. window reduction: sum_k k*B_k per window by running sums over segments of
 //    16 buckets (plus (a-1)*segment sum), then blocks sum the segments: one
 //    per window, or for long windows one per slice of 256 and then one per
-//    window over its slices. The host combines the nwin window sums (Horner in 2^c) and adds
-//    the sum of the ones.
+//    window over its slices. The host combines the nwin window sums (Horner
+//    in 2^c) and adds the sum of the ones.
 #pragma once
 #include "curve.cuh"
 #include "launch_params.h"  // SCAN_THREADS, SCAN_PER_THREAD, MSM_SEG, MSM_SPLIT_ROUNDS (generated)

@@ -65,7 +65,7 @@ fn stage_twiddles(pw: &[Fr], n: usize) -> Vec<Fr> {
 
 /// A scaling i -> scale * base^i as two small tables, which the passes of
 /// a transform apply on the way (`Fold`).
-pub struct Scaling {
+struct Scaling {
     /// scale-free powers base^j for j < L.
     lo: DBuf<DevFr>,
     /// scale * base^(L*j) for j < n / L.
@@ -117,11 +117,11 @@ pub struct NttTables {
     /// The same for w^-1.
     tw_inv: DBuf<DevFr>,
     /// g^i
-    pub coset: Scaling,
+    coset: Scaling,
     /// g^i / n (inverse NTT followed by a coset NTT)
-    pub coset_ninv: Scaling,
+    coset_ninv: Scaling,
     /// g^-i / n (coset inverse NTT)
-    pub coset_inv_ninv: Scaling,
+    coset_inv_ninv: Scaling,
     /// 1/n, 1/Z(g)
     consts: DBuf<DevFr>,
 }
