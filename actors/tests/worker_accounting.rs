@@ -211,7 +211,12 @@ fn a_pacer_holding_work_back_shows_as_paced() {
     };
     actix_rt::System::new().block_on(async {
         let system = ProvingSystem::start(config(1 << 40, pacer), backend);
-        run_to_done(&system, "paced", 8).await;
+        // 12 partitions, not 8: the pacer's bootstrap admits 6 at once
+        // (target buffer 4 + 2 workers), so 8 left only a few paced
+        // intervals, and in about 1 run in 20 the workers' timing left one
+        // (paced 0.2 s, under the 0.3 asserted; CI failed on it once). With
+        // 12, 60 runs here gave 0.99-1.39 s, 15 under full CPU load 0.96-1.59.
+        run_to_done(&system, "paced", 12).await;
         let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
         let paced: f64 = workers.iter().map(|w| w.idle_seconds["paced"]).sum();
         let synthesis: f64 = workers.iter().map(|w| w.idle_seconds["synthesis"]).sum();
