@@ -282,7 +282,7 @@ pub const STORE_DAMAGE: MetricDef = counter(
     "cuzk_store_damage_total",
     "incidents",
     &["kind"],
-    "Damage found in the job store on start, by kind (record: a record failed its checksum and was dropped; unreadable: the file was moved aside and its intact records salvaged; missing: a store that existed is gone or empty).",
+    "Damage found in the job store on start, by kind (record: a record failed its own checksum although its page passed, and was dropped; unreadable: the file failed redb's integrity check or could not be opened, and was moved aside and its intact records salvaged; missing: a store that existed is gone or empty).",
 );
 pub const TENANT_REFUSALS: MetricDef = counter(
     "cuzk_tenant_refusals_total",

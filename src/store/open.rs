@@ -55,13 +55,13 @@ pub fn open(path: &Path) -> Result<Opened, String> {
         Err(Opening::Held) => {
             return Err(format!("the job store {} is open in another process", path.display()))
         }
+        Err(Opening::Failed(e)) => return Err(e),
         Err(Opening::Damaged(cause)) => {
             let (db, incident) = rebuild(path, &cause)?;
             incidents.push(incident);
             db
         }
     };
-    prepare(&db).map_err(|e| format!("job store {}: {e}", path.display()))?;
     if !existed {
         fs::write(&marker, b"created by cuzk: jobs.redb must exist while this file does\n")
             .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
@@ -79,9 +79,9 @@ pub fn rebuild(path: &Path, cause: &str) -> Result<(Database, String), String> {
     let db = match try_open(path) {
         Ok(db) => db,
         Err(Opening::Held) => return Err(format!("{} is held by another process", path.display())),
+        Err(Opening::Failed(e)) => return Err(e),
         Err(Opening::Damaged(e)) => return Err(format!("cannot create {}: {e}", path.display())),
     };
-    prepare(&db).map_err(|e| format!("job store {}: {e}", path.display()))?;
     let count = salvaged.len();
     write_rows(&db, salvaged).map_err(|e| format!("job store {}: {e}", path.display()))?;
     let incident = report(
@@ -112,25 +112,72 @@ pub fn copy_aside(path: &Path) -> Result<PathBuf, String> {
 enum Opening {
     /// Another process has it open.
     Held,
+    /// The file opened but its table could not be made ready: an error
+    /// from the disk, which a rebuild would not mend.
+    Failed(String),
     /// Anything else: the file is not a database redb can use.
     Damaged(String),
 }
 
-/// redb panics on some damaged files instead of answering an error.
+/// Opens the file, checks every page, and makes its table ready
+/// (`prepare`). redb checksums its pages but checks them only when it
+/// recovers from a crash; a page damaged since is read unchecked, and some
+/// damage makes it panic, or abort the process (a length read from a
+/// damaged page, then allocated). Its integrity check reads each page only
+/// after its parent's checksum vouched for the pointer to it, so a file
+/// that passes can be read; one that fails (even one redb could mend by
+/// rolling back its last commit) is rebuilt from its intact rows instead.
 fn try_open(path: &Path) -> Result<Database, Opening> {
-    match catch_unwind(AssertUnwindSafe(|| Database::create(path))) {
-        Ok(Ok(db)) => Ok(db),
-        Ok(Err(DatabaseError::DatabaseAlreadyOpen)) => Err(Opening::Held),
-        Ok(Err(e)) => Err(Opening::Damaged(e.to_string())),
-        Err(panic) => Err(Opening::Damaged(format!(
+    let mut db = match unpanicked(|| Database::create(path)) {
+        Ok(Ok(db)) => db,
+        Ok(Err(DatabaseError::DatabaseAlreadyOpen)) => return Err(Opening::Held),
+        Ok(Err(e)) => return Err(Opening::Damaged(e.to_string())),
+        Err(panic) => return Err(Opening::Damaged(panic)),
+    };
+    let damage = match unpanicked(|| db.check_integrity()) {
+        Ok(Ok(true)) => None,
+        Ok(Ok(false)) => Some("a page failed its checksum".into()),
+        Ok(Err(e)) => Some(format!("its integrity check failed: {e}")),
+        Err(panic) => Some(panic),
+    };
+    if let Some(damage) = damage {
+        abandon(db);
+        return Err(Opening::Damaged(damage));
+    }
+    match unpanicked(|| prepare(&db)) {
+        Ok(Ok(())) => Ok(db),
+        Ok(Err(e)) => Err(Opening::Failed(format!("job store {}: {e}", path.display()))),
+        Err(panic) => {
+            abandon(db);
+            Err(Opening::Damaged(panic))
+        }
+    }
+}
+
+/// Lets go of a database found damaged without closing it: closing writes
+/// redb's allocator state, which reads the damaged pages again and may
+/// abort the process. Its handle and cached pages stay held: once per
+/// damaged file, since the file is then moved aside (or, found damaged
+/// while running, not reopened until a restart rebuilds it).
+pub fn abandon(db: Database) {
+    std::mem::forget(db);
+}
+
+/// Runs `f`, a call into redb on a file that may be damaged: redb panics
+/// on some damaged pages (a key's length past its page, a bitmap index out
+/// of range) instead of answering an error. A panic becomes an error that
+/// says so, and the caller treats the file as damaged.
+pub fn unpanicked<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        format!(
             "the database library panicked: {}",
             panic
                 .downcast_ref::<String>()
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("no message")
-        ))),
-    }
+        )
+    })
 }
 
 fn marker_path(path: &Path) -> PathBuf {

@@ -25,7 +25,7 @@ impl RedbJobStore {
         let path = path.to_path_buf();
         super::start(move || {
             let opened = open::open(&path)?;
-            Ok((RedbFile { db: Some(opened.db), path }, opened.incidents))
+            Ok((RedbFile { db: Some(opened.db), path, damaged: None }, opened.incidents))
         })
     }
 }
@@ -36,90 +36,126 @@ pub struct RedbFile {
     db: Option<Database>,
     /// Where to reopen it, and to copy it aside before a repair.
     path: PathBuf,
+    /// Why the file was abandoned while running (redb panicked on one of
+    /// its pages): it is not reopened, and every commit fails with this,
+    /// until a restart checks and rebuilds it (`store/open.rs`).
+    damaged: Option<String>,
 }
 
 impl Engine for RedbFile {
+    /// A panic inside redb (a page damaged since the store was opened)
+    /// fails the commit like an I/O error, so the writer keeps its writes
+    /// and the store reports itself failing instead of its thread dying.
     fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError> {
-        let result = apply(self.database()?, writes, probe);
-        if result.is_err() {
-            self.db = None;
+        let db = self.database()?;
+        match open::unpanicked(|| apply(db, writes, probe)) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                self.db = None;
+                Err(e)
+            }
+            Err(panic) => {
+                let why = format!(
+                    "the job store file was found damaged while writing ({panic}); restart the daemon to rebuild it"
+                );
+                self.damaged = Some(why.clone());
+                if let Some(db) = self.db.take() {
+                    open::abandon(db);
+                }
+                Err(StoreError::unavailable(why))
+            }
         }
-        result
     }
 
     /// Every job, with damaged rows reported and dropped; a database that
-    /// cannot be read at all is rebuilt from what its bytes still hold.
+    /// cannot be read or repaired is rebuilt from what its bytes still hold.
     fn load(&mut self, incidents: &mut Vec<String>) -> Result<Vec<StoredJob>, StoreError> {
-        let db = self.database()?;
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| load(db)));
-        let loaded = match read {
-            Ok(Ok(loaded)) => loaded,
-            failed => {
-                let cause = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "the database library panicked while reading".into(),
-                };
-                self.db = None;
+        match self.read_and_repair(incidents) {
+            Ok(result) => result,
+            Err(cause) => {
+                if let Some(db) = self.db.take() {
+                    open::abandon(db);
+                }
                 let (db, incident) = open::rebuild(&self.path, &cause).map_err(StoreError::unavailable)?;
                 incidents.push(incident);
-                load(self.db.insert(db)).map_err(StoreError::unavailable)?
+                self.db = Some(db);
+                // A file just written from intact rows.
+                self.read_and_repair(incidents).map_err(StoreError::unavailable)?
             }
-        };
-        if !loaded.damaged.is_empty() || !loaded.settled.is_empty() {
-            self.repair(&loaded, incidents)?;
         }
-        Ok(loaded.jobs)
     }
 }
 
 impl RedbFile {
     /// The open database, reopened after a failure.
     fn database(&mut self) -> Result<&Database, StoreError> {
+        if let Some(why) = &self.damaged {
+            return Err(StoreError::unavailable(why.clone()));
+        }
         if self.db.is_none() {
-            self.db = Some(Database::create(&self.path).map_err(StoreError::unavailable)?);
+            let db = open::unpanicked(|| Database::create(&self.path)).map_err(StoreError::unavailable)?;
+            self.db = Some(db.map_err(StoreError::unavailable)?);
         }
         Ok(self.db.as_ref().expect("just opened"))
     }
 
-    /// Copies the file aside when rows are damaged, removes them, and
-    /// records what damage meant: a proof that failed its check or was lost
-    /// fails its partition (and a done job with it), so it is never served.
-    fn repair(&mut self, loaded: &Loaded, incidents: &mut Vec<String>) -> Result<(), StoreError> {
-        let aside = match loaded.damaged.is_empty() {
-            true => PathBuf::new(),
-            false => open::copy_aside(&self.path).map_err(StoreError::unavailable)?,
+    /// The jobs, with damaged rows removed. Err(why) when the file must be
+    /// rebuilt: redb answered an error while reading, or panicked while
+    /// reading or removing (a damaged page it does not check); an error
+    /// while repairing (the disk) is the store's error, inside.
+    fn read_and_repair(&mut self, incidents: &mut Vec<String>) -> Result<Result<Vec<StoredJob>, StoreError>, String> {
+        let path = self.path.clone();
+        let db = match self.database() {
+            Ok(db) => db,
+            Err(e) => return Ok(Err(e)),
         };
-        for (job, kind, index, why) in &loaded.damaged {
-            incidents.push(open::report(
-                StoreDamageKind::Record,
-                format!(
-                    "job {job}: its {} record{} failed its check ({why}) and was dropped; the file before is at {}",
-                    rows::kind_name(*kind),
-                    if *kind >= rows::PROOF { format!(" for partition {index}") } else { String::new() },
-                    aside.display()
-                ),
-            ));
-        }
-        let db = self.database()?;
-        let txn = db.begin_write().map_err(StoreError::unavailable)?;
-        {
-            let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
-            for (job, kind, index, _) in &loaded.damaged {
-                table.remove((job.as_str(), *kind, *index)).map_err(StoreError::unavailable)?;
-            }
-            for job in loaded.settled.iter().map(|&i| &loaded.jobs[i]) {
-                for (index, error) in &job.failures {
-                    let row = Row::Failure { job: job.record.id.clone(), index: *index, error: error.clone() };
-                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
-                }
-                if let Some(outcome) = &job.outcome {
-                    let row = Row::Outcome { job: job.record.id.clone(), outcome: outcome.clone() };
-                    table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
-                }
+        let loaded = open::unpanicked(|| load(db))?.map_err(|e| e.to_string())?;
+        if !loaded.damaged.is_empty() || !loaded.settled.is_empty() {
+            if let Err(e) = open::unpanicked(|| repair(db, &path, &loaded, incidents))? {
+                return Ok(Err(e));
             }
         }
-        txn.commit().map_err(StoreError::unavailable)
+        Ok(Ok(loaded.jobs))
     }
+}
+
+/// Copies the file aside when rows are damaged, removes them, and records
+/// what damage meant: a proof that failed its check or was lost fails its
+/// partition (and a done job with it), so it is never served.
+fn repair(db: &Database, path: &Path, loaded: &Loaded, incidents: &mut Vec<String>) -> Result<(), StoreError> {
+    let aside = match loaded.damaged.is_empty() {
+        true => PathBuf::new(),
+        false => open::copy_aside(path).map_err(StoreError::unavailable)?,
+    };
+    for (job, kind, index, why) in &loaded.damaged {
+        incidents.push(open::report(
+            StoreDamageKind::Record,
+            format!(
+                "job {job}: its {} record{} failed its check ({why}) and was dropped; the file before is at {}",
+                rows::kind_name(*kind),
+                if *kind >= rows::PROOF { format!(" for partition {index}") } else { String::new() },
+                aside.display()
+            ),
+        ));
+    }
+    let txn = db.begin_write().map_err(StoreError::unavailable)?;
+    {
+        let mut table = txn.open_table(ROWS).map_err(StoreError::unavailable)?;
+        for (job, kind, index, _) in &loaded.damaged {
+            table.remove((job.as_str(), *kind, *index)).map_err(StoreError::unavailable)?;
+        }
+        for job in loaded.settled.iter().map(|&i| &loaded.jobs[i]) {
+            for (index, error) in &job.failures {
+                let row = Row::Failure { job: job.record.id.clone(), index: *index, error: error.clone() };
+                table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
+            }
+            if let Some(outcome) = &job.outcome {
+                let row = Row::Outcome { job: job.record.id.clone(), outcome: outcome.clone() };
+                table.insert(row.key(), rows::seal(&row).as_slice()).map_err(StoreError::unavailable)?;
+            }
+        }
+    }
+    txn.commit().map_err(StoreError::unavailable)
 }
 
 type Rows<'txn> = redb::Table<'txn, (&'static str, u8, u32), &'static [u8]>;
