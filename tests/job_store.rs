@@ -216,14 +216,19 @@ mod redb_only {
         RedbJobStore::open(&path).unwrap().close().unwrap();
     }
 
-    /// A store with two finished jobs ("good", "hit"), each with its three
-    /// proofs, closed; returns its path.
+    /// A store with two finished jobs ("good", "hit"); returns its path.
     fn two_done_jobs(dir: &std::path::Path) -> std::path::PathBuf {
+        done_jobs(dir, &["good", "hit"])
+    }
+
+    /// A store with finished jobs, each with its three proofs (partition i's
+    /// is `proof(0x40 + i)`), closed; returns its path.
+    fn done_jobs(dir: &std::path::Path, ids: &[&str]) -> std::path::PathBuf {
         let path = dir.join("jobs.redb");
         let store = RedbJobStore::open(&path).unwrap();
         let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: 1_700_000_100_000 };
         let mut writes = Vec::new();
-        for (seq, id) in ["good", "hit"].iter().enumerate() {
+        for (seq, id) in ids.iter().enumerate() {
             writes.push(StoreWrite::Accepted(record(id, seq as u64)));
             for index in 0..3 {
                 let job = JobId((*id).into());
@@ -344,25 +349,12 @@ mod redb_only {
     #[test]
     fn random_flips_anywhere_never_keep_the_store_from_starting() {
         const SEEDS: u64 = 200;
-        let jobs = 24;
+        let names: Vec<String> = (0..24).map(|seq| format!("job-{seq:02}")).collect();
+        let ids: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut damage_found = 0;
         for seed in 1..=SEEDS {
             let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("jobs.redb");
-            let store = RedbJobStore::open(&path).unwrap();
-            let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: 1_700_000_100_000 };
-            let mut writes = Vec::new();
-            for seq in 0..jobs {
-                let id = format!("job-{seq:02}");
-                writes.push(StoreWrite::Accepted(record(&id, seq)));
-                for index in 0..3 {
-                    let (job, proof) = (JobId(id.clone()), proof(seq as u8 + index as u8));
-                    writes.push(StoreWrite::PartitionProved { job, index, proof, detail: None });
-                }
-                writes.push(StoreWrite::Finished { job: JobId(id), outcome: done.clone() });
-            }
-            write_all(&store, writes);
-            store.close().unwrap();
+            let path = done_jobs(dir.path(), &ids);
 
             let mut bytes = std::fs::read(&path).unwrap();
             let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -378,20 +370,19 @@ mod redb_only {
             let store = RedbJobStore::open(&path).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             let loaded = store.load().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             for job in &loaded {
-                let seq = job.record.seq as u8;
                 for (index, stored) in &job.proofs {
-                    assert_eq!(*stored, proof(seq + *index as u8), "seed {seed}: {}", job.record.id);
+                    assert_eq!(*stored, proof(0x40 + *index as u8), "seed {seed}: {}", job.record.id);
                 }
                 if job.outcome.as_ref().is_some_and(|o| o.stage == Stage::Done) {
                     assert_eq!(job.proofs.len(), 3, "seed {seed}: a done job is whole");
                 }
             }
             damage_found += usize::from(!store.health().incidents.is_empty());
-            let ids: Vec<_> = loaded.iter().map(|job| job.record.id.0.clone()).collect();
+            let kept: Vec<_> = loaded.iter().map(|job| job.record.id.0.clone()).collect();
             store.close().unwrap();
             let store = RedbJobStore::open(&path).unwrap_or_else(|e| panic!("seed {seed}, reopened: {e}"));
             let again: Vec<_> = store.load().unwrap().iter().map(|job| job.record.id.0.clone()).collect();
-            assert_eq!(again, ids, "seed {seed}: the repair is durable");
+            assert_eq!(again, kept, "seed {seed}: the repair is durable");
             assert!(store.health().incidents.is_empty(), "seed {seed}: {:?}", store.health());
             store.close().unwrap();
         }
