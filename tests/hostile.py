@@ -303,7 +303,9 @@ def fill(path, leave_bytes):
     filler = os.path.join(path, "filler")
     stat = os.statvfs(path)
     free = stat.f_bavail * stat.f_frsize
-    with open(filler, "wb") as f:
+    # Unbuffered: a buffered file keeps the bytes of the write that hit the
+    # full disk and raises ENOSPC again when it is closed.
+    with open(filler, "wb", buffering=0) as f:
         remaining = max(0, free - leave_bytes)
         chunk = b"\0" * MIB
         while remaining > 0:
@@ -334,6 +336,11 @@ def case_disk_full(work):
             status, answer, _ = d.call("POST", "/v1/jobs", small_job(seed))
             check(status == 202, f"before the disk fills: {status} {answer}", d)
             acknowledged.append(answer["id"])
+        # The shape's setup writes its key files beside the store: filled
+        # before they are written, the disk fails that setup, and with it
+        # every job waiting on it (a clear error, not a lost job). This case
+        # is about the store, so the key is on disk first.
+        check(d.wait_job(acknowledged[0]) == "done", "the first job, before the disk fills", d)
         filler = fill(mnt, 0)
         refused = None
         for seed in range(100, 400):
