@@ -16,5 +16,6 @@ pub mod server;
 pub mod shutdown;
 pub mod sim;
 pub mod store;
+pub mod telemetry;
 pub mod tenants;
 pub mod tls;

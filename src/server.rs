@@ -64,7 +64,7 @@ pub fn metrics_handle() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             let mut builder = PrometheusBuilder::new();
-            for def in cuzk_actors::telemetry::CATALOGUE
+            for def in crate::telemetry::CATALOGUE
                 .iter()
                 .filter(|d| !d.buckets.is_empty())
             {
@@ -75,7 +75,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             let handle = builder
                 .install_recorder()
                 .expect("no other metrics recorder is installed");
-            cuzk_actors::telemetry::describe_all();
+            crate::telemetry::describe_all();
             let upkeep = handle.clone();
             std::thread::Builder::new()
                 .name("cuzk-metrics-upkeep".into())
@@ -301,7 +301,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     };
     let gates = web::Data::new(Gates::new(gate));
     let metrics = metrics_handle();
-    cuzk_actors::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
+    crate::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
     // A PostgreSQL store makes this daemon a node of the fleet on it, whose
     // nodes share the built-in circuits' keys through it.
     let node = match &config.store.url {
@@ -408,7 +408,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
                 let call = srv.call(req);
                 async move {
                     let res = call.await?;
-                    cuzk_actors::telemetry::HttpRequest {
+                    crate::telemetry::HttpRequest {
                         route: &route,
                         status: res.status().as_u16(),
                     }
@@ -491,7 +491,7 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
 /// puts a new gate in force; requests already admitted finish under the
 /// old one. A reload that fails leaves the old gate in force.
 fn reload_tokens_on_sighup(gates: web::Data<Gates>, auth: AuthConfig, listen: String) -> std::io::Result<()> {
-    use cuzk_actors::telemetry::{TenantsConfigured, TokensReloaded};
+    use crate::telemetry::{TenantsConfigured, TokensReloaded};
     let mut hangup = actix_rt::signal::unix::signal(actix_rt::signal::unix::SignalKind::hangup())?;
     actix_rt::spawn(async move {
         while hangup.recv().await.is_some() {

@@ -34,7 +34,8 @@ use std::time::Duration;
 use cuzk_actors::store::{
     CommitSignal, Committed, JobRecord, JobStore, StoreError, StoreHealth, StoreWrite, StoredJob,
 };
-use cuzk_actors::telemetry::{StoreWritable, StoreWriteFailed};
+
+use crate::telemetry::{StoreWritable, StoreWriteFailed};
 
 pub use keys_pg::{KeyLock, SharedKey, SharedKeys};
 pub use leases::{queue_partitions, Claim, Leases};

@@ -23,13 +23,13 @@ use std::time::{Duration, Instant};
 use actix::Addr;
 use cuzk_actors::messages::{Claimed, GetHeld, LeasesLost};
 use cuzk_actors::store::{FleetLoad, JobStore, StoreError, StoreWrite};
-use cuzk_actors::telemetry::FleetClaimed;
 use cuzk_actors::tracker::Tracker;
 use cuzk_actors::{JobId, PartitionKey, Reservation, Stage};
 
 use crate::job_input::JobParser;
 use crate::shutdown::Intake;
 use crate::store::{Claim, Leases};
+use crate::telemetry::FleetClaimed;
 
 use super::Settings;
 

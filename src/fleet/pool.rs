@@ -7,10 +7,10 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_actors::store::StoreError;
-use cuzk_actors::telemetry::FleetDb;
 use postgres::{Client, NoTls};
 
 use crate::store::{client_config, describe, StoreUrl};
+use crate::telemetry::FleetDb;
 
 const MAX_CONNECTIONS: usize = 8;
 /// A request waiting longer than this for a connection is answered 503.

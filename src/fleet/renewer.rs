@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use actix::Addr;
 use cuzk_actors::messages::{GetHeld, LeasesLost};
-use cuzk_actors::telemetry::{FleetLeaseLost, FleetRenewed};
 use cuzk_actors::tracker::Tracker;
 
 use crate::store::Leases;
+use crate::telemetry::{FleetLeaseLost, FleetRenewed};
 
 use super::Settings;
 

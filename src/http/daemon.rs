@@ -102,7 +102,7 @@ pub async fn healthz() -> HttpResponse {
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
-        .body(cuzk_actors::telemetry::fix_exposition(
+        .body(crate::telemetry::fix_exposition(
             &state.metrics.render(),
         ))
 }

@@ -8,7 +8,6 @@ use std::time::Instant;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
-use cuzk_actors::telemetry::{TenantLimit, TenantRefused};
 use cuzk_actors::store::StoreError;
 use cuzk_actors::tracker::Tracker;
 use cuzk_actors::{JobId, NewJob, RecordedRequest, TenantScope};
@@ -21,6 +20,7 @@ use super::state::AppState;
 use crate::filecoin;
 use crate::fleet::Fleet;
 use crate::job_input::SubmitRequest;
+use crate::telemetry::{TenantLimit, TenantRefused};
 use crate::tenants::Caller;
 
 #[utoipa::path(

@@ -16,7 +16,6 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use cuzk_actors::store::{JobRecord, StoreError};
-use cuzk_actors::telemetry::FleetDb;
 use cuzk_actors::{JobId, PartitionKey, Stage};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Json;
@@ -24,6 +23,7 @@ use postgres::{Client, GenericClient, NoTls};
 
 use super::pg::{client_config, describe};
 use super::{migrate, StoreUrl};
+use crate::telemetry::FleetDb;
 
 /// Queues partitions 0..`partitions` of a stored job (its row must exist,
 /// in the same transaction or before): the submission's half of the queue.

@@ -9,10 +9,10 @@ use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use cuzk_actors::telemetry::{StoreDamage, StoreDamageKind};
 use redb::{Database, DatabaseError, ReadableTable, TableDefinition, TableHandle};
 
 use super::rows::{self, Row, ROWS};
+use crate::telemetry::{StoreDamage, StoreDamageKind};
 
 /// An open store and what was found wrong on the way.
 pub struct Opened {

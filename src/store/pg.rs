@@ -505,7 +505,7 @@ fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result
     };
     let (client, sql) = (&mut conn.client, &conn.leased);
     if client.query_opt(&sql.lock_job, &[&job.0])?.is_none() || client.execute(&sql.take_lease, &[&job.0, &index, &node])? == 0 {
-        telemetry::FleetLeaseLost { partition: &format!("{job}/{index}"), when: "recording its result" }.emit();
+        crate::telemetry::FleetLeaseLost { partition: &format!("{job}/{index}"), when: "recording its result" }.emit();
         return Ok(());
     }
     let now = unix_ms(std::time::SystemTime::now());

@@ -10,13 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use cuzk_actors::store::{JobOutcome, StoreError, StoreWrite, StoredJob};
-use cuzk_actors::telemetry::StoreDamageKind;
 use cuzk_actors::time::unix_ms;
 use cuzk_actors::{JobId, Stage};
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::rows::{self, Row, ROWS};
 use super::{open, without_request, Engine, RedbJobStore, PROBE_BYTES};
+use crate::telemetry::StoreDamageKind;
 
 impl RedbJobStore {
     /// Opens (or creates) the file, repairing what `store/open.rs` can, and

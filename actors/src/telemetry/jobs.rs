@@ -1,0 +1,172 @@
+//! Jobs and partitions: submitted, finished (by outcome, with their
+//! durations and those of each stage), deadlines missed, attempts retried.
+
+use std::time::Duration;
+
+use super::metric::{counter, histogram, MetricDef};
+use crate::model::{Priority, Stage};
+
+pub const JOBS_SUBMITTED: MetricDef = counter(
+    "cuzk_jobs_submitted_total",
+    "jobs",
+    &["priority"],
+    "Jobs accepted, by priority.",
+);
+pub const JOBS_FINISHED: MetricDef = counter(
+    "cuzk_jobs_finished_total",
+    "jobs",
+    &["outcome"],
+    "Jobs that reached a final state, by outcome (done, failed, cancelled).",
+);
+pub const PARTITIONS_FINISHED: MetricDef = counter(
+    "cuzk_partitions_finished_total",
+    "partitions",
+    &["outcome"],
+    "Partitions that reached a final state, by outcome.",
+);
+pub const DEADLINES_MISSED: MetricDef = counter(
+    "cuzk_jobs_deadline_missed_total",
+    "jobs",
+    &["priority"],
+    "Jobs that ended after their deadline, by priority.",
+);
+pub const JOB_DURATION: MetricDef = histogram(
+    "cuzk_job_duration_seconds",
+    &["outcome"],
+    "Time from submission to a job's final state.",
+);
+pub const STAGE_DURATION: MetricDef = histogram(
+    "cuzk_stage_duration_seconds",
+    &["stage"],
+    "Time a partition spent in each stage (queue_wait, synthesis, gpu_wait, gpu, finalize_wait, finalize).",
+);
+pub const PARTITION_RETRIES: MetricDef = counter(
+    "cuzk_partition_retries_total",
+    "partitions",
+    &["stage"],
+    "Partitions queued again after a failed attempt, by the stage that failed (synthesizing, proving, finalizing).",
+);
+
+/// Starts the counters of every priority and outcome at zero.
+pub(super) fn start_at_zero() {
+    for stage in [Stage::Synthesizing, Stage::Proving, Stage::Finalizing] {
+        metrics::counter!(PARTITION_RETRIES.name, "stage" => stage.as_str()).absolute(0);
+    }
+    for priority in Priority::ALL {
+        metrics::counter!(JOBS_SUBMITTED.name, "priority" => priority.as_str()).absolute(0);
+        metrics::counter!(DEADLINES_MISSED.name, "priority" => priority.as_str()).absolute(0);
+    }
+    for outcome in [Stage::Done, Stage::Failed, Stage::Cancelled] {
+        metrics::counter!(JOBS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
+        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
+    }
+}
+
+pub struct JobSubmitted<'a> {
+    pub job: &'a str,
+    pub tenant: &'a str,
+    pub circuit_id: &'a str,
+    pub partitions: u32,
+    pub priority: Priority,
+}
+
+impl JobSubmitted<'_> {
+    pub fn emit(&self) {
+        log::info!(
+            "job {} submitted by tenant {}: {} x{} priority {}",
+            self.job,
+            self.tenant,
+            self.circuit_id,
+            self.partitions,
+            self.priority.as_str()
+        );
+        metrics::counter!(JOBS_SUBMITTED.name, "priority" => self.priority.as_str()).increment(1);
+    }
+}
+
+pub struct JobFinished<'a> {
+    pub job: &'a str,
+    pub outcome: Stage,
+    pub elapsed: Duration,
+    pub error: Option<&'a str>,
+}
+
+impl JobFinished<'_> {
+    pub fn emit(&self) {
+        match self.error {
+            Some(error) => log::warn!(
+                "job {} {} after {:.3}s: {error}",
+                self.job,
+                self.outcome.as_str(),
+                self.elapsed.as_secs_f64()
+            ),
+            None => log::info!(
+                "job {} {} after {:.3}s",
+                self.job,
+                self.outcome.as_str(),
+                self.elapsed.as_secs_f64()
+            ),
+        }
+        metrics::counter!(JOBS_FINISHED.name, "outcome" => self.outcome.as_str()).increment(1);
+        metrics::histogram!(JOB_DURATION.name, "outcome" => self.outcome.as_str())
+            .record(self.elapsed.as_secs_f64());
+    }
+}
+
+pub struct DeadlineMissed<'a> {
+    pub job: &'a str,
+    pub priority: Priority,
+    pub outcome: Stage,
+}
+
+impl DeadlineMissed<'_> {
+    pub fn emit(&self) {
+        log::warn!("job {} missed its deadline ({})", self.job, self.outcome.as_str());
+        metrics::counter!(DEADLINES_MISSED.name, "priority" => self.priority.as_str()).increment(1);
+    }
+}
+
+pub struct PartitionFinished<'a> {
+    pub partition: &'a str,
+    pub outcome: Stage,
+    /// (stage name, duration) for the stages the partition went through.
+    pub stages: &'a [(&'static str, Duration)],
+}
+
+impl PartitionFinished<'_> {
+    pub fn emit(&self) {
+        log::debug!(
+            "partition {} {} {:?}",
+            self.partition,
+            self.outcome.as_str(),
+            self.stages
+        );
+        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => self.outcome.as_str())
+            .increment(1);
+        for (stage, duration) in self.stages {
+            metrics::histogram!(STAGE_DURATION.name, "stage" => *stage)
+                .record(duration.as_secs_f64());
+        }
+    }
+}
+
+/// A partition failed an attempt and goes back to the synthesis queue.
+pub struct PartitionRetried<'a> {
+    pub partition: &'a str,
+    pub stage: Stage,
+    pub attempt: u32,
+    pub error: &'a str,
+}
+
+impl PartitionRetried<'_> {
+    pub fn emit(&self) {
+        log::warn!(
+            "partition {} failed while {} (attempt {}), retrying: {}",
+            self.partition,
+            self.stage.as_str(),
+            self.attempt,
+            self.error
+        );
+        metrics::counter!(PARTITION_RETRIES.name, "stage" => self.stage.as_str()).increment(1);
+    }
+}
