@@ -30,7 +30,7 @@ pub use jobs::{
     DEADLINES_MISSED, JOBS_FINISHED, JOBS_SUBMITTED, JOB_DURATION, PARTITIONS_FINISHED,
     PARTITION_RETRIES, STAGE_DURATION,
 };
-pub use metric::{counter, gauge, histogram, MetricDef, MetricKind};
+pub use metric::{counter, gauge, histogram, seconds_counter, MetricDef, MetricKind};
 pub use pipeline::{
     ActorRestarted, BudgetChanged, FinalizerLoad, PacerUpdated, QueueDepths, ACTOR_RESTARTS,
     BUDGET_LIMIT, BUDGET_RESIDENT, BUDGET_USED, PACER_BOOTSTRAPPING, PACER_GPU_EMA,

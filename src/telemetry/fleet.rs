@@ -67,7 +67,9 @@ pub(super) fn start_at_zero() {
 /// Partitions a fleet node claimed; `reclaimed` of them had a lease that
 /// ran out before.
 pub struct FleetClaimed {
+    /// Partitions the claim took.
     pub partitions: usize,
+    /// Of those, the ones whose earlier lease had run out.
     pub reclaimed: usize,
 }
 
@@ -81,7 +83,9 @@ impl FleetClaimed {
 
 /// A fleet node renewed `renewed` leases and holds `held` partitions.
 pub struct FleetRenewed {
+    /// Leases the renewal extended.
     pub renewed: usize,
+    /// Partitions this node holds leases on after it.
     pub held: usize,
 }
 
@@ -95,7 +99,9 @@ impl FleetRenewed {
 /// A lease a fleet node held was gone `when` it looked (at renewal, or
 /// when recording the partition's result).
 pub struct FleetLeaseLost<'a> {
+    /// The partition's `job/index` name, for the log line.
     pub partition: &'a str,
+    /// When the loss was found (at renewal, or recording its result).
     pub when: &'a str,
 }
 
@@ -114,6 +120,7 @@ impl FleetLeaseLost<'_> {
 pub struct FleetDb {
     /// One of `FLEET_DB_OPS`.
     pub op: &'static str,
+    /// The round trip's time: the histogram's observation.
     pub elapsed: Duration,
 }
 

@@ -9,8 +9,12 @@ pub const HTTP_REQUESTS: MetricDef = counter(
     "HTTP requests served, by route pattern and status code.",
 );
 
+/// An HTTP request was answered.
 pub struct HttpRequest<'a> {
+    /// The route pattern it matched (`unmatched` if none): never the path,
+    /// which may hold ids.
     pub route: &'a str,
+    /// The status code answered.
     pub status: u16,
 }
 

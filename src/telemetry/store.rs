@@ -32,7 +32,9 @@ pub(super) fn start_at_zero() {
 
 /// A job store commit failed; its writes wait for the store to recover.
 pub struct StoreWriteFailed<'a> {
+    /// The writes the failed transaction held, kept for the next one.
     pub writes: usize,
+    /// Why the commit failed, logged as an error.
     pub error: &'a str,
 }
 
@@ -59,6 +61,7 @@ impl StoreWritable {
     }
 }
 
+/// What damage was found in the job store: `cuzk_store_damage_total`'s label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreDamageKind {
     /// A record failed its checksum; it was dropped after the file was copied aside.
@@ -84,7 +87,9 @@ impl StoreDamageKind {
 
 /// Damage found in the job store on start.
 pub struct StoreDamage<'a> {
+    /// What was found: the counter's label.
     pub kind: StoreDamageKind,
+    /// What was done about it (files moved aside, records dropped), logged.
     pub detail: &'a str,
 }
 

@@ -48,6 +48,7 @@ impl TenantLimit {
 /// their refusal counters start at zero. Counters already counting keep
 /// their counts, so a reload resets nothing.
 pub struct TenantsConfigured<'a> {
+    /// The tenant names the configuration holds now.
     pub tenants: &'a [&'a str],
 }
 
@@ -64,7 +65,10 @@ impl TenantsConfigured<'_> {
 
 /// A submission answered 429 by its tenant's own limit.
 pub struct TenantRefused<'a> {
+    /// Whose limit refused it: a configured tenant's name (a label, so never a
+    /// token).
     pub tenant: &'a str,
+    /// Which limit.
     pub reason: TenantLimit,
 }
 
@@ -79,6 +83,7 @@ impl TenantRefused<'_> {
 /// The tokens were read again on SIGHUP: `Ok(tokens now in force)`, or why
 /// the reload failed (the previous tokens stay in force).
 pub struct TokensReloaded<'a> {
+    /// The tokens now in force, or why the reload failed.
     pub outcome: Result<usize, &'a str>,
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::metric::{gauge, histogram, MetricDef, MetricKind};
+use super::metric::{gauge, histogram, seconds_counter, MetricDef};
 use crate::model::{Activity, IdleCause, WorkerId};
 
 pub const GPU_PHASE_DURATION: MetricDef = histogram(
@@ -12,43 +12,34 @@ pub const GPU_PHASE_DURATION: MetricDef = histogram(
     &["device", "worker", "phase"],
     "Duration of each phase of a GPU worker's span (wait_input, upload, ntt, msm_*, download, handoff; the sim backend's host, device_wait, device).",
 );
-pub const GPU_BUSY: MetricDef = MetricDef {
-    name: "cuzk_gpu_busy_seconds_total",
-    kind: MetricKind::FloatCounter,
-    unit: "seconds",
-    labels: &["device", "worker"],
-    help: "Seconds a GPU worker spent proving partitions; advances while a partition runs.",
-    buckets: &[],
-};
-pub const GPU_IDLE: MetricDef = MetricDef {
-    name: "cuzk_gpu_idle_seconds_total",
-    kind: MetricKind::FloatCounter,
-    unit: "seconds",
-    labels: &["device", "worker", "cause"],
-    help: "Seconds a GPU worker was idle, by cause (no_work, synthesis, budget, paced, handoff). Busy plus idle is wall time.",
-    buckets: &[],
-};
+pub const GPU_BUSY: MetricDef = seconds_counter(
+    "cuzk_gpu_busy_seconds_total",
+    &["device", "worker"],
+    "Seconds a GPU worker spent proving partitions; advances while a partition runs.",
+);
+pub const GPU_IDLE: MetricDef = seconds_counter(
+    "cuzk_gpu_idle_seconds_total",
+    &["device", "worker", "cause"],
+    "Seconds a GPU worker was idle, by cause (no_work, synthesis, budget, paced, handoff). Busy plus idle is wall time.",
+);
 /// Idle gaps: 100 microseconds to 5 minutes.
 const GAP_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 pub const GPU_IDLE_GAP: MetricDef = MetricDef {
-    name: "cuzk_gpu_idle_gap_seconds",
-    kind: MetricKind::Histogram,
-    unit: "seconds",
-    labels: &["device", "worker"],
-    help: "Length of each idle interval of a GPU worker, from the end of one span (or start-up) to the start of the next.",
     buckets: GAP_BUCKETS,
+    ..histogram(
+        "cuzk_gpu_idle_gap_seconds",
+        &["device", "worker"],
+        "Length of each idle interval of a GPU worker, from the end of one span (or start-up) to the start of the next.",
+    )
 };
-pub const GPU_KERNEL_ACTIVE: MetricDef = MetricDef {
-    name: "cuzk_gpu_kernel_active_seconds_total",
-    kind: MetricKind::FloatCounter,
-    unit: "seconds",
-    labels: &["device"],
-    help: "Seconds a device had kernels of some partition running: the union over its workers' calls, from the CUDA engine's events (the sim backend: its simulated device time; 0 on the CPU backend, which has no device). Its rate is the device's kernel-active fraction.",
-    buckets: &[],
-};
+pub const GPU_KERNEL_ACTIVE: MetricDef = seconds_counter(
+    "cuzk_gpu_kernel_active_seconds_total",
+    &["device"],
+    "Seconds a device had kernels of some partition running: the union over its workers' calls, from the CUDA engine's events (the sim backend: its simulated device time; 0 on the CPU backend, which has no device). Its rate is the device's kernel-active fraction.",
+);
 pub const GPU_UTILIZATION: MetricDef = gauge(
     "cuzk_gpu_utilization_ratio",
     "ratio",
@@ -62,8 +53,11 @@ pub const GPU_WORKER_STATE: MetricDef = gauge(
     "1 for the state a GPU worker is in now (proving, or idle by cause: no_work, synthesis, budget, paced, handoff), 0 for the others.",
 );
 
+/// A GPU worker started proving a partition (logged only).
 pub struct GpuSpanStarted<'a> {
+    /// The worker, in the log line.
     pub worker: WorkerId,
+    /// The partition's `job/index` name.
     pub partition: &'a str,
 }
 
@@ -73,12 +67,17 @@ impl GpuSpanStarted<'_> {
     }
 }
 
+/// A GPU worker finished a partition's span: its phases timed.
 pub struct GpuSpanFinished<'a> {
+    /// Device and worker: the histograms' labels.
     pub worker: WorkerId,
+    /// The partition's `job/index` name, for the log line only.
     pub partition: &'a str,
+    /// The span's length, for the log line.
     pub busy: Duration,
     /// Hand-off before the span (see `SpanFinished::waited`).
     pub waited: Duration,
+    /// (phase name, duration) for each phase the backend timed.
     pub phases: &'a [(&'static str, Duration)],
     /// The call's share of its device's kernel-active time
     /// (`Started::device_active`).
@@ -113,8 +112,11 @@ impl GpuSpanFinished<'_> {
 
 /// Time of one GPU worker accounted to what it was doing.
 pub struct WorkerTimeAccounted {
+    /// Device and worker: the counters' labels.
     pub worker: WorkerId,
+    /// Proving (busy) or idle by cause: which counter advances.
     pub activity: Activity,
+    /// How far it advances.
     pub elapsed: Duration,
 }
 
@@ -156,7 +158,9 @@ fn worker_state(worker: WorkerId, activity: Activity, value: f64) {
 /// A GPU worker exists: every series it feeds starts at zero, so that rates
 /// and dashboards have data before the first partition.
 pub struct WorkerRegistered {
+    /// Whose series start at zero.
     pub worker: WorkerId,
+    /// The state it starts in: 1 in the state gauge.
     pub activity: Activity,
 }
 
@@ -184,8 +188,11 @@ impl WorkerRegistered {
 
 /// A GPU worker went from one state to another (idle causes included).
 pub struct WorkerStateChanged {
+    /// Device and worker: the state gauge's labels.
     pub worker: WorkerId,
+    /// The state left: set to 0.
     pub from: Activity,
+    /// The state entered: set to 1.
     pub to: Activity,
 }
 
@@ -199,7 +206,9 @@ impl WorkerStateChanged {
 
 /// An idle interval of a GPU worker ended with the start of a span.
 pub struct IdleGapEnded {
+    /// Device and worker: the histogram's labels.
     pub worker: WorkerId,
+    /// The idle interval's length: the observation (logged when over 1 s).
     pub gap: Duration,
 }
 
@@ -214,8 +223,11 @@ impl IdleGapEnded {
     }
 }
 
+/// A GPU worker's busy fraction over the monitor's last 60 seconds.
 pub struct WorkerUtilization {
+    /// Device and worker: the gauge's labels.
     pub worker: WorkerId,
+    /// Busy time over wall time, 0 to 1.
     pub ratio: f64,
 }
 

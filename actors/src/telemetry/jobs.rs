@@ -62,11 +62,17 @@ pub(super) fn start_at_zero() {
     }
 }
 
+/// A job was accepted (by the tracker, or by a fleet node's database).
 pub struct JobSubmitted<'a> {
+    /// Its id, for the log line only (never a label).
     pub job: &'a str,
+    /// Who submitted it, for the log line.
     pub tenant: &'a str,
+    /// The shape it proves, for the log line.
     pub circuit_id: &'a str,
+    /// How many partitions it has, for the log line.
     pub partitions: u32,
+    /// The counter's label.
     pub priority: Priority,
 }
 
@@ -84,10 +90,15 @@ impl JobSubmitted<'_> {
     }
 }
 
+/// A job reached its final state.
 pub struct JobFinished<'a> {
+    /// Its id, for the log line only.
     pub job: &'a str,
+    /// Done, failed or cancelled: the counter's and histogram's label.
     pub outcome: Stage,
+    /// From submission to the final state: the histogram's observation.
     pub elapsed: Duration,
+    /// Why it failed, if it did: logged as a warning.
     pub error: Option<&'a str>,
 }
 
@@ -113,9 +124,13 @@ impl JobFinished<'_> {
     }
 }
 
+/// A job ended after its deadline.
 pub struct DeadlineMissed<'a> {
+    /// Its id, for the log line only.
     pub job: &'a str,
+    /// The counter's label: missed deadlines matter by priority.
     pub priority: Priority,
+    /// How it ended, for the log line.
     pub outcome: Stage,
 }
 
@@ -126,8 +141,11 @@ impl DeadlineMissed<'_> {
     }
 }
 
+/// A partition reached its final state.
 pub struct PartitionFinished<'a> {
+    /// Its `job/index` name, for the log line only.
     pub partition: &'a str,
+    /// Done, failed or cancelled: the counter's label.
     pub outcome: Stage,
     /// (stage name, duration) for the stages the partition went through.
     pub stages: &'a [(&'static str, Duration)],
@@ -152,9 +170,13 @@ impl PartitionFinished<'_> {
 
 /// A partition failed an attempt and goes back to the synthesis queue.
 pub struct PartitionRetried<'a> {
+    /// Its `job/index` name, for the log line only.
     pub partition: &'a str,
+    /// The stage whose attempt failed: the counter's label.
     pub stage: Stage,
+    /// Which attempt failed (1 for the first), for the log line.
     pub attempt: u32,
+    /// Why it failed, logged with the retry.
     pub error: &'a str,
 }
 

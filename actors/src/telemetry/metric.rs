@@ -2,6 +2,7 @@
 //! in (the scheduler's here, the daemon's in its own crate), and the
 //! constructors and default buckets both parts declare their metrics with.
 
+/// How a metric is recorded and which Prometheus type it is exported as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetricKind {
     Counter,
@@ -24,14 +25,21 @@ impl MetricKind {
     }
 }
 
-/// `Copy`, so that the daemon can join the catalogue's parts into one
-/// array at compile time.
+/// One metric of the catalogue: everything docs/metrics.md's table shows
+/// of it, and the buckets the exporter is set up with. `Copy`, so that the
+/// daemon can join the catalogue's parts into one array at compile time.
 #[derive(Clone, Copy, Debug)]
 pub struct MetricDef {
+    /// The exported name; emit sites record under it.
     pub name: &'static str,
+    /// How it is recorded, and so its Prometheus type.
     pub kind: MetricKind,
+    /// What one unit of its value is (docs' table; Prometheus' naming
+    /// rules are checked against it).
     pub unit: &'static str,
+    /// Its label names, in the order docs list them.
     pub labels: &'static [&'static str],
+    /// The `# HELP` text, also docs' description.
     pub help: &'static str,
     /// Upper bounds of histogram buckets (empty for other kinds).
     pub buckets: &'static [f64],
@@ -43,20 +51,33 @@ const DURATION_BUCKETS: &[f64] = &[
     120.0, 300.0, 600.0,
 ];
 
+/// A metric of a kind without buckets.
+const fn unbucketed(
+    kind: MetricKind,
+    name: &'static str,
+    unit: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricDef {
+    MetricDef { name, kind, unit, labels, help, buckets: &[] }
+}
+
 pub const fn counter(
     name: &'static str,
     unit: &'static str,
     labels: &'static [&'static str],
     help: &'static str,
 ) -> MetricDef {
-    MetricDef {
-        name,
-        kind: MetricKind::Counter,
-        unit,
-        labels,
-        help,
-        buckets: &[],
-    }
+    unbucketed(MetricKind::Counter, name, unit, labels, help)
+}
+
+/// A counter of seconds in fractions ([`MetricKind::FloatCounter`]).
+pub const fn seconds_counter(
+    name: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> MetricDef {
+    unbucketed(MetricKind::FloatCounter, name, "seconds", labels, help)
 }
 
 pub const fn gauge(
@@ -65,16 +86,11 @@ pub const fn gauge(
     labels: &'static [&'static str],
     help: &'static str,
 ) -> MetricDef {
-    MetricDef {
-        name,
-        kind: MetricKind::Gauge,
-        unit,
-        labels,
-        help,
-        buckets: &[],
-    }
+    unbucketed(MetricKind::Gauge, name, unit, labels, help)
 }
 
+/// A histogram of seconds, bucketed from 1 ms to 10 minutes; a metric with
+/// other buckets replaces them (`MetricDef { buckets, ..histogram(...) }`).
 pub const fn histogram(
     name: &'static str,
     labels: &'static [&'static str],

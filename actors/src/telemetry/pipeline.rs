@@ -82,10 +82,15 @@ pub(super) fn start_at_zero() {
 /// Depth of the queues and the number of partitions in progress, as the
 /// dispatcher sees them.
 pub struct QueueDepths {
+    /// Partitions waiting for a synthesis slot.
     pub synthesis: usize,
+    /// Partitions waiting for memory from the budget.
     pub budget: usize,
+    /// Synthesized partitions waiting for a GPU worker.
     pub gpu: usize,
+    /// Partitions being synthesized now.
     pub synthesizing: usize,
+    /// Partitions on a GPU worker now.
     pub proving: usize,
 }
 
@@ -100,7 +105,9 @@ impl QueueDepths {
     }
 }
 
+/// Partitions the finalizers are working on.
 pub struct FinalizerLoad {
+    /// How many, after a finalizer took or finished one.
     pub active: usize,
 }
 
@@ -110,9 +117,13 @@ impl FinalizerLoad {
     }
 }
 
+/// The memory budget after a reservation or release.
 pub struct BudgetChanged {
+    /// Bytes reserved now.
     pub used: u64,
+    /// Bytes the backend holds across partitions (keys, matrices).
     pub resident: u64,
+    /// The budget's size.
     pub limit: u64,
 }
 
@@ -124,11 +135,18 @@ impl BudgetChanged {
     }
 }
 
+/// The pacer's state after it recomputed its interval.
 pub struct PacerUpdated {
+    /// The interval it keeps between starts of syntheses.
     pub interval: Duration,
+    /// Its EMA of GPU busy seconds per partition (its feed-forward).
     pub ema_gpu: f64,
+    /// Its accumulated buffer error.
     pub integral: f64,
+    /// Synthesized partitions it aims to keep waiting for the GPUs.
     pub target: usize,
+    /// Whether it bootstraps (no GPU completion yet, or the pipeline ran
+    /// empty).
     pub bootstrapping: bool,
 }
 
@@ -151,7 +169,10 @@ impl PacerUpdated {
 
 /// A stage actor panicked in a stage body and is being restarted.
 pub struct ActorRestarted<'a> {
+    /// Which kind of stage actor (synthesis, gpu_worker, finalizer): the
+    /// counter's label.
     pub actor: &'static str,
+    /// The panic's message, logged as an error.
     pub error: &'a str,
 }
 
