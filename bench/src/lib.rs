@@ -2,12 +2,14 @@
 //! scheduler keeps every GPU, measured on a daemon started in-process) and
 //! `gpu` (the CUDA kernels against the CPU engine), `filecoin` (Filecoin
 //! jobs over HTTP against filecoin-proofs-api's own prover), `synthesis`
-//! (the synthesis stage alone against bellperson's) and `shape` (the real
-//! counts of Filecoin's circuits at any sector size).
+//! (the synthesis stage alone against bellperson's), `shape` (the real
+//! counts of Filecoin's circuits at any sector size) and `key` (a timing-only
+//! key of such a shape).
 
 pub mod filecoin;
 pub mod fleet;
 pub mod gpu;
+pub mod key;
 pub mod scheduler;
 pub mod shape;
 pub mod synthesis;
