@@ -601,32 +601,33 @@ fn the_graph_sees_use_trees_and_inline_paths() {
             .map(|m| m.to_string())
             .collect::<BTreeSet<String>>()
     };
-    assert_eq!(
-        targets("a"),
-        set(&[]),
-        "comments and a parent's bare paths to its children are no edge"
-    );
-    assert_eq!(
-        targets("a::inner"),
-        set(&["b"]),
-        "a nested super in a use tree"
-    );
-    assert_eq!(
-        targets("b"),
-        set(&["c"]),
-        "an inline crate path, not one in a block comment"
-    );
-    assert_eq!(
-        targets("c"),
-        set(&["a::inner"]),
-        "an inline super path after a string with //"
-    );
-    assert_eq!(
-        targets("d"),
-        set(&["e"]),
-        "super and self in an inline module name the file's own module"
-    );
-    assert_eq!(targets("e"), set(&[]));
+    let expected: [(&str, &[&str], &str); 6] = [
+        (
+            "a",
+            &[],
+            "comments and a parent's bare paths to its children are no edge",
+        ),
+        ("a::inner", &["b"], "a nested super in a use tree"),
+        (
+            "b",
+            &["c"],
+            "an inline crate path, not one in a block comment",
+        ),
+        (
+            "c",
+            &["a::inner"],
+            "an inline super path after a string with //",
+        ),
+        (
+            "d",
+            &["e"],
+            "super and self in an inline module name the file's own module",
+        ),
+        ("e", &[], "pub(super) and self::item name no other module"),
+    ];
+    for (module, edges, why) in expected {
+        assert_eq!(targets(module), set(edges), "{module}: {why}");
+    }
     assert_eq!(graph["c"]["a::inner"], "super::a::inner::g");
     let circle = set(&["a::inner", "b", "c"]);
     assert_eq!(circles(&graph), vec![circle.clone()]);
