@@ -15,9 +15,9 @@ use cuzk_kernels::circuits::CircuitRegistry;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use crate::auth::{AuthConfig, Gate, Gates};
+use crate::auth::{AuthConfig, AuthError, Gate, Gates};
 use crate::backend::{Device, ProofJob, ProvingBackend};
-use crate::config::{BackendKind, Config};
+use crate::config::{BackendKind, Config, ConfigError};
 use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::fleet::Fleet;
@@ -25,18 +25,27 @@ use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
 use crate::tenants::SubmitRates;
+use crate::tls::TlsError;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
-/// what a caller acts on: fix the configuration, free the address, look at
-/// the data directory or the devices.
+/// what a caller acts on: fix the configuration (tokens, TLS files, other
+/// settings), free the address, look at the data directory or the devices.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    /// Refused before anything starts: tokens, the loopback rule, TLS files.
-    #[error("{0}")]
-    Refused(String),
+    /// Tokens or tenants refused, or the loopback rule, before anything
+    /// starts.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The TLS settings or files refused, before anything starts.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// Another setting refused (the fleet node's name or lease), before
+    /// anything starts.
+    #[error(transparent)]
+    Settings(#[from] ConfigError),
     /// No backend: a device missing, CUDA not built in, a bad simulation.
-    #[error("{0}")]
-    Backend(String),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     /// The data directory (the key store, the redb job store) cannot be
     /// opened or read, or the job store's database cannot be reached.
     #[error("{0}")]
@@ -44,6 +53,9 @@ pub enum ServerError {
     /// The job store opened but its records cannot be read back.
     #[error("job store: {0}")]
     JobStore(#[from] cuzk_actors::store::StoreError),
+    /// Stored jobs cannot be handed back to the scheduler.
+    #[error("{0}")]
+    Restore(String),
     /// An address cannot be listened on.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -52,9 +64,48 @@ pub enum ServerError {
         address: String,
         source: std::io::Error,
     },
-    /// The daemon's own threads, its signal handling, or the server failed.
+    /// The server bound its listener but reports no address for it.
+    #[error("the server bound no address")]
+    NoAddress,
+    /// The signal named cannot be handled, so the daemon could not be
+    /// stopped gracefully (or its tokens reloaded).
+    #[error("cannot handle {signal}: {source}")]
+    Signal { signal: &'static str, source: std::io::Error },
+    /// The daemon's thread cannot be started.
+    #[error("cannot start the daemon thread: {0}")]
+    Thread(std::io::Error),
+    /// The daemon's thread ended before it listened.
+    #[error("the daemon thread died while starting")]
+    DiedStarting,
+    /// The daemon's thread panicked.
+    #[error("the daemon thread panicked")]
+    Panicked,
+    /// The HTTP server stopped with an error.
     #[error("{0}")]
-    Runtime(String),
+    Serve(std::io::Error),
+}
+
+/// Why no proving backend could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// An engine could not start on its device.
+    #[error("{0}")]
+    Engine(#[from] cuzk_kernels::KernelError),
+    /// `backend = "cuda"` on a host where none is found.
+    #[error("backend = \"cuda\" but no CUDA device was found")]
+    NoCudaDevice,
+    /// A device of `cuda.devices` that is not there.
+    #[error("CUDA device {0} does not exist")]
+    NoSuchDevice(usize),
+    /// `backend = "cuda"` in a build without the `cuda` feature.
+    #[error("this cuzk was built without CUDA support; rebuild with --features cuda")]
+    NoCudaSupport,
+    /// A `[cuda]` setting out of its range.
+    #[error(transparent)]
+    Settings(#[from] ConfigError),
+    /// `[sim]` names no profile, or one of its values is out of range.
+    #[error("{0}")]
+    Simulation(String),
 }
 
 /// The process-wide Prometheus recorder, installed once with the catalogue's
@@ -93,7 +144,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 fn backend(
     config: &Config,
     store: Arc<CircuitStore>,
-) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
+) -> Result<(Arc<dyn Backend>, ReservationRule), BackendError> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
         let rule = job_input::proving_reservation(config.proving.filecoin_evaluation);
@@ -103,7 +154,7 @@ fn backend(
         BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
         BackendKind::Cuda => Ok(proving(cuda_devices(config)?)),
         BackendKind::Sim => {
-            let sim = SimBackend::from_config(&config.sim)?;
+            let sim = SimBackend::from_config(&config.sim).map_err(BackendError::Simulation)?;
             let reservation = sim.profile().reservation;
             log::warn!(
                 "simulated backend ({}): proofs are not real",
@@ -114,14 +165,14 @@ fn backend(
     }
 }
 
-fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
+fn cpu_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
     let threads = match config.cpu.threads_per_device {
         0 => crate::config::available_cores(),
         n => n,
     };
     (0..config.cpu.devices.max(1))
         .map(|i| {
-            let engine = cuzk_kernels::cpu::CpuEngine::new(threads).map_err(|e| e.to_string())?;
+            let engine = cuzk_kernels::cpu::CpuEngine::new(threads)?;
             Ok(Device {
                 name: format!("cpu{i}"),
                 engine: Arc::new(engine),
@@ -131,18 +182,18 @@ fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
 }
 
 #[cfg(feature = "cuda")]
-fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
+fn cuda_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
     use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
     let (resident_budget, pinned_budget) = config.cuda.budgets()?;
     let (pass_partitions, pass_wait) = config.cuda.passes()?;
-    let detected = detect_devices().map_err(|e| e.to_string())?;
+    let detected = detect_devices()?;
     let ordinals: Vec<usize> = if config.cuda.devices.is_empty() {
         detected.iter().map(|d| d.ordinal).collect()
     } else {
         config.cuda.devices.clone()
     };
     if ordinals.is_empty() {
-        return Err("backend = \"cuda\" but no CUDA device was found".into());
+        return Err(BackendError::NoCudaDevice);
     }
     let defaults = CudaOptions::default();
     let options = CudaOptions {
@@ -159,8 +210,8 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
             let info = detected
                 .iter()
                 .find(|d| d.ordinal == ordinal)
-                .ok_or_else(|| format!("CUDA device {ordinal} does not exist"))?;
-            let engine = CudaEngine::new(ordinal, options.clone()).map_err(|e| e.to_string())?;
+                .ok_or(BackendError::NoSuchDevice(ordinal))?;
+            let engine = CudaEngine::new(ordinal, options.clone())?;
             Ok(Device {
                 name: format!("cuda{ordinal} {}", info.name),
                 engine: Arc::new(engine),
@@ -170,8 +221,8 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_devices(_: &Config) -> Result<Vec<Device>, String> {
-    Err("this cuzk was built without CUDA support; rebuild with --features cuda".into())
+fn cuda_devices(_: &Config) -> Result<Vec<Device>, BackendError> {
+    Err(BackendError::NoCudaSupport)
 }
 
 /// A daemon running in its own actix system thread (tests, embedding).
@@ -212,10 +263,7 @@ impl RunningDaemon {
     /// Waits until the daemon has exited.
     pub fn wait(mut self) -> Result<(), ServerError> {
         let thread = self.thread.take().expect("joined only here and on drop");
-        thread
-            .join()
-            .map_err(|_| ServerError::Runtime("the daemon thread panicked".into()))?
-            .map_err(|e| ServerError::Runtime(e.to_string()))
+        thread.join().map_err(|_| ServerError::Panicked)?.map_err(ServerError::Serve)
     }
 
     fn shutdown(&mut self) {
@@ -284,8 +332,8 @@ impl Daemon {
 fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, ServerError> {
     // Refusals (no tokens off loopback, unreadable TLS files) come before
     // anything starts.
-    let mut gate = Gate::new(&mut config.auth, &config.listen).map_err(ServerError::Refused)?;
-    let tls = crate::tls::server_config(&config.tls).map_err(ServerError::Refused)?;
+    let mut gate = Gate::new(&mut config.auth, &config.listen)?;
+    let tls = crate::tls::server_config(&config.tls)?;
     let metrics_listener = match &config.metrics_listen {
         Some(listen) => {
             let not_listening = |source| ServerError::Listen {
@@ -305,7 +353,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     // A PostgreSQL store makes this daemon a node of the fleet on it, whose
     // nodes share the built-in circuits' keys through it.
     let node = match &config.store.url {
-        Some(_) => Some(config.fleet.node_name().map_err(ServerError::Refused)?),
+        Some(_) => Some(config.fleet.node_name()?),
         None => None,
     };
     let fleet_store = config.store.url.as_ref().zip(node.as_deref());
@@ -319,7 +367,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         None => CircuitStore::open(&config.data_dir),
     };
     let store = Arc::new(keys.map_err(ServerError::Storage)?);
-    let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
+    let (backend, reservation) = backend(&config, store.clone())?;
     let jobs = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
     // A fleet node restores nothing: jobs stay in the database, and its
     // partitions come as claims.
@@ -366,7 +414,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         }),
     });
     let recovering = crate::restore::start(&system, parser.clone(), jobs.clone(), stored)
-        .map_err(ServerError::Runtime)?;
+        .map_err(ServerError::Restore)?;
     let fleet = match (fleet_store, load) {
         (Some((url, node)), Some(load)) => Some(
             Fleet::start(&config, url, node.to_string(), &system, parser.clone(), jobs.clone(), load, intake.clone())
@@ -433,10 +481,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         None => server.bind(&config.listen),
     }
     .map_err(listen_error)?;
-    let addr = *server
-        .addrs()
-        .first()
-        .ok_or_else(|| ServerError::Runtime("the server bound no address".into()))?;
+    let addr = *server.addrs().first().ok_or(ServerError::NoAddress)?;
     let metrics_addr = metrics_listener.as_ref().map(|(_, addr)| *addr);
     let server = match metrics_listener {
         Some((listener, addr)) => server.listen(listener).map_err(|source| ServerError::Listen {
@@ -468,22 +513,33 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
         let daemon = build(config, registry)?;
         let (stop, stop_requests) = unbounded_channel();
         shutdown::forward_signals(stop, daemon.grace, daemon.intake.clone())
-            .map_err(|e| ServerError::Runtime(format!("cannot handle signals: {e}")))?;
+            .map_err(|source| ServerError::Signal { signal: "signals", source })?;
         let (auth, listen) = daemon.reload.clone();
         reload_tokens_on_sighup(daemon.gates.clone(), auth, listen)
-            .map_err(|e| ServerError::Runtime(format!("cannot handle SIGHUP: {e}")))?;
+            .map_err(|source| ServerError::Signal { signal: "SIGHUP", source })?;
         let scheme = if daemon.bound.tls { "https" } else { "http" };
         log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
         if let Some(addr) = daemon.bound.metrics_addr {
             log::info!("metrics on http://{addr}/metrics");
         }
-        daemon
-            .run(stop_requests)
-            .await
-            .map_err(|e| ServerError::Runtime(e.to_string()))?;
+        daemon.run(stop_requests).await.map_err(ServerError::Serve)?;
         log::info!("cuzk stopped");
         Ok(())
     })
+}
+
+/// Why a reload on SIGHUP left the old gate in force.
+#[derive(Debug, thiserror::Error)]
+enum ReloadError {
+    /// The config file, whose `[auth]` is read again.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The tokens or tenants read.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The thread that reads the files.
+    #[error("the reload thread failed: {0}")]
+    Thread(#[from] actix_rt::task::JoinError),
 }
 
 /// On each SIGHUP, reads the tokens and tenants again (the config file's
@@ -504,16 +560,16 @@ fn reload_tokens_on_sighup(gates: web::Data<Gates>, auth: AuthConfig, listen: St
                 };
                 (auth.sources, auth.insecure) = (sources, insecure);
                 auth.add_source_tokens()?;
-                Ok::<_, String>(auth)
+                Ok::<_, ReloadError>(auth)
             })
             .await
-            .unwrap_or_else(|e| Err(format!("the reload thread failed: {e}")));
-            match reread.and_then(|mut auth| gates.replace(&mut auth, &listen)) {
+            .unwrap_or_else(|e| Err(e.into()));
+            match reread.and_then(|mut auth| Ok(gates.replace(&mut auth, &listen)?)) {
                 Ok(gate) => {
                     TenantsConfigured { tenants: &gate.tenant_names() }.emit();
                     TokensReloaded { outcome: Ok(gate.token_count()) }.emit();
                 }
-                Err(error) => TokensReloaded { outcome: Err(&error) }.emit(),
+                Err(error) => TokensReloaded { outcome: Err(&error.to_string()) }.emit(),
             }
         }
     });
@@ -545,10 +601,8 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 }
             })
         })
-        .map_err(|e| ServerError::Runtime(format!("cannot start the daemon thread: {e}")))?;
-    let (bound, system, grace, intake) = rx.recv().map_err(|_| {
-        ServerError::Runtime("the daemon thread died while starting".into())
-    })??;
+        .map_err(ServerError::Thread)?;
+    let (bound, system, grace, intake) = rx.recv().map_err(|_| ServerError::DiedStarting)??;
     Ok(RunningDaemon {
         addr: bound.addr,
         metrics_addr: bound.metrics_addr,

@@ -14,7 +14,6 @@ mod restore;
 mod views;
 
 use std::collections::HashMap;
-use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -26,10 +25,10 @@ use crate::messages::{
     SpanReport,
 };
 use crate::error::ErrorKind;
-use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Reservation, Stage, Tenant, WorkerId, STAGES};
-use crate::store::{FleetLoad, JobOutcome, JobRecord, JobStore, Persistence, StoreWrite};
+use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
+use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
-use crate::time::{from_unix_ms, unix_ms};
+use crate::time::unix_ms;
 
 pub const MAILBOX_CAPACITY: usize = 4096;
 
@@ -310,13 +309,13 @@ impl Tracker {
             error: job.error.clone(),
             finished_unix_ms: unix_ms(SystemTime::now()),
         };
-        if job.spec.deadline.is_some_and(|deadline| now > deadline) {
+        if job.spec.submitted.deadline.is_some_and(|deadline| now > deadline) {
             telemetry::DeadlineMissed { job: &id.0, priority: job.spec.priority, outcome: final_stage }.emit();
         }
         telemetry::JobFinished {
             job: &id.0,
             outcome: final_stage,
-            elapsed: now - job.spec.submitted,
+            elapsed: now - job.spec.submitted.at,
             error: job.error.as_deref(),
         }
         .emit();
@@ -383,23 +382,6 @@ impl Tracker {
             }
         });
     }
-}
-
-/// A stored job's spec with its work rebuilt from the recorded request: on
-/// restore, and when a fleet node claims the job's partitions.
-fn recorded_spec(record: &JobRecord, reservation: Reservation, work: Arc<dyn Any + Send + Sync>) -> Arc<JobSpec> {
-    Arc::new(JobSpec::new(
-        record.id.clone(),
-        record.seq,
-        record.priority,
-        record.partitions,
-        record.circuit.clone(),
-        record.circuit_id.clone(),
-        reservation,
-        work,
-        from_unix_ms(record.submitted_unix_ms),
-        record.deadline_ms.map(Duration::from_millis),
-    ))
 }
 
 fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage) {

@@ -35,7 +35,7 @@ impl JobState {
             .collect();
         let mut timings_ms = BTreeMap::new();
         let end = self.finished.map(|(_, at)| at).unwrap_or_else(Instant::now);
-        timings_ms.insert("total", ms(end - self.spec.submitted));
+        timings_ms.insert("total", ms(end - self.spec.submitted.at));
         for view in &partitions {
             for (name, value) in &view.timings_ms {
                 if *name != "total" {
@@ -50,8 +50,8 @@ impl JobState {
             circuit: self.spec.circuit.clone(),
             circuit_id: self.spec.circuit_id.clone(),
             priority: self.spec.priority,
-            submitted_at_ms: unix_ms(self.spec.submitted_wall),
-            deadline_missed: self.spec.deadline.map(|deadline| end > deadline),
+            submitted_at_ms: unix_ms(self.spec.submitted.wall),
+            deadline_missed: self.spec.submitted.deadline.map(|deadline| end > deadline),
             partitions,
             error: self.error.clone(),
             timings_ms,
