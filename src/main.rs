@@ -137,9 +137,9 @@ enum Command {
         /// The proofs document written by `submit` (or fetched from /proofs);
         /// with --kind, the proof bytes.
         proofs: PathBuf,
-        /// A Filecoin kind: verify without the daemon.
+        /// A Filecoin kind (porep-c2 or porep, ...): verify without the daemon.
         #[arg(long)]
-        kind: Option<String>,
+        kind: Option<cuzk_filecoin::Kind>,
         /// porep-c2: the commit-phase-1 output the proof was made from.
         #[arg(long, requires_all = ["kind", "prover_id", "sector_id"])]
         c1: Option<PathBuf>,
@@ -171,7 +171,8 @@ enum ParamsCommand {
         /// Sector size: 2KiB, 8MiB, 512MiB, 32GiB, 64GiB (or bytes).
         #[arg(long, value_parser = cuzk_filecoin::parse_sector_size)]
         sector_size: u64,
-        /// Circuits, comma-separated: porep, winning, window, snap.
+        /// Circuits, comma-separated: porep, winning, window, snap (or
+        /// their API names, porep-c2 ...).
         #[arg(long, value_delimiter = ',', default_value = "porep,winning,window,snap")]
         kinds: Vec<cuzk_filecoin::Kind>,
         /// Directory to write into (filecoin-proofs reads it as
@@ -401,12 +402,13 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             ..
         } => {
             let proof = std::fs::read(&proofs).map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
-            let public = filecoin_input(&kind, c1, prover_id, sector_id, input)?;
-            if cuzk::filecoin::verify(&kind, &public, &proof)? {
-                println!("valid: filecoin-proofs-api's verifier accepts the {kind} proof");
+            let name = kind.api_name();
+            let public = filecoin_input(name, c1, prover_id, sector_id, input)?;
+            if cuzk::filecoin::verify(kind, &public, &proof).map_err(|e| e.to_string())? {
+                println!("valid: filecoin-proofs-api's verifier accepts the {name} proof");
                 Ok(())
             } else {
-                Err(format!("INVALID: filecoin-proofs-api's verifier rejects the {kind} proof"))
+                Err(format!("INVALID: filecoin-proofs-api's verifier rejects the {name} proof"))
             }
         }
         Command::Verify {
@@ -448,7 +450,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             let files = cuzk_filecoin::generate(sector_size, &kinds, &out, force)
                 .map_err(|e| e.to_string())?;
             for file in files {
-                println!("{} {} bytes {} (TEST-ONLY)", file.kind, file.bytes, file.path.display());
+                println!("{} {} bytes {} (TEST-ONLY)", file.kind.cli_name(), file.bytes, file.path.display());
             }
             Ok(())
         }
