@@ -103,7 +103,7 @@ fn backend(
         BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
         BackendKind::Cuda => Ok(proving(cuda_devices(config)?)),
         BackendKind::Sim => {
-            let sim = SimBackend::from_config(&config.sim)?;
+            let sim = SimBackend::from_config(&config.sim).map_err(|e| e.to_string())?;
             let reservation = sim.profile().reservation;
             log::warn!(
                 "simulated backend ({}): proofs are not real",
