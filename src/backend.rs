@@ -48,14 +48,18 @@ pub enum PartitionWitness {
     Inputs(Arc<str>),
 }
 
+/// A job's stored inputs that no longer parse (they were JSON when the job
+/// was accepted, so only a damaged record gives this).
+#[derive(Debug, thiserror::Error)]
+#[error("stored inputs are not JSON: {0}")]
+pub struct StoredInputsError(#[from] serde_json::Error);
+
 impl PartitionWitness {
     /// The source the family builds an instance from.
-    pub fn source(&self) -> Result<WitnessSource, String> {
+    pub fn source(&self) -> Result<WitnessSource, StoredInputsError> {
         match self {
             PartitionWitness::Seed(seed) => Ok(WitnessSource::Seed(*seed)),
-            PartitionWitness::Inputs(text) => serde_json::from_str(text)
-                .map(WitnessSource::Inputs)
-                .map_err(|e| format!("stored inputs are not JSON: {e}")),
+            PartitionWitness::Inputs(text) => Ok(WitnessSource::Inputs(serde_json::from_str(text)?)),
         }
     }
 }

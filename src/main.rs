@@ -138,9 +138,9 @@ enum Command {
         /// The proofs document written by `submit` (or fetched from /proofs);
         /// with --kind, the proof bytes.
         proofs: PathBuf,
-        /// A Filecoin kind: verify without the daemon.
+        /// A Filecoin kind (porep-c2 or porep, ...): verify without the daemon.
         #[arg(long)]
-        kind: Option<String>,
+        kind: Option<cuzk_filecoin::Kind>,
         /// porep-c2: the commit-phase-1 output the proof was made from.
         #[arg(long, requires_all = ["kind", "prover_id", "sector_id"])]
         c1: Option<PathBuf>,
@@ -172,7 +172,8 @@ enum ParamsCommand {
         /// Sector size: 2KiB, 8MiB, 512MiB, 32GiB, 64GiB (or bytes).
         #[arg(long, value_parser = cuzk_filecoin::parse_sector_size)]
         sector_size: u64,
-        /// Circuits, comma-separated: porep, winning, window, snap.
+        /// Circuits, comma-separated: porep, winning, window, snap (or
+        /// their API names, porep-c2 ...).
         #[arg(long, value_delimiter = ',', default_value = "porep,winning,window,snap")]
         kinds: Vec<cuzk_filecoin::Kind>,
         /// Directory to write into (filecoin-proofs reads it as
@@ -220,11 +221,11 @@ enum CliError {
     #[error("the daemon's proof is not hex: {0}")]
     ProofNotHex(hex::FromHexError),
     /// A Filecoin proof that could not be checked.
-    #[error("{0}")]
-    Filecoin(String),
+    #[error(transparent)]
+    Filecoin(#[from] cuzk::filecoin::InputError),
     /// filecoin-proofs-api's verifier rejects the proof.
     #[error("INVALID: filecoin-proofs-api's verifier rejects the {kind} proof")]
-    FilecoinRejected { kind: String },
+    FilecoinRejected { kind: &'static str },
     /// Proofs of a document that the served key rejects.
     #[error("{invalid} of {total} proofs are invalid")]
     InvalidProofs { invalid: usize, total: usize },
@@ -450,12 +451,13 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), CliError> {
             ..
         } => {
             let proof = std::fs::read(&proofs).map_err(|source| CliError::Read { path: proofs, source })?;
-            let public = filecoin_input(&kind, c1, prover_id, sector_id, input)?;
-            if cuzk::filecoin::verify(&kind, &public, &proof).map_err(CliError::Filecoin)? {
-                println!("valid: filecoin-proofs-api's verifier accepts the {kind} proof");
+            let name = kind.api_name();
+            let public = filecoin_input(name, c1, prover_id, sector_id, input)?;
+            if cuzk::filecoin::verify(kind, &public, &proof)? {
+                println!("valid: filecoin-proofs-api's verifier accepts the {name} proof");
                 Ok(())
             } else {
-                Err(CliError::FilecoinRejected { kind })
+                Err(CliError::FilecoinRejected { kind: name })
             }
         }
         Command::Verify {
@@ -492,7 +494,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), CliError> {
         } => {
             let files = cuzk_filecoin::generate(sector_size, &kinds, &out, force)?;
             for file in files {
-                println!("{} {} bytes {} (TEST-ONLY)", file.kind, file.bytes, file.path.display());
+                println!("{} {} bytes {} (TEST-ONLY)", file.kind.cli_name(), file.bytes, file.path.display());
             }
             Ok(())
         }

@@ -104,8 +104,8 @@ pub enum BackendError {
     #[error(transparent)]
     Settings(#[from] ConfigError),
     /// `[sim]` names no profile, or one of its values is out of range.
-    #[error("{0}")]
-    Simulation(String),
+    #[error(transparent)]
+    Simulation(#[from] crate::sim::SimError),
 }
 
 /// The process-wide Prometheus recorder, installed once with the catalogue's

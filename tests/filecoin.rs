@@ -101,10 +101,10 @@ fn porep_c2_on(d: &TestDaemon) {
     other[0] ^= 1;
     assert!(!verify(other), "a proof for another seed");
     // What `cuzk verify --kind porep-c2` runs: the job's own input.
-    assert_eq!(cuzk::filecoin::verify("porep-c2", &input, &proof), Ok(true));
+    assert!(cuzk::filecoin::verify(Kind::Porep, &input, &proof).unwrap());
     let mut other_sector = input.clone();
     other_sector["sector_id"] = json!(2);
-    assert_eq!(cuzk::filecoin::verify("porep-c2", &other_sector, &proof), Ok(false));
+    assert!(!cuzk::filecoin::verify(Kind::Porep, &other_sector, &proof).unwrap());
 
     // The file is listed, loaded by the job, and evicted on request.
     let id = Kind::Porep.cache_id(2048).unwrap();
@@ -199,8 +199,11 @@ fn post_on(d: &TestDaemon) {
         "registered_proof": WINDOW, "randomness": hex::encode(r), "prover_id": hex::encode(PROVER_ID),
         "replicas": all.iter().map(|s| json!({ "sector_id": u64::from(s.id), "comm_r": hex::encode(s.p2.comm_r) })).collect::<Vec<_>>(),
     });
-    assert_eq!(cuzk::filecoin::verify("window-post", &public(randomness), &window), Ok(true));
-    assert_eq!(cuzk::filecoin::verify("window-post", &public(other), &window), Ok(false));
+    assert!(cuzk::filecoin::verify(Kind::WindowPost, &public(randomness), &window).unwrap());
+    assert!(!cuzk::filecoin::verify(Kind::WindowPost, &public(other), &window).unwrap());
+    // `--kind winning-post` for a WindowPoSt proof is refused by name.
+    let wrong = cuzk::filecoin::verify(Kind::WinningPost, &public(randomness), &window).unwrap_err();
+    assert!(wrong.to_string().contains("is a window-post proof, not winning-post"), "{wrong}");
 
     // Curio's form: one partition per request (its sectors only).
     let mut single = post_input(WINDOW, randomness, &all[2..]);
@@ -237,9 +240,9 @@ fn snap_on(d: &TestDaemon) {
     // What `cuzk verify --kind snap-prove --input FILE` runs.
     let mut public = input.clone();
     public.as_object_mut().unwrap().remove("vanilla_proofs");
-    assert_eq!(cuzk::filecoin::verify("snap-prove", &public, &proof), Ok(true));
+    assert!(cuzk::filecoin::verify(Kind::EmptySectorUpdate, &public, &proof).unwrap());
     public["comm_d_new"] = json!(hex::encode(up.comm_r_new));
-    assert_eq!(cuzk::filecoin::verify("snap-prove", &public, &proof), Ok(false));
+    assert!(!cuzk::filecoin::verify(Kind::EmptySectorUpdate, &public, &proof).unwrap());
 }
 
 #[test]
@@ -250,8 +253,8 @@ fn bad_filecoin_inputs_are_refused_before_any_partition_runs() {
     let hex32 = hex::encode([1u8; 32]);
     let post = |proof: &str| json!({ "registered_proof": proof, "randomness": hex32, "prover_id": hex32, "vanilla_proofs": [] });
     let cases = [
-        ("winning-post", post("StackedDrgWindow2KiBV1_2"), "the job is WinningPoSt"),
-        ("window-post", post("StackedDrgWinning2KiBV1"), "the job is WindowPoSt"),
+        ("winning-post", post("StackedDrgWindow2KiBV1_2"), "is a window-post proof, not winning-post"),
+        ("window-post", post("StackedDrgWinning2KiBV1"), "is a winning-post proof, not window-post"),
         ("winning-post", post("StackedDrgWinning3KiBV1"), "registered_proof"),
         ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": "00", "prover_id": hex32, "vanilla_proofs": [] }), "randomness must be 32 bytes"),
         ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": ["zz"] }), "vanilla_proofs[0] is not hex"),

@@ -88,7 +88,7 @@ fn filecoin_partition_peak_fits_its_reservation(engine: &CpuEngine) {
         "prover_id": hex::encode(PROVER_ID),
         "vanilla_proofs": vanilla.iter().map(hex::encode).collect::<Vec<_>>(),
     });
-    let job = FilecoinJob::parse("winning-post", &input, fixtures::params_dir()).unwrap();
+    let job = FilecoinJob::parse(Kind::WinningPost, &input, fixtures::params_dir()).unwrap();
     let mut rng = rand::thread_rng();
     for evaluation in [Evaluation::Compiled, Evaluation::Direct] {
         let data = tempfile::tempdir().unwrap();

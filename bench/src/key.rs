@@ -32,7 +32,7 @@ pub struct KeyBenchArgs {
 
 /// Writes each requested key; returns what was written, with sizes and times.
 pub fn run(args: &KeyBenchArgs) -> Result<String, String> {
-    let sector_size = parse_sector_size(&args.sector_size)?;
+    let sector_size = parse_sector_size(&args.sector_size).map_err(|e| e.to_string())?;
     let seed = match &args.seed {
         Some(text) => <[u8; 32]>::try_from(hex::decode(text).map_err(|e| format!("--seed: {e}"))?)
             .map_err(|_| "--seed must be 32 bytes of hex".to_string())?,
@@ -47,13 +47,14 @@ pub fn run(args: &KeyBenchArgs) -> Result<String, String> {
         hex::encode(seed)
     );
     for name in &args.kinds {
-        let kind: Kind = name.parse()?;
+        let kind: Kind = name.parse().map_err(|e: cuzk_filecoin::Error| e.to_string())?;
+        let cli = kind.cli_name();
         let start = Instant::now();
-        let files = write_timing_key(kind, sector_size, &args.out, seed).map_err(|e| format!("{kind}: {e}"))?;
+        let files = write_timing_key(kind, sector_size, &args.out, seed).map_err(|e| format!("{cli}: {e}"))?;
         for file in files {
             report += &format!("{} {} bytes\n", file.path.display(), file.bytes);
         }
-        report += &format!("{kind} {}: {:.1} s\n", args.sector_size, start.elapsed().as_secs_f64());
+        report += &format!("{cli} {}: {:.1} s\n", args.sector_size, start.elapsed().as_secs_f64());
     }
     Ok(report)
 }

@@ -14,17 +14,18 @@ use cuzk::filecoin::FilecoinJob;
 use cuzk::keys::CircuitStore;
 use cuzk_filecoin::fixtures;
 use cuzk_filecoin::record::Evaluation;
+use cuzk_filecoin::Kind;
 use log::{Log, Metadata, Record};
 
-use crate::filecoin::{median, porep_case, snap_case, winning_case, Case};
+use crate::filecoin::{case, median, Case};
 
 /// Arguments of `cuzk-bench synthesis`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct SynthesisBenchArgs {
     /// Kinds to measure: porep (2 KiB PoRep C2), snap (2 KiB SnapDeals) and
-    /// winning (2 KiB WinningPoSt).
-    #[arg(long, value_delimiter = ',', default_values_t = ["porep".to_string(), "snap".to_string()])]
-    pub kinds: Vec<String>,
+    /// winning (2 KiB WinningPoSt), or their API names.
+    #[arg(long, value_delimiter = ',', default_value = "porep,snap")]
+    pub kinds: Vec<Kind>,
     /// Timed runs per side (medians reported); one untimed warm-up each,
     /// which also loads the key and, for compiled evaluation, records the
     /// matrices.
@@ -85,21 +86,15 @@ pub fn run(args: &SynthesisBenchArgs) -> Result<String, String> {
     let mut table = String::from(
         "| job | daemon direct s | daemon compiled s (record + evaluate) | bellperson synthesis s | direct / bellperson | compiled / bellperson | compile once s |\n| --- | --- | --- | --- | --- | --- | --- |\n",
     );
-    for kind in &args.kinds {
-        let case = match kind.as_str() {
-            "porep" => porep_case()?,
-            "snap" => snap_case()?,
-            "winning" => winning_case()?,
-            other => return Err(format!("--kinds takes porep, snap and winning, not {other:?}")),
-        };
-        let circuit = case.body["circuit"].as_str().unwrap_or_default();
-        let job = FilecoinJob::parse(circuit, &case.body["input"], &params)?;
+    for &kind in &args.kinds {
+        let case = case(kind)?;
+        let job = FilecoinJob::parse(kind, &case.body["input"], &params).map_err(|e| e.to_string())?;
         let (direct, _, _) = ours(&job, Evaluation::Direct, args.runs)?;
         let (compiled, split, once) = ours(&job, Evaluation::Compiled, args.runs)?;
         let theirs = bellperson(&case, job.partitions as usize, args.runs)?;
         table += &format!(
             "| {} | {direct:.3} | {compiled:.3} ({split}) | {theirs:.3} | {:.2} | {:.2} | {once:.2} |\n",
-            case.name,
+            kind.api_name(),
             direct / theirs,
             compiled / theirs
         );

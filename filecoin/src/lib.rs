@@ -17,6 +17,7 @@ pub mod porep;
 pub mod post;
 pub mod prepare;
 pub mod record;
+pub mod request;
 pub mod setup;
 pub mod timing_key;
 pub mod update;
@@ -25,5 +26,6 @@ pub mod verify;
 /// filecoin-proofs-api itself, for the request types the daemon reads.
 pub use filecoin_proofs_api as api;
 pub use error::Error;
-pub use kinds::{parse_sector_size, Kind};
+pub use kinds::{parse_sector_size, Kind, Lateness};
+pub use request::ProofRequest;
 pub use setup::{generate, GeneratedFile};

@@ -1,5 +1,7 @@
 //! A Filecoin parameter file and a recorded partition as the daemon's engines
-//! take them: kernels' `PreparedCircuit`, whose A and B queries keep the
+//! take them: kernels' `PreparedCircuit` (loaded from the file with the
+//! blank circuit's matrices, or with a partition's densities), whose A and B
+//! queries keep the
 //! file's dense layout and say which variables their points pair with, and
 //! kernels' `Synthesized`, the partition's a, b and c padded to the domain
 //! (recorded directly, or the compiled matrices times the assignment).
@@ -8,6 +10,8 @@
 //! appear in which query), so the ones recorded with any partition's witness
 //! are the file's (`tests/filecoin_api.rs` checks them against the blank
 //! circuit's); every query length is checked against them.
+
+use std::path::Path;
 
 use ark_bls12_381::{G1Affine, G2Affine};
 use ark_ec::AffineRepr;
@@ -18,8 +22,36 @@ use cuzk_kernels::r1cs::Matrices;
 use cuzk_kernels::{Fr, KernelError};
 
 use crate::params::MappedParams;
-use crate::record::{Densities, Recorded, Witness};
-use crate::Error;
+use crate::record::{Densities, Recorded, Shape, Witness};
+use crate::{Error, Kind};
+
+/// Reads `cache_id`'s parameter file (`params`, for `kind` at `sector_size`)
+/// into a prepared circuit. With `witness` (a partition just recorded for
+/// direct evaluation) the circuit takes that partition's densities and no
+/// matrices; without one, the blank circuit is recorded once for its
+/// densities and compiled matrices, which serve both evaluations.
+pub fn load_circuit(
+    cache_id: &str,
+    params: &Path,
+    kind: Kind,
+    sector_size: u64,
+    witness: Option<&Witness>,
+) -> Result<PreparedCircuit, Error> {
+    let mapped = MappedParams::open(params)?;
+    match witness {
+        Some(witness) => prepared_circuit(
+            cache_id,
+            &mapped,
+            &witness.densities,
+            Matrices::empty(witness.inputs.len(), witness.aux.len()),
+            witness.num_constraints(),
+        ),
+        None => {
+            let Shape { matrices, constraints, densities } = kind.blank(sector_size)?.shape;
+            prepared_circuit(cache_id, &mapped, &densities, matrices, constraints)
+        }
+    }
+}
 
 /// Decodes the file's queries into a prepared circuit named `circuit_id`,
 /// with the circuit's `matrices` (compiled, or [`Matrices::empty`] for

@@ -54,7 +54,8 @@ pub fn write_timing_key(
     let blank = kind.blank_counts(sector_size)?;
     let counts = predicted_counts(&blank.shape);
     log::info!(
-        "{kind} {sector_size} B: {} constraints, {} inputs, {} aux counted in {:.1?}; queries {counts:?}",
+        "{} {sector_size} B: {} constraints, {} inputs, {} aux counted in {:.1?}; queries {counts:?}",
+        kind.cli_name(),
         blank.shape.num_constraints(),
         blank.shape.num_inputs(),
         blank.shape.num_aux(),

@@ -95,7 +95,7 @@ pub async fn preload_params(
     // Decoding a large file takes minutes: off the HTTP workers.
     let loaded = web::block(move || {
         store.prepared_with(&cache_id, || {
-            crate::filecoin::load_circuit(&cache_id, &path, kind, sector_size, None)
+            cuzk_filecoin::prepare::load_circuit(&cache_id, &path, kind, sector_size, None).map_err(|e| e.to_string())
         })
     })
     .await
