@@ -2,24 +2,27 @@
 //! device against the CPU engine. The work is in
 //! `cuzk_kernels::cuda::bench`; this module is the command's arguments.
 
-/// Arguments of `cuzk-bench gpu`.
+use std::str::FromStr;
+
+/// Arguments of `cuzk-bench gpu`. A list given as `,` or `''` is empty: that
+/// group is skipped (`--g1 , --g2 20` times G2 alone).
 #[derive(clap::Args, Clone, Debug)]
 pub struct GpuBenchArgs {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
     /// log2 sizes of the G1 MSMs (data already on the GPU).
-    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22, 24])]
-    pub g1: Vec<u32>,
+    #[arg(long, default_value = "16,18,20,22,24")]
+    pub g1: List<u32>,
     /// log2 sizes of the G2 MSMs.
-    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22])]
-    pub g2: Vec<u32>,
+    #[arg(long, default_value = "16,18,20,22")]
+    pub g2: List<u32>,
     /// log2 sizes of the NTTs.
-    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22, 24])]
-    pub ntt: Vec<u32>,
+    #[arg(long, default_value = "16,18,20,22,24")]
+    pub ntt: List<u32>,
     /// log2 constraint counts (domain sizes) of the Groth16 partitions.
-    #[arg(long, value_delimiter = ',', default_values_t = [16u32, 18, 20, 22])]
-    pub partition: Vec<u32>,
+    #[arg(long, default_value = "16,18,20,22")]
+    pub partition: List<u32>,
     /// Largest partition also proved by the CPU engine (all cores).
     #[arg(long, default_value_t = 20)]
     pub cpu_max_log: u32,
@@ -27,14 +30,14 @@ pub struct GpuBenchArgs {
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
     /// Window sizes to compare on the largest G1 MSM.
-    #[arg(long, value_delimiter = ',')]
-    pub sweep_c: Vec<u32>,
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub sweep_c: List<u32>,
     /// Level-0 work item lengths (entries) to compare on the largest G1 MSM.
-    #[arg(long, value_delimiter = ',')]
-    pub sweep_k0: Vec<u32>,
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub sweep_k0: List<u32>,
     /// log2 sizes of the 0/1-heavy MSMs (the 0/1 split against the plain path).
-    #[arg(long, value_delimiter = ',', default_values_t = [20u32, 22, 24])]
-    pub zero_one: Vec<u32>,
+    #[arg(long, default_value = "20,22,24")]
+    pub zero_one: List<u32>,
     /// Percent of bits (0 or 1) among the 0/1-heavy MSMs' scalars.
     #[arg(long, default_value_t = 90)]
     pub bits_pct: u64,
@@ -42,13 +45,15 @@ pub struct GpuBenchArgs {
     #[arg(long, default_value_t = 0)]
     pub partition_bits_pct: u64,
     /// Also time partitions with 1 and 2 workers sharing the engine, with
-    /// the workspace pool on and off.
-    #[arg(long)]
+    /// the workspace pool on and off (a value may follow: `--pool-compare 1`
+    /// as the recorded commands give it, `false`, `0`).
+    #[arg(long, num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
     pub pool_compare: bool,
     /// log2 domains of PoRep-shaped partitions (27: the 32 GiB shape), each
     /// with its key resident and streamed.
-    #[arg(long, value_delimiter = ',')]
-    pub porep: Vec<u32>,
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub porep: List<u32>,
     /// Resident budget (GiB) under which the PoRep-shaped keys stream.
     #[arg(long, default_value_t = 16)]
     pub stream_budget_gib: u64,
@@ -60,8 +65,8 @@ pub struct GpuBenchArgs {
     #[arg(long)]
     pub saturate: Option<u32>,
     /// Devices saturated together (default: --device alone).
-    #[arg(long, value_delimiter = ',')]
-    pub saturate_devices: Vec<usize>,
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub saturate_devices: List<usize>,
     /// Partitions each saturating worker proves.
     #[arg(long, default_value_t = 6)]
     pub saturate_per_worker: usize,
@@ -76,8 +81,8 @@ pub struct GpuBenchArgs {
     #[arg(long)]
     pub pass_log: Option<u32>,
     /// Partitions per shared pass (with --pass-log).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
-    pub pass: Vec<usize>,
+    #[arg(long, default_value = "1,2,4")]
+    pub pass: List<usize>,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -87,27 +92,27 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
         use cuzk_kernels::cuda::bench::{run_bench, BenchConfig};
         let cfg = BenchConfig {
             device: args.device,
-            g1_logs: args.g1.clone(),
-            g2_logs: args.g2.clone(),
-            ntt_logs: args.ntt.clone(),
-            partition_logs: args.partition.clone(),
+            g1_logs: args.g1.0.clone(),
+            g2_logs: args.g2.0.clone(),
+            ntt_logs: args.ntt.0.clone(),
+            partition_logs: args.partition.0.clone(),
             cpu_max_log: args.cpu_max_log,
             runs: args.runs,
-            sweep_c: args.sweep_c.clone(),
-            sweep_k0: args.sweep_k0.clone(),
-            zero_one_logs: args.zero_one.clone(),
+            sweep_c: args.sweep_c.0.clone(),
+            sweep_k0: args.sweep_k0.0.clone(),
+            zero_one_logs: args.zero_one.0.clone(),
             bits_pct: args.bits_pct,
             partition_bits_pct: args.partition_bits_pct,
             pool_compare: args.pool_compare,
-            porep_logs: args.porep.clone(),
+            porep_logs: args.porep.0.clone(),
             stream_budget_gib: args.stream_budget_gib,
             porep_bits_pct: args.porep_bits_pct,
             saturate_log: args.saturate,
-            saturate_devices: args.saturate_devices.clone(),
+            saturate_devices: args.saturate_devices.0.clone(),
             saturate_per_worker: args.saturate_per_worker,
             urgent_log: args.urgent,
             pass_log: args.pass_log,
-            pass_sizes: args.pass.clone(),
+            pass_sizes: args.pass.0.clone(),
         };
         run_bench(&cfg)
     }
@@ -118,5 +123,88 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             "this cuzk-bench was built without the `cuda` feature; rebuild with --features cuda"
                 .into(),
         )
+    }
+}
+
+/// A comma-separated list argument whose empty items are skipped, so that
+/// `--g1 ,` and `--g1 ''` both mean "none": the form the commands recorded
+/// in docs/gpu.md and docs/benchmarks.md use to skip a group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct List<T>(pub Vec<T>);
+
+/// An item of a list argument that its type refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("{item:?} in the list: {source}")]
+pub struct ListItemError<E: std::error::Error + 'static> {
+    /// The item as given.
+    pub item: String,
+    /// Why the item's type refused it.
+    #[source]
+    pub source: E,
+}
+
+impl<T: FromStr> FromStr for List<T>
+where
+    T::Err: std::error::Error + 'static,
+{
+    type Err = ListItemError<T::Err>;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        (s.split(',').map(str::trim).filter(|item| !item.is_empty()))
+            .map(|item| {
+                item.parse().map_err(|source| ListItemError {
+                    item: item.to_string(),
+                    source,
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(List)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{GpuBenchArgs, List};
+
+    /// The command line as `cuzk-bench gpu` would get it.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: GpuBenchArgs,
+    }
+
+    fn parse(line: &[&str]) -> Result<GpuBenchArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("gpu").chain(line.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn a_comma_or_nothing_is_an_empty_list() {
+        let args = parse(&["--g1", ",", "--g2", "", "--ntt", "20", "--partition", "20,22"]).unwrap();
+        assert_eq!(args.g1, List(vec![]));
+        assert_eq!(args.g2, List(vec![]));
+        assert_eq!(args.ntt, List(vec![20]));
+        assert_eq!(args.partition, List(vec![20, 22]));
+        // Lists not given keep their defaults; those without one are empty.
+        assert_eq!(args.zero_one, List(vec![20, 22, 24]));
+        assert_eq!(args.pass, List(vec![1, 2, 4]));
+        assert_eq!(args.porep, List(vec![]));
+        assert!(!args.pool_compare);
+    }
+
+    #[test]
+    fn a_bad_item_is_refused_by_name() {
+        let err = parse(&["--g1", "20,x"]).expect_err("x is no size");
+        assert!(err.to_string().contains("\"x\" in the list"), "{err}");
+        assert!(parse(&["--saturate-devices", "0,-1"]).is_err());
+    }
+
+    #[test]
+    fn pool_compare_is_a_flag_that_may_take_a_value() {
+        assert!(parse(&["--pool-compare"]).unwrap().pool_compare);
+        assert!(parse(&["--pool-compare", "1", "--g1", ","]).unwrap().pool_compare);
+        assert!(!parse(&["--pool-compare", "0"]).unwrap().pool_compare);
+        assert!(parse(&["--pool-compare", "--runs", "3"]).unwrap().pool_compare);
     }
 }
