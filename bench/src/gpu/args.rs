@@ -1,6 +1,5 @@
-//! `cuzk-bench gpu`: MSM, NTT and Groth16-partition benchmarks on a CUDA
-//! device against the CPU engine. The work is in
-//! `cuzk_kernels::cuda::bench`; this module is the command's arguments.
+//! The arguments of `cuzk-bench gpu`, and the list type its size lists
+//! take (a list given as `,` or `''` is empty, which skips that group).
 
 use std::str::FromStr;
 
@@ -32,10 +31,12 @@ pub struct GpuBenchArgs {
     /// Window sizes to compare on the largest G1 MSM.
     #[arg(long, default_value = "", hide_default_value = true)]
     pub sweep_c: List<u32>,
-    /// Level-0 work item lengths (entries) to compare on the largest G1 MSM.
+    /// Level-0 work item lengths (entries) to compare on the largest G1 MSM
+    /// (`msm::level0_k` picks one otherwise).
     #[arg(long, default_value = "", hide_default_value = true)]
     pub sweep_k0: List<u32>,
-    /// log2 sizes of the 0/1-heavy MSMs (the 0/1 split against the plain path).
+    /// log2 sizes of the 0/1-heavy MSMs (G1; G2 too up to the largest of
+    /// --g2), each with the 0/1 split and with the plain path.
     #[arg(long, default_value = "20,22,24")]
     pub zero_one: List<u32>,
     /// Percent of bits (0 or 1) among the 0/1-heavy MSMs' scalars.
@@ -83,47 +84,6 @@ pub struct GpuBenchArgs {
     /// Partitions per shared pass (with --pass-log).
     #[arg(long, default_value = "1,2,4")]
     pub pass: List<usize>,
-}
-
-/// Runs the benchmark; returns the result tables (markdown).
-pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
-    #[cfg(feature = "cuda")]
-    {
-        use cuzk_kernels::cuda::bench::{run_bench, BenchConfig};
-        let cfg = BenchConfig {
-            device: args.device,
-            g1_logs: args.g1.0.clone(),
-            g2_logs: args.g2.0.clone(),
-            ntt_logs: args.ntt.0.clone(),
-            partition_logs: args.partition.0.clone(),
-            cpu_max_log: args.cpu_max_log,
-            runs: args.runs,
-            sweep_c: args.sweep_c.0.clone(),
-            sweep_k0: args.sweep_k0.0.clone(),
-            zero_one_logs: args.zero_one.0.clone(),
-            bits_pct: args.bits_pct,
-            partition_bits_pct: args.partition_bits_pct,
-            pool_compare: args.pool_compare,
-            porep_logs: args.porep.0.clone(),
-            stream_budget_gib: args.stream_budget_gib,
-            porep_bits_pct: args.porep_bits_pct,
-            saturate_log: args.saturate,
-            saturate_devices: args.saturate_devices.0.clone(),
-            saturate_per_worker: args.saturate_per_worker,
-            urgent_log: args.urgent,
-            pass_log: args.pass_log,
-            pass_sizes: args.pass.0.clone(),
-        };
-        run_bench(&cfg)
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = args;
-        Err(
-            "this cuzk-bench was built without the `cuda` feature; rebuild with --features cuda"
-                .into(),
-        )
-    }
 }
 
 /// A comma-separated list argument whose empty items are skipped, so that
@@ -181,11 +141,14 @@ mod tests {
 
     #[test]
     fn a_comma_or_nothing_is_an_empty_list() {
-        let args = parse(&["--g1", ",", "--g2", "", "--ntt", "20", "--partition", "20,22"]).unwrap();
+        let args = parse(&["--g1", ",", "--g2", "", "--ntt", "20"]).unwrap();
         assert_eq!(args.g1, List(vec![]));
         assert_eq!(args.g2, List(vec![]));
         assert_eq!(args.ntt, List(vec![20]));
-        assert_eq!(args.partition, List(vec![20, 22]));
+        assert_eq!(
+            parse(&["--partition", "20, 22,"]).unwrap().partition.0,
+            [20, 22]
+        );
         // Lists not given keep their defaults; those without one are empty.
         assert_eq!(args.zero_one, List(vec![20, 22, 24]));
         assert_eq!(args.pass, List(vec![1, 2, 4]));
@@ -202,9 +165,10 @@ mod tests {
 
     #[test]
     fn pool_compare_is_a_flag_that_may_take_a_value() {
-        assert!(parse(&["--pool-compare"]).unwrap().pool_compare);
-        assert!(parse(&["--pool-compare", "1", "--g1", ","]).unwrap().pool_compare);
-        assert!(!parse(&["--pool-compare", "0"]).unwrap().pool_compare);
-        assert!(parse(&["--pool-compare", "--runs", "3"]).unwrap().pool_compare);
+        let pool_compare = |line: &[&str]| parse(line).unwrap().pool_compare;
+        assert!(pool_compare(&["--pool-compare"]));
+        assert!(pool_compare(&["--pool-compare", "1", "--g1", ","]));
+        assert!(!pool_compare(&["--pool-compare", "0"]));
+        assert!(pool_compare(&["--pool-compare", "--runs", "3"]));
     }
 }
