@@ -21,8 +21,9 @@ use cuzk_kernels::groth16::{prove_finish, ProveStartEngine};
 use cuzk_kernels::{DeviceError, Fr, KernelError};
 
 use super::args::GpuBenchArgs;
+use super::partitions::{self, PorepInputs};
 use super::table::{line, median};
-use super::{partitions, pass, porep, urgency};
+use super::{pass, porep, urgency};
 
 fn time_ms<T>(f: impl FnOnce() -> Result<T, KernelError>) -> Result<(f64, T), KernelError> {
     let t = Instant::now();
@@ -360,9 +361,15 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
         &g1_pool[..1 << 20.min(max_g1)],
         &g2_pool[..1 << 20.min(max_g2)],
     );
-    porep::porep_rows(args, p1, p2, seed, &mut out)?;
-    pass::pass_rows(args, p1, p2, seed, &mut out)?;
-    porep::saturate_rows(args, p1, p2, seed, &mut out)?;
-    urgency::urgency_rows(args, p1, p2, seed, &mut out)?;
+    let shaped = PorepInputs {
+        args,
+        g1_pool: p1,
+        g2_pool: p2,
+        seed,
+    };
+    porep::porep_rows(&shaped, &mut out)?;
+    pass::pass_rows(&shaped, &mut out)?;
+    porep::saturate_rows(&shaped, &mut out)?;
+    urgency::urgency_rows(&shaped, &mut out)?;
     Ok(out)
 }

@@ -18,6 +18,8 @@ use cuzk_kernels::groth16::{PreparedCircuit, Selection, Synthesized};
 use cuzk_kernels::r1cs::Matrices;
 use cuzk_kernels::{Bls12_381, Fr, G1Affine, G2Affine};
 
+use super::args::GpuBenchArgs;
+
 /// A proving key with random bases (not a real setup) and a `Synthesized`
 /// with random a, b, c and assignment, for timing prove_start at domain size
 /// n = 2^log_n: the work is exactly a real partition's, the proof is not
@@ -90,7 +92,7 @@ fn spread(n: usize, of: usize, first: u32) -> Vec<u32> {
 /// (a `TiledKey`: never held in arkworks' form), and a witness of which
 /// `bits_pct` percent are bits. Returns the circuit (its pk holds only
 /// the points prove_finish reads), the bases and the input maker.
-pub(super) fn porep_shaped_partition(
+fn porep_shaped_partition(
     log_n: u32,
     g1_pool: &[G1Affine],
     g2_pool: &[G2Affine],
@@ -151,6 +153,37 @@ fn with_random_abc(n: usize, mut assignment: Vec<Fr>, num_inputs: usize, s: u64)
         c: random_fr(n, s ^ 3),
         assignment,
         num_inputs,
+    }
+}
+
+/// What the PoRep-shaped sections (porep.rs, pass.rs, urgency.rs) draw
+/// on: the command's arguments, the run's random bases, which their keys
+/// tile, and the run's seed.
+pub(super) struct PorepInputs<'a> {
+    /// The command's arguments (domains, bit share, budgets, devices).
+    pub(super) args: &'a GpuBenchArgs,
+    /// Distinct G1 points the keys tile (2^20 at most: a larger pool saves
+    /// no memory traffic, see `TiledKey`).
+    pub(super) g1_pool: &'a [G1Affine],
+    /// Distinct G2 points, likewise.
+    pub(super) g2_pool: &'a [G2Affine],
+    /// The run's seed, from which each section derives its witnesses'.
+    pub(super) seed: u64,
+}
+
+impl PorepInputs<'_> {
+    /// A PoRep-shaped partition at 2^log_n with the arguments' bit share
+    /// (`porep_shaped_partition`).
+    pub(super) fn partition(
+        &self,
+        log_n: u32,
+    ) -> (
+        PreparedCircuit,
+        TiledKey,
+        impl Fn(u64) -> Synthesized + Sync,
+    ) {
+        let pct = self.args.porep_bits_pct;
+        porep_shaped_partition(log_n, self.g1_pool, self.g2_pool, pct)
     }
 }
 

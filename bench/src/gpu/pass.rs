@@ -11,28 +11,21 @@ use std::time::Instant;
 
 use cuzk_kernels::cuda::{CudaEngine, CudaOptions};
 use cuzk_kernels::groth16::{PreparedCircuit, Synthesized, Urgency};
-use cuzk_kernels::{G1Affine, G2Affine, KernelError};
+use cuzk_kernels::KernelError;
 
-use super::args::GpuBenchArgs;
-use super::partitions::{self, TiledKey};
+use super::partitions::{PorepInputs, TiledKey};
 use super::porep::prove_once;
 use super::table::{line, median};
 
 /// Rows for each of `args.pass` at `args.pass_log`, under a resident
 /// budget of `args.stream_budget_gib`.
-pub(super) fn pass_rows(
-    args: &GpuBenchArgs,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
+pub(super) fn pass_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
     let Some(k) = args.pass_log else {
         return Ok(());
     };
     let runs = args.runs.clamp(1, 3);
-    let (circuit, key, make) =
-        partitions::porep_shaped_partition(k, g1_pool, g2_pool, args.porep_bits_pct);
+    let (circuit, key, make) = inputs.partition(k);
     // One engine (its key pinned once: about a minute at the 32 GiB shape)
     // with room for the largest pass; passes take no call after their
     // first call's H step (`pass_wait` zero, the default), and the p calls

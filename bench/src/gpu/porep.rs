@@ -14,10 +14,9 @@ use cuzk_kernels::cuda::{newly_covered, CudaEngine, CudaOptions};
 use cuzk_kernels::groth16::{
     prove_finish, PreparedCircuit, ProveStartEngine, Synthesized, Urgency,
 };
-use cuzk_kernels::{Fr, G1Affine, G2Affine, KernelError};
+use cuzk_kernels::{Fr, KernelError};
 
-use super::args::GpuBenchArgs;
-use super::partitions::{self, TiledKey};
+use super::partitions::{PorepInputs, TiledKey};
 use super::table::{line, median};
 
 /// One partition from the synthesized a, b, c on the host to the finished
@@ -42,13 +41,8 @@ pub(super) fn prove_once(
 
 /// PoRep-shaped partitions at each of `args.porep`: key resident, then
 /// streamed with a resident budget of `args.stream_budget_gib`.
-pub(super) fn porep_rows(
-    args: &GpuBenchArgs,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
+pub(super) fn porep_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
     if args.porep.0.is_empty() {
         return Ok(());
     }
@@ -63,8 +57,7 @@ pub(super) fn porep_rows(
     );
     line(out, "|---|---|---|---|---|".into());
     for &k in &args.porep.0 {
-        let (circuit, key, make) =
-            partitions::porep_shaped_partition(k, g1_pool, g2_pool, args.porep_bits_pct);
+        let (circuit, key, make) = inputs.partition(k);
         let budget = args.stream_budget_gib << 30;
         let mut medians = Vec::new();
         for (name, resident_budget) in [("resident", None), ("streamed", Some(budget))] {
@@ -118,13 +111,8 @@ pub(super) fn porep_rows(
 /// alone, then all of `args.saturate_devices` at once. Per device: the
 /// kernel-active fraction (the union of its calls' kernel spans over the
 /// span from the first kernel to the last) and partitions per second.
-pub(super) fn saturate_rows(
-    args: &GpuBenchArgs,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
+pub(super) fn saturate_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
     let Some(k) = args.saturate else {
         return Ok(());
     };
@@ -133,8 +121,7 @@ pub(super) fn saturate_rows(
     } else {
         args.saturate_devices.0.clone()
     };
-    let (circuit, key, make) =
-        partitions::porep_shaped_partition(k, g1_pool, g2_pool, args.porep_bits_pct);
+    let (circuit, key, make) = inputs.partition(k);
     let engines: Vec<CudaEngine> = devices
         .iter()
         .map(|&d| CudaEngine::new(d, CudaOptions::default()))

@@ -13,10 +13,9 @@ use std::time::Duration;
 
 use cuzk_kernels::cuda::{CudaEngine, CudaOptions};
 use cuzk_kernels::groth16::Urgency;
-use cuzk_kernels::{G1Affine, G2Affine, KernelError};
+use cuzk_kernels::KernelError;
 
-use super::args::GpuBenchArgs;
-use super::partitions;
+use super::partitions::PorepInputs;
 use super::porep::{prove_once, saturate_device};
 use super::table::{line, median};
 
@@ -29,20 +28,14 @@ const IDLE_CALLS: usize = 7;
 /// Rows for `args.urgent` against partitions of `args.saturate`
 /// (both needed): median and worst latency, idle, then injected urgent and
 /// normal.
-pub(super) fn urgency_rows(
-    args: &GpuBenchArgs,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
+pub(super) fn urgency_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
     let (Some(j), Some(k)) = (args.urgent, args.saturate) else {
         return Ok(());
     };
     let pct = args.porep_bits_pct;
-    let (big, big_key, make_big) = partitions::porep_shaped_partition(k, g1_pool, g2_pool, pct);
-    let (small, small_key, make_small) =
-        partitions::porep_shaped_partition(j, g1_pool, g2_pool, pct);
+    let (big, big_key, make_big) = inputs.partition(k);
+    let (small, small_key, make_small) = inputs.partition(j);
     let engine = CudaEngine::new(args.device, CudaOptions::default())?;
     // Key uploads and warm-up of both shapes.
     prove_once(
