@@ -6,7 +6,7 @@
 #                            (cargo test --release -p cuzk-kernels --features cuda
 #                             --test gpu_correctness --no-run --message-format=json
 #                             names it)
-#   .device/cuzk-bench       target/<dir>/release/cuzk-bench (cargo build --release
+#   .device/cuzk-bench       target/release/cuzk-bench (cargo build --release
 #                            -p cuzk-bench --features cuda), run as `cuzk-bench gpu`
 # Writes logs under $OUT (or ./gpu-check-out). Each step has a time limit so
 # the whole script ends well inside a 10-minute call.
