@@ -46,7 +46,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Gpu(args) => {
-            println!("{}", cuzk_bench::gpu::run(&args)?);
+            println!("{}", cuzk_bench::gpu::run(&args).map_err(|e| e.to_string())?);
             Ok(())
         }
         Command::Filecoin(args) => {

@@ -10,25 +10,26 @@
 //! G2 MSM. Kernels: kernels/cuda.
 
 pub mod bases;
-pub mod bench;
-mod bench_config;
 mod cache;
 pub mod gpu;
-// Random inputs: the benchmark's; public only for the GPU tests (feature
-// `testutil`, which kernels' own dev-dependency turns on).
-#[cfg(feature = "testutil")]
+// Random points and scalars for cuzk-bench's GPU benchmark and kernels' own
+// GPU tests; not the daemon's (feature `bench-internals`).
+#[cfg(feature = "bench-internals")]
 pub mod inputs;
-#[cfg(not(feature = "testutil"))]
-mod inputs;
 mod launch_params;
 pub mod msm;
 pub mod ntt;
-mod pass_bench;
 mod passes;
-mod porep_bench;
 mod prove;
+mod spans;
 mod streamed;
-mod urgency_bench;
+
+// Public for the benchmark, which computes the kernel-active fraction from
+// `kernel_spans` with the engine's own arithmetic.
+#[cfg(feature = "bench-internals")]
+pub use spans::newly_covered;
+#[cfg(not(feature = "bench-internals"))]
+use spans::newly_covered;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -216,27 +217,6 @@ fn free_elsewhere<T: Send + 'static>(x: T) -> Option<std::thread::JoinHandle<()>
     (std::thread::Builder::new().name("cuzk-free".into()))
         .spawn(move || drop(x))
         .ok()
-}
-
-/// How much of `span` (start, end) none of `others` covers: its share of
-/// their union once all of them are counted, in whatever order.
-pub(crate) fn newly_covered<'s>(
-    others: impl IntoIterator<Item = &'s (f64, f64)>,
-    (a, b): (f64, f64),
-) -> f64 {
-    let mut cut: Vec<(f64, f64)> = (others.into_iter())
-        .map(|&(x, y)| (x.max(a), y.min(b)))
-        .filter(|(x, y)| x < y)
-        .collect();
-    cut.sort_by(|p, q| p.0.total_cmp(&q.0));
-    let (mut covered, mut end) = (0.0, a);
-    for (x, y) in cut {
-        if y > end {
-            covered += y - x.max(end);
-            end = y;
-        }
-    }
-    (b - a).max(0.0) - covered
 }
 
 /// Kernel spans an engine keeps (16 bytes each).
@@ -624,21 +604,7 @@ pub enum FieldTest {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_rank, newly_covered, Urgency, Workspaces};
-
-    #[test]
-    fn a_span_counts_only_what_no_other_covers() {
-        let kept = [(0.0, 4.0), (6.0, 8.0), (7.0, 9.0)];
-        // [2, 10] minus [2, 4] and [6, 9]: [4, 6] and [9, 10], 3 ms.
-        assert_eq!(newly_covered(&kept, (2.0, 10.0)), 3.0);
-        assert_eq!(newly_covered(&kept, (1.0, 3.0)), 0.0);
-        assert_eq!(newly_covered(&[], (1.0, 3.0)), 2.0);
-        // Shares in any order add up to the union (0-9 with a gap 4-6: 7).
-        let total: f64 = (0..kept.len())
-            .map(|i| newly_covered(&kept[..i], kept[i]))
-            .sum();
-        assert_eq!(total, 7.0);
-    }
+    use super::{first_rank, Urgency, Workspaces};
 
     #[test]
     fn new_workspaces_take_the_lowest_rank_no_workspace_holds() {

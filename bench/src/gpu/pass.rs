@@ -4,42 +4,37 @@
 //! chunk of bases crosses PCIe once for all of them. Per pass size: the
 //! time of a pass from the calls' start to the last finished proof, and
 //! that time per partition against passes of one. Inputs as in
-//! porep_bench.rs (fabricated: the work is a real partition's, the proofs
+//! porep.rs (fabricated: the work is a real partition's, the proofs
 //! are not valid).
 
 use std::time::Instant;
 
-use super::bench_config::{line, median, BenchConfig};
-use super::inputs;
-use super::porep_bench::prove_once;
-use super::{CudaEngine, CudaOptions};
-use crate::groth16::{PreparedCircuit, Synthesized, Urgency};
-use crate::{G1Affine, G2Affine, KernelError};
+use cuzk_kernels::cuda::{CudaEngine, CudaOptions};
+use cuzk_kernels::groth16::{PreparedCircuit, Synthesized, Urgency};
+use cuzk_kernels::KernelError;
 
-/// Rows for each of `cfg.pass_sizes` at `cfg.pass_log`, under a resident
-/// budget of `cfg.stream_budget_gib`.
-pub fn pass_rows(
-    cfg: &BenchConfig,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
-    let Some(k) = cfg.pass_log else {
+use super::partitions::{PorepInputs, TiledKey};
+use super::porep::prove_once;
+use super::table::{line, median};
+
+/// Rows for each of `args.pass` at `args.pass_log`, under a resident
+/// budget of `args.stream_budget_gib`.
+pub(super) fn pass_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
+    let Some(k) = args.pass_log else {
         return Ok(());
     };
-    let runs = cfg.runs.clamp(1, 3);
-    let (circuit, key, make) =
-        inputs::porep_shaped_partition(k, g1_pool, g2_pool, cfg.porep_bits_pct);
+    let runs = args.runs.clamp(1, 3);
+    let (circuit, key, make) = inputs.partition(k);
     // One engine (its key pinned once: about a minute at the 32 GiB shape)
     // with room for the largest pass; passes take no call after their
     // first call's H step (`pass_wait` zero, the default), and the p calls
     // of a round start together, so each round is one pass of p.
-    let most = cfg.pass_sizes.iter().copied().max().unwrap_or(1).max(1);
+    let most = args.pass.0.iter().copied().max().unwrap_or(1).max(1);
     let engine = CudaEngine::new(
-        cfg.device,
+        args.device,
         CudaOptions {
-            resident_budget: Some(cfg.stream_budget_gib << 30),
+            resident_budget: Some(args.stream_budget_gib << 30),
             pass_partitions: most,
             ..Default::default()
         },
@@ -49,12 +44,12 @@ pub fn pass_rows(
         out,
         format!(
             "| PoRep-shaped 2^{k} ({}% bits), key streamed, {} GiB budget | partitions per pass | ms per pass (median of {runs}) | ms per partition | against 1 per pass | passes, partitions counted |",
-            cfg.porep_bits_pct, cfg.stream_budget_gib
+            args.porep_bits_pct, args.stream_budget_gib
         ),
     );
     line(out, "|---|---|---|---|---|---|".into());
     let mut single = None;
-    for &p in &cfg.pass_sizes {
+    for &p in &args.pass.0 {
         let p = p.max(1);
         let round = |r: u64| -> Result<f64, KernelError> {
             let syns: Vec<Synthesized> = (0..p as u64).map(|i| make(seed ^ r ^ i)).collect();
@@ -84,7 +79,7 @@ pub fn pass_rows(
 fn one_pass(
     engine: &CudaEngine,
     circuit: &PreparedCircuit,
-    key: &super::bases::TiledKey,
+    key: &TiledKey,
     syns: Vec<Synthesized>,
 ) -> Result<f64, KernelError> {
     let t = Instant::now();

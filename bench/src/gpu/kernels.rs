@@ -1,26 +1,29 @@
-//! The GPU benchmark behind `cuzk bench gpu` and `examples/gpu_bench.rs`:
-//! G1 and G2 MSMs with data already on the device, NTTs, and Groth16
-//! partitions (prove_start + prove_finish) on the GPU against the CPU engine.
+//! The run of `cuzk-bench gpu`: the device, the random bases, G1 and G2
+//! MSMs with their data already on the device (window and level-0 sweeps,
+//! 0/1-heavy scalars with the split and without), NTTs, and Groth16
+//! partitions (prove_start + prove_finish) on the GPU against the CPU
+//! engine; then the PoRep-shaped sections (porep.rs, pass.rs, urgency.rs).
 //!
 //! Inputs are random and fresh each run. MSM bases are random curve points
-//! (see inputs.rs); partitions use a fabricated proving key with random bases
-//! and random a, b, c, assignment: the work is a real partition's, the proof
-//! is not valid (correctness is the tests' job).
+//! (`cuzk_kernels::cuda::inputs`); partitions use a fabricated proving key
+//! with random bases and random a, b, c, assignment (partitions.rs): the
+//! work is a real partition's, the proof is not valid (correctness is the
+//! GPU tests' job, kernels/tests/gpu_correctness.rs).
 
 use std::time::Instant;
 
-pub use super::bench_config::BenchConfig;
-use super::bench_config::{line, median};
-use super::gpu::{DBuf, DevFr};
-use super::inputs;
-use super::msm::{MsmGroup, ZeroOne, G1, G2};
-use super::pass_bench;
-use super::porep_bench;
-use super::urgency_bench;
-use super::{detect_devices, CudaEngine, CudaOptions};
-use crate::cpu::CpuEngine;
-use crate::groth16::{prove_finish, ProveStartEngine};
-use crate::{DeviceError, Fr, KernelError};
+use cuzk_kernels::cpu::CpuEngine;
+use cuzk_kernels::cuda::gpu::{DBuf, DevFr};
+use cuzk_kernels::cuda::inputs;
+use cuzk_kernels::cuda::msm::{MsmGroup, ZeroOne, G1, G2};
+use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+use cuzk_kernels::groth16::{prove_finish, ProveStartEngine};
+use cuzk_kernels::{DeviceError, Fr, KernelError};
+
+use super::args::GpuBenchArgs;
+use super::partitions::{self, PorepInputs};
+use super::table::{line, median};
+use super::{pass, porep, urgency};
 
 fn time_ms<T>(f: impl FnOnce() -> Result<T, KernelError>) -> Result<(f64, T), KernelError> {
     let t = Instant::now();
@@ -46,17 +49,15 @@ fn time_msm<G: MsmGroup>(
     Ok(median(ts))
 }
 
-pub fn run_bench(cfg: &BenchConfig) -> Result<String, String> {
-    run_inner(cfg).map_err(|e| e.to_string())
-}
-
-fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
+/// Runs every section the arguments ask for; returns the result tables
+/// (markdown), which are also printed on stderr as they come.
+pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
     let mut out = String::new();
     let devices = detect_devices()?;
-    let dev = devices.get(cfg.device).ok_or_else(|| {
+    let dev = devices.get(args.device).ok_or_else(|| {
         DeviceError::engine(
             "choosing the device",
-            format!("no CUDA device {}", cfg.device),
+            format!("no CUDA device {}", args.device),
         )
     })?;
     let threads = rayon::current_num_threads();
@@ -69,27 +70,23 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             dev.total_memory >> 30
         ),
     );
-    let engine = CudaEngine::new(cfg.device, CudaOptions::default())?;
+    let engine = CudaEngine::new(args.device, CudaOptions::default())?;
     let seed = inputs::fresh_seed();
-    let runs = cfg.runs.max(1);
+    let runs = args.runs.max(1);
 
-    let max_g1 = cfg
-        .g1_logs
-        .iter()
-        .chain(cfg.partition_logs.iter())
-        .chain(cfg.zero_one_logs.iter())
+    let max_g1 = (args.g1.0.iter())
+        .chain(args.partition.0.iter())
+        .chain(args.zero_one.0.iter())
         .copied()
         .max()
         .unwrap_or(16);
-    let max_g2 = cfg
-        .g2_logs
-        .iter()
-        .chain(cfg.partition_logs.iter())
+    let max_g2 = (args.g2.0.iter())
+        .chain(args.partition.0.iter())
         .copied()
         .max()
         .unwrap_or(16);
-    // PoRep-shaped partitions tile pools of 2^20 points (inputs.rs).
-    let tiled = !cfg.porep_logs.is_empty() || cfg.saturate_log.is_some();
+    // PoRep-shaped partitions tile pools of 2^20 points (partitions.rs).
+    let tiled = !args.porep.0.is_empty() || args.saturate.is_some();
     let (max_g1, max_g2) = if tiled {
         (max_g1.max(20), max_g2.max(20))
     } else {
@@ -109,8 +106,8 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
     line(&mut out, "| op | size | median ms | runs |".into());
     line(&mut out, "|---|---|---|---|".into());
     // G1 MSM, data on the device
-    if !cfg.g1_logs.is_empty() {
-        let maxn = 1usize << cfg.g1_logs.iter().max().unwrap();
+    if !args.g1.0.is_empty() {
+        let maxn = 1usize << args.g1.0.iter().max().unwrap();
         let bases = engine.upload_g1(&g1_pool[..maxn])?;
         let host = inputs::random_fr(maxn, seed ^ 2);
         let (ms, scalars) = time_ms(|| engine.upload_fr(&host))?;
@@ -120,15 +117,15 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             &mut out,
             format!("| upload Fr, pinned staging ({gbs:.1} GB/s) | 2^{k} | {ms:.2} | 1 |"),
         );
-        for &k in &cfg.g1_logs {
+        for &k in &args.g1.0 {
             let ms = time_msm::<G1>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, runs)?;
             line(&mut out, format!("| G1 MSM | 2^{k} | {ms:.2} | {runs} |"));
         }
         // Sweeps at the largest size (maxn = 2^k): window widths, level-0
         // item lengths.
         let sweeps = [
-            ("CUZK_MSM_C", "c", &cfg.sweep_c),
-            ("CUZK_MSM_K0", "k0", &cfg.sweep_k0),
+            ("CUZK_MSM_C", "c", &args.sweep_c.0),
+            ("CUZK_MSM_K0", "k0", &args.sweep_k0.0),
         ];
         for (var, name, values) in sweeps {
             for &v in values {
@@ -149,24 +146,24 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         }
     }
     // G2 MSM
-    if !cfg.g2_logs.is_empty() {
-        let maxn = 1usize << cfg.g2_logs.iter().max().unwrap();
+    if !args.g2.0.is_empty() {
+        let maxn = 1usize << args.g2.0.iter().max().unwrap();
         let bases = engine.upload_g2(&g2_pool[..maxn])?;
         let scalars = engine.upload_fr(&inputs::random_fr(maxn, seed ^ 3))?;
-        for &k in &cfg.g2_logs {
+        for &k in &args.g2.0 {
             let r = runs.min(3);
             let ms = time_msm::<G2>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, r)?;
             line(&mut out, format!("| G2 MSM | 2^{k} | {ms:.2} | {r} |"));
         }
     }
     // 0/1-heavy MSMs: the split against the plain path, same inputs.
-    if let Some(&top) = cfg.zero_one_logs.iter().max() {
-        let pct = cfg.bits_pct;
+    if let Some(&top) = args.zero_one.0.iter().max() {
+        let pct = args.bits_pct;
         let scalars = engine.upload_fr(&inputs::mostly_bits(1 << top, pct, seed ^ 5))?;
         let g1 = engine.upload_g1(&g1_pool[..1 << top.min(max_g1)])?;
-        let g2_top = cfg.g2_logs.iter().max().copied().unwrap_or(0);
+        let g2_top = args.g2.0.iter().max().copied().unwrap_or(0);
         let g2 = engine.upload_g2(&g2_pool[..1 << top.min(g2_top).min(max_g2)])?;
-        for &k in &cfg.zero_one_logs {
+        for &k in &args.zero_one.0 {
             let n = 1usize << k;
             let mut row = |group: &str, t: &dyn Fn(ZeroOne) -> Result<f64, KernelError>| {
                 let (split, plain) = (t(ZeroOne::Auto)?, t(ZeroOne::Off)?);
@@ -193,7 +190,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         }
     }
     // NTT
-    for &k in &cfg.ntt_logs {
+    for &k in &args.ntt.0 {
         let n = 1usize << k;
         let data = engine.upload_fr(&inputs::random_fr(n, seed ^ 4))?;
         let scratch = engine.upload_fr(&vec![Fr::from(0u64); n])?;
@@ -224,18 +221,18 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         }
     }
     // partitions
-    if !cfg.partition_logs.is_empty() {
+    if !args.partition.0.is_empty() {
         let cpu = CpuEngine::new(0)?;
         let engine_g2cpu = CudaEngine::new(
-            cfg.device,
+            args.device,
             CudaOptions {
                 g2_on_gpu: false,
                 ..Default::default()
             },
         )?;
-        let engine_unpooled = if cfg.pool_compare {
+        let engine_unpooled = if args.pool_compare {
             Some(CudaEngine::new(
-                cfg.device,
+                args.device,
                 CudaOptions {
                     pool: false,
                     ..Default::default()
@@ -248,9 +245,9 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         line(&mut out, String::new());
         line(&mut out, "| partition 2^k | GPU start+finish ms (G2 on GPU) | GPU phases (last run) | GPU, G2 on CPU ms | CPU engine ms | speedup (G2 on GPU) |".into());
         line(&mut out, "|---|---|---|---|---|---|".into());
-        for &k in &cfg.partition_logs {
+        for &k in &args.partition.0 {
             let (circuit, make) =
-                inputs::fabricated_partition(k, &g1_pool, &g2_pool, cfg.partition_bits_pct);
+                partitions::fabricated_partition(k, &g1_pool, &g2_pool, args.partition_bits_pct);
             let (r, s) = (Fr::from(3u64), Fr::from(5u64));
             let prove = |e: &dyn ProveStartEngine, i: u64| -> Result<(f64, String), KernelError> {
                 let syn = make(seed ^ i);
@@ -280,7 +277,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
                 ph = p;
             }
             let gpu_ms = median(ts);
-            let g2cpu_ms = if k <= cfg.cpu_max_log {
+            let g2cpu_ms = if k <= args.cpu_max_log {
                 prove(&engine_g2cpu, 200)?;
                 let ms = prove(&engine_g2cpu, 201)?.0;
                 engine_g2cpu.evict(&circuit.circuit_id);
@@ -288,7 +285,7 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
             } else {
                 None
             };
-            let cpu_ms = if k <= cfg.cpu_max_log {
+            let cpu_ms = if k <= args.cpu_max_log {
                 Some(prove(&cpu, 300)?.0)
             } else {
                 None
@@ -364,9 +361,15 @@ fn run_inner(cfg: &BenchConfig) -> Result<String, KernelError> {
         &g1_pool[..1 << 20.min(max_g1)],
         &g2_pool[..1 << 20.min(max_g2)],
     );
-    porep_bench::porep_rows(cfg, p1, p2, seed, &mut out)?;
-    pass_bench::pass_rows(cfg, p1, p2, seed, &mut out)?;
-    porep_bench::saturate_rows(cfg, p1, p2, seed, &mut out)?;
-    urgency_bench::urgency_rows(cfg, p1, p2, seed, &mut out)?;
+    let shaped = PorepInputs {
+        args,
+        g1_pool: p1,
+        g2_pool: p2,
+        seed,
+    };
+    porep::porep_rows(&shaped, &mut out)?;
+    pass::pass_rows(&shaped, &mut out)?;
+    porep::saturate_rows(&shaped, &mut out)?;
+    urgency::urgency_rows(&shaped, &mut out)?;
     Ok(out)
 }

@@ -6,17 +6,18 @@
 //! what the urgent rank is for; this is where it is measured, not assumed.
 //! The stand-in is a PoRep-shaped partition scaled to the critical job's
 //! domain (the 32 GiB WinningPoSt's is 2^19): the same kinds of work at
-//! that size, fabricated inputs (porep_bench.rs says what that means).
+//! that size, fabricated inputs (porep.rs says what that means).
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::bench_config::{line, median, BenchConfig};
-use super::inputs;
-use super::porep_bench::{prove_once, saturate_device};
-use super::{CudaEngine, CudaOptions};
-use crate::groth16::Urgency;
-use crate::{G1Affine, G2Affine, KernelError};
+use cuzk_kernels::cuda::{CudaEngine, CudaOptions};
+use cuzk_kernels::groth16::Urgency;
+use cuzk_kernels::KernelError;
+
+use super::partitions::PorepInputs;
+use super::porep::{prove_once, saturate_device};
+use super::table::{line, median};
 
 /// Pause before each injected call, so that the calls land at different
 /// points of the running partitions.
@@ -24,23 +25,18 @@ const GAP: Duration = Duration::from_millis(150);
 /// Calls timed on the idle device.
 const IDLE_CALLS: usize = 7;
 
-/// Rows for `cfg.urgent_log` against partitions of `cfg.saturate_log`
+/// Rows for `args.urgent` against partitions of `args.saturate`
 /// (both needed): median and worst latency, idle, then injected urgent and
 /// normal.
-pub fn urgency_rows(
-    cfg: &BenchConfig,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
-    let (Some(j), Some(k)) = (cfg.urgent_log, cfg.saturate_log) else {
+pub(super) fn urgency_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
+    let (Some(j), Some(k)) = (args.urgent, args.saturate) else {
         return Ok(());
     };
-    let pct = cfg.porep_bits_pct;
-    let (big, big_key, make_big) = inputs::porep_shaped_partition(k, g1_pool, g2_pool, pct);
-    let (small, small_key, make_small) = inputs::porep_shaped_partition(j, g1_pool, g2_pool, pct);
-    let engine = CudaEngine::new(cfg.device, CudaOptions::default())?;
+    let pct = args.porep_bits_pct;
+    let (big, big_key, make_big) = inputs.partition(k);
+    let (small, small_key, make_small) = inputs.partition(j);
+    let engine = CudaEngine::new(args.device, CudaOptions::default())?;
     // Key uploads and warm-up of both shapes.
     prove_once(
         &engine,
@@ -104,7 +100,7 @@ pub fn urgency_rows(
                 }
             }
         };
-        let per_worker = cfg.saturate_per_worker.max(1);
+        let per_worker = args.saturate_per_worker.max(1);
         saturate_device(&engine, &big, &big_key, &make_big, per_worker, seed, inject)?;
         if let Some(e) = failed.into_inner().expect("failure") {
             return Err(e);

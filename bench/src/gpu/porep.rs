@@ -3,19 +3,21 @@
 //! smaller domain) proved with its key resident and with the key streamed
 //! under a small resident budget; and devices saturated by two workers each,
 //! for the kernel-active fraction and the throughput of several devices
-//! against one. Inputs from inputs.rs (`porep_shaped_partition`): fabricated
-//! bases and witness, so the proofs are not valid; the work is a real
-//! partition's.
+//! against one. Inputs from partitions.rs (`porep_shaped_partition`):
+//! fabricated bases and witness, so the proofs are not valid; the work is a
+//! real partition's.
 
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::bases::TiledKey;
-use super::bench_config::{line, median, BenchConfig};
-use super::inputs;
-use super::{newly_covered, CudaEngine, CudaOptions};
-use crate::groth16::{prove_finish, PreparedCircuit, ProveStartEngine, Synthesized, Urgency};
-use crate::{Fr, G1Affine, G2Affine, KernelError};
+use cuzk_kernels::cuda::{newly_covered, CudaEngine, CudaOptions};
+use cuzk_kernels::groth16::{
+    prove_finish, PreparedCircuit, ProveStartEngine, Synthesized, Urgency,
+};
+use cuzk_kernels::{Fr, KernelError};
+
+use super::partitions::{PorepInputs, TiledKey};
+use super::table::{line, median};
 
 /// One partition from the synthesized a, b, c on the host to the finished
 /// proof: ms, and prove_start's GPU phases.
@@ -37,36 +39,30 @@ pub(super) fn prove_once(
     Ok((t.elapsed().as_secs_f64() * 1e3, phases.join(", ")))
 }
 
-/// PoRep-shaped partitions at each of `cfg.porep_logs`: key resident, then
-/// streamed with a resident budget of `cfg.stream_budget_gib`.
-pub fn porep_rows(
-    cfg: &BenchConfig,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
-    if cfg.porep_logs.is_empty() {
+/// PoRep-shaped partitions at each of `args.porep`: key resident, then
+/// streamed with a resident budget of `args.stream_budget_gib`.
+pub(super) fn porep_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
+    if args.porep.0.is_empty() {
         return Ok(());
     }
-    let runs = cfg.runs.clamp(1, 3);
+    let runs = args.runs.clamp(1, 3);
     line(out, String::new());
     line(
         out,
         format!(
             "| PoRep-shaped partition ({}% bits) | key | setup s | start+finish ms (median of {runs}) | GPU phases ms (last run) |",
-            cfg.porep_bits_pct
+            args.porep_bits_pct
         ),
     );
     line(out, "|---|---|---|---|---|".into());
-    for &k in &cfg.porep_logs {
-        let (circuit, key, make) =
-            inputs::porep_shaped_partition(k, g1_pool, g2_pool, cfg.porep_bits_pct);
-        let budget = cfg.stream_budget_gib << 30;
+    for &k in &args.porep.0 {
+        let (circuit, key, make) = inputs.partition(k);
+        let budget = args.stream_budget_gib << 30;
         let mut medians = Vec::new();
         for (name, resident_budget) in [("resident", None), ("streamed", Some(budget))] {
             let engine = CudaEngine::new(
-                cfg.device,
+                args.device,
                 CudaOptions {
                     resident_budget,
                     ..Default::default()
@@ -111,27 +107,21 @@ pub fn porep_rows(
 }
 
 /// Devices saturated by two workers each with PoRep-shaped partitions at
-/// 2^`cfg.saturate_log`: first the first device
-/// alone, then all of `cfg.saturate_devices` at once. Per device: the
+/// 2^`args.saturate`: first the first device
+/// alone, then all of `args.saturate_devices` at once. Per device: the
 /// kernel-active fraction (the union of its calls' kernel spans over the
 /// span from the first kernel to the last) and partitions per second.
-pub fn saturate_rows(
-    cfg: &BenchConfig,
-    g1_pool: &[G1Affine],
-    g2_pool: &[G2Affine],
-    seed: u64,
-    out: &mut String,
-) -> Result<(), KernelError> {
-    let Some(k) = cfg.saturate_log else {
+pub(super) fn saturate_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), KernelError> {
+    let &PorepInputs { args, seed, .. } = inputs;
+    let Some(k) = args.saturate else {
         return Ok(());
     };
-    let devices = if cfg.saturate_devices.is_empty() {
-        vec![cfg.device]
+    let devices = if args.saturate_devices.0.is_empty() {
+        vec![args.device]
     } else {
-        cfg.saturate_devices.clone()
+        args.saturate_devices.0.clone()
     };
-    let (circuit, key, make) =
-        inputs::porep_shaped_partition(k, g1_pool, g2_pool, cfg.porep_bits_pct);
+    let (circuit, key, make) = inputs.partition(k);
     let engines: Vec<CudaEngine> = devices
         .iter()
         .map(|&d| CudaEngine::new(d, CudaOptions::default()))
@@ -144,11 +134,11 @@ pub fn saturate_rows(
         out,
         format!(
             "| saturated, PoRep-shaped 2^{k} ({}% bits), 2 workers per device, {} partitions each | device | partitions/s | kernel-active fraction | wall s |",
-            cfg.porep_bits_pct, cfg.saturate_per_worker
+            args.porep_bits_pct, args.saturate_per_worker
         ),
     );
     line(out, "|---|---|---|---|---|".into());
-    let per_worker = cfg.saturate_per_worker.max(1);
+    let per_worker = args.saturate_per_worker.max(1);
     let mut alone = 0.0;
     let sets: Vec<&[CudaEngine]> = if engines.len() > 1 {
         vec![&engines[..1], &engines[..]]
@@ -248,7 +238,7 @@ pub(super) fn saturate_device(
 
 /// The union of the spans' lengths over the span from the first start to
 /// the last end.
-pub fn active_fraction(spans: &[(f64, f64)]) -> f64 {
+pub(super) fn active_fraction(spans: &[(f64, f64)]) -> f64 {
     let first = spans.iter().map(|s| s.0).min_by(f64::total_cmp);
     let last = spans.iter().map(|s| s.1).max_by(f64::total_cmp);
     let (Some(first), Some(last)) = (first, last) else {
