@@ -25,7 +25,7 @@ use cuzk_kernels::r1cs::Matrices;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::keys::CircuitStore;
+use crate::keys::KeyStore;
 
 /// The kinds clients name in `"circuit"`.
 pub const KINDS: [&str; 4] = ["porep-c2", "winning-post", "window-post", "snap-prove"];
@@ -326,7 +326,7 @@ impl FilecoinJob {
     /// partition's synthesis recorded.
     pub fn synthesize(
         &self,
-        keys: &CircuitStore,
+        keys: &KeyStore,
         partition: u32,
         evaluation: Evaluation,
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {

@@ -12,6 +12,7 @@ pub mod http;
 pub mod job_input;
 pub mod jobs;
 pub mod keys;
+pub mod postgres;
 pub mod restore;
 pub mod server;
 pub mod shutdown;

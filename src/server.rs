@@ -22,7 +22,7 @@ use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::fleet::Fleet;
 use crate::jobs::Jobs;
-use crate::keys::CircuitStore;
+use crate::keys::KeyStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
 
@@ -92,7 +92,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 /// The backend and how it sizes one partition's reservation.
 fn backend(
     config: &Config,
-    store: Arc<CircuitStore>,
+    store: Arc<KeyStore>,
 ) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
@@ -315,16 +315,14 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     let fleet_store = config.store.url.as_ref().zip(node.as_deref());
     let keys = match &config.store.url {
         // The database client blocks: it connects off this (actix) thread.
-        Some(url) => std::thread::scope(|scope| {
-            scope.spawn(|| CircuitStore::open_shared(&config.data_dir, url)).join().unwrap_or_else(|_| {
-                Err("connecting the shared key store panicked".to_string())
-            })
-        }),
-        None => CircuitStore::open(&config.data_dir),
+        Some(url) => std::thread::scope(|scope| scope.spawn(|| KeyStore::open_shared(&config.data_dir, url)).join())
+            .map_err(|_| ServerError::Storage("connecting the shared key store panicked".into()))?,
+        None => KeyStore::open(&config.data_dir),
     };
-    let store = Arc::new(keys.map_err(ServerError::Storage)?);
-    let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
-    let job_store = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
+    let keys = Arc::new(keys.map_err(|e| ServerError::Storage(e.to_string()))?);
+    let (backend, reservation) = backend(&config, keys.clone()).map_err(ServerError::Backend)?;
+    let job_store =
+        crate::store::open(fleet_store, &config.data_dir).map_err(|e| ServerError::Storage(e.to_string()))?;
     // A fleet node restores nothing: jobs stay in the database, and its
     // partitions come as claims.
     let stored = if node.is_some() { Vec::new() } else { job_store.load()? };
@@ -365,16 +363,16 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         reservation,
         // The simulated backend sets nothing up.
         setups: (config.backend != BackendKind::Sim).then(|| SetupLimits {
-            keys: store.clone(),
+            keys: keys.clone(),
             budget_bytes: config.budget_bytes(),
         }),
     });
     let recovering = crate::restore::start(&system, parser.clone(), job_store.clone(), stored)
-        .map_err(ServerError::Runtime)?;
+        .map_err(|e| ServerError::Runtime(e.to_string()))?;
     let fleet = match (fleet_store, load) {
         (Some((url, node)), Some(load)) => Some(
-            Fleet::start(&config, url, node.to_string(), &system, parser.clone(), job_store.clone(), load, intake.clone())
-                .map_err(ServerError::Storage)?,
+            Fleet::start(&config, (url, node), &system, parser.clone(), job_store.clone(), load, intake.clone())
+                .map_err(|e| ServerError::Storage(e.to_string()))?,
         ),
         _ => None,
     };
@@ -383,7 +381,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         jobs: jobs.clone(),
         system: system.clone(),
         parser,
-        store,
+        keys,
         max_body_bytes: config.limits.max_body_bytes,
         body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
         metrics,

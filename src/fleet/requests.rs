@@ -20,7 +20,8 @@ use serde::Serialize;
 
 use super::stored::{read_end, read_job};
 use super::Fleet;
-use crate::store::{end_job, queue_partitions, END_JOB};
+use super::leases::queue_partitions;
+use crate::store::{end_job, END_JOB};
 
 /// `GET /v1/status?scope=fleet`: what the database knows of every node.
 #[derive(Debug, Serialize)]

@@ -18,7 +18,7 @@ use super::state::AppState;
     security((), ("bearer" = ["read"]))
 )]
 pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
-    let known = state.store.known_shapes();
+    let known = state.keys.known_shapes();
     let circuits: Vec<Value> = state
         .parser
         .registry
@@ -52,7 +52,7 @@ pub async fn get_vk(
     let id = id.into_inner();
     let lookup_state = state.clone();
     let lookup_id = id.clone();
-    let vk = web::block(move || lookup_state.store.verifying_key(&lookup_id))
+    let vk = web::block(move || lookup_state.keys.verifying_key(&lookup_id))
         .await
         .map_err(|e| ApiError::internal(format!("key lookup failed: {e}")))?
         .ok_or_else(|| {

@@ -28,7 +28,7 @@ pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, Api
     let listed = web::block(move || cuzk_filecoin::params::cache_ids_in(&dir))
         .await
         .map_err(|e| ApiError::internal(format!("listing the parameter directory failed: {e}")))?;
-    let loaded = state.store.loaded();
+    let loaded = state.keys.loaded();
     let files: Vec<_> = listed
         .iter()
         .map(|(id, path)| {
@@ -62,7 +62,7 @@ pub async fn evict_params(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    if param_file(&state, &id).is_some() && state.store.evict(&id) {
+    if param_file(&state, &id).is_some() && state.keys.evict(&id) {
         update_budget(&state);
         Ok(HttpResponse::Ok().json(json!({ "id": id, "loaded": false })))
     } else {
@@ -90,11 +90,11 @@ pub async fn preload_params(
         .ok_or_else(|| ApiError::not_found(format!("no parameter file for {id:?} in {}", state.parser.params_dir.display())))?;
     let (kind, sector_size) = Kind::of_cache_id(&id)
         .ok_or_else(|| ApiError::unprocessable(format!("{id:?} names no circuit of a registered proof")))?;
-    let store = state.store.clone();
+    let keys = state.keys.clone();
     let cache_id = id.clone();
     // Decoding a large file takes minutes: off the HTTP workers.
     let loaded = web::block(move || {
-        store.prepared_with(&cache_id, || {
+        keys.prepared_with(&cache_id, || {
             crate::filecoin::load_circuit(&cache_id, &path, kind, sector_size, None)
         })
     })

@@ -7,7 +7,7 @@ use cuzk_actors::ProvingSystem;
 
 use crate::job_input::JobParser;
 use crate::jobs::Jobs;
-use crate::keys::CircuitStore;
+use crate::keys::KeyStore;
 
 pub struct AppState {
     /// Submitting, reading, cancelling jobs; readiness and the counts.
@@ -19,7 +19,7 @@ pub struct AppState {
     /// are.
     pub parser: Arc<JobParser>,
     /// Proving keys: the shapes set up so far and their verifying keys.
-    pub store: Arc<CircuitStore>,
+    pub keys: Arc<KeyStore>,
     /// The largest request body read (limits.max_body_bytes).
     pub max_body_bytes: usize,
     /// How long a body may take to arrive (limits.body_read_timeout_s).
