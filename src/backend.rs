@@ -18,7 +18,7 @@ use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
 use crate::filecoin::FilecoinJob;
-use crate::keys::{CircuitStore, KeyError, Preparation};
+use crate::keys::{KeyError, KeyStore, Preparation};
 
 /// What a job asks the backend to prove.
 pub enum ProofJob {
@@ -91,7 +91,7 @@ pub struct Device {
 
 pub struct ProvingBackend {
     kind: &'static str,
-    store: Arc<CircuitStore>,
+    store: Arc<KeyStore>,
     devices: Vec<Device>,
     verify_proofs: bool,
     trim_after_finalize: bool,
@@ -112,7 +112,7 @@ struct StartedPartition {
 impl ProvingBackend {
     pub fn new(
         kind: &'static str,
-        store: Arc<CircuitStore>,
+        store: Arc<KeyStore>,
         devices: Vec<Device>,
         config: &ProvingConfig,
     ) -> Self {

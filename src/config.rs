@@ -73,7 +73,7 @@ pub struct StoreConfig {
     /// A PostgreSQL database to keep jobs in instead of the redb file
     /// (`postgres://user:password@host:port/database`); shown everywhere
     /// with its password hidden. Unset: the redb file.
-    pub url: Option<crate::store::StoreUrl>,
+    pub url: Option<crate::postgres::StoreUrl>,
     /// Finished jobs (and their proofs) are kept this long, then forgotten.
     pub retention_secs: u64,
     /// How often finished jobs past retention are looked for.

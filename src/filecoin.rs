@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::keys::CircuitStore;
+use crate::keys::KeyStore;
 
 /// Whether a job's `circuit` names a Filecoin kind rather than a registered
 /// family.
@@ -329,7 +329,7 @@ impl FilecoinJob {
     /// partition's synthesis recorded.
     pub fn synthesize(
         &self,
-        keys: &CircuitStore,
+        keys: &KeyStore,
         partition: u32,
         evaluation: Evaluation,
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinJob};
-use crate::keys::{CircuitStore, SetupCost};
+use crate::keys::{KeyStore, SetupCost};
 use cuzk_filecoin::record::Evaluation;
 
 /// How many bytes one partition of a job reserves (backend-specific).
@@ -252,7 +252,7 @@ pub struct JobParser {
 /// memory budget and its key file the key directory's free space, or the
 /// job is refused with both figures (422) before anything starts.
 pub struct SetupLimits {
-    pub keys: Arc<CircuitStore>,
+    pub keys: Arc<KeyStore>,
     pub budget_bytes: u64,
 }
 

@@ -374,7 +374,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), CliError> {
             }
             config.auth.insecure = insecure;
             if let Some(url) = store_url {
-                config.store.url = Some(cuzk::store::StoreUrl::new(url));
+                config.store.url = Some(cuzk::postgres::StoreUrl::new(url));
             }
             if node.is_some() {
                 config.fleet.node = node;
