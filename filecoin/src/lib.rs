@@ -17,6 +17,7 @@ pub mod post;
 pub mod prepare;
 pub mod record;
 pub mod setup;
+pub mod synthetic;
 pub mod update;
 pub mod verify;
 

@@ -1,0 +1,63 @@
+//! Real-shape Filecoin inputs without sealing: a commit-phase-1 output (C1)
+//! for any registered sector size, 32 GiB and 64 GiB included, generated in
+//! seconds, that every check of a sealed sector's accepts.
+//!
+//! Pre-commit 1 of a 32 GiB sector takes hours and hundreds of GB; a C1 opens
+//! only 180 of its 2^30 nodes. The generator builds exactly what those
+//! openings see, with storage-proofs' own functions for everything a
+//! verifier or the circuit recomputes (replica id, challenges, parent graph,
+//! labels, column hashes, tree hashes), and ends with the check filecoin-proofs'
+//! own commit phase 1 makes on its output (`StackedDrg::verify_all_partitions`).
+//!
+//! | module | what |
+//! | --- | --- |
+//! | `data` | the sector's data and its full tree D (comm_d) |
+//! | `columns` | SDR labels of the challenged nodes, random labels of their parents |
+//! | `tree` | sparse trees C and R: only the opened paths, one root each |
+//! | `porep` | the C1 output assembled from them |
+
+pub mod columns;
+pub mod data;
+pub mod porep;
+pub mod tree;
+
+use filecoin_proofs_api::RegisteredSealProof;
+
+pub use porep::{generate_c1, SealInputs};
+
+/// Why a synthetic input could not be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The registered proof's challenges cannot be drawn before its trees
+    /// exist, or it is not a PoRep the generator knows.
+    #[error("{proof:?}: {reason}")]
+    Unsupported {
+        /// The registered proof asked for.
+        proof: RegisteredSealProof,
+        /// Why it cannot be generated.
+        reason: &'static str,
+    },
+    /// The address space for a layer's labels could not be reserved.
+    #[error("reserving a {bytes}-byte layer buffer: {source}")]
+    LayerBuffer {
+        /// The buffer's size: the sector's.
+        bytes: usize,
+        /// The operating system's reason.
+        #[source]
+        source: std::io::Error,
+    },
+    /// filecoin-proofs or storage-proofs refused a step.
+    #[error("filecoin-proofs: {0}")]
+    Filecoin(String),
+    /// The pieces built do not fit together (a bug here).
+    #[error("inconsistent synthetic sector: {0}")]
+    Inconsistent(&'static str),
+    /// The output fails the check filecoin-proofs' commit phase 1 makes on
+    /// its own output (a bug here).
+    #[error("the generated C1 output does not verify: {0}")]
+    SelfCheck(#[source] crate::Error),
+}
+
+fn filecoin(e: anyhow::Error) -> Error {
+    Error::Filecoin(format!("{e:#}"))
+}
