@@ -2,9 +2,11 @@
 //! scheduler keeps every GPU, measured on a daemon started in-process) and
 //! `gpu` (the CUDA kernels against the CPU engine), `filecoin` (Filecoin
 //! jobs over HTTP against filecoin-proofs-api's own prover), `synthesis`
-//! (the synthesis stage alone against bellperson's) and `shape` (the real
-//! counts of Filecoin's circuits at any sector size).
+//! (the synthesis stage alone against bellperson's), `shape` (the real
+//! counts of Filecoin's circuits at any sector size) and `c1` (a PoRep C1
+//! output of any sector size generated without sealing, and its check).
 
+pub mod c1;
 pub mod filecoin;
 pub mod fleet;
 pub mod gpu;

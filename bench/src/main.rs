@@ -1,5 +1,5 @@
-//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis` and
-//! `shape`. A binary of its own because this crate depends on the daemon's
+//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`,
+//! `shape` and `c1`. A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
 
@@ -33,6 +33,9 @@ enum Command {
     /// Constraints, variables and densities of Filecoin's circuits at any
     /// sector size, from their blank circuits.
     Shape(cuzk_bench::shape::ShapeBenchArgs),
+    /// A PoRep C1 output of any sector size generated without sealing, or
+    /// one read from a file; its partitions' circuits checked on request.
+    C1(cuzk_bench::c1::C1Args),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -56,6 +59,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Shape(args) => {
             println!("{}", cuzk_bench::shape::run(&args)?);
+            Ok(())
+        }
+        Command::C1(args) => {
+            println!("{}", cuzk_bench::c1::run(&args)?);
             Ok(())
         }
     }

@@ -3,11 +3,13 @@
 //! filecoin-proofs' verifier computes; tampered outputs are refused by
 //! `porep::check`; at 32 GiB the proofs stand at the challenges the crates
 //! derive, partition by partition; 32 GiB and 64 GiB outputs pass
-//! `porep::check` (the vanilla verification the daemon runs at submit).
+//! `porep::check` (the vanilla verification the daemon runs at submit); the
+//! JSON has the shape of a sector's sealed by filecoin-proofs-api.
 
 use std::time::Instant;
 
 use cuzk_filecoin::convert::fr_from_blstrs;
+use cuzk_filecoin::fixtures::{self, PROVER_ID, SEED, TICKET};
 use cuzk_filecoin::porep;
 use cuzk_filecoin::record::{Evaluation, Recorded};
 use cuzk_filecoin::synthetic::{generate_c1, SealInputs};
@@ -33,8 +35,10 @@ fn inputs(registered_proof: RegisteredSealProof) -> SealInputs {
     }
 }
 
-/// Generates, timing it.
+/// Generates, timing it. filecoin-proofs reads its settings once per
+/// process: the fixtures' environment is set before anything runs.
 fn generated(inputs: &SealInputs) -> SealCommitPhase1Output {
+    fixtures::params_dir();
     let start = Instant::now();
     let c1 = generate_c1(inputs).unwrap();
     eprintln!("{:?}: generated and checked in {:.2?}", inputs.registered_proof, start.elapsed());
@@ -83,6 +87,51 @@ fn flipped(c1: &SealCommitPhase1Output, pointer: &str) -> SealCommitPhase1Output
     assert_eq!(bytes.len(), 32, "{pointer}");
     bytes[0] = Value::from(bytes[0].as_u64().unwrap() ^ 1);
     serde_json::from_value(json).unwrap()
+}
+
+/// Where `a` and `b` differ in shape (object keys, array lengths, value
+/// kinds), below `at`; values themselves may differ.
+fn shape_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            if !x.keys().eq(y.keys()) {
+                return Some(format!("{at}: keys {:?} and {:?}", x.keys(), y.keys()));
+            }
+            x.iter().find_map(|(k, v)| shape_difference(v, &y[k], &format!("{at}/{k}")))
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (v, w))| shape_difference(v, w, &format!("{at}/{i}"))),
+        (Value::Number(_), Value::Number(_))
+        | (Value::String(_), Value::String(_))
+        | (Value::Null, Value::Null) => None,
+        _ => Some(format!("{at}: {} and {}", short(a), short(b))),
+    }
+}
+
+fn short(v: &Value) -> String {
+    v.to_string().chars().take(80).collect()
+}
+
+#[test]
+fn generated_json_has_a_sealed_sectors_shape() {
+    let sealed = fixtures::seal(5).unwrap();
+    let c1 = generated(&SealInputs {
+        prover_id: PROVER_ID,
+        sector_id: u64::from(sealed.id),
+        ticket: TICKET,
+        seed: SEED,
+        ..inputs(fixtures::SEAL)
+    });
+    let (a, b) = (serde_json::to_value(&sealed.c1).unwrap(), serde_json::to_value(&c1).unwrap());
+    assert_eq!(shape_difference(&a, &b, ""), None);
+    eprintln!(
+        "JSON: sealed {} bytes, generated {} bytes",
+        a.to_string().len(),
+        b.to_string().len()
+    );
 }
 
 #[test]
