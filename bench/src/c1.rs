@@ -57,7 +57,8 @@ pub struct C1Args {
     pub check_partition: Vec<usize>,
 }
 
-fn bytes32(name: &str, text: &str) -> Result<[u8; 32], String> {
+/// A 32-byte hex argument (`--name`), with or without 0x.
+pub(crate) fn bytes32(name: &str, text: &str) -> Result<[u8; 32], String> {
     let bytes = hex::decode(text.trim_start_matches("0x")).map_err(|e| format!("--{name}: {e}"))?;
     bytes
         .try_into()

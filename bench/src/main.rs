@@ -1,5 +1,5 @@
 //! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`,
-//! `shape` and `c1`. A binary of its own because this crate depends on the daemon's
+//! `shape`, `c1` and `post`. A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
 
@@ -36,6 +36,9 @@ enum Command {
     /// A PoRep C1 output of any sector size generated without sealing, or
     /// one read from a file; its partitions' circuits checked on request.
     C1(cuzk_bench::c1::C1Args),
+    /// WinningPoSt or WindowPoSt vanilla proofs of sectors never sealed:
+    /// a job body and the verifier's input.
+    Post(cuzk_bench::post::PostArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -63,6 +66,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::C1(args) => {
             println!("{}", cuzk_bench::c1::run(&args)?);
+            Ok(())
+        }
+        Command::Post(args) => {
+            println!("{}", cuzk_bench::post::run(&args)?);
             Ok(())
         }
     }

@@ -1,6 +1,7 @@
 //! Real-shape Filecoin inputs without sealing: a commit-phase-1 output (C1)
 //! for any registered sector size, 32 GiB and 64 GiB included, generated in
-//! seconds, that every check of a sealed sector's accepts.
+//! seconds, that every check of a sealed sector's accepts; and PoSt vanilla
+//! proofs of as many such sectors as a partition holds.
 //!
 //! Pre-commit 1 of a 32 GiB sector takes hours and hundreds of GB; a C1 opens
 //! only 180 of its 2^30 nodes. The generator builds exactly what those
@@ -15,15 +16,18 @@
 //! | `columns` | SDR labels of the challenged nodes, random labels of their parents |
 //! | `tree` | sparse trees C and R: only the opened paths, one root each |
 //! | `porep` | the C1 output assembled from them |
+//! | `post` | WinningPoSt and WindowPoSt vanilla proofs over sparse trees R |
 
 pub mod columns;
 pub mod data;
 pub mod porep;
+pub mod post;
 pub mod tree;
 
 use filecoin_proofs_api::RegisteredSealProof;
 
 pub use porep::{generate_c1, SealInputs};
+pub use post::{generate_post, GeneratedPost, PostInputs};
 
 /// Why a synthetic input could not be generated.
 #[derive(Debug, thiserror::Error)]

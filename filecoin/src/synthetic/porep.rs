@@ -28,7 +28,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::drgraph::Graph;
-use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_porep::stacked::{
     generate_replica_id, ColumnProof, EncodingProof, LabelingProof, PublicInputs, PublicParams,
     ReplicaColumnProof, StackedCompound, StackedDrg,
@@ -36,7 +36,7 @@ use storage_proofs_porep::stacked::{
 
 use super::columns::Columns;
 use super::data::DataTree;
-use super::tree::{levels, SparseTree};
+use super::tree::{levels, SparseTree, TreeProof};
 use super::{filecoin, Error};
 
 /// What a sector's C1 output depends on besides its data: the arguments
@@ -79,12 +79,6 @@ pub fn generate_c1(inputs: &SealInputs) -> Result<SealCommitPhase1Output, Error>
     Ok(c1)
 }
 
-type TreeProof<Tree> = MerkleProof<
-    <Tree as MerkleTreeTrait>::Hasher,
-    <Tree as MerkleTreeTrait>::Arity,
-    <Tree as MerkleTreeTrait>::SubTreeArity,
-    <Tree as MerkleTreeTrait>::TopTreeArity,
->;
 type TreeDomain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type PieceDomain = <DefaultPieceHasher as Hasher>::Domain;
 

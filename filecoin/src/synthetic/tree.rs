@@ -14,7 +14,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use filecoin_hashers::{Domain, Hasher, PoseidonArity};
 use merkletree::hash::Algorithm;
 use rand::RngCore;
-use storage_proofs_core::merkle::{base_path_length, MerkleProof};
+use storage_proofs_core::merkle::{base_path_length, MerkleProof, MerkleTreeTrait};
+
+/// The inclusion proof of a sector tree of shape `Tree` (trees C and R).
+pub type TreeProof<Tree> = MerkleProof<
+    <Tree as MerkleTreeTrait>::Hasher,
+    <Tree as MerkleTreeTrait>::Arity,
+    <Tree as MerkleTreeTrait>::SubTreeArity,
+    <Tree as MerkleTreeTrait>::TopTreeArity,
+>;
 
 /// One level of a tree above its leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
