@@ -5,13 +5,13 @@
 //! (the synthesis stage alone against bellperson's), `shape` (the real
 //! counts of Filecoin's circuits at any sector size), `c1` (a PoRep C1
 //! output of any sector size generated without sealing, and its check) and
-//! `post` (PoSt vanilla proofs of sectors never sealed).
+//! `vanilla` (PoSt and SnapDeals vanilla proofs of sectors never sealed).
 
 pub mod c1;
 pub mod filecoin;
 pub mod fleet;
 pub mod gpu;
-pub mod post;
 pub mod scheduler;
 pub mod shape;
 pub mod synthesis;
+pub mod vanilla;

@@ -1,5 +1,5 @@
 //! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`,
-//! `shape`, `c1` and `post`. A binary of its own because this crate depends on the daemon's
+//! `shape`, `c1` and `vanilla`. A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
 
@@ -36,9 +36,9 @@ enum Command {
     /// A PoRep C1 output of any sector size generated without sealing, or
     /// one read from a file; its partitions' circuits checked on request.
     C1(cuzk_bench::c1::C1Args),
-    /// WinningPoSt or WindowPoSt vanilla proofs of sectors never sealed:
-    /// a job body and the verifier's input.
-    Post(cuzk_bench::post::PostArgs),
+    /// WinningPoSt, WindowPoSt or SnapDeals vanilla proofs of sectors never
+    /// sealed: a job body and the verifier's input.
+    Vanilla(cuzk_bench::vanilla::VanillaArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -68,8 +68,8 @@ fn run(cli: Cli) -> Result<(), String> {
             println!("{}", cuzk_bench::c1::run(&args)?);
             Ok(())
         }
-        Command::Post(args) => {
-            println!("{}", cuzk_bench::post::run(&args)?);
+        Command::Vanilla(args) => {
+            println!("{}", cuzk_bench::vanilla::run(&args)?);
             Ok(())
         }
     }

@@ -1,4 +1,4 @@
-//! The synthetic C1 generator against filecoin-proofs' own checks: the 2 KiB
+//! The synthetic generators against filecoin-proofs' own checks: the 2 KiB
 //! circuit built from a generated C1 is satisfied with the public inputs
 //! filecoin-proofs' verifier computes; tampered outputs are refused by
 //! `porep::check`; at 32 GiB the proofs stand at the challenges the crates
@@ -8,6 +8,8 @@
 //! PoSt vanilla proofs: at 2 KiB proved by filecoin-proofs-api and accepted by
 //! its verifiers; a 32 GiB WindowPoSt partition verified as filecoin-proofs'
 //! prover verifies it (200 sectors; the whole 2,349 with `--ignored`).
+//! Generated SnapDeals vanilla proofs: at 2 KiB proved by filecoin-proofs-api
+//! and accepted by its verifier; at 32 GiB, 16 partitions verified.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -17,7 +19,11 @@ use cuzk_filecoin::fixtures::{self, PROVER_ID, SEED, TICKET};
 use cuzk_filecoin::porep;
 use cuzk_filecoin::record::{Evaluation, Recorded};
 use cuzk_filecoin::post::PostRequest;
-use cuzk_filecoin::synthetic::{generate_c1, generate_post, GeneratedPost, PostInputs, SealInputs};
+use cuzk_filecoin::synthetic::{
+    generate_c1, generate_post, generate_update, GeneratedPost, GeneratedUpdate, PostInputs, SealInputs,
+    UpdateInputs,
+};
+use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::Kind;
 use cuzk_filecoin::verify::replica_id_matches;
 use filecoin_hashers::Hasher;
@@ -26,7 +32,10 @@ use filecoin_proofs::parameters::{setup_params, window_post_setup_params};
 use filecoin_proofs::types::{FallbackPoStSectorProof, VanillaSealProof};
 use filecoin_proofs::{as_safe_commitment, single_partition_vanilla_proofs};
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output};
-use filecoin_proofs_api::{post, PublicReplicaInfo, RegisteredPoStProof, RegisteredSealProof, SectorId};
+use filecoin_proofs_api::{
+    post, update, PartitionProofBytes, PublicReplicaInfo, RegisteredPoStProof, RegisteredSealProof,
+    RegisteredUpdateProof, SectorId,
+};
 use serde_json::Value;
 use storage_proofs_core::merkle::MerkleProofTrait;
 use storage_proofs_core::proof::ProofScheme;
@@ -363,4 +372,50 @@ fn window_post_at_32gib(sectors: u64) {
     // Another randomness draws other challenges.
     let moved = fallback::PublicInputs { randomness: domain(&[45; 32]), ..pub_inputs };
     assert!(single_partition_vanilla_proofs(&config, &pub_params, &moved, &proofs).is_err());
+}
+
+#[test]
+fn generated_update_proves_what_the_update_verifier_accepts() {
+    fixtures::ensure_params(&[Kind::EmptySectorUpdate]).unwrap();
+    let generated = generate_update(&UpdateInputs { registered_proof: fixtures::UPDATE, rng_seed: 4 }).unwrap();
+    let request = update_request(fixtures::UPDATE, &generated);
+    request.check().unwrap();
+    let proof = update::generate_empty_sector_update_proof_with_vanilla(
+        fixtures::UPDATE,
+        generated.vanilla_proofs.iter().cloned().map(PartitionProofBytes).collect(),
+        generated.comm_r_old,
+        generated.comm_r_new,
+        generated.comm_d_new,
+    )
+    .unwrap();
+    let verify = |comm_r_new| {
+        update::verify_empty_sector_update_proof(fixtures::UPDATE, &proof.0, generated.comm_r_old, comm_r_new, generated.comm_d_new)
+            .unwrap_or(false)
+    };
+    assert!(verify(generated.comm_r_new));
+    assert!(!verify(generated.comm_r_old), "another comm_r_new");
+}
+
+#[test]
+fn generated_update_at_32gib_has_16_verified_partitions() {
+    let registered_proof = RegisteredUpdateProof::StackedDrg32GiBV1;
+    let start = Instant::now();
+    let generated = generate_update(&UpdateInputs { registered_proof, rng_seed: 4 }).unwrap();
+    eprintln!("32 GiB update: 16 partitions generated and verified in {:.2?}", start.elapsed());
+    let request = update_request(registered_proof, &generated);
+    request.check().unwrap();
+    assert_eq!(request.partition_count().unwrap(), 16);
+    // The verifier refuses them for another comm_r_new.
+    let moved = UpdateRequest { comm_r_new: generated.comm_r_old, ..request };
+    assert!(moved.check().is_err());
+}
+
+fn update_request(registered_proof: RegisteredUpdateProof, generated: &GeneratedUpdate) -> UpdateRequest {
+    UpdateRequest {
+        registered_proof,
+        comm_r_old: generated.comm_r_old,
+        comm_r_new: generated.comm_r_new,
+        comm_d_new: generated.comm_d_new,
+        vanilla_proofs: generated.vanilla_proofs.clone(),
+    }
 }

@@ -1,7 +1,8 @@
 //! Real-shape Filecoin inputs without sealing: a commit-phase-1 output (C1)
 //! for any registered sector size, 32 GiB and 64 GiB included, generated in
-//! seconds, that every check of a sealed sector's accepts; and PoSt vanilla
-//! proofs of as many such sectors as a partition holds.
+//! seconds, that every check of a sealed sector's accepts; PoSt vanilla
+//! proofs of as many such sectors as a partition holds; SnapDeals vanilla
+//! proofs of such a sector's update.
 //!
 //! Pre-commit 1 of a 32 GiB sector takes hours and hundreds of GB; a C1 opens
 //! only 180 of its 2^30 nodes. The generator builds exactly what those
@@ -12,32 +13,33 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | `data` | the sector's data and its full tree D (comm_d) |
+//! | `blocks` | whole trees cheap to hash (tree D; SnapDeals' trees): repeated blocks |
 //! | `columns` | SDR labels of the challenged nodes, random labels of their parents |
 //! | `tree` | sparse trees C and R: only the opened paths, one root each |
 //! | `porep` | the C1 output assembled from them |
 //! | `post` | WinningPoSt and WindowPoSt vanilla proofs over sparse trees R |
+//! | `update` | SnapDeals vanilla proofs over block trees |
 
+pub mod blocks;
 pub mod columns;
-pub mod data;
 pub mod porep;
 pub mod post;
 pub mod tree;
-
-use filecoin_proofs_api::RegisteredSealProof;
+pub mod update;
 
 pub use porep::{generate_c1, SealInputs};
 pub use post::{generate_post, GeneratedPost, PostInputs};
+pub use update::{generate_update, GeneratedUpdate, UpdateInputs};
 
 /// Why a synthetic input could not be generated.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The registered proof's challenges cannot be drawn before its trees
-    /// exist, or it is not a PoRep the generator knows.
-    #[error("{proof:?}: {reason}")]
+    /// exist, or it is not a version the generator knows.
+    #[error("{proof}: {reason}")]
     Unsupported {
-        /// The registered proof asked for.
-        proof: RegisteredSealProof,
+        /// The registered proof asked for, by name.
+        proof: String,
         /// Why it cannot be generated.
         reason: &'static str,
     },

@@ -14,7 +14,7 @@ use std::any::Any;
 use std::collections::BTreeSet;
 
 use blstrs::Scalar as Fr;
-use filecoin_hashers::{HashFunction, Hasher};
+use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::constants::{
     DefaultPieceHasher, SECTOR_SIZE_2_KIB, SECTOR_SIZE_32_GIB, SECTOR_SIZE_512_MIB,
     SECTOR_SIZE_64_GIB, SECTOR_SIZE_8_MIB,
@@ -24,7 +24,7 @@ use filecoin_proofs::types::VanillaSealProof;
 use filecoin_proofs::{commitment_from_fr, with_shape};
 use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof as ApiVanillaProofs};
 use filecoin_proofs_api::{ApiFeature, RegisteredSealProof};
-use rand::SeedableRng;
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::drgraph::Graph;
@@ -35,8 +35,8 @@ use storage_proofs_porep::stacked::{
 };
 
 use super::columns::Columns;
-use super::data::DataTree;
-use super::tree::{levels, SparseTree, TreeProof};
+use super::blocks::BlockTree;
+use super::tree::{binary_levels, levels, SparseTree, TreeProof};
 use super::{filecoin, Error};
 
 /// What a sector's C1 output depends on besides its data: the arguments
@@ -63,7 +63,12 @@ pub struct SealInputs {
 /// filecoin-proofs checks its own before returning it.
 pub fn generate_c1(inputs: &SealInputs) -> Result<SealCommitPhase1Output, Error> {
     let proof = inputs.registered_proof;
-    let unsupported = |reason| Err(Error::Unsupported { proof, reason });
+    let unsupported = |reason| {
+        Err(Error::Unsupported {
+            proof: format!("{proof:?}"),
+            reason,
+        })
+    };
     if proof.major_version() != 1 {
         return unsupported("only V1 seal proofs are known");
     }
@@ -87,13 +92,31 @@ struct Sector<Tree: 'static + MerkleTreeTrait> {
     /// SDR's graph and layer count.
     params: PublicParams<Tree>,
     /// The data and tree D.
-    data: DataTree<DefaultPieceHasher>,
+    data: BlockTree<DefaultPieceHasher>,
     /// The labels of the challenged nodes and their parents.
     columns: Columns<Tree::Hasher>,
     /// Tree C over the columns' hashes.
     tree_c: SparseTree<Tree::Hasher>,
     /// Tree R's last layer over the replica's challenged nodes.
     tree_r: SparseTree<Tree::Hasher>,
+}
+
+/// log2 of the nodes in one block of the data (4,096 nodes, 128 KiB).
+const DATA_BLOCK_ROWS: usize = 12;
+/// The most distinct blocks the data is made of.
+const DATA_POOL: usize = 16;
+
+/// A sector's data and its tree D, drawn from `rng`: blocks of 4,096
+/// random field elements (as Fr32-padded data is), each block position
+/// filled with one of 16 (the whole sector one block below 128 KiB).
+fn random_data<R: RngCore>(nodes: usize, rng: &mut R) -> BlockTree<DefaultPieceHasher> {
+    let rows = DATA_BLOCK_ROWS.min(nodes.ilog2() as usize);
+    let segments = nodes >> rows;
+    let blocks: Vec<Vec<PieceDomain>> = (0..DATA_POOL.min(segments))
+        .map(|_| (0..1 << rows).map(|_| PieceDomain::random(rng)).collect())
+        .collect();
+    let placement = (0..segments).map(|_| rng.gen_range(0..blocks.len())).collect();
+    BlockTree::new(binary_levels(nodes), rows, rows, blocks, placement)
 }
 
 fn generate<Tree: 'static + MerkleTreeTrait>(
@@ -115,7 +138,7 @@ fn generate<Tree: 'static + MerkleTreeTrait>(
     let nodes = params.graph.size();
     let mut rng = ChaCha20Rng::seed_from_u64(inputs.rng_seed);
 
-    let data = DataTree::<DefaultPieceHasher>::random(nodes, &mut rng);
+    let data = random_data(nodes, &mut rng);
     let comm_d = data.root();
     let replica_id = generate_replica_id::<Tree::Hasher, _>(
         &inputs.prover_id,
@@ -147,7 +170,7 @@ fn generate<Tree: 'static + MerkleTreeTrait>(
                 .rows(node)
                 .ok_or(Error::Inconsistent("a challenged node without a column"))?[layers - 1]
                 .into();
-            let value: Fr = data.leaf(node as usize).into();
+            let value: Fr = data.node(0, node as usize).into();
             Ok((u64::from(node), (key + value).into()))
         })
         .collect::<Result<_, Error>>()?;
