@@ -9,7 +9,10 @@
 //! its verifiers; a 32 GiB WindowPoSt partition verified as filecoin-proofs'
 //! prover verifies it (200 sectors; the whole 2,349 with `--ignored`).
 //! Generated SnapDeals vanilla proofs: at 2 KiB proved by filecoin-proofs-api
-//! and accepted by its verifier; at 32 GiB, 16 partitions verified.
+//! and accepted by its verifier; at 32 GiB, 16 partitions verified. A
+//! challenge of a 32 GiB and of a 64 GiB partition as a circuit of its own:
+//! satisfied, with the verifier's public inputs (every challenge of a 32 GiB
+//! partition with `--ignored`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -17,7 +20,7 @@ use std::time::Instant;
 use cuzk_filecoin::convert::fr_from_blstrs;
 use cuzk_filecoin::fixtures::{self, PROVER_ID, SEED, TICKET};
 use cuzk_filecoin::porep;
-use cuzk_filecoin::record::{Evaluation, Recorded};
+use cuzk_filecoin::record::{record_witness, Evaluation, Recorded};
 use cuzk_filecoin::post::PostRequest;
 use cuzk_filecoin::synthetic::{
     generate_c1, generate_post, generate_update, GeneratedPost, GeneratedUpdate, PostInputs, SealInputs,
@@ -27,7 +30,7 @@ use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::Kind;
 use cuzk_filecoin::verify::replica_id_matches;
 use filecoin_hashers::Hasher;
-use filecoin_proofs::constants::{DefaultTreeHasher, SectorShape32GiB};
+use filecoin_proofs::constants::{DefaultPieceHasher, DefaultTreeHasher, SectorShape32GiB, SectorShape64GiB};
 use filecoin_proofs::parameters::{setup_params, window_post_setup_params};
 use filecoin_proofs::types::{FallbackPoStSectorProof, VanillaSealProof};
 use filecoin_proofs::{as_safe_commitment, single_partition_vanilla_proofs};
@@ -37,9 +40,10 @@ use filecoin_proofs_api::{
     RegisteredUpdateProof, SectorId,
 };
 use serde_json::Value;
-use storage_proofs_core::merkle::MerkleProofTrait;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
-use storage_proofs_porep::stacked::{generate_replica_id, Challenges};
+use storage_proofs_porep::stacked::{self, generate_replica_id, Challenges, StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::{self, FallbackPoSt, PublicSector};
 
 fn inputs(registered_proof: RegisteredSealProof) -> SealInputs {
@@ -63,6 +67,22 @@ fn generated(inputs: &SealInputs) -> SealCommitPhase1Output {
     c1
 }
 
+/// Partition `k`'s public inputs as filecoin-proofs-api's verifier computes
+/// them for the sector `inputs` describe (`get_seal_inputs`).
+fn verifier_inputs(inputs: &SealInputs, c1: &SealCommitPhase1Output, k: usize) -> Vec<ark_bls12_381::Fr> {
+    let all = seal::get_seal_inputs(
+        inputs.registered_proof,
+        c1.comm_r,
+        c1.comm_d,
+        inputs.prover_id,
+        SectorId::from(inputs.sector_id),
+        inputs.ticket,
+        inputs.seed,
+    )
+    .unwrap();
+    all[k].iter().map(fr_from_blstrs).collect()
+}
+
 #[test]
 fn generated_2kib_circuit_is_satisfied_with_the_verifiers_inputs() {
     let i = inputs(RegisteredSealProof::StackedDrg2KiBV1_1);
@@ -75,18 +95,7 @@ fn generated_2kib_circuit_is_satisfied_with_the_verifiers_inputs() {
         panic!("direct evaluation records a witness");
     };
     assert_eq!(witness.unsatisfied(), 0);
-    let expected = seal::get_seal_inputs(
-        i.registered_proof,
-        c1.comm_r,
-        c1.comm_d,
-        i.prover_id,
-        SectorId::from(i.sector_id),
-        i.ticket,
-        i.seed,
-    )
-    .unwrap();
-    let expected: Vec<_> = expected[0].iter().map(fr_from_blstrs).collect();
-    assert_eq!(witness.public_inputs(), &expected[..]);
+    assert_eq!(witness.public_inputs(), &verifier_inputs(&i, &c1, 0)[..]);
 
     // Deterministic in its inputs; another rng seed is another sector.
     let again = generate_c1(&i).unwrap();
@@ -418,4 +427,77 @@ fn update_request(registered_proof: RegisteredUpdateProof, generated: &Generated
         comm_d_new: generated.comm_d_new,
         vanilla_proofs: generated.vanilla_proofs.clone(),
     }
+}
+
+/// Challenges `challenges` of partition `k` of a generated C1, each as a
+/// circuit of its own: the partition's circuit cut to that one of its 18
+/// challenges (about 7.2 M of its 130 M constraints, the sub-tree and
+/// top-tree levels of the tree C and tree R paths included), recorded and
+/// checked: no unsatisfied constraint, and its public inputs the ones
+/// filecoin-proofs-api's `get_seal_inputs` lists for the partition (replica
+/// id, comm_d and comm_r, then that challenge's).
+fn challenges_are_satisfied<Tree: 'static + MerkleTreeTrait>(
+    registered_proof: RegisteredSealProof,
+    k: usize,
+    challenges: std::ops::Range<usize>,
+) {
+    let i = inputs(registered_proof);
+    let c1 = generated(&i);
+    let proofs: Vec<Vec<VanillaSealProof<Tree>>> = c1.vanilla_proofs.clone().try_into().unwrap();
+    let config = registered_proof.as_v1_config();
+    let setup = compound_proof::SetupParams {
+        vanilla_params: setup_params(&config).unwrap(),
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
+    type Scheme<'a, Tree> = StackedDrg<'a, Tree, DefaultPieceHasher>;
+    let params = <Compound<Tree> as CompoundProof<Scheme<'_, Tree>, _>>::setup(&setup).unwrap().vanilla_params;
+    let replica_id: blstrs::Scalar = c1.replica_id.into();
+    let public = stacked::PublicInputs {
+        replica_id: replica_id.into(),
+        tau: Some(stacked::Tau {
+            comm_d: as_safe_commitment(&c1.comm_d, "comm_d").unwrap(),
+            comm_r: as_safe_commitment(&c1.comm_r, "comm_r").unwrap(),
+        }),
+        k: None,
+        seed: Some(c1.seed),
+    };
+    let expected = verifier_inputs(&i, &c1, k);
+    for j in challenges {
+        let one = vec![proofs[k][j].clone()];
+        let circuit =
+            <Compound<Tree> as CompoundProof<Scheme<'_, Tree>, _>>::circuit(&public, (), &one, &params, Some(k)).unwrap();
+        let start = Instant::now();
+        let witness = record_witness(circuit).unwrap();
+        eprintln!(
+            "{registered_proof:?}, partition {k}, challenge {j}: {} constraints recorded in {:.2?}",
+            witness.num_constraints(),
+            start.elapsed()
+        );
+        assert_eq!(witness.unsatisfied(), 0, "challenge {j}");
+        let ours = witness.public_inputs();
+        let per = ours.len() - 3;
+        assert!(per > 0, "the challenge's own inputs are there");
+        assert_eq!(&ours[..3], &expected[..3]);
+        assert_eq!(&ours[3..], &expected[3 + j * per..3 + (j + 1) * per], "challenge {j}");
+    }
+}
+
+#[test]
+fn a_challenge_of_a_32gib_partition_is_satisfied() {
+    challenges_are_satisfied::<SectorShape32GiB>(RegisteredSealProof::StackedDrg32GiBV1_1, 9, 0..1);
+}
+
+#[test]
+fn a_challenge_of_a_64gib_partition_is_satisfied() {
+    challenges_are_satisfied::<SectorShape64GiB>(RegisteredSealProof::StackedDrg64GiBV1_1, 3, 17..18);
+}
+
+/// Every challenge of a 32 GiB partition, one at a time: about 8 min of the
+/// loaded 2-core build machine, so `--ignored`.
+#[test]
+#[ignore]
+fn every_challenge_of_a_32gib_partition_is_satisfied() {
+    challenges_are_satisfied::<SectorShape32GiB>(RegisteredSealProof::StackedDrg32GiBV1_1, 0, 0..18);
 }

@@ -34,8 +34,8 @@ use storage_proofs_porep::stacked::{
     ReplicaColumnProof, StackedCompound, StackedDrg,
 };
 
-use super::columns::Columns;
 use super::blocks::BlockTree;
+use super::columns::Columns;
 use super::tree::{binary_levels, levels, SparseTree, TreeProof};
 use super::{filecoin, Error};
 
