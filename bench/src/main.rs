@@ -1,5 +1,5 @@
-//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`, `shape`
-//! and `key`. A binary of its own because this crate depends on the daemon's
+//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`,
+//! `shape`, `key`, `c1` and `vanilla`. A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
 
@@ -36,6 +36,12 @@ enum Command {
     /// A TIMING-ONLY parameter file of a Filecoin circuit's real shape
     /// (random points; proofs made with it do not verify).
     Key(cuzk_bench::key::KeyBenchArgs),
+    /// A PoRep C1 output of any sector size generated without sealing, or
+    /// one read from a file; its partitions' circuits checked on request.
+    C1(cuzk_bench::c1::C1Args),
+    /// WinningPoSt, WindowPoSt or SnapDeals vanilla proofs of sectors never
+    /// sealed: a job body and the verifier's input.
+    Vanilla(cuzk_bench::vanilla::VanillaArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -63,6 +69,14 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Key(args) => {
             println!("{}", cuzk_bench::key::run(&args)?);
+            Ok(())
+        }
+        Command::C1(args) => {
+            println!("{}", cuzk_bench::c1::run(&args)?);
+            Ok(())
+        }
+        Command::Vanilla(args) => {
+            println!("{}", cuzk_bench::vanilla::run(&args)?);
             Ok(())
         }
     }
