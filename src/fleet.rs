@@ -3,7 +3,8 @@
 //!
 //! Any node takes any request: a submission is written to the database
 //! (`requests.rs`), never to this node's tracker; reads, proofs and cancels
-//! are answered from the database (`stored.rs`: a job as it has it). Work reaches the tracker only as
+//! are answered from the database (`stored.rs`: a job as it has it), and
+//! waiting for a job's end polls it (`ends.rs`). Work reaches the tracker only as
 //! partitions this node claimed (`claimer.rs`), whose leases it renews while
 //! they run (`renewer.rs`); a partition's result and the end of its lease
 //! are one transaction of the job store (`store/pg.rs`), and the one that
@@ -12,6 +13,7 @@
 //! one each.
 
 mod claimer;
+mod ends;
 mod pool;
 mod renewer;
 mod requests;
@@ -45,6 +47,8 @@ pub struct Fleet {
     /// This node's name: the owner of the leases it holds.
     pub node: String,
     pool: pool::Pool,
+    /// The jobs callers wait on to end (`watch`).
+    ends: Mutex<ends::Ends>,
     /// Resolves when the claimer has stopped (after a shutdown began, once
     /// it put back what the node had not started).
     claimer_done: Mutex<Option<oneshot::Receiver<()>>>,
@@ -139,7 +143,12 @@ impl Fleet {
             settings.lease / 3,
             settings.poll
         );
-        Ok(Arc::new(Fleet { node, pool: pool::Pool::new(url)?, claimer_done: Mutex::new(Some(claimer_done)) }))
+        Ok(Arc::new(Fleet {
+            node,
+            pool: pool::Pool::new(url)?,
+            ends: Mutex::default(),
+            claimer_done: Mutex::new(Some(claimer_done)),
+        }))
     }
 
     /// Waits up to `limit` for the claimer to stop: a shutdown's last step,

@@ -10,6 +10,7 @@ pub mod filecoin;
 pub mod fleet;
 pub mod http;
 pub mod job_input;
+pub mod jobs;
 pub mod keys;
 pub mod restore;
 pub mod server;

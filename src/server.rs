@@ -21,10 +21,10 @@ use crate::config::{BackendKind, Config};
 use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::fleet::Fleet;
+use crate::jobs::Jobs;
 use crate::keys::CircuitStore;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
-use crate::tenants::SubmitRates;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
 /// what a caller acts on: fix the configuration, free the address, look at
@@ -183,6 +183,8 @@ pub struct RunningDaemon {
     pub tls: bool,
     /// The actors, for in-process observers (benchmarks).
     pub system: ProvingSystem,
+    /// The job seam, for in-process callers (tests).
+    pub jobs: Arc<Jobs>,
     stop_requests: StopRequests,
     grace: Duration,
     intake: Intake,
@@ -252,7 +254,9 @@ struct Daemon {
     reload: (AuthConfig, String),
     system: ProvingSystem,
     intake: Intake,
-    jobs: Arc<dyn JobStore>,
+    job_store: Arc<dyn JobStore>,
+    /// The job seam the handlers use, handed to in-process callers.
+    jobs: Arc<Jobs>,
     grace: Duration,
     /// A fleet node's side of the database: a stop waits for its claimer to
     /// put back what it had not started.
@@ -266,7 +270,7 @@ impl Daemon {
         let handle = self.server.handle();
         let serving = actix_rt::spawn(self.server);
         let grace = stop_requests.recv().await.unwrap_or(Duration::ZERO);
-        shutdown::drain(&self.system, &self.intake, self.jobs, grace).await;
+        shutdown::drain(&self.system, &self.intake, self.job_store, grace).await;
         if let Some(fleet) = &self.fleet {
             fleet.claimer_stopped(Duration::from_secs(5)).await;
         }
@@ -320,13 +324,13 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     };
     let store = Arc::new(keys.map_err(ServerError::Storage)?);
     let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
-    let jobs = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
+    let job_store = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
     // A fleet node restores nothing: jobs stay in the database, and its
     // partitions come as claims.
-    let stored = if node.is_some() { Vec::new() } else { jobs.load()? };
+    let stored = if node.is_some() { Vec::new() } else { job_store.load()? };
     let load = node.as_ref().map(|_| Arc::new(FleetLoad::default()));
     let persistence = Persistence {
-        store: Some(jobs.clone()),
+        store: Some(job_store.clone()),
         fleet: load.clone(),
         // The fleet's claimers sweep the database.
         retention: node.is_none().then(|| Duration::from_secs(config.store.retention_secs)),
@@ -365,36 +369,24 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
             budget_bytes: config.budget_bytes(),
         }),
     });
-    let recovering = crate::restore::start(&system, parser.clone(), jobs.clone(), stored)
+    let recovering = crate::restore::start(&system, parser.clone(), job_store.clone(), stored)
         .map_err(ServerError::Runtime)?;
     let fleet = match (fleet_store, load) {
         (Some((url, node)), Some(load)) => Some(
-            Fleet::start(&config, url, node.to_string(), &system, parser.clone(), jobs.clone(), load, intake.clone())
+            Fleet::start(&config, url, node.to_string(), &system, parser.clone(), job_store.clone(), load, intake.clone())
                 .map_err(ServerError::Storage)?,
         ),
         _ => None,
     };
-    let node_fleet = fleet.clone();
+    let jobs = Arc::new(Jobs::new(&config, system.clone(), parser.clone(), job_store.clone(), fleet.clone(), intake.clone(), recovering));
     let state = web::Data::new(AppState {
+        jobs: jobs.clone(),
         system: system.clone(),
-        jobs: parser,
+        parser,
         store,
-        retry_after_s: config.limits.queue_full_retry_after_s,
         max_body_bytes: config.limits.max_body_bytes,
         body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
         metrics,
-        intake: intake.clone(),
-        job_store: jobs.clone(),
-        data_dir: config.data_dir.clone(),
-        // The redb file fills the data directory's disk; a database, its own.
-        min_free_bytes: match config.store.url {
-            Some(_) => 0,
-            None => config.store.min_free_bytes,
-        },
-        recovering,
-        submit_rates: SubmitRates::default(),
-        fleet: fleet.clone(),
-        max_queued_jobs: (max_queued > 0).then_some(max_queued),
     });
     let app_gates = gates.clone();
     let server = HttpServer::new(move || {
@@ -456,9 +448,10 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         reload: (config.auth, config.listen),
         system,
         intake,
+        job_store,
         jobs,
         grace: Duration::from_secs(config.shutdown_grace_secs),
-        fleet: node_fleet,
+        fleet,
     })
 }
 
@@ -535,6 +528,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                             daemon.system.clone(),
                             daemon.grace,
                             daemon.intake.clone(),
+                            daemon.jobs.clone(),
                         )));
                         daemon.run(stop_received).await
                     }
@@ -546,7 +540,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
             })
         })
         .map_err(|e| ServerError::Runtime(format!("cannot start the daemon thread: {e}")))?;
-    let (bound, system, grace, intake) = rx.recv().map_err(|_| {
+    let (bound, system, grace, intake, jobs) = rx.recv().map_err(|_| {
         ServerError::Runtime("the daemon thread died while starting".into())
     })??;
     Ok(RunningDaemon {
@@ -554,6 +548,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
         metrics_addr: bound.metrics_addr,
         tls: bound.tls,
         system,
+        jobs,
         stop_requests,
         grace,
         intake,

@@ -65,6 +65,8 @@ pub struct Tracker {
     /// The same per tenant, for the tenants' own queue limits; a tenant
     /// with none unfinished has no entry.
     unfinished_by_tenant: HashMap<Tenant, usize>,
+    /// Callers waiting for unfinished jobs to end (`WatchJob`).
+    watchers: views::Watchers,
 }
 
 struct JobState {
@@ -174,6 +176,7 @@ impl Tracker {
             unfinished: 0,
             unfinished_by_tenant: HashMap::new(),
             tally: Tally::default(),
+            watchers: views::Watchers::default(),
         }
     }
 
@@ -291,6 +294,7 @@ impl Tracker {
         job.finished = Some((final_stage, now));
         job.spec = Arc::new(job.spec.without_work());
         self.tally.add(job);
+        self.watchers.ended(id, job.status());
         self.unfinished -= 1;
         if let Some(count) = self.unfinished_by_tenant.get_mut(&job.tenant) {
             *count -= 1;
@@ -486,7 +490,7 @@ impl Handler<PartitionProved> for Tracker {
         let p = &mut job.partitions[msg.key.index as usize];
         p.proof = Some(msg.proof.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Done);
-        let detail = self.persistence.fleet.as_ref().and_then(|_| serde_json::to_string(&p.view(msg.key.index)).ok());
+        let detail = self.persistence.fleet.as_ref().map(|_| p.detail());
         self.record(StoreWrite::PartitionProved {
             job: msg.key.job.clone(),
             index: msg.key.index,

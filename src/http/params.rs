@@ -10,9 +10,9 @@ use cuzk_actors::messages::budget::SetResident;
 use cuzk_filecoin::Kind;
 use serde_json::json;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 // Named by the #[utoipa::path] attributes.
-use super::schemas::{ErrorBody, ParamsDoc, TokenRefusals};
+use super::schemas::{ParamsDoc, TokenRefusals};
 use super::state::AppState;
 
 #[utoipa::path(
@@ -24,10 +24,10 @@ use super::state::AppState;
     security((), ("bearer" = ["read"]))
 )]
 pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let dir = state.jobs.params_dir.clone();
+    let dir = state.parser.params_dir.clone();
     let listed = web::block(move || cuzk_filecoin::params::cache_ids_in(&dir))
         .await
-        .map_err(|e| ApiError::new(500, format!("listing the parameter directory failed: {e}")))?;
+        .map_err(|e| ApiError::internal(format!("listing the parameter directory failed: {e}")))?;
     let loaded = state.store.loaded();
     let files: Vec<_> = listed
         .iter()
@@ -42,7 +42,7 @@ pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, Api
         })
         .collect();
     Ok(HttpResponse::Ok().json(json!({
-        "dir": state.jobs.params_dir.display().to_string(),
+        "dir": state.parser.params_dir.display().to_string(),
         "files": files,
     })))
 }
@@ -66,7 +66,7 @@ pub async fn evict_params(
         update_budget(&state);
         Ok(HttpResponse::Ok().json(json!({ "id": id, "loaded": false })))
     } else {
-        Err(ApiError::new(404, format!("parameters {id:?} are not loaded")))
+        Err(ApiError::not_found(format!("parameters {id:?} are not loaded")))
     }
 }
 
@@ -87,9 +87,9 @@ pub async fn preload_params(
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let path = param_file(&state, &id)
-        .ok_or_else(|| ApiError::new(404, format!("no parameter file for {id:?} in {}", state.jobs.params_dir.display())))?;
+        .ok_or_else(|| ApiError::not_found(format!("no parameter file for {id:?} in {}", state.parser.params_dir.display())))?;
     let (kind, sector_size) = Kind::of_cache_id(&id)
-        .ok_or_else(|| ApiError::new(422, format!("{id:?} names no circuit of a registered proof")))?;
+        .ok_or_else(|| ApiError::unprocessable(format!("{id:?} names no circuit of a registered proof")))?;
     let store = state.store.clone();
     let cache_id = id.clone();
     // Decoding a large file takes minutes: off the HTTP workers.
@@ -99,8 +99,8 @@ pub async fn preload_params(
         })
     })
     .await
-    .map_err(|e| ApiError::new(500, format!("loading {id} did not finish: {e}")))?
-    .map_err(|e| ApiError::new(422, format!("loading {id}: {e}")))?;
+    .map_err(|e| ApiError::internal(format!("loading {id} did not finish: {e}")))?
+    .map_err(|e| ApiError::unprocessable(format!("loading {id}: {e}")))?;
     update_budget(&state);
     Ok(HttpResponse::Ok().json(json!({
         "id": id,
@@ -111,7 +111,7 @@ pub async fn preload_params(
 
 /// The `.params` file of `id` in the parameter directory.
 fn param_file(state: &AppState, id: &str) -> Option<PathBuf> {
-    cuzk_filecoin::params::cache_ids_in(&state.jobs.params_dir)
+    cuzk_filecoin::params::cache_ids_in(&state.parser.params_dir)
         .into_iter()
         .find_map(|(file_id, path)| (file_id == id).then_some(path))
 }

@@ -511,7 +511,7 @@ fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result
     let now = unix_ms(std::time::SystemTime::now());
     match write {
         StoreWrite::PartitionProved { proof, detail, .. } => {
-            let detail = detail.as_deref().and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()).map(Json);
+            let detail = detail.as_ref().map(Json);
             client.execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node, &detail])?;
             let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: now };
             end_job(client, &sql.end_if_done, job, &done)?;
