@@ -1,5 +1,5 @@
-//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis` and
-//! `shape`. A binary of its own because this crate depends on the daemon's
+//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`,
+//! `shape`, and `curio-inputs` (test inputs for a gRPC client). A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
 
@@ -33,6 +33,10 @@ enum Command {
     /// Constraints, variables and densities of Filecoin's circuits at any
     /// sector size, from their blank circuits.
     Shape(cuzk_bench::shape::ShapeBenchArgs),
+    /// Writes the 2 KiB Filecoin fixtures' inputs (a C1 output, PoSt and
+    /// SnapDeals vanilla proofs, commitments) as files and a manifest, for
+    /// a gRPC client that wraps them in Curio's encodings itself.
+    CurioInputs(cuzk_bench::curio_inputs::CurioInputsArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -56,6 +60,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Shape(args) => {
             println!("{}", cuzk_bench::shape::run(&args)?);
+            Ok(())
+        }
+        Command::CurioInputs(args) => {
+            println!("{}", cuzk_bench::curio_inputs::run(&args)?.display());
             Ok(())
         }
     }
