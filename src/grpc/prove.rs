@@ -86,14 +86,7 @@ pub async fn prove(
         Ok(Err(NotAccepted::Refused(status))) => return Err(status),
         Err(error) => return Err(Status::internal(format!("accepting the job failed: {error}"))),
     };
-    let ending = state.jobs.wait(&job, &scope, None);
-    let status = match deadline {
-        Some(deadline) => tokio::time::timeout(deadline, ending)
-            .await
-            .map_err(|_| Status::deadline_exceeded(format!("the call's deadline passed before job {job} ended")))?,
-        None => ending.await,
-    }
-    .map_err(jobs_status)?;
+    let status = within(deadline, &job, state.jobs.wait(&job, &scope, None)).await?;
     if !status.has_ended() {
         // Unbounded waits end only with the job, or when the tracker
         // stops watching: the daemon is stopping.
@@ -164,14 +157,7 @@ pub async fn await_proof(
     // None: its last caller left and it is being cancelled; the wait sees that end.
     let waiting = state.calls.wait_on(&state.jobs, &job, false);
     let timeout = (request.timeout_ms > 0).then(|| Duration::from_millis(request.timeout_ms));
-    let wait = state.jobs.wait(&job, &scope, timeout);
-    let status = match deadline {
-        Some(deadline) => tokio::time::timeout(deadline, wait)
-            .await
-            .map_err(|_| Status::deadline_exceeded(format!("the call's deadline passed before job {job} ended")))?,
-        None => wait.await,
-    }
-    .map_err(jobs_status)?;
+    let status = within(deadline, &job, state.jobs.wait(&job, &scope, timeout)).await?;
     if !status.has_ended() {
         return Ok(AwaitProofResponse { job_id: job.0, status: Outcome::Timeout as i32, ..Default::default() });
     }
@@ -229,6 +215,22 @@ async fn result(state: &GrpcState, job: &JobId, scope: &TenantScope, status: Job
         JobStatus::Queued | JobStatus::Running => answer.status = Outcome::Timeout as i32,
     }
     Ok(answer)
+}
+
+/// A wait for `job`'s end, given up with DEADLINE_EXCEEDED when the call's
+/// own deadline passes first.
+async fn within(
+    deadline: Option<Duration>,
+    job: &JobId,
+    wait: impl std::future::Future<Output = Result<JobStatus, JobsError>>,
+) -> Result<JobStatus, Status> {
+    let waited = match deadline {
+        Some(deadline) => tokio::time::timeout(deadline, wait)
+            .await
+            .map_err(|_| Status::deadline_exceeded(format!("the call's deadline passed before job {job} ended")))?,
+        None => wait.await,
+    };
+    waited.map_err(jobs_status)
 }
 
 /// What Curio expects of an input it cannot have proved: an OK answer
