@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::dev::Service;
 use actix_web::middleware::{from_fn, ErrorHandlers};
@@ -21,8 +21,10 @@ use crate::config::{BackendKind, Config, ConfigError};
 use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::fleet::Fleet;
+use crate::grpc::{Calls, GrpcServer, GrpcState, ListenError, ProvingService};
 use crate::jobs::Jobs;
 use crate::keys::KeyStore;
+use crate::param_files::ParamFiles;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
 use crate::tls::TlsError;
@@ -59,6 +61,9 @@ pub enum ServerError {
     /// The fleet node cannot start (its connections to the database).
     #[error(transparent)]
     Fleet(#[from] crate::fleet::FleetError),
+    /// The gRPC listener refused its settings or cannot listen.
+    #[error(transparent)]
+    Grpc(#[from] ListenError),
     /// The job store opened but its records cannot be read back.
     #[error("job store: {0}")]
     JobStore(#[from] cuzk_actors::store::StoreError),
@@ -245,6 +250,9 @@ pub struct RunningDaemon {
     pub system: ProvingSystem,
     /// The job seam, for in-process callers (tests).
     pub jobs: Arc<Jobs>,
+    /// Where gRPC listens (`host:port` or `unix:///path`), when
+    /// `grpc.listen` is set.
+    pub grpc_addr: Option<String>,
     stop_requests: StopRequests,
     grace: Duration,
     intake: Intake,
@@ -292,11 +300,13 @@ impl Drop for RunningDaemon {
 }
 
 /// Where a built server listens.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Bound {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     tls: bool,
+    /// The gRPC listener's address.
+    grpc: Option<String>,
 }
 
 /// A daemon built and bound, not yet serving.
@@ -318,6 +328,8 @@ struct Daemon {
     /// A fleet node's side of the database: a stop waits for its claimer to
     /// put back what it had not started.
     fleet: Option<Arc<Fleet>>,
+    /// Curio's gRPC service, stopped with the HTTP server.
+    grpc: Option<GrpcServer>,
 }
 
 impl Daemon {
@@ -332,6 +344,9 @@ impl Daemon {
             fleet.claimer_stopped(Duration::from_secs(5)).await;
         }
         handle.stop(true).await;
+        if let Some(grpc) = self.grpc {
+            grpc.stop();
+        }
         let served = serving.await.unwrap_or(Ok(()));
         // Ends the actors' threads too (partitions still running are
         // abandoned: the store already has what they had finished).
@@ -361,6 +376,13 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         None => None,
     };
     let gates = web::Data::new(Gates::new(gate));
+    let grpc_listener = match &config.grpc.listen {
+        Some(listen) => {
+            let tokens = gates.current().token_count() > 0;
+            Some(crate::grpc::bind(listen, tls.as_ref(), tokens, config.auth.insecure)?)
+        }
+        None => None,
+    };
     let metrics = metrics_handle();
     crate::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
     // A PostgreSQL store makes this daemon a node of the fleet on it, whose
@@ -431,11 +453,28 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         _ => None,
     };
     let jobs = Arc::new(Jobs::new(&config, system.clone(), parser.clone(), job_store.clone(), fleet.clone(), intake.clone(), recovering));
+    let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone()));
+    let grpc = grpc_listener.map(|listener| {
+        let state = GrpcState {
+            jobs: jobs.clone(),
+            gates: gates.clone().into_inner(),
+            params: params.clone(),
+            metrics: metrics.clone(),
+            system: system.clone(),
+            calls: Arc::new(Calls::new(config.grpc.max_waiting_calls, intake.clone())),
+            started: Instant::now(),
+            trusted: listener.trusted,
+        };
+        let address = listener.address.clone();
+        let service = ProvingService { state: Arc::new(state) };
+        (address, listener.serve(service, config.grpc.max_message_bytes, config.grpc.max_waiting_calls))
+    });
     let state = web::Data::new(AppState {
         jobs: jobs.clone(),
         system: system.clone(),
         parser,
         keys,
+        params,
         max_body_bytes: config.limits.max_body_bytes,
         body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
         metrics,
@@ -492,6 +531,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
             addr,
             metrics_addr,
             tls: tls_enabled,
+            grpc: grpc.as_ref().map(|(address, _)| address.clone()),
         },
         gates,
         reload: (config.auth, config.listen),
@@ -501,6 +541,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         jobs,
         grace: Duration::from_secs(config.shutdown_grace_secs),
         fleet,
+        grpc: grpc.map(|(_, server)| server),
     })
 }
 
@@ -516,6 +557,9 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
             .map_err(|source| ServerError::Signal { signal: "SIGHUP", source })?;
         let scheme = if daemon.bound.tls { "https" } else { "http" };
         log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
+        if let Some(address) = &daemon.bound.grpc {
+            log::info!("cuzk gRPC (cuzk.v1.ProvingEngine) on {address}");
+        }
         if let Some(addr) = daemon.bound.metrics_addr {
             log::info!("metrics on http://{addr}/metrics");
         }
@@ -584,7 +628,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 match build(config, registry) {
                     Ok(daemon) => {
                         let _ = tx.send(Ok((
-                            daemon.bound,
+                            daemon.bound.clone(),
                             daemon.system.clone(),
                             daemon.grace,
                             daemon.intake.clone(),
@@ -605,6 +649,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
         addr: bound.addr,
         metrics_addr: bound.metrics_addr,
         tls: bound.tls,
+        grpc_addr: bound.grpc,
         system,
         jobs,
         stop_requests,

@@ -6,9 +6,12 @@
 //! counts of Filecoin's circuits at any sector size), `key` (a timing-only
 //! key of such a shape), `c1` (a PoRep C1 output of any sector size
 //! generated without sealing, and its check) and `vanilla` (PoSt and
-//! SnapDeals vanilla proofs of sectors never sealed).
+//! SnapDeals vanilla proofs of sectors never sealed); and `curio-inputs`,
+//! which writes the Filecoin fixtures' inputs as files for the gRPC
+//! conformance test's client.
 
 pub mod c1;
+pub mod curio_inputs;
 pub mod filecoin;
 pub mod fleet;
 pub mod gpu;

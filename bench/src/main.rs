@@ -1,5 +1,5 @@
 //! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`,
-//! `shape`, `key`, `c1` and `vanilla`. A binary of its own because this crate depends on the daemon's
+//! `shape`, `key`, `c1`, `vanilla` and `curio-inputs` (test inputs for a gRPC client). A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
 
@@ -42,6 +42,10 @@ enum Command {
     /// WinningPoSt, WindowPoSt or SnapDeals vanilla proofs of sectors never
     /// sealed: a job body and the verifier's input.
     Vanilla(cuzk_bench::vanilla::VanillaArgs),
+    /// Writes the 2 KiB Filecoin fixtures' inputs (a C1 output, PoSt and
+    /// SnapDeals vanilla proofs, commitments) as files and a manifest, for
+    /// a gRPC client that wraps them in Curio's encodings itself.
+    CurioInputs(cuzk_bench::curio_inputs::CurioInputsArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -77,6 +81,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Vanilla(args) => {
             println!("{}", cuzk_bench::vanilla::run(&args)?);
+            Ok(())
+        }
+        Command::CurioInputs(args) => {
+            println!("{}", cuzk_bench::curio_inputs::run(&args)?.display());
             Ok(())
         }
     }
