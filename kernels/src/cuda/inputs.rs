@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::bases::TiledKey;
 use super::msm::MsmGroup;
-use crate::groth16::{PreparedCircuit, Selection, Synthesized};
+use crate::groth16::{Abc, PreparedCircuit, Selection, Synthesized};
 use crate::r1cs::Matrices;
 use crate::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
@@ -233,9 +233,11 @@ pub fn porep_shaped_partition(
 fn with_random_abc(n: usize, mut assignment: Vec<Fr>, num_inputs: usize, s: u64) -> Synthesized {
     assignment[0] = Fr::from(1u64);
     Synthesized {
-        a: random_fr(n, s ^ 1),
-        b: random_fr(n, s ^ 2),
-        c: random_fr(n, s ^ 3),
+        abc: Abc::Host {
+            a: random_fr(n, s ^ 1),
+            b: random_fr(n, s ^ 2),
+            c: random_fr(n, s ^ 3),
+        },
         assignment,
         num_inputs,
     }
