@@ -1,6 +1,10 @@
 //! `cuzk-bench gpu`: MSM, NTT and Groth16-partition benchmarks on a CUDA
 //! device against the CPU engine. The work is in
-//! `cuzk_kernels::cuda::bench`; this module is the command's arguments.
+//! `cuzk_kernels::cuda::bench`, and the constraint evaluation's in
+//! `gpu/eval.rs`; this module is the command's arguments.
+
+#[cfg(feature = "cuda")]
+mod eval;
 
 /// Arguments of `cuzk-bench gpu`.
 #[derive(clap::Args, Clone, Debug)]
@@ -78,6 +82,11 @@ pub struct GpuBenchArgs {
     /// Partitions per shared pass (with --pass-log).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub pass: Vec<usize>,
+    /// log2 domains of synthetic compiled matrices of 32 GiB PoRep's shape
+    /// (27: its 130 M rows) whose evaluation on the device is timed, against
+    /// the bytes it moves and the host's (up to --cpu-max-log).
+    #[arg(long, value_delimiter = ',')]
+    pub eval: Vec<u32>,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -109,7 +118,12 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
             pass_log: args.pass_log,
             pass_sizes: args.pass.clone(),
         };
-        run_bench(&cfg)
+        let mut out = run_bench(&cfg)?;
+        if !args.eval.is_empty() {
+            let eval = eval::run(args.device, &args.eval, args.runs, args.cpu_max_log);
+            out.push_str(&eval.map_err(|e| e.to_string())?);
+        }
+        Ok(out)
     }
     #[cfg(not(feature = "cuda"))]
     {
