@@ -84,9 +84,12 @@ pub struct GpuBenchArgs {
     pub pass: Vec<usize>,
     /// log2 domains of synthetic compiled matrices of 32 GiB PoRep's shape
     /// (27: its 130 M rows) whose evaluation on the device is timed, against
-    /// the bytes it moves and the host's (up to --cpu-max-log).
+    /// the bytes it moves and the host's (up to --eval-cpu-max-log).
     #[arg(long, value_delimiter = ',')]
     pub eval: Vec<u32>,
+    /// Largest --eval domain also evaluated on the host (all cores).
+    #[arg(long, default_value_t = 24)]
+    pub eval_cpu_max_log: u32,
 }
 
 /// Runs the benchmark; returns the result tables (markdown).
@@ -120,7 +123,7 @@ pub fn run(args: &GpuBenchArgs) -> Result<String, String> {
         };
         let mut out = run_bench(&cfg)?;
         if !args.eval.is_empty() {
-            let eval = eval::run(args.device, &args.eval, args.runs, args.cpu_max_log);
+            let eval = eval::run(args.device, &args.eval, args.runs, args.eval_cpu_max_log);
             out.push_str(&eval.map_err(|e| e.to_string())?);
         }
         Ok(out)
