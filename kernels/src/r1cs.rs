@@ -331,6 +331,12 @@ impl<'m> Flattened<'m> {
         self.matrices.num_constraints()
     }
 
+    /// Inputs, the constant one included: the input constraints after the
+    /// last row.
+    pub fn inputs(&self) -> usize {
+        self.matrices.num_inputs()
+    }
+
     /// Terms of the three matrices.
     pub fn terms(&self) -> usize {
         self.starts[3] as usize

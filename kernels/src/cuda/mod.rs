@@ -542,8 +542,7 @@ impl CudaEngine {
         let bad = ws.buffer::<u32>(1)?;
         start.record(&ws.stream).map_err(driver("cuEventRecord"))?;
         let out = [abc[0].ptr(), abc[1].ptr(), abc[2].ptr()];
-        let inputs = matrices.num_inputs();
-        device.evaluate(&self.gpu, &ws, z.ptr(), out, inputs, domain_size, bad.ptr())?;
+        device.evaluate(&self.gpu, &ws, z.ptr(), out, domain_size, bad.ptr())?;
         stop.record(&ws.stream).map_err(driver("cuEventRecord"))?;
         let mut first = [u32::MAX];
         bad.download(&mut first, &ws.stream)?;

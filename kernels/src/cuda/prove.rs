@@ -306,7 +306,7 @@ impl CudaEngine {
                 marks.mark("upload")?;
                 let bad = ws.buffer::<u32>(1)?;
                 let abc = [da.ptr(), db.ptr(), dc.ptr()];
-                matrices.evaluate(gpu, ws, dz.ptr(), abc, num_inputs, n, bad.ptr())?;
+                matrices.evaluate(gpu, ws, dz.ptr(), abc, n, bad.ptr())?;
                 marks.mark("evaluate")?;
                 for buf in [&da, &db, &dc] {
                     tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;

@@ -40,6 +40,8 @@ pub struct DeviceMatrices {
     minus_one: u32,
     /// Rows per matrix.
     rows: usize,
+    /// Inputs: the input constraints (A = x_i) after the last row.
+    inputs: usize,
     /// Identifies the matrices (`Matrices::fingerprint`).
     pub fingerprint: u64,
     /// Device bytes held, for the resident budget.
@@ -69,6 +71,7 @@ impl DeviceMatrices {
             long_len: flat.long_len(),
             minus_one: flat.minus_one(),
             rows: flat.rows(),
+            inputs: flat.inputs(),
             fingerprint,
             bytes: flat.device_bytes(),
         })
@@ -76,18 +79,15 @@ impl DeviceMatrices {
 
     /// Queues on the workspace's stream a, b and c (n elements each, the
     /// domain) of the assignment `z` (Montgomery form, as uploaded, the
-    /// matrices' variables): every row, the `inputs` input constraints, zeros
-    /// after; `bad` (one u32) ends at the first unsatisfied row, u32::MAX
+    /// matrices' variables): every row, the input constraints, zeros after; `bad` (one u32) ends at the first unsatisfied row, u32::MAX
     /// when every row holds. The caller has checked the sizes
     /// (`Matrices::check_assignment`).
-    #[allow(clippy::too_many_arguments)]
     pub fn evaluate(
         &self,
         gpu: &Gpu,
         ws: &Workspace,
         z: DevPtr<DevFr>,
         [a, b, c]: [DevPtr<DevFr>; 3],
-        inputs: usize,
         n: usize,
         bad: DevPtr<u32>,
     ) -> Res<()> {
@@ -114,7 +114,7 @@ impl DeviceMatrices {
             self.long_len,
             z,
             m,
-            inputs as u32,
+            self.inputs as u32,
             n as u32,
             a,
             b,
