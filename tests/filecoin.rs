@@ -344,3 +344,69 @@ fn every_kind_proves_on_the_cuda_engine() {
     let (_, workers) = d.get("/v1/workers");
     eprintln!("{workers:#}");
 }
+
+/// The device's evaluation of the compiled matrices (the CUDA engine's a, b
+/// and c of a deferred partition) equals the host's on a partition of every
+/// kind: `cargo test --features cuda --test filecoin -- --ignored`; it says
+/// SKIPPED without a GPU. Needs no parameter file.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore]
+fn device_evaluation_equals_the_host_on_every_kind() {
+    use cuzk_filecoin::post::PostRequest;
+    use cuzk_filecoin::record::Recorded;
+    use cuzk_filecoin::update::UpdateRequest;
+    use cuzk_kernels::cuda::gpu::{DBuf, DevFr};
+    use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+
+    match detect_devices() {
+        Ok(devices) if !devices.is_empty() => {}
+        _ => {
+            eprintln!("SKIPPED device_evaluation_equals_the_host_on_every_kind: no CUDA device");
+            return;
+        }
+    }
+    let engine = CudaEngine::new(0, CudaOptions::default()).unwrap();
+    let sectors: Vec<Sector> = (41..=42).map(|id| fixtures::seal(id).unwrap()).collect();
+    let randomness = [21u8; 32];
+    let post = |proof, sectors: &[&Sector]| PostRequest {
+        registered_proof: proof,
+        randomness,
+        prover_id: PROVER_ID,
+        vanilla_proofs: fixtures::post_vanilla_proofs(proof, randomness, sectors).unwrap(),
+        partition_index: None,
+    };
+    let update = fixtures::update(&sectors[1]).unwrap();
+    let snap = UpdateRequest {
+        registered_proof: UPDATE,
+        comm_r_old: update.comm_r_old,
+        comm_r_new: update.comm_r_new,
+        comm_d_new: update.comm_d_new,
+        vanilla_proofs: update.vanilla_proofs,
+    };
+    let compiled = Evaluation::Compiled;
+    let recorded = [
+        (Kind::Porep, cuzk_filecoin::porep::record_partition(&sectors[0].c1, 0, compiled)),
+        (Kind::WinningPost, post(WINNING, &[&sectors[0]]).record_partition(0, compiled)),
+        (Kind::WindowPost, post(WINDOW, &[&sectors[0], &sectors[1]]).record_partition(0, compiled)),
+        (Kind::EmptySectorUpdate, snap.record_partition(0, compiled)),
+    ];
+    for (kind, recorded) in recorded {
+        let Ok(Recorded::Assignment { values, .. }) = recorded else {
+            panic!("{}: compiled evaluation records the assignment", kind.name());
+        };
+        let shape = kind.blank(2048).unwrap().shape;
+        let n = shape.domain_size();
+        let want = shape.matrices.evaluate(&values, n).unwrap();
+        let z = engine.upload_fr(&values).unwrap();
+        let abc: [DBuf<DevFr>; 3] = std::array::from_fn(|_| DBuf::new(n).unwrap());
+        let id = kind.cache_id(2048).unwrap();
+        let ms = engine.evaluate_device(&id, &shape.matrices, &z, &abc, n).unwrap();
+        for (k, want) in want.iter().enumerate() {
+            let got = engine.download_fr(&abc[k], n).unwrap();
+            assert!(&got == want, "{}: matrix {k} differs", kind.name());
+        }
+        let (name, rows, log) = (kind.name(), shape.constraints, n.trailing_zeros());
+        eprintln!("{name}: {rows} rows, 2^{log} domain, {ms:.2} ms on the device: equal");
+    }
+}
