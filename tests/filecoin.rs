@@ -384,9 +384,14 @@ fn device_evaluation_equals_the_host_on_every_kind() {
         comm_d_new: update.comm_d_new,
         vanilla_proofs: update.vanilla_proofs,
     };
+    let porep = cuzk_filecoin::porep::PorepRequest {
+        c1: sectors[0].c1.clone(),
+        prover_id: PROVER_ID,
+        sector_id: u64::from(sectors[0].id),
+    };
     let compiled = Evaluation::Compiled;
     let recorded = [
-        (Kind::Porep, cuzk_filecoin::porep::record_partition(&sectors[0].c1, 0, compiled)),
+        (Kind::Porep, porep.record_partition(0, compiled)),
         (Kind::WinningPost, post(WINNING, &[&sectors[0]]).record_partition(0, compiled)),
         (Kind::WindowPost, post(WINDOW, &[&sectors[0], &sectors[1]]).record_partition(0, compiled)),
         (Kind::EmptySectorUpdate, snap.record_partition(0, compiled)),
