@@ -455,14 +455,12 @@ pub fn reservation_for(shape: &CircuitShape) -> Reservation {
 /// The real backends' rule: a family partition by its shape, a Filecoin
 /// partition by its parameter file's counts and the evaluation it runs;
 /// with `device_evaluation` (engines that evaluate a, b and c on their
-/// devices) a partition of compiled matrices holds no host a, b, c.
+/// devices) a partition of compiled matrices holds no host a, b, c, and a
+/// Filecoin partition none of what the device's MSMs hold either.
 pub fn proving_reservation(evaluation: Evaluation, device_evaluation: bool) -> ReservationRule {
     Arc::new(move |job: &ProofJob| match job {
         ProofJob::Family(work) => on_engines(reservation_for(&work.shape), device_evaluation),
-        ProofJob::Filecoin(work) => {
-            let compiled = device_evaluation && evaluation == Evaluation::Compiled;
-            on_engines(work.reservation(evaluation), compiled)
-        }
+        ProofJob::Filecoin(work) => work.reservation(evaluation, device_evaluation),
     })
 }
 

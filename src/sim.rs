@@ -81,7 +81,7 @@ impl Measured {
             synthesis: Duration::from_secs_f64(self.synthesis * ratio(to.l, self.counts.l)),
             gpu: (Duration::from_secs_f64(0.9 * gpu), Duration::from_secs_f64(1.1 * gpu)),
             finalize: Duration::from_secs_f64(self.finalize * ratio(to.b_g2, self.counts.b_g2)),
-            reservation: reservation_for_counts(to, Evaluation::Compiled),
+            reservation: reservation_for_counts(to, Evaluation::Compiled, false),
         }
     }
 }
@@ -359,8 +359,14 @@ mod tests {
         let porep = SimProfile::by_name("porep-32g").unwrap();
         assert_eq!(porep.partitions, 10);
         assert!(porep.synthesis > same.synthesis * 40 && porep.gpu.0 > same.gpu.1 * 30);
-        assert_eq!(porep.reservation, reservation_for_counts(&POREP_32GIB, Evaluation::Compiled));
+        assert_eq!(porep.reservation, reservation_for_counts(&POREP_32GIB, Evaluation::Compiled, false));
         assert_eq!(porep.reservation.abc_bytes, 3 * (1 << 27) * 32, "a, b, c over the 2^27 domain");
+        // On a device that evaluates and proves, the host keeps the
+        // assignment and its copy: a quarter of the CPU engine's need.
+        let device = reservation_for_counts(&POREP_32GIB, Evaluation::Compiled, true);
+        assert_eq!(device.abc_bytes, 0);
+        assert_eq!(device.retained_bytes, 2 * (328 + 130_169_893) * 32 + (8 << 20));
+        assert!(device.total() * 4 < porep.reservation.total(), "{device:?} vs {:?}", porep.reservation);
         let winning = SimProfile::by_name("winning-post").unwrap();
         assert_eq!((winning.partitions, winning.priority), (1, Priority::Critical));
         assert!(winning.synthesis < porep.synthesis / 10);

@@ -103,7 +103,7 @@ fn filecoin_partition_peak_fits_its_reservation(engine: &CpuEngine) {
         let baseline = CURRENT.load(Ordering::Relaxed);
         PEAK.store(baseline, Ordering::Relaxed);
         prove(&mut rng);
-        check_peak(&format!("winning-post {evaluation:?}"), baseline, job.reservation(evaluation).total());
+        check_peak(&format!("winning-post {evaluation:?}"), baseline, job.reservation(evaluation, false).total());
     }
 }
 
