@@ -373,7 +373,7 @@ pub fn reservation_for_counts(counts: &QueryCounts, evaluation: Evaluation) -> R
     let v = (counts.ic + counts.l) as u64;
     let converting = match evaluation {
         Evaluation::Direct => 3 * n * ELEMENT,
-        Evaluation::Compiled => 0,
+        Evaluation::Compiled | Evaluation::CompiledReference => 0,
     };
     Reservation {
         abc_bytes: 3 * n * ELEMENT,

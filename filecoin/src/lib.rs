@@ -19,6 +19,7 @@ pub mod record;
 pub mod setup;
 pub mod update;
 pub mod verify;
+pub mod witness;
 
 /// filecoin-proofs-api itself, for the request types the daemon reads.
 pub use filecoin_proofs_api as api;

@@ -17,7 +17,7 @@ use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
 
 use crate::record::{record, Evaluation, Recorded};
-use crate::Error;
+use crate::{witness, Error};
 
 /// How many circuit partitions (one Groth16 proof each) the C1 output's
 /// registered proof has: 1 at 2 KiB, 10 at 32 GiB.
@@ -166,6 +166,9 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
         ))
     })?;
     let (public_inputs, pp) = public_inputs_and_params::<Tree>(c1)?;
+    if evaluation == Evaluation::Compiled {
+        return witness::record_partition::<Tree>(&public_inputs, proofs);
+    }
     let circuit =
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
             &public_inputs,
