@@ -26,6 +26,8 @@ use ark_ff::{One, Zero};
 use bellperson::gadgets::boolean::Boolean;
 use bellperson::SynthesisError;
 
+use super::assignment::Aux;
+
 /// One bit as bellpepper's `Boolean` knows it. The value is always the
 /// bit's own (for `Not`, the negation of the allocated bit's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,26 +75,22 @@ impl Bit {
 
 /// Appends one allocated bit's value to the aux assignment.
 #[inline]
-fn push(aux: &mut Vec<Fr>, bit: bool) {
+fn push(aux: &mut Aux<'_>, bit: bool) {
     aux.push(if bit { Fr::one() } else { Fr::zero() });
 }
 
 /// Appends the low `count` bits of `bits`, least significant first.
 #[inline]
-fn push_low(aux: &mut Vec<Fr>, bits: u64, count: u32) {
-    aux.extend((0..count).map(|i| {
-        if (bits >> i) & 1 == 1 {
-            Fr::one()
-        } else {
-            Fr::zero()
-        }
-    }));
+fn push_low(aux: &mut Aux<'_>, bits: u64, count: u32) {
+    for i in 0..count {
+        push(aux, (bits >> i) & 1 == 1);
+    }
 }
 
 /// Appends the bits of `bits` at the positions set in `mask`, least
 /// significant first.
 #[inline]
-fn push_masked(aux: &mut Vec<Fr>, bits: u32, mask: u32) {
+fn push_masked(aux: &mut Aux<'_>, bits: u32, mask: u32) {
     if mask == u32::MAX {
         push_low(aux, u64::from(bits), 32);
         return;
@@ -106,7 +104,7 @@ fn push_masked(aux: &mut Vec<Fr>, bits: u32, mask: u32) {
 }
 
 /// `Boolean::and`.
-fn and(x: Bit, y: Bit, aux: &mut Vec<Fr>) -> Bit {
+fn and(x: Bit, y: Bit, aux: &mut Aux<'_>) -> Bit {
     match (x, y) {
         (Bit::Constant(false), _) | (_, Bit::Constant(false)) => Bit::Constant(false),
         (Bit::Constant(true), other) | (other, Bit::Constant(true)) => other,
@@ -120,7 +118,7 @@ fn and(x: Bit, y: Bit, aux: &mut Vec<Fr>) -> Bit {
 
 /// `Boolean::sha256_ch`: (a and b) xor (not a and c). The arms are the
 /// gadget's, in its order (the first that matches decides).
-fn ch_bit(a: Bit, b: Bit, c: Bit, aux: &mut Vec<Fr>) -> Bit {
+fn ch_bit(a: Bit, b: Bit, c: Bit, aux: &mut Aux<'_>) -> Bit {
     use Bit::Constant as K;
     let value = (a.value() & b.value()) ^ (!a.value() & c.value());
     match (a, b, c) {
@@ -140,7 +138,7 @@ fn ch_bit(a: Bit, b: Bit, c: Bit, aux: &mut Vec<Fr>) -> Bit {
 
 /// `Boolean::sha256_maj`: the majority of a, b and c, arms in the gadget's
 /// order; with nothing constant it allocates the result, then `b and c`.
-fn maj_bit(a: Bit, b: Bit, c: Bit, aux: &mut Vec<Fr>) -> Bit {
+fn maj_bit(a: Bit, b: Bit, c: Bit, aux: &mut Aux<'_>) -> Bit {
     use Bit::Constant as K;
     let value = (a.value() & b.value()) ^ (a.value() & c.value()) ^ (b.value() & c.value());
     match (a, b, c) {
@@ -274,7 +272,7 @@ impl Word {
     }
 
     /// `UInt32::xor`, bit by bit from the least significant.
-    pub fn xor(self, other: Word, aux: &mut Vec<Fr>) -> Word {
+    pub fn xor(self, other: Word, aux: &mut Aux<'_>) -> Word {
         let both = !self.constant & !other.constant;
         // An allocated bit under a negation holds the opposite value.
         let underlying = (self.value ^ self.negated) ^ (other.value ^ other.negated);
@@ -295,7 +293,7 @@ impl Word {
     }
 
     /// `UInt32::sha256_ch(a, b, c)`.
-    pub fn ch(a: Word, b: Word, c: Word, aux: &mut Vec<Fr>) -> Word {
+    pub fn ch(a: Word, b: Word, c: Word, aux: &mut Aux<'_>) -> Word {
         if a.constant | b.constant | c.constant == 0 {
             let value = (a.value & b.value) ^ (!a.value & c.value);
             push_low(aux, u64::from(value), 32);
@@ -309,11 +307,10 @@ impl Word {
     }
 
     /// `UInt32::sha256_maj(a, b, c)`.
-    pub fn maj(a: Word, b: Word, c: Word, aux: &mut Vec<Fr>) -> Word {
+    pub fn maj(a: Word, b: Word, c: Word, aux: &mut Aux<'_>) -> Word {
         if a.constant | b.constant | c.constant == 0 {
             let value = (a.value & b.value) ^ (a.value & c.value) ^ (b.value & c.value);
             let bc = b.value & c.value;
-            aux.reserve(64);
             for i in 0..32 {
                 push(aux, (value >> i) & 1 == 1);
                 push(aux, (bc >> i) & 1 == 1);
@@ -328,7 +325,7 @@ impl Word {
     }
 
     /// `UInt32::addmany` of 2 to 10 words.
-    pub fn addmany(operands: &[Word], aux: &mut Vec<Fr>) -> Word {
+    pub fn addmany(operands: &[Word], aux: &mut Aux<'_>) -> Word {
         assert!(
             (2..=10).contains(&operands.len()),
             "addmany takes 2 to 10 operands"
@@ -425,32 +422,41 @@ mod tests {
             );
             let (ga, gb, gc) = (gadget_word(&a), gadget_word(&b), gadget_word(&c));
 
-            let (mut ours, mut theirs) = (Vec::new(), AssignmentCs::default());
+            let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
             let x = wa.xor(wb, &mut ours);
             let expected = ga.xor(&mut theirs, &gb).unwrap();
             assert_eq!(
                 light_bits(expected),
                 (0..32).map(|i| x.bit(i)).collect::<Vec<_>>()
             );
-            assert!(ours == theirs.aux, "xor allocates differently");
+            assert!(
+                ours.values() == theirs.aux.values(),
+                "xor allocates differently"
+            );
 
-            let (mut ours, mut theirs) = (Vec::new(), AssignmentCs::default());
+            let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
             let ch = Word::ch(wa, wb, wc, &mut ours);
             let expected = UInt32::sha256_ch(&mut theirs, &ga, &gb, &gc).unwrap();
             assert_eq!(
                 light_bits(expected),
                 (0..32).map(|i| ch.bit(i)).collect::<Vec<_>>()
             );
-            assert!(ours == theirs.aux, "ch allocates differently");
+            assert!(
+                ours.values() == theirs.aux.values(),
+                "ch allocates differently"
+            );
 
-            let (mut ours, mut theirs) = (Vec::new(), AssignmentCs::default());
+            let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
             let maj = Word::maj(wa, wb, wc, &mut ours);
             let expected = UInt32::sha256_maj(&mut theirs, &ga, &gb, &gc).unwrap();
             assert_eq!(
                 light_bits(expected),
                 (0..32).map(|i| maj.bit(i)).collect::<Vec<_>>()
             );
-            assert!(ours == theirs.aux, "maj allocates differently");
+            assert!(
+                ours.values() == theirs.aux.values(),
+                "maj allocates differently"
+            );
 
             for n in 2..=10 {
                 let words = [wa, wb, wc].into_iter().cycle().take(n).collect::<Vec<_>>();
@@ -460,7 +466,7 @@ mod tests {
                     .take(n)
                     .cloned()
                     .collect::<Vec<_>>();
-                let (mut ours, mut theirs) = (Vec::new(), AssignmentCs::default());
+                let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
                 let sum = Word::addmany(&words, &mut ours);
                 let expected = {
                     let mut multi = MultiEq::new(&mut theirs);
@@ -470,7 +476,10 @@ mod tests {
                     light_bits(expected),
                     (0..32).map(|i| sum.bit(i)).collect::<Vec<_>>()
                 );
-                assert!(ours == theirs.aux, "addmany of {n} allocates differently");
+                assert!(
+                    ours.values() == theirs.aux.values(),
+                    "addmany of {n} allocates differently"
+                );
             }
         }
     }
@@ -482,7 +491,7 @@ mod tests {
             Word::constant(0x9abc_def0),
             Word::constant(7),
         );
-        let mut aux = Vec::new();
+        let mut aux = Aux::default();
         let sum = Word::addmany(&[a, b, c], &mut aux);
         let mixed = Word::ch(a, b, c, &mut aux).xor(Word::maj(a, b, c, &mut aux), &mut aux);
         assert!(aux.is_empty());

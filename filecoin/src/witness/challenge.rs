@@ -1,16 +1,18 @@
 //! One PoRep challenge's assignment: what storage-proofs-porep 19.1.0's
-//! `stacked::circuit::params::Proof::synthesize` allocates, in its order,
-//! with the SHA-256 hashing (the SDR labels of `create_label_circuit` and
-//! tree D's path, whose hasher is `Sha256Function`) done by the values-only
-//! SHA-256 and everything else by the reference gadgets themselves
-//! (allocations, bit decompositions, `UInt64`, multipacking, the encoding,
-//! Poseidon column hashes and the `PoRCircuit` paths of trees C and R).
+//! `stacked::circuit::params::Proof::synthesize` allocates, in its order.
+//! The hashes are values-only: SHA-256 (the SDR labels of
+//! `create_label_circuit`, tree D's `Sha256Function`) and Poseidon (the
+//! column hashes, trees C and R's `PoseidonFunction`); everything else runs
+//! through the reference gadgets themselves (allocations, bit
+//! decompositions, `UInt64`, multipacking, the insertion of a node among
+//! its siblings, the encoding).
 //!
-//! `Proof::synthesize`, its `enforce_inclusion`, the column allocation and
-//! hash (`column.rs`, `hash.rs`) are private to storage-proofs-porep, and
-//! `create_label_circuit` and `Sha256Function::hash_multi_leaf_circuit` call
-//! the SHA-256 gadget inside: each is mirrored here, allocation for
-//! allocation, and says which function it mirrors.
+//! `Proof::synthesize`, its `enforce_inclusion` (storage-proofs-core's
+//! `PoRCircuit`), the column allocation and hash (`column.rs`, `hash.rs`)
+//! are private or call the hash gadgets inside, as do
+//! `create_label_circuit` and the hashers' `hash_multi_leaf_circuit`: each
+//! is mirrored here, allocation for allocation, and says which function it
+//! mirrors.
 
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::multipack;
@@ -18,36 +20,24 @@ use bellperson::gadgets::num::AllocatedNum;
 use bellperson::SynthesisError;
 use blstrs::Scalar;
 use ff::PrimeField;
-use filecoin_hashers::{Hasher, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2};
-use generic_array::typenum::{U11, U2};
-use neptune::circuit::poseidon_hash;
+use filecoin_hashers::poseidon::PoseidonHasher;
+use filecoin_hashers::{
+    Hasher, POSEIDON_CONSTANTS_11, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_4, POSEIDON_CONSTANTS_8,
+};
+use generic_array::typenum::Unsigned;
 use storage_proofs_core::gadgets::encode::encode;
 use storage_proofs_core::gadgets::insertion::insert;
-use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
 use storage_proofs_core::gadgets::uint64::UInt64;
-use storage_proofs_core::gadgets::variables::Root;
-use storage_proofs_core::merkle::{DiskStore, MerkleTreeTrait, MerkleTreeWrapper};
+use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::TOTAL_PARENTS;
 
 use super::assignment::AssignmentCs;
 use super::bits::{Bit, Word};
+use super::poseidon::poseidon_hash;
 use super::sha256::{digest_bytes, sha256};
-use super::vanilla::{ChallengeProof, PathOptions};
+use super::vanilla::{ChallengeProof, ColumnOpening, PathOptions};
 use crate::Error;
-
-/// What every challenge of a partition reads from the partition's prefix.
-pub struct Shared {
-    /// The replica id's bits, bytes in order with each byte's bits most
-    /// significant first (`reverse_bit_numbering` of its `to_bits_le`).
-    pub replica_id: Vec<Bit>,
-    /// The allocated comm_d (tree D's root).
-    pub comm_d: AllocatedNum<Scalar>,
-    /// The allocated comm_c (tree C's root).
-    pub comm_c: AllocatedNum<Scalar>,
-    /// The allocated comm_r_last (tree R's root).
-    pub comm_r_last: AllocatedNum<Scalar>,
-}
 
 fn synthesis(e: SynthesisError) -> Error {
     Error::Synthesis(e.to_string())
@@ -131,65 +121,107 @@ fn sha256_leaves(
     pack_digest(cs, &digest)
 }
 
-/// Tree D's inclusion: `PoRCircuit::synthesize` for the binary SHA-256
-/// tree with a private root (storage-proofs-core `gadgets/por.rs`, base
-/// path only, as `AuthPath::from` puts every level of a binary tree there):
-/// per level the index bit, the sibling, the insertion and the hash; then
-/// the index bits packed into public inputs. The leaf and the root are
-/// already allocated, and the root's equality allocates nothing.
-fn comm_d_inclusion(
+/// How a tree hashes a node's children in the circuit.
+#[derive(Clone, Copy)]
+enum TreeHash {
+    /// Tree D: `Sha256Function::hash_multi_leaf_circuit`.
+    Sha256,
+    /// Trees C and R: `PoseidonFunction::hash_multi_leaf_circuit`, neptune's
+    /// circuit with the arity's constants.
+    Poseidon,
+}
+
+impl TreeHash {
+    fn hash(
+        self,
+        cs: &mut AssignmentCs,
+        children: &[AllocatedNum<Scalar>],
+    ) -> Result<AllocatedNum<Scalar>, Error> {
+        match (self, children.len()) {
+            (TreeHash::Sha256, _) => sha256_leaves(cs, children),
+            (TreeHash::Poseidon, 2) => {
+                poseidon_hash(cs, children, &POSEIDON_CONSTANTS_2).map_err(synthesis)
+            }
+            (TreeHash::Poseidon, 4) => {
+                poseidon_hash(cs, children, &POSEIDON_CONSTANTS_4).map_err(synthesis)
+            }
+            (TreeHash::Poseidon, 8) => {
+                poseidon_hash(cs, children, &POSEIDON_CONSTANTS_8).map_err(synthesis)
+            }
+            (TreeHash::Poseidon, n) => Err(Error::Invalid(format!("a tree node of {n} children"))),
+        }
+    }
+}
+
+/// `enforce_inclusion` (private in `params.rs`): storage-proofs-core's
+/// `PoRCircuit::synthesize` (`gadgets/por.rs`) from an allocated leaf to an
+/// allocated, private root, over a tree of `arities` (base, sub-tree and
+/// top, 0 when absent). `AuthPath::from` puts the last level in the top
+/// path and the one before in the sub-tree path when those exist, the rest
+/// in the base path, and `SubPath::synthesize` takes them in that order:
+/// per level the index bits, the siblings, the insertion and the hash. Then
+/// all index bits are packed into public inputs. The root's equality
+/// allocates nothing.
+fn inclusion(
     cs: &mut AssignmentCs,
     path: PathOptions,
     leaf: &AllocatedNum<Scalar>,
+    arities: [usize; 3],
+    hash: TreeHash,
 ) -> Result<(), Error> {
+    let [base, sub, top] = arities;
+    let upper = usize::from(sub > 0) + usize::from(top > 0);
+    let levels = path.len();
+    if levels < upper {
+        return Err(Error::Invalid(format!("a Merkle path of {levels} levels")));
+    }
     let mut cur = leaf.clone();
-    let mut index_bits = Vec::with_capacity(path.len());
-    for (hashes, index) in path {
-        if hashes.len() != 1 {
+    let mut index_bits = Vec::new();
+    for (level, (hashes, index)) in path.into_iter().enumerate() {
+        let arity = match level + upper {
+            l if l < levels => base,
+            l if l == levels && sub > 0 => sub,
+            _ => top,
+        };
+        if hashes.len() + 1 != arity || !arity.is_power_of_two() {
             return Err(Error::Invalid(format!(
-                "tree D's path has {} siblings at a level, not 1",
+                "{} siblings at a level of arity {arity}",
                 hashes.len()
             )));
         }
-        let bit = AllocatedBit::alloc(&mut *cs, index.map(|i| i & 1 == 1)).map_err(synthesis)?;
-        let bit = Boolean::from(bit);
-        index_bits.push(bit.clone());
+        let bits = (0..arity.trailing_zeros())
+            .map(|i| {
+                AllocatedBit::alloc(&mut *cs, index.map(|index| (index >> i) & 1 == 1))
+                    .map(Boolean::from)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(synthesis)?;
+        index_bits.extend_from_slice(&bits);
         let siblings = hashes
             .into_iter()
             .map(|h| AllocatedNum::alloc(&mut *cs, || h.ok_or(SynthesisError::AssignmentMissing)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(synthesis)?;
-        let inserted = insert(cs, &cur, &[bit], &siblings).map_err(synthesis)?;
-        cur = sha256_leaves(cs, &inserted)?;
+        let children = insert(cs, &cur, &bits, &siblings).map_err(synthesis)?;
+        cur = hash.hash(cs, &children)?;
     }
     multipack::pack_into_inputs(&mut *cs, &index_bits).map_err(synthesis)
 }
 
-/// `enforce_inclusion` (private in `params.rs`) for trees C and R: the
-/// reference `PoRCircuit` over the tree's hasher and arities, root private.
-fn enforce_inclusion<Tree: MerkleTreeTrait>(
-    cs: &mut AssignmentCs,
-    path: PathOptions,
-    root: &AllocatedNum<Scalar>,
-    leaf: &AllocatedNum<Scalar>,
-) -> Result<(), Error> {
-    type Wrapped<T> = MerkleTreeWrapper<
-        <T as MerkleTreeTrait>::Hasher,
-        DiskStore<<<T as MerkleTreeTrait>::Hasher as Hasher>::Domain>,
-        <T as MerkleTreeTrait>::Arity,
-        <T as MerkleTreeTrait>::SubTreeArity,
-        <T as MerkleTreeTrait>::TopTreeArity,
-    >;
-    let path: AuthPath<Tree::Hasher, Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity> =
-        path.into();
-    PoRCircuit::<Wrapped<Tree>>::synthesize(
-        &mut *cs,
-        Root::Var(leaf.clone()),
-        path,
-        Root::Var(root.clone()),
-        true,
-    )
-    .map_err(synthesis)
+/// Trees C and R's shape: `Tree`'s arities, Poseidon its hasher (every
+/// PoRep sector shape's).
+fn tree_shape<Tree: MerkleTreeTrait>() -> Result<[usize; 3], Error> {
+    if <Tree::Hasher as Hasher>::name() != PoseidonHasher::name() {
+        return Err(Error::Invalid(format!(
+            "trees C and R hashed with {}, not Poseidon",
+            <Tree::Hasher as Hasher>::name()
+        )));
+    }
+    Ok([
+        Tree::Arity::to_usize(),
+        Tree::SubTreeArity::to_usize(),
+        Tree::TopTreeArity::to_usize(),
+    ])
 }
 
 /// `hash_single_column` (private in `hash.rs`): Poseidon over the column's
@@ -199,8 +231,8 @@ fn column_hash(
     column: &[AllocatedNum<Scalar>],
 ) -> Result<AllocatedNum<Scalar>, Error> {
     match column.len() {
-        2 => poseidon_hash::<_, Scalar, U2>(&mut *cs, column.to_vec(), &POSEIDON_CONSTANTS_2),
-        11 => poseidon_hash::<_, Scalar, U11>(&mut *cs, column.to_vec(), &POSEIDON_CONSTANTS_11),
+        2 => poseidon_hash(cs, column, &POSEIDON_CONSTANTS_2),
+        11 => poseidon_hash(cs, column, &POSEIDON_CONSTANTS_11),
         n => {
             return Err(Error::Invalid(format!(
                 "a column of {n} layers (2 or 11 are hashed)"
@@ -213,11 +245,11 @@ fn column_hash(
 /// A parent's column allocated, hashed and proved in tree C (the loops
 /// over `drg_parents_proofs` and `exp_parents_proofs` in `Proof::synthesize`,
 /// with `ColumnProof::alloc` and `Column::alloc`).
-fn parent_column<Tree: MerkleTreeTrait>(
+fn parent_column(
     cs: &mut AssignmentCs,
-    parent: super::vanilla::ColumnOpening,
+    parent: ColumnOpening,
     layers: usize,
-    comm_c: &AllocatedNum<Scalar>,
+    tree: [usize; 3],
 ) -> Result<Vec<AllocatedNum<Scalar>>, Error> {
     let column = parent
         .rows
@@ -232,16 +264,20 @@ fn parent_column<Tree: MerkleTreeTrait>(
         )));
     }
     let hash = column_hash(cs, &column)?;
-    enforce_inclusion::<Tree>(cs, parent.path, comm_c, &hash)?;
+    inclusion(cs, parent.path, &hash, tree, TreeHash::Poseidon)?;
     Ok(column)
 }
 
 /// Appends challenge `proof`'s inputs and aux values to `cs`, exactly as
-/// `Proof::synthesize` allocates them.
+/// `Proof::synthesize` allocates them. `replica_id` is the replica id's
+/// bits as the partition's prefix decomposed them, bytes in order with each
+/// byte's bits most significant first (`reverse_bit_numbering` of its
+/// `to_bits_le`); nothing else of the prefix is read: the roots only
+/// appear in constraints.
 pub fn synthesize<Tree: MerkleTreeTrait>(
     cs: &mut AssignmentCs,
     proof: ChallengeProof,
-    shared: &Shared,
+    replica_id: &[Bit],
 ) -> Result<(), Error> {
     let ChallengeProof {
         data_leaf,
@@ -258,17 +294,18 @@ pub fn synthesize<Tree: MerkleTreeTrait>(
         ));
     }
 
+    let tree = tree_shape::<Tree>()?;
     let data_leaf = AllocatedNum::alloc(&mut *cs, || Ok(data_leaf)).map_err(synthesis)?;
-    comm_d_inclusion(cs, comm_d_path, &data_leaf)?;
+    inclusion(cs, comm_d_path, &data_leaf, [2, 0, 0], TreeHash::Sha256)?;
 
     let layers = drg_parents[0].rows.len();
     let drg = drg_parents
         .into_iter()
-        .map(|parent| parent_column::<Tree>(cs, parent, layers, &shared.comm_c))
+        .map(|parent| parent_column(cs, parent, layers, tree))
         .collect::<Result<Vec<_>, _>>()?;
     let exp = exp_parents
         .into_iter()
-        .map(|parent| parent_column::<Tree>(cs, parent, layers, &shared.comm_c))
+        .map(|parent| parent_column(cs, parent, layers, tree))
         .collect::<Result<Vec<_>, _>>()?;
 
     let node = UInt64::alloc(&mut *cs, Some(challenge)).map_err(synthesis)?;
@@ -306,21 +343,85 @@ pub fn synthesize<Tree: MerkleTreeTrait>(
             }
             expanded.push(&parents[0]);
         }
-        labels.push(label(
-            cs,
-            &shared.replica_id,
-            &expanded,
-            layer as u32,
-            &node_bits,
-        )?);
+        labels.push(label(cs, replica_id, &expanded, layer as u32, &node_bits)?);
     }
 
     let key = labels
         .last()
         .ok_or_else(|| Error::Invalid("a PoRep challenge of no layers".into()))?;
     let encoded = encode(&mut *cs, key, &data_leaf).map_err(synthesis)?;
-    enforce_inclusion::<Tree>(cs, comm_r_last_path, &shared.comm_r_last, &encoded)?;
+    inclusion(cs, comm_r_last_path, &encoded, tree, TreeHash::Poseidon)?;
 
     let column = column_hash(cs, &labels)?;
-    enforce_inclusion::<Tree>(cs, comm_c_path, &shared.comm_c, &column)
+    inclusion(cs, comm_c_path, &column, tree, TreeHash::Poseidon)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ff::Field;
+    use filecoin_hashers::sha256::Sha256Hasher;
+    use filecoin_hashers::PoseidonArity;
+    use generic_array::typenum::{U0, U2, U8};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
+    use storage_proofs_core::gadgets::variables::Root;
+    use storage_proofs_core::merkle::{DiskStore, MerkleTreeWrapper};
+
+    /// `inclusion` against the reference `PoRCircuit` of the tree
+    /// `MerkleTreeWrapper<H, _, U, V, W>` on a random path (assignment mode
+    /// does not check it leads anywhere): the same inputs and aux values.
+    fn agrees<H, U, V, W>(hash: TreeHash, base_levels: usize, rng: &mut ChaCha8Rng)
+    where
+        H: 'static + Hasher,
+        U: 'static + PoseidonArity,
+        V: 'static + PoseidonArity,
+        W: 'static + PoseidonArity,
+    {
+        let arities = [U::to_usize(), V::to_usize(), W::to_usize()];
+        let level = |arity: usize, rng: &mut ChaCha8Rng| {
+            let siblings = (1..arity)
+                .map(|_| Some(Scalar::random(&mut *rng)))
+                .collect();
+            (siblings, Some(rng.gen_range(0..arity)))
+        };
+        let mut path: PathOptions = (0..base_levels).map(|_| level(arities[0], rng)).collect();
+        for &arity in &arities[1..] {
+            if arity > 0 {
+                path.push(level(arity, rng));
+            }
+        }
+        let mut scratch = AssignmentCs::default();
+        let leaf = AllocatedNum::alloc(&mut scratch, || Ok(Scalar::random(&mut *rng))).unwrap();
+        let root = AllocatedNum::alloc(&mut scratch, || Ok(Scalar::random(&mut *rng))).unwrap();
+
+        let mut theirs = AssignmentCs::default();
+        PoRCircuit::<MerkleTreeWrapper<H, DiskStore<H::Domain>, U, V, W>>::synthesize(
+            &mut theirs,
+            Root::Var(leaf.clone()),
+            AuthPath::<H, U, V, W>::from(path.clone()),
+            Root::Var(root),
+            true,
+        )
+        .unwrap();
+        let mut ours = AssignmentCs::default();
+        inclusion(&mut ours, path, &leaf, arities, hash).unwrap();
+        assert!(ours.inputs == theirs.inputs, "{arities:?}: inputs differ");
+        assert_eq!(ours.aux.len(), theirs.aux.len(), "{arities:?}");
+        assert!(
+            ours.aux.values() == theirs.aux.values(),
+            "{arities:?}: aux differs"
+        );
+    }
+
+    #[test]
+    fn inclusion_allocates_what_porcircuit_allocates() {
+        let mut rng = ChaCha8Rng::seed_from_u64(30);
+        // Tree D; trees C and R at 2 KiB, 32 GiB and 64 GiB (base, sub-tree, top).
+        agrees::<Sha256Hasher, U2, U0, U0>(TreeHash::Sha256, 5, &mut rng);
+        agrees::<PoseidonHasher, U8, U0, U0>(TreeHash::Poseidon, 2, &mut rng);
+        agrees::<PoseidonHasher, U8, U8, U0>(TreeHash::Poseidon, 3, &mut rng);
+        agrees::<PoseidonHasher, U8, U8, U2>(TreeHash::Poseidon, 3, &mut rng);
+    }
 }

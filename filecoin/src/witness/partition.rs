@@ -1,12 +1,16 @@
 //! A PoRep partition's assignment: the prefix of storage-proofs-porep's
 //! `StackedCircuit::synthesize` recorded once (ONE, the replica id, comm_d
 //! and comm_r as public inputs, comm_r_last and comm_c, comm_r's hash),
-//! then every challenge on its own thread into its own buffers, joined in
-//! challenge order. The challenges are independent: each reads only the
-//! replica id's bits and the three roots' values, and allocates nothing the
-//! next one reads, so the joined assignment is the sequential one.
+//! then every challenge on its own thread, in challenge order: the first
+//! into its own buffers, which tell how many values each challenge
+//! allocates, the others straight into their windows of the partition's
+//! assignment. The challenges are independent: each reads only the
+//! replica id's bits (the roots appear only in constraints) and allocates
+//! nothing the next one reads, so the joined assignment is the sequential
+//! one.
 
 use ark_bls12_381::Fr;
+use ark_ff::Zero;
 use bellperson::gadgets::num::AllocatedNum;
 use bellperson::{ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
@@ -18,9 +22,9 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{Proof as VanillaProof, PublicInputs};
 
-use super::assignment::AssignmentCs;
+use super::assignment::{AssignmentCs, Aux};
 use super::bits::Bit;
-use super::challenge::{self, Shared};
+use super::challenge;
 use super::vanilla::ChallengeProof;
 use crate::record::Recorded;
 use crate::Error;
@@ -66,37 +70,59 @@ pub fn record_partition<Tree: 'static + MerkleTreeTrait>(
         .map_err(synthesis)?;
     let replica_id = public(&mut cs, public_inputs.replica_id.into())?;
     let replica_id_bits = reverse_bit_numbering(replica_id.to_bits_le(&mut cs).map_err(synthesis)?);
-    let comm_d = public(&mut cs, tau.comm_d.into())?;
+    public(&mut cs, tau.comm_d.into())?;
     public(&mut cs, tau.comm_r.into())?;
     let comm_r_last = AllocatedNum::alloc(&mut cs, || Ok(comm_r_last.into())).map_err(synthesis)?;
     let comm_c = AllocatedNum::alloc(&mut cs, || Ok(comm_c.into())).map_err(synthesis)?;
     // comm_r = H(comm_c || comm_r_last); the equality allocates nothing.
     <Tree::Hasher as Hasher>::Function::hash2_circuit(&mut cs, &comm_c, &comm_r_last)
         .map_err(synthesis)?;
-    let shared = Shared {
-        replica_id: replica_id_bits
-            .iter()
-            .map(Bit::from_boolean)
-            .collect::<Result<_, _>>()
-            .map_err(synthesis)?,
-        comm_d,
-        comm_c,
-        comm_r_last,
-    };
+    let replica_id: Vec<Bit> = replica_id_bits
+        .iter()
+        .map(Bit::from_boolean)
+        .collect::<Result<_, _>>()
+        .map_err(synthesis)?;
 
-    let challenges = proofs
-        .par_iter()
-        .map(|proof| {
-            let mut challenge_cs = AssignmentCs::default();
-            challenge::synthesize::<Tree>(
-                &mut challenge_cs,
-                ChallengeProof::open(proof)?,
-                &shared,
-            )?;
-            Ok(challenge_cs)
-        })
+    // The first challenge into its own buffers: its counts size every
+    // other challenge's window (all challenges are the same circuit), so
+    // those write their values where they end up.
+    let first = record_challenge(first, &replica_id, Aux::default())?;
+    let (challenge_inputs, challenge_aux) = (first.inputs.len(), first.aux.len());
+    let num_inputs = cs.inputs.len() + proofs.len() * challenge_inputs;
+    let head = num_inputs + cs.aux.len() + challenge_aux;
+    let total = head + (proofs.len() - 1) * challenge_aux;
+    let mut values = Vec::with_capacity(total);
+    // Zeros, written on every core (the page faults of a fresh assignment
+    // are much of its cost), then overwritten.
+    values.par_extend(rayon::iter::repeat_n(Fr::zero(), total));
+    let (head_slots, windows) = values.split_at_mut(head);
+    let others = windows
+        .par_chunks_mut(challenge_aux.max(1))
+        .zip(proofs[1..].par_iter())
+        .map(|(window, proof)| record_challenge(proof, &replica_id, Aux::window(window)))
         .collect::<Result<Vec<_>, Error>>()?;
-    Ok(join(cs, challenges))
+    let mut inputs = Vec::with_capacity(num_inputs);
+    inputs.extend_from_slice(&cs.inputs);
+    inputs.extend_from_slice(&first.inputs);
+    for (k, other) in others.into_iter().enumerate() {
+        if other.inputs.len() != challenge_inputs || other.aux.len() != challenge_aux {
+            return Err(Error::Synthesis(format!(
+                "challenge {} allocated {} inputs and {} aux values, challenge 0 {} and {}",
+                k + 1,
+                other.inputs.len(),
+                other.aux.len(),
+                challenge_inputs,
+                challenge_aux
+            )));
+        }
+        inputs.extend_from_slice(&other.inputs);
+    }
+    let (input_slots, aux_slots) = head_slots.split_at_mut(num_inputs);
+    input_slots.copy_from_slice(&inputs);
+    let (prefix_slots, first_slots) = aux_slots.split_at_mut(cs.aux.len());
+    prefix_slots.copy_from_slice(cs.aux.values());
+    first_slots.copy_from_slice(first.aux.values());
+    Ok(Recorded::Assignment { values, num_inputs })
 }
 
 /// `value` allocated, then made a public input (`AllocatedNum::inputize`).
@@ -106,20 +132,16 @@ fn public(cs: &mut AssignmentCs, value: Scalar) -> Result<AllocatedNum<Scalar>, 
     Ok(num)
 }
 
-/// The prefix's and the challenges' values in the sequential order: every
-/// input, then every aux value; each challenge's buffers are released once
-/// copied, so at most about two copies of the assignment exist at a time.
-fn join(prefix: AssignmentCs, challenges: Vec<AssignmentCs>) -> Recorded {
-    let num_inputs = prefix.inputs.len() + challenges.iter().map(|c| c.inputs.len()).sum::<usize>();
-    let num_aux = prefix.aux.len() + challenges.iter().map(|c| c.aux.len()).sum::<usize>();
-    let mut values: Vec<Fr> = Vec::with_capacity(num_inputs + num_aux);
-    values.extend_from_slice(&prefix.inputs);
-    for challenge in &challenges {
-        values.extend_from_slice(&challenge.inputs);
-    }
-    values.extend_from_slice(&prefix.aux);
-    for challenge in challenges {
-        values.extend_from_slice(&challenge.aux);
-    }
-    Recorded::Assignment { values, num_inputs }
+/// Challenge `proof`'s inputs, and its aux values into `aux`.
+fn record_challenge<'a, Tree: MerkleTreeTrait>(
+    proof: &VanillaProof<Tree, Sha256Hasher>,
+    replica_id: &[Bit],
+    aux: Aux<'a>,
+) -> Result<AssignmentCs<'a>, Error> {
+    let mut cs = AssignmentCs {
+        inputs: Vec::new(),
+        aux,
+    };
+    challenge::synthesize::<Tree>(&mut cs, ChallengeProof::open(proof)?, replica_id)?;
+    Ok(cs)
 }

@@ -7,8 +7,7 @@
 //! into the chaining value. Used where the PoRep circuit hashes with SHA-256:
 //! the SDR labels and tree D's path (`super::challenge`).
 
-use ark_bls12_381::Fr;
-
+use super::assignment::Aux;
 use super::bits::{Bit, Word};
 
 /// SHA-256's round constants (FIPS 180-4, 4.2.2).
@@ -30,7 +29,7 @@ const H0: [u32; 8] = [
 
 /// The digest of `input` (a whole number of bytes, most significant bit of
 /// each byte first) as eight words; the allocated bits go onto `aux`.
-pub fn sha256(input: &[Bit], aux: &mut Vec<Fr>) -> [Word; 8] {
+pub fn sha256(input: &[Bit], aux: &mut Aux<'_>) -> [Word; 8] {
     assert!(input.len() % 8 == 0, "SHA-256 takes whole bytes");
     let mut message = input.to_vec();
     let length = input.len() as u64;
@@ -88,7 +87,7 @@ impl Pending {
     /// The word, adding `more` to the addends (the gadget's
     /// `Maybe::compute`: a ready word is returned as it is, without `more`,
     /// which only the final additions pass and only to pending sums).
-    fn resolve(self, more: Option<Word>, aux: &mut Vec<Fr>) -> Word {
+    fn resolve(self, more: Option<Word>, aux: &mut Aux<'_>) -> Word {
         match self {
             Pending::Ready(word) => word,
             Pending::Sum { mut terms, mut len } => {
@@ -103,7 +102,7 @@ impl Pending {
 }
 
 /// One compression of a 512-bit block into the chaining value `state`.
-fn compress(block: &[Word; 16], state: &[Word; 8], aux: &mut Vec<Fr>) -> [Word; 8] {
+fn compress(block: &[Word; 16], state: &[Word; 8], aux: &mut Aux<'_>) -> [Word; 8] {
     let mut w = [Word::constant(0); 64];
     w[..16].copy_from_slice(block);
     for i in 16..64 {
@@ -225,7 +224,7 @@ mod tests {
                 let mut reference = AssignmentCs::default();
                 let expected =
                     bellperson::gadgets::sha256::sha256(&mut reference, &booleans).unwrap();
-                let mut ours = Vec::new();
+                let mut ours = Aux::default();
                 let digest = sha256(&bits, &mut ours);
 
                 assert_eq!(
@@ -234,7 +233,7 @@ mod tests {
                     "{bytes} bytes, kinds {kinds:?}"
                 );
                 assert!(
-                    ours == reference.aux,
+                    ours.values() == reference.aux.values(),
                     "{bytes} bytes, kinds {kinds:?}: aux differs"
                 );
                 let expected: Vec<Bit> = expected
