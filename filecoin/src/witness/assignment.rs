@@ -14,6 +14,12 @@ use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Var
 use blstrs::Scalar;
 
 use crate::convert::fr_from_blstrs;
+use crate::Error;
+
+/// A gadget's failure as the crate reports a failed synthesis.
+pub fn synthesis(e: SynthesisError) -> Error {
+    Error::Synthesis(e.to_string())
+}
 
 /// The values allocated through it, in allocation order.
 #[derive(Default)]
@@ -80,15 +86,6 @@ impl<'a> Aux<'a> {
         match &self.0 {
             Slots::Growing(values) => values,
             Slots::Window { slots, filled } => &slots[..(*filled).min(slots.len())],
-        }
-    }
-
-    /// A growing recording's values (a window's are where they belong:
-    /// none).
-    pub fn into_vec(self) -> Vec<Fr> {
-        match self.0 {
-            Slots::Growing(values) => values,
-            Slots::Window { .. } => Vec::new(),
         }
     }
 }

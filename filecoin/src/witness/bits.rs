@@ -25,6 +25,7 @@ use ark_bls12_381::Fr;
 use ark_ff::{One, Zero};
 use bellperson::gadgets::boolean::Boolean;
 use bellperson::SynthesisError;
+use std::ops::{Not, Shr};
 
 use super::assignment::Aux;
 
@@ -48,19 +49,6 @@ impl Bit {
         }
     }
 
-    pub fn is_constant(self) -> bool {
-        matches!(self, Bit::Constant(_))
-    }
-
-    /// `Boolean::not`: never allocates.
-    pub fn not(self) -> Bit {
-        match self {
-            Bit::Constant(v) => Bit::Constant(!v),
-            Bit::Is(v) => Bit::Not(!v),
-            Bit::Not(v) => Bit::Is(!v),
-        }
-    }
-
     /// The bit a gadget handed out; its value must be known (assignment
     /// mode always knows it).
     pub fn from_boolean(b: &Boolean) -> Result<Bit, SynthesisError> {
@@ -70,6 +58,19 @@ impl Bit {
             Boolean::Is(_) => Bit::Is(value),
             Boolean::Not(_) => Bit::Not(value),
         })
+    }
+}
+
+/// `Boolean::not`: never allocates.
+impl Not for Bit {
+    type Output = Bit;
+
+    fn not(self) -> Bit {
+        match self {
+            Bit::Constant(v) => Bit::Constant(!v),
+            Bit::Is(v) => Bit::Not(!v),
+            Bit::Not(v) => Bit::Is(!v),
+        }
     }
 }
 
@@ -124,10 +125,10 @@ fn ch_bit(a: Bit, b: Bit, c: Bit, aux: &mut Aux<'_>) -> Bit {
     match (a, b, c) {
         (K(_), K(_), K(_)) => K(value),
         (K(false), _, c) => c,
-        (a, K(false), c) => and(a.not(), c, aux),
+        (a, K(false), c) => and(!a, c, aux),
         (a, b, K(false)) => and(a, b, aux),
-        (a, b, K(true)) => and(a, b.not(), aux).not(),
-        (a, K(true), c) => and(a.not(), c.not(), aux).not(),
+        (a, b, K(true)) => !and(a, !b, aux),
+        (a, K(true), c) => !and(!a, !c, aux),
         // a constant true with b and c allocated, or nothing constant.
         _ => {
             push(aux, value);
@@ -146,13 +147,29 @@ fn maj_bit(a: Bit, b: Bit, c: Bit, aux: &mut Aux<'_>) -> Bit {
         (K(false), b, c) => and(b, c, aux),
         (a, K(false), c) => and(a, c, aux),
         (a, b, K(false)) => and(a, b, aux),
-        (a, b, K(true)) => and(a.not(), b.not(), aux).not(),
-        (a, K(true), c) => and(a.not(), c.not(), aux).not(),
-        (K(true), b, c) => and(b.not(), c.not(), aux).not(),
+        (a, b, K(true)) => !and(!a, !b, aux),
+        (a, K(true), c) => !and(!a, !c, aux),
+        (K(true), b, c) => !and(!b, !c, aux),
         _ => {
             push(aux, value);
             and(b, c, aux);
             Bit::Is(value)
+        }
+    }
+}
+
+/// `UInt32::shr`: the vacated high bits are constant false.
+impl Shr<u32> for Word {
+    type Output = Word;
+
+    fn shr(self, by: u32) -> Word {
+        if by == 0 {
+            return self;
+        }
+        Word {
+            value: self.value >> by,
+            constant: (self.constant >> by) | !(u32::MAX >> by),
+            negated: self.negated >> by,
         }
     }
 }
@@ -182,26 +199,7 @@ impl Word {
     /// `UInt32::from_bits_be`: `bits[0]` is the most significant.
     pub fn from_bits_be(bits: &[Bit]) -> Word {
         assert_eq!(bits.len(), 32, "a word is 32 bits");
-        let mut word = Word {
-            value: 0,
-            constant: 0,
-            negated: 0,
-        };
-        for (k, bit) in bits.iter().enumerate() {
-            let at = 1u32 << (31 - k);
-            match *bit {
-                Bit::Constant(v) => {
-                    word.constant |= at;
-                    word.value |= if v { at } else { 0 };
-                }
-                Bit::Is(v) => word.value |= if v { at } else { 0 },
-                Bit::Not(v) => {
-                    word.negated |= at;
-                    word.value |= if v { at } else { 0 };
-                }
-            }
-        }
-        word
+        Word::from_fn(|i| bits[31 - i as usize])
     }
 
     /// The word's value.
@@ -256,18 +254,6 @@ impl Word {
             value: self.value.rotate_right(by),
             constant: self.constant.rotate_right(by),
             negated: self.negated.rotate_right(by),
-        }
-    }
-
-    /// `UInt32::shr`: the vacated high bits are constant false.
-    pub fn shr(self, by: u32) -> Word {
-        if by == 0 {
-            return self;
-        }
-        Word {
-            value: self.value >> by,
-            constant: (self.constant >> by) | !(u32::MAX >> by),
-            negated: self.negated >> by,
         }
     }
 
@@ -395,90 +381,82 @@ mod tests {
     }
 
     /// Words a, b, c whose bits together hold every triple of kinds and
-    /// values (6^3 = 216 of them, over 7 words of 32 bits).
+    /// values (6^3 = 216 of them, over 7 words of 32 bits), then words
+    /// without constants (where the operations take their word-wide paths):
+    /// allocated bits only, and allocated and negated bits mixed.
     fn every_triple() -> Vec<[Vec<Bit>; 3]> {
-        (0..7)
-            .map(|w| {
-                let at = |k: usize| -> Vec<Bit> {
-                    (0..32)
-                        .map(|i| {
-                            let combo = (w * 32 + i) % 216;
-                            ALL[(combo / [1, 6, 36][k]) % 6]
-                        })
-                        .collect()
-                };
-                [at(0), at(1), at(2)]
-            })
-            .collect()
+        let mixed = (0..7).map(|w| {
+            let at = |k: usize| -> Vec<Bit> {
+                (0..32)
+                    .map(|i| {
+                        let combo = (w * 32 + i) % 216;
+                        ALL[(combo / [1, 6, 36][k]) % 6]
+                    })
+                    .collect()
+            };
+            [at(0), at(1), at(2)]
+        });
+        let free = [2, 4].map(|kinds| {
+            let at = |k: usize| -> Vec<Bit> {
+                (0..32)
+                    .map(|i| ALL[2 + (i * 5 + k * 3 + i / 7) % kinds])
+                    .collect()
+            };
+            [at(0), at(1), at(2)]
+        });
+        mixed.chain(free).collect()
+    }
+
+    /// Runs `ours` and `theirs` (the gadget) on fresh recordings and
+    /// requires the same result bits and the same aux values.
+    fn same(
+        what: &str,
+        ours: impl FnOnce(&mut Aux<'_>) -> Word,
+        theirs: impl FnOnce(&mut AssignmentCs<'_>) -> UInt32,
+    ) {
+        let (mut our_aux, mut their_cs) = (Aux::default(), AssignmentCs::default());
+        let word = ours(&mut our_aux);
+        let expected = light_bits(theirs(&mut their_cs));
+        assert_eq!(
+            (0..32).map(|i| word.bit(i)).collect::<Vec<_>>(),
+            expected,
+            "{what}"
+        );
+        assert!(
+            our_aux.values() == their_cs.aux.values(),
+            "{what} allocates differently"
+        );
     }
 
     #[test]
     fn word_operations_allocate_as_the_gadgets_do() {
         for [a, b, c] in every_triple() {
-            let (wa, wb, wc) = (
-                Word::from_fn(|i| a[i as usize]),
-                Word::from_fn(|i| b[i as usize]),
-                Word::from_fn(|i| c[i as usize]),
-            );
+            let word = |bits: &[Bit]| Word::from_fn(|i| bits[i as usize]);
+            let (wa, wb, wc) = (word(&a), word(&b), word(&c));
             let (ga, gb, gc) = (gadget_word(&a), gadget_word(&b), gadget_word(&c));
-
-            let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
-            let x = wa.xor(wb, &mut ours);
-            let expected = ga.xor(&mut theirs, &gb).unwrap();
-            assert_eq!(
-                light_bits(expected),
-                (0..32).map(|i| x.bit(i)).collect::<Vec<_>>()
+            same("xor", |aux| wa.xor(wb, aux), |cs| ga.xor(cs, &gb).unwrap());
+            same(
+                "ch",
+                |aux| Word::ch(wa, wb, wc, aux),
+                |cs| UInt32::sha256_ch(cs, &ga, &gb, &gc).unwrap(),
             );
-            assert!(
-                ours.values() == theirs.aux.values(),
-                "xor allocates differently"
+            same(
+                "maj",
+                |aux| Word::maj(wa, wb, wc, aux),
+                |cs| UInt32::sha256_maj(cs, &ga, &gb, &gc).unwrap(),
             );
-
-            let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
-            let ch = Word::ch(wa, wb, wc, &mut ours);
-            let expected = UInt32::sha256_ch(&mut theirs, &ga, &gb, &gc).unwrap();
-            assert_eq!(
-                light_bits(expected),
-                (0..32).map(|i| ch.bit(i)).collect::<Vec<_>>()
-            );
-            assert!(
-                ours.values() == theirs.aux.values(),
-                "ch allocates differently"
-            );
-
-            let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
-            let maj = Word::maj(wa, wb, wc, &mut ours);
-            let expected = UInt32::sha256_maj(&mut theirs, &ga, &gb, &gc).unwrap();
-            assert_eq!(
-                light_bits(expected),
-                (0..32).map(|i| maj.bit(i)).collect::<Vec<_>>()
-            );
-            assert!(
-                ours.values() == theirs.aux.values(),
-                "maj allocates differently"
-            );
-
             for n in 2..=10 {
-                let words = [wa, wb, wc].into_iter().cycle().take(n).collect::<Vec<_>>();
-                let gadgets = [&ga, &gb, &gc]
+                let words: Vec<Word> = [wa, wb, wc].into_iter().cycle().take(n).collect();
+                let gadgets: Vec<UInt32> = [&ga, &gb, &gc]
                     .into_iter()
                     .cycle()
                     .take(n)
                     .cloned()
-                    .collect::<Vec<_>>();
-                let (mut ours, mut theirs) = (Aux::default(), AssignmentCs::default());
-                let sum = Word::addmany(&words, &mut ours);
-                let expected = {
-                    let mut multi = MultiEq::new(&mut theirs);
-                    UInt32::addmany(&mut multi, &gadgets).unwrap()
-                };
-                assert_eq!(
-                    light_bits(expected),
-                    (0..32).map(|i| sum.bit(i)).collect::<Vec<_>>()
-                );
-                assert!(
-                    ours.values() == theirs.aux.values(),
-                    "addmany of {n} allocates differently"
+                    .collect();
+                same(
+                    &format!("addmany of {n}"),
+                    |aux| Word::addmany(&words, aux),
+                    |cs| UInt32::addmany(&mut MultiEq::new(cs), &gadgets).unwrap(),
                 );
             }
         }
@@ -509,7 +487,7 @@ mod tests {
     #[test]
     fn shr_fills_with_constant_false() {
         let word = Word::from_fn(|_| Bit::Is(true));
-        let shifted = word.shr(3);
+        let shifted = word >> 3;
         assert_eq!(shifted.value(), u32::MAX >> 3);
         assert!((29..32).all(|i| shifted.bit(i) == Bit::Constant(false)));
         assert!((0..29).all(|i| shifted.bit(i) == Bit::Is(true)));

@@ -32,16 +32,12 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::TOTAL_PARENTS;
 
-use super::assignment::AssignmentCs;
+use super::assignment::{synthesis, AssignmentCs};
 use super::bits::{Bit, Word};
 use super::poseidon::poseidon_hash;
 use super::sha256::{digest_bytes, sha256};
 use super::vanilla::{ChallengeProof, ColumnOpening, PathOptions};
 use crate::Error;
-
-fn synthesis(e: SynthesisError) -> Error {
-    Error::Synthesis(e.to_string())
-}
 
 /// The light bits of gadget-made booleans.
 fn light(bits: &[Boolean]) -> Result<Vec<Bit>, Error> {
@@ -82,7 +78,7 @@ fn label(
     node: &[Bit],
 ) -> Result<AllocatedNum<Scalar>, Error> {
     let pad_to = |message: &mut Vec<Bit>, multiple: usize| {
-        while message.len() % multiple != 0 {
+        while !message.len().is_multiple_of(multiple) {
             message.push(Bit::Constant(false));
         }
     };

@@ -22,7 +22,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{Proof as VanillaProof, PublicInputs};
 
-use super::assignment::{AssignmentCs, Aux};
+use super::assignment::{synthesis, AssignmentCs, Aux};
 use super::bits::Bit;
 use super::challenge;
 use super::vanilla::ChallengeProof;
@@ -34,10 +34,6 @@ pub type SealInputs<Tree> = PublicInputs<
     <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain,
     <Sha256Hasher as Hasher>::Domain,
 >;
-
-fn synthesis(e: SynthesisError) -> Error {
-    Error::Synthesis(e.to_string())
-}
 
 /// The assignment of the partition whose challenges' vanilla proofs are
 /// `proofs`: equal, value for value, to what the reference circuit

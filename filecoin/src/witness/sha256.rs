@@ -30,11 +30,11 @@ const H0: [u32; 8] = [
 /// The digest of `input` (a whole number of bytes, most significant bit of
 /// each byte first) as eight words; the allocated bits go onto `aux`.
 pub fn sha256(input: &[Bit], aux: &mut Aux<'_>) -> [Word; 8] {
-    assert!(input.len() % 8 == 0, "SHA-256 takes whole bytes");
+    assert!(input.len().is_multiple_of(8), "SHA-256 takes whole bytes");
     let mut message = input.to_vec();
     let length = input.len() as u64;
     message.push(Bit::Constant(true));
-    while (message.len() + 64) % 512 != 0 {
+    while !(message.len() + 64).is_multiple_of(512) {
         message.push(Bit::Constant(false));
     }
     message.extend((0..64).rev().map(|i| Bit::Constant((length >> i) & 1 == 1)));
@@ -47,12 +47,6 @@ pub fn sha256(input: &[Bit], aux: &mut Aux<'_>) -> [Word; 8] {
         state = compress(&words, &state, aux);
     }
     state
-}
-
-/// The digest's bits as the gadget returns them: each word most
-/// significant bit first.
-pub fn digest_bits(digest: &[Word; 8]) -> Vec<Bit> {
-    digest.iter().flat_map(|w| w.bits_be()).collect()
 }
 
 /// The digest's 32 bytes (big-endian words).
@@ -109,11 +103,11 @@ fn compress(block: &[Word; 16], state: &[Word; 8], aux: &mut Aux<'_>) -> [Word; 
         let s0 = w[i - 15]
             .rotr(7)
             .xor(w[i - 15].rotr(18), aux)
-            .xor(w[i - 15].shr(3), aux);
+            .xor(w[i - 15] >> 3, aux);
         let s1 = w[i - 2]
             .rotr(17)
             .xor(w[i - 2].rotr(19), aux)
-            .xor(w[i - 2].shr(10), aux);
+            .xor(w[i - 2] >> 10, aux);
         w[i] = Word::addmany(&[w[i - 16], s0, w[i - 7], s1], aux);
     }
 
@@ -173,6 +167,12 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
     use sha2::Digest;
+
+    /// The digest's bits as the gadget returns them: each word most
+    /// significant bit first.
+    fn digest_bits(digest: &[Word; 8]) -> Vec<Bit> {
+        digest.iter().flat_map(|w| w.bits_be()).collect()
+    }
 
     /// Random input bits of every kind, allocated through the gadgets (so
     /// bellperson's gadget sees real `Boolean`s) and mirrored as light bits.
