@@ -6,12 +6,14 @@
 #                            (cargo test --release -p cuzk-kernels --features cuda
 #                             --test gpu_correctness --no-run --message-format=json
 #                             names it)
-#   .device/gpu_bench        target/<dir>/release/examples/gpu_bench
+#   .device/cuzk-bench       target/release/cuzk-bench (cargo build --release
+#                            -p cuzk-bench --features cuda), run as `cuzk-bench gpu`
 # Writes logs under $OUT (or ./gpu-check-out). Each step has a time limit so
 # the whole script ends well inside a 10-minute call.
 #   TEST_FILTER   tests to run (default: all gpu_ tests)
 #   TEST_LIMIT    seconds for the tests (default 240)
-#   BENCH_ARGS    arguments for gpu_bench (default: its defaults)
+#   BENCH_ARGS    arguments for `cuzk-bench gpu` (default: its defaults; a list
+#                 given as ',' skips that group: --g1 , --g2 20)
 #   BENCH_LIMIT   seconds for the benchmark (default 300)
 set -uo pipefail
 OUT="${OUT:-$PWD/gpu-check-out}"
@@ -30,7 +32,7 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "== bench =="
   # shellcheck disable=SC2086
-  timeout "${BENCH_LIMIT:-300}" "$DIR/gpu_bench" ${BENCH_ARGS:-} 2>"$OUT/bench.err" | tee "$OUT/bench.md"
+  timeout "${BENCH_LIMIT:-300}" "$DIR/cuzk-bench" gpu ${BENCH_ARGS:-} 2>"$OUT/bench.err" | tee "$OUT/bench.md"
   echo "bench exit: ${PIPESTATUS[0]}" | tee -a "$OUT/bench.md"
   tail -5 "$OUT/bench.err"
 fi

@@ -21,7 +21,69 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
-use crate::tenants::{check_tenant_name, Caller, TenantLimits};
+use crate::tenants::{check_tenant_name, Caller, TenantError, TenantLimits};
+
+/// Why a token entry (`TOKEN[@TENANT][:SCOPE,SCOPE]`) or a token's text is
+/// refused.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum TokenError {
+    /// A scope other than submit, read and admin.
+    #[error("unknown scope {0:?} (known: submit, read, admin)")]
+    UnknownScope(String),
+    /// Too short, or holding characters a bearer token cannot hold.
+    #[error("a token must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / =")]
+    Text,
+    /// The entry's tenant name.
+    #[error(transparent)]
+    Tenant(#[from] TenantError),
+}
+
+/// Why the tokens and tenants cannot be put in force: at start the daemon
+/// refuses to run, on SIGHUP the old gate stays. Each says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The token file cannot be read.
+    #[error("cannot read token file {}: {source}", path.display())]
+    TokenFile { path: PathBuf, source: std::io::Error },
+    /// A line of the token file is no token entry.
+    #[error("{} line {line}: {source}", path.display())]
+    TokenFileLine {
+        path: PathBuf,
+        /// From 1, as an editor shows it.
+        line: usize,
+        source: TokenError,
+    },
+    /// An entry of `CUZK_API_TOKENS` is no token entry.
+    #[error("CUZK_API_TOKENS: {0}")]
+    Environment(TokenError),
+    /// A token of `[auth] tokens` whose text is no bearer token.
+    #[error(transparent)]
+    Token(TokenError),
+    /// A token's `sha256` that is not 64 hex digits.
+    #[error("auth: sha256 must be 64 hex digits")]
+    Digest,
+    /// A token given both as text and as a digest, or as neither.
+    #[error("auth: give each token exactly one of token and sha256")]
+    TokenOrDigest,
+    /// A token with an empty scope list.
+    #[error("auth: a token needs at least one scope")]
+    NoScope,
+    /// A tenant's name or limits, in the section named (`auth` for the
+    /// tokens' tenants and `tenant_defaults`, `auth.tenants` for its keys).
+    #[error("{section}: {source}")]
+    Tenant { section: &'static str, source: TenantError },
+    /// No token, a non-loopback address and no `--insecure`.
+    #[error(
+        "refusing to listen on {listen} without API tokens: anyone who can reach it could \
+         submit and cancel jobs. Configure tokens ([auth] tokens, --token-file or \
+         CUZK_API_TOKENS), listen on a loopback address, or pass --insecure"
+    )]
+    NoTokensOffLoopback { listen: String },
+    /// The listen address does not resolve, so the loopback rule cannot be
+    /// checked.
+    #[error("cannot resolve listen address {listen}: {source}")]
+    Unresolved { listen: String, source: std::io::Error },
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -45,12 +107,12 @@ impl Scope {
         }
     }
 
-    fn parse(text: &str) -> Result<Self, String> {
+    fn parse(text: &str) -> Result<Self, TokenError> {
         match text {
             "submit" => Ok(Scope::Submit),
             "read" => Ok(Scope::Read),
             "admin" => Ok(Scope::Admin),
-            other => Err(format!("unknown scope {other:?} (known: submit, read, admin)")),
+            other => Err(TokenError::UnknownScope(other.to_string())),
         }
     }
 }
@@ -100,7 +162,7 @@ pub struct TokenSources {
 impl AuthConfig {
     /// Adds the tokens of the token file and of the environment to the
     /// section's own.
-    pub fn add_source_tokens(&mut self) -> Result<(), String> {
+    pub fn add_source_tokens(&mut self) -> Result<(), AuthError> {
         if let Some(path) = &self.sources.token_file {
             self.tokens.extend(read_token_file(path)?);
         }
@@ -128,7 +190,7 @@ pub struct TokenConfig {
 impl TokenConfig {
     /// The same token held as its digest, the plaintext overwritten: what
     /// the daemon keeps of a token it must read again on reload.
-    pub fn hashed(mut self) -> Result<Self, String> {
+    pub fn hashed(mut self) -> Result<Self, TokenError> {
         if let Some(mut token) = self.token.take() {
             let checked = check_token_text(&token);
             self.sha256 = Some(hex::encode(Sha256::digest(token.as_bytes())));
@@ -143,7 +205,7 @@ impl TokenConfig {
 /// and of a `CUZK_API_TOKENS` entry. Bearer tokens cannot hold `:`, `@` or
 /// whitespace (RFC 6750's b64token), nor can tenant names, so the splits are
 /// unambiguous.
-pub fn parse_token_entry(entry: &str) -> Result<TokenConfig, String> {
+pub fn parse_token_entry(entry: &str) -> Result<TokenConfig, TokenError> {
     let (token, scopes) = match entry.split_once(':') {
         Some((token, scopes)) => (
             token,
@@ -170,32 +232,37 @@ pub fn parse_token_entry(entry: &str) -> Result<TokenConfig, String> {
     })
 }
 
-fn check_token_text(token: &str) -> Result<(), String> {
+fn check_token_text(token: &str) -> Result<(), TokenError> {
     let b64token = |c: char| c.is_ascii_alphanumeric() || "-._~+/=".contains(c);
     if token.len() < 16 || !token.chars().all(b64token) {
-        return Err("a token must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / =".into());
+        return Err(TokenError::Text);
     }
     Ok(())
 }
 
 /// Tokens from a file, one per non-empty line (`#` starts a comment line).
-pub fn read_token_file(path: &std::path::Path) -> Result<Vec<TokenConfig>, String> {
+pub fn read_token_file(path: &std::path::Path) -> Result<Vec<TokenConfig>, AuthError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
+        .map_err(|source| AuthError::TokenFile { path: path.to_path_buf(), source })?;
     text.lines()
         .map(str::trim)
         .enumerate()
         .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
         .map(|(n, line)| {
-            parse_token_entry(line).map_err(|e| format!("{} line {}: {e}", path.display(), n + 1))
+            parse_token_entry(line).map_err(|source| AuthError::TokenFileLine {
+                path: path.to_path_buf(),
+                line: n + 1,
+                source,
+            })
         })
         .collect()
 }
 
-/// Tokens from `CUZK_API_TOKENS`: entries separated by whitespace.
-pub fn parse_token_list(text: &str) -> Result<Vec<TokenConfig>, String> {
+/// Tokens from `CUZK_API_TOKENS`: entries separated by whitespace, each kept
+/// as its digest (the variable is read once, and its text overwritten).
+pub fn parse_token_list(text: &str) -> Result<Vec<TokenConfig>, AuthError> {
     text.split_whitespace()
-        .map(|e| parse_token_entry(e).map_err(|err| format!("CUZK_API_TOKENS: {err}")))
+        .map(|entry| parse_token_entry(entry).and_then(TokenConfig::hashed).map_err(AuthError::Environment))
         .collect()
 }
 
@@ -227,36 +294,37 @@ pub struct Gate {
 impl Gate {
     /// Takes the tokens out of the config, hashing them and overwriting the
     /// plaintext, and checks the loopback rule for `listen`.
-    pub fn new(config: &mut AuthConfig, listen: &str) -> Result<Self, String> {
+    pub fn new(config: &mut AuthConfig, listen: &str) -> Result<Self, AuthError> {
+        let in_auth = |source| AuthError::Tenant { section: "auth", source };
         let mut tokens = Vec::new();
         for entry in std::mem::take(&mut config.tokens) {
-            check_tenant_name(entry.tenant.as_str()).map_err(|e| format!("auth: {e}"))?;
+            check_tenant_name(entry.tenant.as_str()).map_err(in_auth)?;
             let digest = match (entry.token, entry.sha256) {
                 (Some(mut token), None) => {
                     let checked = check_token_text(&token);
                     let digest = Sha256::digest(token.as_bytes()).into();
                     token.zeroize();
-                    checked?;
+                    checked.map_err(AuthError::Token)?;
                     digest
                 }
                 (None, Some(hex_digest)) => hex::decode(hex_digest.trim())
                     .ok()
                     .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-                    .ok_or("auth: sha256 must be 64 hex digits")?,
-                _ => return Err("auth: give each token exactly one of token and sha256".into()),
+                    .ok_or(AuthError::Digest)?,
+                _ => return Err(AuthError::TokenOrDigest),
             };
             if entry.scopes.is_empty() {
-                return Err("auth: a token needs at least one scope".into());
+                return Err(AuthError::NoScope);
             }
             tokens.push(KnownToken { digest, scopes: entry.scopes, tenant: entry.tenant });
         }
         let mut tenants = BTreeMap::new();
         for (name, limits) in &config.tenants {
-            check_tenant_name(name).map_err(|e| format!("auth.tenants: {e}"))?;
-            limits.check(name)?;
+            check_tenant_name(name).map_err(|source| AuthError::Tenant { section: "auth.tenants", source })?;
+            limits.check(name).map_err(in_auth)?;
             tenants.insert(Tenant(name.clone()), *limits);
         }
-        config.tenant_defaults.check("tenant_defaults")?;
+        config.tenant_defaults.check("tenant_defaults").map_err(in_auth)?;
         if tenants.len() > 1 && !tokens.is_empty() && !config.read_requires_token {
             log::warn!(
                 "auth: several tenants but read_requires_token = false: anyone holding a job id \
@@ -264,11 +332,7 @@ impl Gate {
             );
         }
         if tokens.is_empty() && !config.insecure && !is_loopback(listen)? {
-            return Err(format!(
-                "refusing to listen on {listen} without API tokens: anyone who can reach it could \
-                 submit and cancel jobs. Configure tokens ([auth] tokens, --token-file or \
-                 CUZK_API_TOKENS), listen on a loopback address, or pass --insecure"
-            ));
+            return Err(AuthError::NoTokensOffLoopback { listen: listen.to_string() });
         }
         if tokens.is_empty() && config.insecure && !is_loopback(listen)? {
             log::warn!("--insecure: {listen} accepts unauthenticated requests");
@@ -365,9 +429,9 @@ impl Gate {
         }
         // Without tokens, whoever reaches the daemon runs it: one tenant.
         if self.tokens.is_empty() {
-            return Ok(self.caller(&Tenant::default(), true));
+            return Ok(self.tokenless_caller());
         }
-        let anonymous = Caller { tenant: None, admin: false, limits: TenantLimits::default() };
+        let anonymous = anonymous();
         if matches!(path, "/healthz" | "/readyz" | "/v1/openapi.json") {
             return Ok(anonymous);
         }
@@ -395,15 +459,9 @@ impl Gate {
                 ))),
             };
         };
-        let Some(known) = self.token_of(presented) else {
-            return Err(Box::new(unauthorized(
-                "Bearer realm=\"cuzk\", error=\"invalid_token\"",
-                "invalid token",
-            )));
-        };
-        let admin = known.scopes.contains(&Scope::Admin);
-        match needed {
-            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(Box::new(
+        match self.token_caller(presented, needed) {
+            Ok(caller) => Ok(caller),
+            Err(TokenRefusal::LacksScope(needed)) => Err(Box::new(
                 HttpResponse::Forbidden()
                     .insert_header((
                         header::WWW_AUTHENTICATE,
@@ -412,13 +470,77 @@ impl Gate {
                             needed.as_str()
                         ),
                     ))
-                    .json(json!({
-                        "error": format!("this token lacks the {} scope", needed.as_str())
-                    })),
+                    .json(json!({ "error": TokenRefusal::LacksScope(needed).to_string() })),
             )),
+            Err(refusal) => Err(Box::new(unauthorized(
+                "Bearer realm=\"cuzk\", error=\"invalid_token\"",
+                &refusal.to_string(),
+            ))),
+        }
+    }
+
+    /// The caller a presented token makes, if it is known and holds
+    /// `needed` (None: any token will do; admin holds every scope).
+    fn token_caller(&self, presented: &str, needed: Option<Scope>) -> Result<Caller, TokenRefusal> {
+        let known = self.token_of(presented).ok_or(TokenRefusal::Invalid)?;
+        let admin = known.scopes.contains(&Scope::Admin);
+        match needed {
+            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(TokenRefusal::LacksScope(needed)),
             _ => Ok(self.caller(&known.tenant, admin)),
         }
     }
+
+    /// The caller of a request that presents no token where its reach is
+    /// its credential: with no tokens configured, whoever reaches the
+    /// daemon runs it (tenant `default`, admin); with tokens, the tenant
+    /// `default` without admin (a gRPC call on a unix socket or loopback).
+    pub fn tokenless_caller(&self) -> Caller {
+        self.caller(&Tenant::default(), self.tokens.is_empty())
+    }
+
+    /// The caller of a gRPC call: `presented` its bearer token, `needed`
+    /// the scope its method needs. `trusted`: the listener is a unix
+    /// socket or loopback, whose reach is the credential, so a call
+    /// without a token is `tokenless_caller` (except for admin methods,
+    /// which need an admin token once tokens exist); elsewhere such a call
+    /// is admitted only where HTTP would admit it (a read, without
+    /// `read_requires_token`) or when no token is configured (the start
+    /// refused that without `--insecure`).
+    pub fn grpc_caller(&self, presented: Option<&str>, needed: Scope, trusted: bool) -> Result<Caller, TokenRefusal> {
+        // As a GET: a read takes any known token unless reads need the scope.
+        let scope = (needed != Scope::Read || self.read_requires_token).then_some(needed);
+        if let Some(presented) = presented {
+            return self.token_caller(presented, scope);
+        }
+        if self.tokens.is_empty() || (trusted && needed != Scope::Admin) {
+            return Ok(self.tokenless_caller());
+        }
+        if needed == Scope::Read && !self.read_requires_token {
+            return Ok(anonymous());
+        }
+        Err(TokenRefusal::Missing(needed))
+    }
+}
+
+/// A caller without a token on a route or method that needs none (a read
+/// without `read_requires_token`): no tenant, so it reads any job whose id
+/// it holds, and sees no job ids in listings.
+fn anonymous() -> Caller {
+    Caller { tenant: None, admin: false, limits: TenantLimits::default() }
+}
+
+/// Why a request's token does not admit it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefusal {
+    /// None was presented where one is needed.
+    #[error("this call needs a token with the {} scope: send authorization: Bearer <token>", .0.as_str())]
+    Missing(Scope),
+    /// The token is not one the daemon knows.
+    #[error("invalid token")]
+    Invalid,
+    /// The token is known but lacks the scope.
+    #[error("this token lacks the {} scope", .0.as_str())]
+    LacksScope(Scope),
 }
 
 /// The gate in force, replaced whole on reload: a request takes the gate
@@ -438,7 +560,7 @@ impl Gates {
 
     /// Builds a gate from `config` for `listen` (the metrics listener kept)
     /// and puts it in force; on error the current gate stays.
-    pub fn replace(&self, config: &mut AuthConfig, listen: &str) -> Result<Arc<Gate>, String> {
+    pub fn replace(&self, config: &mut AuthConfig, listen: &str) -> Result<Arc<Gate>, AuthError> {
         let mut gate = Gate::new(config, listen)?;
         gate.metrics_addr = self.current().metrics_addr;
         let gate = Arc::new(gate);
@@ -511,10 +633,10 @@ fn unauthorized(challenge: &'static str, message: &str) -> HttpResponse {
 }
 
 /// Whether every address `listen` resolves to is a loopback address.
-pub fn is_loopback(listen: &str) -> Result<bool, String> {
+pub fn is_loopback(listen: &str) -> Result<bool, AuthError> {
     let addrs: Vec<SocketAddr> = listen
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve listen address {listen}: {e}"))?
+        .map_err(|source| AuthError::Unresolved { listen: listen.to_string(), source })?
         .collect();
     Ok(!addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()))
 }
@@ -552,8 +674,11 @@ mod tests {
         assert_eq!(t.tenant, Tenant::default());
         let t = parse_token_entry("abcdefghijklmnop").unwrap();
         assert_eq!(t.scopes, all_scopes());
-        assert!(parse_token_entry("short").is_err());
-        assert!(parse_token_entry("abcdefghijklmnop:owner").is_err());
+        assert_eq!(parse_token_entry("short").err(), Some(TokenError::Text));
+        assert_eq!(
+            parse_token_entry("abcdefghijklmnop:owner").err(),
+            Some(TokenError::UnknownScope("owner".into()))
+        );
         let t = parse_token_entry("abcdefghijklmnop@acme-eu:submit,admin").unwrap();
         assert_eq!(t.token.as_deref(), Some("abcdefghijklmnop"));
         assert_eq!(t.tenant.as_str(), "acme-eu");
@@ -586,12 +711,45 @@ mod tests {
         assert!(is_loopback("[::1]:0").unwrap());
         assert!(!is_loopback("0.0.0.0:0").unwrap());
         let mut open = AuthConfig::default();
-        assert!(Gate::new(&mut open, "0.0.0.0:0")
-            .err()
-            .unwrap()
-            .contains("--insecure"));
+        let refused = Gate::new(&mut open, "0.0.0.0:0").err().unwrap();
+        assert!(matches!(&refused, AuthError::NoTokensOffLoopback { listen } if listen == "0.0.0.0:0"));
+        assert!(refused.to_string().contains("--insecure"), "{refused}");
         open.insecure = true;
         assert!(Gate::new(&mut open, "0.0.0.0:0").is_ok());
+    }
+
+    #[test]
+    fn refusals_name_the_setting_to_fix() {
+        let refusal = |config: &mut AuthConfig| Gate::new(config, "127.0.0.1:0").err().unwrap().to_string();
+        let mut bad_rate = AuthConfig::default();
+        bad_rate.tenants.insert("acme".into(), TenantLimits { submit_rate_per_s: -1.0, ..TenantLimits::default() });
+        assert_eq!(
+            refusal(&mut bad_rate),
+            "auth: tenant \"acme\": submit_rate_per_s must be a number of at least 0"
+        );
+        let mut bad_name = AuthConfig::default();
+        bad_name.tenants.insert("a b".into(), TenantLimits::default());
+        assert!(refusal(&mut bad_name).starts_with("auth.tenants: tenant \"a b\": "));
+        let mut bad_defaults = AuthConfig::default();
+        bad_defaults.tenant_defaults.submit_rate_per_s = f64::NAN;
+        assert!(refusal(&mut bad_defaults).starts_with("auth: tenant \"tenant_defaults\": "));
+        let digest = |sha256: &str| AuthConfig {
+            tokens: vec![TokenConfig {
+                token: None,
+                sha256: Some(sha256.into()),
+                scopes: vec![Scope::Read],
+                tenant: Tenant::default(),
+            }],
+            ..AuthConfig::default()
+        };
+        assert!(matches!(Gate::new(&mut digest("00"), "127.0.0.1:0"), Err(AuthError::Digest)));
+        let mut unscoped = digest(&"00".repeat(32));
+        unscoped.tokens[0].scopes.clear();
+        assert!(matches!(Gate::new(&mut unscoped, "127.0.0.1:0"), Err(AuthError::NoScope)));
+        assert!(matches!(
+            is_loopback("no-port"),
+            Err(AuthError::Unresolved { listen, .. }) if listen == "no-port"
+        ));
     }
 
     #[test]
@@ -626,6 +784,6 @@ mod tests {
         assert_eq!(t.sha256, Some(hex::encode(Sha256::digest(b"abcdefghijklmnop"))));
         assert_eq!((t.tenant.as_str(), t.scopes.clone()), ("acme", vec![Scope::Read]));
         let short = TokenConfig { token: Some("short".into()), ..t };
-        assert!(short.hashed().is_err());
+        assert_eq!(short.hashed().err(), Some(TokenError::Text));
     }
 }

@@ -9,6 +9,86 @@ use ark_serialize::CanonicalDeserialize;
 use cuzk_kernels::{Bls12_381, Fr};
 use serde_json::Value;
 
+/// Why talking to the daemon did not give what was asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon answered with an error status; `reason` is its own
+    /// `{"error": …}` text (or the body, when it is not that shape).
+    #[error("HTTP {status}: {reason}")]
+    Refused { status: u16, reason: String },
+    /// No answer: the daemon is unreachable, or the connection failed.
+    #[error("{0}")]
+    Transport(Box<ureq::Transport>),
+    /// An answer whose body is not the JSON expected.
+    #[error("{0}")]
+    Body(std::io::Error),
+    /// The submission was accepted without a job id.
+    #[error("the daemon returned no job id")]
+    NoJobId,
+    /// The job failed or was cancelled.
+    #[error("job {id} {status}: {reason}")]
+    JobEnded {
+        id: String,
+        /// `failed` or `cancelled`.
+        status: String,
+        reason: String,
+    },
+    /// The job had not ended when the wait's time was up.
+    #[error("job {id} did not finish within {timeout:?}")]
+    Timeout { id: String, timeout: Duration },
+    /// A document the daemon served does not decode.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+}
+
+impl From<ureq::Error> for ClientError {
+    /// An HTTP error as the daemon's own `{"error": …}` text.
+    fn from(error: ureq::Error) -> Self {
+        match error {
+            ureq::Error::Status(status, response) => {
+                let text = response.into_string().unwrap_or_default();
+                let reason = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["error"].as_str().map(str::to_string))
+                    .unwrap_or(text);
+                ClientError::Refused { status, reason }
+            }
+            ureq::Error::Transport(transport) => ClientError::Transport(Box::new(transport)),
+        }
+    }
+}
+
+/// Why a proofs document or a verifying key document cannot be checked:
+/// a field missing, or one that does not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    /// A proofs document without its `proofs` array.
+    #[error("the document has no proofs array")]
+    NoProofs,
+    /// A proofs document without the circuit its key is served for.
+    #[error("the document has no circuit_id")]
+    NoCircuitId,
+    /// An entry of `proofs` without its partition number.
+    #[error("a proof has no partition")]
+    NoPartition,
+    /// An entry of `proofs` without its public inputs.
+    #[error("partition {0} has no public_inputs")]
+    NoPublicInputs(u64),
+    /// A hex field (`what` names it) that is not a string.
+    #[error("{what} is not a string")]
+    NotText { what: String },
+    /// A hex field that is not hex.
+    #[error("{what} is not hex: {source}")]
+    NotHex { what: String, source: hex::FromHexError },
+    /// A hex field whose bytes are not the point or field element expected.
+    #[error("{what} does not decode: {source}")]
+    Undecodable { what: String, source: ark_serialize::SerializationError },
+    /// The verifier could not run on the inputs (their count does not match
+    /// the key's).
+    #[error("{0}")]
+    Verifier(ark_relations::r1cs::SynthesisError),
+}
+
 pub struct Submission {
     pub server: String,
     pub body: Value,
@@ -25,21 +105,6 @@ fn agent() -> ureq::Agent {
         .build()
 }
 
-/// Turns an HTTP error into the daemon's own `{"error": ...}` text.
-fn describe(err: ureq::Error) -> String {
-    match err {
-        ureq::Error::Status(code, response) => {
-            let text = response.into_string().unwrap_or_default();
-            let reason = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_string))
-                .unwrap_or(text);
-            format!("HTTP {code}: {reason}")
-        }
-        other => other.to_string(),
-    }
-}
-
 fn authorized(request: ureq::Request, token: Option<&str>) -> ureq::Request {
     match token {
         Some(token) => request.set("Authorization", &format!("Bearer {token}")),
@@ -47,16 +112,12 @@ fn authorized(request: ureq::Request, token: Option<&str>) -> ureq::Request {
     }
 }
 
-pub fn get_json(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<Value, String> {
-    authorized(agent.get(url), token)
-        .call()
-        .map_err(describe)?
-        .into_json()
-        .map_err(|e| e.to_string())
+pub fn get_json(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<Value, ClientError> {
+    authorized(agent.get(url), token).call()?.into_json().map_err(ClientError::Body)
 }
 
 /// Submits, waits for the job to end, and returns its proofs document.
-pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
+pub fn submit_and_wait(sub: &Submission) -> Result<Value, ClientError> {
     let agent = agent();
     let token = sub.token.as_deref();
     let deadline = Instant::now() + sub.timeout;
@@ -75,13 +136,10 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
                 eprintln!("the daemon's queue is full; retrying in {wait} s");
                 std::thread::sleep(Duration::from_secs(wait));
             }
-            result => break result.map_err(describe)?.into_json().map_err(|e| e.to_string())?,
+            result => break result?.into_json().map_err(ClientError::Body)?,
         }
     };
-    let id = accepted["id"]
-        .as_str()
-        .ok_or("the daemon returned no job id")?
-        .to_string();
+    let id = accepted["id"].as_str().ok_or(ClientError::NoJobId)?.to_string();
     let partitions = sub.body["partitions"].as_u64().unwrap_or(1);
     let bar = if sub.progress {
         indicatif::ProgressBar::new(partitions)
@@ -106,14 +164,15 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
             Some("done") => break,
             Some(status @ ("failed" | "cancelled")) => {
                 bar.abandon();
-                return Err(format!(
-                    "job {id} {status}: {}",
-                    job["error"].as_str().unwrap_or("no reason given")
-                ));
+                return Err(ClientError::JobEnded {
+                    id,
+                    status: status.to_string(),
+                    reason: job["error"].as_str().unwrap_or("no reason given").to_string(),
+                });
             }
             _ if Instant::now() > deadline => {
                 bar.abandon();
-                return Err(format!("job {id} did not finish within {:?}", sub.timeout));
+                return Err(ClientError::Timeout { id, timeout: sub.timeout });
             }
             _ => std::thread::sleep(Duration::from_millis(200)),
         }
@@ -122,48 +181,43 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, String> {
     get_json(&agent, &format!("{}/v1/jobs/{id}/proofs", sub.server), token)
 }
 
-fn from_hex<T: CanonicalDeserialize>(what: &str, text: &Value) -> Result<T, String> {
-    let text = text
-        .as_str()
-        .ok_or_else(|| format!("{what} is not a string"))?;
-    let bytes = hex::decode(text).map_err(|e| format!("{what} is not hex: {e}"))?;
-    T::deserialize_compressed(&bytes[..]).map_err(|e| format!("{what} does not decode: {e}"))
+fn from_hex<T: CanonicalDeserialize>(what: &str, text: &Value) -> Result<T, DocumentError> {
+    let text = text.as_str().ok_or_else(|| DocumentError::NotText { what: what.to_string() })?;
+    let bytes = hex::decode(text).map_err(|source| DocumentError::NotHex { what: what.to_string(), source })?;
+    T::deserialize_compressed(&bytes[..])
+        .map_err(|source| DocumentError::Undecodable { what: what.to_string(), source })
 }
 
 pub fn fetch_vk(
     server: &str,
     circuit_id: &str,
     token: Option<&str>,
-) -> Result<VerifyingKey<Bls12_381>, String> {
+) -> Result<VerifyingKey<Bls12_381>, ClientError> {
     let doc = get_json(&agent(), &format!("{server}/v1/circuits/{circuit_id}/vk"), token)?;
-    from_hex("vk", &doc["vk"])
+    Ok(from_hex("vk", &doc["vk"])?)
 }
 
 /// Checks every proof of a proofs document; returns (partition, valid).
 pub fn verify_proofs(
     vk: &VerifyingKey<Bls12_381>,
     doc: &Value,
-) -> Result<Vec<(u64, bool)>, String> {
+) -> Result<Vec<(u64, bool)>, DocumentError> {
     let pvk = ark_groth16::prepare_verifying_key(vk);
-    let proofs = doc["proofs"]
-        .as_array()
-        .ok_or("the document has no proofs array")?;
+    let proofs = doc["proofs"].as_array().ok_or(DocumentError::NoProofs)?;
     proofs
         .iter()
         .map(|entry| {
-            let partition = entry["partition"]
-                .as_u64()
-                .ok_or("a proof has no partition")?;
+            let partition = entry["partition"].as_u64().ok_or(DocumentError::NoPartition)?;
             let proof: Proof<Bls12_381> =
                 from_hex(&format!("partition {partition} proof"), &entry["proof"])?;
             let inputs = entry["public_inputs"]
                 .as_array()
-                .ok_or_else(|| format!("partition {partition} has no public_inputs"))?
+                .ok_or(DocumentError::NoPublicInputs(partition))?
                 .iter()
                 .map(|v| from_hex::<Fr>(&format!("partition {partition} public input"), v))
                 .collect::<Result<Vec<_>, _>>()?;
-            let valid = Groth16::<Bls12_381>::verify_proof(&pvk, &proof, &inputs)
-                .map_err(|e| e.to_string())?;
+            let valid =
+                Groth16::<Bls12_381>::verify_proof(&pvk, &proof, &inputs).map_err(DocumentError::Verifier)?;
             Ok((partition, valid))
         })
         .collect()

@@ -6,6 +6,39 @@ use std::path::{Path, PathBuf};
 use cuzk_filecoin::record::Evaluation;
 use serde::{Deserialize, Serialize};
 
+/// Why the configuration cannot be used: the file, or the setting named,
+/// is what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file cannot be read.
+    #[error("cannot read config {}: {source}", path.display())]
+    Unreadable { path: PathBuf, source: std::io::Error },
+    /// The config file is not TOML of the configuration's shape (boxed:
+    /// the parser's error is several times the size of the others).
+    #[error("invalid config {}: {source}", path.display())]
+    Invalid { path: PathBuf, source: Box<toml::de::Error> },
+    /// `fleet.node` is unset and the hostname, its default, cannot be read.
+    #[error("fleet.node is unset and the hostname cannot be read: {0}")]
+    NoHostname(std::io::Error),
+    /// A node name that cannot be a lease holder's name.
+    #[error("fleet.node {0:?} must be 1 to 128 visible ASCII characters")]
+    NodeName(String),
+    /// A lease too short to be renewed at a third of it, or no polling.
+    #[error(
+        "fleet.lease_secs must be at least 3 (it is {lease_secs}) and fleet.poll_secs at least 1 (it is {poll_secs})"
+    )]
+    FleetTiming { lease_secs: u64, poll_secs: u64 },
+    /// A CUDA memory budget below [`MIN_CUDA_BUDGET`].
+    #[error("cuda.{setting} must be at least {MIN_CUDA_BUDGET} bytes (1 GiB); it is {bytes}")]
+    CudaBudget { setting: &'static str, bytes: u64 },
+    /// A pass size outside 1 to [`MAX_PASS_PARTITIONS`].
+    #[error("cuda.pass_partitions must be 1 to {MAX_PASS_PARTITIONS}; it is {0}")]
+    PassPartitions(usize),
+    /// A pass wait above [`MAX_PASS_WAIT_MS`].
+    #[error("cuda.pass_wait_ms must be at most {MAX_PASS_WAIT_MS}; it is {0}")]
+    PassWait(u64),
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -24,6 +57,8 @@ pub struct Config {
     pub limits: Limits,
     /// A second listener serving only /metrics and /healthz (plain HTTP).
     pub metrics_listen: Option<String>,
+    /// Curio's gRPC service beside the HTTP API (docs/curio.md).
+    pub grpc: GrpcConfig,
     pub auth: crate::auth::AuthConfig,
     pub tls: crate::tls::TlsConfig,
     pub store: StoreConfig,
@@ -40,7 +75,7 @@ pub struct StoreConfig {
     /// A PostgreSQL database to keep jobs in instead of the redb file
     /// (`postgres://user:password@host:port/database`); shown everywhere
     /// with its password hidden. Unset: the redb file.
-    pub url: Option<crate::store::StoreUrl>,
+    pub url: Option<crate::postgres::StoreUrl>,
     /// Finished jobs (and their proofs) are kept this long, then forgotten.
     pub retention_secs: u64,
     /// How often finished jobs past retention are looked for.
@@ -61,6 +96,28 @@ impl Default for StoreConfig {
             sweep_interval_secs: 300,
             min_free_bytes: 256 << 20,
         }
+    }
+}
+
+/// `[grpc]`: Curio's `cuzk.v1.ProvingEngine` (docs/curio.md).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpcConfig {
+    /// `host:port`, or `unix:///path/to.sock` (Curio's `[Cuzk] Address`
+    /// forms); unset: no gRPC listener.
+    pub listen: Option<String>,
+    /// The largest message read or written, in bytes (Curio's client
+    /// allows 256 MiB each way). A request's job is then held to
+    /// `limits.max_input_bytes` like any other.
+    pub max_message_bytes: usize,
+    /// Prove and AwaitProof calls waiting on jobs at once, over every
+    /// connection; one more is answered RESOURCE_EXHAUSTED.
+    pub max_waiting_calls: usize,
+}
+
+impl Default for GrpcConfig {
+    fn default() -> Self {
+        Self { listen: None, max_message_bytes: 256 << 20, max_waiting_calls: 4096 }
     }
 }
 
@@ -91,22 +148,19 @@ impl Default for FleetConfig {
 
 impl FleetConfig {
     /// The configured name, else the hostname.
-    pub fn node_name(&self) -> Result<String, String> {
+    pub fn node_name(&self) -> Result<String, ConfigError> {
         let name = match &self.node {
             Some(node) => node.clone(),
             None => std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|name| name.trim().to_string())
-                .map_err(|e| format!("fleet.node is unset and the hostname cannot be read: {e}"))?,
+                .map_err(ConfigError::NoHostname)?,
         };
         let valid = !name.is_empty() && name.len() <= 128 && name.chars().all(|c| c.is_ascii_graphic());
         if !valid {
-            return Err(format!("fleet.node {name:?} must be 1 to 128 visible ASCII characters"));
+            return Err(ConfigError::NodeName(name));
         }
         if self.lease_secs < 3 || self.poll_secs == 0 {
-            return Err(format!(
-                "fleet.lease_secs must be at least 3 (it is {}) and fleet.poll_secs at least 1 (it is {})",
-                self.lease_secs, self.poll_secs
-            ));
+            return Err(ConfigError::FleetTiming { lease_secs: self.lease_secs, poll_secs: self.poll_secs });
         }
         Ok(name)
     }
@@ -206,28 +260,25 @@ pub const MIN_CUDA_BUDGET: u64 = 1 << 30;
 
 impl CudaConfig {
     /// The resident and pinned budgets, checked.
-    pub fn budgets(&self) -> Result<(Option<u64>, Option<u64>), String> {
-        for (name, value) in [
+    pub fn budgets(&self) -> Result<(Option<u64>, Option<u64>), ConfigError> {
+        for (setting, value) in [
             ("resident_budget_bytes", self.resident_budget_bytes),
             ("pinned_budget_bytes", self.pinned_budget_bytes),
         ] {
-            if value.is_some_and(|v| v < MIN_CUDA_BUDGET) {
-                return Err(format!(
-                    "cuda.{name} must be at least {MIN_CUDA_BUDGET} bytes (1 GiB); it is {}",
-                    value.unwrap_or(0)
-                ));
+            if let Some(bytes) = value.filter(|&bytes| bytes < MIN_CUDA_BUDGET) {
+                return Err(ConfigError::CudaBudget { setting, bytes });
             }
         }
         Ok((self.resident_budget_bytes, self.pinned_budget_bytes))
     }
 
     /// The shared passes' size and wait, checked.
-    pub fn passes(&self) -> Result<(Option<usize>, Option<std::time::Duration>), String> {
+    pub fn passes(&self) -> Result<(Option<usize>, Option<std::time::Duration>), ConfigError> {
         if let Some(n) = self.pass_partitions.filter(|n| !(1..=MAX_PASS_PARTITIONS).contains(n)) {
-            return Err(format!("cuda.pass_partitions must be 1 to {MAX_PASS_PARTITIONS}; it is {n}"));
+            return Err(ConfigError::PassPartitions(n));
         }
         if let Some(ms) = self.pass_wait_ms.filter(|&ms| ms > MAX_PASS_WAIT_MS) {
-            return Err(format!("cuda.pass_wait_ms must be at most {MAX_PASS_WAIT_MS}; it is {ms}"));
+            return Err(ConfigError::PassWait(ms));
         }
         Ok((self.pass_partitions, self.pass_wait_ms.map(std::time::Duration::from_millis)))
     }
@@ -342,6 +393,7 @@ impl Default for Config {
             fleet: FleetConfig::default(),
             shutdown_grace_secs: 30,
             metrics_listen: None,
+            grpc: GrpcConfig::default(),
             auth: Default::default(),
             tls: Default::default(),
         }
@@ -402,10 +454,10 @@ fn safety_margin(total: u64) -> u64 {
 }
 
 impl Config {
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("invalid config {}: {e}", path.display()))
+            .map_err(|source| ConfigError::Unreadable { path: path.to_path_buf(), source })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Invalid { path: path.to_path_buf(), source: Box::new(source) })
     }
 
     pub fn synthesis_threads(&self) -> usize {
@@ -449,7 +501,7 @@ fn cgroup_memory_limit() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CudaConfig, FleetConfig, MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET};
+    use super::{ConfigError, CudaConfig, FleetConfig, MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET};
 
     #[test]
     fn cuda_budgets_below_one_gib_are_refused() {
@@ -461,9 +513,14 @@ mod tests {
         };
         assert_eq!(set.budgets().unwrap(), (Some(16 << 30), Some(MIN_CUDA_BUDGET)));
         let small = CudaConfig { resident_budget_bytes: Some(0), ..CudaConfig::default() };
-        assert!(small.budgets().unwrap_err().contains("cuda.resident_budget_bytes"));
+        let error = small.budgets().unwrap_err();
+        assert!(matches!(error, ConfigError::CudaBudget { setting: "resident_budget_bytes", bytes: 0 }));
+        assert!(error.to_string().contains("cuda.resident_budget_bytes"), "{error}");
         let pinned = CudaConfig { pinned_budget_bytes: Some(MIN_CUDA_BUDGET - 1), ..CudaConfig::default() };
-        assert!(pinned.budgets().unwrap_err().contains("cuda.pinned_budget_bytes"));
+        assert!(matches!(
+            pinned.budgets(),
+            Err(ConfigError::CudaBudget { setting: "pinned_budget_bytes", bytes }) if bytes == MIN_CUDA_BUDGET - 1
+        ));
     }
 
     #[test]
@@ -473,10 +530,12 @@ mod tests {
         assert_eq!(set.passes().unwrap(), (Some(4), Some(std::time::Duration::from_millis(250))));
         for n in [0, MAX_PASS_PARTITIONS + 1] {
             let bad = CudaConfig { pass_partitions: Some(n), ..CudaConfig::default() };
-            assert!(bad.passes().unwrap_err().contains("cuda.pass_partitions"), "{n}");
+            let error = bad.passes().unwrap_err();
+            assert!(matches!(error, ConfigError::PassPartitions(m) if m == n), "{n}");
+            assert!(error.to_string().contains("cuda.pass_partitions"), "{error}");
         }
         let long = CudaConfig { pass_wait_ms: Some(MAX_PASS_WAIT_MS + 1), ..CudaConfig::default() };
-        assert!(long.passes().unwrap_err().contains("cuda.pass_wait_ms"));
+        assert!(matches!(long.passes(), Err(ConfigError::PassWait(ms)) if ms == MAX_PASS_WAIT_MS + 1));
     }
 
     #[test]
@@ -485,12 +544,15 @@ mod tests {
         assert_eq!(named("gpu-a").node_name().unwrap(), "gpu-a");
         for bad in ["", "two words", "t\u{e9}st", &"x".repeat(129)] {
             let error = named(bad).node_name().unwrap_err();
-            assert!(error.contains("fleet.node"), "{bad:?}: {error}");
+            assert!(matches!(&error, ConfigError::NodeName(name) if name == bad), "{bad:?}: {error}");
+            assert!(error.to_string().contains("fleet.node"), "{bad:?}: {error}");
         }
         let short = FleetConfig { lease_secs: 2, ..named("a") };
-        assert!(short.node_name().unwrap_err().contains("lease_secs"));
+        let error = short.node_name().unwrap_err();
+        assert!(matches!(error, ConfigError::FleetTiming { lease_secs: 2, poll_secs: 5 }));
+        assert!(error.to_string().contains("lease_secs"), "{error}");
         let never = FleetConfig { poll_secs: 0, ..named("a") };
-        assert!(never.node_name().unwrap_err().contains("poll_secs"));
+        assert!(matches!(never.node_name(), Err(ConfigError::FleetTiming { poll_secs: 0, .. })));
         // Unset: the hostname, which is a valid name on any Linux host.
         assert!(!FleetConfig::default().node_name().unwrap().is_empty());
     }

@@ -1,8 +1,11 @@
-//! Filecoin's proof kinds as daemon jobs. A submission's `input` is read into
-//! the request filecoin-proofs-api would take, checked before any partition
-//! runs, and each partition is synthesized through the reference circuit
-//! (`cuzk-filecoin` records it) and proved with the parameter file
-//! filecoin-proofs itself would read, on the daemon's own engines.
+//! Filecoin's proof kinds as daemon jobs. A submission's `input` (JSON in the
+//! HTTP body) is decoded here into the request cuzk-filecoin proves its kind
+//! from; cuzk-filecoin checks it before any partition runs, names its
+//! parameter file, records each partition through the reference circuit and
+//! loads the key from the file filecoin-proofs itself would read. What stays
+//! here is the daemon's side: the job, the memory a partition reserves, its
+//! key in the key store, the synthesis stage's errors, and a kind's default
+//! priority.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,38 +14,91 @@ use std::time::Instant;
 use base64::Engine as _;
 use cuzk_actors::{Phases, Priority, Reservation, StageError};
 use cuzk_filecoin::api::seal::SealCommitPhase1Output;
-use cuzk_filecoin::kinds::RegisteredProof;
-use cuzk_filecoin::params::{MappedParams, ParamPaths, QueryCounts};
-use cuzk_filecoin::prepare;
+use cuzk_filecoin::kinds::parse_registered_proof;
+use cuzk_filecoin::params::{self, MappedParams, QueryCounts};
+use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::post::PostRequest;
+use cuzk_filecoin::prepare;
+use cuzk_filecoin::record::{Evaluation, Recorded};
 use cuzk_filecoin::update::UpdateRequest;
-use cuzk_filecoin::{porep, verify};
-use cuzk_filecoin::record::{Evaluation, Recorded, Shape, Witness};
-use cuzk_filecoin::Kind;
+use cuzk_filecoin::verify::Statement;
+use cuzk_filecoin::{Kind, Lateness, ProofRequest};
 use cuzk_kernels::cpu::msm_digit_table_bytes;
 use cuzk_kernels::groth16::{PreparedCircuit, Synthesized};
-use cuzk_kernels::r1cs::Matrices;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::keys::CircuitStore;
+use crate::keys::KeyStore;
 
-/// The kinds clients name in `"circuit"`.
-pub const KINDS: [&str; 4] = ["porep-c2", "winning-post", "window-post", "snap-prove"];
-
-/// Whether `circuit` names a Filecoin kind rather than a registered family.
+/// Whether a job's `circuit` names a Filecoin kind rather than a registered
+/// family.
 pub fn is_kind(circuit: &str) -> bool {
-    KINDS.contains(&circuit)
+    Kind::from_api_name(circuit).is_some()
 }
 
-/// A job's priority when the client gives none: a late WinningPoSt loses a
-/// block reward, a late WindowPoSt a sector's power; seals can wait.
-pub fn default_priority(kind: &str) -> Priority {
-    match kind {
-        "winning-post" => Priority::Critical,
-        "window-post" => Priority::High,
-        _ => Priority::Normal,
+/// A job's priority when the client gives none, by what a late proof of
+/// its kind costs: a lost block reward is critical, lost power high; a seal
+/// or an update can wait.
+pub fn default_priority(kind: Kind) -> Priority {
+    match kind.lateness() {
+        Lateness::BlockReward => Priority::Critical,
+        Lateness::Power => Priority::High,
+        Lateness::Delay => Priority::Normal,
     }
+}
+
+/// Why a Filecoin kind's input is not a job (HTTP 422) or not a statement
+/// `cuzk verify` can check; every variant names the problem for the client.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The input lacks the kind's fields or has others.
+    #[error("invalid {} {what}: {source}", kind.api_name())]
+    Fields {
+        /// The kind the input was read for.
+        kind: Kind,
+        /// "input" (a job's) or "verification input" (`cuzk verify`'s).
+        what: &'static str,
+        /// serde's reason: the field missing, unknown or of another type.
+        source: serde_json::Error,
+    },
+    /// A byte string that is not hex.
+    #[error("{field} is not hex: {source}")]
+    NotHex {
+        /// The field, with its index for a list's entry.
+        field: String,
+        /// The first character that is not a hex digit, or an odd length.
+        source: hex::FromHexError,
+    },
+    /// A 32-byte value (id, randomness, commitment) of another length.
+    #[error("{field} must be 32 bytes, got {len}")]
+    Not32Bytes {
+        /// The field.
+        field: &'static str,
+        /// The bytes it has.
+        len: usize,
+    },
+    /// porep-c2 without its commit-phase-1 output.
+    #[error("{} needs c1 or c1_base64", Kind::Porep.api_name())]
+    NoC1,
+    /// porep-c2 with its commit-phase-1 output twice.
+    #[error("give either c1 or c1_base64, not both")]
+    TwoC1,
+    /// `c1_base64` that is not base64.
+    #[error("c1_base64 is not base64: {0}")]
+    NotBase64(base64::DecodeError),
+    /// A commit-phase-1 output that does not decode.
+    #[error("{field} is not a SealCommitPhase1Output: {source}")]
+    NotC1 {
+        /// `c1` or `c1_base64`.
+        field: &'static str,
+        /// serde's reason.
+        source: serde_json::Error,
+    },
+    /// cuzk-filecoin refused the request: its registered proof, its checks,
+    /// its parameter file.
+    #[error(transparent)]
+    Filecoin(#[from] cuzk_filecoin::Error),
 }
 
 /// One Filecoin job: its request and the parameter file it is proved with.
@@ -57,23 +113,12 @@ pub struct FilecoinJob {
     pub counts: QueryCounts,
     /// The `.params` file.
     params: PathBuf,
-    /// The registered proof: which blank circuit compiles its matrices.
-    registered: RegisteredProof,
     /// What each partition is synthesized from.
-    request: Request,
+    request: Box<dyn ProofRequest>,
 }
 
-enum Request {
-    /// PoRep commit phase 2: the commit-phase-1 output.
-    Porep(Box<SealCommitPhase1Output>),
-    /// WinningPoSt or WindowPoSt from vanilla proofs.
-    Post(PostRequest),
-    /// SnapDeals from the update's vanilla proofs.
-    Update(UpdateRequest),
-}
-
-/// `porep-c2`'s input. prover_id and sector_id are what
-/// `seal_commit_phase2` takes beside the C1 output.
+/// `porep-c2`'s input: the arguments of `seal_commit_phase2`. prover_id and
+/// sector_id are what it takes beside the C1 output.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PorepInput {
@@ -114,27 +159,6 @@ struct UpdateInput {
     vanilla_proofs: Vec<String>,
 }
 
-impl PorepInput {
-    /// The C1 output, from either form, and the prover id.
-    fn read(&self) -> Result<(SealCommitPhase1Output, [u8; 32]), String> {
-        let prover_id = hex32("prover_id", &self.prover_id)?;
-        let c1 = match (&self.c1, &self.c1_base64) {
-            (Some(c1), None) => serde_json::from_value(c1.clone())
-                .map_err(|e| format!("c1 is not a SealCommitPhase1Output: {e}"))?,
-            (None, Some(encoded)) => {
-                let json = base64::engine::general_purpose::STANDARD
-                    .decode(encoded.trim())
-                    .map_err(|e| format!("c1_base64 is not base64: {e}"))?;
-                serde_json::from_slice(&json)
-                    .map_err(|e| format!("c1_base64 is not a SealCommitPhase1Output: {e}"))?
-            }
-            (Some(_), Some(_)) => return Err("give either c1 or c1_base64, not both".into()),
-            (None, None) => return Err("porep-c2 needs c1 or c1_base64".into()),
-        };
-        Ok((c1, prover_id))
-    }
-}
-
 /// What a PoSt proof is verified against (`cuzk verify`): the challenged
 /// sectors' public replicas instead of vanilla proofs.
 #[derive(Deserialize)]
@@ -163,143 +187,131 @@ struct UpdatePublic {
     comm_d_new: String,
 }
 
-/// Checks `proof` with filecoin-proofs-api's own verifier for `kind`:
-/// porep-c2 from the job's own input; the PoSt kinds from
-/// `{"registered_proof", "randomness", "prover_id", "replicas": [{"sector_id",
-/// "comm_r"}]}`; snap-prove from its input without the vanilla proofs.
-pub fn verify(kind: &str, public: &Value, proof: &[u8]) -> Result<bool, String> {
-    let parse_error = |e: serde_json::Error| format!("invalid {kind} verification input: {e}");
-    let valid = match kind {
-        "porep-c2" => {
-            let input: PorepInput = serde_json::from_value(public.clone()).map_err(parse_error)?;
-            let (c1, prover_id) = input.read()?;
-            verify::porep_c2(&c1, prover_id, input.sector_id, proof)
+impl PorepInput {
+    /// The request, from either form of the C1 output.
+    fn request(self) -> Result<PorepRequest, InputError> {
+        let prover_id = hex32("prover_id", &self.prover_id)?;
+        let c1: SealCommitPhase1Output = match (self.c1, self.c1_base64) {
+            (Some(c1), None) => serde_json::from_value(c1)
+                .map_err(|source| InputError::NotC1 { field: "c1", source })?,
+            (None, Some(encoded)) => {
+                let json = base64::engine::general_purpose::STANDARD
+                    .decode(encoded.trim())
+                    .map_err(InputError::NotBase64)?;
+                serde_json::from_slice(&json)
+                    .map_err(|source| InputError::NotC1 { field: "c1_base64", source })?
+            }
+            (Some(_), Some(_)) => return Err(InputError::TwoC1),
+            (None, None) => return Err(InputError::NoC1),
+        };
+        Ok(PorepRequest {
+            c1,
+            prover_id,
+            sector_id: self.sector_id,
+        })
+    }
+}
+
+/// `value` read as `kind`'s `what` (its job input, or what `cuzk verify`
+/// checks a proof against).
+fn decode<T: DeserializeOwned>(kind: Kind, what: &'static str, value: &Value) -> Result<T, InputError> {
+    serde_json::from_value(value.clone()).map_err(|source| InputError::Fields { kind, what, source })
+}
+
+/// The request a `kind` job's `input` asks for.
+fn request(kind: Kind, input: &Value) -> Result<Box<dyn ProofRequest>, InputError> {
+    Ok(match kind {
+        Kind::Porep => Box::new(decode::<PorepInput>(kind, "input", input)?.request()?),
+        Kind::WinningPost | Kind::WindowPost => {
+            let input: PostInput = decode(kind, "input", input)?;
+            Box::new(PostRequest {
+                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                randomness: hex32("randomness", &input.randomness)?,
+                prover_id: hex32("prover_id", &input.prover_id)?,
+                vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
+                partition_index: input.partition_index,
+            })
         }
-        "winning-post" | "window-post" => {
-            let input: PostPublic = serde_json::from_value(public.clone()).map_err(parse_error)?;
-            let replicas = input
-                .replicas
-                .iter()
-                .map(|r| Ok((r.sector_id, hex32("comm_r", &r.comm_r)?)))
-                .collect::<Result<Vec<_>, String>>()?;
-            verify::post_proof(
-                registered(&input.registered_proof)?,
-                hex32("randomness", &input.randomness)?,
-                hex32("prover_id", &input.prover_id)?,
-                &replicas,
-                proof,
-            )
+        Kind::EmptySectorUpdate => {
+            let input: UpdateInput = decode(kind, "input", input)?;
+            Box::new(UpdateRequest {
+                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
+                comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
+                comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
+                vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
+            })
         }
-        "snap-prove" => {
-            let input: UpdatePublic = serde_json::from_value(public.clone()).map_err(parse_error)?;
-            let commitments = [
-                hex32("comm_r_old", &input.comm_r_old)?,
-                hex32("comm_r_new", &input.comm_r_new)?,
-                hex32("comm_d_new", &input.comm_d_new)?,
-            ];
-            verify::update_proof(registered(&input.registered_proof)?, commitments, proof)
+    })
+}
+
+/// What a `kind` proof is checked against: porep-c2's job input; the PoSt
+/// kinds' `{"registered_proof", "randomness", "prover_id", "replicas":
+/// [{"sector_id", "comm_r"}]}`; snap-prove's input without the vanilla
+/// proofs.
+fn statement(kind: Kind, public: &Value) -> Result<Statement, InputError> {
+    const WHAT: &str = "verification input";
+    Ok(match kind {
+        Kind::Porep => Statement::Seal(decode::<PorepInput>(kind, WHAT, public)?.request()?),
+        Kind::WinningPost | Kind::WindowPost => {
+            let input: PostPublic = decode(kind, WHAT, public)?;
+            Statement::PoSt {
+                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                randomness: hex32("randomness", &input.randomness)?,
+                prover_id: hex32("prover_id", &input.prover_id)?,
+                replicas: input
+                    .replicas
+                    .iter()
+                    .map(|r| Ok((r.sector_id, hex32("comm_r", &r.comm_r)?)))
+                    .collect::<Result<_, InputError>>()?,
+            }
         }
-        other => return Err(format!("unknown Filecoin kind {other:?}; known: {}", KINDS.join(", "))),
-    };
-    valid.map_err(|e| e.to_string())
+        Kind::EmptySectorUpdate => {
+            let input: UpdatePublic = decode(kind, WHAT, public)?;
+            Statement::Update {
+                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
+                comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
+                comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
+            }
+        }
+    })
+}
+
+/// Checks `proof` with filecoin-proofs-api's own verifier for `kind`,
+/// against the values `public` holds (see [`statement`]); a registered
+/// proof of another kind is refused.
+pub fn verify(kind: Kind, public: &Value, proof: &[u8]) -> Result<bool, InputError> {
+    let statement = statement(kind, public)?;
+    kind.admit(statement.registered_proof())?;
+    Ok(statement.verify(proof)?)
 }
 
 /// Whether `params_dir` has the parameter file of a Filecoin job whose
 /// circuit is `circuit_id` (its cache id): a fleet node claims a kind's
 /// partitions only where it does.
 pub fn has_parameter_file(circuit: &str, circuit_id: &str, params_dir: &Path) -> bool {
-    !is_kind(circuit) || ParamPaths::new(params_dir, circuit_id).params.is_file()
+    !is_kind(circuit) || params::params_file(params_dir, circuit_id).is_ok()
 }
 
 impl FilecoinJob {
-    /// Reads and checks a `kind` job's input against the parameter files in
-    /// `params_dir`. Every error names the problem (HTTP 422).
-    pub fn parse(kind: &str, input: &Value, params_dir: &Path) -> Result<Self, String> {
-        match kind {
-            "porep-c2" => Self::porep(input, params_dir),
-            "winning-post" => Self::post(input, params_dir, true),
-            "window-post" => Self::post(input, params_dir, false),
-            "snap-prove" => Self::update(input, params_dir),
-            other => Err(format!("unknown Filecoin kind {other:?}")),
-        }
-    }
-
-    fn porep(input: &Value, params_dir: &Path) -> Result<Self, String> {
-        let input: PorepInput = serde_json::from_value(input.clone())
-            .map_err(|e| format!("invalid porep-c2 input: {e}"))?;
-        let (c1, prover_id) = input.read()?;
-        porep::check(&c1).map_err(|e| e.to_string())?;
-        if !verify::replica_id_matches(&c1, prover_id, input.sector_id) {
-            return Err(format!(
-                "the C1 output was not sealed for prover_id {} and sector_id {}: its replica id differs",
-                input.prover_id, input.sector_id
-            ));
-        }
-        let partitions = porep::partition_count(&c1);
-        let registered = RegisteredProof::Seal(c1.registered_proof);
-        Self::with_params(registered, partitions, params_dir, Request::Porep(Box::new(c1)))
-    }
-
-    fn post(input: &Value, params_dir: &Path, winning: bool) -> Result<Self, String> {
-        let kind = if winning { "winning-post" } else { "window-post" };
-        let input: PostInput = serde_json::from_value(input.clone())
-            .map_err(|e| format!("invalid {kind} input: {e}"))?;
-        if winning && input.partition_index.is_some() {
-            return Err("winning-post takes no partition_index".into());
-        }
-        let request = PostRequest {
-            registered_proof: registered(&input.registered_proof)?,
-            randomness: hex32("randomness", &input.randomness)?,
-            prover_id: hex32("prover_id", &input.prover_id)?,
-            vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
-            partition_index: input.partition_index,
-        };
-        request.check(winning).map_err(|e| e.to_string())?;
-        let partitions = request.partition_count().map_err(|e| e.to_string())?;
-        let registered = RegisteredProof::PoSt(request.registered_proof);
-        Self::with_params(registered, partitions, params_dir, Request::Post(request))
-    }
-
-    fn update(input: &Value, params_dir: &Path) -> Result<Self, String> {
-        let input: UpdateInput = serde_json::from_value(input.clone())
-            .map_err(|e| format!("invalid snap-prove input: {e}"))?;
-        let request = UpdateRequest {
-            registered_proof: registered(&input.registered_proof)?,
-            comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
-            comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
-            comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
-            vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
-        };
-        request.check().map_err(|e| e.to_string())?;
-        let partitions = request.partition_count().map_err(|e| e.to_string())?;
-        let registered = RegisteredProof::Update(request.registered_proof);
-        Self::with_params(registered, partitions, params_dir, Request::Update(request))
-    }
-
-    /// Finds the parameter file and reads its domain; a missing or
-    /// unreadable file fails the submission, naming the file.
-    fn with_params(
-        registered: RegisteredProof,
-        partitions: usize,
-        params_dir: &Path,
-        request: Request,
-    ) -> Result<Self, String> {
-        let cache_id = circuit_id(registered)?;
-        let params = ParamPaths::new(params_dir, &cache_id).params;
-        if !params.is_file() {
-            return Err(format!(
-                "parameter file {} is missing (params_dir {})",
-                params.display(),
-                params_dir.display()
-            ));
-        }
-        let mapped = MappedParams::open(&params).map_err(|e| e.to_string())?;
+    /// Reads a `kind` job's input and has cuzk-filecoin check it: the
+    /// registered proof is of that kind, the request passes its checks, and
+    /// its parameter file is in `params_dir` and readable.
+    pub fn parse(kind: Kind, input: &Value, params_dir: &Path) -> Result<Self, InputError> {
+        let request = request(kind, input)?;
+        kind.admit(request.registered_proof())?;
+        request.check()?;
+        let partitions = request.partition_count()?;
+        let cache_id = request.cache_id()?;
+        let params = params::params_file(params_dir, &cache_id)?;
+        let counts = MappedParams::open(&params)?.counts();
         Ok(Self {
             cache_id,
-            partitions: partitions as u32,
-            counts: mapped.counts(),
+            // Beyond u32, the partition limit refuses it.
+            partitions: u32::try_from(partitions).unwrap_or(u32::MAX),
+            counts,
             params,
-            registered,
             request,
         })
     }
@@ -310,35 +322,44 @@ impl FilecoinJob {
         reservation_for_counts(&self.counts, evaluation)
     }
 
-    fn record(&self, partition: u32, evaluation: Evaluation) -> Result<Recorded, cuzk_filecoin::Error> {
-        let k = partition as usize;
-        match &self.request {
-            Request::Porep(c1) => porep::record_partition(c1, k, evaluation),
-            Request::Post(request) => request.record_partition(k, evaluation),
-            Request::Update(request) => request.record_partition(k, evaluation),
-        }
-    }
-
     /// Partition `partition` synthesized, with the prepared circuit it is
     /// proved against. The circuit is loaded from the parameter file on
     /// first use: for compiled evaluation with the blank circuit's matrices
     /// (recorded once), for direct evaluation with the densities this
-    /// partition's synthesis recorded.
+    /// partition's synthesis recorded. a, b and c are evaluated on the host.
     pub fn synthesize(
         &self,
-        keys: &CircuitStore,
+        keys: &KeyStore,
         partition: u32,
         evaluation: Evaluation,
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
+        self.synthesize_for(keys, partition, evaluation, false)
+    }
+
+    /// As `synthesize`; with `on_device` a compiled partition's a, b and c
+    /// are left to the engine, which evaluates them on its device.
+    pub fn synthesize_for(
+        &self,
+        keys: &KeyStore,
+        partition: u32,
+        evaluation: Evaluation,
+        on_device: bool,
+    ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
         let started = Instant::now();
         // A C1 or vanilla proof that does not synthesize never will.
-        let recorded = self.record(partition, evaluation).map_err(StageError::permanent)?;
+        let recorded = self
+            .request
+            .record_partition(partition as usize, evaluation)
+            .map_err(StageError::permanent)?;
         let synthesis = started.elapsed();
+        // The key store keeps one error text per circuit for every job that
+        // asks after it.
         let circuit = keys
-            .prepared_with(&self.cache_id, || self.prepare(&recorded))
+            .prepared_with(&self.cache_id, || self.prepare(&recorded).map_err(|e| e.to_string()))
             .map_err(StageError::permanent)?;
         let key_ready = started.elapsed();
-        let synthesized = prepare::synthesized(recorded, &circuit).map_err(StageError::permanent)?;
+        let synthesized =
+            prepare::synthesized(recorded, &circuit, on_device).map_err(StageError::permanent)?;
         let phases = vec![
             ("synthesize", synthesis),
             ("key", key_ready - synthesis),
@@ -347,13 +368,13 @@ impl FilecoinJob {
         Ok((circuit, synthesized, phases))
     }
 
-    fn prepare(&self, recorded: &Recorded) -> Result<PreparedCircuit, String> {
+    fn prepare(&self, recorded: &Recorded) -> Result<PreparedCircuit, cuzk_filecoin::Error> {
         let witness = match recorded {
             Recorded::Witness(witness) => Some(witness),
             Recorded::Assignment { .. } => None,
         };
-        let (kind, sector_size) = self.registered.kind_and_sector_size();
-        load_circuit(&self.cache_id, &self.params, kind, sector_size, witness)
+        let (kind, sector_size) = self.request.kind_and_sector_size();
+        prepare::load_circuit(&self.cache_id, &self.params, kind, sector_size, witness)
     }
 }
 
@@ -384,66 +405,28 @@ pub fn reservation_for_counts(counts: &QueryCounts, evaluation: Evaluation) -> R
     }
 }
 
-/// Reads `cache_id`'s parameter file (`params`, for `kind` at `sector_size`)
-/// into a prepared circuit. With `witness` (a partition just recorded for
-/// direct evaluation) the circuit takes that partition's densities and no
-/// matrices; without one, the blank circuit is recorded once for its
-/// densities and compiled matrices, which serve both evaluations.
-pub fn load_circuit(
-    cache_id: &str,
-    params: &Path,
-    kind: Kind,
-    sector_size: u64,
-    witness: Option<&Witness>,
-) -> Result<PreparedCircuit, String> {
-    let mapped = MappedParams::open(params).map_err(|e| e.to_string())?;
-    let prepared = match witness {
-        Some(witness) => prepare::prepared_circuit(
-            cache_id,
-            &mapped,
-            &witness.densities,
-            Matrices::empty(witness.inputs.len(), witness.aux.len()),
-            witness.num_constraints(),
-        ),
-        None => {
-            let Shape { matrices, constraints, densities } =
-                kind.blank(sector_size).map_err(|e| e.to_string())?.shape;
-            prepare::prepared_circuit(cache_id, &mapped, &densities, matrices, constraints)
-        }
-    };
-    prepared.map_err(|e| e.to_string())
-}
-
-/// A registered proof given as its enum variant's name.
-fn registered<T: serde::de::DeserializeOwned>(name: &Value) -> Result<T, String> {
-    serde_json::from_value(name.clone())
-        .map_err(|e| format!("registered_proof {name} is not one filecoin-proofs-api knows: {e}"))
-}
-
-/// The parameter files' cache identifier of a registered proof.
-fn circuit_id(proof: RegisteredProof) -> Result<String, String> {
-    proof
-        .circuit_identifier()
-        .map_err(|e| format!("registered proof {proof:?}: {e}"))
-}
-
 /// Vanilla proofs given as hex strings.
-fn vanilla_proofs(hex_proofs: &[String]) -> Result<Vec<Vec<u8>>, String> {
+fn vanilla_proofs(hex_proofs: &[String]) -> Result<Vec<Vec<u8>>, InputError> {
     hex_proofs
         .iter()
         .enumerate()
         .map(|(i, text)| {
-            hex::decode(text.strip_prefix("0x").unwrap_or(text))
-                .map_err(|e| format!("vanilla_proofs[{i}] is not hex: {e}"))
+            hex::decode(text.strip_prefix("0x").unwrap_or(text)).map_err(|source| InputError::NotHex {
+                field: format!("vanilla_proofs[{i}]"),
+                source,
+            })
         })
         .collect()
 }
 
 /// A 32-byte value given as hex (an optional 0x prefix).
-fn hex32(field: &str, text: &str) -> Result<[u8; 32], String> {
+fn hex32(field: &'static str, text: &str) -> Result<[u8; 32], InputError> {
     let digits = text.strip_prefix("0x").unwrap_or(text);
-    let bytes = hex::decode(digits).map_err(|e| format!("{field} is not hex: {e}"))?;
+    let bytes = hex::decode(digits).map_err(|source| InputError::NotHex {
+        field: field.to_string(),
+        source,
+    })?;
     bytes
         .try_into()
-        .map_err(|b: Vec<u8>| format!("{field} must be 32 bytes, got {}", b.len()))
+        .map_err(|b: Vec<u8>| InputError::Not32Bytes { field, len: b.len() })
 }

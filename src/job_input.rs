@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use cuzk_actors::{Priority, Reservation};
-use cuzk_kernels::circuits::{CircuitFamily, CircuitRegistry, CircuitShape};
+use cuzk_filecoin::Kind;
+use cuzk_kernels::circuits::{self, CircuitFamily, CircuitRegistry, CircuitShape};
 use cuzk_kernels::cpu::msm_digit_table_bytes;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -16,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinJob};
-use crate::keys::{CircuitStore, SetupCost};
+use crate::keys::{KeyStore, SetupCost};
 use cuzk_filecoin::record::Evaluation;
 
 /// How many bytes one partition of a job reserves (backend-specific).
@@ -67,9 +68,151 @@ pub enum SubmitError {
     /// The body is not JSON at all.
     #[error("invalid JSON: {0}")]
     NotJson(serde_json::Error),
-    /// JSON, but not a job this daemon can run; the text says why.
-    #[error("{0}")]
-    Invalid(String),
+    /// JSON, but not a job this daemon can run.
+    #[error(transparent)]
+    Invalid(#[from] InvalidJob),
+}
+
+/// Why a JSON body is not a job this daemon can run; the text names the
+/// problem for the client.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidJob {
+    /// An array, a string, a number.
+    #[error("the body must be a JSON object")]
+    NotAnObject,
+    /// Over `limits.max_input_bytes`.
+    #[error("the request is {bytes} bytes as compact JSON; limits.max_input_bytes is {limit}")]
+    TooLarge {
+        /// The request as compact JSON.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The body's fields are not `SubmitRequest`'s (serde's reason).
+    #[error("invalid job: {0}")]
+    Fields(serde_json::Error),
+    /// Too many partitions for this daemon, or none.
+    #[error("partitions must be between 1 and {max}, got {got}")]
+    Partitions {
+        /// As asked, or as the Filecoin input implies.
+        got: u32,
+        /// `limits.max_partitions`.
+        max: u32,
+    },
+    /// A family's field in a Filecoin job.
+    #[error("{} takes its work from input; {field} is not allowed", kind.api_name())]
+    FamilyField {
+        /// The job's kind.
+        kind: Kind,
+        /// The field given.
+        field: &'static str,
+    },
+    /// A Filecoin job without its input.
+    #[error("{} needs an input object", .0.api_name())]
+    NoInput(Kind),
+    /// The Filecoin input does not decode, or cuzk-filecoin refuses it.
+    #[error(transparent)]
+    Filecoin(#[from] filecoin::InputError),
+    /// `input` in a family's job.
+    #[error("{0} is a circuit family: give seed or inputs, not input")]
+    InputForFamily(String),
+    /// Neither a Filecoin kind nor a registered family.
+    #[error("unknown circuit {circuit:?}; known circuits: {families}, and the Filecoin kinds {}", filecoin_kinds())]
+    UnknownCircuit {
+        /// What the client named.
+        circuit: String,
+        /// The registry's families, comma-separated.
+        families: String,
+    },
+    /// The family refuses the params.
+    #[error("invalid params for {circuit}: {source}")]
+    Params {
+        /// The family.
+        circuit: String,
+        /// The family's reason.
+        source: circuits::InputError,
+    },
+    /// The shape's first job would set up a key this daemon cannot afford.
+    #[error("{circuit_id} has no key yet and setting it up {cost}; choose smaller params")]
+    SetupTooCostly {
+        /// The shape.
+        circuit_id: String,
+        /// What does not fit.
+        cost: SetupRefusal,
+    },
+    /// One witness input per partition, but not as many as partitions.
+    #[error("inputs has {given} entries but the job has {partitions} partitions")]
+    InputsCount {
+        /// Entries in the client's array.
+        given: usize,
+        /// The job's partitions.
+        partitions: u32,
+    },
+    /// The family refuses a witness input.
+    #[error("{}: {source}", inputs_label(*.partition))]
+    Inputs {
+        /// The partition whose entry it is, when the client sent one per
+        /// partition.
+        partition: Option<usize>,
+        /// The family's reason.
+        source: circuits::InputError,
+    },
+    /// A family's job with both witness sources.
+    #[error("give either seed or inputs, not both")]
+    SeedAndInputs,
+    /// A family's job with no witness source.
+    #[error("one of seed or inputs is required")]
+    NoWitness,
+}
+
+/// What a key setup would exceed.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupRefusal {
+    /// The setup's memory exceeds the daemon's budget.
+    #[error(
+        "needs an estimated {:.1} GiB of memory ({constraints} constraints), over this daemon's budget of {:.1} GiB",
+        gib(*.memory_bytes),
+        gib(*.budget_bytes)
+    )]
+    Memory {
+        /// The setup's estimated peak.
+        memory_bytes: u64,
+        /// The shape's estimated constraints.
+        constraints: usize,
+        /// The daemon's memory budget.
+        budget_bytes: u64,
+    },
+    /// The key file would not fit the key directory's disk.
+    #[error(
+        "writes an estimated {:.1} GiB key file; {} has {:.1} GiB free",
+        gib(*.key_file_bytes),
+        .key_dir.display(),
+        gib(*.free_bytes)
+    )]
+    Disk {
+        /// The key file's estimated size.
+        key_file_bytes: u64,
+        /// Where it would be written.
+        key_dir: PathBuf,
+        /// The space left there.
+        free_bytes: u64,
+    },
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1u32 << 30)
+}
+
+fn inputs_label(partition: Option<usize>) -> String {
+    match partition {
+        Some(partition) => format!("inputs for partition {partition}"),
+        None => "inputs".into(),
+    }
+}
+
+/// The Filecoin kinds' API names, for the unknown-circuit reason.
+fn filecoin_kinds() -> String {
+    Kind::ALL.map(Kind::api_name).join(", ")
 }
 
 /// A request that parsed: as the client sent it, the work it asks for, and
@@ -109,39 +252,34 @@ pub struct JobParser {
 /// memory budget and its key file the key directory's free space, or the
 /// job is refused with both figures (422) before anything starts.
 pub struct SetupLimits {
-    pub keys: Arc<CircuitStore>,
+    pub keys: Arc<KeyStore>,
     pub budget_bytes: u64,
 }
 
 impl SetupLimits {
-    fn check(&self, shape: &CircuitShape) -> Result<(), SubmitError> {
+    fn check(&self, shape: &CircuitShape) -> Result<(), InvalidJob> {
         if self.keys.has_key(&shape.circuit_id) {
             return Ok(());
         }
         let cost = SetupCost::of(shape);
-        let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
-        let refuse = |what: String| {
-            SubmitError::Invalid(format!(
-                "{} has no key yet and setting it up {what}; choose smaller params",
-                shape.circuit_id
-            ))
+        let refuse = |cost: SetupRefusal| InvalidJob::SetupTooCostly {
+            circuit_id: shape.circuit_id.clone(),
+            cost,
         };
         if cost.memory_bytes > self.budget_bytes {
-            return Err(refuse(format!(
-                "needs an estimated {:.1} GiB of memory ({} constraints), over this daemon's budget of {:.1} GiB",
-                gib(cost.memory_bytes),
-                shape.estimated_constraints,
-                gib(self.budget_bytes)
-            )));
+            return Err(refuse(SetupRefusal::Memory {
+                memory_bytes: cost.memory_bytes,
+                constraints: shape.estimated_constraints,
+                budget_bytes: self.budget_bytes,
+            }));
         }
         let free = crate::store::free_bytes(self.keys.key_dir()).unwrap_or(u64::MAX);
         if cost.key_file_bytes > free {
-            return Err(refuse(format!(
-                "writes an estimated {:.1} GiB key file; {} has {:.1} GiB free",
-                gib(cost.key_file_bytes),
-                self.keys.key_dir().display(),
-                gib(free)
-            )));
+            return Err(refuse(SetupRefusal::Disk {
+                key_file_bytes: cost.key_file_bytes,
+                key_dir: self.keys.key_dir().to_path_buf(),
+                free_bytes: free,
+            }));
         }
         Ok(())
     }
@@ -151,25 +289,24 @@ impl JobParser {
     /// Parses and validates a submission body; witness inputs are checked
     /// against the circuit here, so a bad one never reaches a worker.
     pub fn parse(&self, body: &[u8]) -> Result<ParsedJob, SubmitError> {
-        let invalid = |message: String| SubmitError::Invalid(message);
         let value: Value = serde_json::from_slice(body).map_err(SubmitError::NotJson)?;
         if !value.is_object() {
-            return Err(invalid("the body must be a JSON object".into()));
+            return Err(InvalidJob::NotAnObject.into());
         }
         let canonical = value.to_string();
         if canonical.len() > self.max_input_bytes {
-            return Err(invalid(format!(
-                "the request is {} bytes as compact JSON; limits.max_input_bytes is {}",
-                canonical.len(),
-                self.max_input_bytes
-            )));
+            return Err(InvalidJob::TooLarge {
+                bytes: canonical.len(),
+                limit: self.max_input_bytes,
+            }
+            .into());
         }
-        let mut request: SubmitRequest = serde_json::from_value(value)
-            .map_err(|e| invalid(format!("invalid job: {e}")))?;
-        let (work, partitions) = if filecoin::is_kind(&request.circuit) {
-            self.filecoin_work(&request)?
-        } else {
-            self.family_work(&mut request)?
+        let mut request: SubmitRequest =
+            serde_json::from_value(value).map_err(InvalidJob::Fields)?;
+        let kind = Kind::from_api_name(&request.circuit);
+        let (work, partitions) = match kind {
+            Some(kind) => self.filecoin_work(kind, &request)?,
+            None => self.family_work(&mut request)?,
         };
         Ok(ParsedJob {
             digest: Sha256::digest(canonical.as_bytes()).into(),
@@ -177,42 +314,37 @@ impl JobParser {
             reservation: (self.reservation)(&work),
             priority: request
                 .priority
-                .unwrap_or_else(|| filecoin::default_priority(&request.circuit)),
+                .or(kind.map(filecoin::default_priority))
+                .unwrap_or(Priority::Normal),
             partitions,
             request,
             work,
         })
     }
 
-    fn check_partitions(&self, partitions: u32) -> Result<(), SubmitError> {
+    fn check_partitions(&self, partitions: u32) -> Result<(), InvalidJob> {
         if partitions == 0 || partitions > self.max_partitions {
-            return Err(SubmitError::Invalid(format!(
-                "partitions must be between 1 and {}, got {partitions}",
-                self.max_partitions
-            )));
+            return Err(InvalidJob::Partitions {
+                got: partitions,
+                max: self.max_partitions,
+            });
         }
         Ok(())
     }
 
     /// A Filecoin kind's job, sized by its parameter file.
-    fn filecoin_work(&self, request: &SubmitRequest) -> Result<(ProofJob, u32), SubmitError> {
-        let kind = &request.circuit;
+    fn filecoin_work(&self, kind: Kind, request: &SubmitRequest) -> Result<(ProofJob, u32), InvalidJob> {
         let family_only = [
             ("params", request.params != empty_object()),
             ("partitions", request.partitions.is_some()),
             ("seed", request.seed.is_some()),
             ("inputs", request.inputs.is_some()),
         ];
-        if let Some((field, _)) = family_only.iter().find(|(_, given)| *given) {
-            return Err(SubmitError::Invalid(format!(
-                "{kind} takes its work from input; {field} is not allowed"
-            )));
+        if let Some(&(field, _)) = family_only.iter().find(|(_, given)| *given) {
+            return Err(InvalidJob::FamilyField { kind, field });
         }
-        let input = request
-            .input
-            .as_ref()
-            .ok_or_else(|| SubmitError::Invalid(format!("{kind} needs an input object")))?;
-        let job = FilecoinJob::parse(kind, input, &self.params_dir).map_err(SubmitError::Invalid)?;
+        let input = request.input.as_ref().ok_or(InvalidJob::NoInput(kind))?;
+        let job = FilecoinJob::parse(kind, input, &self.params_dir)?;
         let partitions = job.partitions;
         self.check_partitions(partitions)?;
         Ok((ProofJob::Filecoin(job), partitions))
@@ -220,13 +352,9 @@ impl JobParser {
 
     /// A registered family's job: the shape its params select, a witness
     /// per partition, client inputs checked against the circuit.
-    fn family_work(&self, request: &mut SubmitRequest) -> Result<(ProofJob, u32), SubmitError> {
-        let invalid = |message: String| SubmitError::Invalid(message);
+    fn family_work(&self, request: &mut SubmitRequest) -> Result<(ProofJob, u32), InvalidJob> {
         if request.input.is_some() {
-            return Err(invalid(format!(
-                "{} is a circuit family: give seed or inputs, not input",
-                request.circuit
-            )));
+            return Err(InvalidJob::InputForFamily(request.circuit.clone()));
         }
         let partitions = request.partitions.unwrap_or(1);
         // Before anything is allocated per partition.
@@ -237,16 +365,15 @@ impl JobParser {
             .cloned()
             .ok_or_else(|| {
                 let known: Vec<&str> = self.registry.families().map(|f| f.name()).collect();
-                invalid(format!(
-                    "unknown circuit {:?}; known circuits: {}, and the Filecoin kinds {}",
-                    request.circuit,
-                    known.join(", "),
-                    filecoin::KINDS.join(", ")
-                ))
+                InvalidJob::UnknownCircuit {
+                    circuit: request.circuit.clone(),
+                    families: known.join(", "),
+                }
             })?;
-        let shape = family
-            .shape(&request.params)
-            .map_err(|e| invalid(format!("invalid params for {}: {e}", request.circuit)))?;
+        let shape = family.shape(&request.params).map_err(|source| InvalidJob::Params {
+            circuit: request.circuit.clone(),
+            source,
+        })?;
         if let Some(limits) = &self.setups {
             limits.check(&shape)?;
         }
@@ -268,11 +395,11 @@ fn witnesses(
     shape: &CircuitShape,
     request: &mut SubmitRequest,
     partitions: u32,
-) -> Result<Vec<PartitionWitness>, SubmitError> {
-    let checked = |inputs: Value, what: &str| -> Result<PartitionWitness, SubmitError> {
+) -> Result<Vec<PartitionWitness>, InvalidJob> {
+    let checked = |inputs: Value, partition: Option<usize>| -> Result<PartitionWitness, InvalidJob> {
         family
             .check_inputs(shape, &inputs)
-            .map_err(|e| SubmitError::Invalid(format!("{what}: {e}")))?;
+            .map_err(|source| InvalidJob::Inputs { partition, source })?;
         Ok(PartitionWitness::Inputs(Arc::from(inputs.to_string())))
     };
     match (request.seed, request.inputs.take()) {
@@ -281,24 +408,20 @@ fn witnesses(
             .collect()),
         (None, Some(Value::Array(per_partition))) => {
             if per_partition.len() != partitions as usize {
-                return Err(SubmitError::Invalid(format!(
-                    "inputs has {} entries but the job has {partitions} partitions",
-                    per_partition.len(),
-                )));
+                return Err(InvalidJob::InputsCount {
+                    given: per_partition.len(),
+                    partitions,
+                });
             }
             per_partition
                 .into_iter()
                 .enumerate()
-                .map(|(partition, inputs)| checked(inputs, &format!("inputs for partition {partition}")))
+                .map(|(partition, inputs)| checked(inputs, Some(partition)))
                 .collect()
         }
-        (None, Some(inputs)) => Ok(vec![checked(inputs, "inputs")?; partitions as usize]),
-        (Some(_), Some(_)) => Err(SubmitError::Invalid(
-            "give either seed or inputs, not both".into(),
-        )),
-        (None, None) => Err(SubmitError::Invalid(
-            "one of seed or inputs is required".into(),
-        )),
+        (None, Some(inputs)) => Ok(vec![checked(inputs, None)?; partitions as usize]),
+        (Some(_), Some(_)) => Err(InvalidJob::SeedAndInputs),
+        (None, None) => Err(InvalidJob::NoWitness),
     }
 }
 
@@ -330,12 +453,32 @@ pub fn reservation_for(shape: &CircuitShape) -> Reservation {
 }
 
 /// The real backends' rule: a family partition by its shape, a Filecoin
-/// partition by its parameter file's counts and the evaluation it runs.
-pub fn proving_reservation(evaluation: Evaluation) -> ReservationRule {
+/// partition by its parameter file's counts and the evaluation it runs;
+/// with `device_evaluation` (engines that evaluate a, b and c on their
+/// devices) a partition of compiled matrices holds no host a, b, c.
+pub fn proving_reservation(evaluation: Evaluation, device_evaluation: bool) -> ReservationRule {
     Arc::new(move |job: &ProofJob| match job {
-        ProofJob::Family(work) => reservation_for(&work.shape),
-        ProofJob::Filecoin(work) => work.reservation(evaluation),
+        ProofJob::Family(work) => on_engines(reservation_for(&work.shape), device_evaluation),
+        ProofJob::Filecoin(work) => {
+            let compiled = device_evaluation
+                && matches!(evaluation, Evaluation::Compiled | Evaluation::CompiledReference);
+            on_engines(work.reservation(evaluation), compiled)
+        }
     })
+}
+
+/// `reservation` without its host a, b and c when the engine evaluates them
+/// on its device from the assignment (`device_evaluated`): synthesis then
+/// never makes them (3 x 4.3 GB at 32 GiB PoRep).
+fn on_engines(reservation: Reservation, device_evaluated: bool) -> Reservation {
+    if device_evaluated {
+        Reservation {
+            abc_bytes: 0,
+            ..reservation
+        }
+    } else {
+        reservation
+    }
 }
 
 #[cfg(test)]
@@ -348,9 +491,25 @@ mod tests {
             params_dir: PathBuf::from("/nonexistent"),
             max_partitions: 4,
             max_input_bytes: 1 << 20,
-            reservation: proving_reservation(Evaluation::default()),
+            reservation: proving_reservation(Evaluation::default(), false),
             setups: None,
         }
+    }
+
+    #[test]
+    fn engines_that_evaluate_on_their_device_reserve_no_host_abc() {
+        let body = br#"{"circuit":"mimc-chain","params":{"log2_constraints":4},"seed":7}"#;
+        let parsed = parser().parse(body).unwrap();
+        let shape = reservation_for(match &parsed.work {
+            ProofJob::Family(work) => &work.shape,
+            ProofJob::Filecoin(_) => panic!("mimc-chain is a family"),
+        });
+        assert!(shape.abc_bytes > 0);
+        let on_device = proving_reservation(Evaluation::Compiled, true)(&parsed.work);
+        assert_eq!(on_device.abc_bytes, 0);
+        assert_eq!(on_device.retained_bytes, shape.retained_bytes);
+        assert_eq!(proving_reservation(Evaluation::Compiled, false)(&parsed.work), shape);
+        assert_eq!(on_engines(shape, false), shape);
     }
 
     #[test]
@@ -393,10 +552,37 @@ mod tests {
             (br#"{"circuit":"porep-c2","input":{"sector_id":1}}"#, "missing field `prover_id`"),
         ] {
             match parser().parse(body) {
-                Err(SubmitError::Invalid(text)) => assert!(text.contains(reason), "{text}"),
+                Err(SubmitError::Invalid(invalid)) => {
+                    let text = invalid.to_string();
+                    assert!(text.contains(reason), "{text}");
+                }
                 Err(other) => panic!("{reason}: wrong kind {other:?}"),
                 Ok(_) => panic!("{reason}: accepted"),
             }
         }
+    }
+
+    /// A Filecoin input's refusal keeps its type to the edge: the HTTP
+    /// layer and the store see which field, not only a text.
+    #[test]
+    fn a_filecoin_refusal_arrives_typed() {
+        let body = br#"{"circuit":"winning-post","input":{"registered_proof":"StackedDrgWinning2KiBV1","randomness":"00","prover_id":"00","vanilla_proofs":[]}}"#;
+        let refused = parser().parse(body).err().expect("a 1-byte randomness is refused");
+        assert!(
+            matches!(
+                refused,
+                SubmitError::Invalid(InvalidJob::Filecoin(filecoin::InputError::Not32Bytes {
+                    field: "randomness",
+                    len: 1
+                }))
+            ),
+            "{refused:?}"
+        );
+        // A kind's default priority follows from what lateness costs it.
+        let body = br#"{"circuit":"mimc-chain","params":{"log2_constraints":4},"seed":1,"priority":"low"}"#;
+        assert_eq!(parser().parse(body).unwrap().priority, Priority::Low);
+        assert_eq!(filecoin::default_priority(Kind::WinningPost), Priority::Critical);
+        assert_eq!(filecoin::default_priority(Kind::WindowPost), Priority::High);
+        assert_eq!(filecoin::default_priority(Kind::Porep), Priority::Normal);
     }
 }

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use cuzk::auth::{TokenConfig, TokenSources};
-use cuzk::client::{self, Submission};
-use cuzk::config::{BackendKind, Config};
+use cuzk::auth::{AuthError, TokenConfig, TokenSources};
+use cuzk::client::{self, ClientError, DocumentError, Submission};
+use cuzk::config::{BackendKind, Config, ConfigError};
+use cuzk::server::ServerError;
 use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::{json, Value};
 use zeroize::Zeroize;
@@ -60,6 +61,10 @@ enum Command {
         /// Serve /metrics and /healthz on this address as well, overriding the config.
         #[arg(long)]
         metrics_listen: Option<String>,
+        /// Serve Curio's gRPC service on this address (host:port or
+        /// unix:///path), overriding the config's grpc.listen.
+        #[arg(long)]
+        grpc_listen: Option<String>,
         /// Accept unauthenticated requests on a non-loopback address when no
         /// token is configured.
         #[arg(long)]
@@ -137,9 +142,9 @@ enum Command {
         /// The proofs document written by `submit` (or fetched from /proofs);
         /// with --kind, the proof bytes.
         proofs: PathBuf,
-        /// A Filecoin kind: verify without the daemon.
+        /// A Filecoin kind (porep-c2 or porep, ...): verify without the daemon.
         #[arg(long)]
-        kind: Option<String>,
+        kind: Option<cuzk_filecoin::Kind>,
         /// porep-c2: the commit-phase-1 output the proof was made from.
         #[arg(long, requires_all = ["kind", "prover_id", "sector_id"])]
         c1: Option<PathBuf>,
@@ -171,7 +176,8 @@ enum ParamsCommand {
         /// Sector size: 2KiB, 8MiB, 512MiB, 32GiB, 64GiB (or bytes).
         #[arg(long, value_parser = cuzk_filecoin::parse_sector_size)]
         sector_size: u64,
-        /// Circuits, comma-separated: porep, winning, window, snap.
+        /// Circuits, comma-separated: porep, winning, window, snap (or
+        /// their API names, porep-c2 ...).
         #[arg(long, value_delimiter = ',', default_value = "porep,winning,window,snap")]
         kinds: Vec<cuzk_filecoin::Kind>,
         /// Directory to write into (filecoin-proofs reads it as
@@ -183,6 +189,57 @@ enum ParamsCommand {
         force: bool,
     },
 }
+
+/// Why a command failed: what `main` prints after `cuzk: `.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    /// Flags that do not make a command (clap checks the rest).
+    #[error("{0}")]
+    Usage(&'static str),
+    /// A Filecoin kind given neither of its input forms.
+    #[error("{kind} needs --c1 (porep-c2) or --input FILE")]
+    NoFilecoinInput { kind: String },
+    /// `CUZK_API_TOKENS` holds bytes that are not UTF-8.
+    #[error("{ENV_TOKENS} is not UTF-8")]
+    TokensNotUtf8,
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+    /// A file named on the command line cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// The output file cannot be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    /// A file or flag (`what` names it) that should hold JSON.
+    #[error("{what} is not valid JSON: {source}")]
+    Json { what: String, source: serde_json::Error },
+    /// A Filecoin proof the daemon served that is not hex.
+    #[error("the daemon's proof is not hex: {0}")]
+    ProofNotHex(hex::FromHexError),
+    /// A Filecoin proof that could not be checked.
+    #[error(transparent)]
+    Filecoin(#[from] cuzk::filecoin::InputError),
+    /// filecoin-proofs-api's verifier rejects the proof.
+    #[error("INVALID: filecoin-proofs-api's verifier rejects the {kind} proof")]
+    FilecoinRejected { kind: &'static str },
+    /// Proofs of a document that the served key rejects.
+    #[error("{invalid} of {total} proofs are invalid")]
+    InvalidProofs { invalid: usize, total: usize },
+    /// Test parameter files that could not be written.
+    #[error(transparent)]
+    Params(#[from] cuzk_filecoin::Error),
+}
+
+/// The variable `serve` reads API tokens from.
+const ENV_TOKENS: &str = "CUZK_API_TOKENS";
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum BackendArg {
@@ -199,44 +256,42 @@ fn filecoin_input(
     prover_id: Option<String>,
     sector_id: Option<u64>,
     input: Option<PathBuf>,
-) -> Result<Value, String> {
+) -> Result<Value, CliError> {
     match (c1, input) {
         (Some(c1), None) => Ok(json!({
             "c1": read_json(&c1)?,
-            "prover_id": prover_id.ok_or("--c1 needs --prover-id")?,
-            "sector_id": sector_id.ok_or("--c1 needs --sector-id")?,
+            "prover_id": prover_id.ok_or(CliError::Usage("--c1 needs --prover-id"))?,
+            "sector_id": sector_id.ok_or(CliError::Usage("--c1 needs --sector-id"))?,
         })),
         (None, Some(path)) => read_json(&path),
-        _ => Err(format!("{kind} needs --c1 (porep-c2) or --input FILE")),
+        _ => Err(CliError::NoFilecoinInput { kind: kind.to_string() }),
     }
 }
 
-/// A JSON file, or a message naming it.
-fn read_json(path: &std::path::Path) -> Result<Value, String> {
+/// A JSON file, or an error naming it.
+fn read_json(path: &std::path::Path) -> Result<Value, CliError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|source| CliError::Read { path: path.to_path_buf(), source })?;
     parse_json(&path.display().to_string(), &text)
 }
 
-fn parse_json(what: &str, text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))
+fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
+    serde_json::from_str(text).map_err(|source| CliError::Json { what: what.to_string(), source })
 }
 
 /// The tokens of `CUZK_API_TOKENS`, hashed, the variable's value overwritten
 /// where the kernel shows it (/proc/PID/environ) and the variable removed,
 /// so that neither that file nor a child process reveals them. Runs before
 /// any thread starts: changing the environment is not thread-safe.
-fn take_env_tokens() -> Result<Vec<TokenConfig>, String> {
-    const NAME: &str = "CUZK_API_TOKENS";
-    let Some(value) = std::env::var_os(NAME) else {
+fn take_env_tokens() -> Result<Vec<TokenConfig>, CliError> {
+    let Some(value) = std::env::var_os(ENV_TOKENS) else {
         return Ok(Vec::new());
     };
-    let mut text = value.into_string().map_err(|_| format!("{NAME} is not UTF-8"))?;
-    let tokens = cuzk::auth::parse_token_list(&text)
-        .and_then(|tokens| tokens.into_iter().map(TokenConfig::hashed).collect());
+    let mut text = value.into_string().map_err(|_| CliError::TokensNotUtf8)?;
+    let tokens = cuzk::auth::parse_token_list(&text);
     text.zeroize();
-    forget_env(NAME);
-    tokens
+    forget_env(ENV_TOKENS);
+    Ok(tokens?)
 }
 
 /// Removes `name` from the environment and overwrites its value in the
@@ -270,7 +325,7 @@ fn scrub_initial_environment(name: &str) {
 }
 
 /// Runs a command; `env_tokens` are `serve`'s tokens from the environment.
-fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
+fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), CliError> {
     match cli.command {
         Command::Serve {
             config: config_path,
@@ -282,6 +337,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             time_scale,
             token_file,
             metrics_listen,
+            grpc_listen,
             insecure,
             store_url,
             node,
@@ -321,14 +377,17 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             if metrics_listen.is_some() {
                 config.metrics_listen = metrics_listen;
             }
+            if grpc_listen.is_some() {
+                config.grpc.listen = grpc_listen;
+            }
             config.auth.insecure = insecure;
             if let Some(url) = store_url {
-                config.store.url = Some(cuzk::store::StoreUrl::new(url));
+                config.store.url = Some(cuzk::postgres::StoreUrl::new(url));
             }
             if node.is_some() {
                 config.fleet.node = node;
             }
-            cuzk::server::serve(config, CircuitRegistry::builtin()).map_err(|e| e.to_string())
+            Ok(cuzk::server::serve(config, CircuitRegistry::builtin())?)
         }
         Command::Submit {
             server,
@@ -349,7 +408,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             timeout,
         } => {
             if kind.is_none() && (c1.is_some() || input.is_some()) {
-                return Err("--c1 and --input are for Filecoin kinds (cuzk submit porep-c2 ...)".into());
+                return Err(CliError::Usage("--c1 and --input are for Filecoin kinds (cuzk submit porep-c2 ...)"));
             }
             let mut body = match (kind.as_deref(), circuit) {
                 (Some(kind), _) => {
@@ -365,11 +424,11 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
                     match (seed, inputs) {
                         (Some(seed), _) => body["seed"] = json!(seed),
                         (None, Some(path)) => body["inputs"] = read_json(&path)?,
-                        (None, None) => return Err("give --seed or --inputs".into()),
+                        (None, None) => return Err(CliError::Usage("give --seed or --inputs")),
                     }
                     body
                 }
-                (None, None) => return Err("give a Filecoin kind or --circuit".into()),
+                (None, None) => return Err(CliError::Usage("give a Filecoin kind or --circuit")),
             };
             if let Some(priority) = priority {
                 body["priority"] = json!(priority);
@@ -383,11 +442,10 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
                 progress: true,
             })?;
             let bytes = match proofs["proof"].as_str().filter(|_| kind.is_some()) {
-                Some(proof) => hex::decode(proof).map_err(|e| format!("the daemon's proof is not hex: {e}"))?,
+                Some(proof) => hex::decode(proof).map_err(CliError::ProofNotHex)?,
                 None => serde_json::to_vec_pretty(&proofs).expect("JSON values serialize"),
             };
-            std::fs::write(&out, bytes)
-                .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+            std::fs::write(&out, bytes).map_err(|source| CliError::Write { path: out.clone(), source })?;
             println!("proofs written to {}", out.display());
             Ok(())
         }
@@ -400,13 +458,14 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             input,
             ..
         } => {
-            let proof = std::fs::read(&proofs).map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
-            let public = filecoin_input(&kind, c1, prover_id, sector_id, input)?;
-            if cuzk::filecoin::verify(&kind, &public, &proof)? {
-                println!("valid: filecoin-proofs-api's verifier accepts the {kind} proof");
+            let proof = std::fs::read(&proofs).map_err(|source| CliError::Read { path: proofs, source })?;
+            let name = kind.api_name();
+            let public = filecoin_input(name, c1, prover_id, sector_id, input)?;
+            if cuzk::filecoin::verify(kind, &public, &proof)? {
+                println!("valid: filecoin-proofs-api's verifier accepts the {name} proof");
                 Ok(())
             } else {
-                Err(format!("INVALID: filecoin-proofs-api's verifier rejects the {kind} proof"))
+                Err(CliError::FilecoinRejected { kind: name })
             }
         }
         Command::Verify {
@@ -415,12 +474,8 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
             token,
             ..
         } => {
-            let text = std::fs::read_to_string(&proofs)
-                .map_err(|e| format!("cannot read {}: {e}", proofs.display()))?;
-            let doc = parse_json(&proofs.display().to_string(), &text)?;
-            let circuit_id = doc["circuit_id"]
-                .as_str()
-                .ok_or("the document has no circuit_id")?;
+            let doc = read_json(&proofs)?;
+            let circuit_id = doc["circuit_id"].as_str().ok_or(DocumentError::NoCircuitId)?;
             let vk = client::fetch_vk(&server, circuit_id, token.as_deref())?;
             let results = client::verify_proofs(&vk, &doc)?;
             for (partition, valid) in &results {
@@ -434,7 +489,7 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
                     println!("all {} proofs valid for {circuit_id}", results.len());
                     Ok(())
                 }
-                bad => Err(format!("{bad} of {} proofs are invalid", results.len())),
+                invalid => Err(CliError::InvalidProofs { invalid, total: results.len() }),
             }
         }
         Command::Params {
@@ -445,10 +500,9 @@ fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), String> {
                 force,
             },
         } => {
-            let files = cuzk_filecoin::generate(sector_size, &kinds, &out, force)
-                .map_err(|e| e.to_string())?;
+            let files = cuzk_filecoin::generate(sector_size, &kinds, &out, force)?;
             for file in files {
-                println!("{} {} bytes {} (TEST-ONLY)", file.kind, file.bytes, file.path.display());
+                println!("{} {} bytes {} (TEST-ONLY)", file.kind.cli_name(), file.bytes, file.path.display());
             }
             Ok(())
         }
@@ -470,8 +524,8 @@ fn main() -> ExitCode {
     };
     match env_tokens.and_then(|env_tokens| run(cli, env_tokens)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("cuzk: {message}");
+        Err(error) => {
+            eprintln!("cuzk: {error}");
             ExitCode::FAILURE
         }
     }

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::dev::Service;
 use actix_web::middleware::{from_fn, ErrorHandlers};
@@ -15,35 +15,61 @@ use cuzk_kernels::circuits::CircuitRegistry;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
-use crate::auth::{AuthConfig, Gate, Gates};
+use crate::auth::{AuthConfig, AuthError, Gate, Gates};
 use crate::backend::{Device, ProofJob, ProvingBackend};
-use crate::config::{BackendKind, Config};
+use crate::config::{BackendKind, Config, ConfigError};
 use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::fleet::Fleet;
-use crate::keys::CircuitStore;
+use crate::grpc::{Calls, GrpcServer, GrpcState, ListenError, ProvingService};
+use crate::jobs::Jobs;
+use crate::keys::KeyStore;
+use crate::param_files::ParamFiles;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
-use crate::tenants::SubmitRates;
+use crate::tls::TlsError;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
-/// what a caller acts on: fix the configuration, free the address, look at
-/// the data directory or the devices.
+/// what a caller acts on: fix the configuration (tokens, TLS files, other
+/// settings), free the address, look at the data directory or the devices.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    /// Refused before anything starts: tokens, the loopback rule, TLS files.
-    #[error("{0}")]
-    Refused(String),
+    /// Tokens or tenants refused, or the loopback rule, before anything
+    /// starts.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The TLS settings or files refused, before anything starts.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// Another setting refused (the fleet node's name or lease), before
+    /// anything starts.
+    #[error(transparent)]
+    Settings(#[from] ConfigError),
     /// No backend: a device missing, CUDA not built in, a bad simulation.
-    #[error("{0}")]
-    Backend(String),
-    /// The data directory (the key store, the redb job store) cannot be
-    /// opened or read, or the job store's database cannot be reached.
-    #[error("{0}")]
-    Storage(String),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The key store cannot be opened (its directory, or a fleet's shared
+    /// keys in the database).
+    #[error(transparent)]
+    Keys(#[from] crate::keys::OpenError),
+    /// Connecting the fleet's shared key store panicked.
+    #[error("connecting the shared key store panicked")]
+    KeysPanicked,
+    /// The job store cannot be opened (the redb file, or its database).
+    #[error(transparent)]
+    Store(#[from] crate::store::OpenError),
+    /// The fleet node cannot start (its connections to the database).
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::FleetError),
+    /// The gRPC listener refused its settings or cannot listen.
+    #[error(transparent)]
+    Grpc(#[from] ListenError),
     /// The job store opened but its records cannot be read back.
     #[error("job store: {0}")]
     JobStore(#[from] cuzk_actors::store::StoreError),
+    /// Stored jobs cannot be handed back to the scheduler.
+    #[error(transparent)]
+    Restore(#[from] crate::restore::RestoreError),
     /// An address cannot be listened on.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -52,9 +78,48 @@ pub enum ServerError {
         address: String,
         source: std::io::Error,
     },
-    /// The daemon's own threads, its signal handling, or the server failed.
+    /// The server bound its listener but reports no address for it.
+    #[error("the server bound no address")]
+    NoAddress,
+    /// The signal named cannot be handled, so the daemon could not be
+    /// stopped gracefully (or its tokens reloaded).
+    #[error("cannot handle {signal}: {source}")]
+    Signal { signal: &'static str, source: std::io::Error },
+    /// The daemon's thread cannot be started.
+    #[error("cannot start the daemon thread: {0}")]
+    Thread(std::io::Error),
+    /// The daemon's thread ended before it listened.
+    #[error("the daemon thread died while starting")]
+    DiedStarting,
+    /// The daemon's thread panicked.
+    #[error("the daemon thread panicked")]
+    Panicked,
+    /// The HTTP server stopped with an error.
     #[error("{0}")]
-    Runtime(String),
+    Serve(std::io::Error),
+}
+
+/// Why no proving backend could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// An engine could not start on its device.
+    #[error("{0}")]
+    Engine(#[from] cuzk_kernels::KernelError),
+    /// `backend = "cuda"` on a host where none is found.
+    #[error("backend = \"cuda\" but no CUDA device was found")]
+    NoCudaDevice,
+    /// A device of `cuda.devices` that is not there.
+    #[error("CUDA device {0} does not exist")]
+    NoSuchDevice(usize),
+    /// `backend = "cuda"` in a build without the `cuda` feature.
+    #[error("this cuzk was built without CUDA support; rebuild with --features cuda")]
+    NoCudaSupport,
+    /// A `[cuda]` setting out of its range.
+    #[error(transparent)]
+    Settings(#[from] ConfigError),
+    /// `[sim]` names no profile, or one of its values is out of range.
+    #[error(transparent)]
+    Simulation(#[from] crate::sim::SimError),
 }
 
 /// The process-wide Prometheus recorder, installed once with the catalogue's
@@ -64,7 +129,7 @@ pub fn metrics_handle() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             let mut builder = PrometheusBuilder::new();
-            for def in cuzk_actors::telemetry::CATALOGUE
+            for def in crate::telemetry::CATALOGUE
                 .iter()
                 .filter(|d| !d.buckets.is_empty())
             {
@@ -75,7 +140,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             let handle = builder
                 .install_recorder()
                 .expect("no other metrics recorder is installed");
-            cuzk_actors::telemetry::describe_all();
+            crate::telemetry::describe_all();
             let upkeep = handle.clone();
             std::thread::Builder::new()
                 .name("cuzk-metrics-upkeep".into())
@@ -92,18 +157,21 @@ pub fn metrics_handle() -> PrometheusHandle {
 /// The backend and how it sizes one partition's reservation.
 fn backend(
     config: &Config,
-    store: Arc<CircuitStore>,
-) -> Result<(Arc<dyn Backend>, ReservationRule), String> {
+    store: Arc<KeyStore>,
+) -> Result<(Arc<dyn Backend>, ReservationRule), BackendError> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
-        let rule = job_input::proving_reservation(config.proving.filecoin_evaluation);
+        let rule = job_input::proving_reservation(
+            config.proving.filecoin_evaluation,
+            backend.device_evaluation(),
+        );
         (Arc::new(backend), rule)
     };
     match config.backend {
         BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
         BackendKind::Cuda => Ok(proving(cuda_devices(config)?)),
         BackendKind::Sim => {
-            let sim = SimBackend::from_config(&config.sim)?;
+            let sim = SimBackend::from_config(&config.sim).map_err(BackendError::Simulation)?;
             let reservation = sim.profile().reservation;
             log::warn!(
                 "simulated backend ({}): proofs are not real",
@@ -114,14 +182,14 @@ fn backend(
     }
 }
 
-fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
+fn cpu_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
     let threads = match config.cpu.threads_per_device {
         0 => crate::config::available_cores(),
         n => n,
     };
     (0..config.cpu.devices.max(1))
         .map(|i| {
-            let engine = cuzk_kernels::cpu::CpuEngine::new(threads).map_err(|e| e.to_string())?;
+            let engine = cuzk_kernels::cpu::CpuEngine::new(threads)?;
             Ok(Device {
                 name: format!("cpu{i}"),
                 engine: Arc::new(engine),
@@ -131,18 +199,18 @@ fn cpu_devices(config: &Config) -> Result<Vec<Device>, String> {
 }
 
 #[cfg(feature = "cuda")]
-fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
+fn cuda_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
     use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
     let (resident_budget, pinned_budget) = config.cuda.budgets()?;
     let (pass_partitions, pass_wait) = config.cuda.passes()?;
-    let detected = detect_devices().map_err(|e| e.to_string())?;
+    let detected = detect_devices()?;
     let ordinals: Vec<usize> = if config.cuda.devices.is_empty() {
         detected.iter().map(|d| d.ordinal).collect()
     } else {
         config.cuda.devices.clone()
     };
     if ordinals.is_empty() {
-        return Err("backend = \"cuda\" but no CUDA device was found".into());
+        return Err(BackendError::NoCudaDevice);
     }
     let defaults = CudaOptions::default();
     let options = CudaOptions {
@@ -159,8 +227,8 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
             let info = detected
                 .iter()
                 .find(|d| d.ordinal == ordinal)
-                .ok_or_else(|| format!("CUDA device {ordinal} does not exist"))?;
-            let engine = CudaEngine::new(ordinal, options.clone()).map_err(|e| e.to_string())?;
+                .ok_or(BackendError::NoSuchDevice(ordinal))?;
+            let engine = CudaEngine::new(ordinal, options.clone())?;
             Ok(Device {
                 name: format!("cuda{ordinal} {}", info.name),
                 engine: Arc::new(engine),
@@ -170,8 +238,8 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, String> {
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_devices(_: &Config) -> Result<Vec<Device>, String> {
-    Err("this cuzk was built without CUDA support; rebuild with --features cuda".into())
+fn cuda_devices(_: &Config) -> Result<Vec<Device>, BackendError> {
+    Err(BackendError::NoCudaSupport)
 }
 
 /// A daemon running in its own actix system thread (tests, embedding).
@@ -183,6 +251,11 @@ pub struct RunningDaemon {
     pub tls: bool,
     /// The actors, for in-process observers (benchmarks).
     pub system: ProvingSystem,
+    /// The job seam, for in-process callers (tests).
+    pub jobs: Arc<Jobs>,
+    /// Where gRPC listens (`host:port` or `unix:///path`), when
+    /// `grpc.listen` is set.
+    pub grpc_addr: Option<String>,
     stop_requests: StopRequests,
     grace: Duration,
     intake: Intake,
@@ -212,10 +285,7 @@ impl RunningDaemon {
     /// Waits until the daemon has exited.
     pub fn wait(mut self) -> Result<(), ServerError> {
         let thread = self.thread.take().expect("joined only here and on drop");
-        thread
-            .join()
-            .map_err(|_| ServerError::Runtime("the daemon thread panicked".into()))?
-            .map_err(|e| ServerError::Runtime(e.to_string()))
+        thread.join().map_err(|_| ServerError::Panicked)?.map_err(ServerError::Serve)
     }
 
     fn shutdown(&mut self) {
@@ -233,11 +303,13 @@ impl Drop for RunningDaemon {
 }
 
 /// Where a built server listens.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Bound {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     tls: bool,
+    /// The gRPC listener's address.
+    grpc: Option<String>,
 }
 
 /// A daemon built and bound, not yet serving.
@@ -252,11 +324,15 @@ struct Daemon {
     reload: (AuthConfig, String),
     system: ProvingSystem,
     intake: Intake,
-    jobs: Arc<dyn JobStore>,
+    job_store: Arc<dyn JobStore>,
+    /// The job seam the handlers use, handed to in-process callers.
+    jobs: Arc<Jobs>,
     grace: Duration,
     /// A fleet node's side of the database: a stop waits for its claimer to
     /// put back what it had not started.
     fleet: Option<Arc<Fleet>>,
+    /// Curio's gRPC service, stopped with the HTTP server.
+    grpc: Option<GrpcServer>,
 }
 
 impl Daemon {
@@ -266,11 +342,14 @@ impl Daemon {
         let handle = self.server.handle();
         let serving = actix_rt::spawn(self.server);
         let grace = stop_requests.recv().await.unwrap_or(Duration::ZERO);
-        shutdown::drain(&self.system, &self.intake, self.jobs, grace).await;
+        shutdown::drain(&self.system, &self.intake, self.job_store, grace).await;
         if let Some(fleet) = &self.fleet {
             fleet.claimer_stopped(Duration::from_secs(5)).await;
         }
         handle.stop(true).await;
+        if let Some(grpc) = self.grpc {
+            grpc.stop();
+        }
         let served = serving.await.unwrap_or(Ok(()));
         // Ends the actors' threads too (partitions still running are
         // abandoned: the store already has what they had finished).
@@ -284,8 +363,8 @@ impl Daemon {
 fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, ServerError> {
     // Refusals (no tokens off loopback, unreadable TLS files) come before
     // anything starts.
-    let mut gate = Gate::new(&mut config.auth, &config.listen).map_err(ServerError::Refused)?;
-    let tls = crate::tls::server_config(&config.tls).map_err(ServerError::Refused)?;
+    let mut gate = Gate::new(&mut config.auth, &config.listen)?;
+    let tls = crate::tls::server_config(&config.tls)?;
     let metrics_listener = match &config.metrics_listen {
         Some(listen) => {
             let not_listening = |source| ServerError::Listen {
@@ -300,33 +379,37 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         None => None,
     };
     let gates = web::Data::new(Gates::new(gate));
+    let grpc_listener = match &config.grpc.listen {
+        Some(listen) => {
+            let tokens = gates.current().token_count() > 0;
+            Some(crate::grpc::bind(listen, tls.as_ref(), tokens, config.auth.insecure)?)
+        }
+        None => None,
+    };
     let metrics = metrics_handle();
-    cuzk_actors::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
+    crate::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
     // A PostgreSQL store makes this daemon a node of the fleet on it, whose
     // nodes share the built-in circuits' keys through it.
     let node = match &config.store.url {
-        Some(_) => Some(config.fleet.node_name().map_err(ServerError::Refused)?),
+        Some(_) => Some(config.fleet.node_name()?),
         None => None,
     };
     let fleet_store = config.store.url.as_ref().zip(node.as_deref());
     let keys = match &config.store.url {
         // The database client blocks: it connects off this (actix) thread.
-        Some(url) => std::thread::scope(|scope| {
-            scope.spawn(|| CircuitStore::open_shared(&config.data_dir, url)).join().unwrap_or_else(|_| {
-                Err("connecting the shared key store panicked".to_string())
-            })
-        }),
-        None => CircuitStore::open(&config.data_dir),
+        Some(url) => std::thread::scope(|scope| scope.spawn(|| KeyStore::open_shared(&config.data_dir, url)).join())
+            .map_err(|_| ServerError::KeysPanicked)?,
+        None => KeyStore::open(&config.data_dir),
     };
-    let store = Arc::new(keys.map_err(ServerError::Storage)?);
-    let (backend, reservation) = backend(&config, store.clone()).map_err(ServerError::Backend)?;
-    let jobs = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
+    let keys = Arc::new(keys?);
+    let (backend, reservation) = backend(&config, keys.clone())?;
+    let job_store = crate::store::open(fleet_store, &config.data_dir)?;
     // A fleet node restores nothing: jobs stay in the database, and its
     // partitions come as claims.
-    let stored = if node.is_some() { Vec::new() } else { jobs.load()? };
+    let stored = if node.is_some() { Vec::new() } else { job_store.load()? };
     let load = node.as_ref().map(|_| Arc::new(FleetLoad::default()));
     let persistence = Persistence {
-        store: Some(jobs.clone()),
+        store: Some(job_store.clone()),
         fleet: load.clone(),
         // The fleet's claimers sweep the database.
         retention: node.is_none().then(|| Duration::from_secs(config.store.retention_secs)),
@@ -361,40 +444,43 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         reservation,
         // The simulated backend sets nothing up.
         setups: (config.backend != BackendKind::Sim).then(|| SetupLimits {
-            keys: store.clone(),
+            keys: keys.clone(),
             budget_bytes: config.budget_bytes(),
         }),
     });
-    let recovering = crate::restore::start(&system, parser.clone(), jobs.clone(), stored)
-        .map_err(ServerError::Runtime)?;
+    let recovering = crate::restore::start(&system, parser.clone(), job_store.clone(), stored)?;
     let fleet = match (fleet_store, load) {
         (Some((url, node)), Some(load)) => Some(
-            Fleet::start(&config, url, node.to_string(), &system, parser.clone(), jobs.clone(), load, intake.clone())
-                .map_err(ServerError::Storage)?,
+            Fleet::start(&config, (url, node), &system, parser.clone(), job_store.clone(), load, intake.clone())?,
         ),
         _ => None,
     };
-    let node_fleet = fleet.clone();
+    let jobs = Arc::new(Jobs::new(&config, system.clone(), parser.clone(), job_store.clone(), fleet.clone(), intake.clone(), recovering));
+    let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone()));
+    let grpc = grpc_listener.map(|listener| {
+        let state = GrpcState {
+            jobs: jobs.clone(),
+            gates: gates.clone().into_inner(),
+            params: params.clone(),
+            metrics: metrics.clone(),
+            system: system.clone(),
+            calls: Arc::new(Calls::new(config.grpc.max_waiting_calls, intake.clone())),
+            started: Instant::now(),
+            trusted: listener.trusted,
+        };
+        let address = listener.address.clone();
+        let service = ProvingService { state: Arc::new(state) };
+        (address, listener.serve(service, config.grpc.max_message_bytes, config.grpc.max_waiting_calls))
+    });
     let state = web::Data::new(AppState {
+        jobs: jobs.clone(),
         system: system.clone(),
-        jobs: parser,
-        store,
-        retry_after_s: config.limits.queue_full_retry_after_s,
+        parser,
+        keys,
+        params,
         max_body_bytes: config.limits.max_body_bytes,
         body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
         metrics,
-        intake: intake.clone(),
-        job_store: jobs.clone(),
-        data_dir: config.data_dir.clone(),
-        // The redb file fills the data directory's disk; a database, its own.
-        min_free_bytes: match config.store.url {
-            Some(_) => 0,
-            None => config.store.min_free_bytes,
-        },
-        recovering,
-        submit_rates: SubmitRates::default(),
-        fleet: fleet.clone(),
-        max_queued_jobs: (max_queued > 0).then_some(max_queued),
     });
     let app_gates = gates.clone();
     let server = HttpServer::new(move || {
@@ -408,7 +494,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
                 let call = srv.call(req);
                 async move {
                     let res = call.await?;
-                    cuzk_actors::telemetry::HttpRequest {
+                    crate::telemetry::HttpRequest {
                         route: &route,
                         status: res.status().as_u16(),
                     }
@@ -433,10 +519,7 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         None => server.bind(&config.listen),
     }
     .map_err(listen_error)?;
-    let addr = *server
-        .addrs()
-        .first()
-        .ok_or_else(|| ServerError::Runtime("the server bound no address".into()))?;
+    let addr = *server.addrs().first().ok_or(ServerError::NoAddress)?;
     let metrics_addr = metrics_listener.as_ref().map(|(_, addr)| *addr);
     let server = match metrics_listener {
         Some((listener, addr)) => server.listen(listener).map_err(|source| ServerError::Listen {
@@ -451,14 +534,17 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
             addr,
             metrics_addr,
             tls: tls_enabled,
+            grpc: grpc.as_ref().map(|(address, _)| address.clone()),
         },
         gates,
         reload: (config.auth, config.listen),
         system,
         intake,
+        job_store,
         jobs,
         grace: Duration::from_secs(config.shutdown_grace_secs),
-        fleet: node_fleet,
+        fleet,
+        grpc: grpc.map(|(_, server)| server),
     })
 }
 
@@ -468,22 +554,36 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
         let daemon = build(config, registry)?;
         let (stop, stop_requests) = unbounded_channel();
         shutdown::forward_signals(stop, daemon.grace, daemon.intake.clone())
-            .map_err(|e| ServerError::Runtime(format!("cannot handle signals: {e}")))?;
+            .map_err(|source| ServerError::Signal { signal: "signals", source })?;
         let (auth, listen) = daemon.reload.clone();
         reload_tokens_on_sighup(daemon.gates.clone(), auth, listen)
-            .map_err(|e| ServerError::Runtime(format!("cannot handle SIGHUP: {e}")))?;
+            .map_err(|source| ServerError::Signal { signal: "SIGHUP", source })?;
         let scheme = if daemon.bound.tls { "https" } else { "http" };
         log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
+        if let Some(address) = &daemon.bound.grpc {
+            log::info!("cuzk gRPC (cuzk.v1.ProvingEngine) on {address}");
+        }
         if let Some(addr) = daemon.bound.metrics_addr {
             log::info!("metrics on http://{addr}/metrics");
         }
-        daemon
-            .run(stop_requests)
-            .await
-            .map_err(|e| ServerError::Runtime(e.to_string()))?;
+        daemon.run(stop_requests).await.map_err(ServerError::Serve)?;
         log::info!("cuzk stopped");
         Ok(())
     })
+}
+
+/// Why a reload on SIGHUP left the old gate in force.
+#[derive(Debug, thiserror::Error)]
+enum ReloadError {
+    /// The config file, whose `[auth]` is read again.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The tokens or tenants read.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// The thread that reads the files.
+    #[error("the reload thread failed: {0}")]
+    Thread(#[from] actix_rt::task::JoinError),
 }
 
 /// On each SIGHUP, reads the tokens and tenants again (the config file's
@@ -491,7 +591,7 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
 /// puts a new gate in force; requests already admitted finish under the
 /// old one. A reload that fails leaves the old gate in force.
 fn reload_tokens_on_sighup(gates: web::Data<Gates>, auth: AuthConfig, listen: String) -> std::io::Result<()> {
-    use cuzk_actors::telemetry::{TenantsConfigured, TokensReloaded};
+    use crate::telemetry::{TenantsConfigured, TokensReloaded};
     let mut hangup = actix_rt::signal::unix::signal(actix_rt::signal::unix::SignalKind::hangup())?;
     actix_rt::spawn(async move {
         while hangup.recv().await.is_some() {
@@ -504,16 +604,16 @@ fn reload_tokens_on_sighup(gates: web::Data<Gates>, auth: AuthConfig, listen: St
                 };
                 (auth.sources, auth.insecure) = (sources, insecure);
                 auth.add_source_tokens()?;
-                Ok::<_, String>(auth)
+                Ok::<_, ReloadError>(auth)
             })
             .await
-            .unwrap_or_else(|e| Err(format!("the reload thread failed: {e}")));
-            match reread.and_then(|mut auth| gates.replace(&mut auth, &listen)) {
+            .unwrap_or_else(|e| Err(e.into()));
+            match reread.and_then(|mut auth| Ok(gates.replace(&mut auth, &listen)?)) {
                 Ok(gate) => {
                     TenantsConfigured { tenants: &gate.tenant_names() }.emit();
                     TokensReloaded { outcome: Ok(gate.token_count()) }.emit();
                 }
-                Err(error) => TokensReloaded { outcome: Err(&error) }.emit(),
+                Err(error) => TokensReloaded { outcome: Err(&error.to_string()) }.emit(),
             }
         }
     });
@@ -531,10 +631,11 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 match build(config, registry) {
                     Ok(daemon) => {
                         let _ = tx.send(Ok((
-                            daemon.bound,
+                            daemon.bound.clone(),
                             daemon.system.clone(),
                             daemon.grace,
                             daemon.intake.clone(),
+                            daemon.jobs.clone(),
                         )));
                         daemon.run(stop_received).await
                     }
@@ -545,15 +646,15 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 }
             })
         })
-        .map_err(|e| ServerError::Runtime(format!("cannot start the daemon thread: {e}")))?;
-    let (bound, system, grace, intake) = rx.recv().map_err(|_| {
-        ServerError::Runtime("the daemon thread died while starting".into())
-    })??;
+        .map_err(ServerError::Thread)?;
+    let (bound, system, grace, intake, jobs) = rx.recv().map_err(|_| ServerError::DiedStarting)??;
     Ok(RunningDaemon {
         addr: bound.addr,
         metrics_addr: bound.metrics_addr,
         tls: bound.tls,
+        grpc_addr: bound.grpc,
         system,
+        jobs,
         stop_requests,
         grace,
         intake,

@@ -14,9 +14,10 @@ use rand::{Rng, SeedableRng};
 
 use cuzk_filecoin::params::QueryCounts;
 use cuzk_filecoin::record::Evaluation;
+use cuzk_filecoin::Kind;
 
 use crate::config::{SimConfig, SimFaults, StageFaults};
-use crate::filecoin::reservation_for_counts;
+use crate::filecoin::{default_priority, reservation_for_counts};
 
 /// Stage durations and memory of one kind of proof, derived from the real
 /// circuit's shape and the daemon's own measured stage times (below).
@@ -85,24 +86,71 @@ impl Measured {
     }
 }
 
-impl SimProfile {
-    pub const NAMES: [&'static str; 2] = ["porep-32g", "winning-post"];
+/// A profile: a Filecoin kind at 32 GiB, its 2 KiB measurement scaled to
+/// the 32 GiB circuit's counts, at the kind's default priority.
+struct Known {
+    /// What `sim.profile` says.
+    name: &'static str,
+    /// The kind whose jobs it stands for (its priority follows).
+    kind: Kind,
+    /// The 32 GiB request's circuit partitions.
+    partitions: u32,
+    /// The kind's 2 KiB stage times.
+    measured: &'static Measured,
+    /// The 32 GiB circuit's counts.
+    counts: &'static QueryCounts,
+}
 
+static PROFILES: [Known; 2] = [
+    // 10 partitions of 130,278,869 constraints (domain 2^27): about 58 s
+    // synthesis, 9.6 s on the GPU, 1 s finalize, 38 GiB each.
+    Known { name: "porep-32g", kind: Kind::Porep, partitions: 10, measured: &POREP_2KIB_H200, counts: &POREP_32GIB },
+    // One partition of 370,723 constraints (domain 2^19), critical.
+    Known { name: "winning-post", kind: Kind::WinningPost, partitions: 1, measured: &WINNING_2KIB_H200, counts: &WINNING_32GIB },
+];
+
+/// Why the simulated backend cannot be built from its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// `sim.profile` names no known profile.
+    #[error("unknown sim profile {name:?}; known: {}", profile_names())]
+    UnknownProfile {
+        /// What `sim.profile` says.
+        name: String,
+    },
+    /// Zero, negative or not finite.
+    #[error("sim time_scale must be positive, got {0}")]
+    TimeScale(f64),
+    /// A jitter of 1 or more could make a stage take no time or less.
+    #[error("sim jitter must be in [0, 1), got {0}")]
+    Jitter(f64),
+    /// A fault rate that is no probability.
+    #[error("sim.faults.{stage}.{name} must be in [0, 1], got {rate}")]
+    Rate {
+        /// The stage's faults section.
+        stage: &'static str,
+        /// The rate's setting.
+        name: &'static str,
+        /// Its value.
+        rate: f64,
+    },
+    /// One draw decides a stage's error or panic, so their rates add up.
+    #[error("sim.faults.{0}: error_rate + panic_rate exceeds 1")]
+    RatesOverOne(&'static str),
+}
+
+fn profile_names() -> String {
+    PROFILES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+impl SimProfile {
     /// The profile of that name; the error lists the known ones.
-    pub fn by_name(name: &str) -> Result<Self, String> {
-        match name {
-            // 10 partitions of 130,278,869 constraints (domain 2^27): about
-            // 58 s synthesis, 9.6 s on the GPU, 1 s finalize, 38 GiB each.
-            "porep-32g" => Ok(POREP_2KIB_H200.scaled("porep-32g", 10, Priority::Normal, &POREP_32GIB)),
-            // One partition of 370,723 constraints (domain 2^19), critical.
-            "winning-post" => {
-                Ok(WINNING_2KIB_H200.scaled("winning-post", 1, Priority::Critical, &WINNING_32GIB))
-            }
-            _ => Err(format!(
-                "unknown sim profile {name:?}; known: {}",
-                Self::NAMES.join(", ")
-            )),
-        }
+    pub fn by_name(name: &str) -> Result<Self, SimError> {
+        let known = PROFILES
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| SimError::UnknownProfile { name: name.to_string() })?;
+        Ok(known.measured.scaled(known.name, known.partitions, default_priority(known.kind), known.counts))
     }
 }
 
@@ -124,29 +172,23 @@ pub struct SimBackend {
 }
 
 impl SimBackend {
-    pub fn from_config(config: &SimConfig) -> Result<Self, String> {
+    pub fn from_config(config: &SimConfig) -> Result<Self, SimError> {
         let profile = SimProfile::by_name(&config.profile)?;
         if !(config.time_scale > 0.0 && config.time_scale.is_finite()) {
-            return Err(format!(
-                "sim time_scale must be positive, got {}",
-                config.time_scale
-            ));
+            return Err(SimError::TimeScale(config.time_scale));
         }
         if !(0.0..1.0).contains(&config.jitter) {
-            return Err(format!(
-                "sim jitter must be in [0, 1), got {}",
-                config.jitter
-            ));
+            return Err(SimError::Jitter(config.jitter));
         }
         let faults = &config.faults;
         for (stage, f) in [("synthesis", &faults.synthesis), ("prove", &faults.prove), ("finalize", &faults.finalize)] {
             for (name, rate) in [("error_rate", f.error_rate), ("panic_rate", f.panic_rate), ("stall_rate", f.stall_rate)] {
                 if !(0.0..=1.0).contains(&rate) {
-                    return Err(format!("sim.faults.{stage}.{name} must be in [0, 1], got {rate}"));
+                    return Err(SimError::Rate { stage, name, rate });
                 }
             }
             if f.error_rate + f.panic_rate > 1.0 {
-                return Err(format!("sim.faults.{stage}: error_rate + panic_rate exceeds 1"));
+                return Err(SimError::RatesOverOne(stage));
             }
         }
         Ok(Self {
@@ -322,5 +364,8 @@ mod tests {
         let winning = SimProfile::by_name("winning-post").unwrap();
         assert_eq!((winning.partitions, winning.priority), (1, Priority::Critical));
         assert!(winning.synthesis < porep.synthesis / 10);
+        let unknown = SimProfile::by_name("porep-64g").unwrap_err();
+        assert!(matches!(unknown, SimError::UnknownProfile { .. }), "{unknown:?}");
+        assert!(unknown.to_string().ends_with("known: porep-32g, winning-post"), "{unknown}");
     }
 }

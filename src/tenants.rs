@@ -33,24 +33,37 @@ impl TenantLimits {
         }
     }
 
-    pub fn check(&self, tenant: &str) -> Result<(), String> {
+    /// The limits as configured for `tenant` (a name, or the section that
+    /// holds them), checked.
+    pub fn check(&self, tenant: &str) -> Result<(), TenantError> {
         if !self.submit_rate_per_s.is_finite() || self.submit_rate_per_s < 0.0 {
-            return Err(format!(
-                "auth: tenant {tenant:?}: submit_rate_per_s must be a number of at least 0"
-            ));
+            return Err(TenantError::SubmitRate { tenant: tenant.to_string() });
         }
         Ok(())
     }
 }
 
+/// Why a tenant's name or limits are refused; the configuration names the
+/// tenant, so fixing it is the operator's.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum TenantError {
+    /// A name that is empty, longer than 64 bytes or not plain ASCII.
+    #[error("tenant {0:?}: a tenant name is 1 to 64 characters of A-Z a-z 0-9 - _ .")]
+    Name(String),
+    /// A submit rate that is negative or not a number.
+    #[error("tenant {tenant:?}: submit_rate_per_s must be a number of at least 0")]
+    SubmitRate {
+        /// The tenant (or `tenant_defaults`) whose rate it is.
+        tenant: String,
+    },
+}
+
 /// A tenant name: it appears in logs and as a metric label, so it is short
 /// and plain.
-pub fn check_tenant_name(name: &str) -> Result<(), String> {
+pub fn check_tenant_name(name: &str) -> Result<(), TenantError> {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
     if name.is_empty() || name.len() > 64 || !name.chars().all(plain) {
-        return Err(format!(
-            "tenant {name:?}: a tenant name is 1 to 64 characters of A-Z a-z 0-9 - _ ."
-        ));
+        return Err(TenantError::Name(name.to_string()));
     }
     Ok(())
 }
@@ -149,15 +162,17 @@ mod tests {
         let limits = |rate| TenantLimits { submit_rate_per_s: rate, ..TenantLimits::default() };
         assert_eq!(limits(0.2).burst(), 1.0);
         assert_eq!(limits(2.5).burst(), 3.0);
-        assert!(limits(-1.0).check("t").is_err());
-        assert!(limits(f64::NAN).check("t").is_err());
+        let refused = Err(TenantError::SubmitRate { tenant: "t".into() });
+        assert_eq!(limits(-1.0).check("t"), refused);
+        assert_eq!(limits(f64::NAN).check("t"), refused);
+        assert_eq!(limits(0.0).check("t"), Ok(()));
     }
 
     #[test]
     fn tenant_names_are_plain() {
         assert!(check_tenant_name("acme-1.prod_eu").is_ok());
         for bad in ["", "a b", "a:b", "a@b", "é", &"x".repeat(65)] {
-            assert!(check_tenant_name(bad).is_err(), "{bad:?}");
+            assert_eq!(check_tenant_name(bad), Err(TenantError::Name(bad.to_string())));
         }
     }
 }

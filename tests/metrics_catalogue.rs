@@ -4,7 +4,7 @@ mod common;
 
 use std::time::Duration;
 
-use cuzk_actors::telemetry::CATALOGUE;
+use cuzk::telemetry::CATALOGUE;
 use serde_json::json;
 
 fn catalogue_table() -> String {
@@ -38,6 +38,16 @@ fn docs_list_exactly_the_catalogue() {
         docs.contains(&expected),
         "docs/metrics.md is out of date; its table must read:\n\n{expected}"
     );
+}
+
+/// The catalogue joins the scheduler's part and the daemon's, declared in two
+/// crates: a name in both would be one series fed by two meanings.
+#[test]
+fn every_metric_is_declared_once() {
+    let mut names = std::collections::BTreeSet::new();
+    for def in CATALOGUE {
+        assert!(names.insert(def.name), "{} is declared twice", def.name);
+    }
 }
 
 #[test]

@@ -1,20 +1,34 @@
 //! The import rules of docs/architecture.md, checked on the source itself:
-//! the modules of a crate reference each other without a circle; inside
-//! the actors crate no actor's file references another actor's file (actors
-//! talk through message modules and `Recipient`s wired in `system.rs`); in
-//! the daemon, only the server that mounts it references the HTTP layer.
+//! no crate of the workspace has modules that reference each other in a
+//! circle; inside the actors crate no actor's file references another
+//! actor's file (actors talk through message modules and `Recipient`s wired
+//! in `system.rs`); in the daemon, only the server that mounts it references
+//! the HTTP layer.
 //!
-//! The graph is read from the text: every `use crate::…`, `use super::…`,
-//! `use self::…` tree and every inline `crate::…` path, resolved to the
-//! longest module path that is a file. The crate root (`lib.rs`) is left
-//! out: it only declares modules and re-exports them, so an edge through it
-//! says nothing about who needs whom.
+//! The graph is read from the text, lexed just enough that comments, strings
+//! and character literals name nothing. Every path that starts at `crate`,
+//! `super` or `self` counts, in a `use` tree or inline in code
+//! (`super::pg::describe(&e)`, `crate::http::routes()`), resolved from the
+//! module it is written in (an inline `mod tests { … }` is a module of its
+//! own, so its `use super::*` names the file around it) to the longest module
+//! path that is a file. The modules are found as the compiler finds them:
+//! from each crate root (`lib.rs`, `main.rs`: a binary is a crate of its own)
+//! through its `mod` declarations.
+//!
+//! Two kinds of reference are no edge. A crate root only declares modules
+//! and re-exports them, so an edge through it says nothing about who needs
+//! whom. A file's bare paths to the modules it declares (`pg::Pg` in
+//! `store.rs`) are not read: a parent and the files it declares are one
+//! room whose parent is the interface, while the children's `super::` paths
+//! back to it are edges like any other.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Module path (`tracker::views`) → the module paths it references.
-type Graph = BTreeMap<String, BTreeSet<String>>;
+/// Module path (`tracker::views`) → the module paths it references, each
+/// with the first path written in its source that makes the edge (what a
+/// failure prints, so that the line is easy to find).
+type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The actors of the actors crate, by the first segment of their module
 /// path; a module below one (`tracker::views`) belongs to that actor.
@@ -28,189 +42,426 @@ const ACTORS: [&str; 7] = [
     "worker_monitor",
 ];
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("readable source directory") {
-        let path = entry.expect("readable entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
+/// What the checker needs of Rust's tokens.
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    /// An identifier or keyword (`r#type` as `type`).
+    Word(String),
+    /// `::`
+    PathSep,
+    /// Any other character that is not white space.
+    Punct(char),
+}
+
+/// The tokens of a source text, without comments, strings, character
+/// literals, lifetimes and numbers: none of them can name a module.
+fn lex(text: &str) -> Vec<Token> {
+    let chars: Vec<char> = text.chars().collect();
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    // The end of a quoted literal whose opening quote is just before `i`.
+    let closing = |mut i: usize, quote: char| {
+        while i < chars.len() && chars[i] != quote {
+            i += if chars[i] == '\\' { 2 } else { 1 };
+        }
+        i + 1
+    };
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '/' && at(i + 1) == '/' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && at(i + 1) == '*' {
+            // Block comments nest.
+            let mut depth = 0;
+            while i < chars.len() {
+                if at(i) == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if at(i) == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if c == '"' {
+            i = closing(i + 1, '"');
+        } else if c == '\'' {
+            i = if at(i + 1) == '\\' {
+                closing(i + 3, '\'')
+            } else if at(i + 2) == '\'' {
+                i + 3
+            } else {
+                // A lifetime or a loop label: the tick and its name.
+                let mut end = i + 1;
+                while end < chars.len() && is_word(chars[end]) {
+                    end += 1;
+                }
+                end
+            };
+        } else if c.is_ascii_digit() {
+            while i < chars.len() && is_word(chars[i]) {
+                i += 1;
+            }
+        } else if is_word(c) {
+            let start = i;
+            while i < chars.len() && is_word(chars[i]) {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let hashes = chars[i..].iter().take_while(|c| **c == '#').count();
+            match (word.as_str(), at(i)) {
+                // Raw strings: r"…", r#"…"#, br"…", cr#"…"#.
+                ("r" | "br" | "cr", '"' | '#') if at(i + hashes) == '"' => {
+                    let mut end = i + hashes + 1;
+                    while end < chars.len()
+                        && !(chars[end] == '"' && (1..=hashes).all(|k| at(end + k) == '#'))
+                    {
+                        end += 1;
+                    }
+                    i = end + 1 + hashes;
+                }
+                ("b" | "c", '"') => i = closing(i + 1, '"'),
+                ("b", '\'') => i = closing(i + 1, '\''),
+                // A raw identifier: r#type.
+                ("r", '#') if hashes == 1 && is_word(at(i + 1)) => {
+                    let start = i + 1;
+                    i = start;
+                    while i < chars.len() && is_word(chars[i]) {
+                        i += 1;
+                    }
+                    tokens.push(Token::Word(chars[start..i].iter().collect()));
+                }
+                _ => tokens.push(Token::Word(word)),
+            }
+        } else if c == ':' && at(i + 1) == ':' {
+            tokens.push(Token::PathSep);
+            i += 2;
+        } else {
+            tokens.push(Token::Punct(c));
+            i += 1;
         }
     }
+    tokens
 }
 
-/// `a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs` is the root ("").
-fn module_path(src: &Path, file: &Path) -> String {
-    let relative = file.strip_prefix(src).expect("file under src");
-    let mut segments: Vec<String> = relative
-        .with_extension("")
-        .iter()
-        .map(|s| s.to_string_lossy().into_owned())
-        .collect();
-    if matches!(segments.last().map(String::as_str), Some("mod" | "lib" | "main")) {
-        segments.pop();
+/// Expands the use tree at `tokens[*pos]` (`a::{b, c::{d, self}}`, `a::*`,
+/// `a as b`) into its paths and moves `pos` past it.
+fn use_tree(tokens: &[Token], pos: &mut usize) -> Vec<Vec<String>> {
+    let mut prefix = Vec::new();
+    while let Some(token) = tokens.get(*pos) {
+        match token {
+            Token::PathSep => *pos += 1,
+            // `path as alias`: the alias names nothing in the crate.
+            Token::Word(word) if word == "as" => {
+                *pos += 2;
+                break;
+            }
+            Token::Word(word) => {
+                prefix.push(word.clone());
+                *pos += 1;
+            }
+            Token::Punct('*') => {
+                *pos += 1;
+                break;
+            }
+            Token::Punct('{') => {
+                *pos += 1;
+                let mut paths = Vec::new();
+                while !matches!(tokens.get(*pos), None | Some(Token::Punct('}'))) {
+                    let before = *pos;
+                    for rest in use_tree(tokens, pos) {
+                        paths.push(prefix.iter().cloned().chain(rest).collect());
+                    }
+                    // A separator, or a token no use tree holds (a macro's
+                    // `$`): step over it.
+                    if tokens.get(*pos) == Some(&Token::Punct(',')) || *pos == before {
+                        *pos += 1;
+                    }
+                }
+                *pos += 1;
+                return paths;
+            }
+            Token::Punct(_) => break,
+        }
     }
-    segments.join("::")
+    vec![prefix]
 }
 
-/// The text without comments, so that prose naming a path is no edge.
-fn strip_comments(text: &str) -> String {
-    text.lines()
-        .map(|line| match line.find("//") {
-            Some(at) => &line[..at],
-            None => line,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// A path written in `module` (segments from the crate root, an inline
+/// module's name included), from the crate root; `None` when it does not
+/// start at `crate`, `self` or `super` (another crate, a local name).
+fn absolute(module: &[String], path: &[String]) -> Option<Vec<String>> {
+    let (first, mut rest) = path.split_first()?;
+    let mut resolved = match first.as_str() {
+        "crate" => Vec::new(),
+        "self" => module.to_vec(),
+        "super" => {
+            let mut parent = module.to_vec();
+            parent.pop()?;
+            parent
+        }
+        _ => return None,
+    };
+    while rest.first().is_some_and(|s| s == "super") {
+        resolved.pop()?;
+        rest = &rest[1..];
+    }
+    // `a::{self, b}` names `a` itself.
+    resolved.extend(rest.iter().filter(|s| *s != "self").cloned());
+    Some(resolved)
 }
 
-/// Expands a use tree (`a::{b, c::{d, self}}`) into its paths.
-fn expand_use(tree: &str) -> Vec<Vec<String>> {
-    let segments = |path: &str| -> Vec<String> {
-        path.split("::")
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect()
+/// What one module file says about the module tree.
+#[derive(Debug, Default)]
+struct Reading {
+    /// The paths it names, each from the crate root, with the text as
+    /// written (for the failure message).
+    paths: Vec<(Vec<String>, String)>,
+    /// The modules it declares by `mod name;`, whose files are found next.
+    declared: Vec<Vec<String>>,
+}
+
+/// Reads the file of `module` (segments from the crate root).
+fn read_module(module: &[String], text: &str) -> Reading {
+    let tokens = lex(text);
+    let word = |i: usize| match tokens.get(i) {
+        Some(Token::Word(w)) => Some(w.as_str()),
+        _ => None,
     };
-    let tree = tree.trim();
-    let Some(open) = tree.find('{') else {
-        // `path as alias`: the alias names nothing in the crate.
-        return vec![segments(tree.split_whitespace().next().unwrap_or(""))];
-    };
-    let prefix = segments(&tree[..open]);
-    let inner = &tree[open + 1..tree.rfind('}').expect("balanced use tree")];
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0, 0);
-    for (i, c) in inner.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&inner[start..i]);
-                start = i + 1;
+    let mut reading = Reading::default();
+    // The module the reader is in (the file's, then the inline modules
+    // around it), and the brace depth that closes each inline one.
+    let mut here = module.to_vec();
+    let mut closes: Vec<usize> = Vec::new();
+    let mut depth = 0;
+    let mut i = 0;
+    while i < tokens.len() {
+        let mut record = |here: &[String], written: &[String]| {
+            if let Some(path) = absolute(here, written) {
+                reading.paths.push((path, written.join("::")));
+            }
+        };
+        match &tokens[i] {
+            Token::Punct('{') => depth += 1,
+            Token::Punct('}') => {
+                if closes.last() == Some(&depth) {
+                    closes.pop();
+                    here.pop();
+                }
+                depth -= 1;
+            }
+            Token::Word(w) if w == "mod" => {
+                if let Some(name) = word(i + 1) {
+                    match tokens.get(i + 2) {
+                        Some(Token::Punct('{')) => {
+                            depth += 1;
+                            closes.push(depth);
+                            here.push(name.to_string());
+                            i += 2;
+                        }
+                        Some(Token::Punct(';')) => {
+                            reading
+                                .declared
+                                .push(here.iter().cloned().chain([name.to_string()]).collect());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Token::Word(w) if w == "use" => {
+                i += 1;
+                for written in use_tree(&tokens, &mut i) {
+                    record(&here, &written);
+                }
+                continue;
+            }
+            // An inline path's first segment: `super::pg::describe`, not
+            // the `super` of `pub(super)` nor a segment after `::`.
+            Token::Word(w)
+                if matches!(w.as_str(), "crate" | "self" | "super")
+                    && tokens.get(i + 1) == Some(&Token::PathSep)
+                    && (i == 0 || tokens[i - 1] != Token::PathSep) =>
+            {
+                let mut written = vec![w.clone()];
+                let mut end = i + 1;
+                while tokens.get(end) == Some(&Token::PathSep) {
+                    match word(end + 1) {
+                        Some(segment) => written.push(segment.to_string()),
+                        // `f::<T>`, `a::{…}` (a macro's) or `a::*`.
+                        None => break,
+                    }
+                    end += 2;
+                }
+                record(&here, &written);
+                i = end;
+                continue;
             }
             _ => {}
         }
+        i += 1;
     }
-    parts.push(&inner[start..]);
-    parts
-        .into_iter()
-        .filter(|p| !p.trim().is_empty())
-        .flat_map(expand_use)
-        .map(|rest| prefix.iter().cloned().chain(rest).collect())
-        .collect()
+    reading
 }
 
-/// The paths a file names, each from the crate root.
-fn referenced_paths(module: &str, text: &str) -> Vec<Vec<String>> {
-    let text = strip_comments(text);
-    let parent: Vec<String> = module
-        .split("::")
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
-    let absolute = |path: Vec<String>| -> Option<Vec<String>> {
-        match path.first().map(String::as_str) {
-            Some("crate") => Some(path[1..].to_vec()),
-            Some("super" | "self") => {
-                let mut base = parent.clone();
-                let mut rest = path.as_slice();
-                if rest[0] == "self" {
-                    rest = &rest[1..];
-                }
-                while rest.first().is_some_and(|s| s == "super") {
-                    base.pop();
-                    rest = &rest[1..];
-                }
-                Some(base.into_iter().chain(rest.iter().cloned()).collect())
-            }
-            _ => None,
-        }
-    };
-    let mut paths = Vec::new();
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find("use ") {
-        let statement_start = at + 4;
-        let boundary_ok = at == 0 || !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
-        let end = rest[statement_start..].find(';').map(|e| statement_start + e);
-        match end {
-            Some(end) if boundary_ok => {
-                paths.extend(expand_use(&rest[statement_start..end]).into_iter().filter_map(absolute));
-                rest = &rest[end..];
-            }
-            _ => rest = &rest[statement_start..],
-        }
+/// The file of a module: `a/b.rs` or `a/b/mod.rs` under `src`.
+fn module_file(src: &Path, module: &[String]) -> PathBuf {
+    let base = module
+        .iter()
+        .fold(src.to_path_buf(), |dir, segment| dir.join(segment));
+    let flat = base.with_extension("rs");
+    if flat.is_file() {
+        flat
+    } else {
+        base.join("mod.rs")
     }
-    for (at, _) in text.match_indices("crate::") {
-        if text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+}
+
+/// The module graph of the crate whose root file is `root` (`src/lib.rs`,
+/// `src/main.rs`).
+fn module_graph(root: &Path) -> Graph {
+    let src = root.parent().expect("a crate root lies in a directory");
+    let mut readings: BTreeMap<Vec<String>, Reading> = BTreeMap::new();
+    let mut pending = vec![Vec::new()];
+    while let Some(module) = pending.pop() {
+        if readings.contains_key(&module) {
             continue;
         }
-        let path: String = text[at..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-            .collect();
-        paths.extend(absolute(path.split("::").filter(|s| !s.is_empty()).map(String::from).collect()));
+        let file = if module.is_empty() {
+            root.to_path_buf()
+        } else {
+            module_file(src, &module)
+        };
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("module {} ({}): {e}", module.join("::"), file.display()));
+        let reading = read_module(&module, &text);
+        pending.extend(reading.declared.iter().cloned());
+        readings.insert(module, reading);
     }
-    paths
-}
-
-/// The module graph of one crate's `src` directory.
-fn module_graph(src: &Path) -> Graph {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    let modules: BTreeMap<String, PathBuf> =
-        files.into_iter().map(|f| (module_path(src, &f), f)).collect();
     let mut graph = Graph::new();
-    for (module, file) in &modules {
-        if module.is_empty() {
-            continue;
-        }
-        let text = std::fs::read_to_string(file).expect("readable source file");
-        let edges = graph.entry(module.clone()).or_default();
-        for path in referenced_paths(module, &text) {
+    for (module, reading) in readings.iter().filter(|(module, _)| !module.is_empty()) {
+        let edges = graph.entry(module.join("::")).or_default();
+        for (path, written) in &reading.paths {
             let target = (1..=path.len())
                 .rev()
-                .map(|n| path[..n].join("::"))
-                .find(|candidate| modules.contains_key(candidate));
+                .map(|n| &path[..n])
+                .find(|candidate| readings.contains_key(*candidate));
             if let Some(target) = target.filter(|t| t != module) {
-                edges.insert(target);
+                edges
+                    .entry(target.join("::"))
+                    .or_insert_with(|| written.clone());
             }
         }
     }
     graph
 }
 
-/// A circle of modules, if there is one.
-fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &Graph,
-        done: &mut BTreeSet<String>,
-        stack: &mut Vec<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = stack.iter().position(|n| n == node) {
-            let mut cycle = stack[at..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        stack.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, graph, done, stack) {
-                return Some(cycle);
+/// The circles of a graph: its strongly connected components of more than
+/// one module (Tarjan's algorithm).
+fn circles(graph: &Graph) -> Vec<BTreeSet<String>> {
+    struct Search<'g> {
+        graph: &'g Graph,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        found: Vec<BTreeSet<String>>,
+    }
+    impl<'g> Search<'g> {
+        fn visit(&mut self, node: &'g str) {
+            let index = self.index.len();
+            self.index.insert(node, index);
+            self.low.insert(node, index);
+            self.stack.push(node);
+            let graph = self.graph;
+            for next in graph.get(node).into_iter().flat_map(BTreeMap::keys) {
+                if !self.index.contains_key(next.as_str()) {
+                    self.visit(next);
+                    let low = self.low[node].min(self.low[next.as_str()]);
+                    self.low.insert(node, low);
+                } else if self.stack.contains(&next.as_str()) {
+                    let low = self.low[node].min(self.index[next.as_str()]);
+                    self.low.insert(node, low);
+                }
+            }
+            if self.low[node] == index {
+                let at = self
+                    .stack
+                    .iter()
+                    .position(|n| *n == node)
+                    .expect("on the stack");
+                let component: BTreeSet<String> =
+                    self.stack.drain(at..).map(String::from).collect();
+                if component.len() > 1 {
+                    self.found.push(component);
+                }
             }
         }
-        stack.pop();
-        done.insert(node.to_string());
-        None
     }
-    let mut done = BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|node| visit(node, graph, &mut done, &mut Vec::new()))
+    let mut search = Search {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !search.index.contains_key(node.as_str()) {
+            search.visit(node);
+        }
+    }
+    search.found
+}
+
+/// A circle as its edges and the paths that make them, for a failure.
+fn describe(graph: &Graph, circle: &BTreeSet<String>) -> String {
+    let edges: Vec<String> = circle
+        .iter()
+        .flat_map(|from| {
+            graph[from]
+                .iter()
+                .filter(|(to, _)| circle.contains(*to))
+                .map(move |(to, written)| format!("{from} -> {to} ({written})"))
+        })
+        .collect();
+    edges.join(", ")
+}
+
+/// Every crate root of the workspace, relative to it: each member's
+/// `src/lib.rs` and `src/main.rs`, read from the members of the workspace's
+/// Cargo.toml so that a new crate is checked without editing this test.
+fn crate_roots() -> Vec<String> {
+    let manifest =
+        std::fs::read_to_string(workspace_file("Cargo.toml")).expect("workspace Cargo.toml");
+    let members = manifest
+        .split_once("members = [")
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .expect("a members list in the workspace Cargo.toml")
+        .0;
+    let roots: Vec<String> = members
+        .split(',')
+        .map(|member| member.trim().trim_matches('"'))
+        .filter(|member| !member.is_empty())
+        .flat_map(|member| {
+            let src = if member == "." {
+                "src".to_string()
+            } else {
+                format!("{member}/src")
+            };
+            ["lib.rs", "main.rs"].map(|root| format!("{src}/{root}"))
+        })
+        .filter(|root| workspace_file(root).is_file())
+        .collect();
+    assert!(roots.len() >= 5, "every member's crate roots: {roots:?}");
+    roots
 }
 
 fn actor_of(module: &str) -> Option<&'static str> {
@@ -218,75 +469,175 @@ fn actor_of(module: &str) -> Option<&'static str> {
     ACTORS.iter().copied().find(|actor| *actor == first)
 }
 
-fn crate_src(dir: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
-}
-
-fn actors_src() -> PathBuf {
-    crate_src("actors/src")
+fn workspace_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
 }
 
 #[test]
 fn no_crate_of_the_workspace_has_an_import_circle() {
-    for dir in ["src", "kernels/src", "bench/src"] {
-        let graph = module_graph(&crate_src(dir));
-        assert!(graph.len() > 3, "{dir}: the graph holds the crate's modules: {graph:?}");
-        assert_eq!(find_cycle(&graph), None, "{dir}: modules import each other in a circle");
+    let mut failures = Vec::new();
+    for root in crate_roots() {
+        let graph = module_graph(&workspace_file(&root));
+        for circle in circles(&graph) {
+            failures.push(format!("{root}: {}", describe(&graph, &circle)));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "modules reference each other in a circle: {failures:#?}"
+    );
+}
+
+#[test]
+fn every_crate_graph_holds_its_modules() {
+    for (root, at_least) in [
+        ("src/lib.rs", 30),
+        ("actors/src/lib.rs", 20),
+        ("kernels/src/lib.rs", 10),
+        ("filecoin/src/lib.rs", 10),
+        ("bench/src/lib.rs", 10),
+    ] {
+        let graph = module_graph(&workspace_file(root));
+        assert!(
+            graph.len() >= at_least,
+            "{root}: {} modules: {graph:?}",
+            graph.len()
+        );
     }
 }
 
 #[test]
 fn only_the_server_references_the_http_layer() {
-    let graph = module_graph(&crate_src("src"));
+    let graph = module_graph(&workspace_file("src/lib.rs"));
     let below: Vec<String> = graph
         .iter()
         .filter(|(from, _)| *from != "server" && *from != "http" && !from.starts_with("http::"))
-        .flat_map(|(from, targets)| targets.iter().map(move |to| (from, to)))
-        .filter(|(_, to)| *to == "http" || to.starts_with("http::"))
-        .map(|(from, to)| format!("{from} -> {to}"))
+        .flat_map(|(from, targets)| targets.iter().map(move |(to, written)| (from, to, written)))
+        .filter(|(_, to, _)| *to == "http" || to.starts_with("http::"))
+        .map(|(from, to, written)| format!("{from} -> {to} ({written})"))
         .collect();
-    assert!(below.is_empty(), "modules below the HTTP layer reference it: {below:?}");
-}
-
-#[test]
-fn the_actors_crate_has_no_import_circle() {
-    let graph = module_graph(&actors_src());
-    assert!(graph.len() > 10, "the graph holds the crate's modules: {graph:?}");
-    assert_eq!(find_cycle(&graph), None, "modules import each other in a circle");
+    assert!(
+        below.is_empty(),
+        "modules below the HTTP layer reference it: {below:?}"
+    );
 }
 
 #[test]
 fn no_actor_file_references_another_actor_file() {
-    let graph = module_graph(&actors_src());
+    let graph = module_graph(&workspace_file("actors/src/lib.rs"));
     let crossings: Vec<String> = graph
         .iter()
-        .flat_map(|(from, targets)| targets.iter().map(move |to| (from, to)))
-        .filter(|(from, to)| {
-            matches!((actor_of(from), actor_of(to)), (Some(a), Some(b)) if a != b)
-        })
-        .map(|(from, to)| format!("{from} -> {to}"))
+        .flat_map(|(from, targets)| targets.iter().map(move |(to, written)| (from, to, written)))
+        .filter(
+            |(from, to, _)| matches!((actor_of(from), actor_of(to)), (Some(a), Some(b)) if a != b),
+        )
+        .map(|(from, to, written)| format!("{from} -> {to} ({written})"))
         .collect();
-    assert!(crossings.is_empty(), "actor files reference other actors: {crossings:?}");
+    assert!(
+        crossings.is_empty(),
+        "actor files reference other actors: {crossings:?}"
+    );
 }
 
-/// The checker itself: a small tree with a circle through a grouped use,
-/// a `super::` path and an inline `crate::` path.
+/// The checker itself, on a small crate: grouped, nested and inline paths;
+/// an inline module's own `super`; comments, strings and a second crate root
+/// that name nothing.
 #[test]
-fn the_graph_sees_grouped_super_and_inline_references() {
-    let src = std::env::temp_dir().join(format!("cuzk-module-graph-{}", std::process::id()));
-    std::fs::create_dir_all(src.join("a")).expect("temp dir");
-    let write = |name: &str, text: &str| std::fs::write(src.join(name), text).expect("write");
-    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n");
-    write("a/mod.rs", "//! a\nmod inner;\n// use crate::c; (a comment is no edge)\n");
+fn the_graph_sees_use_trees_and_inline_paths() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path();
+    let write = |name: &str, text: &str| {
+        let file = src.join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).expect("module dir");
+        std::fs::write(file, text).expect("write");
+    };
+    write(
+        "lib.rs",
+        "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\n",
+    );
+    // `crate::d` in the binary is the binary's own module, not the library's.
+    write("main.rs", "mod d;\nfn main() { crate::d::run() }\n");
+    write(
+        "a/mod.rs",
+        "//! a: `use crate::c;` in a comment\nmod inner;\nfn f() { inner::g() }\n",
+    );
     write("a/inner.rs", "use super::super::{b::{self, Thing as T}};\n");
-    write("b.rs", "fn f() -> crate::c::Item { todo!() }\n");
-    write("c.rs", "pub use crate::a::inner;\n");
-    let graph = module_graph(&src);
-    std::fs::remove_dir_all(&src).expect("clean up");
-    assert_eq!(graph["a"], BTreeSet::new());
-    assert_eq!(graph["a::inner"], BTreeSet::from(["b".to_string()]));
-    assert_eq!(graph["b"], BTreeSet::from(["c".to_string()]));
-    let cycle = find_cycle(&graph).expect("a::inner -> b -> c -> a::inner");
-    assert_eq!(cycle.first(), cycle.last());
-    assert_eq!(cycle.len(), 4);
+    write(
+        "b.rs",
+        "fn f() -> crate::c::Item { todo!() }\n/* crate::e:: /* nested */ crate::e */\n",
+    );
+    write(
+        "c.rs",
+        "pub fn f() { let url = \"http://x\"; super::a::inner::g(); }\n\
+         const S: &str = r#\"crate::e\"#;\nconst Q: char = '\"'; fn g<'a>(x: &'a str) {}\n",
+    );
+    write(
+        "d.rs",
+        "#[cfg(test)]\nmod tests { use super::*; fn t() { self::helper(); crate::e::h(); } }\n",
+    );
+    write("e.rs", "pub(super) fn h() { let _ = self::h; }\n");
+    let graph = module_graph(&src.join("lib.rs"));
+    let targets = |module: &str| graph[module].keys().cloned().collect::<BTreeSet<String>>();
+    let set = |modules: &[&str]| {
+        modules
+            .iter()
+            .map(|m| m.to_string())
+            .collect::<BTreeSet<String>>()
+    };
+    let expected: [(&str, &[&str], &str); 6] = [
+        (
+            "a",
+            &[],
+            "comments and a parent's bare paths to its children are no edge",
+        ),
+        ("a::inner", &["b"], "a nested super in a use tree"),
+        (
+            "b",
+            &["c"],
+            "an inline crate path, not one in a block comment",
+        ),
+        (
+            "c",
+            &["a::inner"],
+            "an inline super path after a string with //",
+        ),
+        (
+            "d",
+            &["e"],
+            "super and self in an inline module name the file's own module",
+        ),
+        ("e", &[], "pub(super) and self::item name no other module"),
+    ];
+    for (module, edges, why) in expected {
+        assert_eq!(targets(module), set(edges), "{module}: {why}");
+    }
+    assert_eq!(graph["c"]["a::inner"], "super::a::inner::g");
+    let circle = set(&["a::inner", "b", "c"]);
+    assert_eq!(circles(&graph), vec![circle.clone()]);
+    assert!(describe(&graph, &circle).contains("c -> a::inner (super::a::inner::g)"));
+
+    let binary = module_graph(&src.join("main.rs"));
+    assert_eq!(binary.keys().cloned().collect::<Vec<_>>(), ["d"]);
+}
+
+/// What made this check necessary: a circle closed only by an inline path
+/// in code is found.
+#[test]
+fn an_inline_path_closes_a_circle() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write =
+        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
+    write("lib.rs", "mod pg;\nmod migrate;\n");
+    write("pg.rs", "use super::migrate;\npub fn describe() {}\n");
+    write(
+        "migrate.rs",
+        "pub fn run() { let _ = format!(\"{}\", super::pg::describe()); }\n",
+    );
+    let graph = module_graph(&dir.path().join("lib.rs"));
+    let found = circles(&graph);
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        describe(&graph, &found[0]),
+        "migrate -> pg (super::pg::describe), pg -> migrate (super::migrate)"
+    );
 }

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{agent, response, start_with, TestDaemon};
-use cuzk::auth::{parse_token_entry, Scope, TokenConfig};
+use cuzk::auth::{parse_token_entry, AuthError, Scope, TokenConfig};
 use cuzk::config::{BackendKind, Config};
 use cuzk::server::ServerError;
+use cuzk::tls::TlsError;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -257,7 +258,8 @@ fn without_tokens_only_loopback_unless_insecure() {
     .err()
     .expect("refuses a non-loopback listener without tokens");
     assert!(
-        matches!(&error, ServerError::Refused(text) if text.contains("--insecure")),
+        matches!(&error, ServerError::Auth(AuthError::NoTokensOffLoopback { .. }))
+            && error.to_string().contains("--insecure"),
         "{error:?}"
     );
 
@@ -435,8 +437,8 @@ fn tls_with_a_self_signed_certificate() {
         .err()
         .expect("a missing certificate stops startup");
     assert!(
-        matches!(&error, ServerError::Refused(text)
-            if text.contains("tls: cannot read certificates") && text.contains("missing.pem")),
+        matches!(&error, ServerError::Tls(TlsError::Certificates { path, .. }) if path.ends_with("missing.pem"))
+            && error.to_string().contains("tls: cannot read certificates"),
         "{error:?}"
     );
 }
@@ -457,7 +459,8 @@ fn token_config_rejects_ambiguity() {
         .err()
         .unwrap();
     assert!(
-        matches!(&error, ServerError::Refused(text) if text.contains("exactly one of token and sha256")),
+        matches!(&error, ServerError::Auth(AuthError::TokenOrDigest))
+            && error.to_string().contains("exactly one of token and sha256"),
         "{error:?}"
     );
 }

@@ -235,48 +235,40 @@ pub struct JobSpec {
     pub circuit_id: String,
     pub reservation: Reservation,
     pub work: Arc<dyn Any + Send + Sync>,
-    pub submitted: Instant,
-    pub submitted_wall: SystemTime,
-    pub deadline: Option<Instant>,
+    pub submitted: Submitted,
     /// Set by the tracker when the job fails or is cancelled; stage actors
     /// check it at stage boundaries and skip the work.
     pub(crate) abandoned: AtomicBool,
 }
 
-impl JobSpec {
-    /// The one way a spec is built, for a job accepted now or one restored
-    /// from the store: `submitted_wall` places it in time (the monotonic
-    /// instant follows from it), `deadline` counts from it.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        id: JobId,
-        seq: u64,
-        priority: Priority,
-        partitions: u32,
-        circuit: String,
-        circuit_id: String,
-        reservation: Reservation,
-        work: Arc<dyn Any + Send + Sync>,
-        submitted_wall: SystemTime,
-        deadline: Option<Duration>,
-    ) -> Self {
-        let submitted = time::instant_at(submitted_wall);
-        Self {
-            id,
-            seq,
-            priority,
-            partitions,
-            circuit,
-            circuit_id,
-            reservation,
-            work,
-            submitted,
-            submitted_wall,
-            deadline: deadline.map(|d| submitted + d),
-            abandoned: AtomicBool::new(false),
-        }
+/// When a job was submitted, on both clocks, and by when it should be done.
+#[derive(Clone, Copy, Debug)]
+pub struct Submitted {
+    /// The wall-clock time: what the API shows and the store keeps.
+    pub wall: SystemTime,
+    /// The same moment on the monotonic clock, which ages and timings count
+    /// from.
+    pub at: Instant,
+    /// The deadline on the monotonic clock; a miss is reported, not
+    /// enforced.
+    pub deadline: Option<Instant>,
+}
+
+impl Submitted {
+    /// A job submitted at `wall` (now, or when a restored job's record says:
+    /// it keeps its age) that should be done `deadline` after it.
+    pub fn new(wall: SystemTime, deadline: Option<Duration>) -> Self {
+        let at = time::instant_at(wall);
+        Self { wall, at, deadline: deadline.map(|d| at + d) }
     }
 
+    /// The deadline relative to submission, as the store keeps it.
+    pub fn deadline_after(&self) -> Option<Duration> {
+        self.deadline.map(|deadline| deadline - self.at)
+    }
+}
+
+impl JobSpec {
     /// The same job without its work: what a finished job keeps, so that
     /// its inputs are freed once no stage holds them.
     pub(crate) fn without_work(&self) -> Self {
@@ -290,8 +282,6 @@ impl JobSpec {
             reservation: self.reservation,
             work: Arc::new(()),
             submitted: self.submitted,
-            submitted_wall: self.submitted_wall,
-            deadline: self.deadline,
             abandoned: AtomicBool::new(self.is_abandoned()),
         }
     }

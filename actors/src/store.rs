@@ -4,6 +4,7 @@
 //! a fleet of daemons shares, whose nodes' trackers hold only the partitions
 //! they claimed: `Persistence::fleet`).
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::future::Future;
@@ -16,7 +17,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use crate::model::{JobId, Priority, ProofRecord, Stage, Tenant};
+use crate::model::{
+    JobId, JobSpec, Priority, ProofRecord, RecordedRequest, Reservation, Stage, Submitted, Tenant,
+};
+use crate::time::{from_unix_ms, unix_ms};
 
 /// Why the store could not do what was asked. The kind says what a caller
 /// can do about it: after `Closed` nothing more is written (the daemon is
@@ -76,7 +80,55 @@ pub struct JobRecord {
     pub request_digest: Option<[u8; 32]>,
 }
 
+/// A spec and its record hold the same job: these two are the one place a
+/// job crosses between them.
 impl JobRecord {
+    /// The record of a job the tracker accepted as `spec`, with what the
+    /// spec does not hold: whose it is, its idempotency key and the request
+    /// its work is rebuilt from.
+    pub fn accepted(
+        spec: &JobSpec,
+        tenant: Tenant,
+        idempotency_key: Option<String>,
+        request: RecordedRequest,
+    ) -> Self {
+        Self {
+            id: spec.id.clone(),
+            seq: spec.seq,
+            priority: spec.priority,
+            partitions: spec.partitions,
+            circuit: spec.circuit.clone(),
+            circuit_id: spec.circuit_id.clone(),
+            idempotency_key,
+            tenant,
+            submitted_unix_ms: unix_ms(spec.submitted.wall),
+            deadline_ms: spec.submitted.deadline_after().map(|d| d.as_millis() as u64),
+            request_digest: Some(request.digest),
+            request: request.text,
+        }
+    }
+
+    /// The spec of a stored job, whose `work` the caller rebuilt from the
+    /// recorded request: on restore, and when a fleet node claims the job's
+    /// partitions.
+    pub(crate) fn spec(&self, reservation: Reservation, work: Arc<dyn Any + Send + Sync>) -> JobSpec {
+        JobSpec {
+            id: self.id.clone(),
+            seq: self.seq,
+            priority: self.priority,
+            partitions: self.partitions,
+            circuit: self.circuit.clone(),
+            circuit_id: self.circuit_id.clone(),
+            reservation,
+            work,
+            submitted: Submitted::new(
+                from_unix_ms(self.submitted_unix_ms),
+                self.deadline_ms.map(Duration::from_millis),
+            ),
+            abandoned: Default::default(),
+        }
+    }
+
     /// The request's digest, recorded or computed from the request.
     pub fn request_digest(&self) -> [u8; 32] {
         self.request_digest
@@ -93,6 +145,30 @@ pub struct JobOutcome {
     pub finished_unix_ms: u64,
 }
 
+/// What the node that ran a partition saw of it: the part of a partition's
+/// view (`PartitionView`) that only that node knows. A fleet node stores it
+/// with the partition's proof, so that every node shows it. Records written
+/// before this type held a whole `PartitionView`; its other fields are
+/// ignored when read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PartitionDetail {
+    /// Milliseconds in each stage it went through, and `total`.
+    #[serde(default)]
+    pub timings_ms: BTreeMap<String, f64>,
+    /// The GPU worker that proved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// Milliseconds of each phase of its GPU stage.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_phases_ms: BTreeMap<String, f64>,
+    /// Attempts started (1 for the first).
+    pub attempts: u32,
+    /// The error of the last failed attempt, when it was retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_after: Option<String>,
+}
+
 /// One recorded change. Writes of one store are applied in the order given.
 #[derive(Clone, Debug)]
 pub enum StoreWrite {
@@ -101,11 +177,10 @@ pub enum StoreWrite {
         job: JobId,
         index: u32,
         proof: ProofRecord,
-        /// A fleet node's view of the partition (`PartitionView` as JSON:
-        /// its timings, worker, GPU phases, attempts), kept with the proof so
+        /// What a fleet node saw of the partition, kept with the proof so
         /// that every node shows it; None on a single daemon, whose tracker
         /// keeps it.
-        detail: Option<String>,
+        detail: Option<PartitionDetail>,
     },
     PartitionFailed {
         job: JobId,
@@ -225,6 +300,28 @@ impl Persistence {
 mod tests {
     use super::*;
 
+    /// A fleet partition's detail as stored before it had its own type (a
+    /// whole `PartitionView`) reads back as the detail it holds.
+    #[test]
+    fn a_detail_stored_as_a_whole_partition_view_reads_back() {
+        let old = r#"{"index":3,"stage":"done","timings_ms":{"gpu":2.5,"total":9.0},
+            "worker":"cpu0/0","node":"a","gpu_phases_ms":{"msm":1.5},"attempts":2,
+            "retried_after":"device lost"}"#;
+        let detail: PartitionDetail = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            detail,
+            PartitionDetail {
+                timings_ms: BTreeMap::from([("gpu".into(), 2.5), ("total".into(), 9.0)]),
+                worker: Some("cpu0/0".into()),
+                gpu_phases_ms: BTreeMap::from([("msm".into(), 1.5)]),
+                attempts: 2,
+                retried_after: Some("device lost".into()),
+            }
+        );
+        let again: PartitionDetail = serde_json::from_str(&serde_json::to_string(&detail).unwrap()).unwrap();
+        assert_eq!(again, detail);
+    }
+
     /// A record written before jobs had tenants reads back as the default
     /// tenant's; one written since keeps its tenant.
     #[test]
@@ -237,5 +334,38 @@ mod tests {
         let record = JobRecord { tenant: Tenant("acme".into()), ..record };
         let again: JobRecord = serde_json::from_str(&serde_json::to_string(&record).unwrap()).unwrap();
         assert_eq!(again.tenant.as_str(), "acme");
+    }
+
+    /// A spec recorded and rebuilt is the same job: its fields, its time of
+    /// submission (to the millisecond the store keeps) and its deadline.
+    #[test]
+    fn a_spec_survives_its_record() {
+        let submitted_wall = from_unix_ms(1_700_000_000_123);
+        let spec = JobSpec {
+            id: JobId("j".into()),
+            seq: 7,
+            priority: Priority::High,
+            partitions: 3,
+            circuit: "mimc-chain".into(),
+            circuit_id: "mimc-chain-k4".into(),
+            reservation: Reservation { abc_bytes: 10, retained_bytes: 20 },
+            work: Arc::new(()),
+            submitted: Submitted::new(submitted_wall, Some(Duration::from_millis(5_000))),
+            abandoned: Default::default(),
+        };
+        let request = RecordedRequest { text: "{}".into(), digest: [9; 32] };
+        let record = JobRecord::accepted(&spec, Tenant("acme".into()), Some("key".into()), request);
+        assert_eq!(
+            (record.seq, record.priority, record.partitions, record.submitted_unix_ms, record.deadline_ms),
+            (7, Priority::High, 3, 1_700_000_000_123, Some(5_000))
+        );
+        assert_eq!((record.tenant.as_str(), record.idempotency_key.as_deref()), ("acme", Some("key")));
+        assert_eq!((record.request.as_str(), record.request_digest), ("{}", Some([9; 32])));
+        let again = record.spec(spec.reservation, Arc::new(()));
+        assert_eq!((&again.id, again.seq, again.priority, again.partitions), (&spec.id, 7, Priority::High, 3));
+        assert_eq!((again.circuit.as_str(), again.circuit_id.as_str()), ("mimc-chain", "mimc-chain-k4"));
+        assert_eq!(again.reservation, spec.reservation);
+        assert_eq!(again.submitted.wall, submitted_wall);
+        assert_eq!(again.submitted.deadline_after(), Some(Duration::from_millis(5_000)));
     }
 }

@@ -14,7 +14,6 @@ mod restore;
 mod views;
 
 use std::collections::HashMap;
-use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -22,14 +21,14 @@ use std::time::{Duration, Instant, SystemTime};
 use actix::prelude::*;
 
 use crate::messages::{
-    CancelJob, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved, Progress,
-    SpanReport,
+    CancelJob, CircuitLoad, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved,
+    Progress, SpanReport,
 };
 use crate::error::ErrorKind;
-use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Reservation, Stage, Tenant, WorkerId, STAGES};
-use crate::store::{FleetLoad, JobOutcome, JobRecord, JobStore, Persistence, StoreWrite};
+use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
+use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
-use crate::time::{from_unix_ms, unix_ms};
+use crate::time::unix_ms;
 
 pub const MAILBOX_CAPACITY: usize = 4096;
 
@@ -65,6 +64,8 @@ pub struct Tracker {
     /// The same per tenant, for the tenants' own queue limits; a tenant
     /// with none unfinished has no entry.
     unfinished_by_tenant: HashMap<Tenant, usize>,
+    /// Callers waiting for unfinished jobs to end (`WatchJob`).
+    watchers: views::Watchers,
 }
 
 struct JobState {
@@ -84,6 +85,10 @@ struct JobState {
 struct Tally {
     jobs: [usize; JobStatus::ALL.len()],
     partitions: [usize; Stage::COUNT],
+    /// Unfinished jobs by circuit, queued and running (`GetCircuitLoad`:
+    /// gRPC's queues per kind); a circuit leaves the map with its last one,
+    /// so it holds the kinds in use, not every kind ever seen.
+    circuits: HashMap<String, CircuitLoad>,
     /// A fleet node's copy of the counts its claimer sizes claims by.
     load: Option<Arc<FleetLoad>>,
 }
@@ -94,6 +99,10 @@ impl Tally {
         for p in job.local() {
             self.partitions[p.stage as usize] += 1;
         }
+        if let Some(count) = Self::unfinished(job) {
+            let load = self.circuits.entry(job.spec.circuit.clone()).or_default();
+            *count(load) += 1;
+        }
         self.publish();
     }
 
@@ -102,7 +111,24 @@ impl Tally {
         for p in job.local() {
             self.partitions[p.stage as usize] -= 1;
         }
+        if let Some(count) = Self::unfinished(job) {
+            if let Some(load) = self.circuits.get_mut(&job.spec.circuit) {
+                *count(load) -= 1;
+                if *load == CircuitLoad::default() {
+                    self.circuits.remove(&job.spec.circuit);
+                }
+            }
+        }
         self.publish();
+    }
+
+    /// The count an unfinished job is in, by its status; None once it ended.
+    fn unfinished(job: &JobState) -> Option<fn(&mut CircuitLoad) -> &mut usize> {
+        match job.status() {
+            JobStatus::Queued => Some(|load| &mut load.queued),
+            JobStatus::Running => Some(|load| &mut load.running),
+            _ => None,
+        }
     }
 
     fn publish(&self) {
@@ -174,6 +200,7 @@ impl Tracker {
             unfinished: 0,
             unfinished_by_tenant: HashMap::new(),
             tally: Tally::default(),
+            watchers: views::Watchers::default(),
         }
     }
 
@@ -291,6 +318,7 @@ impl Tracker {
         job.finished = Some((final_stage, now));
         job.spec = Arc::new(job.spec.without_work());
         self.tally.add(job);
+        self.watchers.ended(id, job.status());
         self.unfinished -= 1;
         if let Some(count) = self.unfinished_by_tenant.get_mut(&job.tenant) {
             *count -= 1;
@@ -310,13 +338,13 @@ impl Tracker {
             error: job.error.clone(),
             finished_unix_ms: unix_ms(SystemTime::now()),
         };
-        if job.spec.deadline.is_some_and(|deadline| now > deadline) {
+        if job.spec.submitted.deadline.is_some_and(|deadline| now > deadline) {
             telemetry::DeadlineMissed { job: &id.0, priority: job.spec.priority, outcome: final_stage }.emit();
         }
         telemetry::JobFinished {
             job: &id.0,
             outcome: final_stage,
-            elapsed: now - job.spec.submitted,
+            elapsed: now - job.spec.submitted.at,
             error: job.error.as_deref(),
         }
         .emit();
@@ -383,23 +411,6 @@ impl Tracker {
             }
         });
     }
-}
-
-/// A stored job's spec with its work rebuilt from the recorded request: on
-/// restore, and when a fleet node claims the job's partitions.
-fn recorded_spec(record: &JobRecord, reservation: Reservation, work: Arc<dyn Any + Send + Sync>) -> Arc<JobSpec> {
-    Arc::new(JobSpec::new(
-        record.id.clone(),
-        record.seq,
-        record.priority,
-        record.partitions,
-        record.circuit.clone(),
-        record.circuit_id.clone(),
-        reservation,
-        work,
-        from_unix_ms(record.submitted_unix_ms),
-        record.deadline_ms.map(Duration::from_millis),
-    ))
 }
 
 fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage) {
@@ -486,7 +497,7 @@ impl Handler<PartitionProved> for Tracker {
         let p = &mut job.partitions[msg.key.index as usize];
         p.proof = Some(msg.proof.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Done);
-        let detail = self.persistence.fleet.as_ref().and_then(|_| serde_json::to_string(&p.view(msg.key.index)).ok());
+        let detail = self.persistence.fleet.as_ref().map(|_| p.detail());
         self.record(StoreWrite::PartitionProved {
             job: msg.key.job.clone(),
             index: msg.key.index,

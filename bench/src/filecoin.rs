@@ -21,9 +21,9 @@ pub struct FilecoinBenchArgs {
     #[arg(long, default_value = "cpu")]
     pub engine: String,
     /// Kinds to measure: porep (2 KiB PoRep C2), snap (2 KiB SnapDeals)
-    /// and winning (2 KiB WinningPoSt).
-    #[arg(long, value_delimiter = ',', default_values_t = ["porep".to_string(), "snap".to_string()])]
-    pub kinds: Vec<String>,
+    /// and winning (2 KiB WinningPoSt), or their API names.
+    #[arg(long, value_delimiter = ',', default_value = "porep,snap")]
+    pub kinds: Vec<Kind>,
     /// Timed runs per side (the median is reported); one untimed warm-up
     /// run each comes first.
     #[arg(long, default_value_t = 3)]
@@ -43,7 +43,7 @@ pub struct FilecoinBenchArgs {
 
 /// One kind's job: the daemon's request and the same proof by bellperson.
 pub(crate) struct Case {
-    pub(crate) name: &'static str,
+    pub(crate) kind: Kind,
     pub(crate) body: Value,
     pub(crate) reference: Box<dyn Fn() -> Result<Vec<u8>, String>>,
 }
@@ -55,19 +55,11 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
         "cuda" => BackendKind::Cuda,
         other => return Err(format!("--engine is cpu or cuda, not {other:?}")),
     };
-    let mut cases = Vec::new();
-    for kind in &args.kinds {
-        cases.push(match kind.as_str() {
-            "porep" => porep_case()?,
-            "snap" => snap_case()?,
-            "winning" => winning_case()?,
-            other => return Err(format!("--kinds takes porep, snap and winning, not {other:?}")),
-        });
-    }
+    let cases: Vec<Case> = args.kinds.iter().map(|&kind| case(kind)).collect::<Result<_, _>>()?;
     if let Some(dir) = &args.dump_inputs {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for (case, kind) in cases.iter().zip(&args.kinds) {
-            let path = dir.join(format!("{kind}.json"));
+        for case in &cases {
+            let path = dir.join(format!("{}.json", case.kind.cli_name()));
             std::fs::write(&path, case.body["input"].to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
@@ -107,13 +99,13 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
         let (o, t) = (median(&mut ours), median(&mut theirs));
         table += &format!(
             "| {} | {} | {o:.2} | {t:.2} | {:.2} | {stages} |\n",
-            case.name,
+            case.kind.api_name(),
             args.engine,
             o / t
         );
     }
     if args.stream > 0 {
-        let case = cases.iter().find(|c| c.name == "porep-c2").ok_or("--stream needs porep")?;
+        let case = cases.iter().find(|c| c.kind == Kind::Porep).ok_or("--stream needs porep")?;
         let start = Instant::now();
         let ids: Vec<String> = (0..args.stream)
             .map(|_| submit(&daemon, &case.body))
@@ -141,13 +133,23 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
     Ok(table)
 }
 
-pub(crate) fn porep_case() -> Result<Case, String> {
+/// The 2 KiB job of `kind` (every kind but WindowPoSt, which is not measured).
+pub(crate) fn case(kind: Kind) -> Result<Case, String> {
+    match kind {
+        Kind::Porep => porep_case(),
+        Kind::EmptySectorUpdate => snap_case(),
+        Kind::WinningPost => winning_case(),
+        Kind::WindowPost => Err("--kinds takes porep, snap and winning, not window".into()),
+    }
+}
+
+fn porep_case() -> Result<Case, String> {
     fixtures::ensure_params(&[Kind::Porep]).map_err(|e| format!("{e:#}"))?;
     let sector: Sector = fixtures::seal(1).map_err(|e| format!("{e:#}"))?;
-    let body = json!({ "circuit": "porep-c2", "input": {
+    let body = json!({ "circuit": Kind::Porep.api_name(), "input": {
         "c1": sector.c1, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 } });
     Ok(Case {
-        name: "porep-c2",
+        kind: Kind::Porep,
         body,
         reference: Box::new(move || {
             seal::seal_commit_phase2(sector.c1.clone(), PROVER_ID, sector.id)
@@ -157,18 +159,18 @@ pub(crate) fn porep_case() -> Result<Case, String> {
     })
 }
 
-pub(crate) fn snap_case() -> Result<Case, String> {
+fn snap_case() -> Result<Case, String> {
     fixtures::ensure_params(&[Kind::EmptySectorUpdate]).map_err(|e| format!("{e:#}"))?;
     let sector = fixtures::seal(2).map_err(|e| format!("{e:#}"))?;
     let up = fixtures::update(&sector).map_err(|e| format!("{e:#}"))?;
-    let body = json!({ "circuit": "snap-prove", "input": {
+    let body = json!({ "circuit": Kind::EmptySectorUpdate.api_name(), "input": {
         "registered_proof": UPDATE,
         "comm_r_old": hex::encode(up.comm_r_old),
         "comm_r_new": hex::encode(up.comm_r_new),
         "comm_d_new": hex::encode(up.comm_d_new),
         "vanilla_proofs": up.vanilla_proofs.iter().map(hex::encode).collect::<Vec<_>>() } });
     Ok(Case {
-        name: "snap-prove",
+        kind: Kind::EmptySectorUpdate,
         body,
         reference: Box::new(move || {
             let proofs = up.vanilla_proofs.iter().cloned().map(cuzk_filecoin::api::PartitionProofBytes).collect();
@@ -185,18 +187,18 @@ pub(crate) fn snap_case() -> Result<Case, String> {
     })
 }
 
-pub(crate) fn winning_case() -> Result<Case, String> {
+fn winning_case() -> Result<Case, String> {
     fixtures::ensure_params(&[Kind::WinningPost]).map_err(|e| format!("{e:#}"))?;
     let sector = fixtures::seal(3).map_err(|e| format!("{e:#}"))?;
     let randomness = [5u8; 32];
     let vanilla = fixtures::post_vanilla_proofs(WINNING, randomness, &[&sector]).map_err(|e| format!("{e:#}"))?;
-    let body = json!({ "circuit": "winning-post", "input": {
+    let body = json!({ "circuit": Kind::WinningPost.api_name(), "input": {
         "registered_proof": WINNING,
         "randomness": hex::encode(randomness),
         "prover_id": hex::encode(PROVER_ID),
         "vanilla_proofs": vanilla.iter().map(hex::encode).collect::<Vec<_>>() } });
     Ok(Case {
-        name: "winning-post",
+        kind: Kind::WinningPost,
         body,
         reference: Box::new(move || {
             post::generate_winning_post_with_vanilla(WINNING, &randomness, PROVER_ID, &vanilla)

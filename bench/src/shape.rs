@@ -12,9 +12,9 @@ use cuzk_filecoin::{parse_sector_size, Kind};
 /// Arguments of `cuzk-bench shape`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ShapeBenchArgs {
-    /// Circuits: porep, winning, window, snap.
-    #[arg(long, value_delimiter = ',', default_values_t = ["porep".to_string(), "winning".to_string()])]
-    pub kinds: Vec<String>,
+    /// Circuits: porep, winning, window, snap (or their API names).
+    #[arg(long, value_delimiter = ',', default_value = "porep,winning")]
+    pub kinds: Vec<Kind>,
     /// Sector sizes by name (2KiB, 32GiB) or bytes.
     #[arg(long, value_delimiter = ',', default_values_t = ["2KiB".to_string()])]
     pub sector_sizes: Vec<String>,
@@ -35,12 +35,11 @@ pub fn run(args: &ShapeBenchArgs) -> Result<String, String> {
         "| circuit | sector | constraints (with inputs) | domain | inputs | aux | A-dense aux | B-dense variables | B share | matrices MiB | recorded in s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for size in &args.sector_sizes {
-        let bytes = parse_sector_size(size)?;
-        for name in &args.kinds {
-            let kind: Kind = name.parse()?;
+        let bytes = parse_sector_size(size).map_err(|e| e.to_string())?;
+        for &kind in &args.kinds {
             let start = Instant::now();
             let blank = if args.rows { kind.blank(bytes) } else { kind.blank_counts(bytes) }
-                .map_err(|e| format!("{kind} at {size}: {e}"))?;
+                .map_err(|e| format!("{} at {size}: {e}", kind.cli_name()))?;
             let seconds = start.elapsed().as_secs_f64();
             let shape = &blank.shape;
             let d = &shape.densities;
@@ -53,7 +52,8 @@ pub fn run(args: &ShapeBenchArgs) -> Result<String, String> {
                 "-".into()
             };
             table += &format!(
-                "| {kind} | {size} | {} | 2^{} | {} | {} | {a_dense} | {b_dense} | {:.1}% | {matrices} | {seconds:.1} |\n",
+                "| {} | {size} | {} | 2^{} | {} | {} | {a_dense} | {b_dense} | {:.1}% | {matrices} | {seconds:.1} |\n",
+                kind.cli_name(),
                 shape.num_constraints(),
                 shape.domain_size().ilog2(),
                 shape.num_inputs(),
@@ -72,13 +72,19 @@ pub fn run(args: &ShapeBenchArgs) -> Result<String, String> {
 /// partition's real witness: L (every aux value), A (the A-dense aux, the
 /// inputs after ONE), B (the B-dense inputs and aux).
 fn witness_bits() -> Result<String, String> {
-    use cuzk_filecoin::fixtures;
+    use cuzk_filecoin::fixtures::{self, PROVER_ID};
+    use cuzk_filecoin::porep::PorepRequest;
     use cuzk_filecoin::record::{Evaluation, Recorded};
+    use cuzk_filecoin::ProofRequest;
     use cuzk_kernels::Fr;
     let sector = fixtures::seal(1).map_err(|e| format!("{e:#}"))?;
+    let request = PorepRequest {
+        c1: sector.c1,
+        prover_id: PROVER_ID,
+        sector_id: u64::from(sector.id),
+    };
     let start = Instant::now();
-    let recorded = cuzk_filecoin::porep::record_partition(&sector.c1, 0, Evaluation::Direct)
-        .map_err(|e| e.to_string())?;
+    let recorded = request.record_partition(0, Evaluation::Direct).map_err(|e| e.to_string())?;
     let seconds = start.elapsed().as_secs_f64();
     let Recorded::Witness(w) = recorded else {
         return Err("the direct evaluation records the witness".into());

@@ -16,22 +16,23 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cuzk::filecoin::FilecoinJob;
-use cuzk::keys::CircuitStore;
+use cuzk::keys::KeyStore;
 use cuzk_filecoin::api::seal::SealCommitPhase1Output;
 use cuzk_filecoin::fixtures;
-use cuzk_filecoin::porep;
+use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::record::{Evaluation, Recorded};
+use cuzk_filecoin::{Kind, ProofRequest};
 use log::{Log, Metadata, Record};
 
-use crate::filecoin::{median, porep_case, snap_case, winning_case, Case};
+use crate::filecoin::{case, median, Case};
 
 /// Arguments of `cuzk-bench synthesis`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct SynthesisBenchArgs {
     /// Kinds to measure: porep (2 KiB PoRep C2), snap (2 KiB SnapDeals) and
-    /// winning (2 KiB WinningPoSt).
-    #[arg(long, value_delimiter = ',', default_values_t = ["porep".to_string(), "snap".to_string()])]
-    pub kinds: Vec<String>,
+    /// winning (2 KiB WinningPoSt), or their API names.
+    #[arg(long, value_delimiter = ',', default_value = "porep,snap")]
+    pub kinds: Vec<Kind>,
     /// Timed runs per side (medians reported); one untimed warm-up each,
     /// which also loads the key and, for compiled evaluation, records the
     /// matrices.
@@ -105,22 +106,16 @@ pub fn run(args: &SynthesisBenchArgs) -> Result<String, String> {
     let mut table = String::from(
         "| job | daemon direct s | compiled, reference record s (record + evaluate) | compiled s (record + evaluate) | bellperson synthesis s | compiled / bellperson | reference record / record | compile once s |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
-    for kind in &args.kinds {
-        let case = match kind.as_str() {
-            "porep" => porep_case()?,
-            "snap" => snap_case()?,
-            "winning" => winning_case()?,
-            other => return Err(format!("--kinds takes porep, snap and winning, not {other:?}")),
-        };
-        let circuit = case.body["circuit"].as_str().unwrap_or_default();
-        let job = FilecoinJob::parse(circuit, &case.body["input"], &params)?;
+    for &kind in &args.kinds {
+        let case = case(kind)?;
+        let job = FilecoinJob::parse(kind, &case.body["input"], &params).map_err(|e| e.to_string())?;
         let direct = ours(&job, Evaluation::Direct, args.runs)?;
         let reference = ours(&job, Evaluation::CompiledReference, args.runs)?;
         let compiled = ours(&job, Evaluation::Compiled, args.runs)?;
         let theirs = bellperson(&case, job.partitions as usize, args.runs)?;
         table += &format!(
             "| {} | {:.3} | {} | {} | {theirs:.3} | {:.2} | {:.2} | {:.2} |\n",
-            case.name,
+            kind.api_name(),
             direct.total,
             reference.split(),
             compiled.split(),
@@ -159,7 +154,7 @@ impl Timing {
 /// after a warm-up: the median seconds per partition and per phase.
 fn ours(job: &FilecoinJob, evaluation: Evaluation, runs: usize) -> Result<Timing, String> {
     let data = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let keys = CircuitStore::open(data.path())?;
+    let keys = KeyStore::open(data.path()).map_err(|e| e.to_string())?;
     let mut totals = Vec::new();
     let mut phases: Vec<Vec<(&'static str, f64)>> = Vec::new();
     let mut once = 0.0;
@@ -202,9 +197,12 @@ fn record_only(path: &Path, partitions: &[usize], runs: usize) -> Result<String,
     let c1: SealCommitPhase1Output =
         serde_json::from_slice(&text).map_err(|e| format!("{}: not a C1 output: {e}", path.display()))?;
     drop(text);
+    // Recording reads only the C1; the prover and sector matter to `check`
+    // (the replica id), which this timing does not run.
+    let request = PorepRequest { c1, prover_id: [0; 32], sector_id: 0 };
     let record = |k: usize, evaluation: Evaluation| -> Result<(Vec<_>, usize, f64), String> {
         let start = Instant::now();
-        match porep::record_partition(&c1, k, evaluation) {
+        match request.record_partition(k, evaluation) {
             Ok(Recorded::Assignment { values, num_inputs }) => {
                 Ok((values, num_inputs, start.elapsed().as_secs_f64()))
             }
@@ -229,7 +227,7 @@ fn record_only(path: &Path, partitions: &[usize], runs: usize) -> Result<String,
         let (slow, fast) = (median(&mut slow), median(&mut fast));
         table += &format!(
             "| {:?} | {k} | {count} | {slow:.3} | {fast:.3} | {:.1} | {equal} |\n",
-            c1.registered_proof,
+            request.c1.registered_proof,
             slow / fast
         );
     }

@@ -26,6 +26,31 @@ pub enum Error {
     /// The sector size has no registered proof of the requested kind.
     #[error("unsupported sector size {0} bytes")]
     UnsupportedSectorSize(u64),
+    /// A sector size given by name or bytes is none filecoin-proofs registers.
+    #[error("unknown sector size {name:?}; expected one of {expected}")]
+    UnknownSectorSize {
+        /// What was given.
+        name: String,
+        /// The names that would have been accepted, for the operator.
+        expected: String,
+    },
+    /// A kind given by name is none of the four.
+    #[error("unknown Filecoin kind {name:?}; expected {expected}")]
+    UnknownKind {
+        /// What was given.
+        name: String,
+        /// The names that would have been accepted, for the operator.
+        expected: String,
+    },
+    /// A registered proof named by a client is no variant of
+    /// filecoin-proofs-api's enum for it.
+    #[error("registered_proof {name} is not one filecoin-proofs-api knows: {source}")]
+    UnknownProof {
+        /// The name as given (JSON, so a non-string shows as what it is).
+        name: String,
+        /// serde's reason, which lists the known variants.
+        source: serde_json::Error,
+    },
     /// A reference circuit failed to synthesize.
     #[error("synthesis failed: {0}")]
     Synthesis(String),
@@ -50,6 +75,15 @@ pub enum Error {
     /// densities): a file for another version, or a corrupt one.
     #[error("parameters do not fit the circuit: {0}")]
     KeyMismatch(String),
+    /// The parameter file a request is proved with is not in the parameter
+    /// directory: the job cannot run on this machine.
+    #[error("parameter file {} is missing (params_dir {})", path.display(), dir.display())]
+    MissingParams {
+        /// The `.params` file looked for.
+        path: PathBuf,
+        /// The directory it was looked for in.
+        dir: PathBuf,
+    },
     /// The circuit cannot have Groth16 parameters (too large a domain, an
     /// unconstrained variable).
     #[error("setup failed: {0}")]

@@ -1,9 +1,17 @@
-//! The four Filecoin circuits the daemon proves, how filecoin-proofs names their
-//! parameter files, and their blank circuits (for the setup), all obtained from
-//! filecoin-proofs and the storage-proofs crates themselves so names and shapes
-//! cannot drift from what filecoin-proofs reads.
+//! The four Filecoin proof kinds the daemon proves, the names clients and
+//! operators give them, how filecoin-proofs names their parameter files, and
+//! their blank circuits (for the setup), all obtained from filecoin-proofs and
+//! the storage-proofs crates themselves so names and shapes cannot drift from
+//! what filecoin-proofs reads.
+//!
+//! A request's kind (what a client puts in `"circuit"`) and a circuit family
+//! (which `.params` file) are one type, [`Kind`]: they map one to one. PoRep
+//! commit phase 2 proves the stacked-DRG circuit and nothing else proves it;
+//! each PoSt kind has its own fallback-PoSt parameters; SnapDeals proves the
+//! update circuit. Two types would only add a conversion with no case to
+//! decide. A kind has two names: the API's (`porep-c2`, what filecoin-proofs'
+//! call produces) and the CLI's (`porep`, the circuit), and parses from both.
 
-use std::fmt;
 use std::str::FromStr;
 
 use filecoin_proofs::constants::{
@@ -16,6 +24,7 @@ use filecoin_proofs::parameters::{
 use filecoin_proofs::types::{PoRepConfig, PoStConfig};
 use filecoin_proofs::with_shape;
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
+use serde::de::DeserializeOwned;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::parameter_cache::{
@@ -31,7 +40,8 @@ use storage_proofs_update::{
 use crate::record::{record_counts, record_shape, Shape};
 use crate::Error;
 
-/// A Filecoin circuit family; one parameter file per kind and sector size.
+/// A Filecoin proof kind: what a client asks for, and the circuit family
+/// (one parameter file per kind and sector size) that proves it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     /// PoRep commit phase 2 (every seal proof version of a size shares it).
@@ -42,6 +52,21 @@ pub enum Kind {
     EmptySectorUpdate,
 }
 
+/// What a late proof of a kind costs its storage provider, by the chain's
+/// rules: what a prover weighs when the client gives no priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lateness {
+    /// WinningPoSt: the block and its reward; the proof is due within the
+    /// epoch (30 s) the miner was elected in.
+    BlockReward,
+    /// WindowPoSt: the deadline's sectors are declared faulty and lose their
+    /// power; the proof is due within the deadline's 30 minutes.
+    Power,
+    /// PoRep and SnapDeals: the sector's activation waits, and the chain
+    /// allows far longer than a proof takes.
+    Delay,
+}
+
 impl Kind {
     pub const ALL: [Kind; 4] = [
         Kind::Porep,
@@ -50,14 +75,57 @@ impl Kind {
         Kind::EmptySectorUpdate,
     ];
 
-    /// The name the CLI and the docs use.
-    pub fn name(self) -> &'static str {
+    /// The name clients give in a job's `"circuit"` (docs/api.md): the call
+    /// whose proof the job returns.
+    pub fn api_name(self) -> &'static str {
+        match self {
+            Kind::Porep => "porep-c2",
+            Kind::WinningPost => "winning-post",
+            Kind::WindowPost => "window-post",
+            Kind::EmptySectorUpdate => "snap-prove",
+        }
+    }
+
+    /// The name operators give on the command line (`params generate
+    /// --kinds`, the benchmarks): the circuit.
+    pub fn cli_name(self) -> &'static str {
         match self {
             Kind::Porep => "porep",
             Kind::WinningPost => "winning",
             Kind::WindowPost => "window",
             Kind::EmptySectorUpdate => "snap",
         }
+    }
+
+    /// The kind a job's `"circuit"` names, if it names one (else it may name
+    /// a registered circuit family).
+    pub fn from_api_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.api_name() == name)
+    }
+
+    /// What a late proof of this kind costs.
+    pub fn lateness(self) -> Lateness {
+        match self {
+            Kind::WinningPost => Lateness::BlockReward,
+            Kind::WindowPost => Lateness::Power,
+            Kind::Porep | Kind::EmptySectorUpdate => Lateness::Delay,
+        }
+    }
+
+    /// Refuses a registered proof of another kind, such as a WindowPoSt
+    /// proof in a `winning-post` job: the PoSt kinds share their input's
+    /// form, so only the proof tells them apart.
+    pub fn admit(self, proof: RegisteredProof) -> Result<(), Error> {
+        let (actual, _) = proof.kind_and_sector_size();
+        if actual == self {
+            return Ok(());
+        }
+        Err(Error::Invalid(format!(
+            "{} is a {} proof, not {}",
+            proof.name(),
+            actual.api_name(),
+            self.api_name()
+        )))
     }
 
     /// The registered proof whose circuit this kind is at `sector_size`: the
@@ -162,20 +230,24 @@ impl Kind {
     }
 }
 
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
+/// A kind by either of its names (`porep` or `porep-c2`).
 impl FromStr for Kind {
-    type Err = String;
+    type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Kind::ALL
             .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown kind {s:?}; expected porep, winning, window or snap"))
+            .find(|k| k.cli_name() == s || k.api_name() == s)
+            .ok_or_else(|| {
+                let names: Vec<String> = Kind::ALL
+                    .iter()
+                    .map(|k| format!("{} ({})", k.cli_name(), k.api_name()))
+                    .collect();
+                Error::UnknownKind {
+                    name: s.to_string(),
+                    expected: names.join(", "),
+                }
+            })
     }
 }
 
@@ -192,7 +264,7 @@ const SECTOR_SIZES: [(&str, u64); 5] = [
 /// Reads a sector size given as `2KiB` (any case) or as bytes; only the
 /// sizes filecoin-proofs registers are accepted, so a typo fails here
 /// rather than after a long setup.
-pub fn parse_sector_size(text: &str) -> Result<u64, String> {
+pub fn parse_sector_size(text: &str) -> Result<u64, Error> {
     let named = SECTOR_SIZES
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case(text.trim()))
@@ -201,8 +273,20 @@ pub fn parse_sector_size(text: &str) -> Result<u64, String> {
     size.filter(|s| SECTOR_SIZES.iter().any(|&(_, bytes)| bytes == *s))
         .ok_or_else(|| {
             let names: Vec<&str> = SECTOR_SIZES.iter().map(|(name, _)| *name).collect();
-            format!("unknown sector size {text:?}; expected one of {}", names.join(", "))
+            Error::UnknownSectorSize {
+                name: text.to_string(),
+                expected: names.join(", "),
+            }
         })
+}
+
+/// A registered proof of one of filecoin-proofs-api's enums (`P`) from its
+/// variant's name as a client gives it (`"StackedDrgWinning2KiBV1"`).
+pub fn parse_registered_proof<P: DeserializeOwned>(name: &serde_json::Value) -> Result<P, Error> {
+    serde_json::from_value(name.clone()).map_err(|source| Error::UnknownProof {
+        name: name.to_string(),
+        source,
+    })
 }
 
 /// One of filecoin-proofs-api's registered proof enums.
@@ -226,6 +310,15 @@ impl RegisteredProof {
                 (kind, u64::from(p.sector_size()))
             }
             RegisteredProof::Update(p) => (Kind::EmptySectorUpdate, u64::from(p.sector_size())),
+        }
+    }
+
+    /// The enum variant's name, as clients give it.
+    pub fn name(self) -> String {
+        match self {
+            RegisteredProof::Seal(p) => format!("{p:?}"),
+            RegisteredProof::PoSt(p) => format!("{p:?}"),
+            RegisteredProof::Update(p) => format!("{p:?}"),
         }
     }
 
@@ -334,11 +427,57 @@ mod sector_size_tests {
 
     #[test]
     fn sector_sizes_by_name_or_bytes() {
-        assert_eq!(parse_sector_size("2KiB"), Ok(2048));
-        assert_eq!(parse_sector_size("32gib"), Ok(32 << 30));
-        assert_eq!(parse_sector_size("2048"), Ok(2048));
-        assert!(parse_sector_size("4KiB").unwrap_err().contains("2KiB, 8MiB"));
+        assert_eq!(parse_sector_size("2KiB").unwrap(), 2048);
+        assert_eq!(parse_sector_size("32gib").unwrap(), 32 << 30);
+        assert_eq!(parse_sector_size("2048").unwrap(), 2048);
+        let unknown = parse_sector_size("4KiB").unwrap_err();
+        assert!(matches!(unknown, Error::UnknownSectorSize { .. }), "{unknown:?}");
+        assert!(unknown.to_string().contains("2KiB, 8MiB"), "{unknown}");
         assert!(parse_sector_size("4096").is_err());
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    /// Each kind parses from both of its names and from nothing else; the
+    /// eight names are distinct, so no name is ambiguous.
+    #[test]
+    fn kinds_parse_from_their_api_and_cli_names() {
+        let mut names = Vec::new();
+        for kind in Kind::ALL {
+            assert_eq!(kind.api_name().parse::<Kind>().unwrap(), kind);
+            assert_eq!(kind.cli_name().parse::<Kind>().unwrap(), kind);
+            assert_eq!(Kind::from_api_name(kind.api_name()), Some(kind));
+            assert_eq!(Kind::from_api_name(kind.cli_name()), None, "a job names the API kind");
+            names.extend([kind.api_name(), kind.cli_name()]);
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 8);
+        let unknown = "mimc-chain".parse::<Kind>().unwrap_err();
+        assert!(unknown.to_string().contains("porep (porep-c2), winning (winning-post)"), "{unknown}");
+    }
+
+    /// A PoSt proof is admitted only by its own kind; the refusal names both.
+    #[test]
+    fn a_kind_admits_only_its_own_registered_proofs() {
+        let winning = RegisteredProof::PoSt(RegisteredPoStProof::StackedDrgWinning2KiBV1);
+        Kind::WinningPost.admit(winning).unwrap();
+        let refused = Kind::WindowPost.admit(winning).unwrap_err().to_string();
+        assert!(
+            refused.contains("StackedDrgWinning2KiBV1 is a winning-post proof, not window-post"),
+            "{refused}"
+        );
+        let seal = RegisteredProof::Seal(RegisteredSealProof::StackedDrg32GiBV1_1);
+        assert!(Kind::EmptySectorUpdate.admit(seal).is_err());
+        assert_eq!(
+            parse_registered_proof::<RegisteredPoStProof>(&serde_json::json!("StackedDrgWindow2KiBV1_2")).unwrap(),
+            RegisteredPoStProof::StackedDrgWindow2KiBV1_2
+        );
+        let unknown = parse_registered_proof::<RegisteredPoStProof>(&serde_json::json!(7)).unwrap_err();
+        assert!(unknown.to_string().starts_with("registered_proof 7 is not one"), "{unknown}");
     }
 }
 

@@ -1,7 +1,8 @@
 //! Filecoin proving for cuzk: the Groth16 parameter files filecoin-proofs reads
 //! (`v28-*.params`, `.vk`, `.meta`), a constraint system that records what the
 //! daemon's three stages need from the reference circuits, and a fast setup that
-//! writes test-only parameters in the exact layout filecoin-proofs reads.
+//! writes test-only parameters in the exact layout filecoin-proofs reads, and
+//! timing-only keys of the real 32 GiB and 64 GiB shapes (random points).
 //!
 //! Field and curve types are arkworks' (the daemon's engines use them); the
 //! reference circuits are bellperson circuits over blstrs, converted at the edge.
@@ -16,7 +17,10 @@ pub mod porep;
 pub mod post;
 pub mod prepare;
 pub mod record;
+pub mod request;
 pub mod setup;
+pub mod synthetic;
+pub mod timing_key;
 pub mod update;
 pub mod verify;
 pub mod witness;
@@ -24,5 +28,6 @@ pub mod witness;
 /// filecoin-proofs-api itself, for the request types the daemon reads.
 pub use filecoin_proofs_api as api;
 pub use error::Error;
-pub use kinds::{parse_sector_size, Kind};
+pub use kinds::{parse_sector_size, Kind, Lateness};
+pub use request::ProofRequest;
 pub use setup::{generate, GeneratedFile};

@@ -1,11 +1,13 @@
-//! PoRep commit phase 2 from a commit-phase-1 output ("C1"): each partition's
-//! circuit built exactly as filecoin-proofs' `seal_commit_phase2` builds it, run
-//! through the recording constraint system.
+//! PoRep commit phase 2 from a commit-phase-1 output ("C1"): the request
+//! refused before any partition runs when commit phase 2 would fail or prove
+//! something `verify_seal` rejects, and each partition's circuit built exactly
+//! as filecoin-proofs' `seal_commit_phase2` builds it, run through the
+//! recording constraint system.
 
 use std::convert::TryInto;
 
 use filecoin_hashers::{Domain, Hasher};
-use filecoin_proofs::constants::{DefaultPieceDomain, DefaultPieceHasher};
+use filecoin_proofs::constants::{DefaultPieceDomain, DefaultPieceHasher, DefaultTreeHasher};
 use filecoin_proofs::parameters::setup_params;
 use filecoin_proofs::types::VanillaSealProof;
 use filecoin_proofs::with_shape;
@@ -14,40 +16,85 @@ use filecoin_proofs_api::ApiFeature;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
-use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
+use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
 
+use crate::kinds::RegisteredProof;
 use crate::record::{record, Evaluation, Recorded};
-use crate::{witness, Error};
+use crate::{witness, Error, ProofRequest};
 
-/// How many circuit partitions (one Groth16 proof each) the C1 output's
-/// registered proof has: 1 at 2 KiB, 10 at 32 GiB.
-pub fn partition_count(c1: &SealCommitPhase1Output) -> usize {
-    usize::from(c1.registered_proof.partitions())
+/// A PoRep commit phase 2 job, holding exactly the arguments of
+/// filecoin-proofs-api's `seal_commit_phase2`.
+#[derive(Clone, Debug)]
+pub struct PorepRequest {
+    /// The commit-phase-1 output: registered proof, commitments, ticket,
+    /// seed, replica id and the vanilla proofs each partition proves.
+    pub c1: SealCommitPhase1Output,
+    /// The miner's prover id: with the sector id it fixes the replica id
+    /// the proof binds.
+    pub prover_id: [u8; 32],
+    /// The sector number.
+    pub sector_id: u64,
 }
 
-/// Synthesizes partition `k` of the C1 output's seal proof and records it.
-pub fn record_partition(
-    c1: &SealCommitPhase1Output,
-    k: usize,
-    evaluation: Evaluation,
-) -> Result<Recorded, Error> {
-    let sector_size = u64::from(c1.registered_proof.sector_size());
-    with_shape!(sector_size, record_partition_inner, c1, k, evaluation)
+impl ProofRequest for PorepRequest {
+    fn registered_proof(&self) -> RegisteredProof {
+        RegisteredProof::Seal(self.c1.registered_proof)
+    }
+
+    /// Refuses a non-interactive PoRep C1 output (not supported), one that
+    /// commit phase 2 would refuse (all-zero commitments or seed, no vanilla
+    /// proofs) or whose vanilla proofs do not verify: the check commit phase
+    /// 1 makes on them (`StackedDrg::verify_all_partitions`, with the same
+    /// public inputs), since commit phase 2 proves without verifying them.
+    /// Then one sealed for another prover or sector: its replica id is not
+    /// the one filecoin-proofs derives from them, and its proof would never
+    /// verify for them.
+    fn check(&self) -> Result<(), Error> {
+        with_shape!(self.sector_size(), check_inner, &self.c1)?;
+        if !self.replica_id_matches() {
+            return Err(Error::Invalid(format!(
+                "the C1 output was not sealed for prover_id {} and sector_id {}: its replica id differs",
+                hex::encode(self.prover_id),
+                self.sector_id
+            )));
+        }
+        Ok(())
+    }
+
+    /// 1 at 2 KiB, 10 at 32 GiB: the registered proof's.
+    fn partition_count(&self) -> Result<usize, Error> {
+        Ok(partitions(&self.c1))
+    }
+
+    fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
+        with_shape!(self.sector_size(), record_partition_inner, &self.c1, k, evaluation)
+    }
+}
+
+impl PorepRequest {
+    /// Whether the C1's replica id is the one filecoin-proofs derives from
+    /// this prover and sector, its ticket, comm_d and the proof's porep id.
+    fn replica_id_matches(&self) -> bool {
+        let c1 = &self.c1;
+        let porep_id = c1.registered_proof.as_v1_config().porep_id;
+        let expected = generate_replica_id::<DefaultTreeHasher, _>(
+            &self.prover_id,
+            self.sector_id,
+            &c1.ticket,
+            c1.comm_d,
+            &porep_id,
+        );
+        expected == c1.replica_id
+    }
+}
+
+/// How many circuit partitions the C1 output's registered proof has.
+fn partitions(c1: &SealCommitPhase1Output) -> usize {
+    usize::from(c1.registered_proof.partitions())
 }
 
 fn filecoin(e: anyhow::Error) -> Error {
     Error::Filecoin(format!("{e:#}"))
-}
-
-/// Refuses, before any partition runs, a non-interactive PoRep C1 output
-/// (not supported), one that commit phase 2 would
-/// refuse (all-zero commitments or seed, no vanilla proofs) or whose vanilla
-/// proofs do not verify: the check commit phase 1 makes on them
-/// (`StackedDrg::verify_all_partitions`, with the same public inputs), since
-/// commit phase 2 proves without verifying them.
-pub fn check(c1: &SealCommitPhase1Output) -> Result<(), Error> {
-    let sector_size = u64::from(c1.registered_proof.sector_size());
-    with_shape!(sector_size, check_inner, c1)
 }
 
 fn check_inner<Tree: 'static + MerkleTreeTrait>(c1: &SealCommitPhase1Output) -> Result<(), Error> {
@@ -72,13 +119,13 @@ fn check_inner<Tree: 'static + MerkleTreeTrait>(c1: &SealCommitPhase1Output) -> 
         }
     }
     let vanilla = vanilla_proofs::<Tree>(c1)?;
-    if vanilla.len() != partition_count(c1) || vanilla.iter().any(|p| p.is_empty()) {
+    if vanilla.len() != partitions(c1) || vanilla.iter().any(|p| p.is_empty()) {
         return Err(Error::Invalid(format!(
             "the C1 output has vanilla proofs for {} partitions ({} empty), its {:?} has {}",
             vanilla.len(),
             vanilla.iter().filter(|p| p.is_empty()).count(),
             c1.registered_proof,
-            partition_count(c1)
+            partitions(c1)
         )));
     }
     let (public_inputs, pp) = public_inputs_and_params::<Tree>(c1)?;
@@ -138,7 +185,7 @@ fn public_inputs_and_params<Tree: 'static + MerkleTreeTrait>(
     };
     let setup = compound_proof::SetupParams {
         vanilla_params: setup_params(&config).map_err(filecoin)?,
-        partitions: Some(partition_count(c1)),
+        partitions: Some(partitions(c1)),
         priority: false,
     };
     let pp = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::setup(
@@ -153,10 +200,10 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
     k: usize,
     evaluation: Evaluation,
 ) -> Result<Recorded, Error> {
-    let partitions = partition_count(c1);
-    if k >= partitions {
+    let count = partitions(c1);
+    if k >= count {
         return Err(Error::Filecoin(format!(
-            "partition {k} of a {partitions}-partition seal proof"
+            "partition {k} of a {count}-partition seal proof"
         )));
     }
     let vanilla = vanilla_proofs::<Tree>(c1)?;

@@ -19,9 +19,9 @@ use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
-use crate::record::{record, Evaluation, Recorded};
 use crate::kinds::RegisteredProof;
-use crate::{Error, Kind};
+use crate::record::{record, Evaluation, Recorded};
+use crate::{Error, ProofRequest};
 
 /// A PoSt job, holding exactly the arguments of filecoin-proofs-api's
 /// `generate_*_post_with_vanilla` functions.
@@ -43,33 +43,24 @@ pub struct PostRequest {
     pub partition_index: Option<usize>,
 }
 
-impl PostRequest {
-    /// The circuit kind (which `.params` file) and the sector size.
-    pub fn kind_and_sector_size(&self) -> (Kind, u64) {
-        RegisteredProof::PoSt(self.registered_proof).kind_and_sector_size()
+impl ProofRequest for PostRequest {
+    fn registered_proof(&self) -> RegisteredProof {
+        RegisteredProof::PoSt(self.registered_proof)
     }
 
-    /// Cheap checks before any partition runs: the registered proof is a
-    /// WinningPoSt proof when `winning`, else a WindowPoSt one; randomness and
-    /// prover id are field elements; every vanilla proof deserializes for the
-    /// registered proof and holds one sector with its challenge count; no
-    /// sector twice; the counts fit (WinningPoSt: its sector count; a single
-    /// WindowPoSt partition: at most one partition's sectors).
-    pub fn check(&self, winning: bool) -> Result<(), Error> {
-        let (want, got) = (post_type_name(winning), post_type_name(self.is_winning()));
-        if want != got {
-            return Err(Error::Invalid(format!(
-                "{:?} is a {got} proof, but the job is {want}",
-                self.registered_proof
-            )));
-        }
+    /// Randomness and prover id are field elements; every vanilla proof
+    /// deserializes for the registered proof and holds one sector with its
+    /// challenge count; no sector twice; the counts fit (WinningPoSt: its
+    /// sector count, and no partition index; a single WindowPoSt partition:
+    /// at most one partition's sectors).
+    fn check(&self) -> Result<(), Error> {
         with_shape!(self.sector_size(), check_inner, self)
     }
 
-    /// Circuit partitions this request proves: 1 for WinningPoSt and for a
-    /// single WindowPoSt partition, else one per `sector_count` sectors of the
-    /// registered proof (filecoin-proofs' `get_partitions_for_window_post`).
-    pub fn partition_count(&self) -> Result<usize, Error> {
+    /// 1 for WinningPoSt and for a single WindowPoSt partition, else one per
+    /// `sector_count` sectors of the registered proof (filecoin-proofs'
+    /// `get_partitions_for_window_post`).
+    fn partition_count(&self) -> Result<usize, Error> {
         if self.vanilla_proofs.is_empty() {
             return Err(Error::Invalid("no vanilla proofs".into()));
         }
@@ -80,28 +71,18 @@ impl PostRequest {
         Ok(self.vanilla_proofs.len().div_ceil(per_partition))
     }
 
-    /// Partition `k`'s circuit, synthesized and recorded. Its vanilla proofs
-    /// are first arranged and verified as filecoin-proofs does before proving
-    /// (`single_partition_vanilla_proofs`), so a proof that does not verify is
-    /// refused here rather than recorded as an unsatisfied circuit.
-    pub fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
+    /// Its vanilla proofs are first arranged and verified as filecoin-proofs
+    /// does before proving (`single_partition_vanilla_proofs`), so a proof
+    /// that does not verify is refused here rather than recorded as an
+    /// unsatisfied circuit.
+    fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
         with_shape!(self.sector_size(), record_partition_inner, self, k, evaluation)
-    }
-
-    fn is_winning(&self) -> bool {
-        self.registered_proof.typ() == PoStType::Winning
-    }
-
-    fn sector_size(&self) -> u64 {
-        u64::from(self.registered_proof.sector_size())
     }
 }
 
-fn post_type_name(winning: bool) -> &'static str {
-    if winning {
-        "WinningPoSt"
-    } else {
-        "WindowPoSt"
+impl PostRequest {
+    fn is_winning(&self) -> bool {
+        self.registered_proof.typ() == PoStType::Winning
     }
 }
 
@@ -130,7 +111,7 @@ fn decode<Tree: 'static + MerkleTreeTrait>(req: &PostRequest) -> Result<Decoded<
     let winning = req.is_winning();
     if let (true, Some(p)) = (winning, req.partition_index) {
         return Err(Error::Invalid(format!(
-            "partition index {p} given for {:?}: only WindowPoSt has partitions",
+            "partition_index {p} given for {:?}: only WindowPoSt has partitions",
             req.registered_proof
         )));
     }

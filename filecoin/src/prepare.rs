@@ -1,25 +1,58 @@
 //! A Filecoin parameter file and a recorded partition as the daemon's engines
-//! take them: kernels' `PreparedCircuit`, whose A and B queries keep the
+//! take them: kernels' `PreparedCircuit` (loaded from the file with the
+//! blank circuit's matrices, or with a partition's densities), whose A and B
+//! queries keep the
 //! file's dense layout and say which variables their points pair with, and
 //! kernels' `Synthesized`, the partition's a, b and c padded to the domain
-//! (recorded directly, or the compiled matrices times the assignment).
+//! (recorded directly, or the compiled matrices times the assignment, or
+//! that product left to an engine that evaluates it on its device).
 //!
 //! The densities that select the variables are structural (which variables
 //! appear in which query), so the ones recorded with any partition's witness
 //! are the file's (`tests/filecoin_api.rs` checks them against the blank
 //! circuit's); every query length is checked against them.
 
+use std::path::Path;
+
 use ark_bls12_381::{G1Affine, G2Affine};
 use ark_ec::AffineRepr;
 use ark_ff::Zero;
 use ark_groth16::ProvingKey;
-use cuzk_kernels::groth16::{self, PreparedCircuit, Selection, Synthesized};
+use cuzk_kernels::groth16::{self, Abc, PreparedCircuit, Selection, Synthesized};
 use cuzk_kernels::r1cs::Matrices;
 use cuzk_kernels::{Fr, KernelError};
 
 use crate::params::MappedParams;
-use crate::record::{Densities, Recorded, Witness};
-use crate::Error;
+use crate::record::{Densities, Recorded, Shape, Witness};
+use crate::{Error, Kind};
+
+/// Reads `cache_id`'s parameter file (`params`, for `kind` at `sector_size`)
+/// into a prepared circuit. With `witness` (a partition just recorded for
+/// direct evaluation) the circuit takes that partition's densities and no
+/// matrices; without one, the blank circuit is recorded once for its
+/// densities and compiled matrices, which serve both evaluations.
+pub fn load_circuit(
+    cache_id: &str,
+    params: &Path,
+    kind: Kind,
+    sector_size: u64,
+    witness: Option<&Witness>,
+) -> Result<PreparedCircuit, Error> {
+    let mapped = MappedParams::open(params)?;
+    match witness {
+        Some(witness) => prepared_circuit(
+            cache_id,
+            &mapped,
+            &witness.densities,
+            Matrices::empty(witness.inputs.len(), witness.aux.len()),
+            witness.num_constraints(),
+        ),
+        None => {
+            let Shape { matrices, constraints, densities } = kind.blank(sector_size)?.shape;
+            prepared_circuit(cache_id, &mapped, &densities, matrices, constraints)
+        }
+    }
+}
 
 /// Decodes the file's queries into a prepared circuit named `circuit_id`,
 /// with the circuit's `matrices` (compiled, or [`Matrices::empty`] for
@@ -95,8 +128,13 @@ fn selections(densities: &Densities) -> (Selection, Selection, bool) {
 /// A recorded partition as the engines prove it: the assignment (inputs,
 /// then aux) and a, b, c (the input constraints appended) padded with zeros
 /// to the circuit's domain; from the compiled matrices when only the
-/// assignment was recorded.
-pub fn synthesized(recorded: Recorded, circuit: &PreparedCircuit) -> Result<Synthesized, Error> {
+/// assignment was recorded, on the host, or with `on_device` by the engine
+/// (`Abc::Deferred`).
+pub fn synthesized(
+    recorded: Recorded,
+    circuit: &PreparedCircuit,
+    on_device: bool,
+) -> Result<Synthesized, Error> {
     let (inputs, constraints) = match &recorded {
         Recorded::Witness(w) => (w.inputs.len(), Some(w.num_constraints())),
         Recorded::Assignment { num_inputs, .. } => (*num_inputs, None),
@@ -117,7 +155,12 @@ pub fn synthesized(recorded: Recorded, circuit: &PreparedCircuit) -> Result<Synt
     } = match recorded {
         Recorded::Witness(witness) => witness,
         Recorded::Assignment { values, .. } => {
-            return groth16::evaluate(circuit, values).map_err(|e| match e {
+            let evaluated = if on_device {
+                groth16::defer(circuit, values)
+            } else {
+                groth16::evaluate(circuit, values)
+            };
+            return evaluated.map_err(|e| match e {
                 KernelError::Unsatisfied(row) => {
                     Error::Synthesis(format!("the witness does not satisfy constraint {row}"))
                 }
@@ -131,9 +174,7 @@ pub fn synthesized(recorded: Recorded, circuit: &PreparedCircuit) -> Result<Synt
     let mut assignment = inputs;
     assignment.extend_from_slice(&aux);
     Ok(Synthesized {
-        a,
-        b,
-        c,
+        abc: Abc::Host { a, b, c },
         assignment,
         num_inputs: circuit.num_inputs,
     })

@@ -73,7 +73,8 @@ pub fn generate(
             });
         }
         log::info!(
-            "{kind} {sector_size} B: {} constraints, {} inputs, {} aux recorded in {:.1?}",
+            "{} {sector_size} B: {} constraints, {} inputs, {} aux recorded in {:.1?}",
+            kind.cli_name(),
             blank.shape.num_constraints(),
             blank.shape.num_inputs(),
             blank.shape.num_aux(),

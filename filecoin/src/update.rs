@@ -16,9 +16,10 @@ use storage_proofs_update::{
     PublicInputs, PublicParams, SetupParams,
 };
 
+use crate::kinds::RegisteredProof;
 use crate::post::deserialize_vanilla;
 use crate::record::{record, Evaluation, Recorded};
-use crate::{Error, Kind};
+use crate::{Error, ProofRequest};
 
 /// A SnapDeals job, holding exactly the arguments of filecoin-proofs-api's
 /// `generate_empty_sector_update_proof_with_vanilla`.
@@ -38,23 +39,21 @@ pub struct UpdateRequest {
     pub vanilla_proofs: Vec<Vec<u8>>,
 }
 
-impl UpdateRequest {
-    /// The circuit kind (which `.params` file) and the sector size.
-    pub fn kind_and_sector_size(&self) -> (Kind, u64) {
-        (Kind::EmptySectorUpdate, self.sector_size())
+impl ProofRequest for UpdateRequest {
+    fn registered_proof(&self) -> RegisteredProof {
+        RegisteredProof::Update(self.registered_proof)
     }
 
-    /// Cheap checks before any partition runs: a V1 update proof; the
-    /// commitments are field elements; one vanilla proof per partition, each
-    /// deserializing for the registered proof with the partition's apex-leaf
-    /// and challenge counts; each proof's roots hash with its comm_c to
-    /// comm_r_old and comm_r_new.
-    pub fn check(&self) -> Result<(), Error> {
+    /// A V1 update proof; the commitments are field elements; one vanilla
+    /// proof per partition, each deserializing for the registered proof with
+    /// the partition's apex-leaf and challenge counts; each proof's roots
+    /// hash with its comm_c to comm_r_old and comm_r_new.
+    fn check(&self) -> Result<(), Error> {
         with_shape!(self.sector_size(), check_inner, self)
     }
 
-    /// Circuit partitions of the registered proof (1 at 2 KiB, 16 at 32 GiB).
-    pub fn partition_count(&self) -> Result<usize, Error> {
+    /// The registered proof's update partitions (1 at 2 KiB, 16 at 32 GiB).
+    fn partition_count(&self) -> Result<usize, Error> {
         if self.registered_proof.major_version() != 1 {
             return Err(Error::Invalid(format!(
                 "{:?}: only V1 update proofs are supported",
@@ -65,15 +64,11 @@ impl UpdateRequest {
         Ok(usize::from(config.update_partitions))
     }
 
-    /// Partition `k`'s circuit, synthesized and recorded, after its vanilla
-    /// proof is verified (filecoin-proofs proves without verifying; a proof that
-    /// does not verify would only give an unsatisfied circuit).
-    pub fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
+    /// Its vanilla proof is verified first (filecoin-proofs proves without
+    /// verifying; a proof that does not verify would only give an
+    /// unsatisfied circuit).
+    fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
         with_shape!(self.sector_size(), record_partition_inner, self, k, evaluation)
-    }
-
-    fn sector_size(&self) -> u64 {
-        u64::from(self.registered_proof.sector_size())
     }
 }
 

@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 use cuzk_filecoin::convert::fr_from_blstrs;
 use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, SEAL, SEED, TICKET, WINDOW, WINNING};
 use cuzk_filecoin::params::ParamPaths;
+use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::record::{Evaluation, Recorded};
-use cuzk_filecoin::{generate, porep, Error, Kind};
+use cuzk_filecoin::{generate, Error, Kind, ProofRequest};
 use filecoin_proofs_api::seal;
 use filecoin_proofs_api::{post, PublicReplicaInfo, RegisteredPoStProof, SectorId};
 
@@ -99,9 +100,9 @@ fn window_post_proves_and_verifies_with_generated_parameters() {
 #[test]
 fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
     let f = fixture();
-    assert_eq!(porep::partition_count(&f.c1), 1);
-    let Ok(Recorded::Witness(witness)) = porep::record_partition(&f.c1, 0, Evaluation::Direct)
-    else {
+    let request = porep_request(f);
+    assert_eq!(request.partition_count().unwrap(), 1);
+    let Ok(Recorded::Witness(witness)) = request.record_partition(0, Evaluation::Direct) else {
         panic!("direct evaluation records a witness");
     };
     assert_eq!(witness.unsatisfied(), 0);
@@ -122,8 +123,7 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
 
     // The compiled evaluation: the blank circuit's matrices times the
     // assignment alone give the same a, b and c.
-    let Ok(Recorded::Assignment { values, .. }) =
-        porep::record_partition(&f.c1, 0, Evaluation::Compiled)
+    let Ok(Recorded::Assignment { values, .. }) = request.record_partition(0, Evaluation::Compiled)
     else {
         panic!("compiled evaluation records an assignment");
     };
@@ -136,11 +136,22 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
     assert_eq!(broken.unsatisfied(), 1);
 }
 
+/// The fixture's C1 output as `seal_commit_phase2`'s arguments.
+fn porep_request(f: &Sector) -> PorepRequest {
+    PorepRequest {
+        c1: f.c1.clone(),
+        prover_id: PROVER_ID,
+        sector_id: u64::from(f.id),
+    }
+}
+
 #[test]
 fn porep_check_accepts_the_c1_output_and_refuses_a_tampered_one() {
     let f = fixture();
-    porep::check(&f.c1).unwrap();
-    let refused = |c1: seal::SealCommitPhase1Output| porep::check(&c1).unwrap_err().to_string();
+    porep_request(f).check().unwrap();
+    let refused = |c1: seal::SealCommitPhase1Output| {
+        PorepRequest { c1, ..porep_request(f) }.check().unwrap_err().to_string()
+    };
 
     let mut other_seed = f.c1.clone();
     other_seed.seed[0] ^= 1;
@@ -154,6 +165,16 @@ fn porep_check_accepts_the_c1_output_and_refuses_a_tampered_one() {
     let mut wrong_kind = f.c1.clone();
     wrong_kind.registered_proof = filecoin_proofs_api::RegisteredSealProof::StackedDrg32GiBV1_1;
     assert!(refused(wrong_kind).contains("not StackedDrg32GiBV1_1 proofs"));
+
+    // Sealed for another prover or sector: its proof would never verify
+    // for these, so the replica id refuses it.
+    for other in [
+        PorepRequest { prover_id: [8; 32], ..porep_request(f) },
+        PorepRequest { sector_id: u64::from(f.id) + 1, ..porep_request(f) },
+    ] {
+        let err = other.check().unwrap_err().to_string();
+        assert!(err.contains("its replica id differs"), "{err}");
+    }
 }
 
 #[test]

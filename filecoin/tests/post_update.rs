@@ -13,7 +13,7 @@ use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, UPDATE, WINDOW, WINNING};
 use cuzk_filecoin::post::PostRequest;
 use cuzk_filecoin::record::{Evaluation, Recorded, Shape, Witness};
 use cuzk_filecoin::update::UpdateRequest;
-use cuzk_filecoin::{Error, Kind};
+use cuzk_filecoin::{Error, Kind, ProofRequest};
 use filecoin_proofs::parameters::{window_post_setup_params, winning_post_setup_params};
 use filecoin_proofs::{as_safe_commitment, PoStType, SectorShape2KiB, SectorUpdateConfig};
 use filecoin_proofs_api::RegisteredPoStProof;
@@ -133,7 +133,7 @@ fn whole_request(
     let req = request(proof, vanilla.clone(), None);
     let (kind, sector_size) = req.kind_and_sector_size();
     assert_eq!(sector_size, 2048);
-    req.check(kind == Kind::WinningPost).unwrap();
+    req.check().unwrap();
     assert_eq!(req.partition_count().unwrap(), partitions);
     let witnesses = (0..partitions)
         .map(|k| {
@@ -167,7 +167,7 @@ fn window_post_two_partitions_whole_and_single_are_the_verifiers() {
     for ((k, own), witness) in parts.into_iter().zip(&witnesses) {
         let expected = verifier_post_inputs(WINDOW, &all, k);
         let single = request(WINDOW, own.to_vec(), Some(k));
-        single.check(false).unwrap();
+        single.check().unwrap();
         assert_eq!(single.partition_count().unwrap(), 1);
         let alone = record_both(|e| single.record_partition(0, e), Kind::WindowPost);
         assert_sound(&alone, &expected, Kind::WindowPost);
@@ -254,20 +254,23 @@ fn bad_post_requests_are_refused_with_the_reason() {
     let s = sectors();
     let winning = fixtures::post_vanilla_proofs(WINNING, RANDOMNESS, &[&s[0]]).unwrap();
     let window = fixtures::post_vanilla_proofs(WINDOW, RANDOMNESS, &[&s[0], &s[1], &s[2]]).unwrap();
-    let refused = |req: PostRequest, winning: bool| refusal(req.check(winning));
+    let refused = |req: PostRequest| refusal(req.check());
 
-    let err = refused(request(WINNING, winning.clone(), None), false);
+    // The PoSt kinds share their input's form: the kind a job was submitted
+    // as admits only its own registered proofs.
+    let proof_of = |req: PostRequest| req.registered_proof();
+    let err = refusal(Kind::WindowPost.admit(proof_of(request(WINNING, winning.clone(), None))));
     assert!(
-        err.contains("StackedDrgWinning2KiBV1 is a WinningPoSt proof, but the job is WindowPoSt"),
+        err.contains("StackedDrgWinning2KiBV1 is a winning-post proof, not window-post"),
         "{err}"
     );
-    let err = refused(request(WINDOW, window.clone(), None), true);
+    let err = refusal(Kind::WinningPost.admit(proof_of(request(WINDOW, window.clone(), None))));
     assert!(
-        err.contains("is a WindowPoSt proof, but the job is WinningPoSt"),
+        err.contains("is a window-post proof, not winning-post"),
         "{err}"
     );
 
-    let err = refused(request(WINNING, vec![vec![1; 64]], None), true);
+    let err = refused(request(WINNING, vec![vec![1; 64]], None));
     assert!(
         err.contains(
             "vanilla proof 0 does not deserialize as a StackedDrgWinning2KiBV1 sector proof"
@@ -275,18 +278,18 @@ fn bad_post_requests_are_refused_with_the_reason() {
         "{err}"
     );
     // A WindowPoSt vanilla proof answers 10 challenges, a WinningPoSt one 66.
-    let err = refused(request(WINNING, vec![window[0].clone()], None), true);
+    let err = refused(request(WINNING, vec![window[0].clone()], None));
     assert!(
         err.contains("holds 1 sector proofs with 10 challenges"),
         "{err}"
     );
 
     let two = vec![winning[0].clone(), winning[0].clone()];
-    let err = refused(request(WINNING, two, None), true);
+    let err = refused(request(WINNING, two, None));
     assert!(err.contains("takes 1 vanilla proof(s), got 2"), "{err}");
-    let err = refused(request(WINNING, vec![], None), true);
+    let err = refused(request(WINNING, vec![], None));
     assert!(err.contains("no vanilla proofs"), "{err}");
-    let err = refused(request(WINDOW, window.clone(), Some(0)), false);
+    let err = refused(request(WINDOW, window.clone(), Some(0)));
     assert!(
         err.contains(
             "partition 0: a StackedDrgWindow2KiBV1_2 partition holds at most 2 sectors, got 3"
@@ -294,15 +297,15 @@ fn bad_post_requests_are_refused_with_the_reason() {
         "{err}"
     );
     let twice = vec![window[0].clone(), window[0].clone()];
-    let err = refused(request(WINDOW, twice, None), false);
+    let err = refused(request(WINDOW, twice, None));
     assert!(
         err.contains("sector 1 has more than one vanilla proof"),
         "{err}"
     );
 
-    let err = refused(request(WINNING, winning.clone(), Some(1)), true);
+    let err = refused(request(WINNING, winning.clone(), Some(1)));
     assert!(
-        err.contains("partition index 1 given for StackedDrgWinning2KiBV1"),
+        err.contains("partition_index 1 given for StackedDrgWinning2KiBV1"),
         "{err}"
     );
     let single = request(WINDOW, window[2..].to_vec(), Some(1));
@@ -313,7 +316,7 @@ fn bad_post_requests_are_refused_with_the_reason() {
     // verification refuses them before the circuit is built.
     let mut other = request(WINDOW, window, None);
     other.randomness[0] ^= 1;
-    other.check(false).unwrap();
+    other.check().unwrap();
     let err = refusal(other.record_partition(0, Evaluation::Direct));
     assert!(
         err.contains("partition 0: partitioned vanilla proofs failed to verify"),

@@ -6,10 +6,10 @@
 //! of order, missing or extra shifts every later value, so this fails on the
 //! first one.
 
-use cuzk_filecoin::fixtures;
-use cuzk_filecoin::porep;
+use cuzk_filecoin::fixtures::{self, PROVER_ID};
+use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::record::{Evaluation, Recorded};
-use cuzk_filecoin::Error;
+use cuzk_filecoin::{Error, ProofRequest};
 
 fn assignment(recorded: Result<Recorded, Error>) -> (Vec<ark_bls12_381::Fr>, usize) {
     match recorded {
@@ -22,16 +22,17 @@ fn assignment(recorded: Result<Recorded, Error>) -> (Vec<ark_bls12_381::Fr>, usi
 #[test]
 fn fast_porep_assignment_equals_the_reference_circuits() {
     let sector = fixtures::seal(27).unwrap();
-    let partitions = porep::partition_count(&sector.c1);
+    let request = PorepRequest {
+        c1: sector.c1,
+        prover_id: PROVER_ID,
+        sector_id: u64::from(sector.id),
+    };
+    let partitions = request.partition_count().unwrap();
     assert!(partitions >= 1);
     for k in 0..partitions {
-        let (fast, fast_inputs) =
-            assignment(porep::record_partition(&sector.c1, k, Evaluation::Compiled));
-        let (reference, reference_inputs) = assignment(porep::record_partition(
-            &sector.c1,
-            k,
-            Evaluation::CompiledReference,
-        ));
+        let (fast, fast_inputs) = assignment(request.record_partition(k, Evaluation::Compiled));
+        let (reference, reference_inputs) =
+            assignment(request.record_partition(k, Evaluation::CompiledReference));
         assert_eq!(fast_inputs, reference_inputs, "partition {k}: inputs");
         if let Some(i) = fast.iter().zip(&reference).position(|(x, y)| x != y) {
             let (part, index) = if i < reference_inputs {

@@ -4,11 +4,12 @@
 //! knows; a lost lease takes a partition back out; once nothing it holds of
 //! a job is running, the job is forgotten (`settle`).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::{recorded_spec, JobState, PartitionState, Tracker};
+use super::{JobState, PartitionState, Tracker};
 use crate::messages::{Claimed, Enqueue, GetHeld, LeasesLost};
 use crate::model::{JobId, PartitionKey, Stage};
 
@@ -39,9 +40,9 @@ impl Handler<Claimed> for Tracker {
         let Claimed { record, work, reservation, partitions } = claimed;
         let id = record.id.clone();
         if !self.jobs.contains_key(&id) {
-            let spec = recorded_spec(&record, reservation, work);
+            let spec = Arc::new(record.spec(reservation, work));
             let others = (0..spec.partitions)
-                .map(|_| PartitionState { elsewhere: true, ..PartitionState::queued(spec.submitted) })
+                .map(|_| PartitionState { elsewhere: true, ..PartitionState::queued(spec.submitted.at) })
                 .collect();
             let job = JobState { spec, tenant: record.tenant, partitions: others, error: None, finished: None };
             self.insert_job(job, None);

@@ -10,10 +10,9 @@ use actix::prelude::*;
 
 use super::{JobState, PartitionState, Tracker};
 use crate::messages::{Enqueue, JobStatus, QueueFull, SetMaxUnfinished, SubmitJob, SubmitOutcome};
-use crate::model::JobSpec;
+use crate::model::{JobSpec, Submitted};
 use crate::store::{JobRecord, StoreWrite};
 use crate::telemetry;
-use crate::time::unix_ms;
 
 impl Handler<SubmitJob> for Tracker {
     type Result = MessageResult<SubmitJob>;
@@ -63,21 +62,21 @@ impl Handler<SubmitJob> for Tracker {
                 key_conflict: false,
             });
         }
-        let spec = Arc::new(JobSpec::new(
-            job.id.clone(),
-            self.next_seq,
-            job.priority,
-            job.partitions,
-            job.circuit,
-            job.circuit_id,
-            job.reservation,
-            job.work,
-            SystemTime::now(),
-            job.deadline,
-        ));
+        let spec = Arc::new(JobSpec {
+            id: job.id.clone(),
+            seq: self.next_seq,
+            priority: job.priority,
+            partitions: job.partitions,
+            circuit: job.circuit,
+            circuit_id: job.circuit_id,
+            reservation: job.reservation,
+            work: job.work,
+            submitted: Submitted::new(SystemTime::now(), job.deadline),
+            abandoned: Default::default(),
+        });
         self.next_seq += 1;
         let partitions = (0..spec.partitions)
-            .map(|_| PartitionState::queued(spec.submitted))
+            .map(|_| PartitionState::queued(spec.submitted.at))
             .collect();
         telemetry::JobSubmitted {
             job: &job.id.0,
@@ -88,20 +87,12 @@ impl Handler<SubmitJob> for Tracker {
         }
         .emit();
         let durable = match (self.store(), job.request) {
-            (Some(store), Some(request)) => Some(store.write(StoreWrite::Accepted(JobRecord {
-                id: job.id.clone(),
-                seq: spec.seq,
-                priority: spec.priority,
-                partitions: spec.partitions,
-                circuit: spec.circuit.clone(),
-                circuit_id: spec.circuit_id.clone(),
-                idempotency_key: job.idempotency_key.clone(),
-                tenant: job.tenant.clone(),
-                submitted_unix_ms: unix_ms(spec.submitted_wall),
-                deadline_ms: job.deadline.map(|d| d.as_millis() as u64),
-                request_digest: Some(request.digest),
-                request: request.text,
-            }))),
+            (Some(store), Some(request)) => Some(store.write(StoreWrite::Accepted(JobRecord::accepted(
+                &spec,
+                job.tenant.clone(),
+                job.idempotency_key.clone(),
+                request,
+            )))),
             _ => None,
         };
         self.insert_job(

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 
-use super::{recorded_spec, JobState, PartitionState, Tracker};
+use super::{JobState, PartitionState, Tracker};
 use crate::messages::{Enqueue, RestoreJobs, RestoredJob};
 use crate::model::{Reservation, Stage};
 use crate::store::StoredJob;
@@ -26,7 +26,7 @@ impl Tracker {
         };
         let StoredJob { record, mut proofs, failures, outcome } = stored;
         let digest = record.request_digest();
-        let spec = recorded_spec(&record, reservation, work);
+        let spec = Arc::new(record.spec(reservation, work));
         self.next_seq = self.next_seq.max(record.seq + 1);
         let finished = outcome
             .as_ref()
@@ -34,7 +34,7 @@ impl Tracker {
         let now = Instant::now();
         let partitions = (0..record.partitions)
             .map(|index| {
-                let mut partition = PartitionState::queued(spec.submitted);
+                let mut partition = PartitionState::queued(spec.submitted.at);
                 partition.proof = proofs.remove(&index);
                 partition.error = failures.get(&index).cloned();
                 partition.stage = match (&partition.proof, &partition.error, &finished) {

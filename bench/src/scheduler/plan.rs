@@ -39,7 +39,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub(crate) fn new(args: &SchedulerBenchArgs) -> Result<Self, String> {
-        let profile = SimProfile::by_name(&args.profile)?;
+        let profile = SimProfile::by_name(&args.profile).map_err(|e| e.to_string())?;
         if args.devices == 0 || args.workers_per_device == 0 {
             return Err("--devices and --workers-per-device must be at least 1".into());
         }

@@ -1,7 +1,9 @@
 // supraseal-bench: times filecoin-proofs-api 19.1.0 built with `cuda-supraseal`
 // (the supraseal-c2 GPU prover) on 2 KiB PoRep C2 and SnapDeals inputs, the
 // reference that cuzk's figures in docs/benchmarks.md are compared against.
-// Every proof is verified; the output is one markdown table on stdout.
+// Every proof is verified (unless --no-verify: keys from `cuzk-bench key`,
+// whose random points make proofs that cannot verify); the output is one
+// markdown table on stdout.
 
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -14,7 +16,7 @@ use filecoin_proofs_api::{
 use serde::Deserialize;
 
 const USAGE: &str = "\
-usage: supraseal-bench [--porep FILE] [--snap FILE] [--runs N]
+usage: supraseal-bench [--porep FILE] [--snap FILE] [--runs N] [--no-verify]
 
   --porep FILE  {\"c1\": <SealCommitPhase1Output JSON>, \"prover_id\": \"<32-byte hex>\",
                  \"sector_id\": <u64>}  (cuzk's porep-c2 job input)
@@ -23,6 +25,8 @@ usage: supraseal-bench [--porep FILE] [--snap FILE] [--runs N]
                  \"vanilla_proofs\": [hex of each partition's vanilla proof]}
                 (cuzk's snap-prove job input)
   --runs N      warm calls per job after the one cold call (default 3)
+  --no-verify   check each proof's length only: for TIMING-ONLY keys
+                (`cuzk-bench key`), whose proofs cannot verify
 
 Groth16 parameters are read from $FIL_PROOFS_PARAMETER_CACHE (files named as
 filecoin-proofs expects; test parameters are fine as long as
@@ -117,9 +121,19 @@ struct Sample {
     synthesis: Option<Duration>,
 }
 
-/// Times `prove` once, then checks its proof with `verify`; a proof that does
-/// not verify is an error, so bad figures can never reach the table.
+/// How a proof is checked after it is timed.
+#[derive(Clone, Copy)]
+enum Check {
+    /// By the API's verifier: a proof that does not verify is an error, so
+    /// bad figures can never reach the table.
+    Verify,
+    /// Its length only (192 bytes per partition): for timing-only keys.
+    Length,
+}
+
+/// Times `prove` once, then checks its proof as `check` says.
 fn sample(
+    check: Check,
     prove: impl FnOnce() -> Result<Vec<u8>>,
     verify: impl FnOnce(&[u8]) -> Result<bool>,
 ) -> Result<Sample> {
@@ -130,7 +144,14 @@ fn sample(
     let logged = std::mem::take(&mut *SYNTHESIS.lock().unwrap());
     // Several partitions may be synthesized in several batches: sum them.
     let synthesis = (!logged.is_empty()).then(|| logged.iter().sum());
-    ensure!(verify(&proof)?, "the proof does not verify");
+    match check {
+        Check::Verify => ensure!(verify(&proof)?, "the proof does not verify"),
+        Check::Length => ensure!(
+            !proof.is_empty() && proof.len() % 192 == 0,
+            "the proof is {} bytes, not whole 192-byte partition proofs",
+            proof.len()
+        ),
+    }
     Ok(Sample { total, synthesis })
 }
 
@@ -169,7 +190,7 @@ fn bench(job: &str, runs: usize, mut one: impl FnMut() -> Result<Sample>) -> Res
     ))
 }
 
-fn porep_row(path: &str, runs: usize) -> Result<String> {
+fn porep_row(path: &str, runs: usize, check: Check) -> Result<String> {
     let input: PorepInput = read_json(path)?;
     let prover_id = hex32("prover_id", &input.prover_id)?;
     let sector_id = SectorId::from(input.sector_id);
@@ -179,6 +200,7 @@ fn porep_row(path: &str, runs: usize) -> Result<String> {
         // The API consumes its input: clone before the clock starts.
         let owned = c1.clone();
         sample(
+            check,
             || Ok(seal::seal_commit_phase2(owned, prover_id, sector_id)?.proof),
             |proof| {
                 seal::verify_seal(
@@ -196,7 +218,7 @@ fn porep_row(path: &str, runs: usize) -> Result<String> {
     })
 }
 
-fn snap_row(path: &str, runs: usize) -> Result<String> {
+fn snap_row(path: &str, runs: usize, check: Check) -> Result<String> {
     let input: SnapInput = read_json(path)?;
     let proof_kind = input.registered_proof;
     let comm_r_old = hex32("comm_r_old", &input.comm_r_old)?;
@@ -209,6 +231,7 @@ fn snap_row(path: &str, runs: usize) -> Result<String> {
     bench(&job, runs, || {
         let owned = vanilla.clone();
         sample(
+            check,
             || {
                 let proof = update::generate_empty_sector_update_proof_with_vanilla(
                     proof_kind, owned, comm_r_old, comm_r_new, comm_d_new,
@@ -225,7 +248,7 @@ fn snap_row(path: &str, runs: usize) -> Result<String> {
 }
 
 fn run(args: &[String]) -> Result<Vec<String>> {
-    let (mut porep, mut snap, mut runs) = (None, None, 3usize);
+    let (mut porep, mut snap, mut runs, mut check) = (None, None, 3usize, Check::Verify);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -233,6 +256,7 @@ fn run(args: &[String]) -> Result<Vec<String>> {
             "--porep" => porep = Some(value()?.clone()),
             "--snap" => snap = Some(value()?.clone()),
             "--runs" => runs = value()?.parse().context("--runs takes a whole number")?,
+            "--no-verify" => check = Check::Length,
             other => bail!("unknown argument {other}"),
         }
     }
@@ -247,10 +271,10 @@ fn run(args: &[String]) -> Result<Vec<String>> {
     );
     let mut rows = Vec::new();
     if let Some(path) = porep {
-        rows.push(porep_row(&path, runs)?);
+        rows.push(porep_row(&path, runs, check)?);
     }
     if let Some(path) = snap {
-        rows.push(snap_row(&path, runs)?);
+        rows.push(snap_row(&path, runs, check)?);
     }
     Ok(rows)
 }

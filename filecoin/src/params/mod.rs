@@ -63,6 +63,20 @@ pub fn cache_ids_in(dir: &Path) -> Vec<(String, PathBuf)> {
     found
 }
 
+/// The `.params` file of `cache_id` in `dir`, refused (naming both) when it
+/// is not there: nothing of that circuit can be proved without it.
+pub fn params_file(dir: &Path, cache_id: &str) -> Result<PathBuf, crate::Error> {
+    let path = ParamPaths::new(dir, cache_id).params;
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(crate::Error::MissingParams {
+            path,
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
 /// What storage-proofs-core puts before a cache id in a file name (`v28-`).
 fn parameter_prefix() -> String {
     let named = storage_proofs_core::parameter_cache::parameter_id("");

@@ -3,10 +3,9 @@
 //! uploaded to stay resident, into pinned host memory when it is streamed
 //! (`streamed.rs`), so no query is ever converted whole (one query of a
 //! 32 GiB PoRep key is 12.5 GB). The daemon's source is the circuit's
-//! `ProvingKey`; the benchmark's 32 GiB-shaped key (`inputs::TiledKey`)
-//! never exists in arkworks' form, which would take 50 GB of host memory.
-
-use rayon::prelude::*;
+//! `ProvingKey`; cuzk-bench's 32 GiB-shaped key (its `TiledKey`, bench/src/gpu/
+//! partitions.rs) is another, which never exists in arkworks' form: that
+//! would take 50 GB of host memory.
 
 use super::gpu::{DevG1Affine, DevG2Affine};
 use super::msm::{MsmGroup, G1, G2};
@@ -86,43 +85,4 @@ impl KeyBases for ProvingKey<Bls12_381> {
     fn g2(&self, start: usize, out: &mut [DevG2Affine]) {
         G2::write_device(&self.b_g2_query[start..start + out.len()], out);
     }
-}
-
-/// A key made of a few distinct points repeated (the benchmark's
-/// PoRep-shaped partitions): point i of a query is `g1[(i + offset) %
-/// g1.len()]`, each query at its own offset. The kernels' work does not
-/// depend on which valid points they add; pools larger than the device's
-/// L2 cache (50 MB) save no memory traffic either.
-pub struct TiledKey {
-    /// Distinct G1 points, in the kernels' layout.
-    pub g1: Vec<DevG1Affine>,
-    /// Distinct G2 points.
-    pub g2: Vec<DevG2Affine>,
-    /// Lengths of A, B (G1 and G2), L and H.
-    pub lens: [usize; 4],
-}
-
-impl KeyBases for TiledKey {
-    fn len(&self, q: Query) -> usize {
-        self.lens[q as usize]
-    }
-    fn fingerprint(&self) -> Fingerprint {
-        Fingerprint {
-            lens: self.lens,
-            points: self.g1[..2.min(self.g1.len())].to_vec(),
-        }
-    }
-    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) {
-        let offset = [0, 7, 29, 13][q as usize];
-        tile(&self.g1, start + offset, out);
-    }
-    fn g2(&self, start: usize, out: &mut [DevG2Affine]) {
-        tile(&self.g2, start, out);
-    }
-}
-
-fn tile<T: Copy + Send + Sync>(pool: &[T], start: usize, out: &mut [T]) {
-    out.par_iter_mut()
-        .enumerate()
-        .for_each(|(i, o)| *o = pool[(start + i) % pool.len()]);
 }

@@ -5,30 +5,34 @@
 //! per call from a pool (streams, pinned staging, reused device buffers), the
 //! proving-key bases of each circuit uploaded once and kept resident
 //! (LRU-evicted against a memory budget) or, when a key exceeds that budget,
-//! kept in pinned host memory and streamed through the device in chunks, H
-//! by seven NTTs on the device, the four G1 MSMs and, with `g2_on_gpu`, B's
-//! G2 MSM. Kernels: kernels/cuda.
+//! kept in pinned host memory and streamed through the device in chunks, a,
+//! b and c of a deferred partition evaluated on the device from the
+//! circuit's compiled matrices (kept resident like its key), H by seven NTTs
+//! on the device, the four G1 MSMs and, with `g2_on_gpu`, B's G2 MSM.
+//! Kernels: kernels/cuda.
 
 pub mod bases;
-pub mod bench;
-mod bench_config;
 mod cache;
 pub mod gpu;
-// Random inputs: the benchmark's; public only for the GPU tests (feature
-// `testutil`, which kernels' own dev-dependency turns on).
-#[cfg(feature = "testutil")]
+// Random points and scalars for cuzk-bench's GPU benchmark and kernels' own
+// GPU tests; not the daemon's (feature `bench-internals`).
+#[cfg(feature = "bench-internals")]
 pub mod inputs;
-#[cfg(not(feature = "testutil"))]
-mod inputs;
 mod launch_params;
 pub mod msm;
 pub mod ntt;
-mod pass_bench;
 mod passes;
-mod porep_bench;
 mod prove;
+mod spans;
+pub mod r1cs;
 mod streamed;
-mod urgency_bench;
+
+// Public for the benchmark, which computes the kernel-active fraction from
+// `kernel_spans` with the engine's own arithmetic.
+#[cfg(feature = "bench-internals")]
+pub use spans::newly_covered;
+#[cfg(not(feature = "bench-internals"))]
+use spans::newly_covered;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -38,6 +42,7 @@ use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::{Stream, StreamFlags};
 
 use crate::groth16::{PreparedCircuit, ProveStartEngine, ProveStartOutput, Synthesized, Urgency};
+use crate::r1cs::Matrices;
 use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use cache::Cache;
 use gpu::{
@@ -216,27 +221,6 @@ fn free_elsewhere<T: Send + 'static>(x: T) -> Option<std::thread::JoinHandle<()>
     (std::thread::Builder::new().name("cuzk-free".into()))
         .spawn(move || drop(x))
         .ok()
-}
-
-/// How much of `span` (start, end) none of `others` covers: its share of
-/// their union once all of them are counted, in whatever order.
-pub(crate) fn newly_covered<'s>(
-    others: impl IntoIterator<Item = &'s (f64, f64)>,
-    (a, b): (f64, f64),
-) -> f64 {
-    let mut cut: Vec<(f64, f64)> = (others.into_iter())
-        .map(|&(x, y)| (x.max(a), y.min(b)))
-        .filter(|(x, y)| x < y)
-        .collect();
-    cut.sort_by(|p, q| p.0.total_cmp(&q.0));
-    let (mut covered, mut end) = (0.0, a);
-    for (x, y) in cut {
-        if y > end {
-            covered += y - x.max(end);
-            end = y;
-        }
-    }
-    (b - a).max(0.0) - covered
 }
 
 /// Kernel spans an engine keeps (16 bytes each).
@@ -508,6 +492,50 @@ impl CudaEngine {
         Ok(ms as f64)
     }
 
+    /// a, b and c of the assignment `z` (on the device, Montgomery form, as
+    /// `upload_fr` leaves it) by `matrices`, into `abc` (three buffers of
+    /// at least `domain_size`), as `Matrices::evaluate` computes them on the
+    /// host: the matrices kept under `circuit_id` as prove_start keeps a
+    /// circuit's (uploaded on first use). Returns the evaluation's time on
+    /// the stream in ms (CUDA events: the launches alone), or the first row
+    /// that does not hold as `KernelError::Unsatisfied`. For the tests and
+    /// the benchmark.
+    pub fn evaluate_device(
+        &self,
+        circuit_id: &str,
+        matrices: &Matrices,
+        z: &DBuf<DevFr>,
+        abc: &[DBuf<DevFr>; 3],
+        domain_size: usize,
+    ) -> Res<f64> {
+        matrices.check_assignment(z.len(), domain_size)?;
+        if abc.iter().any(|v| v.len() < domain_size) {
+            return Err(KernelError::Synthesis(format!(
+                "a, b, c buffers shorter than the domain of {domain_size}"
+            )));
+        }
+        let ws = self.lease()?;
+        let device = self.device_matrices(circuit_id, matrices, &ws)?;
+        self.gpu.enter()?;
+        let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
+        let (start, stop) = (ev()?, ev()?);
+        let bad = ws.buffer::<u32>(1)?;
+        start.record(&ws.stream).map_err(driver("cuEventRecord"))?;
+        let out = [abc[0].ptr(), abc[1].ptr(), abc[2].ptr()];
+        device.evaluate(&self.gpu, &ws, z.ptr(), out, domain_size, bad.ptr())?;
+        stop.record(&ws.stream).map_err(driver("cuEventRecord"))?;
+        let mut first = [u32::MAX];
+        bad.download(&mut first, &ws.stream)?;
+        ws.synchronize("evaluating compiled matrices")?;
+        if first[0] != u32::MAX {
+            return Err(KernelError::Unsatisfied(first[0] as usize));
+        }
+        let ms = stop
+            .elapsed_time_f32(&start)
+            .map_err(driver("cuEventElapsedTime"))?;
+        Ok(ms as f64)
+    }
+
     /// Runs a field test kernel on the words of n elements of a and b:
     /// op 0 add, 1 sub, 2 mul, 3 sqr, 4 neg, 5 from_mont (Fr) or double (Fq,
     /// Fq2). Returns the words of the n results.
@@ -596,6 +624,10 @@ impl ProveStartEngine for CudaEngine {
         &self.name
     }
 
+    fn evaluates_on_device(&self) -> bool {
+        true
+    }
+
     fn prove_start(
         &self,
         circuit: &PreparedCircuit,
@@ -624,21 +656,7 @@ pub enum FieldTest {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_rank, newly_covered, Urgency, Workspaces};
-
-    #[test]
-    fn a_span_counts_only_what_no_other_covers() {
-        let kept = [(0.0, 4.0), (6.0, 8.0), (7.0, 9.0)];
-        // [2, 10] minus [2, 4] and [6, 9]: [4, 6] and [9, 10], 3 ms.
-        assert_eq!(newly_covered(&kept, (2.0, 10.0)), 3.0);
-        assert_eq!(newly_covered(&kept, (1.0, 3.0)), 0.0);
-        assert_eq!(newly_covered(&[], (1.0, 3.0)), 2.0);
-        // Shares in any order add up to the union (0-9 with a gap 4-6: 7).
-        let total: f64 = (0..kept.len())
-            .map(|i| newly_covered(&kept[..i], kept[i]))
-            .sum();
-        assert_eq!(total, 7.0);
-    }
+    use super::{first_rank, Urgency, Workspaces};
 
     #[test]
     fn new_workspaces_take_the_lowest_rank_no_workspace_holds() {

@@ -1,0 +1,26 @@
+//! HTTP requests served, by route pattern and status.
+
+use cuzk_actors::telemetry::{counter, MetricDef};
+
+pub const HTTP_REQUESTS: MetricDef = counter(
+    "cuzk_http_requests_total",
+    "requests",
+    &["route", "status"],
+    "HTTP requests served, by route pattern and status code.",
+);
+
+/// An HTTP request was answered.
+pub struct HttpRequest<'a> {
+    /// The route pattern it matched (`unmatched` if none): never the path,
+    /// which may hold ids.
+    pub route: &'a str,
+    /// The status code answered.
+    pub status: u16,
+}
+
+impl HttpRequest<'_> {
+    pub fn emit(&self) {
+        metrics::counter!(HTTP_REQUESTS.name, "route" => self.route.to_string(), "status" => self.status.to_string())
+            .increment(1);
+    }
+}

@@ -1,0 +1,107 @@
+//! Tokens and tenants: submissions a tenant's own limit refused, and the
+//! reloads of tokens and tenants on SIGHUP.
+
+use cuzk_actors::telemetry::{counter, MetricDef};
+
+pub const TENANT_REFUSALS: MetricDef = counter(
+    "cuzk_tenant_refusals_total",
+    "requests",
+    &["tenant", "reason"],
+    "Submissions refused (429) by a tenant's own limit, by tenant (the configured ones) and reason (queue_full: its max_queued_jobs; rate_limited: its submit rate).",
+);
+pub const TOKEN_RELOADS: MetricDef = counter(
+    "cuzk_token_reloads_total",
+    "reloads",
+    &["outcome"],
+    "Reloads of the tokens and tenants on SIGHUP, by outcome (ok; failed: the old ones stay).",
+);
+
+/// Starts the reload counter of both outcomes at zero (a tenant's refusal
+/// counters start when it is configured: [`TenantsConfigured`]).
+pub(super) fn start_at_zero() {
+    for outcome in [TokensReloaded::OK, TokensReloaded::FAILED] {
+        metrics::counter!(TOKEN_RELOADS.name, "outcome" => outcome).absolute(0);
+    }
+}
+
+/// Why a tenant's own limit refused a submission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantLimit {
+    /// Its unfinished jobs reached its `max_queued_jobs`.
+    QueueFull,
+    /// Its submit-rate bucket was empty.
+    RateLimited,
+}
+
+impl TenantLimit {
+    pub const ALL: [TenantLimit; 2] = [TenantLimit::QueueFull, TenantLimit::RateLimited];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TenantLimit::QueueFull => "queue_full",
+            TenantLimit::RateLimited => "rate_limited",
+        }
+    }
+}
+
+/// The tenants the configuration names (on start and after each reload):
+/// their refusal counters start at zero. Counters already counting keep
+/// their counts, so a reload resets nothing.
+pub struct TenantsConfigured<'a> {
+    /// The tenant names the configuration holds now.
+    pub tenants: &'a [&'a str],
+}
+
+impl TenantsConfigured<'_> {
+    pub fn emit(&self) {
+        for tenant in self.tenants {
+            for reason in TenantLimit::ALL {
+                metrics::counter!(TENANT_REFUSALS.name, "tenant" => tenant.to_string(), "reason" => reason.as_str())
+                    .increment(0);
+            }
+        }
+    }
+}
+
+/// A submission answered 429 by its tenant's own limit.
+pub struct TenantRefused<'a> {
+    /// Whose limit refused it: a configured tenant's name (a label, so never a
+    /// token).
+    pub tenant: &'a str,
+    /// Which limit.
+    pub reason: TenantLimit,
+}
+
+impl TenantRefused<'_> {
+    pub fn emit(&self) {
+        log::debug!("tenant {}: submission refused ({})", self.tenant, self.reason.as_str());
+        metrics::counter!(TENANT_REFUSALS.name, "tenant" => self.tenant.to_string(), "reason" => self.reason.as_str())
+            .increment(1);
+    }
+}
+
+/// The tokens were read again on SIGHUP: `Ok(tokens now in force)`, or why
+/// the reload failed (the previous tokens stay in force).
+pub struct TokensReloaded<'a> {
+    /// The tokens now in force, or why the reload failed.
+    pub outcome: Result<usize, &'a str>,
+}
+
+impl TokensReloaded<'_> {
+    const OK: &'static str = "ok";
+    const FAILED: &'static str = "failed";
+
+    pub fn emit(&self) {
+        let outcome = match self.outcome {
+            Ok(tokens) => {
+                log::info!("SIGHUP: tokens and tenants reloaded ({tokens} tokens)");
+                Self::OK
+            }
+            Err(error) => {
+                log::error!("SIGHUP: reload failed, the previous tokens stay in force: {error}");
+                Self::FAILED
+            }
+        };
+        metrics::counter!(TOKEN_RELOADS.name, "outcome" => outcome).increment(1);
+    }
+}
