@@ -95,6 +95,12 @@ impl Pending {
     }
 }
 
+/// A round's Σ0 or Σ1: `x` rotated right three ways, xored in the
+/// gadget's order (the first two, then the third).
+fn big_sigma(x: Word, by: [u32; 3], aux: &mut Aux<'_>) -> Word {
+    x.rotr(by[0]).xor(x.rotr(by[1]), aux).xor(x.rotr(by[2]), aux)
+}
+
 /// One compression of a 512-bit block into the chaining value `state`.
 fn compress(block: &[Word; 16], state: &[Word; 8], aux: &mut Aux<'_>) -> [Word; 8] {
     let mut w = [Word::constant(0); 64];
@@ -116,18 +122,12 @@ fn compress(block: &[Word; 16], state: &[Word; 8], aux: &mut Aux<'_>) -> [Word; 
     let mut e = Pending::Ready(state[4]);
     for i in 0..64 {
         let e_now = e.resolve(None, aux);
-        let s1 = e_now
-            .rotr(6)
-            .xor(e_now.rotr(11), aux)
-            .xor(e_now.rotr(25), aux);
+        let s1 = big_sigma(e_now, [6, 11, 25], aux);
         let ch = Word::ch(e_now, f, g, aux);
         let temp1 = [h, s1, ch, Word::constant(K[i]), w[i]];
 
         let a_now = a.resolve(None, aux);
-        let s0 = a_now
-            .rotr(2)
-            .xor(a_now.rotr(13), aux)
-            .xor(a_now.rotr(22), aux);
+        let s0 = big_sigma(a_now, [2, 13, 22], aux);
         let maj = Word::maj(a_now, b, c, aux);
 
         h = g;
