@@ -400,13 +400,11 @@ pub fn reservation_for_counts(counts: &QueryCounts, evaluation: Evaluation, on_d
     let v = (counts.ic + counts.l) as u64;
     let converting = match evaluation {
         Evaluation::Direct => 3 * n * ELEMENT,
-        Evaluation::Compiled => 0,
+        Evaluation::Compiled | Evaluation::CompiledReference => 0,
     };
     if on_device {
-        let abc = match evaluation {
-            Evaluation::Direct => 3 * n * ELEMENT,
-            Evaluation::Compiled => 0,
-        };
+        // Direct evaluation's a, b and c are built on the host and uploaded.
+        let abc = converting;
         return Reservation { abc_bytes: abc, retained_bytes: 2 * v * ELEMENT + converting + OVERHEAD };
     }
     Reservation {

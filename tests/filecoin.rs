@@ -356,6 +356,7 @@ fn device_evaluation_equals_the_host_on_every_kind() {
     use cuzk_filecoin::post::PostRequest;
     use cuzk_filecoin::record::Recorded;
     use cuzk_filecoin::update::UpdateRequest;
+    use cuzk_filecoin::ProofRequest;
     use cuzk_kernels::cuda::gpu::{DBuf, DevFr};
     use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
 

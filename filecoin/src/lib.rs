@@ -23,6 +23,7 @@ pub mod synthetic;
 pub mod timing_key;
 pub mod update;
 pub mod verify;
+pub mod witness;
 
 /// filecoin-proofs-api itself, for the request types the daemon reads.
 pub use filecoin_proofs_api as api;

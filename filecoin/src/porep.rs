@@ -20,7 +20,7 @@ use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, 
 
 use crate::kinds::RegisteredProof;
 use crate::record::{record, Evaluation, Recorded};
-use crate::{Error, ProofRequest};
+use crate::{witness, Error, ProofRequest};
 
 /// A PoRep commit phase 2 job, holding exactly the arguments of
 /// filecoin-proofs-api's `seal_commit_phase2`.
@@ -213,6 +213,9 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
         ))
     })?;
     let (public_inputs, pp) = public_inputs_and_params::<Tree>(c1)?;
+    if evaluation == Evaluation::Compiled {
+        return witness::record_partition::<Tree>(&public_inputs, proofs);
+    }
     let circuit =
         <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
             &public_inputs,

@@ -147,9 +147,15 @@ pub enum Evaluation {
     /// Synthesis computes the assignment only; a, b and c are the shape's
     /// compiled matrices times it, on every core (the original daemon's
     /// pre-compiled constraint evaluator). Measured faster for PoRep
-    /// (docs/benchmarks.md), so the default.
+    /// (docs/benchmarks.md), so the default. PoRep's assignment comes from
+    /// the values-only witness (`crate::witness`), the other kinds' from
+    /// their reference circuits.
     #[default]
     Compiled,
+    /// Compiled evaluation with every kind's assignment recorded from its
+    /// reference circuit, PoRep's included: the path `Compiled` is checked
+    /// and measured against.
+    CompiledReference,
 }
 
 /// A partition as its synthesis recorded it.
@@ -166,7 +172,7 @@ pub enum Recorded {
 pub fn record<C: Circuit<Scalar>>(circuit: C, evaluation: Evaluation) -> Result<Recorded, Error> {
     match evaluation {
         Evaluation::Direct => record_witness(circuit).map(Recorded::Witness),
-        Evaluation::Compiled => {
+        Evaluation::Compiled | Evaluation::CompiledReference => {
             let cs = synthesize(circuit, Mode::Assignment)?;
             let num_inputs = cs.inputs.len();
             let mut values = Vec::with_capacity(num_inputs + cs.aux.len());

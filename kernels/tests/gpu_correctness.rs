@@ -769,9 +769,15 @@ fn gpu_prove_start_deferred_equals_host_abc() {
         let pvk = ark_groth16::prepare_verifying_key(c.vk());
         let verify = ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof;
         assert!(verify(&pvk, &pg, &z[1..c.num_inputs]).unwrap(), "{what}: verifies");
-        // A witness that breaks a row fails as the host's evaluation does.
+        // A witness that breaks a row fails as the host's evaluation does:
+        // a variable A's middle row reads (a fixed index may be one the
+        // compact circuit no longer constrains).
+        let rows = c.matrices.num_constraints();
+        let read = (rows / 2..rows)
+            .find_map(|i| c.matrices.row(0, i).map(|(_, var)| var).find(|&var| var >= c.num_inputs))
+            .expect("A reads an aux variable");
         let mut bad = z;
-        bad[5000] += Fr::from(1u64);
+        bad[read] += Fr::from(1u64);
         let row = match groth16::evaluate(c, bad.clone()) {
             Err(KernelError::Unsatisfied(row)) => row,
             other => panic!("{what}: the host found {:?}", other.err()),
