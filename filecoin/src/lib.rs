@@ -21,6 +21,7 @@ pub mod request;
 pub mod setup;
 pub mod timing_key;
 pub mod update;
+mod vanilla;
 pub mod verify;
 
 /// filecoin-proofs-api itself, for the request types the daemon reads.
