@@ -20,7 +20,7 @@ use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
 use crate::filecoin::FilecoinJob;
-use crate::keys::{CircuitStore, KeyError, Preparation};
+use crate::keys::{KeyError, KeyStore, Preparation};
 
 /// What a job asks the backend to prove.
 pub enum ProofJob {
@@ -93,12 +93,16 @@ pub struct Device {
 
 pub struct ProvingBackend {
     kind: &'static str,
-    store: Arc<CircuitStore>,
+    store: Arc<KeyStore>,
     devices: Vec<Device>,
     verify_proofs: bool,
     trim_after_finalize: bool,
     /// How Filecoin partitions get their a, b and c.
     evaluation: Evaluation,
+    /// Whether every device's engine evaluates a, b and c on the device
+    /// (`ProveStartEngine::evaluates_on_device`): synthesis then stops at
+    /// the assignment of a circuit with compiled matrices.
+    device_evaluation: bool,
 }
 
 struct SynthesizedPartition {
@@ -114,10 +118,12 @@ struct StartedPartition {
 impl ProvingBackend {
     pub fn new(
         kind: &'static str,
-        store: Arc<CircuitStore>,
+        store: Arc<KeyStore>,
         devices: Vec<Device>,
         config: &ProvingConfig,
     ) -> Self {
+        let device_evaluation =
+            !devices.is_empty() && devices.iter().all(|d| d.engine.evaluates_on_device());
         Self {
             kind,
             store,
@@ -125,11 +131,18 @@ impl ProvingBackend {
             verify_proofs: config.verify_proofs,
             trim_after_finalize: config.malloc_trim,
             evaluation: config.filecoin_evaluation,
+            device_evaluation,
         }
     }
 
+    /// Whether the engines evaluate a, b and c on their devices, so that a
+    /// partition holds none on the host (its reservation's `abc_bytes`).
+    pub fn device_evaluation(&self) -> bool {
+        self.device_evaluation
+    }
+
     /// A family partition: the shape's key, the instance from its witness
-    /// source, a, b and c from the cached matrices.
+    /// source, a, b and c from the cached matrices (or left to the engine).
     fn synthesize_family(
         &self,
         work: &FamilyJob,
@@ -162,7 +175,13 @@ impl ProvingBackend {
             .family
             .instance(&work.shape, &source)
             .map_err(StageError::permanent)?;
-        let synthesized = groth16::synthesize(&circuit, instance).map_err(kernel_failure)?;
+        let assignment = groth16::assign(&circuit, instance).map_err(kernel_failure)?;
+        let synthesized = if self.device_evaluation {
+            groth16::defer(&circuit, assignment)
+        } else {
+            groth16::evaluate(&circuit, assignment)
+        }
+        .map_err(kernel_failure)?;
         let phases = vec![
             ("key", key_ready),
             ("synthesize", started.elapsed() - key_ready),
@@ -211,7 +230,8 @@ impl Backend for ProvingBackend {
             // alone: if the reference circuit still panics on it, every
             // attempt would, so the job fails at once, saying why.
             ProofJob::Filecoin(work) => run_stage_as("synthesis", ErrorKind::Permanent, || {
-                work.synthesize(&self.store, partition, self.evaluation)
+                let on_device = self.device_evaluation;
+                work.synthesize_for(&self.store, partition, self.evaluation, on_device)
             })?,
         };
         Ok(Synthesized {

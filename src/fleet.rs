@@ -3,15 +3,18 @@
 //!
 //! Any node takes any request: a submission is written to the database
 //! (`requests.rs`), never to this node's tracker; reads, proofs and cancels
-//! are answered from the database (`stored.rs`: a job as it has it). Work reaches the tracker only as
-//! partitions this node claimed (`claimer.rs`), whose leases it renews while
-//! they run (`renewer.rs`); a partition's result and the end of its lease
-//! are one transaction of the job store (`store/pg.rs`), and the one that
-//! records a job's last partition ends the job. The HTTP handlers' queries
-//! share a few connections (`pool.rs`); the claimer and the renewer have
-//! one each.
+//! are answered from the database (`stored.rs`: a job as it has it), and
+//! waiting for a job's end polls it (`ends.rs`). Work reaches the tracker
+//! only as partitions this node claimed from the shared queue of leases
+//! (`leases.rs`; `claimer.rs`), whose leases it renews while they run
+//! (`renewer.rs`); a partition's result and the end of its lease are one
+//! transaction of the job store (`store/pg.rs`), and the one that records a
+//! job's last partition ends the job. The job seam's queries share a few
+//! connections (`pool.rs`); the claimer and the renewer have one each.
 
 mod claimer;
+mod ends;
+mod leases;
 mod pool;
 mod renewer;
 mod requests;
@@ -20,17 +23,35 @@ mod stored;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use cuzk_actors::store::{FleetLoad, JobStore};
+use cuzk_actors::store::{FleetLoad, JobStore, StoreError};
 use cuzk_actors::ProvingSystem;
 use tokio::sync::oneshot;
 
 use crate::config::Config;
 use crate::job_input::JobParser;
+use crate::postgres::{PgError, StoreUrl};
 use crate::shutdown::Intake;
-use crate::store::{Leases, StoreUrl};
 
+pub use leases::{queue_partitions, Claim, Leases, LeasesError};
 pub use requests::FleetStatus;
 
+/// Why a node could not join its fleet.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// The claimer's or the renewer's connection.
+    #[error(transparent)]
+    Leases(#[from] LeasesError),
+    /// The job seam's connections.
+    #[error(transparent)]
+    Database(#[from] PgError),
+    /// What this node held before it restarted could not be put back.
+    #[error("cannot put back what this node held: {0}")]
+    PutBack(StoreError),
+    #[error("cannot start the {name} thread: {error}")]
+    Thread { name: &'static str, error: std::io::Error },
+    #[error("a fleet thread stopped while starting")]
+    ThreadDied,
+}
 /// What the claimer and the renewer connect with.
 #[derive(Clone)]
 struct Settings {
@@ -45,6 +66,8 @@ pub struct Fleet {
     /// This node's name: the owner of the leases it holds.
     pub node: String,
     pool: pool::Pool,
+    /// The jobs callers wait on to end (`watch`).
+    ends: Mutex<ends::Ends>,
     /// Resolves when the claimer has stopped (after a shutdown began, once
     /// it put back what the node had not started).
     claimer_done: Mutex<Option<oneshot::Receiver<()>>>,
@@ -54,16 +77,17 @@ impl Fleet {
     /// Connects the node's pool, puts back what this node's name still
     /// held (it restarted: that work is lost with the old process), and
     /// starts the claimer and the renewer.
+    /// `(url, node)`: the database, and this node's name in the fleet.
     pub fn start(
         config: &Config,
-        url: &StoreUrl,
-        node: String,
+        (url, node): (&StoreUrl, &str),
         system: &ProvingSystem,
         parser: Arc<JobParser>,
         store: Arc<dyn JobStore>,
         load: Arc<FleetLoad>,
         intake: Intake,
-    ) -> Result<Arc<Fleet>, String> {
+    ) -> Result<Arc<Fleet>, FleetError> {
+        let node = node.to_string();
         let settings = Settings {
             url: url.clone(),
             node: node.clone(),
@@ -89,8 +113,9 @@ impl Fleet {
         let (claimer_stopped, claimer_done) = oneshot::channel();
         let claiming = spawn("cuzk-claimer", move |ready| {
             let connected = Leases::connect(&claimer_settings.url, &claimer_settings.node, claimer_settings.lease)
+                .map_err(FleetError::from)
                 .and_then(|mut leases| {
-                    let released = leases.release_all().map_err(|e| e.to_string())?;
+                    let released = leases.release_all().map_err(FleetError::PutBack)?;
                     if released > 0 {
                         log::info!(
                             "fleet: node {} put back {released} partitions it held before it restarted",
@@ -126,12 +151,12 @@ impl Fleet {
                     renewer::run(renewer_settings, tracker, Some(leases));
                 }
                 Err(e) => {
-                    let _ = ready.send(Err(e));
+                    let _ = ready.send(Err(e.into()));
                 }
             }
         })?;
         for started in [claiming, renewing] {
-            started.recv().map_err(|_| "a fleet thread stopped while starting".to_string())??;
+            started.recv().map_err(|_| FleetError::ThreadDied)??;
         }
         log::info!(
             "fleet: node {node} on {url}: leases of {:?}, renewed every {:?}; polling every {:?} without a wake-up",
@@ -139,7 +164,12 @@ impl Fleet {
             settings.lease / 3,
             settings.poll
         );
-        Ok(Arc::new(Fleet { node, pool: pool::Pool::new(url)?, claimer_done: Mutex::new(Some(claimer_done)) }))
+        Ok(Arc::new(Fleet {
+            node,
+            pool: pool::Pool::new(url)?,
+            ends: Mutex::default(),
+            claimer_done: Mutex::new(Some(claimer_done)),
+        }))
     }
 
     /// Waits up to `limit` for the claimer to stop: a shutdown's last step,
@@ -158,13 +188,13 @@ impl Fleet {
 /// Starts `body` on a thread named `name`; it says on the channel given
 /// whether it started (connected) or why not.
 fn spawn(
-    name: &str,
-    body: impl FnOnce(mpsc::Sender<Result<(), String>>) + Send + 'static,
-) -> Result<mpsc::Receiver<Result<(), String>>, String> {
+    name: &'static str,
+    body: impl FnOnce(mpsc::Sender<Result<(), FleetError>>) + Send + 'static,
+) -> Result<mpsc::Receiver<Result<(), FleetError>>, FleetError> {
     let (ready, started) = mpsc::channel();
     std::thread::Builder::new()
         .name(name.into())
         .spawn(move || body(ready))
-        .map_err(|e| format!("cannot start the {name} thread: {e}"))?;
+        .map_err(|error| FleetError::Thread { name, error })?;
     Ok(started)
 }

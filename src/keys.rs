@@ -4,7 +4,7 @@
 //!
 //! In a fleet (the job store on PostgreSQL) a shape's key is the fleet's:
 //! set up once, by the first node that needs it, and published in the
-//! database (`store::SharedKeys`), from where every other node copies it to
+//! database (`keys/shared.rs`), from where every other node copies it to
 //! its own key directory, so that partitions proved on different nodes
 //! verify with one key.
 //!
@@ -14,23 +14,30 @@
 //! threads meanwhile. While it runs, its estimated memory counts as resident,
 //! so the budget admits that much less.
 
+mod shared;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::error::Error;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ark_groth16::{ProvingKey, VerifyingKey};
-use ark_serialize::{CanonicalDeserialize, CanonicalSerialize};
+use ark_serialize::{CanonicalDeserialize, CanonicalSerialize, SerializationError};
 use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::PreparedCircuit;
-use cuzk_kernels::Bls12_381;
+use cuzk_kernels::{Bls12_381, KernelError};
 use rand::SeedableRng;
 use sha2::{Digest, Sha256};
 
-use crate::store::{KeyLock, SharedKey, SharedKeys, StoreUrl};
+pub use shared::{KeyLock, SharedKey, SharedKeyError, SharedKeys};
 
-type Slot = Arc<OnceLock<Result<Arc<PreparedCircuit>, String>>>;
+use crate::postgres::{PgError, StoreUrl};
+
+/// A circuit's key once prepared, or why it could not be: kept, and
+/// answered to every later job of the circuit.
+type Slot = Arc<OnceLock<Result<Arc<PreparedCircuit>, Arc<PrepareError>>>>;
 
 /// Host bytes a circuit-specific setup holds at its peak, per constraint:
 /// measured 727 MB for 2^18 `mimc-chain` constraints (2,773 B), rounded up.
@@ -63,12 +70,47 @@ impl SetupCost {
 pub enum KeyError {
     /// Kept: every later job of the shape fails the same way (a setup that
     /// failed, a key that does not fit its circuit).
-    #[error("{0}")]
-    Failed(String),
+    #[error(transparent)]
+    Failed(Arc<PrepareError>),
     /// The fleet's key store (PostgreSQL) could not be used. Not kept: the
     /// partition may retry, and the shape's next job asks the database again.
-    #[error("{0}")]
-    Unavailable(String),
+    #[error("the fleet's key store: {0}")]
+    Unavailable(SharedKeyError),
+}
+
+/// Why a circuit's key could not be prepared here.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The circuit-specific setup failed.
+    #[error(transparent)]
+    Setup(KernelError),
+    #[error("stored key for {id} is unreadable ({error})")]
+    Unreadable { id: String, error: SerializationError },
+    #[error("stored key for {id} does not fit the circuit ({error})")]
+    Misfit { id: String, error: KernelError },
+    #[error("cannot serialize the key of {id}: {error}")]
+    Serialize { id: String, error: SerializationError },
+    #[error("cannot {doing} {}: {error}", path.display())]
+    File { doing: &'static str, path: PathBuf, error: io::Error },
+    #[error("cannot start preparing {id}: {error}")]
+    Thread { id: String, error: io::Error },
+    /// The fleet's published key did not load.
+    #[error("the fleet's key: {0}")]
+    Fleet(Box<PrepareError>),
+    /// What the circuit's own builder answered (`prepared_with`: a
+    /// Filecoin parameter file that does not load).
+    #[error(transparent)]
+    Build(Box<dyn Error + Send + Sync>),
+}
+
+/// Why the key store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot create {}: {error}", path.display())]
+    Dir { path: PathBuf, error: io::Error },
+    /// The fleet's database, for its shared keys.
+    #[error(transparent)]
+    Shared(#[from] PgError),
 }
 
 /// A shape's key, or that it is still being prepared.
@@ -78,11 +120,13 @@ pub enum Preparation {
     Pending,
 }
 
-/// The key cache. Its lock is held only to find a shape's slot; setup and
-/// loading run outside it, and concurrent users of one shape wait on that
-/// shape's slot alone.
-pub struct CircuitStore {
+/// The key store: the key cache, and where keys are kept. Its lock is held
+/// only to find a shape's slot; setup and loading run outside it, and
+/// concurrent users of one shape wait on that shape's slot alone.
+pub struct KeyStore {
+    /// `<data_dir>/keys`: each shape's `.pk` and `.vk` files.
     dir: PathBuf,
+    /// Each circuit's key once prepared (or why not), by circuit id.
     slots: Mutex<HashMap<String, Slot>>,
     /// Shapes being prepared on their own threads, with their estimated
     /// memory (counted as resident until they finish).
@@ -93,25 +137,25 @@ pub struct CircuitStore {
     /// Why the last preparation of a shape could not use the fleet's key
     /// store: answered once, to the next partition that asks, as a
     /// retryable failure; the one after prepares again.
-    unavailable: Mutex<HashMap<String, String>>,
+    unavailable: Mutex<HashMap<String, SharedKeyError>>,
 }
 
-impl CircuitStore {
+impl KeyStore {
     /// A daemon's own keys, under `<data_dir>/keys`.
-    pub fn open(data_dir: &Path) -> Result<Self, String> {
+    pub fn open(data_dir: &Path) -> Result<Self, OpenError> {
         Self::with_shared(data_dir, None)
     }
 
     /// A fleet node's keys: the fleet's, published in the PostgreSQL
     /// database at `url` (the job store's), copied under `<data_dir>/keys`.
     /// Fails when the database cannot be reached or migrated.
-    pub fn open_shared(data_dir: &Path, url: &StoreUrl) -> Result<Self, String> {
+    pub fn open_shared(data_dir: &Path, url: &StoreUrl) -> Result<Self, OpenError> {
         Self::with_shared(data_dir, Some(SharedKeys::connect(url)?))
     }
 
-    fn with_shared(data_dir: &Path, shared: Option<SharedKeys>) -> Result<Self, String> {
+    fn with_shared(data_dir: &Path, shared: Option<SharedKeys>) -> Result<Self, OpenError> {
         let dir = data_dir.join("keys");
-        fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        fs::create_dir_all(&dir).map_err(|error| OpenError::Dir { path: dir.clone(), error })?;
         Ok(Self {
             dir,
             slots: Mutex::new(HashMap::new()),
@@ -159,21 +203,20 @@ impl CircuitStore {
             .name(format!("cuzk-setup-{id}"))
             .spawn(move || {
                 match store.load_or_setup(family.as_ref(), &shape) {
+                    Ok(prepared) => drop(slot.get_or_init(|| Ok(Arc::new(prepared)))),
+                    Err(KeyError::Failed(why)) => drop(slot.get_or_init(|| Err(why))),
                     Err(KeyError::Unavailable(why)) => {
-                        log::warn!("cannot prepare {}: {why}", shape.circuit_id);
+                        log::warn!("cannot prepare {}: the fleet's key store: {why}", shape.circuit_id);
                         let mut unavailable = store.unavailable.lock().unwrap_or_else(|e| e.into_inner());
                         unavailable.insert(shape.circuit_id.clone(), why);
-                    }
-                    done => {
-                        slot.get_or_init(|| done.map(Arc::new).map_err(|e| e.to_string()));
                     }
                 }
                 let mut preparing = store.preparing.lock().unwrap_or_else(|e| e.into_inner());
                 preparing.remove(&shape.circuit_id);
             });
-        if let Err(e) = started {
+        if let Err(error) = started {
             self.preparing.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
-            return Err(KeyError::Failed(format!("cannot start preparing {id}: {e}")));
+            return Err(KeyError::Failed(Arc::new(PrepareError::Thread { id: id.clone(), error })));
         }
         Ok(Preparation::Pending)
     }
@@ -195,13 +238,13 @@ impl CircuitStore {
     /// The prepared circuit `circuit_id`, built by `build` on first use (a
     /// Filecoin parameter file, read where the operator keeps it). A failure
     /// is kept: every later job of the circuit fails the same way.
-    pub fn prepared_with(
+    pub fn prepared_with<E: Into<Box<dyn Error + Send + Sync>>>(
         &self,
         circuit_id: &str,
-        build: impl FnOnce() -> Result<PreparedCircuit, String>,
-    ) -> Result<Arc<PreparedCircuit>, String> {
+        build: impl FnOnce() -> Result<PreparedCircuit, E>,
+    ) -> Result<Arc<PreparedCircuit>, Arc<PrepareError>> {
         self.slot(circuit_id)
-            .get_or_init(|| build().map(Arc::new))
+            .get_or_init(|| build().map(Arc::new).map_err(|e| Arc::new(PrepareError::Build(e.into()))))
             .clone()
     }
 
@@ -315,15 +358,15 @@ impl CircuitStore {
         };
         let id = &shape.circuit_id;
         let Some(shared) = &self.shared else {
-            return self.load_or_set_up_locally(id, instance).map_err(KeyError::Failed);
+            return self.load_or_set_up_locally(id, instance).map_err(failed);
         };
-        let mut lock = shared.lock(id).map_err(unavailable)?;
-        if let Some(key) = lock.key().map_err(unavailable)? {
+        let mut lock = shared.lock(id).map_err(|e| KeyError::Unavailable(e.into()))?;
+        if let Some(key) = lock.key().map_err(KeyError::Unavailable)? {
             return self.adopt(&mut lock, id, &key, instance);
         }
-        let prepared = self.load_or_set_up_locally(id, instance).map_err(KeyError::Failed)?;
-        let vk = vk_bytes(&prepared.pk.vk).map_err(KeyError::Failed)?;
-        match lock.publish(&self.pk_path(id), &vk).map_err(unavailable)? {
+        let prepared = self.load_or_set_up_locally(id, instance).map_err(failed)?;
+        let vk = vk_bytes(id, &prepared.pk.vk).map_err(failed)?;
+        match lock.publish(&self.pk_path(id), &vk).map_err(KeyError::Unavailable)? {
             None => {
                 log::info!("published the key of {id} to the fleet");
                 Ok(prepared)
@@ -336,7 +379,7 @@ impl CircuitStore {
         &self,
         id: &str,
         instance: impl Fn() -> Box<dyn CircuitInstance>,
-    ) -> Result<PreparedCircuit, String> {
+    ) -> Result<PreparedCircuit, PrepareError> {
         if self.pk_path(id).exists() {
             match self.load(id, &instance) {
                 Ok(prepared) => {
@@ -349,7 +392,7 @@ impl CircuitStore {
         log::info!("circuit-specific setup for {id}");
         let started = std::time::Instant::now();
         let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
-        let prepared = PreparedCircuit::setup(id, instance, &mut rng).map_err(|e| e.to_string())?;
+        let prepared = PreparedCircuit::setup(id, instance, &mut rng).map_err(PrepareError::Setup)?;
         self.persist(&prepared)?;
         log::info!(
             "setup for {id} took {:.2}s",
@@ -363,17 +406,17 @@ impl CircuitStore {
         &self,
         id: &str,
         instance: impl Fn() -> Box<dyn CircuitInstance>,
-    ) -> Result<PreparedCircuit, String> {
+    ) -> Result<PreparedCircuit, PrepareError> {
         let path = self.pk_path(id);
-        let bytes = fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = fs::read(&path).map_err(|error| PrepareError::File { doing: "read", path, error })?;
         // Our own file, written atomically (or downloaded and checked
         // against its digest): skip the subgroup checks that would make
         // loading a large key slow.
         let pk = ProvingKey::<Bls12_381>::deserialize_uncompressed_unchecked(&bytes[..])
-            .map_err(|e| format!("stored key for {id} is unreadable ({e})"))?;
+            .map_err(|error| PrepareError::Unreadable { id: id.into(), error })?;
         drop(bytes);
         PreparedCircuit::from_key(id, pk, instance())
-            .map_err(|e| format!("stored key for {id} does not fit the circuit ({e})"))
+            .map_err(|error| PrepareError::Misfit { id: id.into(), error })
     }
 
     /// Makes the fleet's published key this node's: the proving key copied
@@ -389,37 +432,38 @@ impl CircuitStore {
         let pk_path = self.pk_path(id);
         if file_sha256(&pk_path).ok() != Some(key.pk_sha256) {
             log::info!("copying the fleet's key for {id} ({} bytes)", key.pk_bytes);
-            lock.download(key, &pk_path).map_err(unavailable)?;
+            lock.download(key, &pk_path).map_err(KeyError::Unavailable)?;
         }
-        write_atomically(&self.vk_path(id), &key.vk).map_err(KeyError::Failed)?;
+        write_atomically(&self.vk_path(id), &key.vk).map_err(failed)?;
         let prepared = self
             .load(id, instance)
-            .map_err(|e| KeyError::Failed(format!("the fleet's key: {e}")))?;
+            .map_err(|e| failed(PrepareError::Fleet(Box::new(e))))?;
         log::info!("loaded the fleet's key for {id}");
         Ok(prepared)
     }
 
-    fn persist(&self, prepared: &PreparedCircuit) -> Result<(), String> {
+    fn persist(&self, prepared: &PreparedCircuit) -> Result<(), PrepareError> {
         let id = &prepared.circuit_id;
         let mut pk = Vec::new();
         prepared
             .pk
             .serialize_uncompressed(&mut pk)
-            .map_err(|e| e.to_string())?;
+            .map_err(|error| PrepareError::Serialize { id: id.clone(), error })?;
         write_atomically(&self.pk_path(id), &pk)?;
-        write_atomically(&self.vk_path(id), &vk_bytes(&prepared.pk.vk)?)
+        write_atomically(&self.vk_path(id), &vk_bytes(id, &prepared.pk.vk)?)
     }
 }
 
-/// A failure to use the fleet's key store, said as such.
-fn unavailable(error: String) -> KeyError {
-    KeyError::Unavailable(format!("the fleet's key store: {error}"))
+/// A preparation that failed here, kept for the shape's later jobs.
+fn failed(error: PrepareError) -> KeyError {
+    KeyError::Failed(Arc::new(error))
 }
 
 /// A verifying key as it is stored and served: compressed.
-fn vk_bytes(vk: &VerifyingKey<Bls12_381>) -> Result<Vec<u8>, String> {
+fn vk_bytes(id: &str, vk: &VerifyingKey<Bls12_381>) -> Result<Vec<u8>, PrepareError> {
     let mut bytes = Vec::new();
-    vk.serialize_compressed(&mut bytes).map_err(|e| e.to_string())?;
+    vk.serialize_compressed(&mut bytes)
+        .map_err(|error| PrepareError::Serialize { id: id.into(), error })?;
     Ok(bytes)
 }
 
@@ -431,10 +475,10 @@ fn file_sha256(path: &Path) -> io::Result<[u8; 32]> {
     Ok(digest.finalize().into())
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), PrepareError> {
     let tmp = path.with_extension("tmp");
     fs::write(&tmp, bytes)
         .and_then(|_| fs::File::open(&tmp)?.sync_all())
         .and_then(|_| fs::rename(&tmp, path))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|error| PrepareError::File { doing: "write", path: path.to_path_buf(), error })
 }

@@ -61,6 +61,10 @@ enum Command {
         /// Serve /metrics and /healthz on this address as well, overriding the config.
         #[arg(long)]
         metrics_listen: Option<String>,
+        /// Serve Curio's gRPC service on this address (host:port or
+        /// unix:///path), overriding the config's grpc.listen.
+        #[arg(long)]
+        grpc_listen: Option<String>,
         /// Accept unauthenticated requests on a non-loopback address when no
         /// token is configured.
         #[arg(long)]
@@ -334,6 +338,7 @@ fn run(cli: Cli, env_tokens: Option<Vec<TokenConfig>>) -> Result<(), CliError> {
             time_scale,
             token_file,
             metrics_listen,
+            grpc_listen,
             insecure,
             store_url,
             node,
@@ -373,9 +378,12 @@ fn run(cli: Cli, env_tokens: Option<Vec<TokenConfig>>) -> Result<(), CliError> {
             if metrics_listen.is_some() {
                 config.metrics_listen = metrics_listen;
             }
+            if grpc_listen.is_some() {
+                config.grpc.listen = grpc_listen;
+            }
             config.auth.insecure = insecure;
             if let Some(url) = store_url {
-                config.store.url = Some(cuzk::store::StoreUrl::new(url));
+                config.store.url = Some(cuzk::postgres::StoreUrl::new(url));
             }
             if node.is_some() {
                 config.fleet.node = node;

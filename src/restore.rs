@@ -16,6 +16,11 @@ use cuzk_actors::ProvingSystem;
 
 use crate::job_input::JobParser;
 
+/// The thread that rebuilds unfinished jobs could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the restore thread: {0}")]
+pub struct RestoreError(std::io::Error);
+
 /// Set while unfinished jobs are being rebuilt after a start.
 #[derive(Clone, Default)]
 pub struct Recovering(Arc<AtomicBool>);
@@ -33,7 +38,7 @@ pub fn start(
     parser: Arc<JobParser>,
     store: Arc<dyn JobStore>,
     stored: Vec<StoredJob>,
-) -> Result<Recovering, String> {
+) -> Result<Recovering, RestoreError> {
     let (finished, unfinished): (Vec<_>, Vec<_>) =
         stored.into_iter().partition(|job| job.outcome.is_some());
     let finished_count = finished.len();
@@ -64,7 +69,7 @@ pub fn start(
                 started.elapsed().as_secs_f64()
             );
         })
-        .map_err(|e| format!("cannot start the restore thread: {e}"))?;
+        .map_err(RestoreError)?;
     Ok(recovering)
 }
 

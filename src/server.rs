@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::dev::Service;
 use actix_web::middleware::{from_fn, ErrorHandlers};
@@ -21,10 +21,12 @@ use crate::config::{BackendKind, Config, ConfigError};
 use crate::http::{self, AppState};
 use crate::job_input::{self, JobParser, ReservationRule, SetupLimits};
 use crate::fleet::Fleet;
-use crate::keys::CircuitStore;
+use crate::grpc::{Calls, GrpcServer, GrpcState, ListenError, ProvingService};
+use crate::jobs::Jobs;
+use crate::keys::KeyStore;
+use crate::param_files::ParamFiles;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::sim::SimBackend;
-use crate::tenants::SubmitRates;
 use crate::tls::TlsError;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
@@ -46,16 +48,28 @@ pub enum ServerError {
     /// No backend: a device missing, CUDA not built in, a bad simulation.
     #[error(transparent)]
     Backend(#[from] BackendError),
-    /// The data directory (the key store, the redb job store) cannot be
-    /// opened or read, or the job store's database cannot be reached.
-    #[error("{0}")]
-    Storage(String),
+    /// The key store cannot be opened (its directory, or a fleet's shared
+    /// keys in the database).
+    #[error(transparent)]
+    Keys(#[from] crate::keys::OpenError),
+    /// Connecting the fleet's shared key store panicked.
+    #[error("connecting the shared key store panicked")]
+    KeysPanicked,
+    /// The job store cannot be opened (the redb file, or its database).
+    #[error(transparent)]
+    Store(#[from] crate::store::OpenError),
+    /// The fleet node cannot start (its connections to the database).
+    #[error(transparent)]
+    Fleet(#[from] crate::fleet::FleetError),
+    /// The gRPC listener refused its settings or cannot listen.
+    #[error(transparent)]
+    Grpc(#[from] ListenError),
     /// The job store opened but its records cannot be read back.
     #[error("job store: {0}")]
     JobStore(#[from] cuzk_actors::store::StoreError),
     /// Stored jobs cannot be handed back to the scheduler.
-    #[error("{0}")]
-    Restore(String),
+    #[error(transparent)]
+    Restore(#[from] crate::restore::RestoreError),
     /// An address cannot be listened on.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -143,11 +157,14 @@ pub fn metrics_handle() -> PrometheusHandle {
 /// The backend and how it sizes one partition's reservation.
 fn backend(
     config: &Config,
-    store: Arc<CircuitStore>,
+    store: Arc<KeyStore>,
 ) -> Result<(Arc<dyn Backend>, ReservationRule), BackendError> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
-        let rule = job_input::proving_reservation(config.proving.filecoin_evaluation);
+        let rule = job_input::proving_reservation(
+            config.proving.filecoin_evaluation,
+            backend.device_evaluation(),
+        );
         (Arc::new(backend), rule)
     };
     match config.backend {
@@ -234,6 +251,11 @@ pub struct RunningDaemon {
     pub tls: bool,
     /// The actors, for in-process observers (benchmarks).
     pub system: ProvingSystem,
+    /// The job seam, for in-process callers (tests).
+    pub jobs: Arc<Jobs>,
+    /// Where gRPC listens (`host:port` or `unix:///path`), when
+    /// `grpc.listen` is set.
+    pub grpc_addr: Option<String>,
     stop_requests: StopRequests,
     grace: Duration,
     intake: Intake,
@@ -281,11 +303,13 @@ impl Drop for RunningDaemon {
 }
 
 /// Where a built server listens.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Bound {
     addr: SocketAddr,
     metrics_addr: Option<SocketAddr>,
     tls: bool,
+    /// The gRPC listener's address.
+    grpc: Option<String>,
 }
 
 /// A daemon built and bound, not yet serving.
@@ -300,11 +324,15 @@ struct Daemon {
     reload: (AuthConfig, String),
     system: ProvingSystem,
     intake: Intake,
-    jobs: Arc<dyn JobStore>,
+    job_store: Arc<dyn JobStore>,
+    /// The job seam the handlers use, handed to in-process callers.
+    jobs: Arc<Jobs>,
     grace: Duration,
     /// A fleet node's side of the database: a stop waits for its claimer to
     /// put back what it had not started.
     fleet: Option<Arc<Fleet>>,
+    /// Curio's gRPC service, stopped with the HTTP server.
+    grpc: Option<GrpcServer>,
 }
 
 impl Daemon {
@@ -314,11 +342,14 @@ impl Daemon {
         let handle = self.server.handle();
         let serving = actix_rt::spawn(self.server);
         let grace = stop_requests.recv().await.unwrap_or(Duration::ZERO);
-        shutdown::drain(&self.system, &self.intake, self.jobs, grace).await;
+        shutdown::drain(&self.system, &self.intake, self.job_store, grace).await;
         if let Some(fleet) = &self.fleet {
             fleet.claimer_stopped(Duration::from_secs(5)).await;
         }
         handle.stop(true).await;
+        if let Some(grpc) = self.grpc {
+            grpc.stop();
+        }
         let served = serving.await.unwrap_or(Ok(()));
         // Ends the actors' threads too (partitions still running are
         // abandoned: the store already has what they had finished).
@@ -348,6 +379,13 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         None => None,
     };
     let gates = web::Data::new(Gates::new(gate));
+    let grpc_listener = match &config.grpc.listen {
+        Some(listen) => {
+            let tokens = gates.current().token_count() > 0;
+            Some(crate::grpc::bind(listen, tls.as_ref(), tokens, config.auth.insecure)?)
+        }
+        None => None,
+    };
     let metrics = metrics_handle();
     crate::telemetry::TenantsConfigured { tenants: &gates.current().tenant_names() }.emit();
     // A PostgreSQL store makes this daemon a node of the fleet on it, whose
@@ -359,22 +397,19 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
     let fleet_store = config.store.url.as_ref().zip(node.as_deref());
     let keys = match &config.store.url {
         // The database client blocks: it connects off this (actix) thread.
-        Some(url) => std::thread::scope(|scope| {
-            scope.spawn(|| CircuitStore::open_shared(&config.data_dir, url)).join().unwrap_or_else(|_| {
-                Err("connecting the shared key store panicked".to_string())
-            })
-        }),
-        None => CircuitStore::open(&config.data_dir),
+        Some(url) => std::thread::scope(|scope| scope.spawn(|| KeyStore::open_shared(&config.data_dir, url)).join())
+            .map_err(|_| ServerError::KeysPanicked)?,
+        None => KeyStore::open(&config.data_dir),
     };
-    let store = Arc::new(keys.map_err(ServerError::Storage)?);
-    let (backend, reservation) = backend(&config, store.clone())?;
-    let jobs = crate::store::open(fleet_store, &config.data_dir).map_err(ServerError::Storage)?;
+    let keys = Arc::new(keys?);
+    let (backend, reservation) = backend(&config, keys.clone())?;
+    let job_store = crate::store::open(fleet_store, &config.data_dir)?;
     // A fleet node restores nothing: jobs stay in the database, and its
     // partitions come as claims.
-    let stored = if node.is_some() { Vec::new() } else { jobs.load()? };
+    let stored = if node.is_some() { Vec::new() } else { job_store.load()? };
     let load = node.as_ref().map(|_| Arc::new(FleetLoad::default()));
     let persistence = Persistence {
-        store: Some(jobs.clone()),
+        store: Some(job_store.clone()),
         fleet: load.clone(),
         // The fleet's claimers sweep the database.
         retention: node.is_none().then(|| Duration::from_secs(config.store.retention_secs)),
@@ -409,40 +444,43 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
         reservation,
         // The simulated backend sets nothing up.
         setups: (config.backend != BackendKind::Sim).then(|| SetupLimits {
-            keys: store.clone(),
+            keys: keys.clone(),
             budget_bytes: config.budget_bytes(),
         }),
     });
-    let recovering = crate::restore::start(&system, parser.clone(), jobs.clone(), stored)
-        .map_err(ServerError::Restore)?;
+    let recovering = crate::restore::start(&system, parser.clone(), job_store.clone(), stored)?;
     let fleet = match (fleet_store, load) {
         (Some((url, node)), Some(load)) => Some(
-            Fleet::start(&config, url, node.to_string(), &system, parser.clone(), jobs.clone(), load, intake.clone())
-                .map_err(ServerError::Storage)?,
+            Fleet::start(&config, (url, node), &system, parser.clone(), job_store.clone(), load, intake.clone())?,
         ),
         _ => None,
     };
-    let node_fleet = fleet.clone();
+    let jobs = Arc::new(Jobs::new(&config, system.clone(), parser.clone(), job_store.clone(), fleet.clone(), intake.clone(), recovering));
+    let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone()));
+    let grpc = grpc_listener.map(|listener| {
+        let state = GrpcState {
+            jobs: jobs.clone(),
+            gates: gates.clone().into_inner(),
+            params: params.clone(),
+            metrics: metrics.clone(),
+            system: system.clone(),
+            calls: Arc::new(Calls::new(config.grpc.max_waiting_calls, intake.clone())),
+            started: Instant::now(),
+            trusted: listener.trusted,
+        };
+        let address = listener.address.clone();
+        let service = ProvingService { state: Arc::new(state) };
+        (address, listener.serve(service, config.grpc.max_message_bytes, config.grpc.max_waiting_calls))
+    });
     let state = web::Data::new(AppState {
+        jobs: jobs.clone(),
         system: system.clone(),
-        jobs: parser,
-        store,
-        retry_after_s: config.limits.queue_full_retry_after_s,
+        parser,
+        keys,
+        params,
         max_body_bytes: config.limits.max_body_bytes,
         body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
         metrics,
-        intake: intake.clone(),
-        job_store: jobs.clone(),
-        data_dir: config.data_dir.clone(),
-        // The redb file fills the data directory's disk; a database, its own.
-        min_free_bytes: match config.store.url {
-            Some(_) => 0,
-            None => config.store.min_free_bytes,
-        },
-        recovering,
-        submit_rates: SubmitRates::default(),
-        fleet: fleet.clone(),
-        max_queued_jobs: (max_queued > 0).then_some(max_queued),
     });
     let app_gates = gates.clone();
     let server = HttpServer::new(move || {
@@ -496,14 +534,17 @@ fn build(mut config: Config, registry: CircuitRegistry) -> Result<Daemon, Server
             addr,
             metrics_addr,
             tls: tls_enabled,
+            grpc: grpc.as_ref().map(|(address, _)| address.clone()),
         },
         gates,
         reload: (config.auth, config.listen),
         system,
         intake,
+        job_store,
         jobs,
         grace: Duration::from_secs(config.shutdown_grace_secs),
-        fleet: node_fleet,
+        fleet,
+        grpc: grpc.map(|(_, server)| server),
     })
 }
 
@@ -519,6 +560,9 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
             .map_err(|source| ServerError::Signal { signal: "SIGHUP", source })?;
         let scheme = if daemon.bound.tls { "https" } else { "http" };
         log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
+        if let Some(address) = &daemon.bound.grpc {
+            log::info!("cuzk gRPC (cuzk.v1.ProvingEngine) on {address}");
+        }
         if let Some(addr) = daemon.bound.metrics_addr {
             log::info!("metrics on http://{addr}/metrics");
         }
@@ -587,10 +631,11 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 match build(config, registry) {
                     Ok(daemon) => {
                         let _ = tx.send(Ok((
-                            daemon.bound,
+                            daemon.bound.clone(),
                             daemon.system.clone(),
                             daemon.grace,
                             daemon.intake.clone(),
+                            daemon.jobs.clone(),
                         )));
                         daemon.run(stop_received).await
                     }
@@ -602,12 +647,14 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
             })
         })
         .map_err(ServerError::Thread)?;
-    let (bound, system, grace, intake) = rx.recv().map_err(|_| ServerError::DiedStarting)??;
+    let (bound, system, grace, intake, jobs) = rx.recv().map_err(|_| ServerError::DiedStarting)??;
     Ok(RunningDaemon {
         addr: bound.addr,
         metrics_addr: bound.metrics_addr,
         tls: bound.tls,
+        grpc_addr: bound.grpc,
         system,
+        jobs,
         stop_requests,
         grace,
         intake,

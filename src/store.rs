@@ -1,8 +1,12 @@
 //! The job store: the daemon's implementations of `cuzk_actors::store::JobStore`
 //! and the writer thread they share. Two engines sit under it: one redb file
 //! in the data directory (`store/redb_file.rs`, the default: embedded, no
-//! server) and a PostgreSQL database (`store/pg.rs`, `store.url`: a server
-//! that outlives any one machine).
+//! server; its rows in `store/rows.rs`, opening and repairing it in
+//! `store/open.rs`) and a PostgreSQL database (`store/pg.rs`, `store.url`:
+//! a server that outlives any one machine; a fleet node records its
+//! partitions' results there under their leases). The job store only: the
+//! fleet's leases are in `fleet/`, its shared keys in `keys/`, and what
+//! every PostgreSQL user shares in `postgres`.
 //!
 //! One writer thread owns the engine. Writes queue on a channel; the writer
 //! drains everything queued into one transaction and commits it before
@@ -15,9 +19,6 @@
 //! reconnects) and the writer retries them every second until a commit
 //! succeeds. Meanwhile `health()` reports the failure.
 
-mod keys_pg;
-mod leases;
-mod migrate;
 mod open;
 mod pg;
 mod redb_file;
@@ -37,19 +38,35 @@ use cuzk_actors::store::{
 
 use crate::telemetry::{StoreWritable, StoreWriteFailed};
 
-pub use keys_pg::{KeyLock, SharedKey, SharedKeys};
-pub use leases::{queue_partitions, Claim, Leases};
-pub use pg::{client_config, describe, end_job, StoreUrl, END_JOB};
+pub use open::FileError;
+pub use pg::{end_job, END_JOB};
+
+use crate::postgres::{PgError, StoreUrl};
 
 /// The job store in one redb file.
 pub type RedbJobStore = ThreadedStore<redb_file::RedbFile>;
 /// The job store on PostgreSQL.
 pub type PgJobStore = ThreadedStore<pg::Pg>;
 
+/// Why the job store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The redb file: held by another process, or not writable.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The database: a URL to fix, a schema too new, or not reachable.
+    #[error(transparent)]
+    Database(#[from] PgError),
+    #[error("cannot start the store writer: {0}")]
+    Writer(std::io::Error),
+    #[error("the store writer died while opening the store")]
+    WriterDied,
+}
+
 /// The store the configuration asks for: PostgreSQL at `url` (`store.url`)
 /// when set, shared by the fleet as the node named with it, else
 /// `<data_dir>/jobs.redb`.
-pub fn open(fleet: Option<(&StoreUrl, &str)>, data_dir: &Path) -> Result<Arc<dyn JobStore>, String> {
+pub fn open(fleet: Option<(&StoreUrl, &str)>, data_dir: &Path) -> Result<Arc<dyn JobStore>, OpenError> {
     Ok(match fleet {
         Some((url, node)) => Arc::new(PgJobStore::connect(url, Some(node))?),
         None => Arc::new(RedbJobStore::open(&data_dir.join("jobs.redb"))?),
@@ -107,8 +124,14 @@ fn without_request(mut record: JobRecord) -> JobRecord {
     record
 }
 
+/// Writes that failed to commit before a close, and were not made since.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} writes could not be committed before closing")]
+struct Unsaved(usize);
+
 enum Command {
-    Write(StoreWrite, CommitSignal),
+    /// Boxed: a job's record is far larger than the other commands.
+    Write(Box<StoreWrite>, CommitSignal),
     Load(mpsc::Sender<Result<Vec<StoredJob>, StoreError>>),
     Close(CommitSignal),
 }
@@ -147,8 +170,8 @@ impl Shared {
 /// its store inside an async runtime, and the PostgreSQL client runs one of
 /// its own, which cannot be started from within another.
 fn start<E: Engine>(
-    open: impl FnOnce() -> Result<(E, Vec<String>), String> + Send + 'static,
-) -> Result<ThreadedStore<E>, String> {
+    open: impl FnOnce() -> Result<(E, Vec<String>), OpenError> + Send + 'static,
+) -> Result<ThreadedStore<E>, OpenError> {
     let (commands, queue) = mpsc::channel();
     let shared = Arc::new(Shared::default());
     let (opened, was_opened) = mpsc::channel();
@@ -172,10 +195,8 @@ fn start<E: Engine>(
             };
             writer.run(queue)
         })
-        .map_err(|e| format!("cannot start the store writer: {e}"))?;
-    was_opened
-        .recv()
-        .unwrap_or_else(|_| Err("the store writer died while opening the store".into()))?;
+        .map_err(OpenError::Writer)?;
+    was_opened.recv().unwrap_or(Err(OpenError::WriterDied))?;
     StoreWritable { after_failures: 0 }.emit();
     Ok(ThreadedStore {
         commands,
@@ -197,7 +218,7 @@ impl<E> JobStore for ThreadedStore<E> {
         let (signal, committed) = Committed::channel();
         // A closed store drops the command, and with it the signal, so the
         // waiter learns the write was not made.
-        let _ = self.commands.send(Command::Write(write, signal));
+        let _ = self.commands.send(Command::Write(Box::new(write), signal));
         committed
     }
 
@@ -275,7 +296,7 @@ impl<E: Engine> Writer<E> {
             for command in std::iter::once(first).chain(queue.try_iter()) {
                 match command {
                     Command::Write(write, signal) => {
-                        pending.push((write, signal));
+                        pending.push((*write, signal));
                         if pending.len() == MAX_WRITES_PER_COMMIT {
                             self.commit(&mut pending);
                         }
@@ -291,13 +312,7 @@ impl<E: Engine> Writer<E> {
                     Command::Close(signal) => {
                         self.commit(&mut pending);
                         let unsaved = self.kept.len();
-                        signal.send(if unsaved == 0 {
-                            Ok(())
-                        } else {
-                            Err(StoreError::unavailable(format!(
-                                "{unsaved} writes could not be committed before closing"
-                            )))
-                        });
+                        signal.send(if unsaved == 0 { Ok(()) } else { Err(StoreError::unavailable(Unsaved(unsaved))) });
                         return;
                     }
                 }

@@ -5,6 +5,9 @@ mod common;
 use std::time::Duration;
 
 use common::{agent, response, start};
+use cuzk::jobs::JobsError;
+use cuzk_actors::messages::JobStatus;
+use cuzk_actors::{JobId, Tenant, TenantScope};
 use serde_json::{json, Value};
 
 fn small_job() -> Value {
@@ -330,4 +333,52 @@ fn a_missed_deadline_is_reported() {
     assert_eq!(job["deadline_missed"], json!(false), "{job}");
     let (_, plain) = d.get(&format!("/v1/jobs/{}", accepted["id"].as_str().unwrap()));
     assert!(plain.get("deadline_missed").is_some());
+}
+
+/// A caller waiting on the job seam hears a job's end without polling:
+/// hundreds of waiters at once, the job's final status, a cancel as
+/// `cancelled`; a wait whose time runs out first answers the status then;
+/// another tenant's job, or none, is not found. With
+/// CUZK_TEST_STORE=postgres the daemon is a fleet node, and the same waits
+/// are answered from the database.
+#[test]
+fn waiting_on_the_job_seam_hears_the_end() {
+    let d = common::start_with(|c| c.scheduler.synthesis_threads = 1);
+    let jobs = d.daemon.jobs.clone();
+    let mut big = small_job();
+    big["partitions"] = json!(8);
+    let (_, first) = d.post("/v1/jobs", &big);
+    let (_, second) = d.post("/v1/jobs", &big);
+    let first = JobId(first["id"].as_str().unwrap().into());
+    let second = JobId(second["id"].as_str().unwrap().into());
+    actix_rt::System::new().block_on(async move {
+        let all = TenantScope::All;
+        // Its first partition cannot be done a millisecond after it was
+        // submitted: the shape's key is still being set up.
+        let now = jobs.wait(&first, &all, Some(Duration::from_millis(1))).await.unwrap();
+        assert!(matches!(now, JobStatus::Queued | JobStatus::Running), "{now:?}");
+        let waiters: Vec<_> = (0..300)
+            .map(|_| {
+                let (jobs, first) = (jobs.clone(), first.clone());
+                actix_rt::spawn(async move { jobs.wait(&first, &TenantScope::All, None).await })
+            })
+            .collect();
+        let cancelled = {
+            let (jobs, second) = (jobs.clone(), second.clone());
+            actix_rt::spawn(async move { jobs.wait(&second, &TenantScope::All, Some(Duration::from_secs(60))).await })
+        };
+        // Queued behind the first (one synthesis thread): cancelled before it starts.
+        jobs.cancel(&second, &all).await.unwrap();
+        assert_eq!(cancelled.await.unwrap().unwrap(), JobStatus::Cancelled);
+        for waiter in waiters {
+            assert_eq!(waiter.await.unwrap().unwrap(), JobStatus::Done);
+        }
+        // An ended job answers at once.
+        let again = jobs.wait(&first, &all, Some(Duration::from_millis(1))).await.unwrap();
+        assert_eq!(again, JobStatus::Done);
+        let other = TenantScope::Only(Tenant("another".into()));
+        assert!(matches!(jobs.wait(&first, &other, None).await, Err(JobsError::NotFound(_))));
+        let none = JobId("no-such-job".into());
+        assert!(matches!(jobs.wait(&none, &all, None).await, Err(JobsError::NotFound(_))));
+    });
 }

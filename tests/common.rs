@@ -185,7 +185,7 @@ pub fn metric_value(text: &str, series: &str) -> f64 {
 pub struct PgSchema {
     /// The test database's URL with this schema first on the search path:
     /// what a store or a daemon under test is given.
-    pub url: cuzk::store::StoreUrl,
+    pub url: cuzk::postgres::StoreUrl,
     /// To drop the schema at the end.
     admin_url: String,
     name: String,
@@ -204,7 +204,7 @@ impl PgSchema {
         admin.batch_execute(&format!("CREATE SCHEMA {name}")).expect("schema created");
         let separator = if admin_url.contains('?') { '&' } else { '?' };
         let url = format!("{admin_url}{separator}options=-c%20search_path%3D{name}");
-        Some(Self { url: cuzk::store::StoreUrl::new(url), admin_url, name })
+        Some(Self { url: cuzk::postgres::StoreUrl::new(url), admin_url, name })
     }
 
     /// A connection to the schema, for looking at or changing its tables.

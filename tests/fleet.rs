@@ -219,6 +219,17 @@ fn postgres_fleet_of_three_proves_300_jobs_submitted_round_robin_each_partition_
     // Read from another node than the one each job was submitted to.
     let views = wait_all(&[&nodes[1], &nodes[2], &nodes[0]], &ids, Duration::from_secs(240));
     assert!(views.iter().all(|v| v["status"] == "done"), "all done");
+    // Each partition shows what its node recorded of it, whichever node
+    // answers: the node, its worker, its stage times, summed in the job's.
+    for view in &views {
+        for p in view["partitions"].as_array().unwrap() {
+            assert!(["a", "b", "c"].contains(&p["node"].as_str().unwrap_or("")), "{view}");
+            assert!(p["worker"].is_string() && p["attempts"] == 1, "{view}");
+            assert!(p["timings_ms"]["synthesis"].as_f64().is_some_and(|ms| ms >= 0.0), "{view}");
+        }
+        let synthesis: f64 = view["partitions"].as_array().unwrap().iter().map(|p| p["timings_ms"]["synthesis"].as_f64().unwrap()).sum();
+        assert!((view["timings_ms"]["synthesis"].as_f64().unwrap() - synthesis).abs() < 1e-6, "{view}");
+    }
     let by_node = proved_once(&schema, &ids, 2, &all);
     assert_eq!(by_node.len(), 3, "every node proved some: {by_node:?}");
     // No partition was claimed twice (no lease lapsed): the claims the

@@ -12,7 +12,8 @@ mod common;
 use std::time::Instant;
 
 use common::{proof, record, PgSchema};
-use cuzk::store::{PgJobStore, RedbJobStore, StoreUrl, ThreadedStore};
+use cuzk::postgres::{PgError, PgFailure, StoreUrl};
+use cuzk::store::{OpenError, PgJobStore, RedbJobStore, ThreadedStore};
 use cuzk_actors::store::{JobOutcome, JobStore, StoreError, StoreWrite, StoredJob};
 use cuzk_actors::{JobId, Stage};
 
@@ -420,24 +421,32 @@ mod postgres_only {
 
     const SECRET: &str = "hunter2-not-logged";
 
-    fn refused(url: &str) -> String {
+    /// The database's refusal, and its text (checked free of the password).
+    fn refused(url: &str) -> (PgFailure, String) {
         match PgJobStore::connect(&StoreUrl::new(url), None) {
             Ok(_) => panic!("{url} was accepted"),
-            Err(message) => {
+            Err(error) => {
+                let message = error.to_string();
                 assert!(!message.contains(SECRET), "the password shows in {message:?}");
-                message
+                match error {
+                    OpenError::Database(PgError { failure, .. }) => (failure, message),
+                    other => panic!("not the database's refusal: {other:?}"),
+                }
             }
         }
     }
 
     #[test]
     fn a_bad_url_or_an_unreachable_database_is_a_clear_error_without_the_password() {
-        let malformed = refused(&format!("postgres://cuzk:{SECRET}@db:notaport/jobs"));
+        let (failure, malformed) = refused(&format!("postgres://cuzk:{SECRET}@db:notaport/jobs"));
+        assert!(matches!(failure, PgFailure::NotAUrl(_)), "{malformed}");
         assert!(malformed.contains("not a PostgreSQL connection string"), "{malformed}");
         assert!(malformed.contains("postgres://cuzk:***@db:notaport/jobs"), "{malformed}");
-        let unreachable = refused(&format!("postgres://cuzk:{SECRET}@127.0.0.1:1/jobs"));
+        let (failure, unreachable) = refused(&format!("postgres://cuzk:{SECRET}@127.0.0.1:1/jobs"));
+        assert!(matches!(failure, PgFailure::Failed { .. }), "{unreachable}");
         assert!(unreachable.contains("cannot connect"), "{unreachable}");
-        let tls = refused(&format!("host=db password={SECRET} sslmode=require"));
+        let (failure, tls) = refused(&format!("host=db password={SECRET} sslmode=require"));
+        assert!(matches!(failure, PgFailure::TlsRequired), "{tls}");
         assert!(tls.contains("TLS"), "{tls}");
         assert_eq!(format!("{:?}", StoreUrl::new(format!("postgres://u:{SECRET}@h/d"))), "StoreUrl(postgres://u:***@h/d)");
     }
@@ -450,7 +459,7 @@ mod postgres_only {
             return eprintln!("skipped: CUZK_TEST_PG_URL has no password to get wrong");
         };
         let colon = url[..at].rfind(':').expect("user:password@");
-        let message = refused(&format!("{}:{SECRET}{}", &url[..colon], &url[at..]));
+        let (_, message) = refused(&format!("{}:{SECRET}{}", &url[..colon], &url[at..]));
         assert!(message.contains("password authentication failed"), "{message}");
     }
 
@@ -484,7 +493,8 @@ mod postgres_only {
             .client()
             .batch_execute("INSERT INTO cuzk_schema_migrations (version, name) VALUES (999, 'future')")
             .unwrap();
-        let message = refused(schema.url.secret());
+        let (failure, message) = refused(schema.url.secret());
+        assert!(matches!(failure, PgFailure::NewerSchema { found: 999, .. }), "{message}");
         assert!(message.contains("schema version 999, newer than this cuzk knows"), "{message}");
     }
 

@@ -30,13 +30,6 @@ use std::path::{Path, PathBuf};
 /// failure prints, so that the line is easy to find).
 type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
-/// Circles the check tolerates, by their modules: the two that the inline
-/// paths of issue 26 exposed in the daemon, broken by the branch `seam`.
-/// A listed circle that no longer exists fails the check, so the entry goes
-/// in the same merge as the fix: the line becomes `&[]`.
-#[rustfmt::skip]
-const KNOWN_CIRCLES: &[&[&str]] = &[&["http::daemon", "http::openapi"], &["store::migrate", "store::pg"]];
-
 /// The actors of the actors crate, by the first segment of their module
 /// path; a module below one (`tracker::views`) belongs to that actor.
 const ACTORS: [&str; 7] = [
@@ -482,26 +475,16 @@ fn workspace_file(relative: &str) -> PathBuf {
 
 #[test]
 fn no_crate_of_the_workspace_has_an_import_circle() {
-    let mut known: BTreeSet<BTreeSet<String>> = KNOWN_CIRCLES
-        .iter()
-        .map(|circle| circle.iter().map(|m| m.to_string()).collect())
-        .collect();
     let mut failures = Vec::new();
     for root in crate_roots() {
         let graph = module_graph(&workspace_file(&root));
         for circle in circles(&graph) {
-            if !known.remove(&circle) {
-                failures.push(format!("{root}: {}", describe(&graph, &circle)));
-            }
+            failures.push(format!("{root}: {}", describe(&graph, &circle)));
         }
     }
     assert!(
         failures.is_empty(),
         "modules reference each other in a circle: {failures:#?}"
-    );
-    assert!(
-        known.is_empty(),
-        "KNOWN_CIRCLES lists circles that are gone, remove them: {known:?}"
     );
 }
 

@@ -16,8 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::PgSchema;
-use cuzk::keys::{CircuitStore, KeyError, Preparation};
-use cuzk::store::SharedKeys;
+use cuzk::keys::{KeyError, KeyStore, Preparation, SharedKeyError, SharedKeys};
 use cuzk_kernels::circuits::mimc_chain::MimcChain;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, InputError, WitnessSource};
 use cuzk_kernels::groth16::PreparedCircuit;
@@ -53,7 +52,7 @@ fn family() -> (Arc<Counted>, Arc<dyn CircuitFamily>, CircuitShape) {
 }
 
 /// The shape's key as the store prepares it for a partition.
-fn prepare(store: &Arc<CircuitStore>, family: &Arc<dyn CircuitFamily>, shape: &CircuitShape) -> Arc<PreparedCircuit> {
+fn prepare(store: &Arc<KeyStore>, family: &Arc<dyn CircuitFamily>, shape: &CircuitShape) -> Arc<PreparedCircuit> {
     let started = Instant::now();
     loop {
         match store.prepared(family, shape).unwrap() {
@@ -66,8 +65,8 @@ fn prepare(store: &Arc<CircuitStore>, family: &Arc<dyn CircuitFamily>, shape: &C
     }
 }
 
-fn node(schema: &PgSchema, dir: &Path) -> Arc<CircuitStore> {
-    Arc::new(CircuitStore::open_shared(dir, &schema.url).unwrap())
+fn node(schema: &PgSchema, dir: &Path) -> Arc<KeyStore> {
+    Arc::new(KeyStore::open_shared(dir, &schema.url).unwrap())
 }
 
 fn file(dir: &Path, name: &str) -> Vec<u8> {
@@ -123,7 +122,7 @@ fn postgres_a_node_whose_own_key_differs_takes_the_fleets() {
     let (_, family, shape) = family();
     let (fleet_dir, own_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // A node that proved alone has a key of its own; the fleet has another.
-    let own = prepare(&Arc::new(CircuitStore::open(own_dir.path()).unwrap()), &family, &shape);
+    let own = prepare(&Arc::new(KeyStore::open(own_dir.path()).unwrap()), &family, &shape);
     let fleet = prepare(&node(&schema, fleet_dir.path()), &family, &shape);
     assert_ne!(vk_bytes(&own), vk_bytes(&fleet), "two setups make two keys");
 
@@ -144,7 +143,7 @@ fn postgres_a_node_that_proved_alone_publishes_its_key_to_an_empty_fleet() {
     let Some(schema) = PgSchema::create("postgres_a_node_that_proved_alone_publishes_its_key") else { return };
     let (counted, family, shape) = family();
     let (own_dir, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let own = prepare(&Arc::new(CircuitStore::open(own_dir.path()).unwrap()), &family, &shape);
+    let own = prepare(&Arc::new(KeyStore::open(own_dir.path()).unwrap()), &family, &shape);
     let pk = format!("{}.pk", shape.circuit_id);
     let own_pk = file(own_dir.path(), &pk);
 
@@ -214,7 +213,8 @@ fn postgres_chunked_keys_come_back_whole_and_the_first_publication_stands() {
         .unwrap();
     std::fs::write(path("copy.pk"), b"as it was").unwrap();
     let error = lock.download(&key, &path("copy.pk")).unwrap_err();
-    assert!(error.contains("length or SHA-256 differs from the published"), "{error}");
+    assert!(matches!(error, SharedKeyError::Mismatch { .. }), "{error}");
+    assert!(error.to_string().contains("length or SHA-256 differs from the published"), "{error}");
     assert_eq!(std::fs::read(path("copy.pk")).unwrap(), b"as it was");
     assert!(!path("copy.tmp").exists());
 }

@@ -11,7 +11,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::{proof, record, PgSchema};
-use cuzk::store::{queue_partitions, Claim, Leases, PgJobStore};
+use cuzk::fleet::{queue_partitions, Claim, Leases, LeasesError};
+use cuzk::store::PgJobStore;
 use cuzk_actors::store::{JobStore, StoreWrite};
 use cuzk_actors::{JobId, PartitionKey, Priority, Stage};
 
@@ -124,8 +125,11 @@ fn postgres_leases_refuse_a_nameless_node_or_an_empty_lease() {
     let Some(schema) = PgSchema::create("postgres_leases_refuse_a_nameless_node_or_an_empty_lease") else { return };
     let refused = |node: &str, lease| match Leases::connect(&schema.url, node, lease) {
         Ok(_) => panic!("{node:?} with {lease:?} was accepted"),
-        Err(message) => message,
+        Err(error) => error,
     };
-    assert!(refused("", Duration::from_secs(30)).contains("needs a name"));
-    assert!(refused("node-a", Duration::ZERO).contains("not a positive number of milliseconds"));
+    let nameless = refused("", Duration::from_secs(30));
+    assert!(matches!(nameless, LeasesError::Nameless) && nameless.to_string().contains("needs a name"));
+    let empty = refused("node-a", Duration::ZERO);
+    assert!(matches!(empty, LeasesError::BadLease(_)), "{empty}");
+    assert!(empty.to_string().contains("not a positive number of milliseconds"));
 }

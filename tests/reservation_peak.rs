@@ -13,7 +13,7 @@ use cuzk_kernels::cpu::CpuEngine;
 use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine};
 use cuzk_kernels::Fr;
 use cuzk::filecoin::FilecoinJob;
-use cuzk::keys::CircuitStore;
+use cuzk::keys::KeyStore;
 use cuzk_filecoin::fixtures::{self, PROVER_ID, WINNING};
 use cuzk_filecoin::record::Evaluation;
 use cuzk_filecoin::Kind;
@@ -92,7 +92,7 @@ fn filecoin_partition_peak_fits_its_reservation(engine: &CpuEngine) {
     let mut rng = rand::thread_rng();
     for evaluation in [Evaluation::Compiled, Evaluation::Direct] {
         let data = tempfile::tempdir().unwrap();
-        let keys = CircuitStore::open(data.path()).unwrap();
+        let keys = KeyStore::open(data.path()).unwrap();
         let prove = |rng: &mut rand::rngs::ThreadRng| {
             let (circuit, synthesized, _) = job.synthesize(&keys, 0, evaluation).unwrap();
             let started = engine.prove_start(&circuit, synthesized).unwrap();

@@ -145,6 +145,30 @@ pub struct JobOutcome {
     pub finished_unix_ms: u64,
 }
 
+/// What the node that ran a partition saw of it: the part of a partition's
+/// view (`PartitionView`) that only that node knows. A fleet node stores it
+/// with the partition's proof, so that every node shows it. Records written
+/// before this type held a whole `PartitionView`; its other fields are
+/// ignored when read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PartitionDetail {
+    /// Milliseconds in each stage it went through, and `total`.
+    #[serde(default)]
+    pub timings_ms: BTreeMap<String, f64>,
+    /// The GPU worker that proved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// Milliseconds of each phase of its GPU stage.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_phases_ms: BTreeMap<String, f64>,
+    /// Attempts started (1 for the first).
+    pub attempts: u32,
+    /// The error of the last failed attempt, when it was retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_after: Option<String>,
+}
+
 /// One recorded change. Writes of one store are applied in the order given.
 #[derive(Clone, Debug)]
 pub enum StoreWrite {
@@ -153,11 +177,10 @@ pub enum StoreWrite {
         job: JobId,
         index: u32,
         proof: ProofRecord,
-        /// A fleet node's view of the partition (`PartitionView` as JSON:
-        /// its timings, worker, GPU phases, attempts), kept with the proof so
+        /// What a fleet node saw of the partition, kept with the proof so
         /// that every node shows it; None on a single daemon, whose tracker
         /// keeps it.
-        detail: Option<String>,
+        detail: Option<PartitionDetail>,
     },
     PartitionFailed {
         job: JobId,
@@ -276,6 +299,28 @@ impl Persistence {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fleet partition's detail as stored before it had its own type (a
+    /// whole `PartitionView`) reads back as the detail it holds.
+    #[test]
+    fn a_detail_stored_as_a_whole_partition_view_reads_back() {
+        let old = r#"{"index":3,"stage":"done","timings_ms":{"gpu":2.5,"total":9.0},
+            "worker":"cpu0/0","node":"a","gpu_phases_ms":{"msm":1.5},"attempts":2,
+            "retried_after":"device lost"}"#;
+        let detail: PartitionDetail = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            detail,
+            PartitionDetail {
+                timings_ms: BTreeMap::from([("gpu".into(), 2.5), ("total".into(), 9.0)]),
+                worker: Some("cpu0/0".into()),
+                gpu_phases_ms: BTreeMap::from([("msm".into(), 1.5)]),
+                attempts: 2,
+                retried_after: Some("device lost".into()),
+            }
+        );
+        let again: PartitionDetail = serde_json::from_str(&serde_json::to_string(&detail).unwrap()).unwrap();
+        assert_eq!(again, detail);
+    }
 
     /// A record written before jobs had tenants reads back as the default
     /// tenant's; one written since keeps its tenant.

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime};
 use actix::prelude::*;
 
 use crate::messages::{
-    CancelJob, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved, Progress,
-    SpanReport,
+    CancelJob, CircuitLoad, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved,
+    Progress, SpanReport,
 };
 use crate::error::ErrorKind;
 use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
@@ -64,6 +64,8 @@ pub struct Tracker {
     /// The same per tenant, for the tenants' own queue limits; a tenant
     /// with none unfinished has no entry.
     unfinished_by_tenant: HashMap<Tenant, usize>,
+    /// Callers waiting for unfinished jobs to end (`WatchJob`).
+    watchers: views::Watchers,
 }
 
 struct JobState {
@@ -83,6 +85,10 @@ struct JobState {
 struct Tally {
     jobs: [usize; JobStatus::ALL.len()],
     partitions: [usize; Stage::COUNT],
+    /// Unfinished jobs by circuit, queued and running (`GetCircuitLoad`:
+    /// gRPC's queues per kind); a circuit leaves the map with its last one,
+    /// so it holds the kinds in use, not every kind ever seen.
+    circuits: HashMap<String, CircuitLoad>,
     /// A fleet node's copy of the counts its claimer sizes claims by.
     load: Option<Arc<FleetLoad>>,
 }
@@ -93,6 +99,10 @@ impl Tally {
         for p in job.local() {
             self.partitions[p.stage as usize] += 1;
         }
+        if let Some(count) = Self::unfinished(job) {
+            let load = self.circuits.entry(job.spec.circuit.clone()).or_default();
+            *count(load) += 1;
+        }
         self.publish();
     }
 
@@ -101,7 +111,24 @@ impl Tally {
         for p in job.local() {
             self.partitions[p.stage as usize] -= 1;
         }
+        if let Some(count) = Self::unfinished(job) {
+            if let Some(load) = self.circuits.get_mut(&job.spec.circuit) {
+                *count(load) -= 1;
+                if *load == CircuitLoad::default() {
+                    self.circuits.remove(&job.spec.circuit);
+                }
+            }
+        }
         self.publish();
+    }
+
+    /// The count an unfinished job is in, by its status; None once it ended.
+    fn unfinished(job: &JobState) -> Option<fn(&mut CircuitLoad) -> &mut usize> {
+        match job.status() {
+            JobStatus::Queued => Some(|load| &mut load.queued),
+            JobStatus::Running => Some(|load| &mut load.running),
+            _ => None,
+        }
     }
 
     fn publish(&self) {
@@ -173,6 +200,7 @@ impl Tracker {
             unfinished: 0,
             unfinished_by_tenant: HashMap::new(),
             tally: Tally::default(),
+            watchers: views::Watchers::default(),
         }
     }
 
@@ -290,6 +318,7 @@ impl Tracker {
         job.finished = Some((final_stage, now));
         job.spec = Arc::new(job.spec.without_work());
         self.tally.add(job);
+        self.watchers.ended(id, job.status());
         self.unfinished -= 1;
         if let Some(count) = self.unfinished_by_tenant.get_mut(&job.tenant) {
             *count -= 1;
@@ -468,7 +497,7 @@ impl Handler<PartitionProved> for Tracker {
         let p = &mut job.partitions[msg.key.index as usize];
         p.proof = Some(msg.proof.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Done);
-        let detail = self.persistence.fleet.as_ref().and_then(|_| serde_json::to_string(&p.view(msg.key.index)).ok());
+        let detail = self.persistence.fleet.as_ref().map(|_| p.detail());
         self.record(StoreWrite::PartitionProved {
             job: msg.key.job.clone(),
             index: msg.key.index,

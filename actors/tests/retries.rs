@@ -89,9 +89,9 @@ fn a_retryable_failure_is_tried_again() {
     let view = run(ErrorKind::Retryable);
     assert_eq!(view.status, JobStatus::Done, "{view:?}");
     let partition = &view.partitions[0];
-    assert_eq!(partition.attempts, 2);
+    assert_eq!(partition.detail.attempts, 2);
     assert_eq!(
-        partition.retried_after.as_deref(),
+        partition.detail.retried_after.as_deref(),
         Some("scripted Retryable device failure")
     );
 }
@@ -101,7 +101,7 @@ fn a_permanent_failure_fails_the_job_with_attempts_left() {
     let view = run(ErrorKind::Permanent);
     assert_eq!(view.status, JobStatus::Failed, "{view:?}");
     let partition = &view.partitions[0];
-    assert_eq!(partition.attempts, 1, "not retried");
+    assert_eq!(partition.detail.attempts, 1, "not retried");
     assert_eq!(partition.error.as_deref(), Some("scripted Permanent device failure"));
     assert_eq!(
         view.error.as_deref(),

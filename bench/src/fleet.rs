@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk::server::{self, RunningDaemon};
-use cuzk::store::StoreUrl;
+use cuzk::postgres::StoreUrl;
 use cuzk_kernels::circuits::CircuitRegistry;
 use postgres::{Client, NoTls};
 use serde_json::Value;

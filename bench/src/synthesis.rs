@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cuzk::filecoin::FilecoinJob;
-use cuzk::keys::CircuitStore;
+use cuzk::keys::KeyStore;
 use cuzk_filecoin::fixtures;
 use cuzk_filecoin::record::Evaluation;
 use cuzk_filecoin::Kind;
@@ -107,7 +107,7 @@ pub fn run(args: &SynthesisBenchArgs) -> Result<String, String> {
 /// the warm-up's key time (parameter file and, compiled, the matrices).
 fn ours(job: &FilecoinJob, evaluation: Evaluation, runs: usize) -> Result<(f64, String, f64), String> {
     let data = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let keys = CircuitStore::open(data.path())?;
+    let keys = KeyStore::open(data.path()).map_err(|e| e.to_string())?;
     let mut totals = Vec::new();
     let mut phases: Vec<Vec<(&'static str, f64)>> = Vec::new();
     let mut once = 0.0;

@@ -26,12 +26,11 @@ use cuzk_actors::store::{FleetLoad, JobStore, StoreError, StoreWrite};
 use cuzk_actors::tracker::Tracker;
 use cuzk_actors::{JobId, PartitionKey, Reservation, Stage};
 
+use super::leases::{Claim, Leases};
+use super::Settings;
 use crate::job_input::JobParser;
 use crate::shutdown::Intake;
-use crate::store::{Claim, Leases};
 use crate::telemetry::FleetClaimed;
-
-use super::Settings;
 
 /// How long the claimer waits for a wake-up between looks at its room; a
 /// wait on the socket, not a query.

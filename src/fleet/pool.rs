@@ -9,17 +9,23 @@ use std::time::{Duration, Instant};
 use cuzk_actors::store::StoreError;
 use postgres::{Client, NoTls};
 
-use crate::store::{client_config, describe, StoreUrl};
+use crate::postgres::{client_config, PgError, Place, StoreUrl};
 use crate::telemetry::FleetDb;
 
 const MAX_CONNECTIONS: usize = 8;
 /// A request waiting longer than this for a connection is answered 503.
 const WAIT_FOR_CONNECTION: Duration = Duration::from_secs(10);
 
+/// A question waited longer than `WAIT_FOR_CONNECTION` for a connection.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}: every connection is busy")]
+pub struct Busy(Place);
+
 pub struct Pool {
+    /// How each connection connects.
     config: postgres::Config,
-    /// The URL with its password hidden, for messages.
-    shown: String,
+    /// The database (its password hidden), as errors name it.
+    place: Place,
     /// Idle connections, and how many exist in all (idle or in use).
     state: Mutex<(Vec<Client>, usize)>,
     /// Signalled when a connection is returned or closed.
@@ -27,10 +33,10 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(url: &StoreUrl) -> Result<Self, String> {
+    pub fn new(url: &StoreUrl) -> Result<Self, PgError> {
         Ok(Self {
             config: client_config(url)?,
-            shown: url.to_string(),
+            place: Place::new("fleet database", url),
             state: Mutex::new((Vec::new(), 0)),
             freed: Condvar::new(),
         })
@@ -55,7 +61,7 @@ impl Pool {
             Err(e) => {
                 state.1 -= 1;
                 self.freed.notify_one();
-                Err(self.unavailable(&describe(&e)))
+                Err(StoreError::unavailable(self.place.failed(op, e)))
             }
         }
     }
@@ -74,19 +80,15 @@ impl Pool {
                     let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                     state.1 -= 1;
                     self.freed.notify_one();
-                    self.unavailable(&format!("cannot connect: {}", describe(&e)))
+                    StoreError::unavailable(self.place.failed("cannot connect", e))
                 });
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(self.unavailable("every connection is busy"));
+                return Err(StoreError::unavailable(Busy(self.place.clone())));
             }
             state = self.freed.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0;
         }
-    }
-
-    fn unavailable(&self, why: &str) -> StoreError {
-        StoreError::unavailable(format!("fleet database {}: {why}", self.shown))
     }
 }
 

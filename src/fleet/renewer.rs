@@ -11,12 +11,23 @@ use std::time::{Duration, Instant};
 
 use actix::Addr;
 use cuzk_actors::messages::{GetHeld, LeasesLost};
+use cuzk_actors::store::StoreError;
 use cuzk_actors::tracker::Tracker;
 
-use crate::store::Leases;
+use super::leases::{Leases, LeasesError};
 use crate::telemetry::{FleetLeaseLost, FleetRenewed};
-
 use super::Settings;
+
+/// Why a round of renewals did not happen; the next round tries again.
+#[derive(Debug, thiserror::Error)]
+enum Missed {
+    #[error("the tracker did not answer")]
+    TrackerSilent,
+    #[error(transparent)]
+    Connect(#[from] LeasesError),
+    #[error(transparent)]
+    Renew(#[from] StoreError),
+}
 
 /// How long the renewer waits for the tracker's answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -35,15 +46,15 @@ pub(super) fn run(settings: Settings, tracker: Addr<Tracker>, mut leases: Option
     }
 }
 
-fn round(settings: &Settings, tracker: &Addr<Tracker>, leases: &mut Option<Leases>) -> Result<(), String> {
+fn round(settings: &Settings, tracker: &Addr<Tracker>, leases: &mut Option<Leases>) -> Result<(), Missed> {
     let (answer, held) = mpsc::channel();
     tracker.do_send(GetHeld(answer));
-    let held = held.recv_timeout(ASK_TIMEOUT).map_err(|_| "the tracker did not answer".to_string())?;
+    let held = held.recv_timeout(ASK_TIMEOUT).map_err(|_| Missed::TrackerSilent)?;
     if leases.is_none() {
         *leases = Some(Leases::connect(&settings.url, &settings.node, settings.lease)?);
     }
     let connection = leases.as_mut().expect("connected above");
-    let lost = if held.is_empty() { Vec::new() } else { connection.renew(&held).map_err(|e| e.to_string())? };
+    let lost = if held.is_empty() { Vec::new() } else { connection.renew(&held)? };
     // What was renewed is what this node still holds.
     let renewed = held.len() - lost.len();
     FleetRenewed { renewed, held: renewed }.emit();

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use cuzk_actors::messages::{JobStatus, JobView, PartitionView, ProofsError, ProofsView, QueueFull, SubmitOutcome};
+use cuzk_actors::messages::{JobStatus, JobView, ProofsError, ProofsView, QueueFull, SubmitOutcome};
 use cuzk_actors::store::{JobOutcome, JobRecord, StoreError};
 use cuzk_actors::telemetry::JobSubmitted;
 use cuzk_actors::time::unix_ms;
@@ -17,11 +17,11 @@ use postgres::error::SqlState;
 use postgres::types::Json;
 use postgres::Transaction;
 use serde::Serialize;
-use serde_json::Value;
 
-use super::stored::{read_job, status_of};
+use super::stored::{read_end, read_job};
 use super::Fleet;
-use crate::store::{end_job, queue_partitions, END_JOB};
+use super::leases::queue_partitions;
+use crate::store::{end_job, END_JOB};
 
 /// `GET /v1/status?scope=fleet`: what the database knows of every node.
 #[derive(Debug, Serialize)]
@@ -96,42 +96,12 @@ impl Fleet {
         })
     }
 
-    /// A job's view (`JobView`'s shape): partitions from their results and
-    /// leases, a finished one with the detail its node recorded, one this
-    /// node holds with the tracker's (`local`); the job's stage times summed
-    /// from its partitions'.
-    pub fn view(&self, id: &JobId, scope: &TenantScope, local: Option<JobView>) -> Result<Option<Value>, StoreError> {
-        let Some(stored) = self.pool.with("read", |client| read_job(client, id))? else {
-            return Ok(None);
-        };
-        if !scope.sees(&stored.record.tenant) {
-            return Ok(None);
-        }
-        let mut view = serde_json::to_value(stored.view()).expect("a view serializes");
-        let partitions = view["partitions"].as_array_mut().expect("a view has partitions");
-        for (index, result) in &stored.results {
-            if let (Some(Value::Object(detail)), Some(Value::Object(slot))) = (&result.detail, partitions.get_mut(*index as usize)) {
-                for (key, value) in detail.iter().filter(|(key, _)| !matches!(key.as_str(), "index" | "stage" | "node")) {
-                    slot.insert(key.clone(), value.clone());
-                }
-            }
-        }
-        for p in local.into_iter().flat_map(|local| local.partitions) {
-            let held_here = stored.leases.get(&p.index).is_some_and(|l| l.owner.as_deref() == Some(self.node.as_str()));
-            if let Some(slot) = partitions.get_mut(p.index as usize).filter(|_| held_here) {
-                *slot = serde_json::to_value(PartitionView { node: Some(self.node.clone()), ..p }).expect("a view serializes");
-            }
-        }
-        let mut timings = BTreeMap::new();
-        for p in partitions.iter() {
-            for (name, ms) in p["timings_ms"].as_object().into_iter().flatten().filter(|(name, _)| *name != "total") {
-                *timings.entry(name.clone()).or_insert(0.0) += ms.as_f64().unwrap_or(0.0);
-            }
-        }
-        for (name, ms) in timings {
-            view["timings_ms"][name] = ms.into();
-        }
-        Ok(Some(view))
+    /// A job's view: partitions from their results and leases, a finished
+    /// one with the detail its node recorded, one this node holds with the
+    /// tracker's (`local`).
+    pub fn view(&self, id: &JobId, scope: &TenantScope, local: Option<JobView>) -> Result<Option<JobView>, StoreError> {
+        let stored = self.pool.with("read", |client| read_job(client, id))?;
+        Ok(stored.filter(|stored| scope.sees(&stored.record.tenant)).map(|stored| stored.view(&self.node, local)))
     }
 
     /// A done job's proofs, in partition order.
@@ -166,14 +136,12 @@ impl Fleet {
     pub fn cancel(&self, id: &JobId, scope: &TenantScope) -> Result<Option<JobStatus>, StoreError> {
         self.pool.with("cancel", |client| {
             let mut txn = client.transaction()?;
-            let row = txn.query_opt("SELECT tenant, outcome FROM cuzk_jobs WHERE id = $1 FOR UPDATE", &[&id.0])?;
-            let Some(row) = row else { return Ok(None) };
-            let tenant: Option<String> = row.try_get(0)?;
-            if !scope.sees(&cuzk_actors::Tenant(tenant.unwrap_or_default())) {
+            let Some((tenant, ended)) = read_end(&mut txn, id, true)? else { return Ok(None) };
+            if !scope.sees(&tenant) {
                 return Ok(None);
             }
-            if let Some(outcome) = row.try_get::<_, Option<Json<JobOutcome>>>(1)? {
-                return Ok(Some(status_of(outcome.0.stage)));
+            if let Some(status) = ended {
+                return Ok(Some(status));
             }
             let cancelled = JobOutcome {
                 stage: Stage::Cancelled,

@@ -1,14 +1,14 @@
 //! A job as the fleet's database has it: its row, its partitions' recorded
 //! ends and its leases, read in three queries, and the view built from them
-//! (the tracker's `JobView` shape) for any node to answer with.
+//! (the tracker's `JobView`) for any node to answer with.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use cuzk_actors::messages::{JobStatus, JobView, PartitionView};
-use cuzk_actors::store::{JobOutcome, JobRecord};
+use cuzk_actors::store::{JobOutcome, JobRecord, PartitionDetail};
 use cuzk_actors::time::unix_ms;
-use cuzk_actors::{JobId, Stage};
+use cuzk_actors::{JobId, Stage, Tenant};
 use postgres::types::Json;
 use postgres::GenericClient;
 use serde_json::Value;
@@ -28,8 +28,8 @@ pub(super) struct Recorded {
     pub(super) failure: Option<String>,
     /// The node that recorded it.
     pub(super) node: Option<String>,
-    /// What that node saw of it (a `PartitionView`'s fields).
-    pub(super) detail: Option<Value>,
+    /// What that node saw of it.
+    pub(super) detail: Option<PartitionDetail>,
 }
 
 pub(super) struct Lease {
@@ -54,7 +54,9 @@ pub(super) fn read_job(client: &mut impl GenericClient, id: &JobId) -> Result<Op
             proved: row.try_get(1)?,
             failure: row.try_get(2)?,
             node: row.try_get(3)?,
-            detail: row.try_get::<_, Option<Json<Value>>>(4)?.map(|detail| detail.0),
+            // One that does not read (edited by hand) is left out of the
+            // view rather than failing it.
+            detail: row.try_get::<_, Option<Json<Value>>>(4)?.and_then(|detail| serde_json::from_value(detail.0).ok()),
         };
         results.insert(row.try_get::<_, i64>(0)? as u32, result);
     }
@@ -68,6 +70,25 @@ pub(super) fn read_job(client: &mut impl GenericClient, id: &JobId) -> Result<Op
         leases.insert(row.try_get::<_, i64>(0)? as u32, lease);
     }
     Ok(Some(StoredJob { record, outcome, results, leases }))
+}
+
+/// A job's tenant and, once it ended, how; None for a job not stored.
+/// `lock`: the row is locked for the rest of the transaction.
+pub(super) fn read_end(
+    client: &mut impl GenericClient,
+    id: &JobId,
+    lock: bool,
+) -> Result<Option<(Tenant, Option<JobStatus>)>, postgres::Error> {
+    let sql = match lock {
+        true => "SELECT tenant, outcome FROM cuzk_jobs WHERE id = $1 FOR UPDATE",
+        false => "SELECT tenant, outcome FROM cuzk_jobs WHERE id = $1",
+    };
+    let Some(row) = client.query_opt(sql, &[&id.0])? else {
+        return Ok(None);
+    };
+    let tenant: Option<String> = row.try_get(0)?;
+    let outcome: Option<Json<JobOutcome>> = row.try_get(1)?;
+    Ok(Some((Tenant(tenant.unwrap_or_default()), outcome.map(|o| status_of(o.0.stage)))))
 }
 
 pub(super) fn status_of(stage: Stage) -> JobStatus {
@@ -87,9 +108,14 @@ impl StoredJob {
         }
     }
 
-    pub(super) fn view(&self) -> JobView {
+    /// The job's view on node `node`: each partition from its recorded
+    /// end (with the detail its node recorded) or its lease, except those
+    /// this node holds, which are the tracker's (`local`, the tracker's
+    /// view of the job, which has detail of those alone); the job's stage
+    /// times summed from its partitions'.
+    pub(super) fn view(&self, node: &str, local: Option<JobView>) -> JobView {
         let ended = self.outcome.as_ref().map(|o| o.stage);
-        let partitions = (0..self.record.partitions)
+        let mut partitions: Vec<PartitionView> = (0..self.record.partitions)
             .map(|index| {
                 let result = self.results.get(&index);
                 let lease = self.leases.get(&index);
@@ -97,23 +123,29 @@ impl StoredJob {
                     (Some(Recorded { proved: true, .. }), _) => Stage::Done,
                     (Some(Recorded { failure: Some(_), .. }), _) => Stage::Failed,
                     (_, Some(Lease { owner: Some(_), stage: Some(stage), .. })) => {
-                        serde_json::from_value(serde_json::Value::String(stage.clone())).unwrap_or(Stage::Queued)
+                        serde_json::from_value(Value::String(stage.clone())).unwrap_or(Stage::Queued)
                     }
                     _ => ended.unwrap_or(Stage::Queued),
                 };
+                let detail = result.and_then(|r| r.detail.clone()).unwrap_or_else(|| PartitionDetail {
+                    attempts: lease.map_or(1, |l| l.attempts.max(1)),
+                    ..PartitionDetail::default()
+                });
                 PartitionView {
                     index,
                     stage,
-                    timings_ms: BTreeMap::new(),
-                    worker: None,
                     node: result.and_then(|r| r.node.clone()).or_else(|| lease.and_then(|l| l.owner.clone())),
-                    gpu_phases_ms: BTreeMap::new(),
                     error: result.and_then(|r| r.failure.clone()),
-                    attempts: lease.map_or(1, |l| l.attempts.max(1)),
-                    retried_after: None,
+                    detail,
                 }
             })
             .collect();
+        for p in local.into_iter().flat_map(|local| local.partitions) {
+            let held_here = self.leases.get(&p.index).is_some_and(|l| l.owner.as_deref() == Some(node));
+            if let Some(slot) = partitions.get_mut(p.index as usize).filter(|_| held_here) {
+                *slot = PartitionView { node: Some(node.to_string()), ..p };
+            }
+        }
         let end = self.outcome.as_ref().map_or_else(|| unix_ms(SystemTime::now()), |o| o.finished_unix_ms);
         let total_ms = end.saturating_sub(self.record.submitted_unix_ms) as f64;
         JobView {
@@ -125,9 +157,9 @@ impl StoredJob {
             priority: self.record.priority,
             submitted_at_ms: self.record.submitted_unix_ms,
             deadline_missed: self.record.deadline_ms.map(|d| end > self.record.submitted_unix_ms + d),
+            timings_ms: JobView::timings(total_ms, &partitions),
             partitions,
             error: self.outcome.as_ref().and_then(|o| o.error.clone()),
-            timings_ms: BTreeMap::from([("total", total_ms)]),
         }
     }
 }

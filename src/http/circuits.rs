@@ -4,9 +4,9 @@
 use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 // Named by the #[utoipa::path] attributes.
-use super::schemas::{CircuitsDoc, ErrorBody, TokenRefusals, VkDoc};
+use super::schemas::{CircuitsDoc, TokenRefusals, VkDoc};
 use super::state::AppState;
 
 #[utoipa::path(
@@ -18,9 +18,9 @@ use super::state::AppState;
     security((), ("bearer" = ["read"]))
 )]
 pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
-    let known = state.store.known_shapes();
+    let known = state.keys.known_shapes();
     let circuits: Vec<Value> = state
-        .jobs
+        .parser
         .registry
         .families()
         .map(|family| {
@@ -52,17 +52,14 @@ pub async fn get_vk(
     let id = id.into_inner();
     let lookup_state = state.clone();
     let lookup_id = id.clone();
-    let vk = web::block(move || lookup_state.store.verifying_key(&lookup_id))
+    let vk = web::block(move || lookup_state.keys.verifying_key(&lookup_id))
         .await
-        .map_err(|e| ApiError::new(500, format!("key lookup failed: {e}")))?
+        .map_err(|e| ApiError::internal(format!("key lookup failed: {e}")))?
         .ok_or_else(|| {
-            ApiError::new(
-                404,
-                format!("no verifying key for circuit {id:?}; it is set up on its first job"),
-            )
+            ApiError::not_found(format!("no verifying key for circuit {id:?}; it is set up on its first job"))
         })?;
     let mut bytes = Vec::new();
     ark_serialize::CanonicalSerialize::serialize_compressed(&vk, &mut bytes)
-        .map_err(|e| ApiError::new(500, e.to_string()))?;
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(HttpResponse::Ok().json(json!({ "circuit_id": id, "vk": hex::encode(bytes) })))
 }

@@ -1,13 +1,13 @@
-//! The daemon itself: `/v1/status`, `/healthz`, `/readyz`, `/metrics` and this API's
-//! OpenAPI document.
+//! The daemon itself: `/v1/status`, `/healthz`, `/readyz` and `/metrics`.
 
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
-use super::error::{unavailable, ApiError, SCHEDULER};
+use super::error::{ApiError, ErrorBody, ErrorReason};
 // Named by the #[utoipa::path] attributes.
-use super::schemas::{ErrorBody, HealthDoc, SchedulerGone, StatusDoc, TokenRefusals};
+use super::schemas::{HealthDoc, SchedulerGone, StatusDoc, TokenRefusals};
 use super::state::AppState;
+use crate::jobs::Unready;
 
 /// `/v1/status`'s query.
 #[derive(serde::Deserialize)]
@@ -29,30 +29,14 @@ pub struct StatusQuery {
     security((), ("bearer" = ["read"]))
 )]
 pub async fn status(state: web::Data<AppState>, query: web::Query<StatusQuery>) -> Result<HttpResponse, ApiError> {
-    match query.scope.as_deref() {
-        None | Some("node") => {}
-        Some("fleet") => {
-            let node = match &state.fleet {
-                Some(fleet) => fleet.node.clone(),
-                None => return Err(ApiError::new(422, "scope=fleet needs a fleet node: this daemon has no PostgreSQL store (store.url)")),
-            };
-            let fleet = super::jobs::ask_fleet(&state, |fleet| fleet.status()).await?;
-            return Ok(HttpResponse::Ok().json(json!({ "scope": "fleet", "node": node, "fleet": fleet })));
-        }
-        Some(other) => return Err(ApiError::new(400, format!("unknown scope {other:?}: node (the default) or fleet"))),
-    }
-    let status = state
-        .system
-        .status()
-        .await
-        .map_err(|e| unavailable(SCHEDULER, e))?;
-    let mut body = serde_json::to_value(status).map_err(|e| ApiError::new(500, e.to_string()))?;
-    body["store"] = json!(state.job_store.health());
-    body["recovering"] = json!(state.recovering.is_set());
-    if let Some(fleet) = &state.fleet {
-        body["node"] = json!(fleet.node);
-    }
-    Ok(HttpResponse::Ok().json(body))
+    // Both answers go through a Value, whose keys are sorted: the order
+    // they have always had.
+    let body = match query.scope.as_deref() {
+        None | Some("node") => serde_json::to_value(state.jobs.status().await?),
+        Some("fleet") => serde_json::to_value(state.jobs.fleet_status().await?),
+        Some(other) => return Err(ApiError::bad_request(format!("unknown scope {other:?}: node (the default) or fleet"))),
+    };
+    Ok(HttpResponse::Ok().json(body.map_err(|e| ApiError::internal(e.to_string()))?))
 }
 
 #[utoipa::path(
@@ -65,20 +49,18 @@ pub async fn status(state: web::Data<AppState>, query: web::Query<StatusQuery>) 
     security(())
 )]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    if !state.intake.is_open() {
-        return Err(ApiError::new(503, "shutting down").with("reason", json!("shutting_down")));
+    match state.jobs.readiness() {
+        Ok(()) => Ok(HttpResponse::Ok().json(json!({ "status": "ok" }))),
+        Err(Unready::ShuttingDown) => Err(ApiError::unavailable("shutting down").because(ErrorReason::ShuttingDown)),
+        Err(Unready::Recovering { retry_after_s }) => Err(ApiError::unavailable("stored jobs are still being rebuilt")
+            .because(ErrorReason::Recovering)
+            .retry_after(retry_after_s)),
+        Err(Unready::StoreFailing { why, retry_after_s }) => {
+            Err(ApiError::unavailable(format!("the job store cannot write: {why}"))
+                .because(ErrorReason::StoreFailing)
+                .retry_after(retry_after_s))
+        }
     }
-    if state.recovering.is_set() {
-        return Err(ApiError::new(503, "stored jobs are still being rebuilt")
-            .with("reason", json!("recovering"))
-            .retry_after(state.retry_after_s));
-    }
-    if let Some(failing) = state.job_store.health().failing {
-        return Err(ApiError::new(503, format!("the job store cannot write: {failing}"))
-            .with("reason", json!("store_failing"))
-            .retry_after(state.retry_after_s));
-    }
-    Ok(HttpResponse::Ok().json(json!({ "status": "ok" })))
 }
 
 #[utoipa::path(
@@ -105,13 +87,4 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         .body(crate::telemetry::fix_exposition(
             &state.metrics.render(),
         ))
-}
-
-#[utoipa::path(
-    get, path = "/v1/openapi.json", tag = "daemon",
-    responses((status = 200, description = "this document", body = Object)),
-    security(())
-)]
-pub async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().json(super::openapi::document())
 }

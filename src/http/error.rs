@@ -1,30 +1,123 @@
 //! The one error shape of the API, `{"error": reason}` with its status code,
-//! for our handlers and for actix-web's own refusals alike.
+//! for our handlers and for actix-web's own refusals alike; and the HTTP
+//! answer to each refusal of the job seam (`JobsError`), written once.
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
-use serde_json::{json, Value};
+use cuzk_actors::messages::JobStatus;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::job_input::SubmitError;
+use crate::jobs::JobsError;
+
+/// Every error's body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Why, in words.
+    error: String,
+    /// For clients that act on more than words: why a 503 refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<ErrorReason>,
+    /// A 409's job status, which forbade what was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<JobStatus>,
+}
+
+impl ErrorBody {
+    fn new(error: String) -> Self {
+        Self { error, reason: None, status: None }
+    }
+}
+
+/// Why the daemon refused for now (a 503's `reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorReason {
+    /// A graceful shutdown is under way: no new jobs.
+    ShuttingDown,
+    /// Stored jobs are still being rebuilt after a start.
+    Recovering,
+    /// The job store cannot write, or the fleet's database does not answer.
+    StoreFailing,
+}
 
 /// An error answered as `{"error": "..."}` with its status code.
 #[derive(Debug)]
 pub struct ApiError {
     /// The status code answered.
     status: StatusCode,
-    /// `{"error": reason}`, plus what some errors add (`status`, `reason`).
-    body: Value,
+    body: ErrorBody,
     /// Seconds a client should wait before trying again (`Retry-After`).
     retry_after_s: Option<u64>,
 }
 
 impl ApiError {
-    pub fn new(status: u16, message: impl Into<String>) -> Self {
-        Self {
-            status: StatusCode::from_u16(status).expect("valid status code"),
-            body: json!({ "error": message.into() }),
-            retry_after_s: None,
-        }
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, body: ErrorBody::new(message.into()), retry_after_s: None }
+    }
+
+    /// 400: the request cannot be read as asked.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 401: the request needs a caller this one is not.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, message)
+    }
+
+    /// 404: nothing by that name (for this caller).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+
+    /// 408: the body did not arrive in time.
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, message)
+    }
+
+    /// 409: the job's `status` forbids what was asked; the body carries it.
+    pub fn conflict(message: impl Into<String>, status: JobStatus) -> Self {
+        let mut error = Self::new(StatusCode::CONFLICT, message);
+        error.body.status = Some(status);
+        error
+    }
+
+    /// 413: the body is larger than allowed.
+    pub fn payload_too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, message)
+    }
+
+    /// 422: well-formed, but not something this daemon can do.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, message)
+    }
+
+    /// 429: a limit refused it; nothing was done. Always says when to retry.
+    pub fn too_many_requests(message: impl Into<String>, retry_after_s: u64) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, message).retry_after(retry_after_s)
+    }
+
+    /// 500: the daemon failed (no input should lead here).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// 503: not now; `because` and `retry_after` say more where known.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
+    }
+
+    /// 503: an actor did not answer: its mailbox is closed, so the daemon
+    /// is stopping or broken.
+    pub fn actor_gone(what: &str, error: impl std::fmt::Display) -> Self {
+        Self::unavailable(format!("{what} unavailable: {error}"))
+    }
+
+    /// 507: the disk is too full to take it.
+    pub fn insufficient_storage(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INSUFFICIENT_STORAGE, message)
     }
 
     /// Tells the client when trying again may succeed.
@@ -33,16 +126,16 @@ impl ApiError {
         self
     }
 
-    /// Adds a field beside `error`, for clients that act on more than text.
-    pub fn with(mut self, key: &str, value: Value) -> Self {
-        self.body[key] = value;
+    /// Adds the machine-readable reason.
+    pub fn because(mut self, reason: ErrorReason) -> Self {
+        self.body.reason = Some(reason);
         self
     }
 }
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.body["error"].as_str().unwrap_or("error"))
+        f.write_str(&self.body.error)
     }
 }
 
@@ -60,28 +153,39 @@ impl ResponseError for ApiError {
     }
 }
 
-/// A body that is not JSON is a bad request; JSON that is not a job is
-/// unprocessable.
-impl From<SubmitError> for ApiError {
-    fn from(error: SubmitError) -> Self {
-        let status = match error {
-            SubmitError::NotJson(_) => 400,
-            SubmitError::Invalid(_) => 422,
-        };
-        ApiError::new(status, error.to_string())
+/// The HTTP answer to each of the job seam's refusals.
+impl From<JobsError> for ApiError {
+    fn from(error: JobsError) -> Self {
+        let message = error.to_string();
+        match error {
+            JobsError::NotFound(_) => ApiError::not_found(message),
+            JobsError::Recovering { retry_after_s } => {
+                ApiError::unavailable(message).because(ErrorReason::Recovering).retry_after(retry_after_s)
+            }
+            JobsError::ShuttingDown => ApiError::unavailable(message).because(ErrorReason::ShuttingDown),
+            JobsError::RateLimited { retry_after_s, .. } | JobsError::QueueFull { retry_after_s, .. } => {
+                ApiError::too_many_requests(message, retry_after_s)
+            }
+            JobsError::NoSpace { retry_after_s, .. } => ApiError::insufficient_storage(message).retry_after(retry_after_s),
+            // A body that is not JSON is a bad request; JSON that is not a
+            // job is unprocessable.
+            JobsError::Rejected(SubmitError::NotJson(_)) => ApiError::bad_request(message),
+            JobsError::Rejected(SubmitError::Invalid(_))
+            | JobsError::EmptyRequestId
+            | JobsError::KeyConflict { .. }
+            | JobsError::NotAFleetNode => ApiError::unprocessable(message),
+            JobsError::NotStored { retry_after_s, .. } | JobsError::Database { retry_after_s, .. } => {
+                ApiError::unavailable(message).because(ErrorReason::StoreFailing).retry_after(retry_after_s)
+            }
+            JobsError::NotDone { status, .. } | JobsError::AlreadyEnded { status, .. } => ApiError::conflict(message, status),
+            JobsError::SchedulerGone(_) => ApiError::unavailable(message),
+            JobsError::Thread { .. } => ApiError::internal(message),
+        }
     }
 }
 
-/// What a 503 names as gone when the tracker or dispatcher does not answer.
-pub const SCHEDULER: &str = "scheduler";
 /// What a 503 names as gone when the worker monitor does not answer.
 pub const WORKER_MONITOR: &str = "worker monitor";
-
-/// An actor did not answer: its mailbox is closed, so the daemon is
-/// stopping or broken.
-pub fn unavailable(what: &str, error: impl std::fmt::Display) -> ApiError {
-    ApiError::new(503, format!("{what} unavailable: {error}"))
-}
 
 /// Gives actix-web's own error responses (body too large, wrong method,
 /// unreadable payload) the same JSON shape as ours.
@@ -104,7 +208,7 @@ pub fn json_errors<B: actix_web::body::MessageBody + 'static>(
     };
     let (req, _) = res.into_parts();
     let response = HttpResponse::build(status)
-        .json(json!({ "error": message }))
+        .json(ErrorBody::new(message))
         .map_into_right_body();
     Ok(actix_web::middleware::ErrorHandlerResponse::Response(
         actix_web::dev::ServiceResponse::new(req, response),

@@ -1,12 +1,13 @@
 //! The bodies the HTTP API answers with, as OpenAPI schemas: the handlers
 //! name them in their `#[utoipa::path]` attributes and `openapi` collects
-//! them into the document. Most bodies are built by the actors crate and
-//! serialized as they are; the schema-only types here describe them, and
-//! fuzzing (tests/fuzz.sh) checks them against real answers. The enums
-//! inside them (`JobStatus`, `Stage`, `Priority`) are the actors' own types,
-//! whose schemas derive from their definitions. The responses many routes
-//! share (the token gate's 401 and 403, the 503 of an actor gone) are
-//! written once here, as response sets the handlers list by name.
+//! them into the document. A body that is a type of its own derives its
+//! schema from its definition (a job's view, `JobView`, with the actors'
+//! `openapi` feature; the error body in `error.rs`); the schema-only types
+//! here describe the bodies built as JSON, and fuzzing (tests/fuzz.sh)
+//! checks them against real answers. The enums inside them (`JobStatus`)
+//! are the actors' own types. The responses many routes share
+//! (the token gate's 401 and 403, the 503 of an actor gone) are written
+//! once here, as response sets the handlers list by name.
 
 // Schema-only types: read by the derive, never built.
 #![allow(dead_code)]
@@ -14,55 +15,16 @@
 use std::collections::BTreeMap;
 
 use cuzk_actors::messages::JobStatus;
-use cuzk_actors::{Priority, Stage};
 use serde_json::Value;
 use utoipa::{IntoResponses, ToSchema};
 
-/// Every error: a reason, plus the job's status for 409.
-#[derive(ToSchema)]
-pub struct ErrorBody {
-    error: String,
-    status: Option<JobStatus>,
-}
+use super::error::ErrorBody;
 
 /// A submitted job's id and status (also the answer to a cancel).
 #[derive(ToSchema)]
 pub struct JobRef {
     id: String,
     status: JobStatus,
-}
-
-#[derive(ToSchema)]
-#[schema(as = Job)]
-pub struct JobDoc {
-    id: String,
-    /// The tenant that submitted the job.
-    tenant: String,
-    status: JobStatus,
-    circuit: String,
-    circuit_id: String,
-    priority: Priority,
-    submitted_at_ms: u64,
-    /// Present when the job has a deadline.
-    deadline_missed: Option<bool>,
-    partitions: Vec<PartitionDoc>,
-    error: Option<String>,
-    /// Wall time since submission (`total`) and the partitions' summed stage times.
-    timings_ms: BTreeMap<String, f64>,
-}
-
-#[derive(ToSchema)]
-#[schema(as = Partition)]
-pub struct PartitionDoc {
-    index: u32,
-    stage: Stage,
-    timings_ms: BTreeMap<String, f64>,
-    worker: Option<String>,
-    /// Fleet (a PostgreSQL store): the node holding the partition, or the
-    /// one that proved or failed it.
-    node: Option<String>,
-    gpu_phases_ms: Option<BTreeMap<String, f64>>,
-    error: Option<String>,
 }
 
 #[derive(ToSchema)]

@@ -11,9 +11,9 @@ use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry};
 use cuzk_actors::time::unix_ms;
 use serde::Deserialize;
 
-use super::error::{unavailable, ApiError, WORKER_MONITOR};
+use super::error::{ApiError, ErrorBody, WORKER_MONITOR};
 // Named by the #[utoipa::path] attributes.
-use super::schemas::{ErrorBody, SchedulerGone, TimelineDoc, TokenRefusals, WorkersDoc};
+use super::schemas::{SchedulerGone, TimelineDoc, TokenRefusals, WorkersDoc};
 use super::state::AppState;
 use crate::tenants::Caller;
 
@@ -50,17 +50,14 @@ pub async fn workers(
 ) -> Result<HttpResponse, ApiError> {
     let spans = query.spans.unwrap_or(DEFAULT_SPANS);
     if spans > MAX_SPANS {
-        return Err(ApiError::new(
-            400,
-            format!("spans must be at most {MAX_SPANS}, got {spans}"),
-        ));
+        return Err(ApiError::bad_request(format!("spans must be at most {MAX_SPANS}, got {spans}")));
     }
     let mut workers = state
         .system
         .monitor
         .send(GetWorkers { spans })
         .await
-        .map_err(|e| unavailable(WORKER_MONITOR, e))?;
+        .map_err(|e| ApiError::actor_gone(WORKER_MONITOR, e))?;
     if !caller.admin {
         for worker in &mut workers {
             (worker.job, worker.partition) = (None, None);
@@ -85,10 +82,7 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
     match format {
         Some("csv") => Ok(true),
         Some("json") => Ok(false),
-        Some(other) => Err(ApiError::new(
-            400,
-            format!("format must be \"csv\" or \"json\", got {other:?}"),
-        )),
+        Some(other) => Err(ApiError::bad_request(format!("format must be \"csv\" or \"json\", got {other:?}"))),
         None => Ok(req
             .headers()
             .get(header::ACCEPT)
@@ -127,13 +121,10 @@ pub async fn timeline(
     let until = query.until;
     let valid = |t: f64| t.is_finite() && t >= 0.0 && t <= now + DEFAULT_WINDOW_MS;
     if !valid(since) || !until.is_none_or(valid) {
-        return Err(ApiError::new(
-            400,
-            "since and until are Unix times in milliseconds, not in the future",
-        ));
+        return Err(ApiError::bad_request("since and until are Unix times in milliseconds, not in the future"));
     }
     if until.is_some_and(|until| until < since) {
-        return Err(ApiError::new(400, "until is before since"));
+        return Err(ApiError::bad_request("until is before since"));
     }
     let mut entries = state
         .system
@@ -143,7 +134,7 @@ pub async fn timeline(
             until_unix_ms: until,
         })
         .await
-        .map_err(|e| unavailable(WORKER_MONITOR, e))?;
+        .map_err(|e| ApiError::actor_gone(WORKER_MONITOR, e))?;
     if !caller.admin {
         entries.iter_mut().for_each(hide_job);
     }

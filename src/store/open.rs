@@ -6,6 +6,7 @@
 //! is an incident: logged, counted and shown in `/v1/status`.
 
 use std::fs;
+use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,60 @@ use redb::{Database, DatabaseError, ReadableTable, TableDefinition, TableHandle}
 
 use super::rows::{self, Row, ROWS};
 use crate::telemetry::{StoreDamage, StoreDamageKind};
+
+/// Why the store's file could not be opened or repaired: nothing a rebuild
+/// mends (another process, the disk).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("the job store {} is open in another process", .0.display())]
+    Held(PathBuf),
+    #[error("cannot {doing} {}: {error}", path.display())]
+    Io { doing: &'static str, path: PathBuf, error: io::Error },
+    #[error("job store {}: {error}", path.display())]
+    Redb { path: PathBuf, error: RedbError },
+    /// A store just created from salvaged rows is itself unusable.
+    #[error("cannot create {}: {damage}", path.display())]
+    Create { path: PathBuf, damage: Damage },
+}
+
+/// Why a file is taken for damaged (and rebuilt from its intact rows).
+#[derive(Debug, thiserror::Error)]
+pub enum Damage {
+    #[error("{0}")]
+    Open(Box<DatabaseError>),
+    #[error("a page failed its checksum")]
+    Checksum,
+    #[error("its integrity check failed: {0}")]
+    Integrity(Box<DatabaseError>),
+    /// Reading it failed (a damaged page met while loading).
+    #[error("{0}")]
+    Read(RedbError),
+    #[error(transparent)]
+    Panicked(#[from] Panicked),
+}
+
+/// Any of redb's errors, boxed (they are large, and travel up through
+/// several results).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RedbError(Box<redb::Error>);
+
+impl<E: Into<redb::Error>> From<E> for RedbError {
+    fn from(error: E) -> Self {
+        RedbError(Box::new(error.into()))
+    }
+}
+
+/// redb panicked (on a damaged page): the panic's message.
+#[derive(Debug, thiserror::Error)]
+#[error("the database library panicked: {0}")]
+pub struct Panicked(String);
+
+/// An I/O failure on `path`, said as what was being done.
+fn io_error(doing: &'static str, path: &Path) -> impl FnOnce(io::Error) -> FileError {
+    let path = path.to_path_buf();
+    move |error| FileError::Io { doing, path, error }
+}
 
 /// An open store and what was found wrong on the way.
 pub struct Opened {
@@ -22,7 +77,7 @@ pub struct Opened {
 
 /// Opens (or creates) the store at `path`. Fails only when the file is
 /// held by another process or cannot be replaced.
-pub fn open(path: &Path) -> Result<Opened, String> {
+pub fn open(path: &Path) -> Result<Opened, FileError> {
     let marker = marker_path(path);
     let existed = marker.exists();
     let mut incidents = Vec::new();
@@ -52,9 +107,7 @@ pub fn open(path: &Path) -> Result<Opened, String> {
     }
     let db = match try_open(path) {
         Ok(db) => db,
-        Err(Opening::Held) => {
-            return Err(format!("the job store {} is open in another process", path.display()))
-        }
+        Err(Opening::Held) => return Err(FileError::Held(path.to_path_buf())),
         Err(Opening::Failed(e)) => return Err(e),
         Err(Opening::Damaged(cause)) => {
             let (db, incident) = rebuild(path, &cause)?;
@@ -64,7 +117,7 @@ pub fn open(path: &Path) -> Result<Opened, String> {
     };
     if !existed {
         fs::write(&marker, b"created by cuzk: jobs.redb must exist while this file does\n")
-            .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+            .map_err(io_error("write", &marker))?;
     }
     Ok(Opened { db, incidents })
 }
@@ -72,18 +125,18 @@ pub fn open(path: &Path) -> Result<Opened, String> {
 /// Moves a database that cannot be read aside and writes the rows salvaged
 /// from its bytes into a new one at `path`. Also used when a store that
 /// opened turns out unreadable later (a damaged page met while loading).
-pub fn rebuild(path: &Path, cause: &str) -> Result<(Database, String), String> {
+pub fn rebuild(path: &Path, cause: &Damage) -> Result<(Database, String), FileError> {
     let bytes = fs::read(path).unwrap_or_default();
     let aside = move_aside(path)?;
     let salvaged = rows::salvage(&bytes);
     let db = match try_open(path) {
         Ok(db) => db,
-        Err(Opening::Held) => return Err(format!("{} is held by another process", path.display())),
+        Err(Opening::Held) => return Err(FileError::Held(path.to_path_buf())),
         Err(Opening::Failed(e)) => return Err(e),
-        Err(Opening::Damaged(e)) => return Err(format!("cannot create {}: {e}", path.display())),
+        Err(Opening::Damaged(damage)) => return Err(FileError::Create { path: path.to_path_buf(), damage }),
     };
     let count = salvaged.len();
-    write_rows(&db, salvaged).map_err(|e| format!("job store {}: {e}", path.display()))?;
+    write_rows(&db, salvaged).map_err(|error| FileError::Redb { path: path.to_path_buf(), error })?;
     let incident = report(
         StoreDamageKind::Unreadable,
         format!(
@@ -103,9 +156,9 @@ pub fn report(kind: StoreDamageKind, detail: String) -> String {
 
 /// Copies a readable store aside before damaged rows are dropped from it,
 /// so that nothing is lost for good without a copy.
-pub fn copy_aside(path: &Path) -> Result<PathBuf, String> {
+pub fn copy_aside(path: &Path) -> Result<PathBuf, FileError> {
     let aside = aside_path(path);
-    fs::copy(path, &aside).map_err(|e| format!("cannot copy {} aside: {e}", path.display()))?;
+    fs::copy(path, &aside).map_err(io_error("copy aside", path))?;
     Ok(aside)
 }
 
@@ -114,9 +167,9 @@ enum Opening {
     Held,
     /// The file opened but its table could not be made ready: an error
     /// from the disk, which a rebuild would not mend.
-    Failed(String),
+    Failed(FileError),
     /// Anything else: the file is not a database redb can use.
-    Damaged(String),
+    Damaged(Damage),
 }
 
 /// Opens the file, checks every page, and makes its table ready
@@ -131,14 +184,14 @@ fn try_open(path: &Path) -> Result<Database, Opening> {
     let mut db = match unpanicked(|| Database::create(path)) {
         Ok(Ok(db)) => db,
         Ok(Err(DatabaseError::DatabaseAlreadyOpen)) => return Err(Opening::Held),
-        Ok(Err(e)) => return Err(Opening::Damaged(e.to_string())),
-        Err(panic) => return Err(Opening::Damaged(panic)),
+        Ok(Err(e)) => return Err(Opening::Damaged(Damage::Open(Box::new(e)))),
+        Err(panic) => return Err(Opening::Damaged(panic.into())),
     };
     let damage = match unpanicked(|| db.check_integrity()) {
         Ok(Ok(true)) => None,
-        Ok(Ok(false)) => Some("a page failed its checksum".into()),
-        Ok(Err(e)) => Some(format!("its integrity check failed: {e}")),
-        Err(panic) => Some(panic),
+        Ok(Ok(false)) => Some(Damage::Checksum),
+        Ok(Err(e)) => Some(Damage::Integrity(Box::new(e))),
+        Err(panic) => Some(panic.into()),
     };
     if let Some(damage) = damage {
         abandon(db);
@@ -146,10 +199,10 @@ fn try_open(path: &Path) -> Result<Database, Opening> {
     }
     match unpanicked(|| prepare(&db)) {
         Ok(Ok(())) => Ok(db),
-        Ok(Err(e)) => Err(Opening::Failed(format!("job store {}: {e}", path.display()))),
+        Ok(Err(error)) => Err(Opening::Failed(FileError::Redb { path: path.to_path_buf(), error })),
         Err(panic) => {
             abandon(db);
-            Err(Opening::Damaged(panic))
+            Err(Opening::Damaged(panic.into()))
         }
     }
 }
@@ -167,16 +220,14 @@ pub fn abandon(db: Database) {
 /// on some damaged pages (a key's length past its page, a bitmap index out
 /// of range) instead of answering an error. A panic becomes an error that
 /// says so, and the caller treats the file as damaged.
-pub fn unpanicked<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub fn unpanicked<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
-        format!(
-            "the database library panicked: {}",
-            panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("no message")
-        )
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        Panicked(message.to_string())
     })
 }
 
@@ -192,9 +243,9 @@ fn aside_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn move_aside(path: &Path) -> Result<PathBuf, String> {
+fn move_aside(path: &Path) -> Result<PathBuf, FileError> {
     let aside = aside_path(path);
-    fs::rename(path, &aside).map_err(|e| format!("cannot move {} aside: {e}", path.display()))?;
+    fs::rename(path, &aside).map_err(io_error("move aside", path))?;
     Ok(aside)
 }
 
@@ -206,7 +257,7 @@ const LEGACY_OUTCOMES: TableDefinition<&str, &[u8]> = TableDefinition::new("outc
 
 /// Creates the table, and moves a first-format store's rows into it
 /// (sealing them) in the same transaction.
-fn prepare(db: &Database) -> Result<(), redb::Error> {
+fn prepare(db: &Database) -> Result<(), RedbError> {
     let txn = db.begin_write()?;
     txn.open_table(ROWS)?;
     let legacy = txn.list_tables()?.any(|t| t.name() == LEGACY_JOBS.name());
@@ -266,7 +317,7 @@ fn prepare(db: &Database) -> Result<(), redb::Error> {
     Ok(())
 }
 
-fn write_rows(db: &Database, salvaged: Vec<Row>) -> Result<(), redb::Error> {
+fn write_rows(db: &Database, salvaged: Vec<Row>) -> Result<(), RedbError> {
     let txn = db.begin_write()?;
     {
         let mut table = txn.open_table(ROWS)?;

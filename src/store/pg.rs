@@ -1,7 +1,7 @@
 //! The job store on PostgreSQL (`store.url`): the same writes, loads and
 //! failure handling as the redb file (`store.rs` drives both), on a database
 //! that outlives any one machine. The schema is in `migrations/`
-//! (`store/migrate.rs` applies it when the store opens).
+//! (`postgres/migrate.rs` applies it when the store opens).
 //!
 //! The writer thread owns one connection and runs each group of writes as
 //! one transaction. A lost connection (the database restarted, the network
@@ -17,8 +17,6 @@
 //!   removes those jobs if it did, so that a refused job never comes back.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::time::Duration;
 
 use cuzk_actors::model::ProofRecord;
 use cuzk_actors::store::{JobOutcome, JobRecord, StoreError, StoreWrite, StoredJob};
@@ -27,111 +25,9 @@ use cuzk_actors::time::unix_ms;
 use cuzk_actors::Stage;
 use postgres::types::Json;
 use postgres::{Client, IsolationLevel, NoTls, Statement};
-use serde::{Deserialize, Serialize};
 
-use super::{migrate, without_request, Engine, PgJobStore, PROBE_BYTES};
-
-/// A PostgreSQL error with its cause (the client's own `Display` says only
-/// "db error" or "error connecting to server"), on one line.
-pub fn describe(error: &postgres::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = std::error::Error::source(error);
-    while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string().replace('\n', "; "));
-        cause = e.source();
-    }
-    text
-}
-
-/// `store.url`: a PostgreSQL connection string, as a URL
-/// (`postgres://user:password@host:port/database?option=value`) or as
-/// `key=value` pairs. Shown (`Debug`, `Display`) with its password hidden,
-/// so that no log line or error ever carries it.
-#[derive(Clone, PartialEq, Deserialize, Serialize)]
-#[serde(transparent)]
-pub struct StoreUrl(String);
-
-impl StoreUrl {
-    pub fn new(url: impl Into<String>) -> Self {
-        Self(url.into())
-    }
-
-    /// The URL itself, password included: only for connecting.
-    pub fn secret(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for StoreUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&redact(&self.0))
-    }
-}
-
-impl fmt::Debug for StoreUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "StoreUrl({self})")
-    }
-}
-
-/// A connection string with every password replaced by `***`: the user
-/// info of a URL, and a `password` option in a URL's query or in
-/// `key=value` form. Hides too much rather than too little when the string
-/// is malformed.
-pub fn redact(url: &str) -> String {
-    let mut shown = url.to_string();
-    if let Some(scheme) = shown.find("://") {
-        let start = scheme + 3;
-        // The user info ends at the last '@' before the query: a password
-        // may hold '/' or '@' unencoded.
-        let end = shown[start..].find('?').map_or(shown.len(), |i| start + i);
-        if let Some(at) = shown[start..end].rfind('@') {
-            if let Some(colon) = shown[start..start + at].find(':') {
-                shown.replace_range(start + colon + 1..start + at, "***");
-            }
-        }
-    }
-    hide_option(&shown, "password")
-}
-
-/// `text` with the value of every `name=` option hidden: after the start,
-/// a '?', a '&' or whitespace, up to the next '&' or whitespace (or the
-/// closing quote of a quoted value).
-fn hide_option(text: &str, name: &str) -> String {
-    let lower = text.to_ascii_lowercase();
-    let key = format!("{name}=");
-    let mut shown = String::with_capacity(text.len());
-    let mut at = 0;
-    while let Some(found) = lower[at..].find(&key).map(|i| at + i) {
-        let value = found + key.len();
-        let boundary = found == 0 || matches!(text.as_bytes()[found - 1], b'?' | b'&' | b' ' | b'\t' | b'\n');
-        shown.push_str(&text[at..value]);
-        at = value;
-        if !boundary {
-            continue;
-        }
-        let rest = &text[value..];
-        let len = if let Some(quoted) = rest.strip_prefix('\'') {
-            // A quoted key=value password may hold spaces and \' escapes.
-            let mut escaped = false;
-            quoted
-                .char_indices()
-                .find(|&(_, c)| {
-                    let closes = c == '\'' && !escaped;
-                    escaped = c == '\\' && !escaped;
-                    closes
-                })
-                .map_or(rest.len(), |(i, _)| i + 2)
-        } else {
-            rest.find(|c: char| c == '&' || c.is_whitespace()).unwrap_or(rest.len())
-        };
-        shown.push_str("***");
-        at = value + len;
-    }
-    shown.push_str(&text[at..]);
-    shown
-}
+use super::{without_request, Engine, OpenError, PgJobStore, PROBE_BYTES};
+use crate::postgres::{client_config, describe, migrate, Place, StoreUrl};
 
 impl PgJobStore {
     /// Connects, brings the schema up to date and starts the writer thread.
@@ -141,58 +37,20 @@ impl PgJobStore {
     /// `node` is set on a fleet node: a partition's result is then recorded
     /// only while the node holds its lease, and a job ends with the
     /// transaction that records its last partition (`apply_leased`).
-    pub fn connect(url: &StoreUrl, node: Option<&str>) -> Result<Self, String> {
+    pub fn connect(url: &StoreUrl, node: Option<&str>) -> Result<Self, OpenError> {
         let config = client_config(url)?;
         let node = node.map(str::to_string);
-        let shown = url.to_string();
+        let (place, url) = (Place::new("job store", url), url.clone());
         super::start(move || {
-            let unreachable = |e: String| format!("job store {shown}: {e}");
-            let mut client = config
-                .connect(NoTls)
-                .map_err(|e| unreachable(format!("cannot connect: {}", describe(&e))))?;
-            migrate::migrate(&mut client).map_err(unreachable)?;
-            let connection = Connection::prepare(client).map_err(|e| unreachable(describe(&e)))?;
-            log::info!("job store: PostgreSQL at {shown}");
-            let engine = Pg { config, shown, connection: Some(connection), in_doubt: Vec::new(), node };
+            let mut client = config.connect(NoTls).map_err(|e| place.failed("cannot connect", e))?;
+            migrate(&mut client, &place)?;
+            let connection = Connection::prepare(client).map_err(|e| place.failed("cannot prepare its statements", e))?;
+            log::info!("{place}: connected");
+            // StoreError's own text says "job store".
+            let place = Place::url(&url);
+            let engine = Pg { config, place, connection: Some(connection), in_doubt: Vec::new(), node };
             Ok((engine, Vec::new()))
         })
-    }
-}
-
-/// The client's settings from `url`: refused when malformed or asking for
-/// TLS, the timeouts it leaves unset filled in.
-pub fn client_config(url: &StoreUrl) -> Result<postgres::Config, String> {
-    let mut config: postgres::Config = url
-        .secret()
-        .parse()
-        .map_err(|e| format!("store.url {url} is not a PostgreSQL connection string: {}", describe(&e)))?;
-    if config.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(format!(
-            "store.url {url} asks for TLS (sslmode=require), which this build does not support: reach the database over a private network or a tunnel (docs/operations.md)"
-        ));
-    }
-    with_defaults(&mut config);
-    Ok(config)
-}
-
-/// Timeouts the URL did not set. Without them a database host that
-/// vanished (no reset, packets dropped) would hold the writer thread, and
-/// every submission waiting on it, for as long as the kernel's defaults
-/// (hours).
-fn with_defaults(config: &mut postgres::Config) {
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(10));
-    }
-    if config.get_tcp_user_timeout().is_none() {
-        config.tcp_user_timeout(Duration::from_secs(30));
-    }
-    // The library's default is the kernel's two hours; a URL asking for
-    // exactly that keeps it.
-    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
-        config.keepalives_idle(Duration::from_secs(10));
-    }
-    if config.get_application_name().is_none() {
-        config.application_name("cuzk");
     }
 }
 
@@ -200,8 +58,8 @@ fn with_defaults(config: &mut postgres::Config) {
 pub struct Pg {
     /// How to connect again after the connection is lost.
     config: postgres::Config,
-    /// The URL with its password hidden, for messages.
-    shown: String,
+    /// The database (its password hidden), as errors name it.
+    place: Place,
     /// None after a failure: connected again by the next transaction.
     connection: Option<Connection>,
     /// Transactions whose COMMIT got no answer and whose fate the database
@@ -316,7 +174,7 @@ impl Engine for Pg {
         let reused = self.connection.is_some();
         let mut result = self.transact(&writes, probe);
         if let (Err(Failed::Before(e)), true) = (&result, reused) {
-            log::info!("job store: the connection to {} was lost while idle ({}); reconnecting", self.shown, describe(e));
+            log::info!("{}: the connection was lost while idle ({}); reconnecting", self.place, describe(e));
             self.connection = None;
             result = self.transact(&writes, probe);
         }
@@ -336,7 +194,7 @@ impl Engine for Pg {
             }
         };
         self.connection = None;
-        Err(self.unavailable(&error))
+        Err(StoreError::unavailable(self.place.failed("cannot write", error)))
     }
 
     /// One round trip on the connection, reconnecting if it was lost.
@@ -344,7 +202,7 @@ impl Engine for Pg {
         let result = connected(&mut self.connection, &self.config).and_then(|conn| conn.client.batch_execute("SELECT 1"));
         result.map_err(|e| {
             self.connection = None;
-            self.unavailable(&e)
+            StoreError::unavailable(self.place.failed("cannot reach the database", e))
         })
     }
 
@@ -355,7 +213,7 @@ impl Engine for Pg {
         if result.is_err() {
             self.connection = None;
         }
-        result.map_err(|e| self.unavailable(&e))
+        result.map_err(|e| StoreError::unavailable(self.place.failed("cannot read the jobs", e)))
     }
 }
 
@@ -371,11 +229,6 @@ fn connected<'a>(
 }
 
 impl Pg {
-    /// A PostgreSQL error as the store reports it, naming the database.
-    fn unavailable(&self, error: &postgres::Error) -> StoreError {
-        StoreError::unavailable(format!("{}: {}", self.shown, describe(error)))
-    }
-
     /// One transaction: settles earlier transactions of unknown fate, writes
     /// the probe if asked, then applies `writes` in order.
     fn transact(&mut self, writes: &[&StoreWrite], probe: bool) -> Result<(), Failed> {
@@ -511,7 +364,7 @@ fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result
     let now = unix_ms(std::time::SystemTime::now());
     match write {
         StoreWrite::PartitionProved { proof, detail, .. } => {
-            let detail = detail.as_deref().and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()).map(Json);
+            let detail = detail.as_ref().map(Json);
             client.execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node, &detail])?;
             let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: now };
             end_job(client, &sql.end_if_done, job, &done)?;
@@ -592,25 +445,4 @@ fn apply(conn: &mut Connection, write: &StoreWrite) -> Result<(), postgres::Erro
         StoreWrite::Barrier => {}
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_hidden_in_every_form() {
-        let cases = [
-            ("postgres://cuzk:s3cret@db:5432/jobs", "postgres://cuzk:***@db:5432/jobs"),
-            ("postgresql://cuzk:p/a@ss@db/jobs?sslmode=disable", "postgresql://cuzk:***@db/jobs?sslmode=disable"),
-            ("postgres://cuzk@db/jobs", "postgres://cuzk@db/jobs"),
-            ("postgres://db/jobs?user=cuzk&password=s3cret&x=1", "postgres://db/jobs?user=cuzk&password=***&x=1"),
-            ("host=db user=cuzk password=s3cret dbname=jobs", "host=db user=cuzk password=*** dbname=jobs"),
-            ("host=db PASSWORD='s3 \\' cret' dbname=jobs", "host=db PASSWORD=*** dbname=jobs"),
-            ("host=db mypassword=x", "host=db mypassword=x"),
-        ];
-        for (url, shown) in cases {
-            assert_eq!(redact(url), shown, "{url}");
-        }
-    }
 }

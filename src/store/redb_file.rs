@@ -14,14 +14,21 @@ use cuzk_actors::time::unix_ms;
 use cuzk_actors::{JobId, Stage};
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::rows::{self, Row, ROWS};
-use super::{open, without_request, Engine, RedbJobStore, PROBE_BYTES};
+use super::open::{Damage, Panicked, RedbError};
+use super::rows::{self, Row, RowDamage, ROWS};
+use super::{open, without_request, Engine, OpenError, RedbJobStore, PROBE_BYTES};
 use crate::telemetry::StoreDamageKind;
+
+/// Why a store found damaged while running refuses every commit until a
+/// restart rebuilds it.
+#[derive(Debug, thiserror::Error)]
+#[error("the job store file was found damaged while writing ({0}); restart the daemon to rebuild it")]
+struct DamagedWhileRunning(Panicked);
 
 impl RedbJobStore {
     /// Opens (or creates) the file, repairing what `store/open.rs` can, and
     /// starts its writer thread.
-    pub fn open(path: &Path) -> Result<Self, String> {
+    pub fn open(path: &Path) -> Result<Self, OpenError> {
         let path = path.to_path_buf();
         super::start(move || {
             let opened = open::open(&path)?;
@@ -39,7 +46,7 @@ pub struct RedbFile {
     /// Why the file was abandoned while running (redb panicked on one of
     /// its pages): it is not reopened, and every commit fails with this,
     /// until a restart checks and rebuilds it (`store/open.rs`).
-    damaged: Option<String>,
+    damaged: Option<StoreError>,
 }
 
 impl Engine for RedbFile {
@@ -55,14 +62,12 @@ impl Engine for RedbFile {
                 Err(e)
             }
             Err(panic) => {
-                let why = format!(
-                    "the job store file was found damaged while writing ({panic}); restart the daemon to rebuild it"
-                );
+                let why = StoreError::unavailable(DamagedWhileRunning(panic));
                 self.damaged = Some(why.clone());
                 if let Some(db) = self.db.take() {
                     open::abandon(db);
                 }
-                Err(StoreError::unavailable(why))
+                Err(why)
             }
         }
     }
@@ -90,7 +95,7 @@ impl RedbFile {
     /// The open database, reopened after a failure.
     fn database(&mut self) -> Result<&Database, StoreError> {
         if let Some(why) = &self.damaged {
-            return Err(StoreError::unavailable(why.clone()));
+            return Err(why.clone());
         }
         if self.db.is_none() {
             let db = open::unpanicked(|| Database::create(&self.path)).map_err(StoreError::unavailable)?;
@@ -103,13 +108,13 @@ impl RedbFile {
     /// rebuilt: redb answered an error while reading, or panicked while
     /// reading or removing (a damaged page it does not check); an error
     /// while repairing (the disk) is the store's error, inside.
-    fn read_and_repair(&mut self, incidents: &mut Vec<String>) -> Result<Result<Vec<StoredJob>, StoreError>, String> {
+    fn read_and_repair(&mut self, incidents: &mut Vec<String>) -> Result<Result<Vec<StoredJob>, StoreError>, Damage> {
         let path = self.path.clone();
         let db = match self.database() {
             Ok(db) => db,
             Err(e) => return Ok(Err(e)),
         };
-        let loaded = open::unpanicked(|| load(db))?.map_err(|e| e.to_string())?;
+        let loaded = open::unpanicked(|| load(db))?.map_err(Damage::Read)?;
         if !loaded.damaged.is_empty() || !loaded.settled.is_empty() {
             if let Err(e) = open::unpanicked(|| repair(db, &path, &loaded, incidents))? {
                 return Ok(Err(e));
@@ -235,7 +240,7 @@ fn finish_record(table: &mut Rows<'_>, job: &JobId) -> Result<(), StoreError> {
 struct Loaded {
     jobs: Vec<StoredJob>,
     /// (job, kind, partition, why) of each damaged row.
-    damaged: Vec<(String, u8, u32, String)>,
+    damaged: Vec<(String, u8, u32, RowDamage)>,
     /// Jobs (indices into `jobs`) failed because a proof was damaged or lost.
     settled: Vec<usize>,
 }
@@ -243,7 +248,7 @@ struct Loaded {
 /// Reads every row in key order: a job's record comes first, then its
 /// outcome, proofs and failures. A damaged record drops its job; a damaged
 /// proof fails its partition, and a job that was done becomes failed.
-fn load(db: &Database) -> Result<Loaded, redb::Error> {
+fn load(db: &Database) -> Result<Loaded, RedbError> {
     let txn = db.begin_read()?;
     let table = txn.open_table(ROWS)?;
     let mut loaded = Loaded { jobs: Vec::new(), damaged: Vec::new(), settled: Vec::new() };
@@ -258,7 +263,7 @@ fn load(db: &Database) -> Result<Loaded, redb::Error> {
             if row.key() == (id, kind, index) {
                 Ok(row)
             } else {
-                Err("stored under another job's key".into())
+                Err(RowDamage::Misplaced)
             }
         });
         let row = match row {
@@ -297,7 +302,7 @@ fn load(db: &Database) -> Result<Loaded, redb::Error> {
                     }
                     Err(e) => {
                         job.failures.insert(index, DAMAGED_PROOF.into());
-                        loaded.damaged.push((id.to_string(), kind, index, format!("its proof is not hex: {e}")));
+                        loaded.damaged.push((id.to_string(), kind, index, RowDamage::NotHex(e)));
                     }
                 }
             }

@@ -105,6 +105,26 @@ pub fn seal(row: &Row) -> Vec<u8> {
     sealed
 }
 
+/// Why a stored value is not a row that can be trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum RowDamage {
+    #[error("not a sealed row")]
+    NotSealed,
+    #[error("a {len}-byte row does not fit in {bytes} bytes")]
+    TooLong { len: usize, bytes: usize },
+    #[error("checksum mismatch")]
+    Checksum,
+    #[error("checksum matches but {0}")]
+    Unreadable(serde_json::Error),
+    #[error("{0} bytes after the row")]
+    Trailing(usize),
+    /// Sound, but under another row's key.
+    #[error("stored under another job's key")]
+    Misplaced,
+    #[error("its proof is not hex: {0}")]
+    NotHex(hex::FromHexError),
+}
+
 /// A sealed row found at the start of `bytes`: the row, when it was written,
 /// and how many bytes it took.
 struct Unsealed {
@@ -113,28 +133,28 @@ struct Unsealed {
     len: usize,
 }
 
-fn unseal_prefix(bytes: &[u8]) -> Result<Unsealed, String> {
+fn unseal_prefix(bytes: &[u8]) -> Result<Unsealed, RowDamage> {
     if bytes.len() < HEADER || bytes[..4] != MAGIC {
-        return Err("not a sealed row".into());
+        return Err(RowDamage::NotSealed);
     }
     let written_us = u64::from_le_bytes(bytes[4..12].try_into().expect("8 bytes"));
     let len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
     if len > MAX_PAYLOAD || bytes.len() < HEADER + len {
-        return Err(format!("a {len}-byte row does not fit in {} bytes", bytes.len()));
+        return Err(RowDamage::TooLong { len, bytes: bytes.len() });
     }
     let payload = &bytes[HEADER..HEADER + len];
     if bytes[16..24] != checksum(written_us, payload) {
-        return Err("checksum mismatch".into());
+        return Err(RowDamage::Checksum);
     }
-    let row = serde_json::from_slice(payload).map_err(|e| format!("checksum matches but {e}"))?;
+    let row = serde_json::from_slice(payload).map_err(RowDamage::Unreadable)?;
     Ok(Unsealed { row, written_us, len: HEADER + len })
 }
 
 /// The row a stored value holds, or why it cannot be trusted.
-pub fn unseal(value: &[u8]) -> Result<Row, String> {
+pub fn unseal(value: &[u8]) -> Result<Row, RowDamage> {
     let unsealed = unseal_prefix(value)?;
     if unsealed.len != value.len() {
-        return Err(format!("{} bytes after the row", value.len() - unsealed.len));
+        return Err(RowDamage::Trailing(value.len() - unsealed.len));
     }
     Ok(unsealed.row)
 }
@@ -180,7 +200,7 @@ mod tests {
     fn a_sealed_row_round_trips_and_any_flipped_byte_is_caught() {
         let row = failure(3, "boom");
         let sealed = seal(&row);
-        assert_eq!(unseal(&sealed), Ok(row));
+        assert_eq!(unseal(&sealed).ok(), Some(row));
         for at in 0..sealed.len() {
             let mut damaged = sealed.clone();
             damaged[at] ^= 0x10;

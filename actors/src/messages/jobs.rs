@@ -1,15 +1,19 @@
-//! What the daemon asks the tracker: submit, restore, cancel and limit jobs,
-//! and the views it answers with (what the HTTP API returns).
+//! What the daemon asks the tracker: submit, restore, cancel, limit and
+//! watch jobs, and the views it answers with (what the HTTP API returns).
 
 use std::any::Any;
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use actix::prelude::*;
 use serde::Serialize;
+use tokio::sync::oneshot;
 
 use crate::model::{JobId, NewJob, Priority, ProofRecord, Reservation, Stage, Tenant, TenantScope};
-use crate::store::{Committed, StoredJob};
+use crate::store::{Committed, PartitionDetail, StoredJob};
 
 /// Accepts a job (or returns the existing one for a repeated idempotency
 /// key of the same tenant).
@@ -59,6 +63,22 @@ pub enum RestoredJob {
     },
 }
 
+/// Unfinished jobs by circuit (a registered family or a Filecoin kind):
+/// the load per kind gRPC's `GetStatus` shows. Kept up to date as jobs
+/// change, so answering costs the circuits in use, not the jobs.
+#[derive(Message)]
+#[rtype(result = "BTreeMap<String, CircuitLoad>")]
+pub struct GetCircuitLoad;
+
+/// One circuit's unfinished jobs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CircuitLoad {
+    /// No partition started yet.
+    pub queued: usize,
+    /// At least one partition past the queue.
+    pub running: usize,
+}
+
 /// Partitions past the queue and not yet finished: what a graceful
 /// shutdown waits for.
 #[derive(Message)]
@@ -88,6 +108,36 @@ pub struct GetJob(pub JobId, pub TenantScope);
 #[rtype(result = "Result<ProofsView, ProofsError>")]
 pub struct GetProofs(pub JobId, pub TenantScope);
 
+/// Asks to hear when a job ends; None for a job that does not exist or
+/// that the scope does not see. Costs the tracker one channel per watcher,
+/// kept until the job ends, so any number of callers may wait on a job
+/// without asking again.
+#[derive(Message)]
+#[rtype(result = "Option<JobEnding>")]
+pub struct WatchJob(pub JobId, pub TenantScope);
+
+/// Resolves with a job's final status once it ends (at once for a job that
+/// has ended), or with None when whoever watched it gave up without an end
+/// to tell: the tracker stopped, or, on a fleet node, the job left it.
+pub struct JobEnding(oneshot::Receiver<JobStatus>);
+
+impl JobEnding {
+    /// The sender the watcher keeps (its send is the job's end) and the
+    /// ending the caller awaits.
+    pub fn channel() -> (oneshot::Sender<JobStatus>, JobEnding) {
+        let (end, ending) = oneshot::channel();
+        (end, JobEnding(ending))
+    }
+}
+
+impl Future for JobEnding {
+    type Output = Option<JobStatus>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx).map(Result::ok)
+    }
+}
+
 #[derive(Message)]
 #[rtype(result = "TrackerStatus")]
 pub struct GetTrackerStatus;
@@ -112,6 +162,11 @@ impl JobStatus {
         JobStatus::Cancelled,
     ];
 
+    /// Done, failed or cancelled: nothing about the job changes any more.
+    pub fn has_ended(self) -> bool {
+        matches!(self, JobStatus::Done | JobStatus::Failed | JobStatus::Cancelled)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Queued => "queued",
@@ -123,8 +178,11 @@ impl JobStatus {
     }
 }
 
+/// A job as the API shows it, from the tracker (a single daemon) or from
+/// the database (a fleet node, with the tracker's detail of what it holds).
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Job))]
 pub struct JobView {
     pub id: JobId,
     /// Whose job it is (a caller sees only its own, or every one as admin).
@@ -142,29 +200,37 @@ pub struct JobView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Milliseconds per stage, summed over partitions, and `total`.
-    pub timings_ms: BTreeMap<&'static str, f64>,
+    pub timings_ms: BTreeMap<String, f64>,
+}
+
+impl JobView {
+    /// A job's `timings_ms`: `total_ms` (its time since submission, to its
+    /// end or now) and each stage's milliseconds summed over `partitions`.
+    pub fn timings(total_ms: f64, partitions: &[PartitionView]) -> BTreeMap<String, f64> {
+        let mut timings = BTreeMap::from([("total".to_string(), total_ms)]);
+        for (name, ms) in partitions.iter().flat_map(|p| &p.detail.timings_ms) {
+            if name != "total" {
+                *timings.entry(name.clone()).or_insert(0.0) += ms;
+            }
+        }
+        timings
+    }
 }
 
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = Partition))]
 pub struct PartitionView {
     pub index: u32,
     pub stage: Stage,
-    /// Milliseconds in each stage it went through, and `total`.
-    pub timings_ms: BTreeMap<&'static str, f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker: Option<String>,
     /// Fleet: the node holding the partition, or the one that proved it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub gpu_phases_ms: BTreeMap<&'static str, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    pub attempts: u32,
-    /// The error of the last failed attempt, when the partition was retried.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retried_after: Option<String>,
+    /// What the node running it saw: timings, worker, GPU phases, attempts.
+    #[serde(flatten)]
+    pub detail: PartitionDetail,
 }
 
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 //!
 //! | file | conversation |
 //! | --- | --- |
-//! | `jobs` | the daemon asks the tracker: submit, restore, cancel, views |
+//! | `jobs` | the daemon asks the tracker: submit, restore, cancel, watch, views |
 //! | `progress` | stage actors report a partition's progress to the tracker |
 //! | `queue` | the tracker and stage actors feed the dispatcher's queues |
 //! | `stages` | the dispatcher (and a GPU worker) hand partitions to stage actors |

@@ -1,18 +1,22 @@
 //! The tracker's answers to the daemon: a job's status and view (stages,
-//! timings, GPU phases per partition), its proofs, the job counts of
-//! `/v1/status`, and the partitions a graceful shutdown waits for.
+//! timings, GPU phases per partition), its proofs, its end to those who
+//! watch it, the job counts of `/v1/status`, the unfinished jobs per
+//! circuit (gRPC's `GetStatus`), and the partitions a graceful shutdown
+//! waits for.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use actix::prelude::*;
+use tokio::sync::oneshot;
 
 use super::{stage_durations, JobState, PartitionState, Tracker};
 use crate::messages::{
-    CountRunningPartitions, GetJob, GetProofs, GetTrackerStatus, JobStatus, JobView,
-    PartitionView, ProofsError, ProofsView, TrackerStatus,
+    CircuitLoad, CountRunningPartitions, GetCircuitLoad, GetJob, GetProofs, GetTrackerStatus,
+    JobEnding, JobStatus, JobView, PartitionView, ProofsError, ProofsView, TrackerStatus, WatchJob,
 };
-use crate::model::{Stage, STAGES};
+use crate::model::{JobId, Stage, STAGES};
+use crate::store::PartitionDetail;
 use crate::time::{ms, unix_ms};
 
 impl JobState {
@@ -33,16 +37,7 @@ impl JobState {
             .enumerate()
             .map(|(index, p)| p.view(index as u32))
             .collect();
-        let mut timings_ms = BTreeMap::new();
         let end = self.finished.map(|(_, at)| at).unwrap_or_else(Instant::now);
-        timings_ms.insert("total", ms(end - self.spec.submitted.at));
-        for view in &partitions {
-            for (name, value) in &view.timings_ms {
-                if *name != "total" {
-                    *timings_ms.entry(*name).or_insert(0.0) += value;
-                }
-            }
-        }
         JobView {
             id: self.spec.id.clone(),
             tenant: self.tenant.clone(),
@@ -52,40 +47,48 @@ impl JobState {
             priority: self.spec.priority,
             submitted_at_ms: unix_ms(self.spec.submitted.wall),
             deadline_missed: self.spec.submitted.deadline.map(|deadline| end > deadline),
+            timings_ms: JobView::timings(ms(end - self.spec.submitted.at), &partitions),
             partitions,
             error: self.error.clone(),
-            timings_ms,
         }
     }
 }
 
 impl PartitionState {
-    pub(super) fn view(&self, index: u32) -> PartitionView {
+    fn view(&self, index: u32) -> PartitionView {
         PartitionView {
             index,
             stage: self.stage,
+            node: None,
+            error: self.error.clone(),
+            detail: self.detail(),
+        }
+    }
+
+    /// What this node saw of the partition: what a fleet node stores with
+    /// its proof for the other nodes to show.
+    pub(super) fn detail(&self) -> PartitionDetail {
+        PartitionDetail {
             timings_ms: partition_timings(self),
             worker: self.worker.map(|w| w.to_string()),
-            node: None,
-            gpu_phases_ms: self.gpu_phases.iter().map(|(name, d)| (*name, ms(*d))).collect(),
-            error: self.error.clone(),
+            gpu_phases_ms: self.gpu_phases.iter().map(|(name, d)| (name.to_string(), ms(*d))).collect(),
             attempts: self.attempts,
             retried_after: self.retried_after.clone(),
         }
     }
 }
 
-fn partition_timings(p: &PartitionState) -> BTreeMap<&'static str, f64> {
+fn partition_timings(p: &PartitionState) -> BTreeMap<String, f64> {
     let mut timings: BTreeMap<_, _> = stage_durations(p)
         .into_iter()
-        .map(|(name, d)| (name, ms(d)))
+        .map(|(name, d)| (name.to_string(), ms(d)))
         .collect();
     if let Some(queued) = p.entered[Stage::Queued as usize] {
         let end = [Stage::Done, Stage::Failed, Stage::Cancelled]
             .iter()
             .find_map(|s| p.entered[*s as usize])
             .unwrap_or_else(Instant::now);
-        timings.insert("total", ms(end.saturating_duration_since(queued)));
+        timings.insert("total".to_string(), ms(end.saturating_duration_since(queued)));
     }
     timings
 }
@@ -124,6 +127,41 @@ impl Handler<GetProofs> for Tracker {
     }
 }
 
+impl Handler<WatchJob> for Tracker {
+    type Result = Option<JobEnding>;
+
+    fn handle(&mut self, WatchJob(id, scope): WatchJob, _: &mut Context<Self>) -> Self::Result {
+        let job = self.jobs.get(&id).filter(|job| scope.sees(&job.tenant))?;
+        let (end, ending) = JobEnding::channel();
+        match job.finished {
+            Some(_) => drop(end.send(job.status())),
+            None => self.watchers.add(id, end),
+        }
+        Some(ending)
+    }
+}
+
+/// Who waits for which unfinished job to end (`WatchJob`).
+#[derive(Default)]
+pub(super) struct Watchers(HashMap<JobId, Vec<oneshot::Sender<JobStatus>>>);
+
+impl Watchers {
+    fn add(&mut self, job: JobId, end: oneshot::Sender<JobStatus>) {
+        let watchers = self.0.entry(job).or_default();
+        // Watchers that gave up (their caller's timeout passed) go here, so
+        // a job watched again and again keeps only the live ones.
+        watchers.retain(|watcher| !watcher.is_closed());
+        watchers.push(end);
+    }
+
+    /// Tells the job's watchers that it ended with `status`.
+    pub(super) fn ended(&mut self, job: &JobId, status: JobStatus) {
+        for watcher in self.0.remove(job).into_iter().flatten() {
+            let _ = watcher.send(status);
+        }
+    }
+}
+
 impl Handler<GetTrackerStatus> for Tracker {
     type Result = MessageResult<GetTrackerStatus>;
 
@@ -138,6 +176,16 @@ impl Handler<GetTrackerStatus> for Tracker {
             .map(|s| (s.as_str(), self.tally.partitions[*s as usize]))
             .collect();
         MessageResult(TrackerStatus { jobs, partitions })
+    }
+}
+
+impl Handler<GetCircuitLoad> for Tracker {
+    type Result = MessageResult<GetCircuitLoad>;
+
+    fn handle(&mut self, _: GetCircuitLoad, _: &mut Context<Self>) -> Self::Result {
+        let load: BTreeMap<String, CircuitLoad> =
+            self.tally.circuits.iter().map(|(circuit, load)| (circuit.clone(), *load)).collect();
+        MessageResult(load)
     }
 }
 

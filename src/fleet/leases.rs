@@ -4,9 +4,9 @@
 //! claims it; the claim holds it for a lease that its owner renews while
 //! the partition moves through its stages; a lease that runs out puts the
 //! partition back in the queue for any node, the lapsed attempt counted.
-//! A fleet node's claimer and renewer (`src/fleet/`) drive it; a
-//! partition's lease ends with its result, in the job store's transaction
-//! (`store/pg.rs`, `apply_leased`).
+//! A fleet node's claimer and renewer (`claimer.rs`, `renewer.rs`) drive
+//! it; a partition's lease ends with its result, in the job store's
+//! transaction (`store/pg.rs`, `apply_leased`).
 //!
 //! One `Leases` is one connection, used from one thread (the `postgres`
 //! client blocks). A node claims on one and renews on another, its
@@ -21,9 +21,20 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Json;
 use postgres::{Client, GenericClient, NoTls};
 
-use super::pg::{client_config, describe};
-use super::{migrate, StoreUrl};
+use crate::postgres::{client_config, migrate, PgError, Place, StoreUrl};
 use crate::telemetry::FleetDb;
+
+/// Why a node's lease connection could not be made: its settings, or the
+/// database.
+#[derive(Debug, thiserror::Error)]
+pub enum LeasesError {
+    #[error("a node needs a name to hold leases under")]
+    Nameless,
+    #[error("a lease of {0:?} is not a positive number of milliseconds")]
+    BadLease(Duration),
+    #[error(transparent)]
+    Database(#[from] PgError),
+}
 
 /// Queues partitions 0..`partitions` of a stored job (its row must exist,
 /// in the same transaction or before): the submission's half of the queue.
@@ -59,24 +70,24 @@ pub struct Leases {
     node: String,
     /// How long a claim or a renewal holds a partition, in milliseconds.
     lease_ms: i64,
-    /// The URL with its password hidden, for messages.
-    shown: String,
+    /// The database (its password hidden), as errors name it.
+    place: Place,
 }
 
 impl Leases {
     /// Connects as `node`, bringing the schema up to date like the store.
-    pub fn connect(url: &StoreUrl, node: &str, lease: Duration) -> Result<Self, String> {
+    pub fn connect(url: &StoreUrl, node: &str, lease: Duration) -> Result<Self, LeasesError> {
         if node.is_empty() {
-            return Err("a node needs a name to hold leases under".into());
+            return Err(LeasesError::Nameless);
         }
-        let lease_ms = i64::try_from(lease.as_millis()).ok().filter(|&ms| ms > 0).ok_or_else(|| {
-            format!("a lease of {lease:?} is not a positive number of milliseconds")
-        })?;
-        let mut client = client_config(url)?
-            .connect(NoTls)
-            .map_err(|e| format!("leases on {url}: cannot connect: {}", describe(&e)))?;
-        migrate::migrate(&mut client).map_err(|e| format!("leases on {url}: {e}"))?;
-        Ok(Self { client, node: node.into(), lease_ms, shown: url.to_string() })
+        let lease_ms = i64::try_from(lease.as_millis())
+            .ok()
+            .filter(|&ms| ms > 0)
+            .ok_or(LeasesError::BadLease(lease))?;
+        let place = Place::new("leases on", url);
+        let mut client = client_config(url)?.connect(NoTls).map_err(|e| place.failed("cannot connect", e))?;
+        migrate(&mut client, &place)?;
+        Ok(Self { client, node: node.into(), lease_ms, place })
     }
 
     /// Takes up to `max` waiting partitions (never held, or their lease run
@@ -101,7 +112,7 @@ impl Leases {
                  RETURNING l.job, l.partition_index, l.attempts, l.priority, l.seq",
                 &[&self.node, &self.lease_ms, &(max as i64), &unprovable],
             )
-            .map_err(|e| self.unavailable(&e))?;
+            .map_err(|e| self.unavailable("cannot claim", e))?;
         FleetDb { op: "claim", elapsed: started.elapsed() }.emit();
         // RETURNING keeps no order: the claim's own is restored.
         let mut claimed: Vec<((i16, i64), Claim)> = rows
@@ -138,7 +149,7 @@ impl Leases {
                  RETURNING l.job, l.partition_index",
                 &[&self.node, &self.lease_ms, &jobs, &indices, &stages],
             )
-            .map_err(|e| self.unavailable(&e))?
+            .map_err(|e| self.unavailable("cannot renew", e))?
             .iter()
             .map(|row| (row.get(0), row.get(1)))
             .collect();
@@ -161,7 +172,7 @@ impl Leases {
                  WHERE owner = $1",
                 &[&self.node],
             )
-            .map_err(|e| self.unavailable(&e))
+            .map_err(|e| self.unavailable("cannot put back what it held", e))
     }
 
     /// Puts back partitions this node claimed and cannot prove (a
@@ -182,7 +193,7 @@ impl Leases {
                 )
             })
             .and_then(|_| self.client.batch_execute("NOTIFY cuzk_work; COMMIT"))
-            .map_err(|e| self.unavailable(&e))
+            .map_err(|e| self.unavailable("cannot put back partitions", e))
     }
 
     /// The records of `jobs` (those still stored), for a claim's new jobs.
@@ -191,16 +202,16 @@ impl Leases {
         let rows = self
             .client
             .query("SELECT record FROM cuzk_jobs WHERE id = ANY($1) AND outcome IS NULL", &[&ids])
-            .map_err(|e| self.unavailable(&e))?;
+            .map_err(|e| self.unavailable("cannot read claimed jobs", e))?;
         rows.iter()
             .map(|row| row.try_get::<_, Json<JobRecord>>(0).map(|record| record.0))
             .collect::<Result<_, _>>()
-            .map_err(|e| self.unavailable(&e))
+            .map_err(|e| self.unavailable("cannot read claimed jobs", e))
     }
 
     /// Subscribes this connection to the wake-ups sent when work is added.
     pub fn listen(&mut self) -> Result<(), StoreError> {
-        self.client.batch_execute("LISTEN cuzk_work").map_err(|e| self.unavailable(&e))
+        self.client.batch_execute("LISTEN cuzk_work").map_err(|e| self.unavailable("cannot listen for work", e))
     }
 
     /// Waits up to `timeout` for a wake-up; true if one (or several) came.
@@ -215,7 +226,7 @@ impl Leases {
             }
             Ok(woken)
         })();
-        waited.map_err(|e: postgres::Error| self.unavailable(&e))
+        waited.map_err(|e: postgres::Error| self.unavailable("cannot wait for work", e))
     }
 
     /// Finished jobs older than `retention` go, with their partitions and
@@ -227,10 +238,12 @@ impl Leases {
                  AND (outcome->>'finished_unix_ms')::bigint < (extract(epoch from now()) * 1000)::bigint - $1",
                 &[&(retention.as_millis() as i64)],
             )
-            .map_err(|e| self.unavailable(&e))
+            .map_err(|e| self.unavailable("cannot remove finished jobs", e))
     }
 
-    fn unavailable(&self, error: &postgres::Error) -> StoreError {
-        StoreError::unavailable(format!("leases on {}: {}", self.shown, describe(error)))
+    /// The database failed while doing `doing`: the store's kind of
+    /// failure, which the claimer and the renewer retry.
+    fn unavailable(&self, doing: &str, error: postgres::Error) -> StoreError {
+        StoreError::unavailable(self.place.failed(doing, error))
     }
 }

@@ -1,11 +1,13 @@
-//! The PostgreSQL store's schema: the SQL files under `migrations/`, applied
-//! in order when a daemon connects, each once per database. Everything runs
-//! in one transaction holding an advisory lock, so two daemons starting at
-//! once against an empty database do not both create the tables (the second
-//! waits, then finds them made); a migration that fails leaves nothing half
-//! applied.
+//! The PostgreSQL schema: the SQL files under `migrations/`, applied in
+//! order when a daemon connects, each once per database. Everything runs in
+//! one transaction holding an advisory lock, so two daemons starting at
+//! once against an empty database do not both create the tables (the
+//! second waits, then finds them made); a migration that fails leaves
+//! nothing half applied.
 
 use postgres::Client;
+
+use super::{PgError, PgFailure, Place};
 
 /// Every migration, in order: (version, name, SQL). A released migration is
 /// never edited; a change to the schema is a new file.
@@ -21,11 +23,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
 /// which costs nothing that matters.
 const LOCK_KEY: i64 = 0x6375_7a6b_006d_6967;
 
-/// Brings the schema `client` writes to up to date. Refuses a database that
-/// a newer cuzk migrated further than this one knows: its tables may not
-/// mean what this version would write.
-pub fn migrate(client: &mut Client) -> Result<(), String> {
-    let failed = |e: postgres::Error| format!("cannot prepare the job store's tables: {}", super::pg::describe(&e));
+/// Brings the schema `client` (`place`'s connection) writes to up to date.
+/// Refuses a database that a newer cuzk migrated further than this one
+/// knows: its tables may not mean what this version would write.
+pub fn migrate(client: &mut Client, place: &Place) -> Result<(), PgError> {
+    let failed = |e| place.failed("cannot prepare the job store's tables", e);
     let mut txn = client.transaction().map_err(failed)?;
     txn.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).map_err(failed)?;
     txn.batch_execute(
@@ -42,19 +44,17 @@ pub fn migrate(client: &mut Client) -> Result<(), String> {
         .get(0);
     let known = MIGRATIONS.last().map_or(0, |(version, _, _)| *version);
     if newest > known {
-        return Err(format!(
-            "the job store's database is at schema version {newest}, newer than this cuzk knows ({known}): run a cuzk at least as new as the one that migrated it"
-        ));
+        return Err(place.error(PgFailure::NewerSchema { found: newest, known }));
     }
-    for (version, name, sql) in MIGRATIONS.iter().filter(|(version, _, _)| *version > newest) {
+    for &(version, name, sql) in MIGRATIONS.iter().filter(|(version, _, _)| *version > newest) {
         txn.batch_execute(sql)
-            .map_err(|e| format!("job store migration {version:04}_{name}: {}", super::pg::describe(&e)))?;
+            .map_err(|error| place.error(PgFailure::Migration { version, name, error }))?;
         txn.execute(
             "INSERT INTO cuzk_schema_migrations (version, name) VALUES ($1, $2)",
-            &[version, name],
+            &[&version, &name],
         )
         .map_err(failed)?;
-        log::info!("job store: schema migrated to version {version} ({name})");
+        log::info!("{place}: schema migrated to version {version} ({name})");
     }
     txn.commit().map_err(failed)
 }

@@ -2,7 +2,7 @@
 //! `cuzk_keys` and `cuzk_key_chunks` (migrations/0004_keys.sql). A job's
 //! partitions may be proved on different nodes, so the key of a built-in
 //! family's shape, which a random setup makes, must be made once and copied
-//! to every node. The key store (src/keys.rs) takes the shape's lock, finds
+//! to every node. The key store (`keys.rs`) takes the shape's lock, finds
 //! the key here or publishes its own, and lets the lock go.
 //!
 //! Each lock is a connection of its own holding a session-level advisory
@@ -13,27 +13,52 @@
 //! short on these connections).
 
 use std::fs;
-use std::io::{Read, Write};
-use std::path::Path;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 
 use postgres::{Client, NoTls};
 use sha2::{Digest, Sha256};
 
-use super::pg::{client_config, describe};
-use super::{migrate, StoreUrl};
+use crate::postgres::{client_config, migrate, PgError, Place, StoreUrl};
 
 /// Bytes of the proving key per row of `cuzk_key_chunks`: a 670 MB key
 /// (2^20 constraints) is 40 round trips, and each side holds one chunk at
 /// a time.
 const CHUNK_BYTES: usize = 16 << 20;
 
+/// Why the fleet's key store could not be used: the database, a file of
+/// this node's, or a published key that does not read back as published.
+#[derive(Debug, thiserror::Error)]
+pub enum SharedKeyError {
+    #[error(transparent)]
+    Database(#[from] PgError),
+    #[error("cannot {doing} {}: {error}", path.display())]
+    File { doing: &'static str, path: PathBuf, error: io::Error },
+    #[error("{on}: chunk {n} of {circuit_id} is missing")]
+    MissingChunk { on: Place, circuit_id: String, n: i32 },
+    #[error("{on}: the digest of {circuit_id} is not 32 bytes")]
+    BadDigest { on: Place, circuit_id: String },
+    #[error(
+        "{on}: the proving key of {circuit_id} read back as {written} bytes whose length or SHA-256 differs from the published ones ({published} bytes)"
+    )]
+    Mismatch { on: Place, circuit_id: String, written: u64, published: u64 },
+    #[error("{} is too large to publish ({bytes} bytes)", path.display())]
+    TooLarge { path: PathBuf, bytes: u64 },
+}
+
+/// A file of this node's could not be read or written.
+fn file_error(doing: &'static str, path: &Path) -> impl FnOnce(io::Error) -> SharedKeyError {
+    let path = path.to_path_buf();
+    move |error| SharedKeyError::File { doing, path, error }
+}
+
 /// Where the fleet's keys are.
 pub struct SharedKeys {
     /// The store's connection settings (its timeouts included): each lock
     /// and each look-up opens a connection of its own.
     config: postgres::Config,
-    /// The URL with its password hidden, for messages.
-    shown: String,
+    /// The database (its password hidden), as errors name it.
+    place: Place,
 }
 
 /// A published key, without its proving key's bytes.
@@ -57,24 +82,24 @@ pub struct KeyLock {
     client: Client,
     /// The shape locked: the one key this lock reads and writes.
     circuit_id: String,
-    /// The URL with its password hidden, for messages.
-    shown: String,
+    /// The database (its password hidden), as errors name it.
+    place: Place,
 }
 
 impl SharedKeys {
     /// Connects once to check the database and bring its schema up to date
     /// (as the job store does).
-    pub fn connect(url: &StoreUrl) -> Result<Self, String> {
+    pub fn connect(url: &StoreUrl) -> Result<Self, PgError> {
         let config = client_config(url)?;
-        let shared = Self { config, shown: url.to_string() };
+        let shared = Self { config, place: Place::new("keys on", url) };
         let mut client = shared.connect_once()?;
-        migrate::migrate(&mut client).map_err(|e| format!("keys on {}: {e}", shared.shown))?;
+        migrate(&mut client, &shared.place)?;
         Ok(shared)
     }
 
     /// Takes the lock of `circuit_id`, waiting while another node holds it
     /// (its setup may take minutes).
-    pub fn lock(&self, circuit_id: &str) -> Result<KeyLock, String> {
+    pub fn lock(&self, circuit_id: &str) -> Result<KeyLock, PgError> {
         let mut client = self.connect_once()?;
         // A holder whose host vanished without closing the connection would
         // keep the lock until the server's keepalive noticed (the kernel's
@@ -83,7 +108,7 @@ impl SharedKeys {
         // setup runs.
         client
             .batch_execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3")
-            .map_err(|e| format!("keys on {}: cannot set up the lock's connection: {}", self.shown, describe(&e)))?;
+            .map_err(|e| self.place.failed("cannot set up the lock's connection", e))?;
         // The two-key form, keyed by the schema too: fleets in other schemas
         // of the database do not wait for this one, and no key meets the
         // migrations' one-key lock.
@@ -92,43 +117,44 @@ impl SharedKeys {
                 "SELECT pg_advisory_lock(hashtext(coalesce(current_schema(), '')), hashtext($1))",
                 &[&circuit_id],
             )
-            .map_err(|e| format!("keys on {}: cannot lock {circuit_id}: {}", self.shown, describe(&e)))?;
-        Ok(KeyLock { client, circuit_id: circuit_id.into(), shown: self.shown.clone() })
+            .map_err(|e| self.place.failed(format!("cannot lock {circuit_id}"), e))?;
+        Ok(KeyLock { client, circuit_id: circuit_id.into(), place: self.place.clone() })
     }
 
     /// The published verifying key of `circuit_id`, without the lock: a
     /// published key never changes. One connection per call: the daemon
     /// asks once per shape a client wants to verify.
-    pub fn verifying_key(&self, circuit_id: &str) -> Result<Option<Vec<u8>>, String> {
+    pub fn verifying_key(&self, circuit_id: &str) -> Result<Option<Vec<u8>>, PgError> {
         self.connect_once()?
             .query_opt("SELECT vk FROM cuzk_keys WHERE circuit_id = $1", &[&circuit_id])
             .map(|row| row.map(|row| row.get(0)))
-            .map_err(|e| format!("keys on {}: cannot read the key of {circuit_id}: {}", self.shown, describe(&e)))
+            .map_err(|e| self.place.failed(format!("cannot read the key of {circuit_id}"), e))
     }
 
-    fn connect_once(&self) -> Result<Client, String> {
-        self.config
-            .connect(NoTls)
-            .map_err(|e| format!("keys on {}: cannot connect: {}", self.shown, describe(&e)))
+    fn connect_once(&self) -> Result<Client, PgError> {
+        self.config.connect(NoTls).map_err(|e| self.place.failed("cannot connect", e))
     }
 }
 
 impl KeyLock {
     /// The shape's published key, if any.
-    pub fn key(&mut self) -> Result<Option<SharedKey>, String> {
+    pub fn key(&mut self) -> Result<Option<SharedKey>, SharedKeyError> {
         let row = self
             .client
             .query_opt(
                 "SELECT vk, pk_bytes, pk_sha256, chunks FROM cuzk_keys WHERE circuit_id = $1",
                 &[&self.circuit_id],
             )
-            .map_err(|e| self.failed("cannot read the key of", &e))?;
+            .map_err(|e| self.failed("cannot read the key of", e))?;
         let Some(row) = row else { return Ok(None) };
         let digest: &[u8] = row.get(2);
         Ok(Some(SharedKey {
             vk: row.get(0),
             pk_bytes: row.get::<_, i64>(1) as u64,
-            pk_sha256: digest.try_into().map_err(|_| format!("keys on {}: the digest of {} is not 32 bytes", self.shown, self.circuit_id))?,
+            pk_sha256: digest.try_into().map_err(|_| SharedKeyError::BadDigest {
+                on: self.place.clone(),
+                circuit_id: self.circuit_id.clone(),
+            })?,
             chunks: row.get(3),
         }))
     }
@@ -136,10 +162,9 @@ impl KeyLock {
     /// Writes the proving key of `key` to `path` atomically: chunk by chunk
     /// to a temporary file, checked against the key's length and SHA-256,
     /// then renamed over `path`.
-    pub fn download(&mut self, key: &SharedKey, path: &Path) -> Result<(), String> {
+    pub fn download(&mut self, key: &SharedKey, path: &Path) -> Result<(), SharedKeyError> {
         let tmp = path.with_extension("tmp");
-        let local = |e: std::io::Error| format!("cannot write {}: {e}", tmp.display());
-        let mut file = fs::File::create(&tmp).map_err(local)?;
+        let mut file = fs::File::create(&tmp).map_err(file_error("write", &tmp))?;
         let mut digest = Sha256::new();
         let mut written = 0u64;
         for n in 0..key.chunks {
@@ -149,22 +174,28 @@ impl KeyLock {
                     "SELECT bytes FROM cuzk_key_chunks WHERE circuit_id = $1 AND n = $2",
                     &[&self.circuit_id, &n],
                 )
-                .map_err(|e| self.failed("cannot read the key of", &e))?
-                .ok_or_else(|| format!("keys on {}: chunk {n} of {} is missing", self.shown, self.circuit_id))?;
+                .map_err(|e| self.failed("cannot read the key of", e))?
+                .ok_or_else(|| SharedKeyError::MissingChunk {
+                    on: self.place.clone(),
+                    circuit_id: self.circuit_id.clone(),
+                    n,
+                })?;
             let bytes: &[u8] = row.get(0);
             digest.update(bytes);
-            file.write_all(bytes).map_err(local)?;
+            file.write_all(bytes).map_err(file_error("write", &tmp))?;
             written += bytes.len() as u64;
         }
         if written != key.pk_bytes || digest.finalize()[..] != key.pk_sha256 {
             let _ = fs::remove_file(&tmp);
-            return Err(format!(
-                "keys on {}: the proving key of {} read back as {written} bytes whose length or SHA-256 differs from the published ones ({} bytes)",
-                self.shown, self.circuit_id, key.pk_bytes
-            ));
+            return Err(SharedKeyError::Mismatch {
+                on: self.place.clone(),
+                circuit_id: self.circuit_id.clone(),
+                written,
+                published: key.pk_bytes,
+            });
         }
-        file.sync_all().map_err(local)?;
-        fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        file.sync_all().map_err(file_error("write", &tmp))?;
+        fs::rename(&tmp, path).map_err(file_error("write", path))
     }
 
     /// Publishes the proving key in the file at `pk_path` (read one chunk
@@ -173,7 +204,7 @@ impl KeyLock {
     /// stands (published without this lock: a node whose lock's connection
     /// died during its setup publishes on a later try), and this one is
     /// not stored.
-    pub fn publish(&mut self, pk_path: &Path, vk: &[u8]) -> Result<Option<SharedKey>, String> {
+    pub fn publish(&mut self, pk_path: &Path, vk: &[u8]) -> Result<Option<SharedKey>, SharedKeyError> {
         match self.insert(pk_path, vk)? {
             true => Ok(None),
             false => self.key(),
@@ -182,14 +213,13 @@ impl KeyLock {
 
     /// `publish`'s transaction: whether the key was stored (false: the
     /// shape had one already).
-    fn insert(&mut self, pk_path: &Path, vk: &[u8]) -> Result<bool, String> {
-        let local = |e: std::io::Error| format!("cannot read {}: {e}", pk_path.display());
-        let mut file = fs::File::open(pk_path).map_err(local)?;
-        let pk_bytes = file.metadata().map_err(local)?.len();
+    fn insert(&mut self, pk_path: &Path, vk: &[u8]) -> Result<bool, SharedKeyError> {
+        let mut file = fs::File::open(pk_path).map_err(file_error("read", pk_path))?;
+        let pk_bytes = file.metadata().map_err(file_error("read", pk_path))?.len();
         let chunks = i32::try_from(pk_bytes.div_ceil(CHUNK_BYTES as u64))
-            .map_err(|_| format!("{} is too large to publish ({pk_bytes} bytes)", pk_path.display()))?;
-        let Self { client, circuit_id, shown } = self;
-        let failed = |e: postgres::Error| format!("keys on {shown}: cannot publish the key of {circuit_id}: {}", describe(&e));
+            .map_err(|_| SharedKeyError::TooLarge { path: pk_path.to_path_buf(), bytes: pk_bytes })?;
+        let Self { client, circuit_id, place } = self;
+        let failed = |e| place.failed(format!("cannot publish the key of {circuit_id}"), e);
         let mut txn = client.transaction().map_err(failed)?;
         // The chunks refer to the row, so it comes first; its digest is
         // known after the last chunk and set then.
@@ -211,7 +241,7 @@ impl KeyLock {
         let mut left = pk_bytes;
         for n in 0..chunks {
             let chunk = &mut buffer[..left.min(CHUNK_BYTES as u64) as usize];
-            file.read_exact(chunk).map_err(local)?;
+            file.read_exact(chunk).map_err(file_error("read", pk_path))?;
             digest.update(&*chunk);
             txn.execute(&insert, &[&*circuit_id, &n, &&*chunk]).map_err(failed)?;
             left -= chunk.len() as u64;
@@ -225,7 +255,7 @@ impl KeyLock {
         Ok(true)
     }
 
-    fn failed(&self, what: &str, error: &postgres::Error) -> String {
-        format!("keys on {}: {what} {}: {}", self.shown, self.circuit_id, describe(error))
+    fn failed(&self, what: &str, error: postgres::Error) -> PgError {
+        self.place.failed(format!("{what} {}", self.circuit_id), error)
     }
 }

@@ -1,0 +1,236 @@
+//! The job seam: every front end (the HTTP API; gRPC next) submits, reads,
+//! awaits and cancels jobs through `Jobs`, and gets the same guarantees:
+//! durable before answered, idempotency keys, tenant scopes, queue limits,
+//! the refusals while recovering or shutting down. `Jobs` owns the one
+//! choice between a single daemon's tracker and a fleet node's database;
+//! its answers are the tracker's types either way, its refusals one typed
+//! error (`JobsError`) that each front end maps once.
+//!
+//! `submit.rs` takes a submission from its tenant's rate check to its
+//! durable answer, `wait.rs` waits for a job to end; reads, cancels and the
+//! daemon's counts are here. It sits below the front ends and imports none.
+
+mod error;
+mod submit;
+mod wait;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::Message;
+use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, JobView, ProofsError, ProofsView};
+use cuzk_actors::store::{JobStore, StoreError, StoreHealth};
+use cuzk_actors::tracker::Tracker;
+use cuzk_actors::system::SystemStatus;
+use cuzk_actors::{JobId, ProvingSystem, TenantScope};
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::fleet::{Fleet, FleetStatus};
+use crate::job_input::JobParser;
+use crate::restore::Recovering;
+use crate::shutdown::Intake;
+use crate::tenants::SubmitRates;
+
+pub use error::{JobsError, Unready};
+pub use submit::{Admission, Submitted};
+
+/// The jobs of this daemon, or of its fleet.
+pub struct Jobs {
+    /// The actors: the tracker holds a single daemon's jobs (and a fleet
+    /// node's partitions); all of them answer for the daemon's counts.
+    system: ProvingSystem,
+    /// Set on a fleet node (a PostgreSQL store): jobs are submitted to,
+    /// read, watched and cancelled in the database, for the whole fleet.
+    fleet: Option<Arc<Fleet>>,
+    /// Turns a submission's body into work.
+    parser: Arc<JobParser>,
+    /// The job store: whether it can write (readiness, the counts).
+    store: Arc<dyn JobStore>,
+    /// Closed once a shutdown begins.
+    intake: Intake,
+    /// Set while stored unfinished jobs are rebuilt after a start.
+    recovering: Recovering,
+    /// Each tenant's submit-rate bucket.
+    rates: SubmitRates,
+    /// The redb file's directory and the free space its filesystem must
+    /// keep before a submission is written (`store.min_free_bytes`); None
+    /// for a database, whose disk is its own, or no minimum.
+    free_space: Option<(PathBuf, u64)>,
+    /// `limits.max_queued_jobs`, which a fleet node applies to the fleet's
+    /// unfinished jobs (a single daemon's tracker has its own copy).
+    max_queued_jobs: Option<usize>,
+    /// Seconds a refused caller is told to wait before trying again
+    /// (`limits.queue_full_retry_after_s`).
+    retry_after_s: u64,
+}
+
+/// `/v1/status`: this daemon's scheduler, job store and restore.
+#[derive(Debug, Serialize)]
+pub struct NodeStatus {
+    #[serde(flatten)]
+    pub system: SystemStatus,
+    /// Whether the job store writes, and damage found on start.
+    pub store: StoreHealth,
+    /// True while stored unfinished jobs are rebuilt after a start.
+    pub recovering: bool,
+    /// A fleet node's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+/// `/v1/status?scope=fleet`: the fleet's counts, as the database has them.
+#[derive(Debug, Serialize)]
+pub struct FleetReport {
+    /// Always `fleet`: says which counts these are.
+    pub scope: &'static str,
+    /// The node that answered.
+    pub node: String,
+    pub fleet: FleetStatus,
+}
+
+impl Jobs {
+    /// The seam over `system`'s tracker, or over `fleet`'s database on a
+    /// fleet node, with the limits and the job store `config` names.
+    pub fn new(
+        config: &Config,
+        system: ProvingSystem,
+        parser: Arc<JobParser>,
+        store: Arc<dyn JobStore>,
+        fleet: Option<Arc<Fleet>>,
+        intake: Intake,
+        recovering: Recovering,
+    ) -> Self {
+        let min_free = config.store.min_free_bytes;
+        let max_queued = config.limits.max_queued_jobs;
+        Self {
+            system,
+            fleet,
+            parser,
+            store,
+            intake,
+            recovering,
+            rates: SubmitRates::default(),
+            // The redb file fills the data directory's disk; a database, its own.
+            free_space: (config.store.url.is_none() && min_free > 0).then(|| (config.data_dir.clone(), min_free)),
+            max_queued_jobs: (max_queued > 0).then_some(max_queued),
+            retry_after_s: config.limits.queue_full_retry_after_s,
+        }
+    }
+
+    /// A job's view, per partition.
+    pub async fn view(&self, id: &JobId, scope: &TenantScope) -> Result<JobView, JobsError> {
+        let was_recovering = self.recovering.is_set();
+        let local = self.ask(GetJob(id.clone(), scope.clone())).await?;
+        let view = match &self.fleet {
+            // The database has every partition; the tracker, detail of
+            // those this node holds.
+            Some(fleet) => {
+                let (job, scope) = (id.clone(), scope.clone());
+                self.database(fleet, move |fleet| fleet.view(&job, &scope, local)).await?
+            }
+            None => local,
+        };
+        view.ok_or_else(|| self.missing(was_recovering, id))
+    }
+
+    /// A done job's proofs, in partition order.
+    pub async fn proofs(&self, id: &JobId, scope: &TenantScope) -> Result<ProofsView, JobsError> {
+        let was_recovering = self.recovering.is_set();
+        let (job, scope) = (id.clone(), scope.clone());
+        let proofs = match &self.fleet {
+            Some(fleet) => self.database(fleet, move |fleet| fleet.proofs(&job, &scope)).await?,
+            None => self.ask(GetProofs(job, scope)).await?,
+        };
+        proofs.map_err(|error| match error {
+            ProofsError::NotFound => self.missing(was_recovering, id),
+            ProofsError::NotReady(status) => JobsError::NotDone { id: id.clone(), status },
+        })
+    }
+
+    /// Cancels a job: its queued partitions are dropped, running ones stop
+    /// at their next stage boundary (on a fleet, at their node's next lease
+    /// renewal). Also Ok for a job already cancelled.
+    pub async fn cancel(&self, id: &JobId, scope: &TenantScope) -> Result<(), JobsError> {
+        let was_recovering = self.recovering.is_set();
+        let (job, scope) = (id.clone(), scope.clone());
+        let status = match &self.fleet {
+            Some(fleet) => self.database(fleet, move |fleet| fleet.cancel(&job, &scope)).await?,
+            None => self.ask(CancelJob(job, scope)).await?,
+        };
+        match status {
+            None => Err(self.missing(was_recovering, id)),
+            Some(JobStatus::Cancelled) => Ok(()),
+            Some(status) => Err(JobsError::AlreadyEnded { id: id.clone(), status }),
+        }
+    }
+
+    /// This daemon's scheduler (budget, queues, job counts, workers), its
+    /// job store's health and whether it is still restoring.
+    pub async fn status(&self) -> Result<NodeStatus, JobsError> {
+        Ok(NodeStatus {
+            system: self.system.status().await?,
+            store: self.store.health(),
+            recovering: self.recovering.is_set(),
+            node: self.fleet.as_ref().map(|fleet| fleet.node.clone()),
+        })
+    }
+
+    /// The fleet's jobs by status and partitions by holder, from the
+    /// database; refused on a daemon that is no fleet node.
+    pub async fn fleet_status(&self) -> Result<FleetReport, JobsError> {
+        let fleet = self.fleet.as_ref().ok_or(JobsError::NotAFleetNode)?;
+        let counts = self.database(fleet, |fleet| fleet.status()).await?;
+        Ok(FleetReport { scope: "fleet", node: fleet.node.clone(), fleet: counts })
+    }
+
+    /// Whether new jobs are taken now, and why not.
+    pub fn readiness(&self) -> Result<(), Unready> {
+        if !self.intake.is_open() {
+            return Err(Unready::ShuttingDown);
+        }
+        if self.recovering.is_set() {
+            return Err(Unready::Recovering { retry_after_s: self.retry_after_s });
+        }
+        match self.store.health().failing {
+            Some(why) => Err(Unready::StoreFailing { why, retry_after_s: self.retry_after_s }),
+            None => Ok(()),
+        }
+    }
+
+    /// A job not found: gone for good, or (`was_recovering`, the flag as
+    /// read *before* the job was looked up) maybe one still being rebuilt.
+    /// The flag clears only once the rebuilt jobs are queued to the
+    /// tracker, so a clear flag means they were ahead of the lookup; read
+    /// after the answer, a rebuild finishing in between turned a resumed
+    /// job into a NotFound (seen in the durability test).
+    fn missing(&self, was_recovering: bool, id: &JobId) -> JobsError {
+        match was_recovering {
+            true => JobsError::Recovering { retry_after_s: self.retry_after_s },
+            false => JobsError::NotFound(id.clone()),
+        }
+    }
+
+    /// Asks the tracker; one that no longer answers is `SchedulerGone`.
+    async fn ask<M>(&self, message: M) -> Result<M::Result, JobsError>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        Tracker: actix::Handler<M>,
+    {
+        Ok(self.system.tracker.send(message).await?)
+    }
+
+    /// Asks the fleet's database on a blocking thread (its client blocks).
+    async fn database<T: Send + 'static>(
+        &self,
+        fleet: &Arc<Fleet>,
+        question: impl FnOnce(&Arc<Fleet>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, JobsError> {
+        let fleet = fleet.clone();
+        actix_rt::task::spawn_blocking(move || question(&fleet))
+            .await
+            .map_err(|cause| JobsError::Thread { what: "database", cause })?
+            .map_err(|cause| JobsError::Database { cause, retry_after_s: self.retry_after_s })
+    }
+}

@@ -1,0 +1,122 @@
+//! A submission, from its tenant's rate check to its durable answer. A front
+//! end asks `admit` before it reads the body (a tenant over its rate costs
+//! no more than that), then hands the body to `submit`, which does the rest
+//! in this order: intake, restore and free space checked; the body parsed
+//! (off the async threads: a Filecoin input takes a while to check); the
+//! job given to the tracker or written to the fleet's database; a repeated
+//! idempotency key or a full queue answered; the new job waited for until
+//! it is durable, and cancelled if it could not be made so.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cuzk_actors::messages::{CancelJob, JobStatus, SubmitJob};
+use cuzk_actors::{JobId, NewJob, RecordedRequest, Tenant, TenantScope};
+
+use super::{Jobs, JobsError};
+use crate::telemetry::{TenantLimit, TenantRefused};
+use crate::tenants::TenantLimits;
+
+/// A submission its tenant's rate let through: what `submit` takes, so
+/// that no front end submits without the check.
+pub struct Admission {
+    /// Whose job it will be.
+    tenant: Tenant,
+    /// The tenant's limits as configured when the caller was checked.
+    limits: TenantLimits,
+}
+
+/// A job accepted: new, or the one its idempotency key already named.
+#[derive(Debug)]
+pub struct Submitted {
+    pub id: JobId,
+    /// False when the idempotency key named an existing job.
+    pub created: bool,
+    pub status: JobStatus,
+}
+
+impl Jobs {
+    /// Takes one submission from the tenant's rate bucket.
+    pub fn admit(&self, tenant: Tenant, limits: TenantLimits) -> Result<Admission, JobsError> {
+        if let Err(retry_after_s) = self.rates.take(&tenant, &limits, Instant::now()) {
+            TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
+            return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });
+        }
+        Ok(Admission { tenant, limits })
+    }
+
+    /// Submits the job `body` describes (a `SubmitRequest` as JSON), under
+    /// `idempotency_key` if given (else the body's `request_id`). Answers
+    /// once the job is durable: a job answered for survives a crash.
+    pub async fn submit(
+        &self,
+        admission: Admission,
+        body: impl AsRef<[u8]> + Send + 'static,
+        idempotency_key: Option<String>,
+    ) -> Result<Submitted, JobsError> {
+        if !self.intake.is_open() {
+            return Err(JobsError::ShuttingDown);
+        }
+        if self.recovering.is_set() {
+            return Err(JobsError::Recovering { retry_after_s: self.retry_after_s });
+        }
+        if let Some((dir, min_free)) = &self.free_space {
+            if let Some(free) = crate::store::free_bytes(dir).filter(|free| free < min_free) {
+                let retry_after_s = self.retry_after_s;
+                return Err(JobsError::NoSpace { free, min_free: *min_free, retry_after_s });
+            }
+        }
+        let parser = self.parser.clone();
+        let parsed = actix_rt::task::spawn_blocking(move || parser.parse(body.as_ref()))
+            .await
+            .map_err(|cause| JobsError::Thread { what: "validation", cause })??;
+        if idempotency_key.is_none() && parsed.request.request_id.as_deref().is_some_and(|k| k.trim().is_empty()) {
+            return Err(JobsError::EmptyRequestId);
+        }
+        let Admission { tenant, limits } = admission;
+        let job = NewJob {
+            id: JobId(uuid::Uuid::new_v4().simple().to_string()),
+            priority: parsed.priority,
+            partitions: parsed.partitions,
+            circuit: parsed.request.circuit,
+            circuit_id: parsed.work.circuit_id().to_string(),
+            reservation: parsed.reservation,
+            idempotency_key: idempotency_key.or(parsed.request.request_id),
+            tenant,
+            tenant_max_unfinished: (limits.max_queued_jobs > 0).then_some(limits.max_queued_jobs),
+            deadline: parsed.request.deadline_ms.map(std::time::Duration::from_millis),
+            work: Arc::new(parsed.work),
+            request: Some(RecordedRequest { text: parsed.canonical, digest: parsed.digest }),
+        };
+        let key = job.idempotency_key.clone().unwrap_or_default();
+        let outcome = match &self.fleet {
+            Some(fleet) => {
+                let max = self.max_queued_jobs;
+                self.database(fleet, move |fleet| fleet.submit(&job, max)).await?
+            }
+            None => self.ask(SubmitJob(job)).await?,
+        };
+        if outcome.key_conflict {
+            return Err(JobsError::KeyConflict { key, job: outcome.id });
+        }
+        if let Some(full) = outcome.queue_full {
+            if let Some(tenant) = &full.tenant {
+                TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::QueueFull }.emit();
+            }
+            return Err(JobsError::QueueFull { full, retry_after_s: self.retry_after_s });
+        }
+        // Durable before the answer: a job answered for survives a crash.
+        if let Some(durable) = outcome.durable {
+            if let Err(cause) = durable.await {
+                if outcome.created {
+                    let _ = self.ask(CancelJob(outcome.id.clone(), TenantScope::All)).await;
+                }
+                return Err(match self.intake.is_open() {
+                    true => JobsError::NotStored { cause, retry_after_s: self.retry_after_s },
+                    false => JobsError::ShuttingDown,
+                });
+            }
+        }
+        Ok(Submitted { id: outcome.id, created: outcome.created, status: outcome.status })
+    }
+}
