@@ -332,6 +332,9 @@ pub struct Gate {
     browser_guard: Option<Vec<String>>,
     /// The listener that serves only /metrics, /healthz and /readyz.
     metrics_addr: Option<SocketAddr>,
+    /// `auth.behind_proxy`: a proxy may forward to any listener, so a gRPC
+    /// listener's reach (a unix socket, loopback) is no credential.
+    behind_proxy: bool,
 }
 
 impl Gate {
@@ -406,6 +409,7 @@ impl Gate {
             tenant_defaults: config.tenant_defaults,
             browser_guard,
             metrics_addr: None,
+            behind_proxy: config.behind_proxy,
         })
     }
 
@@ -565,8 +569,10 @@ impl Gate {
     /// which need an admin token once tokens exist); elsewhere such a call
     /// is admitted only where HTTP would admit it (a read, without
     /// `read_requires_token`) or when no token is configured (the start
-    /// refused that without `--insecure`).
+    /// refused that without `--insecure`). Behind a proxy no listener is
+    /// trusted.
     pub fn grpc_caller(&self, presented: Option<&str>, needed: Scope, trusted: bool) -> Result<Caller, TokenRefusal> {
+        let trusted = trusted && !self.behind_proxy;
         // As a GET: a read takes any known token unless reads need the scope.
         let scope = (needed != Scope::Read || self.read_requires_token).then_some(needed);
         if let Some(presented) = presented {
@@ -847,6 +853,22 @@ mod tests {
         // A daemon that had none may reload to none.
         let open = Gates::new(Gate::new(&mut AuthConfig::default(), "127.0.0.1:0").unwrap());
         assert_eq!(open.replace(&mut AuthConfig::default(), "127.0.0.1:0").unwrap().token_count(), 0);
+    }
+
+    #[test]
+    fn behind_a_proxy_no_grpc_listener_is_trusted() {
+        let gate = |behind_proxy| {
+            let token = parse_token_entry(BOTH).unwrap();
+            Gate::new(&mut AuthConfig { tokens: vec![token], behind_proxy, ..AuthConfig::default() }, "127.0.0.1:0")
+                .unwrap()
+        };
+        // A loopback or unix-socket call without a token is the default tenant's...
+        let caller = gate(false).grpc_caller(None, Scope::Submit, true).unwrap();
+        assert_eq!(caller.tenant, Some(Tenant::default()));
+        // ...unless a proxy may be the one calling.
+        let refused = gate(true).grpc_caller(None, Scope::Submit, true).unwrap_err();
+        assert_eq!(refused, TokenRefusal::Missing(Scope::Submit));
+        assert!(gate(true).grpc_caller(Some(BOTH), Scope::Submit, true).is_ok());
     }
 
     #[test]
