@@ -79,6 +79,29 @@ pub enum AuthError {
          CUZK_API_TOKENS), listen on a loopback address, or pass --insecure"
     )]
     NoTokensOffLoopback { listen: String },
+    /// A token source was named (`--token-file`, `CUZK_API_TOKENS`) but no
+    /// token is in force, and no `--insecure`: an empty file or variable
+    /// (a secret that was not mounted) would leave the API open.
+    #[error(
+        "{source_name} holds no token, and no other token is configured: the API would accept \
+         anyone. Add tokens, or pass --insecure to run without them"
+    )]
+    NoTokensFromSource { source_name: String },
+    /// No token, `auth.behind_proxy` and no `--insecure`: behind a proxy
+    /// on the same host every client would reach loopback, as an admin.
+    #[error(
+        "auth.behind_proxy: a proxy forwards the network to {listen}, so without API tokens \
+         every client behind it would be an admin. Configure tokens ([auth] tokens, \
+         --token-file or CUZK_API_TOKENS), or pass --insecure"
+    )]
+    NoTokensBehindProxy { listen: String },
+    /// A reload (SIGHUP) that would leave no token where tokens are in
+    /// force: turning authentication off takes a restart.
+    #[error(
+        "the reload leaves no API token; the {in_force} token(s) in force stay. Turning \
+         authentication off takes a restart (with --insecure off loopback)"
+    )]
+    ReloadWithoutTokens { in_force: usize },
     /// The listen address does not resolve, so the loopback rule cannot be
     /// checked.
     #[error("cannot resolve listen address {listen}: {source}")]
@@ -133,9 +156,15 @@ pub struct AuthConfig {
     #[serde(skip)]
     pub insecure: bool,
     /// Without tokens, the `Host` names (beyond localhost, 127.0.0.1 and
-    /// ::1) requests may carry, and the origins' hosts a browser may POST
-    /// from: a DNS-rebinding or cross-site page names another.
+    /// ::1) requests may carry, and the hosts of the origins (with the
+    /// request's own scheme and port) a browser may change state from: a
+    /// DNS-rebinding or cross-site page names another.
     pub allowed_hosts: Vec<String>,
+    /// A reverse proxy forwards other hosts' requests to this listener, so
+    /// reaching loopback no longer means being on this host: without tokens
+    /// the daemon refuses to start (unless `--insecure`), as it does off
+    /// loopback.
+    pub behind_proxy: bool,
     /// `[auth.tenants.NAME]`: a tenant's own limits.
     pub tenants: BTreeMap<String, TenantLimits>,
     /// The limits of a tenant without an entry in `tenants` (default: none
@@ -155,8 +184,22 @@ pub struct TokenSources {
     /// `--token-file`, read again.
     pub token_file: Option<PathBuf>,
     /// The tokens of `CUZK_API_TOKENS`, hashed: the variable is read once
-    /// and removed from the environment, so these are kept instead.
-    pub from_env: Vec<TokenConfig>,
+    /// and removed from the environment, so these are kept instead. None:
+    /// the variable was not set (set and empty is a source with no token).
+    pub from_env: Option<Vec<TokenConfig>>,
+}
+
+impl TokenSources {
+    /// A source of tokens besides the config file that was named, for the
+    /// refusal when no token is in force: it was expected to hold some, so
+    /// it is a secret that did not arrive (an empty file, an empty variable).
+    fn named(&self) -> Option<String> {
+        match (&self.token_file, &self.from_env) {
+            (Some(path), _) => Some(format!("token file {}", path.display())),
+            (None, Some(_)) => Some("CUZK_API_TOKENS".into()),
+            (None, None) => None,
+        }
+    }
 }
 
 impl AuthConfig {
@@ -166,7 +209,7 @@ impl AuthConfig {
         if let Some(path) = &self.sources.token_file {
             self.tokens.extend(read_token_file(path)?);
         }
-        self.tokens.extend(self.sources.from_env.iter().cloned());
+        self.tokens.extend(self.sources.from_env.iter().flatten().cloned());
         Ok(())
     }
 }
@@ -289,6 +332,9 @@ pub struct Gate {
     browser_guard: Option<Vec<String>>,
     /// The listener that serves only /metrics, /healthz and /readyz.
     metrics_addr: Option<SocketAddr>,
+    /// `auth.behind_proxy`: a proxy may forward to any listener, so a gRPC
+    /// listener's reach (a unix socket, loopback) is no credential.
+    behind_proxy: bool,
 }
 
 impl Gate {
@@ -331,11 +377,25 @@ impl Gate {
                  can read that job without a token (docs/security.md, Tenants)"
             );
         }
-        if tokens.is_empty() && !config.insecure && !is_loopback(listen)? {
-            return Err(AuthError::NoTokensOffLoopback { listen: listen.to_string() });
-        }
-        if tokens.is_empty() && config.insecure && !is_loopback(listen)? {
-            log::warn!("--insecure: {listen} accepts unauthenticated requests");
+        if tokens.is_empty() {
+            // Each way an unauthenticated daemon would serve more than this
+            // host's own users, or was not meant to be unauthenticated.
+            let refusal = if let Some(source_name) = config.sources.named() {
+                Some(AuthError::NoTokensFromSource { source_name })
+            } else if config.behind_proxy {
+                Some(AuthError::NoTokensBehindProxy { listen: listen.to_string() })
+            } else if !is_loopback(listen)? {
+                Some(AuthError::NoTokensOffLoopback { listen: listen.to_string() })
+            } else {
+                None
+            };
+            match refusal {
+                Some(refusal) if !config.insecure => return Err(refusal),
+                Some(refusal) => log::warn!(
+                    "--insecure: {listen} accepts unauthenticated requests; without it the daemon would refuse: {refusal}"
+                ),
+                None => {}
+            }
         }
         let browser_guard = (tokens.is_empty() && !config.insecure).then(|| {
             let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
@@ -349,6 +409,7 @@ impl Gate {
             tenant_defaults: config.tenant_defaults,
             browser_guard,
             metrics_addr: None,
+            behind_proxy: config.behind_proxy,
         })
     }
 
@@ -423,7 +484,10 @@ impl Gate {
             }))));
         }
         if let Some(allowed) = &self.browser_guard {
-            if let Some(refusal) = foreign_host(req, allowed, !reading) {
+            // Probes through a proxy learn nothing but that the daemon runs.
+            let probe = matches!(path, "/healthz" | "/readyz");
+            let refusal = (!probe).then(|| proxied(req)).flatten().or_else(|| foreign_host(req, allowed, !reading));
+            if let Some(refusal) = refusal {
                 return Err(Box::new(HttpResponse::Forbidden().json(json!({ "error": refusal }))));
             }
         }
@@ -505,8 +569,10 @@ impl Gate {
     /// which need an admin token once tokens exist); elsewhere such a call
     /// is admitted only where HTTP would admit it (a read, without
     /// `read_requires_token`) or when no token is configured (the start
-    /// refused that without `--insecure`).
+    /// refused that without `--insecure`). Behind a proxy no listener is
+    /// trusted.
     pub fn grpc_caller(&self, presented: Option<&str>, needed: Scope, trusted: bool) -> Result<Caller, TokenRefusal> {
+        let trusted = trusted && !self.behind_proxy;
         // As a GET: a read takes any known token unless reads need the scope.
         let scope = (needed != Scope::Read || self.read_requires_token).then_some(needed);
         if let Some(presented) = presented {
@@ -559,10 +625,16 @@ impl Gates {
     }
 
     /// Builds a gate from `config` for `listen` (the metrics listener kept)
-    /// and puts it in force; on error the current gate stays.
+    /// and puts it in force; on error the current gate stays. A gate
+    /// without tokens never replaces one with tokens: a reload that empties
+    /// the token file must not open the API.
     pub fn replace(&self, config: &mut AuthConfig, listen: &str) -> Result<Arc<Gate>, AuthError> {
         let mut gate = Gate::new(config, listen)?;
-        gate.metrics_addr = self.current().metrics_addr;
+        let current = self.current();
+        if gate.tokens.is_empty() && !current.tokens.is_empty() {
+            return Err(AuthError::ReloadWithoutTokens { in_force: current.token_count() });
+        }
+        gate.metrics_addr = current.metrics_addr;
         let gate = Arc::new(gate);
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = gate.clone();
         Ok(gate)
@@ -590,13 +662,28 @@ fn is_json(req: &ServiceRequest) -> bool {
         .is_some_and(|t| t == "application/json" || (t.starts_with("application/") && t.ends_with("+json")))
 }
 
+/// Why a request is refused in the no-token mode because a proxy forwarded
+/// it: it names a client elsewhere, and without tokens the daemon serves
+/// only this host's own users. Proxies that set none of these headers are
+/// what `auth.behind_proxy` is for.
+fn proxied(req: &ServiceRequest) -> Option<String> {
+    const FORWARDING: [&str; 5] = ["forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip", "via"];
+    let header = FORWARDING.into_iter().find(|h| req.headers().contains_key(*h))?;
+    Some(format!(
+        "this request came through a proxy ({header} header): without tokens the daemon serves only \
+         clients on its own host; configure tokens (docs/security.md, Behind a proxy)"
+    ))
+}
+
 /// Why a request from a browser is refused in the no-token mode: its
 /// `Host` is not a name of this daemon (DNS rebinding), or, for a request
-/// that changes state, its `Origin` is another site (CSRF).
+/// that changes state, its `Origin` is another site or another service of
+/// this host (CSRF): its scheme, host and port must be this daemon's, as
+/// the request reached it.
 fn foreign_host(req: &ServiceRequest, allowed: &[String], changes_state: bool) -> Option<String> {
     let known = |host: &str| allowed.iter().any(|a| a.eq_ignore_ascii_case(host));
     let host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if !host.is_empty() && !known(host_name(host)) {
+    if !host.is_empty() && !known(authority_parts(host).0) {
         return Some(format!(
             "Host {host:?} is not a name of this daemon (a DNS-rebinding guard without tokens); add it to auth.allowed_hosts"
         ));
@@ -604,8 +691,19 @@ fn foreign_host(req: &ServiceRequest, allowed: &[String], changes_state: bool) -
     let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok());
     match origin {
         Some(origin) if changes_state => {
-            let host = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
-            (!known(host_name(host))).then(|| {
+            let scheme = if req.app_config().secure() { "https" } else { "http" };
+            // The port the client reached: the Host header's, else the listener's.
+            let port = match authority_parts(host) {
+                (_, Some(port)) => parse_port(port, scheme),
+                (_, None) if !host.is_empty() => default_port(scheme),
+                (_, None) => Some(req.app_config().local_addr().port()),
+            };
+            let same_origin = origin.split_once("://").is_some_and(|(origin_scheme, authority)| {
+                let (name, origin_port) = authority_parts(authority);
+                let origin_port = origin_port.map_or(default_port(origin_scheme), |p| parse_port(p, origin_scheme));
+                origin_scheme.eq_ignore_ascii_case(scheme) && known(name) && port.is_some() && origin_port == port
+            });
+            (!same_origin).then(|| {
                 format!("a request from origin {origin:?} may not change state (a CSRF guard without tokens)")
             })
         }
@@ -613,16 +711,35 @@ fn foreign_host(req: &ServiceRequest, allowed: &[String], changes_state: bool) -
     }
 }
 
-/// The name in a `Host` header or an origin's authority: the port and the
-/// brackets of an IPv6 address removed.
-fn host_name(authority: &str) -> &str {
+/// The name and the port (None: not given) of a `Host` header or an
+/// origin's authority, the brackets of an IPv6 address removed.
+fn authority_parts(authority: &str) -> (&str, Option<&str>) {
     let authority = authority.trim();
     if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("");
+        let (name, after) = rest.split_once(']').unwrap_or((rest, ""));
+        return (name, after.strip_prefix(':'));
     }
     match authority.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
-        _ => authority,
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => (name, Some(port)),
+        _ => (authority, None),
+    }
+}
+
+/// A port as given; an empty one is the scheme's default (RFC 3986), text
+/// that is no port is None, which matches nothing.
+fn parse_port(port: &str, scheme: &str) -> Option<u16> {
+    if port.is_empty() {
+        default_port(scheme)
+    } else {
+        port.parse().ok()
+    }
+}
+
+fn default_port(scheme: &str) -> Option<u16> {
+    match scheme.to_ascii_lowercase().as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
     }
 }
 
@@ -665,6 +782,8 @@ pub async fn gate(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const BOTH: &str = "both-0123456789abcdef";
 
     #[test]
     fn token_entries_parse() {
@@ -716,6 +835,51 @@ mod tests {
         assert!(refused.to_string().contains("--insecure"), "{refused}");
         open.insecure = true;
         assert!(Gate::new(&mut open, "0.0.0.0:0").is_ok());
+    }
+
+    #[test]
+    fn a_reload_never_drops_the_last_token() {
+        let gates = Gates::new(
+            Gate::new(&mut AuthConfig { tokens: vec![parse_token_entry(BOTH).unwrap()], ..AuthConfig::default() }, "127.0.0.1:0")
+                .unwrap(),
+        );
+        // Even --insecure, which lets a daemon start without tokens, does not
+        // let a reload remove them.
+        let mut emptied = AuthConfig { insecure: true, ..AuthConfig::default() };
+        let refused = gates.replace(&mut emptied, "127.0.0.1:0").err().unwrap();
+        assert!(matches!(refused, AuthError::ReloadWithoutTokens { in_force: 1 }), "{refused}");
+        assert!(refused.to_string().contains("takes a restart"), "{refused}");
+        assert_eq!(gates.current().token_count(), 1);
+        // A daemon that had none may reload to none.
+        let open = Gates::new(Gate::new(&mut AuthConfig::default(), "127.0.0.1:0").unwrap());
+        assert_eq!(open.replace(&mut AuthConfig::default(), "127.0.0.1:0").unwrap().token_count(), 0);
+    }
+
+    #[test]
+    fn behind_a_proxy_no_grpc_listener_is_trusted() {
+        let gate = |behind_proxy| {
+            let token = parse_token_entry(BOTH).unwrap();
+            Gate::new(&mut AuthConfig { tokens: vec![token], behind_proxy, ..AuthConfig::default() }, "127.0.0.1:0")
+                .unwrap()
+        };
+        // A loopback or unix-socket call without a token is the default tenant's...
+        let caller = gate(false).grpc_caller(None, Scope::Submit, true).unwrap();
+        assert_eq!(caller.tenant, Some(Tenant::default()));
+        // ...unless a proxy may be the one calling.
+        let refused = gate(true).grpc_caller(None, Scope::Submit, true).unwrap_err();
+        assert_eq!(refused, TokenRefusal::Missing(Scope::Submit));
+        assert!(gate(true).grpc_caller(Some(BOTH), Scope::Submit, true).is_ok());
+    }
+
+    #[test]
+    fn authorities_split_into_name_and_port() {
+        assert_eq!(authority_parts("localhost:9820"), ("localhost", Some("9820")));
+        assert_eq!(authority_parts("[::1]:9820"), ("::1", Some("9820")));
+        assert_eq!(authority_parts("[::1]"), ("::1", None));
+        assert_eq!(authority_parts("cuzk.lan"), ("cuzk.lan", None));
+        assert_eq!(parse_port("", "https"), Some(443));
+        assert_eq!(parse_port("99999", "http"), None);
+        assert_eq!(default_port("ftp"), None);
     }
 
     #[test]

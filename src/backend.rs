@@ -8,8 +8,10 @@ use std::time::Instant;
 use ark_groth16::Groth16;
 use ark_serialize::CanonicalSerialize;
 use ark_std::UniformRand;
+use cuzk_actors::backend::run_stage_as;
 use cuzk_actors::{
-    Backend, Finished, JobSpec, Payload, Phases, Priority, StageError, Started, Synthesized,
+    Backend, ErrorKind, Finished, JobSpec, Payload, Phases, Priority, StageError, Started,
+    Synthesized,
 };
 use cuzk_filecoin::record::Evaluation;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
@@ -224,10 +226,13 @@ impl Backend for ProvingBackend {
     fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
         let (circuit, synthesized, phases) = match Self::job(job)? {
             ProofJob::Family(work) => self.synthesize_family(work, partition)?,
-            ProofJob::Filecoin(work) => {
+            // Synthesis of a checked request is a function of the request
+            // alone: if the reference circuit still panics on it, every
+            // attempt would, so the job fails at once, saying why.
+            ProofJob::Filecoin(work) => run_stage_as("synthesis", ErrorKind::Permanent, || {
                 let on_device = self.device_evaluation;
-                work.synthesize_for(&self.store, partition, self.evaluation, on_device)?
-            }
+                work.synthesize_for(&self.store, partition, self.evaluation, on_device)
+            })?,
         };
         Ok(Synthesized {
             payload: Payload::new(SynthesizedPartition {

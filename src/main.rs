@@ -283,15 +283,15 @@ fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
 /// where the kernel shows it (/proc/PID/environ) and the variable removed,
 /// so that neither that file nor a child process reveals them. Runs before
 /// any thread starts: changing the environment is not thread-safe.
-fn take_env_tokens() -> Result<Vec<TokenConfig>, CliError> {
+fn take_env_tokens() -> Result<Option<Vec<TokenConfig>>, CliError> {
     let Some(value) = std::env::var_os(ENV_TOKENS) else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let mut text = value.into_string().map_err(|_| CliError::TokensNotUtf8)?;
     let tokens = cuzk::auth::parse_token_list(&text);
     text.zeroize();
     forget_env(ENV_TOKENS);
-    Ok(tokens?)
+    Ok(Some(tokens?))
 }
 
 /// Removes `name` from the environment and overwrites its value in the
@@ -324,8 +324,9 @@ fn scrub_initial_environment(name: &str) {
     }
 }
 
-/// Runs a command; `env_tokens` are `serve`'s tokens from the environment.
-fn run(cli: Cli, env_tokens: Vec<TokenConfig>) -> Result<(), CliError> {
+/// Runs a command; `env_tokens` are `serve`'s tokens from the environment
+/// (None: `CUZK_API_TOKENS` is not set).
+fn run(cli: Cli, env_tokens: Option<Vec<TokenConfig>>) -> Result<(), CliError> {
     match cli.command {
         Command::Serve {
             config: config_path,
@@ -520,7 +521,7 @@ fn main() -> ExitCode {
             forget_env("CUZK_STORE_URL");
             take_env_tokens()
         }
-        _ => Ok(Vec::new()),
+        _ => Ok(None),
     };
     match env_tokens.and_then(|env_tokens| run(cli, env_tokens)) {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,6 +26,31 @@ impl Drop for Serve {
     }
 }
 
+impl Serve {
+    /// Starts `command` (a `cuzk serve`) with its log piped, and returns it
+    /// once it says where it listens: the process, its URL, and a thread
+    /// that keeps reading its log (so that it never blocks on a full pipe)
+    /// and returns it once the process has ended.
+    pub fn logged(command: &mut std::process::Command) -> (Serve, String, std::thread::JoinHandle<String>) {
+        use std::io::BufRead;
+        let mut child = command
+            .env("RUST_LOG", "info")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cuzk serve starts");
+        let stderr = std::io::BufReader::new(child.stderr.take().expect("a piped stderr"));
+        let serve = Serve(child);
+        let mut lines = stderr.lines();
+        let url = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|line| Some(line.split("cuzk listening on ").nth(1)?.trim().to_string()))
+            .expect("the daemon says where it listens");
+        let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
+        (serve, url, log)
+    }
+}
+
 pub struct TestDaemon {
     pub daemon: RunningDaemon,
     pub url: String,

@@ -251,17 +251,22 @@ fn snap_prove_makes_what_the_update_verifier_accepts() {
     snap_on(&daemon());
 }
 
-fn snap_on(d: &TestDaemon) {
-    fixtures::ensure_params(&[Kind::EmptySectorUpdate]).unwrap();
-    let sector = fixtures::seal(21).unwrap();
-    let up = fixtures::update(&sector).unwrap();
-    let input = json!({
+/// A snap-prove job's input for an update the fixtures made.
+fn snap_input(up: &fixtures::Update) -> Value {
+    json!({
         "registered_proof": UPDATE,
         "comm_r_old": hex::encode(up.comm_r_old),
         "comm_r_new": hex::encode(up.comm_r_new),
         "comm_d_new": hex::encode(up.comm_d_new),
         "vanilla_proofs": up.vanilla_proofs.iter().map(hex::encode).collect::<Vec<_>>(),
-    });
+    })
+}
+
+fn snap_on(d: &TestDaemon) {
+    fixtures::ensure_params(&[Kind::EmptySectorUpdate]).unwrap();
+    let sector = fixtures::seal(21).unwrap();
+    let up = fixtures::update(&sector).unwrap();
+    let input = snap_input(&up);
     let proof = prove(d, "snap-prove", input.clone());
     let verify = |comm_r_new| {
         update::verify_empty_sector_update_proof(UPDATE, &proof, up.comm_r_old, comm_r_new, up.comm_d_new)
@@ -322,6 +327,168 @@ fn bad_filecoin_inputs_are_refused_before_any_partition_runs() {
     let (status, body) = d.post("/v1/jobs", &json!({ "circuit": "porep-c2", "input": input }));
     assert_eq!(status, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("non-interactive PoRep"), "{body}");
+}
+
+/// Each input built from the 2 KiB fixtures with one field made malformed
+/// (an absurd or out-of-tree path index, a path of the wrong length, a
+/// commitment that is not a field element, proofs that do not verify) is
+/// refused at submit with 422 and a reason; none is queued, so none can
+/// reach synthesis and panic there.
+#[test]
+fn malformed_vanilla_proofs_and_commitments_are_refused_at_submit() {
+    fixtures::ensure_params(&[Kind::Porep, Kind::WinningPost, Kind::WindowPost, Kind::EmptySectorUpdate]).unwrap();
+    let d = daemon();
+    let sectors: Vec<Sector> = (41..44).map(|id| fixtures::seal(id).unwrap()).collect();
+    let all: Vec<&Sector> = sectors.iter().collect();
+    let randomness = [45u8; 32];
+    let not_fr = json!(vec![0xffu8; 32]);
+    let not_fr_hex = hex::encode([0xffu8; 32]);
+
+    // PoSt: one vanilla proof's field changed, as JSON of the typed proof.
+    let post = |kind: Kind, proof: RegisteredPoStProof, sectors: &[&Sector], edit: &dyn Fn(&mut Value)| {
+        let mut input = post_input(proof, randomness, sectors);
+        let first = hex::decode(input["vanilla_proofs"][0].as_str().unwrap()).unwrap();
+        let edited = fixtures::edit_vanilla(kind, &first, |v| edit(v)).unwrap();
+        input["vanilla_proofs"][0] = json!(hex::encode(edited));
+        input
+    };
+    let winning = |edit: &dyn Fn(&mut Value)| post(Kind::WinningPost, WINNING, &all[..1], edit);
+    let window = |edit: &dyn Fn(&mut Value)| post(Kind::WindowPost, WINDOW, &all, edit);
+    let inclusion = |v: &mut Value, n: usize| -> Value {
+        v["vanilla_proof"]["sectors"][0]["inclusion_proofs"][n]["data"]["Single"].take()
+    };
+    let set_inclusion = |v: &mut Value, n: usize, single: Value| {
+        v["vanilla_proof"]["sectors"][0]["inclusion_proofs"][n]["data"]["Single"] = single;
+    };
+    let mut cases: Vec<(&str, &str, Value, &str)> = vec![
+        ("winning-post", "an absurd path index", winning(&|v| {
+            let mut p = inclusion(v, 0);
+            p["path"]["path"][0]["index"] = json!(1u64 << 40);
+            set_inclusion(v, 0, p);
+        }), "index"),
+        ("winning-post", "a path index past its node's arity", winning(&|v| {
+            let mut p = inclusion(v, 3);
+            p["path"]["path"][1]["index"] = json!(8);
+            set_inclusion(v, 3, p);
+        }), "index"),
+        ("winning-post", "a path one level short", winning(&|v| {
+            let mut p = inclusion(v, 0);
+            p["path"]["path"].as_array_mut().unwrap().pop();
+            set_inclusion(v, 0, p);
+        }), "path"),
+        ("winning-post", "a sibling that is not a field element", winning(&|v| {
+            let mut p = inclusion(v, 5);
+            p["path"]["path"][0]["hashes"][2] = not_fr.clone();
+            set_inclusion(v, 5, p);
+        }), "field element"),
+        ("winning-post", "comm_c that is not a field element", winning(&|v| {
+            v["vanilla_proof"]["sectors"][0]["comm_c"] = not_fr.clone();
+        }), "field element"),
+        ("winning-post", "comm_r_last other than the paths' root", winning(&|v| {
+            let comm_c = v["vanilla_proof"]["sectors"][0]["comm_c"].clone();
+            v["vanilla_proof"]["sectors"][0]["comm_r_last"] = comm_c;
+        }), "comm_r_last"),
+        // filecoin-proofs verifies the first of the 66 challenges only; the
+        // circuit proves them all.
+        ("winning-post", "a later challenge answered with another's path", winning(&|v| {
+            let other = inclusion(v, 4);
+            set_inclusion(v, 4, other.clone());
+            set_inclusion(v, 9, other);
+        }), "challenges do not all verify"),
+        ("window-post", "a sector id the proof was not drawn for", window(&|v| {
+            v["sector_id"] = json!(999);
+        }), "verify"),
+        ("window-post", "an absurd path index", window(&|v| {
+            let mut p = inclusion(v, 1);
+            p["path"]["path"][0]["index"] = json!(u64::MAX);
+            set_inclusion(v, 1, p);
+        }), "index"),
+    ];
+    let mut other_randomness = post_input(WINDOW, [46; 32], &all);
+    other_randomness["randomness"] = json!(hex::encode(randomness));
+    cases.push(("window-post", "proofs drawn under other randomness", other_randomness, "verify"));
+
+    // SnapDeals: a commitment, or the partition proof's fields.
+    let up = fixtures::update(&sectors[0]).unwrap();
+    let snap_input = snap_input(&up);
+    let snap_field = |field: &str| {
+        let mut input = snap_input.clone();
+        input[field] = json!(not_fr_hex);
+        input
+    };
+    let snap = |edit: &dyn Fn(&mut Value)| {
+        let mut input = snap_input.clone();
+        let edited = fixtures::edit_vanilla(Kind::EmptySectorUpdate, &up.vanilla_proofs[0], |v| edit(v)).unwrap();
+        input["vanilla_proofs"][0] = json!(hex::encode(edited));
+        input
+    };
+    cases.extend([
+        ("snap-prove", "comm_d_new that is not a field element", snap_field("comm_d_new"), "comm_d_new"),
+        ("snap-prove", "comm_r_old that is not a field element", snap_field("comm_r_old"), "comm_r_old"),
+        ("snap-prove", "comm_r_new that is not a field element", snap_field("comm_r_new"), "comm_r_new"),
+        ("snap-prove", "a TreeD path one level short", snap(&|v| {
+            v["challenge_proofs"][0]["proof_d_new"]["data"]["Single"]["path"]["path"].as_array_mut().unwrap().pop();
+        }), "path"),
+        ("snap-prove", "an absurd path index", snap(&|v| {
+            v["challenge_proofs"][2]["proof_r_new"]["data"]["Single"]["path"]["path"][0]["index"] = json!(1u64 << 33);
+        }), "index"),
+        ("snap-prove", "an apex leaf that is not a field element", snap(&|v| {
+            v["apex_leafs"][0] = not_fr.clone();
+        }), "field element"),
+    ]);
+
+    // PoRep: the C1 output is JSON already.
+    let c1 = serde_json::to_value(&sectors[0].c1).unwrap();
+    let porep = |edit: &dyn Fn(&mut Value)| {
+        let mut c1 = c1.clone();
+        edit(&mut c1);
+        json!({ "c1": c1, "prover_id": hex::encode(PROVER_ID), "sector_id": 41 })
+    };
+    cases.extend([
+        ("porep-c2", "a replica id that is not a field element", porep(&|c1| c1["replica_id"] = not_fr.clone()), "replica_id"),
+        ("porep-c2", "comm_d that is not a field element", porep(&|c1| c1["comm_d"] = not_fr.clone()), "comm_d"),
+        ("porep-c2", "an absurd comm_d path index", porep(&|c1| {
+            let proof = first_challenge(c1);
+            proof["comm_d_proofs"]["data"]["Single"]["path"]["path"][0]["index"] = json!(1u64 << 40);
+        }), "index"),
+        // The reference zips the openings with the graph's parents: one
+        // missing at the end verifies, and the circuit slices on the count.
+        ("porep-c2", "an expander parent's opening missing", porep(&|c1| {
+            let proof = first_challenge(c1);
+            proof["replica_column_proofs"]["exp_parents"].as_array_mut().unwrap().pop();
+        }), "7 expander parent columns; the graph has 8 expander parents"),
+        ("porep-c2", "a parent column a row short", porep(&|c1| {
+            let proof = first_challenge(c1);
+            proof["replica_column_proofs"]["drg_parents"][2]["column"]["rows"].as_array_mut().unwrap().pop();
+        }), "DRG parent 2's column has"),
+    ]);
+
+    let mut wrong = Vec::new();
+    for (kind, what, input, reason) in cases {
+        let (status, body) = d.post("/v1/jobs", &json!({ "circuit": kind, "input": input }));
+        let error = body["error"].as_str().unwrap_or("");
+        if status == 422 && error.contains(reason) {
+            eprintln!("{kind}, {what}: {error}");
+            continue;
+        }
+        // What became of it, for the failure message.
+        let outcome = match body["id"].as_str() {
+            Some(id) => d.wait(id, PROOF_TIMEOUT).to_string(),
+            None => body.to_string(),
+        };
+        wrong.push(format!("{kind}, {what}: {status}, expected 422 naming {reason:?}: {outcome}"));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let (_, status) = d.get("/v1/status");
+    let jobs: u64 = status["jobs"].as_object().unwrap().values().filter_map(Value::as_u64).sum();
+    assert_eq!(jobs, 0, "nothing refused is queued: {status}");
+}
+
+/// The vanilla proof of a C1 output's first challenge of its first
+/// partition (`{"vanilla_proofs": {"<shape>": [[proof, ...], ...]}}`).
+fn first_challenge(c1: &mut Value) -> &mut Value {
+    let by_shape = c1["vanilla_proofs"].as_object_mut().unwrap();
+    &mut by_shape.values_mut().next().unwrap()[0][0]
 }
 
 /// The four kinds on the CUDA engine: `cargo test --features cuda --test

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Replays, against a running daemon, the requests and accidents of issue 13
-that once hurt it, and asserts what it does now. Each case prints what it
+"""Replays, against a running daemon, the requests and accidents of issues 13
+and 29 that once hurt it, and asserts what it does now. Each case prints what it
 measured (RSS from /proc, store size, seconds) and the whole set is written
 to $HOSTILE_FIGURES (default: hostile-figures.json in the work directory).
 
@@ -516,10 +516,69 @@ def case_http(work):
     d.stop()
 
 
+def case_auth(work):
+    """Authentication cannot be switched off by accident: an empty token
+    file stops the start (on loopback too) unless --insecure, a SIGHUP that
+    would leave no token keeps the old ones and counts a failed reload, and
+    without tokens a proxied request or a page on another local port cannot
+    change state."""
+    print("== auth: empty token files, reloads to no token, proxies, other ports")
+    empty = os.path.join(work, "empty-tokens")
+    open(empty, "w").close()
+    started = subprocess.run([BIN, "serve", "--listen", f"127.0.0.1:{free_port()}", "--data-dir",
+                              os.path.join(work, "auth-empty-data"), "--token-file", empty],
+                             capture_output=True, text=True, timeout=60)
+    check(started.returncode != 0 and "holds no token" in started.stderr,
+          f"an empty token file on loopback: exit {started.returncode} {started.stderr[-300:]}")
+    figure("empty_token_file_start", f"refused, exit {started.returncode}")
+    d = Daemon(work, os.path.join(work, "auth-insecure-data"), "", "auth-insecure",
+               args=("--token-file", empty, "--insecure"))
+    check(d.call("POST", "/v1/jobs", small_job(1))[0] == 202, "--insecure with an empty token file", d)
+    d.stop()
+
+    tokens = os.path.join(work, "auth-tokens")
+    token = "auth-token-0123456789"
+    with open(tokens, "w") as f:
+        f.write(f"{token}\n")
+    d = Daemon(work, os.path.join(work, "auth-data"), "", "auth", args=("--token-file", tokens))
+    bearer = {"Authorization": f"Bearer {token}"}
+    check(d.call("POST", "/v1/jobs", small_job(2))[0] == 401, "anonymous submit before the reload", d)
+    open(tokens, "w").close()
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    failed = 'cuzk_token_reloads_total{outcome="failed"} 1'
+    while failed not in d.call("GET", "/metrics")[1]:
+        check(time.time() < deadline, "the reload to no token was not counted as failed within 10 s", d)
+        time.sleep(0.1)
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(3))
+    check(status == 401, f"anonymous submit after a reload to no token: {status} {answer}", d)
+    check(d.call("POST", "/v1/jobs", small_job(4), bearer)[0] == 202, "the old token after the reload", d)
+    figure("reload_to_no_token", f"refused; anonymous submit {status}")
+    d.stop()
+
+    d = Daemon(work, os.path.join(work, "auth-open-data"), "", "auth-open")
+    other_port = f"http://127.0.0.1:{free_port()}"
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(5), {"Origin": other_port})
+    check(status == 403, f"a page on another local port: {status} {answer}", d)
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(6), {"Origin": f"http://127.0.0.1:{d.port}"})
+    check(status == 202, f"the daemon's own origin: {status} {answer}", d)
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(7), {"X-Forwarded-For": "203.0.113.9"})
+    check(status == 403 and "proxy" in answer["error"], f"a proxied request without tokens: {status} {answer}", d)
+    figure("other_port_origin_and_proxied_request", "403, 403")
+    d.stop()
+    with open(d.config_path, "w") as f:
+        f.write("[auth]\nbehind_proxy = true\n")
+    started = subprocess.run([BIN, "serve", "--config", d.config_path, "--listen", f"127.0.0.1:{free_port()}",
+                              "--data-dir", os.path.join(work, "auth-proxy-data")],
+                             capture_output=True, text=True, timeout=60)
+    check(started.returncode != 0 and "behind_proxy" in started.stderr,
+          f"behind_proxy without tokens: exit {started.returncode} {started.stderr[-300:]}")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="cuzk-hostile-")
     try:
-        cases = [case_http, case_tenants, case_memory, case_store_size_and_restart_memory, case_restart,
+        cases = [case_http, case_auth, case_tenants, case_memory, case_store_size_and_restart_memory, case_restart,
                  case_corruption, case_disk_full]
         chosen = os.environ.get("HOSTILE_CASES")
         for case in cases:

@@ -200,8 +200,24 @@ fn without_tokens_browsers_cannot_forge_requests() {
     let (_, status) = d.get("/v1/status");
     assert_eq!(status["jobs"]["queued"], 0, "nothing refused was queued: {status}");
 
+    // Another service of this host is another origin: a page on another
+    // port, or over the other scheme, may not change state either.
+    for origin in [format!("http://localhost:{}", port.parse::<u16>().unwrap() ^ 1), format!("https://localhost:{port}"), "http://localhost".into()] {
+        let (status, body) = raw(&d, &post_job(&local, "application/json", Some(&origin)));
+        assert_eq!(status, 403, "{origin}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("CSRF"), "{body}");
+    }
+    // A proxy that forwarded the request names a client elsewhere.
+    let forwarded = post_job(&local, "application/json", None)
+        .replacen("\r\n", "\r\nX-Forwarded-For: 203.0.113.9\r\n", 1);
+    let (status, body) = raw(&d, &forwarded);
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("came through a proxy"), "{body}");
+
     let page = format!("http://localhost:{port}");
     assert_eq!(raw(&d, &post_job(&local, "application/json; charset=utf-8", Some(&page))).0, 202);
+    let page = format!("http://[::1]:{port}");
+    assert_eq!(raw(&d, &post_job(&local, "application/json", Some(&page))).0, 202);
     assert_eq!(raw(&d, &get(&format!("[::1]:{port}"), "/healthz")).0, 200);
     assert_eq!(raw(&d, &get("cuzk.lan:9820", "/v1/status")).0, 200);
 
@@ -279,6 +295,105 @@ fn without_tokens_only_loopback_unless_insecure() {
     let daemon = cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
         .expect("tokens let it listen");
     daemon.stop();
+}
+
+/// A token source that gives no token, or a proxy in front, is refused on
+/// loopback too: either would leave the API open to more than this host's
+/// users by accident. `--insecure` says it is meant.
+#[test]
+fn no_tokens_from_a_named_source_or_behind_a_proxy_is_refused_unless_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("tokens");
+    std::fs::write(&empty, "# every token was removed\n").unwrap();
+    let spawn = |config: Config| cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin());
+    let mut config = common::test_config(dir.path());
+    sim(&mut config);
+    config.auth.sources.token_file = Some(empty.clone());
+    let error = spawn(config.clone()).err().expect("an empty token file is refused");
+    assert!(
+        matches!(&error, ServerError::Auth(AuthError::NoTokensFromSource { source_name }) if source_name.contains("tokens"))
+            && error.to_string().contains("holds no token")
+            && error.to_string().contains("--insecure"),
+        "{error}"
+    );
+    config.auth.sources = Default::default();
+    config.auth.sources.from_env = Some(Vec::new());
+    let error = spawn(config.clone()).err().expect("an empty CUZK_API_TOKENS is refused");
+    assert!(error.to_string().starts_with("CUZK_API_TOKENS holds no token"), "{error}");
+    config.auth.sources.from_env = Some(vec![parse_token_entry(BOTH).unwrap()]);
+    config.auth.add_source_tokens().unwrap();
+    spawn(config.clone()).expect("a token from the environment").stop();
+
+    let mut config = common::test_config(dir.path());
+    sim(&mut config);
+    config.auth.behind_proxy = true;
+    let error = spawn(config.clone()).err().expect("behind a proxy without tokens");
+    assert!(matches!(&error, ServerError::Auth(AuthError::NoTokensBehindProxy { .. })), "{error}");
+    config.auth.insecure = true;
+    config.auth.sources.token_file = Some(empty);
+    let daemon = spawn(config).expect("--insecure opens it");
+    let url = format!("http://127.0.0.1:{}", daemon.addr.port());
+    let (status, _) = response(agent().post(&format!("{url}/v1/jobs")).send_json(job()));
+    assert_eq!(status, 202);
+    daemon.stop();
+}
+
+/// A SIGHUP whose token file has become empty would switch authentication
+/// off: it is refused, counted as a failed reload, and the tokens in force
+/// stay. The command line refuses an empty or unreadable token file at
+/// start, on loopback.
+#[test]
+fn a_reload_to_no_tokens_keeps_the_tokens_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    let serve = |tokens: &std::path::Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cuzk"));
+        command
+            .args(["serve", "--backend", "sim", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .arg("--token-file")
+            .arg(tokens)
+            .env_remove("CUZK_API_TOKENS");
+        command
+    };
+    std::fs::write(&tokens, "").unwrap();
+    let out = serve(&tokens).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("holds no token") && stderr.contains("--insecure"), "{stderr}");
+    let out = serve(&dir.path().join("missing")).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read token file"));
+
+    std::fs::write(&tokens, format!("{BOTH}\n")).unwrap();
+    let (serve, url, log) = common::Serve::logged(&mut serve(&tokens));
+    let submit = |token: Option<&str>| {
+        let mut request = agent().post(&format!("{url}/v1/jobs"));
+        if let Some(token) = token {
+            request = request.set("Authorization", &format!("Bearer {token}"));
+        }
+        response(request.send_json(job())).0
+    };
+    let failed_reloads = || {
+        let text = agent().get(&format!("{url}/metrics")).call().unwrap().into_string().unwrap();
+        text.lines().any(|l| l == "cuzk_token_reloads_total{outcome=\"failed\"} 1")
+    };
+    assert_eq!(submit(None), 401);
+    std::fs::write(&tokens, "# emptied\n").unwrap();
+    let pid = serve.0.id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !failed_reloads() {
+        assert!(std::time::Instant::now() < deadline, "no failed reload counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(submit(None), 401, "anonymous clients stay out");
+    assert_eq!(submit(Some(BOTH)), 202, "the token in force stays");
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let mut serve = serve;
+    serve.0.wait().unwrap();
+    let log = log.join().unwrap();
+    assert!(log.contains("reload failed") && log.contains("holds no token"), "{log}");
 }
 
 #[test]

@@ -7,8 +7,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{agent, metric_value, response, start_with, test_config, Serve};
@@ -274,30 +273,18 @@ fn sighup_reloads_tokens_and_the_environment_token_is_gone() {
     )
     .unwrap();
     std::fs::write(&tokens, format!("{ALPHA}@alpha\n")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(["serve", "--backend", "sim", "--sim-profile", "winning-post", "--time-scale", "0.001"])
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--token-file")
-        .arg(&tokens)
-        .env("CUZK_API_TOKENS", format!("{FROM_ENV}@env"))
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let serve = Serve(child);
+    let (serve, url, log) = Serve::logged(
+        Command::new(env!("CARGO_BIN_EXE_cuzk"))
+            .args(["serve", "--backend", "sim", "--sim-profile", "winning-post", "--time-scale", "0.001"])
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--token-file")
+            .arg(&tokens)
+            .env("CUZK_API_TOKENS", format!("{FROM_ENV}@env")),
+    );
     let pid = serve.0.id();
-    let mut lines = stderr.lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| Some(line.split("cuzk listening on ").nth(1)?.trim().to_string()))
-        .expect("the daemon says where it listens");
-    // Keep reading its log, so that it never blocks on a full pipe.
-    let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
 
     let status = |token: &str| call(&url, "GET", "/v1/status", token, None).0;
     for token in [FROM_CONFIG, ALPHA, FROM_ENV] {

@@ -5,7 +5,7 @@
 use std::any::Any;
 use std::time::Duration;
 
-use crate::error::{StageError, StagePanic};
+use crate::error::{ErrorKind, StageError, StagePanic};
 use crate::model::JobSpec;
 
 /// One stage's output, opaque to the actors.
@@ -96,12 +96,41 @@ pub fn run_stage<T>(
     stage: &'static str,
     body: impl FnOnce() -> Result<T, StageError>,
 ) -> Result<T, StageError> {
+    run_stage_as(stage, ErrorKind::Retryable, body)
+}
+
+/// [`run_stage`] with the kind a panic is given: a backend whose stage body
+/// is a function of the job's input alone (a Filecoin partition's
+/// synthesis) makes its panics permanent, since every attempt would panic
+/// the same way. The failure still says it panicked, so the actor that ran
+/// it restarts.
+pub fn run_stage_as<T>(
+    stage: &'static str,
+    on_panic: ErrorKind,
+    body: impl FnOnce() -> Result<T, StageError>,
+) -> Result<T, StageError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        Err(StageError::retryable(StagePanic { stage, message }))
+        Err(StageError::new(on_panic, StagePanic { stage, message }))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_takes_the_kind_the_stage_gives_it() {
+        let panics = || -> Result<(), StageError> { panic!("index out of bounds") };
+        let retried = run_stage("prove_start", panics).unwrap_err();
+        assert_eq!((retried.kind(), retried.panicked()), (ErrorKind::Retryable, true));
+        let failed = run_stage_as("synthesis", ErrorKind::Permanent, panics).unwrap_err();
+        assert_eq!((failed.kind(), failed.panicked()), (ErrorKind::Permanent, true));
+        assert_eq!(failed.to_string(), "synthesis panicked: index out of bounds");
+        assert_eq!(run_stage_as("synthesis", ErrorKind::Permanent, || Ok(3)).unwrap(), 3);
+    }
 }

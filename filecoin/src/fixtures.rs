@@ -19,11 +19,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use anyhow::Context;
+use filecoin_proofs::{FallbackPoStSectorProof, SectorShape2KiB};
 use filecoin_proofs_api::seal::{self, SealCommitPhase1Output, SealPreCommitPhase2Output};
 use filecoin_proofs_api::{
     post, update, PieceInfo, PrivateReplicaInfo, RegisteredPoStProof, RegisteredSealProof,
     RegisteredUpdateProof, SectorId, UnpaddedBytesAmount,
 };
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use storage_proofs_update::PartitionProof;
 
 use crate::params::ParamPaths;
 use crate::{generate, Kind};
@@ -297,4 +302,33 @@ pub fn update(sector: &Sector) -> anyhow::Result<Update> {
         comm_d_new: encoded.comm_d_new,
         vanilla_proofs: proofs.into_iter().map(|p| p.0).collect(),
     })
+}
+
+/// A 2 KiB vanilla proof of `kind` (bincode, as `post_vanilla_proofs` and
+/// `update` return them) with `edit` applied to its serde form as JSON, so
+/// that a test can make one field malformed (an absurd path index, a
+/// commitment that is not a field element) and nothing else. PoRep's vanilla
+/// proofs travel as JSON already, inside the C1 output, so there is nothing
+/// to decode for that kind.
+pub fn edit_vanilla(
+    kind: Kind,
+    bytes: &[u8],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> anyhow::Result<Vec<u8>> {
+    match kind {
+        Kind::WinningPost | Kind::WindowPost => {
+            edit_as::<FallbackPoStSectorProof<SectorShape2KiB>>(bytes, edit)
+        }
+        Kind::EmptySectorUpdate => edit_as::<PartitionProof<SectorShape2KiB>>(bytes, edit),
+        Kind::Porep => anyhow::bail!("PoRep vanilla proofs are JSON in the C1 output: edit that"),
+    }
+}
+
+fn edit_as<T: Serialize + DeserializeOwned>(
+    bytes: &[u8],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> anyhow::Result<Vec<u8>> {
+    let mut value = serde_json::to_value(bincode::deserialize::<T>(bytes)?)?;
+    edit(&mut value);
+    Ok(bincode::serialize(&serde_json::from_value::<T>(value)?)?)
 }

@@ -22,6 +22,7 @@ pub mod setup;
 pub mod synthetic;
 pub mod timing_key;
 pub mod update;
+mod vanilla;
 pub mod verify;
 pub mod witness;
 

@@ -13,14 +13,16 @@ use filecoin_proofs::types::VanillaSealProof;
 use filecoin_proofs::with_shape;
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::ApiFeature;
+use serde::Deserialize;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::drgraph::Graph;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_porep::stacked::{self, generate_replica_id, StackedCompound, StackedDrg};
 
 use crate::kinds::RegisteredProof;
 use crate::record::{record, Evaluation, Recorded};
-use crate::{witness, Error, ProofRequest};
+use crate::{vanilla, witness, Error, ProofRequest};
 
 /// A PoRep commit phase 2 job, holding exactly the arguments of
 /// filecoin-proofs-api's `seal_commit_phase2`.
@@ -43,9 +45,12 @@ impl ProofRequest for PorepRequest {
 
     /// Refuses a non-interactive PoRep C1 output (not supported), one that
     /// commit phase 2 would refuse (all-zero commitments or seed, no vanilla
-    /// proofs) or whose vanilla proofs do not verify: the check commit phase
-    /// 1 makes on them (`StackedDrg::verify_all_partitions`, with the same
-    /// public inputs), since commit phase 2 proves without verifying them.
+    /// proofs), commitments or a replica id that are not field elements,
+    /// vanilla proofs of another shape than the circuit's (path lengths and
+    /// positions, parent and row counts) or that
+    /// do not verify: the check commit phase 1 makes on them
+    /// (`StackedDrg::verify_all_partitions`, with the same public inputs),
+    /// since commit phase 2 proves without verifying them.
     /// Then one sealed for another prover or sector: its replica id is not
     /// the one filecoin-proofs derives from them, and its proof would never
     /// verify for them.
@@ -118,6 +123,14 @@ fn check_inner<Tree: 'static + MerkleTreeTrait>(c1: &SealCommitPhase1Output) -> 
             )));
         }
     }
+    // The seed and the ticket are hashed; these three become field elements.
+    for (name, value) in [
+        ("comm_d", c1.comm_d.as_slice()),
+        ("comm_r", c1.comm_r.as_slice()),
+        ("replica_id", c1.replica_id.as_ref()),
+    ] {
+        vanilla::field_element(format_args!("the C1 output's {name}"), value)?;
+    }
     let vanilla = vanilla_proofs::<Tree>(c1)?;
     if vanilla.len() != partitions(c1) || vanilla.iter().any(|p| p.is_empty()) {
         return Err(Error::Invalid(format!(
@@ -129,11 +142,16 @@ fn check_inner<Tree: 'static + MerkleTreeTrait>(c1: &SealCommitPhase1Output) -> 
         )));
     }
     let (public_inputs, pp) = public_inputs_and_params::<Tree>(c1)?;
-    let valid = StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
-        &pp.vanilla_params,
-        &public_inputs,
-        &vanilla,
-    )
+    for (k, partition) in vanilla.iter().enumerate() {
+        check_shape(&pp.vanilla_params, &public_inputs, k, partition)?;
+    }
+    let valid = vanilla::reference("the C1 output's vanilla proofs", || {
+        StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
+            &pp.vanilla_params,
+            &public_inputs,
+            &vanilla,
+        )
+    })?
     .map_err(|e| Error::Invalid(format!("the C1 output's vanilla proofs: {e:#}")))?;
     if valid {
         Ok(())
@@ -143,6 +161,94 @@ fn check_inner<Tree: 'static + MerkleTreeTrait>(c1: &SealCommitPhase1Output) -> 
                 .into(),
         ))
     }
+}
+
+/// A column opening as it travels (the C1 output's JSON; here bincode): the
+/// reference keeps its fields to itself, so the rows and the path are read
+/// back from the serialized form to check their shape.
+#[derive(Deserialize)]
+struct ColumnOpening<P> {
+    column: ColumnRows,
+    inclusion_proof: P,
+}
+
+/// A column: the node's label in every layer.
+#[derive(Deserialize)]
+struct ColumnRows {
+    /// The column's node; read past (the path's position says it).
+    _index: u32,
+    rows: Vec<[u8; 32]>,
+}
+
+/// `value` read back through its serialized form as `T`, a view of the
+/// fields the reference keeps to itself.
+fn view<T: serde::de::DeserializeOwned>(what: &str, value: &impl serde::Serialize) -> Result<T, Error> {
+    bincode::serialize(value)
+        .and_then(|bytes| bincode::deserialize(&bytes))
+        .map_err(|e| Error::Invalid(format!("{what}: {e}")))
+}
+
+/// Refuses partition `k`'s vanilla proofs unless each has the circuit's
+/// shape, which `verify_all_partitions` does not check in full (it zips
+/// the parent openings with the graph's parents, and reads a parent column
+/// only through its hash) and the circuit assumes (it slices, indexes and
+/// asserts on it): one proof per challenge; the data, replica and column
+/// paths of the trees' shape; the challenged column and every parent's
+/// with one row per layer, every row a field element; the graph's count of
+/// DRG and expander parents.
+fn check_shape<Tree: 'static + MerkleTreeTrait>(
+    params: &stacked::PublicParams<Tree>,
+    public_inputs: &Public<Tree>,
+    k: usize,
+    proofs: &[VanillaSealProof<Tree>],
+) -> Result<(), Error> {
+    let nodes = params.graph.size();
+    let layers = params.num_layers;
+    let challenges = public_inputs.challenges(&params.challenges, nodes, Some(k));
+    if proofs.len() != challenges.len() {
+        return Err(Error::Invalid(format!(
+            "partition {k} has {} challenge proofs; it has {} challenges",
+            proofs.len(),
+            challenges.len()
+        )));
+    }
+    let parents = [
+        ("DRG", params.graph.base_graph().degree()),
+        ("expander", params.graph.expansion_degree()),
+    ];
+    for (i, proof) in proofs.iter().enumerate() {
+        let what = format!("partition {k}, challenge {i}");
+        vanilla::merkle_proof(format_args!("{what}: the comm_d path"), &proof.comm_d_proofs, nodes)?;
+        vanilla::merkle_proof(format_args!("{what}: the comm_r_last path"), &proof.comm_r_last_proof, nodes)?;
+        let columns = &proof.replica_column_proofs;
+        for ((kind, degree), openings) in parents.iter().zip([&columns.drg_parents, &columns.exp_parents]) {
+            if openings.len() != *degree {
+                return Err(Error::Invalid(format!(
+                    "{what}: {} {kind} parent columns; the graph has {degree} {kind} parents",
+                    openings.len()
+                )));
+            }
+        }
+        let named = |kind: &'static str| move |(j, opening)| (format!("{kind} parent {j}'s column"), opening);
+        let all = std::iter::once(("the challenged column".to_string(), &columns.c_x))
+            .chain(columns.drg_parents.iter().enumerate().map(named("DRG")))
+            .chain(columns.exp_parents.iter().enumerate().map(named("expander")));
+        for (name, opening) in all {
+            let column = format!("{what}: {name}");
+            let opening: ColumnOpening<Tree::Proof> = view(&column, opening)?;
+            if opening.column.rows.len() != layers {
+                return Err(Error::Invalid(format!(
+                    "{column} has {} rows; the graph has {layers} layers",
+                    opening.column.rows.len()
+                )));
+            }
+            for (layer, row) in opening.column.rows.iter().enumerate() {
+                vanilla::field_element(format_args!("{column}, layer {}", layer + 1), row)?;
+            }
+            vanilla::merkle_proof(format_args!("{column}'s path"), &opening.inclusion_proof, nodes)?;
+        }
+    }
+    Ok(())
 }
 
 fn vanilla_proofs<Tree: 'static + MerkleTreeTrait>(

@@ -3,6 +3,8 @@
 //! `generate_window_post_with_vanilla` and `generate_single_window_post_with_vanilla`
 //! build it (same public inputs, same partitioning, the last WindowPoSt partition
 //! padded with its last sector), run through the recording constraint system.
+//! Every partition's vanilla proofs are verified at `check`, as
+//! filecoin-proofs verifies them before it proves.
 
 use std::collections::HashSet;
 
@@ -14,14 +16,15 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::RegisteredPoStProof;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
-use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_post::fallback::{
     self, FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound, PublicSector,
 };
 
 use crate::kinds::RegisteredProof;
 use crate::record::{record, Evaluation, Recorded};
-use crate::{Error, ProofRequest};
+use crate::{vanilla, Error, ProofRequest};
 
 /// A PoSt job, holding exactly the arguments of filecoin-proofs-api's
 /// `generate_*_post_with_vanilla` functions.
@@ -52,7 +55,10 @@ impl ProofRequest for PostRequest {
     /// deserializes for the registered proof and holds one sector with its
     /// challenge count; no sector twice; the counts fit (WinningPoSt: its
     /// sector count, and no partition index; a single WindowPoSt partition:
-    /// at most one partition's sectors).
+    /// at most one partition's sectors); every inclusion path has its tree's
+    /// shape and ends at the sector's comm_r_last, and every value is a field
+    /// element; then every partition's vanilla proofs verify as
+    /// filecoin-proofs verifies them before it proves.
     fn check(&self) -> Result<(), Error> {
         with_shape!(self.sector_size(), check_inner, self)
     }
@@ -71,10 +77,8 @@ impl ProofRequest for PostRequest {
         Ok(self.vanilla_proofs.len().div_ceil(per_partition))
     }
 
-    /// Its vanilla proofs are first arranged and verified as filecoin-proofs
-    /// does before proving (`single_partition_vanilla_proofs`), so a proof
-    /// that does not verify is refused here rather than recorded as an
-    /// unsatisfied circuit.
+    /// Its vanilla proofs are arranged and verified as filecoin-proofs does
+    /// before proving (`single_partition_vanilla_proofs`), as `check` did.
     fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
         with_shape!(self.sector_size(), record_partition_inner, self, k, evaluation)
     }
@@ -137,7 +141,7 @@ fn decode<Tree: 'static + MerkleTreeTrait>(req: &PostRequest) -> Result<Decoded<
 
     let randomness = as_safe_commitment(&req.randomness, "randomness").map_err(invalid)?;
     let prover_id = as_safe_commitment(&req.prover_id, "prover_id").map_err(invalid)?;
-    let proofs: Vec<FallbackPoStSectorProof<Tree>> = deserialize_vanilla(
+    let proofs: Vec<FallbackPoStSectorProof<Tree>> = vanilla::deserialize(
         &req.vanilla_proofs,
         format!("{:?} sector proof", req.registered_proof),
     )?;
@@ -200,45 +204,47 @@ fn decode<Tree: 'static + MerkleTreeTrait>(req: &PostRequest) -> Result<Decoded<
     })
 }
 
-/// Decodes vanilla proofs as filecoin-proofs-api does (bincode), naming the
-/// first that does not decode as `what`; shared with the update requests.
-pub(crate) fn deserialize_vanilla<T: serde::de::DeserializeOwned>(
-    proofs: &[Vec<u8>],
-    what: String,
-) -> Result<Vec<T>, Error> {
-    proofs
-        .iter()
-        .enumerate()
-        .map(|(i, bytes)| {
-            bincode::deserialize(bytes).map_err(|e| {
-                Error::Invalid(format!(
-                    "vanilla proof {i} does not deserialize as a {what}: {e}"
-                ))
-            })
-        })
-        .collect()
-}
-
 fn filecoin(e: anyhow::Error) -> Error {
     Error::Filecoin(format!("{e:#}"))
 }
 
 fn check_inner<Tree: 'static + MerkleTreeTrait>(req: &PostRequest) -> Result<(), Error> {
-    decode::<Tree>(req).map(drop)
+    let d = decode::<Tree>(req)?;
+    let leaves = vanilla::nodes::<Tree::Hasher>(req.sector_size());
+    for (i, proof) in d.proofs.iter().enumerate() {
+        let what = format!("vanilla proof {i} (sector {})", u64::from(proof.sector_id));
+        vanilla::domain(format_args!("{what}: comm_r"), &proof.comm_r)?;
+        // `decode` saw exactly one sector proof in each.
+        let sector = &proof.vanilla_proof.sectors[0];
+        vanilla::domain(format_args!("{what}: comm_c"), &sector.comm_c)?;
+        vanilla::domain(format_args!("{what}: comm_r_last"), &sector.comm_r_last)?;
+        for (n, inclusion) in sector.inclusion_proofs.iter().enumerate() {
+            vanilla::merkle_proof(format_args!("{what}, challenge {n}"), inclusion, leaves)?;
+            // The circuit opens every path to the comm_r_last it hashes with
+            // comm_c into comm_r; the vanilla verification compares the
+            // paths' roots with each other only.
+            if inclusion.root() != sector.comm_r_last {
+                return Err(Error::Invalid(format!(
+                    "{what}, challenge {n}: the path's root is not the sector proof's comm_r_last"
+                )));
+            }
+        }
+    }
+    for k in 0..d.partitions {
+        partition_proof(req, &d, k)?;
+    }
+    Ok(())
 }
 
-fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
+/// Partition `k`'s vanilla proof as filecoin-proofs hands it to the circuit,
+/// verified as filecoin-proofs verifies it before proving
+/// (`single_partition_vanilla_proofs`); a WinningPoSt partition's every
+/// challenge is verified, where filecoin-proofs verifies only the first.
+fn partition_proof<Tree: 'static + MerkleTreeTrait>(
     req: &PostRequest,
+    d: &Decoded<Tree>,
     k: usize,
-    evaluation: Evaluation,
-) -> Result<Recorded, Error> {
-    let d = decode::<Tree>(req)?;
-    if k >= d.partitions {
-        return Err(Error::Invalid(format!(
-            "partition {k} of a {}-partition {:?} request",
-            d.partitions, req.registered_proof
-        )));
-    }
+) -> Result<fallback::Proof<Tree::Proof>, Error> {
     // What filecoin-proofs hands `single_partition_vanilla_proofs`: for the
     // whole WindowPoSt (`partition_vanilla_proofs`), partition k's chunk of
     // sectors; otherwise every sector, under the request's partition index
@@ -260,9 +266,46 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
             ..d.pub_inputs.clone()
         },
     };
-    let vanilla =
+    let what = format!("partition {k}'s vanilla proof");
+    let proof = vanilla::reference(&what, || {
         single_partition_vanilla_proofs(&d.config, &d.vanilla_params, &partition_inputs, &d.proofs)
-            .map_err(|e| Error::Invalid(format!("partition {k}: {e:#}")))?;
+    })?
+    .map_err(|e| Error::Invalid(format!("partition {k}: {e:#}")))?;
+    if req.is_winning() {
+        // filecoin-proofs unrolls the sector's challenges into one-challenge
+        // "sectors" and verifies them against the one public sector, which
+        // reaches the first only; the verifier lists the sector once per
+        // challenge, and so does this.
+        let every_challenge = fallback::PublicInputs {
+            sectors: vec![partition_inputs.sectors[0].clone(); proof.sectors.len()],
+            ..partition_inputs
+        };
+        let verified = vanilla::reference(&what, || {
+            FallbackPoSt::<Tree>::verify(&d.vanilla_params, &every_challenge, &proof)
+        })?
+        .map_err(|e| Error::Invalid(format!("partition {k}: {e:#}")))?;
+        if !verified {
+            return Err(Error::Invalid(format!(
+                "partition {k}: the vanilla proof's challenges do not all verify"
+            )));
+        }
+    }
+    Ok(proof)
+}
+
+fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
+    req: &PostRequest,
+    k: usize,
+    evaluation: Evaluation,
+) -> Result<Recorded, Error> {
+    let d = decode::<Tree>(req)?;
+    if k >= d.partitions {
+        return Err(Error::Invalid(format!(
+            "partition {k} of a {}-partition {:?} request",
+            d.partitions, req.registered_proof
+        )));
+    }
+    let vanilla = partition_proof(req, &d, k)?;
     // `prove_with_vanilla` numbers the partitions it is given from 0, so a
     // single WindowPoSt partition is circuit partition 0 of its own sectors.
     let circuit = <FallbackPoStCompound<Tree> as CompoundProof<

@@ -1,7 +1,9 @@
 //! SnapDeals (empty-sector update) partitions from vanilla proofs: each
 //! partition's circuit built exactly as filecoin-proofs'
 //! `generate_empty_sector_update_proof_with_vanilla` builds it, run through the
-//! recording constraint system.
+//! recording constraint system, once `check` has verified every partition's
+//! vanilla proof (filecoin-proofs' prover does not; an unverified proof would
+//! only give an unsatisfied circuit, or a panic).
 
 use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::constants::DefaultPieceDomain;
@@ -17,9 +19,8 @@ use storage_proofs_update::{
 };
 
 use crate::kinds::RegisteredProof;
-use crate::post::deserialize_vanilla;
 use crate::record::{record, Evaluation, Recorded};
-use crate::{Error, ProofRequest};
+use crate::{vanilla, Error, ProofRequest};
 
 /// A SnapDeals job, holding exactly the arguments of filecoin-proofs-api's
 /// `generate_empty_sector_update_proof_with_vanilla`.
@@ -46,8 +47,10 @@ impl ProofRequest for UpdateRequest {
 
     /// A V1 update proof; the commitments are field elements; one vanilla
     /// proof per partition, each deserializing for the registered proof with
-    /// the partition's apex-leaf and challenge counts; each proof's roots
-    /// hash with its comm_c to comm_r_old and comm_r_new.
+    /// the partition's apex-leaf and challenge counts, every path with its
+    /// tree's shape and every value a field element; each proof's roots hash
+    /// with its comm_c to comm_r_old and comm_r_new; and each verifies
+    /// (`EmptySectorUpdate::verify`) against the three commitments.
     fn check(&self) -> Result<(), Error> {
         with_shape!(self.sector_size(), check_inner, self)
     }
@@ -64,9 +67,8 @@ impl ProofRequest for UpdateRequest {
         Ok(usize::from(config.update_partitions))
     }
 
-    /// Its vanilla proof is verified first (filecoin-proofs proves without
-    /// verifying; a proof that does not verify would only give an
-    /// unsatisfied circuit).
+    /// Partition `k`'s circuit from its vanilla proof, which `check`
+    /// verified.
     fn record_partition(&self, k: usize, evaluation: Evaluation) -> Result<Recorded, Error> {
         with_shape!(self.sector_size(), record_partition_inner, self, k, evaluation)
     }
@@ -91,6 +93,15 @@ fn decode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     req: &UpdateRequest,
 ) -> Result<Decoded<Tree>, Error> {
     let partitions = req.partition_count()?;
+    // `try_from_bytes` takes any 32 bytes; filecoin-proofs turns them into
+    // field elements later, with `expect`.
+    for (name, value) in [
+        ("comm_r_old", &req.comm_r_old),
+        ("comm_r_new", &req.comm_r_new),
+        ("comm_d_new", &req.comm_d_new),
+    ] {
+        vanilla::field_element(name, value)?;
+    }
     let comm_r_old = TreeRDomain::try_from_bytes(&req.comm_r_old)
         .map_err(|e| invalid(format!("comm_r_old: {e}")))?;
     let comm_r_new = TreeRDomain::try_from_bytes(&req.comm_r_new)
@@ -104,7 +115,7 @@ fn decode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             req.vanilla_proofs.len()
         )));
     }
-    let proofs: Vec<PartitionProof<Tree>> = deserialize_vanilla(
+    let proofs: Vec<PartitionProof<Tree>> = vanilla::deserialize(
         &req.vanilla_proofs,
         format!("{:?} partition proof", req.registered_proof),
     )?;
@@ -138,6 +149,7 @@ fn check_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     req: &UpdateRequest,
 ) -> Result<(), Error> {
     let d = decode::<Tree>(req)?;
+    let leaves = vanilla::nodes::<TreeRHasher>(req.sector_size());
     for (i, proof) in d.proofs.iter().enumerate() {
         let (apex, challenges) = (proof.apex_leafs.len(), proof.challenge_proofs.len());
         if apex != d.params.apex_leaf_count || challenges != d.params.challenge_count {
@@ -146,6 +158,16 @@ fn check_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
                  a {:?} partition has {} and {}",
                 req.registered_proof, d.params.apex_leaf_count, d.params.challenge_count
             )));
+        }
+        vanilla::domain(format_args!("vanilla proof {i}: comm_c"), &proof.comm_c)?;
+        for (n, leaf) in proof.apex_leafs.iter().enumerate() {
+            vanilla::domain(format_args!("vanilla proof {i}: apex leaf {n}"), leaf)?;
+        }
+        for (n, challenge) in proof.challenge_proofs.iter().enumerate() {
+            let what = |tree| format!("vanilla proof {i}, challenge {n}: {tree}");
+            vanilla::merkle_proof(what("proof_r_old"), &challenge.proof_r_old, leaves)?;
+            vanilla::merkle_proof(what("proof_d_new"), &challenge.proof_d_new, leaves)?;
+            vanilla::merkle_proof(what("proof_r_new"), &challenge.proof_r_new, leaves)?;
         }
         // comm_r = H(comm_c || root of tree R), for the old and the new replica.
         let first = &proof.challenge_proofs[0];
@@ -159,6 +181,16 @@ fn check_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         if opens(first.proof_r_new.root()) != d.pub_inputs.comm_r_new {
             return Err(Error::Invalid(format!(
                 "vanilla proof {i} is not for this comm_r_new"
+            )));
+        }
+        let partition_inputs = PublicInputs { k: i, ..d.pub_inputs };
+        let verified = vanilla::reference(format_args!("vanilla proof {i}"), || {
+            EmptySectorUpdate::<Tree>::verify(&d.params, &partition_inputs, proof)
+        })?
+        .map_err(|e| Error::Invalid(format!("partition {i}: {e:#}")))?;
+        if !verified {
+            return Err(Error::Invalid(format!(
+                "partition {i}: the vanilla proof does not verify against comm_r_old, comm_r_new and comm_d_new"
             )));
         }
     }
@@ -178,14 +210,6 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>
             req.registered_proof
         ))
     })?;
-    let partition_inputs = PublicInputs { k, ..d.pub_inputs };
-    let verified = EmptySectorUpdate::<Tree>::verify(&d.params, &partition_inputs, proof)
-        .map_err(|e| Error::Invalid(format!("partition {k}: {e:#}")))?;
-    if !verified {
-        return Err(Error::Invalid(format!(
-            "partition {k}: the vanilla proof does not verify against comm_r_old, comm_r_new and comm_d_new"
-        )));
-    }
     let circuit = <EmptySectorUpdateCompound<Tree> as CompoundProof<
         EmptySectorUpdate<Tree>,
         EmptySectorUpdateCircuit<Tree>,

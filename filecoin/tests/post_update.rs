@@ -226,9 +226,13 @@ fn snap_deals_partitions_are_the_verifiers() {
     let mut wrong_new = req.clone();
     wrong_new.comm_r_new = update.comm_r_old;
     assert!(refused(&wrong_new).contains("not for this comm_r_new"));
-    let err = refusal(wrong_new.record_partition(0, Evaluation::Direct));
+    // The roots open to the commitments, but the data is another: only the
+    // reference's verification, which check runs, sees it.
+    let mut wrong_d = req.clone();
+    wrong_d.comm_d_new = update.comm_r_new;
+    let err = refused(&wrong_d);
     assert!(
-        err.contains("does not verify against comm_r_old, comm_r_new"),
+        err.contains("partition 0: the vanilla proof does not verify against comm_r_old, comm_r_new"),
         "{err}"
     );
     let mut wrong_old = req.clone();
@@ -313,13 +317,14 @@ fn bad_post_requests_are_refused_with_the_reason() {
     assert!(err.contains("partition 1 of a 1-partition"), "{err}");
 
     // Well formed, but drawn for other randomness: filecoin-proofs' vanilla
-    // verification refuses them before the circuit is built.
+    // verification refuses them at check, and again before the circuit is
+    // built.
     let mut other = request(WINDOW, window, None);
     other.randomness[0] ^= 1;
-    other.check().unwrap();
-    let err = refusal(other.record_partition(0, Evaluation::Direct));
-    assert!(
-        err.contains("partition 0: partitioned vanilla proofs failed to verify"),
-        "{err}"
-    );
+    for err in [refused(other.clone()), refusal(other.record_partition(0, Evaluation::Direct))] {
+        assert!(
+            err.contains("partition 0: partitioned vanilla proofs failed to verify"),
+            "{err}"
+        );
+    }
 }
