@@ -32,6 +32,9 @@ tests/ui.sh
 scripts/check-dashboards.sh
 tests/crash.sh
 python3 tests/hostile.py
+echo "== gRPC: Curio's protocol from an independent client (grpcio), 2 KiB Filecoin proofs verified by filecoin-proofs-api"
+[ -x target/debug/cuzk-bench ] || cargo build --locked -p cuzk-bench 2>&1 | tail -n 1
+CUZK_BENCH_BIN="$PWD/target/debug/cuzk-bench" target/grpc-venv/bin/python tests/grpc_conformance.py
 tests/fuzz.sh
 tests/load.sh
 

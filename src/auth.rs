@@ -429,9 +429,9 @@ impl Gate {
         }
         // Without tokens, whoever reaches the daemon runs it: one tenant.
         if self.tokens.is_empty() {
-            return Ok(self.caller(&Tenant::default(), true));
+            return Ok(self.tokenless_caller());
         }
-        let anonymous = Caller { tenant: None, admin: false, limits: TenantLimits::default() };
+        let anonymous = anonymous();
         if matches!(path, "/healthz" | "/readyz" | "/v1/openapi.json") {
             return Ok(anonymous);
         }
@@ -459,15 +459,9 @@ impl Gate {
                 ))),
             };
         };
-        let Some(known) = self.token_of(presented) else {
-            return Err(Box::new(unauthorized(
-                "Bearer realm=\"cuzk\", error=\"invalid_token\"",
-                "invalid token",
-            )));
-        };
-        let admin = known.scopes.contains(&Scope::Admin);
-        match needed {
-            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(Box::new(
+        match self.token_caller(presented, needed) {
+            Ok(caller) => Ok(caller),
+            Err(TokenRefusal::LacksScope(needed)) => Err(Box::new(
                 HttpResponse::Forbidden()
                     .insert_header((
                         header::WWW_AUTHENTICATE,
@@ -476,13 +470,77 @@ impl Gate {
                             needed.as_str()
                         ),
                     ))
-                    .json(json!({
-                        "error": format!("this token lacks the {} scope", needed.as_str())
-                    })),
+                    .json(json!({ "error": TokenRefusal::LacksScope(needed).to_string() })),
             )),
+            Err(refusal) => Err(Box::new(unauthorized(
+                "Bearer realm=\"cuzk\", error=\"invalid_token\"",
+                &refusal.to_string(),
+            ))),
+        }
+    }
+
+    /// The caller a presented token makes, if it is known and holds
+    /// `needed` (None: any token will do; admin holds every scope).
+    fn token_caller(&self, presented: &str, needed: Option<Scope>) -> Result<Caller, TokenRefusal> {
+        let known = self.token_of(presented).ok_or(TokenRefusal::Invalid)?;
+        let admin = known.scopes.contains(&Scope::Admin);
+        match needed {
+            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(TokenRefusal::LacksScope(needed)),
             _ => Ok(self.caller(&known.tenant, admin)),
         }
     }
+
+    /// The caller of a request that presents no token where its reach is
+    /// its credential: with no tokens configured, whoever reaches the
+    /// daemon runs it (tenant `default`, admin); with tokens, the tenant
+    /// `default` without admin (a gRPC call on a unix socket or loopback).
+    pub fn tokenless_caller(&self) -> Caller {
+        self.caller(&Tenant::default(), self.tokens.is_empty())
+    }
+
+    /// The caller of a gRPC call: `presented` its bearer token, `needed`
+    /// the scope its method needs. `trusted`: the listener is a unix
+    /// socket or loopback, whose reach is the credential, so a call
+    /// without a token is `tokenless_caller` (except for admin methods,
+    /// which need an admin token once tokens exist); elsewhere such a call
+    /// is admitted only where HTTP would admit it (a read, without
+    /// `read_requires_token`) or when no token is configured (the start
+    /// refused that without `--insecure`).
+    pub fn grpc_caller(&self, presented: Option<&str>, needed: Scope, trusted: bool) -> Result<Caller, TokenRefusal> {
+        // As a GET: a read takes any known token unless reads need the scope.
+        let scope = (needed != Scope::Read || self.read_requires_token).then_some(needed);
+        if let Some(presented) = presented {
+            return self.token_caller(presented, scope);
+        }
+        if self.tokens.is_empty() || (trusted && needed != Scope::Admin) {
+            return Ok(self.tokenless_caller());
+        }
+        if needed == Scope::Read && !self.read_requires_token {
+            return Ok(anonymous());
+        }
+        Err(TokenRefusal::Missing(needed))
+    }
+}
+
+/// A caller without a token on a route or method that needs none (a read
+/// without `read_requires_token`): no tenant, so it reads any job whose id
+/// it holds, and sees no job ids in listings.
+fn anonymous() -> Caller {
+    Caller { tenant: None, admin: false, limits: TenantLimits::default() }
+}
+
+/// Why a request's token does not admit it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefusal {
+    /// None was presented where one is needed.
+    #[error("this call needs a token with the {} scope: send authorization: Bearer <token>", .0.as_str())]
+    Missing(Scope),
+    /// The token is not one the daemon knows.
+    #[error("invalid token")]
+    Invalid,
+    /// The token is known but lacks the scope.
+    #[error("this token lacks the {} scope", .0.as_str())]
+    LacksScope(Scope),
 }
 
 /// The gate in force, replaced whole on reload: a request takes the gate

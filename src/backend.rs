@@ -97,6 +97,10 @@ pub struct ProvingBackend {
     trim_after_finalize: bool,
     /// How Filecoin partitions get their a, b and c.
     evaluation: Evaluation,
+    /// Whether every device's engine evaluates a, b and c on the device
+    /// (`ProveStartEngine::evaluates_on_device`): synthesis then stops at
+    /// the assignment of a circuit with compiled matrices.
+    device_evaluation: bool,
 }
 
 struct SynthesizedPartition {
@@ -116,6 +120,8 @@ impl ProvingBackend {
         devices: Vec<Device>,
         config: &ProvingConfig,
     ) -> Self {
+        let device_evaluation =
+            !devices.is_empty() && devices.iter().all(|d| d.engine.evaluates_on_device());
         Self {
             kind,
             store,
@@ -123,11 +129,18 @@ impl ProvingBackend {
             verify_proofs: config.verify_proofs,
             trim_after_finalize: config.malloc_trim,
             evaluation: config.filecoin_evaluation,
+            device_evaluation,
         }
     }
 
+    /// Whether the engines evaluate a, b and c on their devices, so that a
+    /// partition holds none on the host (its reservation's `abc_bytes`).
+    pub fn device_evaluation(&self) -> bool {
+        self.device_evaluation
+    }
+
     /// A family partition: the shape's key, the instance from its witness
-    /// source, a, b and c from the cached matrices.
+    /// source, a, b and c from the cached matrices (or left to the engine).
     fn synthesize_family(
         &self,
         work: &FamilyJob,
@@ -160,7 +173,13 @@ impl ProvingBackend {
             .family
             .instance(&work.shape, &source)
             .map_err(StageError::permanent)?;
-        let synthesized = groth16::synthesize(&circuit, instance).map_err(kernel_failure)?;
+        let assignment = groth16::assign(&circuit, instance).map_err(kernel_failure)?;
+        let synthesized = if self.device_evaluation {
+            groth16::defer(&circuit, assignment)
+        } else {
+            groth16::evaluate(&circuit, assignment)
+        }
+        .map_err(kernel_failure)?;
         let phases = vec![
             ("key", key_ready),
             ("synthesize", started.elapsed() - key_ready),
@@ -205,7 +224,10 @@ impl Backend for ProvingBackend {
     fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
         let (circuit, synthesized, phases) = match Self::job(job)? {
             ProofJob::Family(work) => self.synthesize_family(work, partition)?,
-            ProofJob::Filecoin(work) => work.synthesize(&self.store, partition, self.evaluation)?,
+            ProofJob::Filecoin(work) => {
+                let on_device = self.device_evaluation;
+                work.synthesize_for(&self.store, partition, self.evaluation, on_device)?
+            }
         };
         Ok(Synthesized {
             payload: Payload::new(SynthesizedPartition {

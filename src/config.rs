@@ -57,6 +57,8 @@ pub struct Config {
     pub limits: Limits,
     /// A second listener serving only /metrics and /healthz (plain HTTP).
     pub metrics_listen: Option<String>,
+    /// Curio's gRPC service beside the HTTP API (docs/curio.md).
+    pub grpc: GrpcConfig,
     pub auth: crate::auth::AuthConfig,
     pub tls: crate::tls::TlsConfig,
     pub store: StoreConfig,
@@ -94,6 +96,28 @@ impl Default for StoreConfig {
             sweep_interval_secs: 300,
             min_free_bytes: 256 << 20,
         }
+    }
+}
+
+/// `[grpc]`: Curio's `cuzk.v1.ProvingEngine` (docs/curio.md).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpcConfig {
+    /// `host:port`, or `unix:///path/to.sock` (Curio's `[Cuzk] Address`
+    /// forms); unset: no gRPC listener.
+    pub listen: Option<String>,
+    /// The largest message read or written, in bytes (Curio's client
+    /// allows 256 MiB each way). A request's job is then held to
+    /// `limits.max_input_bytes` like any other.
+    pub max_message_bytes: usize,
+    /// Prove and AwaitProof calls waiting on jobs at once, over every
+    /// connection; one more is answered RESOURCE_EXHAUSTED.
+    pub max_waiting_calls: usize,
+}
+
+impl Default for GrpcConfig {
+    fn default() -> Self {
+        Self { listen: None, max_message_bytes: 256 << 20, max_waiting_calls: 4096 }
     }
 }
 
@@ -369,6 +393,7 @@ impl Default for Config {
             fleet: FleetConfig::default(),
             shutdown_grace_secs: 30,
             metrics_listen: None,
+            grpc: GrpcConfig::default(),
             auth: Default::default(),
             tls: Default::default(),
         }

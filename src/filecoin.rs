@@ -326,12 +326,24 @@ impl FilecoinJob {
     /// proved against. The circuit is loaded from the parameter file on
     /// first use: for compiled evaluation with the blank circuit's matrices
     /// (recorded once), for direct evaluation with the densities this
-    /// partition's synthesis recorded.
+    /// partition's synthesis recorded. a, b and c are evaluated on the host.
     pub fn synthesize(
         &self,
         keys: &KeyStore,
         partition: u32,
         evaluation: Evaluation,
+    ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
+        self.synthesize_for(keys, partition, evaluation, false)
+    }
+
+    /// As `synthesize`; with `on_device` a compiled partition's a, b and c
+    /// are left to the engine, which evaluates them on its device.
+    pub fn synthesize_for(
+        &self,
+        keys: &KeyStore,
+        partition: u32,
+        evaluation: Evaluation,
+        on_device: bool,
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
         let started = Instant::now();
         // A C1 or vanilla proof that does not synthesize never will.
@@ -346,7 +358,8 @@ impl FilecoinJob {
             .prepared_with(&self.cache_id, || self.prepare(&recorded))
             .map_err(StageError::permanent)?;
         let key_ready = started.elapsed();
-        let synthesized = prepare::synthesized(recorded, &circuit).map_err(StageError::permanent)?;
+        let synthesized =
+            prepare::synthesized(recorded, &circuit, on_device).map_err(StageError::permanent)?;
         let phases = vec![
             ("synthesize", synthesis),
             ("key", key_ready - synthesis),

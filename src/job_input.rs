@@ -453,12 +453,31 @@ pub fn reservation_for(shape: &CircuitShape) -> Reservation {
 }
 
 /// The real backends' rule: a family partition by its shape, a Filecoin
-/// partition by its parameter file's counts and the evaluation it runs.
-pub fn proving_reservation(evaluation: Evaluation) -> ReservationRule {
+/// partition by its parameter file's counts and the evaluation it runs;
+/// with `device_evaluation` (engines that evaluate a, b and c on their
+/// devices) a partition of compiled matrices holds no host a, b, c.
+pub fn proving_reservation(evaluation: Evaluation, device_evaluation: bool) -> ReservationRule {
     Arc::new(move |job: &ProofJob| match job {
-        ProofJob::Family(work) => reservation_for(&work.shape),
-        ProofJob::Filecoin(work) => work.reservation(evaluation),
+        ProofJob::Family(work) => on_engines(reservation_for(&work.shape), device_evaluation),
+        ProofJob::Filecoin(work) => {
+            let compiled = device_evaluation && evaluation == Evaluation::Compiled;
+            on_engines(work.reservation(evaluation), compiled)
+        }
     })
+}
+
+/// `reservation` without its host a, b and c when the engine evaluates them
+/// on its device from the assignment (`device_evaluated`): synthesis then
+/// never makes them (3 x 4.3 GB at 32 GiB PoRep).
+fn on_engines(reservation: Reservation, device_evaluated: bool) -> Reservation {
+    if device_evaluated {
+        Reservation {
+            abc_bytes: 0,
+            ..reservation
+        }
+    } else {
+        reservation
+    }
 }
 
 #[cfg(test)]
@@ -471,9 +490,25 @@ mod tests {
             params_dir: PathBuf::from("/nonexistent"),
             max_partitions: 4,
             max_input_bytes: 1 << 20,
-            reservation: proving_reservation(Evaluation::default()),
+            reservation: proving_reservation(Evaluation::default(), false),
             setups: None,
         }
+    }
+
+    #[test]
+    fn engines_that_evaluate_on_their_device_reserve_no_host_abc() {
+        let body = br#"{"circuit":"mimc-chain","params":{"log2_constraints":4},"seed":7}"#;
+        let parsed = parser().parse(body).unwrap();
+        let shape = reservation_for(match &parsed.work {
+            ProofJob::Family(work) => &work.shape,
+            ProofJob::Filecoin(_) => panic!("mimc-chain is a family"),
+        });
+        assert!(shape.abc_bytes > 0);
+        let on_device = proving_reservation(Evaluation::Compiled, true)(&parsed.work);
+        assert_eq!(on_device.abc_bytes, 0);
+        assert_eq!(on_device.retained_bytes, shape.retained_bytes);
+        assert_eq!(proving_reservation(Evaluation::Compiled, false)(&parsed.work), shape);
+        assert_eq!(on_engines(shape, false), shape);
     }
 
     #[test]

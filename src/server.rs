@@ -2,7 +2,8 @@
 //! until SIGTERM, reloading the tokens on SIGHUP) and `spawn` (on a thread
 //! of its own, for tests and embedding). The start's steps are in
 //! `daemon.rs` (`Daemon::build` lists them), the backend's in `backend.rs`,
-//! the HTTP server's in `listen.rs`, the reload in `reload.rs`.
+//! the HTTP server's in `listen.rs` (gRPC's in `crate::grpc`), the reload
+//! in `reload.rs`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -59,6 +60,9 @@ pub enum ServerError {
     /// The fleet node cannot start (its connections to the database).
     #[error(transparent)]
     Fleet(#[from] crate::fleet::FleetError),
+    /// The gRPC listener refused its settings or cannot listen.
+    #[error(transparent)]
+    Grpc(#[from] crate::grpc::ListenError),
     /// The job store opened but its records cannot be read back.
     #[error("job store: {0}")]
     JobStore(#[from] cuzk_actors::store::StoreError),
@@ -138,6 +142,9 @@ pub struct RunningDaemon {
     pub system: ProvingSystem,
     /// The job seam, for in-process callers (tests).
     pub jobs: Arc<Jobs>,
+    /// Where gRPC listens (`host:port` or `unix:///path`), when
+    /// `grpc.listen` is set.
+    pub grpc_addr: Option<String>,
     /// Where a stop is asked for, with the grace it drains for.
     stop_requests: StopRequests,
     /// `shutdown_grace_secs`: what a graceful stop drains for.
@@ -201,6 +208,9 @@ pub fn serve(config: Config, registry: CircuitRegistry) -> Result<(), ServerErro
             .map_err(|source| ServerError::Signal { signal: "SIGHUP", source })?;
         let scheme = if daemon.bound.tls { "https" } else { "http" };
         log::info!("cuzk listening on {scheme}://{}", daemon.bound.addr);
+        if let Some(address) = &daemon.bound.grpc {
+            log::info!("cuzk gRPC (cuzk.v1.ProvingEngine) on {address}");
+        }
         if let Some(addr) = daemon.bound.metrics_addr {
             log::info!("metrics on http://{addr}/metrics");
         }
@@ -221,7 +231,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
                 match Daemon::build(config, registry) {
                     Ok(daemon) => {
                         let _ = tx.send(Ok((
-                            daemon.bound,
+                            daemon.bound.clone(),
                             daemon.system.clone(),
                             daemon.grace,
                             daemon.intake.clone(),
@@ -242,6 +252,7 @@ pub fn spawn(config: Config, registry: CircuitRegistry) -> Result<RunningDaemon,
         addr: bound.addr,
         metrics_addr: bound.metrics_addr,
         tls: bound.tls,
+        grpc_addr: bound.grpc,
         system,
         jobs,
         stop_requests,

@@ -8,6 +8,7 @@
 //! | file | subject |
 //! | --- | --- |
 //! | `http` | requests served, by route and status |
+//! | `grpc` | gRPC calls answered, by method and code; calls waiting on jobs; Curio requests given jobs |
 //! | `store` | the job store: failed commits, writable or not, damage found on start |
 //! | `tenants` | tenants' refusals, token reloads on SIGHUP |
 //! | `fleet` | a fleet node: claims, renewals, lost leases, held partitions, database round trips |
@@ -17,6 +18,7 @@
 //! catalogue, docs and a live scrape in agreement.
 
 mod fleet;
+mod grpc;
 mod http;
 mod store;
 mod tenants;
@@ -27,6 +29,7 @@ pub use fleet::{
     FleetClaimed, FleetDb, FleetLeaseLost, FleetRenewed, FLEET_CLAIMED, FLEET_DB, FLEET_DB_OPS,
     FLEET_HELD, FLEET_LEASES_LOST, FLEET_RECLAIMED, FLEET_RENEWALS,
 };
+pub use grpc::{GrpcCall, GrpcJob, GrpcWaiting, GRPC_CALLS, GRPC_WAITING};
 pub use http::{HttpRequest, HTTP_REQUESTS};
 pub use store::{
     StoreDamage, StoreDamageKind, StoreWritable, StoreWriteFailed, STORE_DAMAGE, STORE_WRITABLE,
@@ -40,6 +43,8 @@ pub use tenants::{
 /// it (after the scheduler's).
 pub const DAEMON_METRICS: &[MetricDef] = &[
     HTTP_REQUESTS,
+    GRPC_CALLS,
+    GRPC_WAITING,
     STORE_WRITE_FAILURES,
     STORE_WRITABLE,
     STORE_DAMAGE,
@@ -100,6 +105,7 @@ pub fn describe_all() {
     cuzk_actors::telemetry::start_at_zero();
     store::start_at_zero();
     fleet::start_at_zero();
+    grpc::start_at_zero();
     tenants::start_at_zero();
     for def in CATALOGUE {
         match def.kind {

@@ -2,7 +2,8 @@
 //! engine. The sectors, their C1 outputs and vanilla proofs come from
 //! filecoin-proofs-api itself (cuzk-filecoin's fixtures), the parameters
 //! from `generate`, and every proof is judged by filecoin-proofs-api's own
-//! verifiers: accepted as made, rejected with a tampered public input.
+//! verifiers: accepted as made, rejected with a tampered public input. One
+//! PoRep C1 is generated without sealing (`synthetic`) and judged the same way.
 
 mod common;
 
@@ -15,6 +16,7 @@ use cuzk::config::BackendKind;
 use cuzk_filecoin::api::{post, seal, update, PublicReplicaInfo, RegisteredPoStProof, SectorId};
 use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, SEED, TICKET, UPDATE, WINDOW, WINNING};
 use cuzk_filecoin::record::Evaluation;
+use cuzk_filecoin::synthetic::{generate_c1, SealInputs};
 use cuzk_filecoin::Kind;
 use serde_json::{json, Value};
 
@@ -143,6 +145,36 @@ fn porep_c2_on(d: &TestDaemon) {
         assert_eq!(status, 422, "{reason}: {body}");
         assert!(body["error"].as_str().unwrap().contains(reason), "{reason}: {body}");
     }
+}
+
+/// A C1 generated without sealing (cuzk-filecoin's `synthetic`) proves as a
+/// sealed sector's does: `verify_seal` accepts the proof for the ids, ticket
+/// and seed it was generated with, and rejects it for another sector or seed.
+#[test]
+fn generated_c1_proves_what_verify_seal_accepts() {
+    fixtures::ensure_params(&[Kind::Porep]).unwrap();
+    let sector_id = 42;
+    let inputs = SealInputs {
+        registered_proof: fixtures::SEAL,
+        prover_id: PROVER_ID,
+        sector_id,
+        ticket: TICKET,
+        seed: SEED,
+        rng_seed: 42,
+    };
+    let c1 = generate_c1(&inputs).unwrap();
+    let input = json!({ "c1": c1, "prover_id": hex::encode(PROVER_ID), "sector_id": sector_id });
+    let proof = prove(&daemon(), "porep-c2", input);
+    assert_eq!(proof.len(), 192, "one partition at 2 KiB");
+    let verify = |sector: u64, seed: [u8; 32]| {
+        seal::verify_seal(fixtures::SEAL, c1.comm_r, c1.comm_d, PROVER_ID, SectorId::from(sector), TICKET, seed, &proof)
+            .unwrap_or(false)
+    };
+    assert!(verify(sector_id, SEED));
+    assert!(!verify(sector_id + 1, SEED), "another sector's replica id");
+    let mut other = SEED;
+    other[0] ^= 1;
+    assert!(!verify(sector_id, other), "another seed");
 }
 
 #[test]
@@ -311,4 +343,75 @@ fn every_kind_proves_on_the_cuda_engine() {
     snap_on(&d);
     let (_, workers) = d.get("/v1/workers");
     eprintln!("{workers:#}");
+}
+
+/// The device's evaluation of the compiled matrices (the CUDA engine's a, b
+/// and c of a deferred partition) equals the host's on a partition of every
+/// kind: `cargo test --features cuda --test filecoin -- --ignored`; it says
+/// SKIPPED without a GPU. Needs no parameter file.
+#[cfg(feature = "cuda")]
+#[test]
+#[ignore]
+fn device_evaluation_equals_the_host_on_every_kind() {
+    use cuzk_filecoin::post::PostRequest;
+    use cuzk_filecoin::record::Recorded;
+    use cuzk_filecoin::update::UpdateRequest;
+    use cuzk_kernels::cuda::gpu::{DBuf, DevFr};
+    use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+
+    match detect_devices() {
+        Ok(devices) if !devices.is_empty() => {}
+        _ => {
+            eprintln!("SKIPPED device_evaluation_equals_the_host_on_every_kind: no CUDA device");
+            return;
+        }
+    }
+    let engine = CudaEngine::new(0, CudaOptions::default()).unwrap();
+    let sectors: Vec<Sector> = (41..=42).map(|id| fixtures::seal(id).unwrap()).collect();
+    let randomness = [21u8; 32];
+    let post = |proof, sectors: &[&Sector]| PostRequest {
+        registered_proof: proof,
+        randomness,
+        prover_id: PROVER_ID,
+        vanilla_proofs: fixtures::post_vanilla_proofs(proof, randomness, sectors).unwrap(),
+        partition_index: None,
+    };
+    let update = fixtures::update(&sectors[1]).unwrap();
+    let snap = UpdateRequest {
+        registered_proof: UPDATE,
+        comm_r_old: update.comm_r_old,
+        comm_r_new: update.comm_r_new,
+        comm_d_new: update.comm_d_new,
+        vanilla_proofs: update.vanilla_proofs,
+    };
+    let porep = cuzk_filecoin::porep::PorepRequest {
+        c1: sectors[0].c1.clone(),
+        prover_id: PROVER_ID,
+        sector_id: u64::from(sectors[0].id),
+    };
+    let compiled = Evaluation::Compiled;
+    let recorded = [
+        (Kind::Porep, porep.record_partition(0, compiled)),
+        (Kind::WinningPost, post(WINNING, &[&sectors[0]]).record_partition(0, compiled)),
+        (Kind::WindowPost, post(WINDOW, &[&sectors[0], &sectors[1]]).record_partition(0, compiled)),
+        (Kind::EmptySectorUpdate, snap.record_partition(0, compiled)),
+    ];
+    for (kind, recorded) in recorded {
+        let Ok(Recorded::Assignment { values, .. }) = recorded else {
+            panic!("{}: compiled evaluation records the assignment", kind.name());
+        };
+        let shape = kind.blank(2048).unwrap().shape;
+        let n = shape.domain_size();
+        let want = shape.matrices.evaluate(&values, n).unwrap();
+        let z = engine.upload_fr(&values).unwrap();
+        let abc: [DBuf<DevFr>; 3] = std::array::from_fn(|_| DBuf::new(n).unwrap());
+        let id = kind.cache_id(2048).unwrap();
+        let ms = engine.evaluate_device(&id, &shape.matrices, &z, &abc, n).unwrap();
+        for (k, want) in want.iter().enumerate() {
+            let got = engine.download_fr(&abc[k], n).unwrap();
+            assert!(&got == want, "{}: matrix {k} differs", kind.name());
+        }
+        let (name, rows, log) = (kind.name(), shape.constraints, n.trailing_zeros());
+        eprintln!("{name}: {rows} rows, 2^{log} domain, {ms:.2} ms on the device: equal");
+    }
 }

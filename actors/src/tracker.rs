@@ -21,8 +21,8 @@ use std::time::{Duration, Instant, SystemTime};
 use actix::prelude::*;
 
 use crate::messages::{
-    CancelJob, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved, Progress,
-    SpanReport,
+    CancelJob, CircuitLoad, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved,
+    Progress, SpanReport,
 };
 use crate::error::ErrorKind;
 use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
@@ -85,6 +85,10 @@ struct JobState {
 struct Tally {
     jobs: [usize; JobStatus::ALL.len()],
     partitions: [usize; Stage::COUNT],
+    /// Unfinished jobs by circuit, queued and running (`GetCircuitLoad`:
+    /// gRPC's queues per kind); a circuit leaves the map with its last one,
+    /// so it holds the kinds in use, not every kind ever seen.
+    circuits: HashMap<String, CircuitLoad>,
     /// A fleet node's copy of the counts its claimer sizes claims by.
     load: Option<Arc<FleetLoad>>,
 }
@@ -95,6 +99,10 @@ impl Tally {
         for p in job.local() {
             self.partitions[p.stage as usize] += 1;
         }
+        if let Some(count) = Self::unfinished(job) {
+            let load = self.circuits.entry(job.spec.circuit.clone()).or_default();
+            *count(load) += 1;
+        }
         self.publish();
     }
 
@@ -103,7 +111,24 @@ impl Tally {
         for p in job.local() {
             self.partitions[p.stage as usize] -= 1;
         }
+        if let Some(count) = Self::unfinished(job) {
+            if let Some(load) = self.circuits.get_mut(&job.spec.circuit) {
+                *count(load) -= 1;
+                if *load == CircuitLoad::default() {
+                    self.circuits.remove(&job.spec.circuit);
+                }
+            }
+        }
         self.publish();
+    }
+
+    /// The count an unfinished job is in, by its status; None once it ended.
+    fn unfinished(job: &JobState) -> Option<fn(&mut CircuitLoad) -> &mut usize> {
+        match job.status() {
+            JobStatus::Queued => Some(|load| &mut load.queued),
+            JobStatus::Running => Some(|load| &mut load.running),
+            _ => None,
+        }
     }
 
     fn publish(&self) {

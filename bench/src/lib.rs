@@ -3,9 +3,15 @@
 //! `gpu` (the CUDA kernels against the CPU engine), `filecoin` (Filecoin
 //! jobs over HTTP against filecoin-proofs-api's own prover), `synthesis`
 //! (the synthesis stage alone against bellperson's), `shape` (the real
-//! counts of Filecoin's circuits at any sector size) and `key` (a timing-only
-//! key of such a shape).
+//! counts of Filecoin's circuits at any sector size), `key` (a timing-only
+//! key of such a shape), `c1` (a PoRep C1 output of any sector size
+//! generated without sealing, and its check) and `vanilla` (PoSt and
+//! SnapDeals vanilla proofs of sectors never sealed); and `curio-inputs`,
+//! which writes the Filecoin fixtures' inputs as files for the gRPC
+//! conformance test's client.
 
+pub mod c1;
+pub mod curio_inputs;
 pub mod filecoin;
 pub mod fleet;
 pub mod gpu;
@@ -13,3 +19,4 @@ pub mod key;
 pub mod scheduler;
 pub mod shape;
 pub mod synthesis;
+pub mod vanilla;

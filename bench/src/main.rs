@@ -1,5 +1,5 @@
-//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`, `shape`
-//! and `key`. A binary of its own because this crate depends on the daemon's
+//! The `cuzk-bench` command: `scheduler`, `fleet`, `gpu`, `filecoin`, `synthesis`,
+//! `shape`, `key`, `c1`, `vanilla` and `curio-inputs` (test inputs for a gRPC client). A binary of its own because this crate depends on the daemon's
 //! library (it starts a daemon in-process), so the daemon's `cuzk` binary
 //! cannot depend on it.
 
@@ -36,6 +36,16 @@ enum Command {
     /// A TIMING-ONLY parameter file of a Filecoin circuit's real shape
     /// (random points; proofs made with it do not verify).
     Key(cuzk_bench::key::KeyBenchArgs),
+    /// A PoRep C1 output of any sector size generated without sealing, or
+    /// one read from a file; its partitions' circuits checked on request.
+    C1(cuzk_bench::c1::C1Args),
+    /// WinningPoSt, WindowPoSt or SnapDeals vanilla proofs of sectors never
+    /// sealed: a job body and the verifier's input.
+    Vanilla(cuzk_bench::vanilla::VanillaArgs),
+    /// Writes the 2 KiB Filecoin fixtures' inputs (a C1 output, PoSt and
+    /// SnapDeals vanilla proofs, commitments) as files and a manifest, for
+    /// a gRPC client that wraps them in Curio's encodings itself.
+    CurioInputs(cuzk_bench::curio_inputs::CurioInputsArgs),
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -63,6 +73,18 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Key(args) => {
             println!("{}", cuzk_bench::key::run(&args)?);
+            Ok(())
+        }
+        Command::C1(args) => {
+            println!("{}", cuzk_bench::c1::run(&args)?);
+            Ok(())
+        }
+        Command::Vanilla(args) => {
+            println!("{}", cuzk_bench::vanilla::run(&args)?);
+            Ok(())
+        }
+        Command::CurioInputs(args) => {
+            println!("{}", cuzk_bench::curio_inputs::run(&args)?.display());
             Ok(())
         }
     }

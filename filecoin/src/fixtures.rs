@@ -34,7 +34,16 @@ pub const SEAL: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 pub const WINNING: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWinning2KiBV1;
 pub const WINDOW: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
 pub const UPDATE: RegisteredUpdateProof = RegisteredUpdateProof::StackedDrg2KiBV1;
-pub const PROVER_ID: [u8; 32] = [9; 32];
+/// The miner whose sectors the fixtures are: Curio sends its actor id.
+pub const MINER_ID: u64 = 1000;
+/// The prover id of `MINER_ID` as Curio derives it (its ID address
+/// payload, the LEB128 of 1000, left aligned in 32 bytes), so that the
+/// fixtures' sectors can be proved from Curio's requests.
+pub const PROVER_ID: [u8; 32] = {
+    let mut id = [0u8; 32];
+    (id[0], id[1]) = (0xe8, 0x07);
+    id
+};
 pub const TICKET: [u8; 32] = [3; 32];
 pub const SEED: [u8; 32] = [5; 32];
 

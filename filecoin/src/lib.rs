@@ -19,6 +19,7 @@ pub mod prepare;
 pub mod record;
 pub mod request;
 pub mod setup;
+pub mod synthetic;
 pub mod timing_key;
 pub mod update;
 pub mod verify;

@@ -4,7 +4,8 @@
 //! queries keep the
 //! file's dense layout and say which variables their points pair with, and
 //! kernels' `Synthesized`, the partition's a, b and c padded to the domain
-//! (recorded directly, or the compiled matrices times the assignment).
+//! (recorded directly, or the compiled matrices times the assignment, or
+//! that product left to an engine that evaluates it on its device).
 //!
 //! The densities that select the variables are structural (which variables
 //! appear in which query), so the ones recorded with any partition's witness
@@ -17,7 +18,7 @@ use ark_bls12_381::{G1Affine, G2Affine};
 use ark_ec::AffineRepr;
 use ark_ff::Zero;
 use ark_groth16::ProvingKey;
-use cuzk_kernels::groth16::{self, PreparedCircuit, Selection, Synthesized};
+use cuzk_kernels::groth16::{self, Abc, PreparedCircuit, Selection, Synthesized};
 use cuzk_kernels::r1cs::Matrices;
 use cuzk_kernels::{Fr, KernelError};
 
@@ -127,8 +128,13 @@ fn selections(densities: &Densities) -> (Selection, Selection, bool) {
 /// A recorded partition as the engines prove it: the assignment (inputs,
 /// then aux) and a, b, c (the input constraints appended) padded with zeros
 /// to the circuit's domain; from the compiled matrices when only the
-/// assignment was recorded.
-pub fn synthesized(recorded: Recorded, circuit: &PreparedCircuit) -> Result<Synthesized, Error> {
+/// assignment was recorded, on the host, or with `on_device` by the engine
+/// (`Abc::Deferred`).
+pub fn synthesized(
+    recorded: Recorded,
+    circuit: &PreparedCircuit,
+    on_device: bool,
+) -> Result<Synthesized, Error> {
     let (inputs, constraints) = match &recorded {
         Recorded::Witness(w) => (w.inputs.len(), Some(w.num_constraints())),
         Recorded::Assignment { num_inputs, .. } => (*num_inputs, None),
@@ -149,7 +155,12 @@ pub fn synthesized(recorded: Recorded, circuit: &PreparedCircuit) -> Result<Synt
     } = match recorded {
         Recorded::Witness(witness) => witness,
         Recorded::Assignment { values, .. } => {
-            return groth16::evaluate(circuit, values).map_err(|e| match e {
+            let evaluated = if on_device {
+                groth16::defer(circuit, values)
+            } else {
+                groth16::evaluate(circuit, values)
+            };
+            return evaluated.map_err(|e| match e {
                 KernelError::Unsatisfied(row) => {
                     Error::Synthesis(format!("the witness does not satisfy constraint {row}"))
                 }
@@ -163,9 +174,7 @@ pub fn synthesized(recorded: Recorded, circuit: &PreparedCircuit) -> Result<Synt
     let mut assignment = inputs;
     assignment.extend_from_slice(&aux);
     Ok(Synthesized {
-        a,
-        b,
-        c,
+        abc: Abc::Host { a, b, c },
         assignment,
         num_inputs: circuit.num_inputs,
     })

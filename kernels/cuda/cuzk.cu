@@ -5,6 +5,7 @@
 #include "ntt.cuh"
 #include "msm.cuh"
 #include "groth16.cuh"
+#include "r1cs.cuh"
 #include "launch_params.h"
 
 // The host's device types (kernels/src/cuda/gpu.rs) are word arrays of the
@@ -16,6 +17,8 @@ static_assert(sizeof(G1Affine) == 8 * G1_AFF_WORDS, "G1 affine layout");
 static_assert(sizeof(G1Jac) == 8 * G1_JAC_WORDS, "G1 Jacobian layout");
 static_assert(sizeof(G2Affine) == 8 * G2_AFF_WORDS, "G2 affine layout");
 static_assert(sizeof(G2Jac) == 8 * G2_JAC_WORDS, "G2 Jacobian layout");
+static_assert(sizeof(R1csTerm) == 8 * TERM_WORDS, "R1CS term layout");
+static_assert(sizeof(RowEnds) == 8 * ROW_ENDS_WORDS, "R1CS row ends layout");
 
 #define GRID_STRIDE_ID (blockIdx.x * blockDim.x + threadIdx.x)
 
@@ -63,6 +66,18 @@ extern "C" __global__ void test_g2_ops(const G2Affine* a, const G2Affine* b, G2J
 // ---------- NTT ----------
 extern "C" __global__ void __launch_bounds__(NTT_THREADS, 4) k_ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s, uint32_t c, uint32_t gather, const Fr* lo, const Fr* hi, uint32_t logl, uint32_t scale_at) { ntt_pass(in, out, tw, logn, p, s, c, gather, lo, hi, logl, scale_at); }
 extern "C" __global__ void k_h_pointwise(Fr* a, const Fr* b, const Fr* c, uint32_t n, const Fr* z_inv) { groth16_h_pointwise(a, b, c, n, z_inv); }
+
+// ---------- R1CS evaluation (a, b, c from the compiled matrices) ----------
+// 68 registers unbounded (3 blocks per SM); 64 with 4 blocks, 8 bytes
+// spilled outside the row loop.
+extern "C" __global__ void __launch_bounds__(R1CS_THREADS, 4) k_r1cs_eval(const RowEnds* ends, const R1csTerm* terms, const Fr* coeffs, uint32_t nshared, uint32_t neg, uint32_t long_len, const Fr* z, uint32_t m, uint32_t inputs, uint32_t n, Fr* a, Fr* b, Fr* c, uint32_t* bad) {
+    R1cs p = {ends, terms, coeffs, neg, long_len, z, m, inputs, n, {a, b, c}};
+    r1cs_eval(p, nshared, bad);
+}
+extern "C" __global__ void k_r1cs_long(const RowEnds* ends, const R1csTerm* terms, const Fr* coeffs, uint32_t neg, const Fr* z, uint32_t m, Fr* a, Fr* b, Fr* c, const uint32_t* rows, uint32_t count) {
+    R1cs p = {ends, terms, coeffs, neg, 0, z, m, 0, 0, {a, b, c}};
+    r1cs_long(p, rows, count);
+}
 
 // ---------- MSM ----------
 extern "C" __global__ void k_msm_from_mont(const Fr* in, Fr* out, uint32_t n) { msm_from_mont(in, out, n); }

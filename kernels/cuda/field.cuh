@@ -236,6 +236,34 @@ struct Fp {
 typedef Fp<FqParams> Fq;
 typedef Fp<FrParams> Fr;
 
+#ifdef __CUDACC__
+// An Fr element of global memory as two 128-bit accesses (Fr is 4-byte
+// aligned as a type, so a plain copy compiles to eight 32-bit loads: four
+// times the load instructions and L1 requests). Every Fr array the kernels
+// touch starts on a cuMemAlloc boundary and DevPtr offsets are whole
+// elements, so the addresses are 32-byte aligned. `ld_fr_ro` reads through
+// the read-only cache (tables, twiddles, an assignment's gathered values).
+__device__ __forceinline__ Fr fr_of(uint4 a, uint4 b) {
+    Fr x;
+    x.v[0] = a.x; x.v[1] = a.y; x.v[2] = a.z; x.v[3] = a.w;
+    x.v[4] = b.x; x.v[5] = b.y; x.v[6] = b.z; x.v[7] = b.w;
+    return x;
+}
+__device__ __forceinline__ Fr ld_fr(const Fr* p) {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    return fr_of(q[0], q[1]);
+}
+__device__ __forceinline__ Fr ld_fr_ro(const Fr* p) {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    return fr_of(__ldg(q), __ldg(q + 1));
+}
+__device__ __forceinline__ void st_fr(Fr* p, const Fr& x) {
+    uint4* q = reinterpret_cast<uint4*>(p);
+    q[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+}
+#endif
+
 DEVI Fq fq_mul_call(Fq a, Fq b) { return a.mul_inline(b); }
 DEVI Fq fq_sqr_call(Fq a) {
 #ifdef __CUDA_ARCH__

@@ -25,14 +25,6 @@ __device__ __forceinline__ uint32_t bitrev32(uint32_t x, uint32_t logn) {
     return logn == 0 ? 0 : (__brev(x) >> (32 - logn));
 }
 
-// An element from its two 16-byte halves (words 0-3, 4-7).
-__device__ __forceinline__ Fr fr_of(uint4 a, uint4 b) {
-    Fr x;
-    x.v[0] = a.x; x.v[1] = a.y; x.v[2] = a.z; x.v[3] = a.w;
-    x.v[4] = b.x; x.v[5] = b.y; x.v[6] = b.z; x.v[7] = b.w;
-    return x;
-}
-
 // Shared memory holds a block's elements as two planes of 16-byte halves
 // (half h of element i at sh[h*chunk + sw(i)]), so each shared access of an
 // element is two 128-bit instructions, not eight 32-bit ones. A warp's
@@ -63,30 +55,11 @@ __device__ __forceinline__ void sh_store(uint4* sh, uint32_t chunk, uint32_t i, 
     sh[chunk + i] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
 }
 
-// An element of global memory as two 128-bit accesses (Fr is 4-byte aligned
-// as a type, so a plain copy compiles to eight 32-bit loads: four times the
-// load instructions and L1 requests). Every Fr array the NTT touches starts
-// on a cuMemAlloc boundary and DevPtr offsets are whole elements, so the
-// addresses are 32-byte aligned. Twiddles go through the read-only cache.
-__device__ __forceinline__ Fr ld_fr(const Fr* p) {
-    const uint4* q = reinterpret_cast<const uint4*>(p);
-    return fr_of(q[0], q[1]);
-}
-__device__ __forceinline__ Fr ld_tw(const Fr* p) {
-    const uint4* q = reinterpret_cast<const uint4*>(p);
-    return fr_of(__ldg(q), __ldg(q + 1));
-}
-__device__ __forceinline__ void st_fr(Fr* p, const Fr& x) {
-    uint4* q = reinterpret_cast<uint4*>(p);
-    q[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
-    q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
-}
-
 // Element i's factor: lo[i mod 2^logl] * hi[i >> logl], or lo[0] alone when
 // hi is null (a constant: 1/n).
 __device__ __forceinline__ Fr scale_factor(const Fr* lo, const Fr* hi, uint32_t logl, size_t i) {
-    if (!hi) return ld_tw(lo);
-    return ld_tw(lo + (i & ((1u << logl) - 1))) * ld_tw(hi + (i >> logl));
+    if (!hi) return ld_fr_ro(lo);
+    return ld_fr_ro(lo + (i & ((1u << logl) - 1))) * ld_fr_ro(hi + (i >> logl));
 }
 
 // Stages p..p+s-1 over 2^c columns; blockDim.x == max(2^(s+c-2), 1), c <= p,
@@ -141,7 +114,7 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
         sh_load(shw, chunk, e0 + 3 * eh, a3);
         // Stage q: pairs (0,1) and (2,3), both at position pj.
         if (q > 0) {
-            Fr w = ld_tw(tw + (1u << q) + (pj << p) + col);
+            Fr w = ld_fr_ro(tw + (1u << q) + (pj << p) + col);
             a1 = a1 * w;
             a3 = a3 * w;
         }
@@ -152,8 +125,8 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
         a2 = u + a3;
         a3 = u - a3;
         // Stage q+1: pairs (0,2) at position pj and (1,3) at pj + h.
-        a2 = a2 * ld_tw(tw + (2u << q) + (pj << p) + col);
-        a3 = a3 * ld_tw(tw + (2u << q) + ((pj + h) << p) + col);
+        a2 = a2 * ld_fr_ro(tw + (2u << q) + (pj << p) + col);
+        a3 = a3 * ld_fr_ro(tw + (2u << q) + ((pj + h) << p) + col);
         u = a0;
         a0 = u + a2;
         a2 = u - a2;
@@ -181,7 +154,7 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
             sh_load(shw, chunk, i, u);
             sh_load(shw, chunk, j, v);
             // Stage 0's only twiddle is 1.
-            if (q > 0) v = v * ld_tw(tw + (1u << q) + (pj << p) + (lob << c) + (b & cmask));
+            if (q > 0) v = v * ld_fr_ro(tw + (1u << q) + (pj << p) + (lob << c) + (b & cmask));
             sh_store(shw, chunk, i, u + v);
             sh_store(shw, chunk, j, u - v);
         }

@@ -6,8 +6,8 @@ use ark_ff::PrimeField;
 use rayon::prelude::*;
 
 use crate::groth16::{
-    assignment_bigints, compute_h_cpu, timed, PreparedCircuit, ProveStartEngine, ProveStartOutput,
-    Synthesized,
+    assignment_bigints, compiled, compute_h_cpu, timed, Abc, PreparedCircuit, ProveStartEngine,
+    ProveStartOutput, Synthesized,
 };
 use crate::{DeviceError, G1Projective, KernelError};
 
@@ -51,12 +51,18 @@ impl ProveStartEngine for CpuEngine {
             let mut phases = Vec::new();
             let freed_bytes = synthesized.abc_bytes();
             let Synthesized {
-                a,
-                b,
-                c,
+                abc,
                 assignment,
                 num_inputs,
             } = synthesized;
+            // A deferred partition (the daemon defers only for engines that
+            // evaluate on a device) is evaluated here, as synthesis would.
+            let [a, b, c] = match abc {
+                Abc::Host { a, b, c } => [a, b, c],
+                Abc::Deferred => timed(&mut phases, "evaluate", || {
+                    compiled(circuit)?.evaluate(&assignment, circuit.domain_size)
+                })?,
+            };
             let domain = circuit.domain();
             let h = timed(&mut phases, "ntt", || compute_h_cpu(&domain, a, b, c));
             let pk = &circuit.pk;

@@ -2,7 +2,9 @@
 //!
 //! 1. [`synthesize`] (CPU): witness generation, then the a, b, c vectors as the
 //!    cached R1CS matrices times the witness ([`evaluate`], [`Matrices`]). No
-//!    constraint is built per proof.
+//!    constraint is built per proof. For an engine that evaluates them on its
+//!    device ([`ProveStartEngine::evaluates_on_device`]) the stage stops at
+//!    the assignment ([`defer`], [`Abc::Deferred`]).
 //! 2. prove_start ([`ProveStartEngine`], the GPU worker's stage): H from seven
 //!    size-n NTTs, then the G1 MSMs for A, B1, L and H. a, b and c are dropped
 //!    as soon as H exists.
@@ -101,20 +103,35 @@ fn domain_size(rows: usize) -> Result<usize, KernelError> {
         .ok_or_else(|| KernelError::Synthesis("circuit too large for the NTT domain".into()))
 }
 
-/// The output of synthesis: a, b, c evaluated over the domain and the full
-/// assignment (the constant one, public inputs, then witnesses).
+/// The output of synthesis: a, b, c (or that the engine evaluates them)
+/// and the full assignment (the constant one, public inputs, then
+/// witnesses).
 pub struct Synthesized {
-    pub a: Vec<Fr>,
-    pub b: Vec<Fr>,
-    pub c: Vec<Fr>,
+    pub abc: Abc,
     pub assignment: Vec<Fr>,
     pub num_inputs: usize,
+}
+
+/// A partition's a, b and c: its circuit's A, B and C rows at its
+/// assignment, then the input constraints (A = x_i, B = C = 0), zeros to the
+/// domain.
+pub enum Abc {
+    /// Evaluated on the host, over the domain.
+    Host { a: Vec<Fr>, b: Vec<Fr>, c: Vec<Fr> },
+    /// Left to prove_start, from the circuit's compiled matrices and the
+    /// assignment: on the device for an engine that evaluates there (3 x 4.3
+    /// GB a 32 GiB PoRep partition never holds on the host nor copies over
+    /// PCIe), on the host for one that does not.
+    Deferred,
 }
 
 impl Synthesized {
     /// Bytes held by a, b and c: what prove_start frees once H exists.
     pub fn abc_bytes(&self) -> u64 {
-        field_bytes(self.a.capacity() + self.b.capacity() + self.c.capacity())
+        match &self.abc {
+            Abc::Host { a, b, c } => field_bytes(a.capacity() + b.capacity() + c.capacity()),
+            Abc::Deferred => 0,
+        }
     }
 
     pub fn assignment_bytes(&self) -> u64 {
@@ -196,6 +213,14 @@ pub enum Urgency {
 /// The prove_start stage, implemented by the CPU engine and the CUDA engine.
 pub trait ProveStartEngine: Send + Sync {
     fn name(&self) -> &str;
+    /// Whether the engine evaluates a deferred partition's a, b and c
+    /// ([`Abc::Deferred`]) on its device, so that synthesis should leave
+    /// them to it and a partition's memory holds no host a, b, c. The CPU
+    /// engine does not: it takes a deferred partition too, evaluating it on
+    /// the host at prove_start.
+    fn evaluates_on_device(&self) -> bool {
+        false
+    }
     fn prove_start(
         &self,
         circuit: &PreparedCircuit,
@@ -396,6 +421,15 @@ pub fn synthesize(
     circuit: &PreparedCircuit,
     instance: Box<dyn CircuitInstance>,
 ) -> Result<Synthesized, KernelError> {
+    evaluate(circuit, assign(circuit, instance)?)
+}
+
+/// Witness generation without building constraints: the assignment
+/// (inputs, then aux), checked against the shape's counts.
+pub fn assign(
+    circuit: &PreparedCircuit,
+    instance: Box<dyn CircuitInstance>,
+) -> Result<Vec<Fr>, KernelError> {
     let cs = constraint_system(SynthesisMode::Prove {
         construct_matrices: false,
     });
@@ -417,26 +451,42 @@ pub fn synthesize(
     }
     let mut assignment = cs.instance_assignment;
     assignment.extend_from_slice(&cs.witness_assignment);
-    evaluate(circuit, assignment)
+    Ok(assignment)
 }
 
 /// A partition from its assignment (inputs, then aux): a, b and c as the
 /// circuit's compiled matrices times the assignment, on every core.
 pub fn evaluate(circuit: &PreparedCircuit, assignment: Vec<Fr>) -> Result<Synthesized, KernelError> {
+    let [a, b, c] = compiled(circuit)?.evaluate(&assignment, circuit.domain_size)?;
+    Ok(Synthesized {
+        abc: Abc::Host { a, b, c },
+        assignment,
+        num_inputs: circuit.num_inputs,
+    })
+}
+
+/// A partition from its assignment (inputs, then aux), a, b and c left to
+/// prove_start ([`Abc::Deferred`]): for an engine that evaluates them on its
+/// device. Its size is checked here; its rows, whether they hold, there.
+pub fn defer(circuit: &PreparedCircuit, assignment: Vec<Fr>) -> Result<Synthesized, KernelError> {
+    compiled(circuit)?.check_assignment(assignment.len(), circuit.domain_size)?;
+    Ok(Synthesized {
+        abc: Abc::Deferred,
+        assignment,
+        num_inputs: circuit.num_inputs,
+    })
+}
+
+/// The circuit's compiled matrices, or why it has none (Filecoin's direct
+/// evaluation records a, b and c instead).
+pub fn compiled(circuit: &PreparedCircuit) -> Result<&Matrices, KernelError> {
     if circuit.matrices.num_constraints() != circuit.num_constraints {
         return Err(KernelError::Synthesis(format!(
             "{} has no compiled matrices",
             circuit.circuit_id
         )));
     }
-    let [a, b, c] = circuit.matrices.evaluate(&assignment, circuit.domain_size)?;
-    Ok(Synthesized {
-        a,
-        b,
-        c,
-        assignment,
-        num_inputs: circuit.num_inputs,
-    })
+    Ok(&circuit.matrices)
 }
 
 /// H = (a·b − c) / Z over the coset, from the seven NTTs of the libsnark

@@ -7,6 +7,8 @@
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
 //! - [`host`]: what the host machine has (its memory), for default budgets.
+//! - `synthetic` (feature `bench-internals`): made-up compiled matrices and
+//!   satisfying assignments for tests and benchmarks.
 
 pub mod circuits;
 pub mod cpu;
@@ -15,6 +17,8 @@ pub mod cuda;
 pub mod groth16;
 pub mod host;
 pub mod r1cs;
+#[cfg(feature = "bench-internals")]
+pub mod synthetic;
 
 pub use ark_bls12_381::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 

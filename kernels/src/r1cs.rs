@@ -8,6 +8,9 @@
 //! one, minus one, powers of two), 8 bytes against the 40 of arkworks'
 //! `(Fr, usize)`. At 32 GiB PoRep's 130 million constraints that difference
 //! is the one between a key-sized and a several-times-key-sized cache.
+//!
+//! [`Flattened`] lays the three matrices out for the CUDA engine, which
+//! evaluates them on its device (kernels/cuda/r1cs.cuh) instead of the host.
 
 use std::collections::HashMap;
 
@@ -27,12 +30,12 @@ pub enum Var {
 
 /// One term of a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Term {
+pub struct Term {
     /// Index into the assignment (inputs, then aux); tagged with [`AUX`] while
     /// the matrices are being built.
-    var: u32,
-    /// Index into [`Matrices::coeffs`].
-    coeff: u32,
+    pub var: u32,
+    /// Index into the matrices' coefficient table.
+    pub coeff: u32,
 }
 
 /// Marks an aux variable in a row under construction (inputs may be
@@ -79,6 +82,50 @@ impl Matrices {
         }
     }
 
+    /// Matrices from rows compressed elsewhere than in a constraint system
+    /// (the benchmark's synthetic circuits): per matrix (A, B, C) the row
+    /// ends (row i is `terms[ends[i - 1]..ends[i]]`) and the terms, over the
+    /// coefficient table `coeffs`, whose index 0 must be one (the evaluators
+    /// add it without a product). Every index and end is checked.
+    pub fn from_parts(
+        num_inputs: usize,
+        num_aux: usize,
+        coeffs: Vec<Fr>,
+        parts: [(Vec<u64>, Vec<Term>); 3],
+    ) -> Result<Self, KernelError> {
+        let bad = |what: String| Err(KernelError::Synthesis(format!("compiled matrices: {what}")));
+        if coeffs.first() != Some(&Fr::one()) {
+            return bad("the coefficient table does not start with one".into());
+        }
+        let rows = parts[0].0.len();
+        let vars = num_inputs + num_aux;
+        for (k, (ends, terms)) in parts.iter().enumerate() {
+            let unordered = ends.par_windows(2).any(|w| w[0] > w[1]);
+            let covered = ends.last().map_or(0, |&e| e as usize) == terms.len();
+            if ends.len() != rows || unordered || !covered {
+                return bad(format!(
+                    "matrix {k}'s {} row ends do not cover its {} terms in order",
+                    ends.len(),
+                    terms.len()
+                ));
+            }
+            let outside = |t: &Term| t.var as usize >= vars || t.coeff as usize >= coeffs.len();
+            if let Some(t) = terms.par_iter().find_any(|t| outside(t)) {
+                return bad(format!(
+                    "matrix {k} has a term {t:?} outside {vars} variables and {} coefficients",
+                    coeffs.len()
+                ));
+            }
+        }
+        let rows = parts.map(|(ends, terms)| Rows { ends, terms });
+        Ok(Self {
+            num_inputs,
+            num_aux,
+            coeffs,
+            rows,
+        })
+    }
+
     /// arkworks' matrices (variable i < num_instance_variables is input i).
     pub fn from_arkworks(m: &ConstraintMatrices<Fr>) -> Result<Self, KernelError> {
         let inputs = m.num_instance_variables;
@@ -114,6 +161,57 @@ impl Matrices {
             .map(|t| (&self.coeffs[t.coeff as usize], t.var as usize))
     }
 
+    /// The coefficient table (index 0 is one).
+    pub fn coeffs(&self) -> &[Fr] {
+        &self.coeffs
+    }
+
+    /// Terms of matrix `k` (0 = A, 1 = B, 2 = C).
+    pub fn num_terms(&self, k: usize) -> usize {
+        self.rows[k].terms.len()
+    }
+
+    /// A hash of the counts, the coefficients and up to 4097 evenly spaced
+    /// row ends and terms of each matrix: what tells this circuit's matrices
+    /// from another's kept under the same circuit id (a new setup) without
+    /// reading 722 million terms (32 GiB PoRep) per proof. Matrices of the
+    /// same counts and coefficients that agree at every sampled place would
+    /// be taken for the same.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (self.num_inputs, self.num_aux).hash(&mut h);
+        self.coeffs.hash(&mut h);
+        for rows in &self.rows {
+            (rows.ends.len(), rows.terms.len()).hash(&mut h);
+            let step = (rows.terms.len() / 4096).max(1);
+            for t in rows.terms.iter().step_by(step).chain(rows.terms.last()) {
+                (t.var, t.coeff).hash(&mut h);
+            }
+            let step = (rows.ends.len() / 4096).max(1);
+            rows.ends.iter().step_by(step).for_each(|e| e.hash(&mut h));
+        }
+        h.finish()
+    }
+
+    /// Whether an assignment of `variables` values fits these matrices and
+    /// their rows and the input constraints fit a domain of `domain_size`:
+    /// what every evaluation of them, on the host or a device, needs.
+    pub fn check_assignment(
+        &self,
+        variables: usize,
+        domain_size: usize,
+    ) -> Result<(), KernelError> {
+        let m = self.num_constraints();
+        if variables != self.num_inputs + self.num_aux || m + self.num_inputs > domain_size {
+            return Err(KernelError::Synthesis(format!(
+                "an assignment of {variables} variables for matrices of {} inputs and {} aux, {m} rows in a domain of {domain_size}",
+                self.num_inputs, self.num_aux
+            )));
+        }
+        Ok(())
+    }
+
     /// Host bytes held.
     pub fn resident_bytes(&self) -> u64 {
         let rows: usize = self
@@ -133,14 +231,7 @@ impl Matrices {
         domain_size: usize,
     ) -> Result<[Vec<Fr>; 3], KernelError> {
         let m = self.num_constraints();
-        if assignment.len() != self.num_inputs + self.num_aux || m + self.num_inputs > domain_size {
-            return Err(KernelError::Synthesis(format!(
-                "an assignment of {} variables for matrices of {} inputs and {} aux, {m} rows in a domain of {domain_size}",
-                assignment.len(),
-                self.num_inputs,
-                self.num_aux
-            )));
-        }
+        self.check_assignment(assignment.len(), domain_size)?;
         let mut abc: [Vec<Fr>; 3] = std::array::from_fn(|_| vec![Fr::zero(); domain_size]);
         let [a, b, c] = &mut abc;
         a[..m]
@@ -169,6 +260,139 @@ impl Matrices {
                 acc + value * self.coeffs[t.coeff as usize]
             }
         })
+    }
+}
+
+/// Bits of a long row's entry that hold its row (the two above, its matrix).
+const LONG_ROW_BITS: u32 = 30;
+
+/// The three matrices laid out for the device's evaluation
+/// (kernels/cuda/r1cs.cuh): one array of 3m rows, A's m, then B's, then C's,
+/// each row's end a u32 offset into one array of all their terms (two ends
+/// to a 64-bit word, the earlier in the low half); a term as one word, its
+/// variable in the low half and its coefficient index in the high half; the
+/// coefficient table as it is, with the index of minus one (which the device
+/// subtracts, as it adds one, without a product); and the rows longer than
+/// `long_len` terms, each summed by a warp instead of a thread, listed as
+/// `k << 30 | i` for row i of matrix k. The words are produced range by
+/// range (`end_pair`, `term`), so an upload never holds a second copy of
+/// the 5.8 GB of terms of 32 GiB PoRep.
+pub struct Flattened<'m> {
+    /// The matrices laid out.
+    matrices: &'m Matrices,
+    /// Where A's, B's and C's terms start in the flat array, then its length.
+    starts: [u64; 4],
+    /// The coefficient table's index of minus one; `u32::MAX` when it has
+    /// none (then no term is subtracted).
+    minus_one: u32,
+    /// Rows of more than `long_len` terms, `k << 30 | i`, matrix by matrix
+    /// and row by row.
+    long_rows: Vec<u32>,
+    /// The length above which a row is summed by a warp.
+    long_len: u32,
+}
+
+impl<'m> Flattened<'m> {
+    /// The layout of `matrices`, rows of more than `long_len` terms listed
+    /// apart. Fails when the rows or the terms exceed what the device's u32
+    /// offsets address (2^30 rows per matrix, 2^32 - 1 terms in all).
+    pub fn new(matrices: &'m Matrices, long_len: u32) -> Result<Self, KernelError> {
+        let m = matrices.num_constraints();
+        let mut starts = [0u64; 4];
+        for k in 0..3 {
+            starts[k + 1] = starts[k] + matrices.rows[k].terms.len() as u64;
+        }
+        if m >= 1 << LONG_ROW_BITS || starts[3] > u64::from(u32::MAX) {
+            return Err(KernelError::Synthesis(format!(
+                "{m} rows and {} terms exceed the device layout's 2^{LONG_ROW_BITS} rows and 2^32 - 1 terms",
+                starts[3]
+            )));
+        }
+        let minus_one = (matrices.coeffs.iter())
+            .position(|c| *c == -Fr::one())
+            .map_or(u32::MAX, |i| i as u32);
+        let mut long_rows = Vec::new();
+        for (k, rows) in matrices.rows.iter().enumerate() {
+            let long = |&i: &usize| rows.row(i).len() > long_len as usize;
+            let tag = (k as u32) << LONG_ROW_BITS;
+            long_rows.par_extend((0..m).into_par_iter().filter(long).map(|i| tag | i as u32));
+        }
+        Ok(Self {
+            matrices,
+            starts,
+            minus_one,
+            long_rows,
+            long_len,
+        })
+    }
+
+    /// Rows per matrix (m; the flat array has 3m).
+    pub fn rows(&self) -> usize {
+        self.matrices.num_constraints()
+    }
+
+    /// Inputs, the constant one included: the input constraints after the
+    /// last row.
+    pub fn inputs(&self) -> usize {
+        self.matrices.num_inputs()
+    }
+
+    /// Terms of the three matrices.
+    pub fn terms(&self) -> usize {
+        self.starts[3] as usize
+    }
+
+    /// 64-bit words of row ends: two per word, 3m ends.
+    pub fn end_words(&self) -> usize {
+        (3 * self.rows()).div_ceil(2)
+    }
+
+    /// The end of flat row r (< 3m): an offset into the flat terms.
+    pub fn end(&self, r: usize) -> u32 {
+        let m = self.rows();
+        let (k, i) = (r / m, r % m);
+        (self.starts[k] + self.matrices.rows[k].ends[i]) as u32
+    }
+
+    /// Word `w` of the row ends: ends 2w (low half) and 2w + 1 (high half;
+    /// zero past the last row).
+    pub fn end_pair(&self, w: usize) -> u64 {
+        let rows = 3 * self.rows();
+        let at = |r: usize| if r < rows { u64::from(self.end(r)) } else { 0 };
+        at(2 * w) | at(2 * w + 1) << 32
+    }
+
+    /// Term `t` of the flat array: its variable (low half) and coefficient
+    /// index (high half).
+    pub fn term(&self, t: usize) -> u64 {
+        let t = t as u64;
+        let k = usize::from(t >= self.starts[1]) + usize::from(t >= self.starts[2]);
+        let term = self.matrices.rows[k].terms[(t - self.starts[k]) as usize];
+        u64::from(term.var) | u64::from(term.coeff) << 32
+    }
+
+    pub fn coeffs(&self) -> &[Fr] {
+        &self.matrices.coeffs
+    }
+
+    /// The coefficient table's index of minus one, `u32::MAX` when none.
+    pub fn minus_one(&self) -> u32 {
+        self.minus_one
+    }
+
+    /// The long rows, `k << 30 | i`.
+    pub fn long_rows(&self) -> &[u32] {
+        &self.long_rows
+    }
+
+    pub fn long_len(&self) -> u32 {
+        self.long_len
+    }
+
+    /// Device bytes of the layout: row ends, terms, coefficients, long rows.
+    pub fn device_bytes(&self) -> u64 {
+        let words = self.end_words() + self.terms();
+        (8 * words + 32 * self.coeffs().len() + 4 * self.long_rows.len()) as u64
     }
 }
 
@@ -267,6 +491,118 @@ mod tests {
         let wrong = [Fr::one(), x, y, x * y];
         assert!(matches!(m.evaluate(&wrong, 4), Err(KernelError::Unsatisfied(0))));
         assert!(m.evaluate(&assignment, 2).is_err(), "rows and inputs exceed the domain");
+    }
+
+    /// Random matrices: `m` rows per matrix of 0-6 terms, every fifth A row
+    /// of 7-40 terms, coefficients one, minus one, two and three.
+    fn random_matrices(m: usize, seed: u64) -> Matrices {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let coeffs = [Fr::one(), -Fr::one(), Fr::from(2u64), Fr::from(3u64)];
+        let mut b = MatricesBuilder::default();
+        let (inputs, aux) = (3, 50);
+        for i in 0..m {
+            for k in 0..3 {
+                let long = k == 0 && i % 5 == 0;
+                let len = if long { rng.gen_range(7..40) } else { rng.gen_range(0..7) };
+                let terms: Vec<(Fr, Var)> = (0..len)
+                    .map(|_| {
+                        let c = coeffs[rng.gen_range(0..4)];
+                        let v = rng.gen_range(0..inputs + aux);
+                        (c, if v < inputs { Var::Input(v) } else { Var::Aux(v - inputs) })
+                    })
+                    .collect();
+                b.push_row(k, terms).unwrap();
+            }
+        }
+        b.finish(inputs, aux)
+    }
+
+    #[test]
+    fn the_flattened_layout_holds_every_row_and_lists_the_long_ones() {
+        let m = random_matrices(200, 7);
+        let flat = Flattened::new(&m, 6).unwrap();
+        let rows = flat.rows();
+        assert_eq!(rows, 200);
+        assert_eq!(flat.terms(), (0..3).map(|k| m.num_terms(k)).sum::<usize>());
+        let mut long = Vec::new();
+        for k in 0..3 {
+            for i in 0..rows {
+                let r = k * rows + i;
+                let start = if r == 0 { 0 } else { flat.end(r - 1) as usize };
+                let terms: Vec<(Fr, usize)> = (start..flat.end(r) as usize)
+                    .map(|t| {
+                        let word = flat.term(t);
+                        (flat.coeffs()[(word >> 32) as usize], (word & 0xffff_ffff) as usize)
+                    })
+                    .collect();
+                let want: Vec<(Fr, usize)> = m.row(k, i).map(|(c, v)| (*c, v)).collect();
+                assert_eq!(terms, want, "row {i} of matrix {k}");
+                if want.len() > 6 {
+                    long.push((k as u32) << 30 | i as u32);
+                }
+            }
+        }
+        assert!(long.len() >= 40, "every fifth A row is long");
+        assert_eq!(flat.long_rows(), &long[..]);
+        // Two ends to a word, the earlier low; the odd count's last word
+        // zero-padded.
+        assert_eq!(flat.end_words(), 300);
+        for w in 0..flat.end_words() {
+            let pair = flat.end_pair(w);
+            assert_eq!(pair & 0xffff_ffff, u64::from(flat.end(2 * w)));
+            assert_eq!(pair >> 32, u64::from(flat.end(2 * w + 1)));
+        }
+        assert_eq!(flat.coeffs()[flat.minus_one() as usize], -Fr::one());
+        let bytes = 8 * (300 + flat.terms()) + 32 * 4 + 4 * long.len();
+        assert_eq!(flat.device_bytes(), bytes as u64);
+        // An odd number of flat rows pads the last word's high half.
+        let odd = random_matrices(5, 8);
+        let flat = Flattened::new(&odd, 6).unwrap();
+        assert_eq!(flat.end_words(), 8);
+        assert_eq!(flat.end_pair(7), u64::from(flat.end(14)));
+        // Without minus one in the table, nothing is subtracted.
+        let mut b = MatricesBuilder::default();
+        b.push_row(0, [(Fr::from(5u64), Var::Aux(0))]).unwrap();
+        (1..3).for_each(|k| b.push_row(k, []).unwrap());
+        assert_eq!(Flattened::new(&b.finish(1, 1), 32).unwrap().minus_one(), u32::MAX);
+    }
+
+    #[test]
+    fn matrices_from_parts_equal_the_built_ones_and_bad_parts_are_refused() {
+        let built = random_matrices(60, 9);
+        let parts = || built.rows.clone().map(|r| (r.ends, r.terms));
+        let m = Matrices::from_parts(3, 50, built.coeffs.clone(), parts()).unwrap();
+        for k in 0..3 {
+            for i in 0..60 {
+                assert!(m.row(k, i).eq(built.row(k, i)));
+            }
+        }
+        assert_eq!(m.fingerprint(), built.fingerprint());
+        let refused = |coeffs: Vec<Fr>, parts: [(Vec<u64>, Vec<Term>); 3]| {
+            let e = Matrices::from_parts(3, 50, coeffs, parts).unwrap_err();
+            assert!(matches!(e, KernelError::Synthesis(_)), "{e}");
+        };
+        let mut far = parts();
+        far[1].1[0].var = 53;
+        refused(built.coeffs.clone(), far);
+        let mut unknown = parts();
+        unknown[2].1[0].coeff = 4;
+        refused(built.coeffs.clone(), unknown);
+        let mut short = parts();
+        short[0].0.pop();
+        refused(built.coeffs.clone(), short);
+        let mut unordered = parts();
+        unordered[0].0[10] = unordered[0].0[11] + 1;
+        refused(built.coeffs.clone(), unordered);
+        refused(built.coeffs[1..].to_vec(), parts());
+    }
+
+    #[test]
+    fn a_fingerprint_tells_other_matrices_apart() {
+        let (a, b) = (random_matrices(100, 1), random_matrices(100, 2));
+        assert_eq!(a.fingerprint(), a.clone().fingerprint());
+        assert_ne!(a.fingerprint(), b.fingerprint());
     }
 
     #[test]

@@ -15,13 +15,15 @@ use ark_relations::r1cs::{ConstraintSystemRef, SynthesisError, Variable};
 use cuzk_kernels::circuits::CircuitInstance;
 use cuzk_kernels::cpu::CpuEngine;
 use cuzk_kernels::cuda::bases::KeyBases;
+use cuzk_kernels::cuda::gpu::{DBuf, DevFr};
 use cuzk_kernels::cuda::inputs;
 use cuzk_kernels::cuda::msm::{MsmGroup, ZeroOne, G1, G2};
 use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions, FieldTest};
 use cuzk_kernels::groth16::{
     self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine, ProveStartOutput, Urgency,
 };
-use cuzk_kernels::{Fr, G1Affine, G2Affine};
+use cuzk_kernels::r1cs::{Flattened, Matrices};
+use cuzk_kernels::{synthetic, Fr, G1Affine, G2Affine, KernelError};
 
 fn engine() -> Option<&'static CudaEngine> {
     static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
@@ -622,18 +624,7 @@ fn gpu_pass_shares_a_streamed_key() {
     let s = seed();
     // Every key streams (as in gpu_streamed_equals_resident); passes of two,
     // whose first call waits up to a minute for the second.
-    let streamed = CudaEngine::new(
-        0,
-        CudaOptions {
-            resident_budget: Some(5 << 20),
-            stream_chunk: 3000,
-            pass_partitions: 2,
-            pass_wait: Duration::from_secs(60),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let streamed = &streamed;
+    let streamed = &pass_engine(5 << 20);
     let steps = 20000;
     let circuit = chain_circuit(steps, s ^ 5150);
     let compact = circuit.compact().unwrap();
@@ -679,6 +670,162 @@ fn gpu_pass_shares_a_streamed_key() {
     let after = streamed.pass_counts();
     assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1));
     eprintln!("two calls on a streamed key share one pass, proofs verify: OK");
+}
+
+/// The device's a, b and c of `z` by `m` (kept under `id`) over a domain
+/// of n, or the row it found unsatisfied.
+fn device_abc(
+    e: &CudaEngine,
+    id: &str,
+    m: &Matrices,
+    z: &[Fr],
+    n: usize,
+) -> Result<[Vec<Fr>; 3], KernelError> {
+    let dz = e.upload_fr(z).unwrap();
+    let abc: [DBuf<DevFr>; 3] = std::array::from_fn(|_| DBuf::new(n).unwrap());
+    e.evaluate_device(id, m, &dz, &abc, n)?;
+    Ok(std::array::from_fn(|k| e.download_fr(&abc[k], n).unwrap()))
+}
+
+#[test]
+#[ignore]
+fn gpu_r1cs_eval_equals_host() {
+    let e = gpu_or_skip!("gpu_r1cs_eval_equals_host");
+    let s = seed();
+    let check = |id: &str, m: &Matrices, z: &[Fr], n: usize, what: &str| {
+        let want = m.evaluate(z, n).unwrap();
+        let got = device_abc(e, id, m, z, n).unwrap();
+        for k in 0..3 {
+            if let Some(i) = (0..n).find(|&i| got[k][i] != want[k][i]) {
+                panic!("{what}: matrix {k} differs first at row {i} of {n}");
+            }
+        }
+    };
+    let domain = |m: &Matrices| (m.num_constraints() + m.num_inputs()).next_power_of_two();
+    // Long rows (a warp each), empty rows, inputs among the terms, a
+    // coefficient table beyond a block's shared copy; the domain exactly
+    // and twice (zero padding).
+    for rows in [1usize, 100, 3000, 40000] {
+        let (m, z) = synthetic::mixed(rows, s ^ rows as u64);
+        let id = format!("r1cs-mixed-{rows}");
+        check(&id, &m, &z, domain(&m), &id);
+        check(&id, &m, &z, 2 * domain(&m), &format!("{id} padded"));
+    }
+    // The PoRep-like shape at 2^20 rows (a 2 KiB PoRep partition is 2^22).
+    let before = e.resident_bytes();
+    let (m, z) = synthetic::porep_like(1_000_000, 328, s);
+    check("r1cs-porep", &m, &z, domain(&m), "porep-like 2^20");
+    let flat = Flattened::new(&m, cuzk_kernels::cuda::r1cs::LONG_ROW).unwrap();
+    assert_eq!(
+        e.resident_bytes() - before,
+        flat.device_bytes(),
+        "the matrices count in the resident bytes"
+    );
+    // A row that does not hold: the first one, as the host finds it.
+    let mut bad = z.clone();
+    let w = |i: usize| 328 + 250_000 + i;
+    bad[w(777_777)] += Fr::from(1u64);
+    bad[w(123_457)] += Fr::from(1u64);
+    assert!(matches!(m.evaluate(&bad, domain(&m)), Err(KernelError::Unsatisfied(123_457))));
+    let found = device_abc(e, "r1cs-porep", &m, &bad, domain(&m));
+    assert!(matches!(found, Err(KernelError::Unsatisfied(123_457))), "found {:?}", found.err());
+    // Other matrices under the same id are noticed and uploaded.
+    let (other, oz) = synthetic::mixed(5000, s ^ 5);
+    check("r1cs-porep", &other, &oz, domain(&other), "replaced under the same id");
+    e.evict("r1cs-porep");
+    assert!(e.resident_bytes() < before + flat.device_bytes(), "evicted");
+    eprintln!("device evaluation of compiled matrices equals the host's: OK");
+}
+
+#[test]
+#[ignore]
+fn gpu_prove_start_deferred_equals_host_abc() {
+    let e = gpu_or_skip!("gpu_prove_start_deferred_equals_host_abc");
+    let s = seed();
+    let cpu = CpuEngine::new(0).unwrap();
+    let steps = 20000;
+    let circuit = chain_circuit(steps, s);
+    let compact = circuit.compact().unwrap();
+    let mut r = inputs::rng(s ^ 3);
+    let instance = |x| -> Box<dyn CircuitInstance> { Box::new(ChainInstance { steps, x }) };
+    for (what, c) in [("full", &circuit), ("compact", &compact)] {
+        let z = groth16::assign(c, instance(Fr::rand(&mut r))).unwrap();
+        assert!(e.evaluates_on_device() && !cpu.evaluates_on_device());
+        let host = e.prove_start(c, groth16::evaluate(c, z.clone()).unwrap()).unwrap();
+        let deferred = groth16::defer(c, z.clone()).unwrap();
+        assert_eq!(deferred.abc_bytes(), 0);
+        let got = e.prove_start(c, deferred).unwrap();
+        assert_same_start(&got, &host, what);
+        assert_eq!(got.freed_bytes, 0, "{what}: no host a, b, c to free");
+        let phases: Vec<_> = got.phases.iter().map(|p| p.phase).collect();
+        assert!(phases.contains(&"evaluate"), "{what}: phases {phases:?}");
+        // The CPU engine evaluates a deferred partition on the host.
+        let on_cpu = cpu.prove_start(c, groth16::defer(c, z.clone()).unwrap()).unwrap();
+        assert_eq!(on_cpu.a_acc.into_affine(), host.a_acc.into_affine(), "{what}: CPU");
+        assert_eq!(on_cpu.h_acc.into_affine(), host.h_acc.into_affine(), "{what}: CPU");
+        let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
+        let [pg, ph] = [got, host].map(|o| groth16::prove_finish(c, o, rr, ss).0);
+        assert_eq!(pg, ph, "{what}: the deferred proof equals the host-evaluated one");
+        let pvk = ark_groth16::prepare_verifying_key(c.vk());
+        let verify = ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof;
+        assert!(verify(&pvk, &pg, &z[1..c.num_inputs]).unwrap(), "{what}: verifies");
+        // A witness that breaks a row fails as the host's evaluation does.
+        let mut bad = z;
+        bad[5000] += Fr::from(1u64);
+        let row = match groth16::evaluate(c, bad.clone()) {
+            Err(KernelError::Unsatisfied(row)) => row,
+            other => panic!("{what}: the host found {:?}", other.err()),
+        };
+        let failed = e.prove_start(c, groth16::defer(c, bad).unwrap());
+        assert!(
+            matches!(failed, Err(KernelError::Unsatisfied(r)) if r == row),
+            "{what}: {:?}",
+            failed.err()
+        );
+    }
+    // In a shared pass over a streamed key, the partition that does not
+    // hold fails alone; the other's output is whole. The budget holds the
+    // NTT tables (4.3 MB) and the compiled matrices (2.3 MB), not the key
+    // (25 MB).
+    let streamed = &pass_engine(8 << 20);
+    let good = groth16::assign(&circuit, instance(Fr::rand(&mut r))).unwrap();
+    let mut bad = groth16::assign(&circuit, instance(Fr::rand(&mut r))).unwrap();
+    bad[7001] += Fr::from(1u64);
+    let Err(KernelError::Unsatisfied(row)) = groth16::evaluate(&circuit, bad.clone()) else {
+        panic!("the host finds the broken row")
+    };
+    let before = streamed.pass_counts();
+    let chain = &circuit;
+    let (ok, failed) = std::thread::scope(|sc| {
+        let call = |z: Vec<Fr>| {
+            let syn = groth16::defer(chain, z).unwrap();
+            sc.spawn(move || streamed.prove_start(chain, syn))
+        };
+        let (g, b) = (call(good.clone()), call(bad));
+        (g.join().unwrap(), b.join().unwrap())
+    });
+    let after = streamed.pass_counts();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 2), "one pass of both");
+    assert!(matches!(failed, Err(KernelError::Unsatisfied(r)) if r == row));
+    let want = e.prove_start(&circuit, groth16::evaluate(&circuit, good).unwrap()).unwrap();
+    assert_same_start(&ok.unwrap(), &want, "the good partition of the pass");
+    eprintln!("prove_start from the assignment alone equals host a, b, c; bad rows fail alone: OK");
+}
+
+/// An engine on which every key of these tests streams (its resident
+/// budget holds their NTT tables and compiled matrices, not their keys, in
+/// chunks of 3000 points: several per query, the last partial) and calls
+/// share passes of two, whose first call waits up to a minute for the
+/// second.
+fn pass_engine(resident_budget: u64) -> CudaEngine {
+    let options = CudaOptions {
+        resident_budget: Some(resident_budget),
+        stream_chunk: 3000,
+        pass_partitions: 2,
+        pass_wait: Duration::from_secs(60),
+        ..Default::default()
+    };
+    CudaEngine::new(0, options).unwrap()
 }
 
 /// The five accumulators of two prove_starts are the same group elements.

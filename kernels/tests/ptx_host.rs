@@ -5,7 +5,8 @@
 //! flag against the portable CIOS of field.cuh, on fresh random values and
 //! the edges 0, 1 and p - 1. The GPU tests then check what nvcc made of it.
 
-use std::path::Path;
+mod cxx;
+
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -14,22 +15,7 @@ const CASES: u32 = 200_000;
 
 #[test]
 fn ptx_field_arithmetic_equals_the_portable_code() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ptx_host");
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
-    let built = Command::new(&cxx)
-        .args(["-O2", "-std=c++17", "-Wno-unknown-pragmas", "-I"])
-        .arg(manifest.join("cuda"))
-        .arg("-o")
-        .arg(&exe)
-        .arg(manifest.join("tests/ptx_host/ptx_host.cpp"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run the C++ compiler {cxx}: {e}"));
-    assert!(
-        built.status.success(),
-        "{cxx} failed on ptx_host.cpp:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let exe = cxx::harness("ptx_host");
     // A new seed each run (printed, so that a failure can be replayed with
     // `ptx_host SEED CASES`).
     let seed = SystemTime::now()

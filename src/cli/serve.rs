@@ -54,6 +54,10 @@ pub(super) struct ServeArgs {
     /// Serve /metrics and /healthz on this address as well, overriding the config.
     #[arg(long)]
     metrics_listen: Option<String>,
+    /// Serve Curio's gRPC service on this address (host:port or
+    /// unix:///path), overriding the config's grpc.listen.
+    #[arg(long)]
+    grpc_listen: Option<String>,
     /// Accept unauthenticated requests on a non-loopback address when no
     /// token is configured.
     #[arg(long)]
@@ -112,6 +116,7 @@ fn configure(args: ServeArgs, env_tokens: Vec<TokenConfig>) -> Result<Config, Cl
         time_scale,
         token_file,
         metrics_listen,
+        grpc_listen,
         insecure,
         store_url,
         node,
@@ -146,6 +151,9 @@ fn configure(args: ServeArgs, env_tokens: Vec<TokenConfig>) -> Result<Config, Cl
     config.auth.add_source_tokens()?;
     if metrics_listen.is_some() {
         config.metrics_listen = metrics_listen;
+    }
+    if grpc_listen.is_some() {
+        config.grpc.listen = grpc_listen;
     }
     config.auth.insecure = insecure;
     if let Some(url) = store_url {

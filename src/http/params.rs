@@ -1,19 +1,17 @@
 //! `/v1/params`: Filecoin's parameter files in the parameter directory and
 //! which of them are loaded (decoded into a prepared circuit, counted in
 //! the budget's resident bytes); preloading one spares the first job the
-//! load, evicting one frees its memory.
-
-use std::path::PathBuf;
+//! load, evicting one frees its memory (`crate::param_files`, which gRPC
+//! shares).
 
 use actix_web::{web, HttpResponse};
-use cuzk_actors::messages::budget::SetResident;
-use cuzk_filecoin::Kind;
 use serde_json::json;
 
 use super::error::{ApiError, ErrorBody};
 // Named by the #[utoipa::path] attributes.
 use super::schemas::{ParamsDoc, TokenRefusals};
 use super::state::AppState;
+use crate::param_files::ParamsError;
 
 #[utoipa::path(
     get, path = "/v1/params", tag = "params",
@@ -24,11 +22,11 @@ use super::state::AppState;
     security((), ("bearer" = ["read"]))
 )]
 pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    let dir = state.parser.params_dir.clone();
+    let dir = state.params.dir.clone();
     let listed = web::block(move || cuzk_filecoin::params::cache_ids_in(&dir))
         .await
         .map_err(|e| ApiError::internal(format!("listing the parameter directory failed: {e}")))?;
-    let loaded = state.keys.loaded();
+    let loaded = state.params.loaded();
     let files: Vec<_> = listed
         .iter()
         .map(|(id, path)| {
@@ -42,7 +40,7 @@ pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, Api
         })
         .collect();
     Ok(HttpResponse::Ok().json(json!({
-        "dir": state.parser.params_dir.display().to_string(),
+        "dir": state.params.dir.display().to_string(),
         "files": files,
     })))
 }
@@ -62,12 +60,8 @@ pub async fn evict_params(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    if param_file(&state, &id).is_some() && state.keys.evict(&id) {
-        update_budget(&state);
-        Ok(HttpResponse::Ok().json(json!({ "id": id, "loaded": false })))
-    } else {
-        Err(ApiError::not_found(format!("parameters {id:?} are not loaded")))
-    }
+    state.params.evict(&id).map_err(params_error)?;
+    Ok(HttpResponse::Ok().json(json!({ "id": id, "loaded": false })))
 }
 
 #[utoipa::path(
@@ -86,39 +80,20 @@ pub async fn preload_params(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
-    let path = param_file(&state, &id)
-        .ok_or_else(|| ApiError::not_found(format!("no parameter file for {id:?} in {}", state.parser.params_dir.display())))?;
-    let (kind, sector_size) = Kind::of_cache_id(&id)
-        .ok_or_else(|| ApiError::unprocessable(format!("{id:?} names no circuit of a registered proof")))?;
-    let keys = state.keys.clone();
-    let cache_id = id.clone();
-    // Decoding a large file takes minutes: off the HTTP workers.
-    let loaded = web::block(move || {
-        keys.prepared_with(&cache_id, || {
-            cuzk_filecoin::prepare::load_circuit(&cache_id, &path, kind, sector_size, None)
-        })
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("loading {id} did not finish: {e}")))?
-    .map_err(|e| ApiError::unprocessable(format!("loading {id}: {e}")))?;
-    update_budget(&state);
+    let loaded = state.params.preload(&id).await.map_err(params_error)?;
     Ok(HttpResponse::Ok().json(json!({
         "id": id,
         "loaded": true,
-        "resident_bytes": loaded.resident_bytes(),
+        "resident_bytes": loaded.resident_bytes,
     })))
 }
 
-/// The `.params` file of `id` in the parameter directory.
-fn param_file(state: &AppState, id: &str) -> Option<PathBuf> {
-    cuzk_filecoin::params::cache_ids_in(&state.parser.params_dir)
-        .into_iter()
-        .find_map(|(file_id, path)| (file_id == id).then_some(path))
-}
-
-/// Tells the budget the resident bytes changed, so admission counts a
-/// preloaded key, or no longer counts an evicted one, before the next
-/// partition's synthesis would.
-fn update_budget(state: &AppState) {
-    state.system.budget.do_send(SetResident { bytes: state.system.backend.resident_bytes() });
+/// A refused preload or evict: a file or a load that is not there is 404,
+/// a file no circuit of which this daemon proves 422.
+fn params_error(error: ParamsError) -> ApiError {
+    match error {
+        ParamsError::NoFile { .. } | ParamsError::NotLoaded(_) => ApiError::not_found(error.to_string()),
+        ParamsError::NoCircuit(_) | ParamsError::Load { .. } => ApiError::unprocessable(error.to_string()),
+        ParamsError::Thread { .. } => ApiError::internal(error.to_string()),
+    }
 }

@@ -8,6 +8,7 @@ use cuzk_actors::ProvingSystem;
 use crate::job_input::JobParser;
 use crate::jobs::Jobs;
 use crate::keys::KeyStore;
+use crate::param_files::ParamFiles;
 
 pub struct AppState {
     /// Submitting, reading, cancelling jobs; readiness and the counts.
@@ -20,6 +21,8 @@ pub struct AppState {
     pub parser: Arc<JobParser>,
     /// Proving keys: the shapes set up so far and their verifying keys.
     pub keys: Arc<KeyStore>,
+    /// Filecoin's parameter files: preloaded and evicted (`/v1/params`).
+    pub params: Arc<ParamFiles>,
     /// The largest request body read (limits.max_body_bytes).
     pub max_body_bytes: usize,
     /// How long a body may take to arrive (limits.body_read_timeout_s).

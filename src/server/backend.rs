@@ -42,7 +42,10 @@ pub(super) fn backend(
 ) -> Result<(Arc<dyn Backend>, ReservationRule), BackendError> {
     let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
-        let rule = job_input::proving_reservation(config.proving.filecoin_evaluation);
+        let rule = job_input::proving_reservation(
+            config.proving.filecoin_evaluation,
+            backend.device_evaluation(),
+        );
         (Arc::new(backend), rule)
     };
     match config.backend {

@@ -1,12 +1,13 @@
-//! A start as named steps: the settings checked, the telemetry, the key
-//! store, the backend, the job store, the actors, the job parser, the
-//! restore, the fleet, the job seam, the HTTP server. `Daemon::build` lists
-//! them in order; each step is one function here or in a sibling file
-//! (`backend.rs`, `listen.rs`). `Daemon::run` serves and drains.
+//! A start as named steps: the settings checked (the gRPC listener bound
+//! among them), the telemetry, the key store, the backend, the job store,
+//! the actors, the job parser, the restore, the fleet, the job seam, the
+//! gRPC service, the HTTP server. `Daemon::build` lists them in order; each
+//! step is one function here or in a sibling file (`backend.rs`,
+//! `listen.rs`). `Daemon::run` serves and drains.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::web;
 use cuzk_actors::messages::SetMaxUnfinished;
@@ -22,10 +23,12 @@ use super::{metrics_handle, ServerError};
 use crate::auth::{AuthConfig, Gate, Gates};
 use crate::config::{BackendKind, Config};
 use crate::fleet::Fleet;
+use crate::grpc::{Calls, GrpcListener, GrpcServer, GrpcState, ProvingService};
 use crate::http::AppState;
 use crate::job_input::{JobParser, ReservationRule, SetupLimits};
 use crate::jobs::Jobs;
 use crate::keys::KeyStore;
+use crate::param_files::ParamFiles;
 use crate::postgres::StoreUrl;
 use crate::shutdown::{self, Intake};
 
@@ -54,6 +57,8 @@ pub(super) struct Daemon {
     /// A fleet node's side of the database: a stop waits for its claimer to
     /// put back what it had not started.
     fleet: Option<Arc<Fleet>>,
+    /// Curio's gRPC service, stopped with the HTTP server.
+    grpc: Option<GrpcServer>,
 }
 
 impl Daemon {
@@ -86,16 +91,33 @@ impl Daemon {
             intake.clone(),
             recovering,
         ));
+        let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone()));
+        let grpc = checked.grpc.map(|listener| {
+            let state = GrpcState {
+                jobs: jobs.clone(),
+                gates: gates.clone().into_inner(),
+                params: params.clone(),
+                metrics: metrics.clone(),
+                system: system.clone(),
+                calls: Arc::new(Calls::new(config.grpc.max_waiting_calls, intake.clone())),
+                started: Instant::now(),
+                trusted: listener.trusted,
+            };
+            grpc_server(&config, listener, state)
+        });
+        let grpc_address = grpc.as_ref().map(|(address, _)| address.clone());
         let state = web::Data::new(AppState {
             jobs: jobs.clone(),
             system: system.clone(),
             parser,
             keys,
+            params,
             max_body_bytes: config.limits.max_body_bytes,
             body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
             metrics,
         });
-        let (server, bound) = http_server(&config, state, gates.clone(), checked.tls, checked.metrics_listener)?;
+        let (server, bound) =
+            http_server(&config, state, gates.clone(), checked.tls, checked.metrics_listener, grpc_address)?;
         Ok(Daemon {
             server,
             bound,
@@ -107,6 +129,7 @@ impl Daemon {
             jobs,
             grace: Duration::from_secs(config.shutdown_grace_secs),
             fleet,
+            grpc: grpc.map(|(_, server)| server),
         })
     }
 
@@ -121,6 +144,9 @@ impl Daemon {
             fleet.claimer_stopped(Duration::from_secs(5)).await;
         }
         handle.stop(true).await;
+        if let Some(grpc) = self.grpc {
+            grpc.stop();
+        }
         let served = serving.await.unwrap_or(Ok(()));
         // Ends the actors' threads too (partitions still running are
         // abandoned: the store already has what they had finished).
@@ -139,13 +165,17 @@ struct Checked {
     /// The metrics-only listener, bound here because the gate needs its
     /// address (it answers /metrics there without a token).
     metrics_listener: Option<(TcpListener, SocketAddr)>,
+    /// The gRPC listener, when `grpc.listen` is set: bound here because its
+    /// rules (no plaintext with tokens off loopback) are settings refused.
+    grpc: Option<GrpcListener>,
     /// This daemon's name in the fleet, when the store is PostgreSQL.
     node: Option<String>,
 }
 
 /// The refusals that come before anything starts: no tokens off loopback,
-/// unreadable TLS files, a metrics address that cannot be listened on, a
-/// fleet node name that cannot be a lease holder's.
+/// unreadable TLS files, a metrics or gRPC address that cannot be listened
+/// on (or a gRPC listener its rules refuse), a fleet node name that cannot
+/// be a lease holder's.
 fn check_settings(config: &mut Config) -> Result<Checked, ServerError> {
     let mut gate = Gate::new(&mut config.auth, &config.listen)?;
     let tls = crate::tls::server_config(&config.tls)?;
@@ -162,12 +192,27 @@ fn check_settings(config: &mut Config) -> Result<Checked, ServerError> {
         }
         None => None,
     };
+    let tokens = gate.token_count() > 0;
+    let grpc = config
+        .grpc
+        .listen
+        .as_ref()
+        .map(|listen| crate::grpc::bind(listen, tls.as_ref(), tokens, config.auth.insecure))
+        .transpose()?;
     // A PostgreSQL store makes this daemon a node of the fleet on it.
     let node = match &config.store.url {
         Some(_) => Some(config.fleet.node_name()?),
         None => None,
     };
-    Ok(Checked { gate, tls, metrics_listener, node })
+    Ok(Checked { gate, tls, metrics_listener, grpc, node })
+}
+
+/// Curio's gRPC service on the listener the settings step bound, serving
+/// until stopped; and the address it serves on.
+fn grpc_server(config: &Config, listener: GrpcListener, state: GrpcState) -> (String, GrpcServer) {
+    let address = listener.address.clone();
+    let service = ProvingService { state: Arc::new(state) };
+    (address, listener.serve(service, config.grpc.max_message_bytes, config.grpc.max_waiting_calls))
 }
 
 /// The process's metrics recorder, and the first event it counts: the

@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::http::{self, AppState};
 
 /// Where a built server listens.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct Bound {
     /// The API's address, as bound (a port 0 resolved).
     pub addr: SocketAddr,
@@ -23,17 +23,20 @@ pub(super) struct Bound {
     pub metrics_addr: Option<SocketAddr>,
     /// Whether `addr` speaks TLS.
     pub tls: bool,
+    /// The gRPC listener's address, when `grpc.listen` is set.
+    pub grpc: Option<String>,
 }
 
 /// The HTTP server, bound and not yet serving: the API on `config.listen`
 /// (over TLS when `tls` is given) and the metrics listener the settings
-/// step bound, if any.
+/// step bound, if any; `grpc` is the gRPC service's address, for `Bound`.
 pub(super) fn http_server(
     config: &Config,
     state: web::Data<AppState>,
     gates: web::Data<Gates>,
     tls: Option<rustls::ServerConfig>,
     metrics_listener: Option<(TcpListener, SocketAddr)>,
+    grpc: Option<String>,
 ) -> Result<(Server, Bound), ServerError> {
     let server = HttpServer::new(move || {
         App::new()
@@ -84,6 +87,7 @@ pub(super) fn http_server(
         addr,
         metrics_addr,
         tls: tls_enabled,
+        grpc,
     };
     Ok((server.run(), bound))
 }

@@ -63,6 +63,22 @@ pub enum RestoredJob {
     },
 }
 
+/// Unfinished jobs by circuit (a registered family or a Filecoin kind):
+/// the load per kind gRPC's `GetStatus` shows. Kept up to date as jobs
+/// change, so answering costs the circuits in use, not the jobs.
+#[derive(Message)]
+#[rtype(result = "BTreeMap<String, CircuitLoad>")]
+pub struct GetCircuitLoad;
+
+/// One circuit's unfinished jobs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CircuitLoad {
+    /// No partition started yet.
+    pub queued: usize,
+    /// At least one partition past the queue.
+    pub running: usize,
+}
+
 /// Partitions past the queue and not yet finished: what a graceful
 /// shutdown waits for.
 #[derive(Message)]

@@ -1,7 +1,8 @@
 //! The tracker's answers to the daemon: a job's status and view (stages,
 //! timings, GPU phases per partition), its proofs, its end to those who
-//! watch it, the job counts of `/v1/status`, and the partitions a graceful
-//! shutdown waits for.
+//! watch it, the job counts of `/v1/status`, the unfinished jobs per
+//! circuit (gRPC's `GetStatus`), and the partitions a graceful shutdown
+//! waits for.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -11,8 +12,8 @@ use tokio::sync::oneshot;
 
 use super::{stage_durations, JobState, PartitionState, Tracker};
 use crate::messages::{
-    CountRunningPartitions, GetJob, GetProofs, GetTrackerStatus, JobEnding, JobStatus, JobView,
-    PartitionView, ProofsError, ProofsView, TrackerStatus, WatchJob,
+    CircuitLoad, CountRunningPartitions, GetCircuitLoad, GetJob, GetProofs, GetTrackerStatus,
+    JobEnding, JobStatus, JobView, PartitionView, ProofsError, ProofsView, TrackerStatus, WatchJob,
 };
 use crate::model::{JobId, Stage, STAGES};
 use crate::store::PartitionDetail;
@@ -175,6 +176,16 @@ impl Handler<GetTrackerStatus> for Tracker {
             .map(|s| (s.as_str(), self.tally.partitions[*s as usize]))
             .collect();
         MessageResult(TrackerStatus { jobs, partitions })
+    }
+}
+
+impl Handler<GetCircuitLoad> for Tracker {
+    type Result = MessageResult<GetCircuitLoad>;
+
+    fn handle(&mut self, _: GetCircuitLoad, _: &mut Context<Self>) -> Self::Result {
+        let load: BTreeMap<String, CircuitLoad> =
+            self.tally.circuits.iter().map(|(circuit, load)| (circuit.clone(), *load)).collect();
+        MessageResult(load)
     }
 }
 

@@ -84,6 +84,14 @@ pub struct GpuBenchArgs {
     /// Partitions per shared pass (with --pass-log).
     #[arg(long, default_value = "1,2,4")]
     pub pass: List<usize>,
+    /// log2 domains of synthetic compiled matrices of 32 GiB PoRep's shape
+    /// (27: its 130 M rows) whose evaluation on the device is timed, against
+    /// the bytes it moves and the host's (up to --eval-cpu-max-log).
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub eval: List<u32>,
+    /// Largest --eval domain also evaluated on the host (all cores).
+    #[arg(long, default_value_t = 24)]
+    pub eval_cpu_max_log: u32,
 }
 
 /// A comma-separated list argument whose empty items are skipped, so that

@@ -9,10 +9,13 @@
 //! - `porep`: PoRep-shaped partitions with their key resident and streamed,
 //!   and saturated devices; `pass`: partitions sharing passes over a
 //!   streamed key; `urgency`: a critical call beside a saturated device.
+//! - `eval`: the device's evaluation of compiled matrices (`--eval`).
 //! - `partitions`: the fabricated partitions they prove.
 //! - `table`: the result lines and their medians.
 
 mod args;
+#[cfg(feature = "cuda")]
+mod eval;
 #[cfg(feature = "cuda")]
 mod kernels;
 #[cfg(feature = "cuda")]
@@ -43,7 +46,11 @@ pub enum GpuBenchError {
 pub fn run(args: &GpuBenchArgs) -> Result<String, GpuBenchError> {
     #[cfg(feature = "cuda")]
     {
-        Ok(kernels::run(args)?)
+        let mut out = kernels::run(args)?;
+        if !args.eval.0.is_empty() {
+            out.push_str(&eval::run(args.device, &args.eval.0, args.runs, args.eval_cpu_max_log)?);
+        }
+        Ok(out)
     }
     #[cfg(not(feature = "cuda"))]
     {

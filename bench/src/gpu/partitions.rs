@@ -14,7 +14,7 @@ use cuzk_kernels::cuda::bases::{Fingerprint, KeyBases, Query};
 use cuzk_kernels::cuda::gpu::{DevG1Affine, DevG2Affine};
 use cuzk_kernels::cuda::inputs::{mostly_bits, random_fr};
 use cuzk_kernels::cuda::msm::{MsmGroup, G1, G2};
-use cuzk_kernels::groth16::{PreparedCircuit, Selection, Synthesized};
+use cuzk_kernels::groth16::{Abc, PreparedCircuit, Selection, Synthesized};
 use cuzk_kernels::r1cs::Matrices;
 use cuzk_kernels::{Bls12_381, Fr, G1Affine, G2Affine};
 
@@ -148,9 +148,11 @@ fn porep_shaped_partition(
 fn with_random_abc(n: usize, mut assignment: Vec<Fr>, num_inputs: usize, s: u64) -> Synthesized {
     assignment[0] = Fr::from(1u64);
     Synthesized {
-        a: random_fr(n, s ^ 1),
-        b: random_fr(n, s ^ 2),
-        c: random_fr(n, s ^ 3),
+        abc: Abc::Host {
+            a: random_fr(n, s ^ 1),
+            b: random_fr(n, s ^ 2),
+            c: random_fr(n, s ^ 3),
+        },
         assignment,
         num_inputs,
     }

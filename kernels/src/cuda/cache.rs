@@ -1,6 +1,7 @@
 //! What a CUDA engine keeps between calls, under two budgets: proving keys
-//! resident on the device, NTT tables and the circuits' A and B selections
-//! (the resident budget, device memory), and keys too large for that
+//! resident on the device, NTT tables, the circuits' A and B selections and
+//! their compiled matrices (the resident budget, device memory), and keys
+//! too large for that
 //! budget, held in pinned host memory and streamed through the device per
 //! call (the pinned budget, host memory). Least recently used entries not in
 //! use are evicted to make room.
@@ -12,16 +13,14 @@ use std::sync::Arc;
 use rustacuda::error::CudaError;
 
 use super::bases::{Fingerprint, KeyBases, Query};
-use super::gpu::{DBuf, DevG1Affine, DevG2Affine, DeviceElement, Res, Workspace};
+use super::gpu::{DBuf, DevG1Affine, DevG2Affine, Res, Workspace};
 use super::ntt::NttTables;
+use super::r1cs::{DeviceMatrices, LONG_ROW};
 use super::streamed::HostKey;
 use super::CudaEngine;
 use crate::groth16::Selection;
+use crate::r1cs::{Flattened, Matrices};
 use crate::{DeviceCause, DeviceError, KernelError};
-
-/// Points converted into the staging at a time while a key is uploaded (the
-/// whole query at once would double a 12.5 GB query on the host).
-const UPLOAD_RANGE: usize = 1 << 20;
 
 /// A circuit's bases on the device.
 pub struct ResidentKey {
@@ -93,6 +92,7 @@ pub struct Cache {
     tables: HashMap<usize, (Arc<NttTables>, u64)>,
     streamed: HashMap<String, (Arc<HostKey>, u64)>,
     selections: HashMap<String, (Arc<DeviceSelections>, u64)>,
+    matrices: HashMap<String, (Arc<DeviceMatrices>, u64)>,
     tick: u64,
 }
 
@@ -103,6 +103,7 @@ impl Cache {
             tables: HashMap::new(),
             streamed: HashMap::new(),
             selections: HashMap::new(),
+            matrices: HashMap::new(),
             tick: 0,
         }
     }
@@ -111,6 +112,7 @@ impl Cache {
         self.keys.values().map(|(k, _)| k.bytes).sum::<u64>()
             + self.tables.values().map(|(t, _)| t.bytes()).sum::<u64>()
             + self.selections.values().map(|(s, _)| s.bytes).sum::<u64>()
+            + self.matrices.values().map(|(m, _)| m.bytes).sum::<u64>()
     }
 
     fn pinned_bytes(&self) -> u64 {
@@ -128,6 +130,7 @@ impl Cache {
         self.tables.clear();
         self.streamed.clear();
         self.selections.clear();
+        self.matrices.clear();
     }
 }
 
@@ -171,6 +174,7 @@ enum Victim {
     Key(String),
     Tables(usize),
     Selections(String),
+    Matrices(String),
 }
 
 fn exhausted(what: &str, need: u64, budget: u64, held: u64) -> KernelError {
@@ -187,7 +191,8 @@ impl CudaEngine {
             .map_err(|e| DeviceError::engine("locking the engine cache", e))
     }
 
-    /// Device bytes held by resident proving keys and NTT tables.
+    /// Device bytes held by resident proving keys, NTT tables, selections
+    /// and compiled matrices.
     pub fn resident_bytes(&self) -> u64 {
         self.cache.lock().map(|c| c.bytes()).unwrap_or(0)
     }
@@ -204,6 +209,7 @@ impl CudaEngine {
                 c.keys.remove(circuit_id);
                 c.streamed.remove(circuit_id);
                 c.selections.remove(circuit_id);
+                c.matrices.remove(circuit_id);
             }
         }
     }
@@ -216,10 +222,12 @@ impl CudaEngine {
             let key = idle_lru(&cache.keys).map(|(id, t)| (t, Victim::Key(id)));
             let tables = idle_lru(&cache.tables).map(|(n, t)| (t, Victim::Tables(n)));
             let sel = idle_lru(&cache.selections).map(|(id, t)| (t, Victim::Selections(id)));
-            match [key, tables, sel].into_iter().flatten().min_by_key(|e| e.0) {
+            let rows = idle_lru(&cache.matrices).map(|(id, t)| (t, Victim::Matrices(id)));
+            match [key, tables, sel, rows].into_iter().flatten().min_by_key(|e| e.0) {
                 Some((_, Victim::Key(id))) => cache.keys.remove(&id).map(drop),
                 Some((_, Victim::Tables(n))) => cache.tables.remove(&n).map(drop),
                 Some((_, Victim::Selections(id))) => cache.selections.remove(&id).map(drop),
+                Some((_, Victim::Matrices(id))) => cache.matrices.remove(&id).map(drop),
                 None => return Err(exhausted("resident", need, self.budget, cache.bytes())),
             };
         }
@@ -328,29 +336,17 @@ impl CudaEngine {
         let upload = || -> Res<_> {
             let mut g1 = Vec::with_capacity(4);
             for q in Query::ALL {
-                g1.push(upload_ranges(ws, bases.len(q), |s, o| bases.g1(q, s, o))?);
+                g1.push(ws.upload_filled(bases.len(q), |s, o| bases.g1(q, s, o))?);
             }
             let b2 = if with_b2 {
-                Some(upload_ranges(ws, bases.b2_len(), |s, o| bases.g2(s, o))?)
+                Some(ws.upload_filled(bases.b2_len(), |s, o| bases.g2(s, o))?)
             } else {
                 None
             };
             ws.synchronize("uploading a proving key")?;
             Ok((g1, b2))
         };
-        // The workspaces' idle buffers live outside the resident budget: when
-        // they are what keeps a key from fitting, free them and try again.
-        let (g1, b2) = match upload() {
-            Err(KernelError::Device(DeviceError {
-                cause: DeviceCause::Driver(CudaError::OutOfMemory),
-                ..
-            })) => {
-                ws.release()?;
-                self.release_pooled();
-                upload()?
-            }
-            uploaded => uploaded?,
-        };
+        let (g1, b2) = self.upload_with_room(ws, upload)?;
         let bytes =
             g1.iter().map(|b| b.bytes()).sum::<u64>() + b2.as_ref().map_or(0, |b| b.bytes());
         let key = Arc::new(ResidentKey {
@@ -363,6 +359,49 @@ impl CudaEngine {
             .keys
             .insert(circuit_id.to_string(), (key.clone(), tick));
         Ok(key)
+    }
+
+    /// Runs `upload`, and once more when the device was out of memory after
+    /// freeing the workspaces' idle buffers: they live outside the resident
+    /// budget, so they can be what keeps an entry that fits it from fitting
+    /// the device.
+    fn upload_with_room<T>(&self, ws: &Workspace, upload: impl Fn() -> Res<T>) -> Res<T> {
+        match upload() {
+            Err(KernelError::Device(DeviceError {
+                cause: DeviceCause::Driver(CudaError::OutOfMemory),
+                ..
+            })) => {
+                ws.release()?;
+                self.release_pooled();
+                upload()
+            }
+            uploaded => uploaded,
+        }
+    }
+
+    /// The circuit's compiled matrices on the device, uploaded through `ws`
+    /// when not yet (once per circuit: 7.4 GB at 32 GiB PoRep) or when
+    /// those kept under its id are another circuit's.
+    pub(super) fn device_matrices(
+        &self,
+        circuit_id: &str,
+        matrices: &Matrices,
+        ws: &Workspace,
+    ) -> Res<Arc<DeviceMatrices>> {
+        let mut cache = self.cache()?;
+        let tick = cache.next_tick();
+        let fp = matrices.fingerprint();
+        let current = |d: &DeviceMatrices| d.fingerprint == fp;
+        if let Some(d) = cached(&mut cache.matrices, circuit_id, tick, current) {
+            return Ok(d);
+        }
+        let flat = Flattened::new(matrices, LONG_ROW)?;
+        self.make_room(&mut cache, flat.device_bytes())?;
+        let d = Arc::new(self.upload_with_room(ws, || DeviceMatrices::upload(&flat, fp, ws))?);
+        cache
+            .matrices
+            .insert(circuit_id.to_string(), (d.clone(), tick));
+        Ok(d)
     }
 
     /// The circuit's bases in pinned host memory, copied there when not yet.
@@ -393,22 +432,4 @@ impl CudaEngine {
             .insert(circuit_id.to_string(), (key.clone(), tick));
         Ok(key)
     }
-}
-
-/// A new owned device buffer of `len` elements, filled range by range from
-/// `fill` through the workspace's staging (queued; synchronize before use
-/// on another stream).
-fn upload_ranges<T: DeviceElement>(
-    ws: &Workspace,
-    len: usize,
-    fill: impl Fn(usize, &mut [T]),
-) -> Res<DBuf<T>> {
-    let mut buf = DBuf::new(len)?;
-    let mut host = vec![T::ZERO; UPLOAD_RANGE.min(len)];
-    for start in (0..len).step_by(UPLOAD_RANGE) {
-        let n = UPLOAD_RANGE.min(len - start);
-        fill(start, &mut host[..n]);
-        ws.upload_at(&mut buf, start, &host[..n])?;
-    }
-    Ok(buf)
 }

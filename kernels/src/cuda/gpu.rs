@@ -110,6 +110,12 @@ device_types! {
     DevG2Affine = G2_AFF_WORDS;
     /// A G2 Jacobian point over Fq2.
     DevG2Jac = G2_JAC_WORDS;
+    /// A term of the compiled matrices: its variable (low half) and
+    /// coefficient index (high half); `r1cs::Flattened::term`.
+    DevTerm = TERM_WORDS;
+    /// Two row ends of the compiled matrices, the earlier in the low half;
+    /// `r1cs::Flattened::end_pair`.
+    DevRowEnds = ROW_ENDS_WORDS;
 }
 
 /// A device address of `T` elements, passed to a kernel as its `T*`
@@ -310,6 +316,13 @@ kernels! {
     /// a = (a * b - c) * z_inv[0], pointwise.
     fn k_h_pointwise(a: DevPtr<DevFr>, b: DevPtr<DevFr>, c: DevPtr<DevFr>, n: u32, z_inv: DevPtr<DevFr>);
 
+    /// a, b, c of the domain's n rows from the compiled matrices and the
+    /// assignment z, grid-stride (`nshared` coefficients copied to shared
+    /// memory first); bad[0] lowered to each unsatisfied row.
+    fn k_r1cs_eval(ends: DevPtr<DevRowEnds>, terms: DevPtr<DevTerm>, coeffs: DevPtr<DevFr>, nshared: u32, neg: u32, long_len: u32, z: DevPtr<DevFr>, m: u32, inputs: u32, n: u32, a: DevPtr<DevFr>, b: DevPtr<DevFr>, c: DevPtr<DevFr>, bad: DevPtr<u32>);
+    /// The long rows' values, a warp each.
+    fn k_r1cs_long(ends: DevPtr<DevRowEnds>, terms: DevPtr<DevTerm>, coeffs: DevPtr<DevFr>, neg: u32, z: DevPtr<DevFr>, m: u32, a: DevPtr<DevFr>, b: DevPtr<DevFr>, c: DevPtr<DevFr>, rows: DevPtr<u32>, count: u32);
+
     /// Montgomery scalars to plain integers (may alias).
     fn k_msm_from_mont(input: DevPtr<DevFr>, out: DevPtr<DevFr>, n: u32);
     /// out[i] = input[idx[i]].
@@ -428,6 +441,13 @@ impl<T: DeviceCopy> DBuf<T> {
     }
     pub fn bytes(&self) -> u64 {
         (self.len * std::mem::size_of::<T>()) as u64
+    }
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
     /// Device address of the first element, as the kernels take it.
     pub fn ptr(&self) -> DevPtr<T> {
@@ -650,6 +670,26 @@ impl Workspace {
         Ok(buffer)
     }
 
+    /// A new owned buffer of `len` elements, filled range by range by
+    /// `fill(start, out)` (elements `start..start + out.len()`) in host
+    /// memory and uploaded as by `upload`, so that a large buffer (a 12.5 GB
+    /// query of a key, 5.8 GB of compiled matrices' terms) never exists
+    /// whole on the host in the device's layout.
+    pub fn upload_filled<T: DeviceElement>(
+        &self,
+        len: usize,
+        fill: impl Fn(usize, &mut [T]),
+    ) -> Res<DBuf<T>> {
+        let mut buf = DBuf::new(len)?;
+        let mut host = vec![T::ZERO; UPLOAD_RANGE.min(len)];
+        for start in (0..len).step_by(UPLOAD_RANGE) {
+            let n = UPLOAD_RANGE.min(len - start);
+            fill(start, &mut host[..n]);
+            self.upload_at(&mut buf, start, &host[..n])?;
+        }
+        Ok(buf)
+    }
+
     /// As `upload`, queued on the copy stream (order it against the
     /// compute stream with `copy_after_compute` / `compute_after_copy`).
     pub fn upload_on_copy<T: DeviceElement>(&self, dst: &mut DBuf<T>, src: &[T]) -> Res<()> {
@@ -698,6 +738,9 @@ struct Staging {
     /// Which buffer the next chunk goes through.
     turn: usize,
 }
+
+/// Elements `Workspace::upload_filled` fills on the host at a time.
+const UPLOAD_RANGE: usize = 1 << 20;
 
 /// u64 words per staging buffer (32 MiB).
 const STAGING_WORDS: usize = 1 << 22;

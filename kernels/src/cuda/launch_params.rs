@@ -26,6 +26,11 @@ pub const NTT_THREADS: u32 = 256;
 pub const NTT_SCALE_NONE: u32 = 0;
 pub const NTT_SCALE_LOAD: u32 = 1;
 pub const NTT_SCALE_STORE: u32 = 2;
+/// Threads of a block of the constraint evaluation (k_r1cs_eval, and
+/// k_r1cs_long's eight warps): k_r1cs_eval declares it as launch bound with
+/// 4 blocks per SM (64 registers, where it took 68 and so 3 blocks: a
+/// memory-bound gather keeps more loads in flight with more warps).
+pub const R1CS_THREADS: u32 = 256;
 /// Rounds of blockDim scalars one block of the 0/1 split (k_msm_split)
 /// ranks: the kernel sizes its shared rank table by it, the host its grid.
 pub const MSM_SPLIT_ROUNDS: u32 = 8;
@@ -48,3 +53,7 @@ pub const G1_JAC_WORDS: usize = 3 * FQ_WORDS;
 pub const G2_AFF_WORDS: usize = 2 * FQ2_WORDS;
 /// G2 Jacobian point: X, Y, Z over Fq2.
 pub const G2_JAC_WORDS: usize = 3 * FQ2_WORDS;
+/// A term of the compiled matrices: variable and coefficient index, u32 each.
+pub const TERM_WORDS: usize = 1;
+/// Two row ends of the compiled matrices, u32 each.
+pub const ROW_ENDS_WORDS: usize = 1;

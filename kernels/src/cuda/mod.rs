@@ -5,9 +5,11 @@
 //! per call from a pool (streams, pinned staging, reused device buffers), the
 //! proving-key bases of each circuit uploaded once and kept resident
 //! (LRU-evicted against a memory budget) or, when a key exceeds that budget,
-//! kept in pinned host memory and streamed through the device in chunks, H
-//! by seven NTTs on the device, the four G1 MSMs and, with `g2_on_gpu`, B's
-//! G2 MSM. Kernels: kernels/cuda.
+//! kept in pinned host memory and streamed through the device in chunks, a,
+//! b and c of a deferred partition evaluated on the device from the
+//! circuit's compiled matrices (kept resident like its key), H by seven NTTs
+//! on the device, the four G1 MSMs and, with `g2_on_gpu`, B's G2 MSM.
+//! Kernels: kernels/cuda.
 
 pub mod bases;
 mod cache;
@@ -22,6 +24,7 @@ pub mod ntt;
 mod passes;
 mod prove;
 mod spans;
+pub mod r1cs;
 mod streamed;
 
 // Public for the benchmark, which computes the kernel-active fraction from
@@ -39,6 +42,7 @@ use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::{Stream, StreamFlags};
 
 use crate::groth16::{PreparedCircuit, ProveStartEngine, ProveStartOutput, Synthesized, Urgency};
+use crate::r1cs::Matrices;
 use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use cache::Cache;
 use gpu::{
@@ -488,6 +492,50 @@ impl CudaEngine {
         Ok(ms as f64)
     }
 
+    /// a, b and c of the assignment `z` (on the device, Montgomery form, as
+    /// `upload_fr` leaves it) by `matrices`, into `abc` (three buffers of
+    /// at least `domain_size`), as `Matrices::evaluate` computes them on the
+    /// host: the matrices kept under `circuit_id` as prove_start keeps a
+    /// circuit's (uploaded on first use). Returns the evaluation's time on
+    /// the stream in ms (CUDA events: the launches alone), or the first row
+    /// that does not hold as `KernelError::Unsatisfied`. For the tests and
+    /// the benchmark.
+    pub fn evaluate_device(
+        &self,
+        circuit_id: &str,
+        matrices: &Matrices,
+        z: &DBuf<DevFr>,
+        abc: &[DBuf<DevFr>; 3],
+        domain_size: usize,
+    ) -> Res<f64> {
+        matrices.check_assignment(z.len(), domain_size)?;
+        if abc.iter().any(|v| v.len() < domain_size) {
+            return Err(KernelError::Synthesis(format!(
+                "a, b, c buffers shorter than the domain of {domain_size}"
+            )));
+        }
+        let ws = self.lease()?;
+        let device = self.device_matrices(circuit_id, matrices, &ws)?;
+        self.gpu.enter()?;
+        let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
+        let (start, stop) = (ev()?, ev()?);
+        let bad = ws.buffer::<u32>(1)?;
+        start.record(&ws.stream).map_err(driver("cuEventRecord"))?;
+        let out = [abc[0].ptr(), abc[1].ptr(), abc[2].ptr()];
+        device.evaluate(&self.gpu, &ws, z.ptr(), out, domain_size, bad.ptr())?;
+        stop.record(&ws.stream).map_err(driver("cuEventRecord"))?;
+        let mut first = [u32::MAX];
+        bad.download(&mut first, &ws.stream)?;
+        ws.synchronize("evaluating compiled matrices")?;
+        if first[0] != u32::MAX {
+            return Err(KernelError::Unsatisfied(first[0] as usize));
+        }
+        let ms = stop
+            .elapsed_time_f32(&start)
+            .map_err(driver("cuEventElapsedTime"))?;
+        Ok(ms as f64)
+    }
+
     /// Runs a field test kernel on the words of n elements of a and b:
     /// op 0 add, 1 sub, 2 mul, 3 sqr, 4 neg, 5 from_mont (Fr) or double (Fq,
     /// Fq2). Returns the words of the n results.
@@ -574,6 +622,10 @@ impl Drop for CudaEngine {
 impl ProveStartEngine for CudaEngine {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn evaluates_on_device(&self) -> bool {
+        true
     }
 
     fn prove_start(

@@ -210,10 +210,10 @@ impl CudaEngine {
         let picked = gathered(&circuit.a_selection) + gathered(&circuit.b_selection);
         let fits = room(self.device_bytes, self.budget, chunk, n, m, picked);
         let limit = self.options.pass_partitions.clamp(1, fits);
-        let first = |outputs: Vec<ProveStartOutput>| outputs.into_iter().next().expect("one");
+        let first = |outputs: Vec<Res<ProveStartOutput>>| outputs.into_iter().next().expect("one");
         if urgency == Urgency::Urgent || limit == 1 || !self.streams(bases) {
             let alone = self.prove_pass(circuit, bases, syn, urgency, &mut |_, _| Vec::new());
-            return alone.map(first);
+            return alone.and_then(first);
         }
         prove::check(circuit, &syn)?;
         let fingerprint = bases.fingerprint();
@@ -259,9 +259,9 @@ impl CudaEngine {
                 let mut outputs = outputs.into_iter();
                 let own = outputs.next().expect("the first call's output");
                 for (reply, output) in replies.into_iter().zip(outputs) {
-                    let _ = reply.send(Ok(output));
+                    let _ = reply.send(output);
                 }
-                Ok(own)
+                own
             }
             Err(e) => {
                 for reply in replies {
@@ -282,15 +282,13 @@ impl CudaEngine {
 #[cfg(test)]
 mod tests {
     use super::{room, Fingerprint, Passes, Role};
-    use crate::groth16::Synthesized;
+    use crate::groth16::{Abc, Synthesized};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     fn syn() -> Synthesized {
         Synthesized {
-            a: vec![],
-            b: vec![],
-            c: vec![],
+            abc: Abc::Deferred,
             assignment: vec![],
             num_inputs: 1,
         }

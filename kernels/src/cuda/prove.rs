@@ -6,6 +6,7 @@
 //! what makes a pass of two cheaper than two calls. Which calls share a pass
 //! is passes.rs's business; this file proves the partitions it is given.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustacuda::event::{Event, EventFlags};
@@ -16,9 +17,17 @@ use super::cache::Loaded;
 use super::gpu::{driver, DBuf, DevFr, DevG1Affine, DevPtr, Res, Workspace};
 use super::msm::{self, GroupResults, Results, ZeroOne, G1, G2};
 use super::ntt::NttTables;
+use super::r1cs::DeviceMatrices;
 use super::{free_elsewhere, streamed, CudaEngine};
-use crate::groth16::{PhaseTiming, PreparedCircuit, ProveStartOutput, Selection, Synthesized};
+use crate::groth16::{
+    compiled, Abc, PhaseTiming, PreparedCircuit, ProveStartOutput, Selection, Synthesized,
+};
 use crate::{Fr, KernelError};
+
+/// What a pass returns: the pass's own failure, or each partition's output
+/// or its own failure (a partition whose witness does not satisfy its
+/// circuit, found by the device's evaluation, fails alone).
+pub(super) type PassOutputs = Res<Vec<Res<ProveStartOutput>>>;
 
 /// One partition of a pass between its H step and its MSMs.
 struct Part {
@@ -34,19 +43,32 @@ struct Part {
     /// assignment when `assignment` keeps only its public part).
     freed_bytes: u64,
     freeing: Option<std::thread::JoinHandle<()>>,
+    /// Where the device's evaluation of a, b and c leaves the first row
+    /// that does not hold (u32::MAX when all do), read after the pass's
+    /// downloads; None when a, b and c came from the host, which checked
+    /// them.
+    bad: Option<DBuf<u32>>,
+    /// The compiled matrices that evaluation reads, held (not evicted)
+    /// until the pass has passed it.
+    _matrices: Option<Arc<DeviceMatrices>>,
 }
 
-/// Whether a partition's inputs fit the circuit's domain and its
-/// assignment holds its public inputs.
+/// Whether a partition's inputs fit the circuit's domain (a, b and c, or
+/// the assignment its compiled matrices take) and its assignment holds its
+/// public inputs.
 pub(super) fn check(circuit: &PreparedCircuit, syn: &Synthesized) -> Res<()> {
     let n = circuit.domain_size;
-    if syn.a.len() != n || syn.b.len() != n || syn.c.len() != n {
-        return Err(KernelError::Synthesis(format!(
-            "a, b, c have {}, {}, {} elements; the domain has {n}",
-            syn.a.len(),
-            syn.b.len(),
-            syn.c.len()
-        )));
+    match &syn.abc {
+        Abc::Host { a, b, c } if a.len() != n || b.len() != n || c.len() != n => {
+            return Err(KernelError::Synthesis(format!(
+                "a, b, c have {}, {}, {} elements; the domain has {n}",
+                a.len(),
+                b.len(),
+                c.len()
+            )))
+        }
+        Abc::Host { .. } => {}
+        Abc::Deferred => compiled(circuit)?.check_assignment(syn.assignment.len(), n)?,
     }
     if syn.num_inputs > syn.assignment.len() {
         return Err(KernelError::Synthesis(format!(
@@ -74,7 +96,7 @@ impl CudaEngine {
         first: Synthesized,
         urgency: crate::groth16::Urgency,
         more: &mut dyn FnMut(usize, usize) -> Vec<Synthesized>,
-    ) -> Res<Vec<ProveStartOutput>> {
+    ) -> PassOutputs {
         self.gpu.enter()?;
         check(circuit, &first)?;
         // Declared before the lease, so dropped after it: on an early return
@@ -100,7 +122,7 @@ impl CudaEngine {
         // Each partition's H coefficients, apart from the rest: they go back
         // to the workspace once H's MSMs are queued.
         let (m, num_inputs) = (first.assignment.len(), first.num_inputs);
-        let (part, h) = self.h_step(&ws, &tables, first, &mut marks)?;
+        let (part, h) = self.h_step(circuit, &ws, &tables, first, &mut marks)?;
         let (mut parts, mut hs) = (vec![part], vec![h]);
         loop {
             let joined = more(m, num_inputs);
@@ -108,7 +130,7 @@ impl CudaEngine {
                 break;
             }
             for syn in joined {
-                let (part, h) = self.h_step(&ws, &tables, syn, &mut marks)?;
+                let (part, h) = self.h_step(circuit, &ws, &tables, syn, &mut marks)?;
                 parts.push(part);
                 hs.push(h);
             }
@@ -191,6 +213,12 @@ impl CudaEngine {
             let [h, l, a, b1] = g1;
             fetched.push(([h?, l?, a?, b1?], b2.map(|r| r.fetch(stream)).transpose()?));
         }
+        let mut unsatisfied = vec![u32::MAX; parts.len()];
+        for (p, host) in parts.iter().zip(unsatisfied.chunks_mut(1)) {
+            if let Some(bad) = &p.bad {
+                bad.download(host, stream)?;
+            }
+        }
         marks.mark("download")?;
         stream.synchronize().map_err(driver("prove_start"))?;
 
@@ -199,14 +227,18 @@ impl CudaEngine {
         let share = active_ms.map(|ms| ms.max(0.0) / 1e3 / parts.len() as f64);
         self.passes.count(parts.len());
         let mut outputs = Vec::with_capacity(parts.len());
-        for (p, (g1, g2)) in parts.into_iter().zip(fetched) {
+        for ((p, (g1, g2)), bad) in parts.into_iter().zip(fetched).zip(unsatisfied) {
             // The stage reports a, b, c as freed (`freed_bytes`), which the
             // daemon's memory budget then hands out again: they must be gone.
             if let Some(thread) = p.freeing {
                 let _ = thread.join();
             }
+            if bad != u32::MAX {
+                outputs.push(Err(KernelError::Unsatisfied(bad as usize)));
+                continue;
+            }
             let [h_acc, l_acc, a_acc, b1_acc] = g1.map(|f| f.value());
-            outputs.push(ProveStartOutput {
+            outputs.push(Ok(ProveStartOutput {
                 a_acc,
                 b1_acc,
                 l_acc,
@@ -217,7 +249,7 @@ impl CudaEngine {
                 freed_bytes: p.freed_bytes,
                 phases: phases.clone(),
                 device_active: share.map(Duration::from_secs_f64),
-            });
+            }));
         }
         Ok(outputs)
     }
@@ -227,6 +259,7 @@ impl CudaEngine {
     /// Montgomery form).
     fn h_step(
         &self,
+        circuit: &PreparedCircuit,
         ws: &Workspace,
         tables: &NttTables,
         syn: Synthesized,
@@ -235,9 +268,7 @@ impl CudaEngine {
         let (gpu, stream, n) = (&self.gpu, &ws.stream, tables.n);
         let freed_bytes = syn.abc_bytes();
         let Synthesized {
-            a,
-            b,
-            c,
+            abc,
             assignment,
             num_inputs,
         } = syn;
@@ -247,22 +278,42 @@ impl CudaEngine {
         let mut dc = ws.buffer::<DevFr>(n)?;
         let mut dz = ws.buffer::<DevFr>(m)?;
         let scratch = ws.buffer::<DevFr>(n)?;
-        // a goes up on the compute stream; b, c and the witness on the copy
-        // stream, each under the NTTs of the inputs before it (the host's
-        // staging copies pace the uploads, which overlap kernels, not each
-        // other). The copies wait first for the work queued so far on the
-        // compute stream, whose memory these buffers may have been.
+        // The copies wait first for the work queued so far on the compute
+        // stream, whose memory these buffers may have been.
         ws.copy_after_compute()?;
-        ws.upload(&mut da, msm::fr_dev(&a))?;
-        marks.mark("upload")?;
-
-        tables.to_coset(gpu, stream, da.ptr(), scratch.ptr())?;
-        for (buf, host) in [(&mut db, &b), (&mut dc, &c)] {
-            ws.upload_on_copy(buf, msm::fr_dev(host))?;
-            ws.compute_after_copy()?;
-            tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;
-        }
-        ws.upload_on_copy(&mut dz, msm::fr_dev(&assignment))?;
+        let (bad, matrices) = match &abc {
+            // a goes up on the compute stream; b, c and the witness on the
+            // copy stream, each under the NTTs of the inputs before it (the
+            // host's staging copies pace the uploads, which overlap kernels,
+            // not each other).
+            Abc::Host { a, b, c } => {
+                ws.upload(&mut da, msm::fr_dev(a))?;
+                marks.mark("upload")?;
+                tables.to_coset(gpu, stream, da.ptr(), scratch.ptr())?;
+                for (buf, host) in [(&mut db, b), (&mut dc, c)] {
+                    ws.upload_on_copy(buf, msm::fr_dev(host))?;
+                    ws.compute_after_copy()?;
+                    tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;
+                }
+                ws.upload_on_copy(&mut dz, msm::fr_dev(&assignment))?;
+                (None, None)
+            }
+            // Only the assignment goes up; a, b and c are the circuit's
+            // matrices, kept on the device, times it.
+            Abc::Deferred => {
+                let matrices = self.device_matrices(&circuit.circuit_id, compiled(circuit)?, ws)?;
+                ws.upload(&mut dz, msm::fr_dev(&assignment))?;
+                marks.mark("upload")?;
+                let bad = ws.buffer::<u32>(1)?;
+                let abc = [da.ptr(), db.ptr(), dc.ptr()];
+                matrices.evaluate(gpu, ws, dz.ptr(), abc, n, bad.ptr())?;
+                marks.mark("evaluate")?;
+                for buf in [&da, &db, &dc] {
+                    tables.to_coset(gpu, stream, buf.ptr(), scratch.ptr())?;
+                }
+                (Some(bad), Some(matrices))
+            }
+        };
         // The host's a, b, c are in the staging's hands now, and so is the
         // assignment, of which prove_finish needs only the public part when
         // B's G2 MSM runs here. Returning 13 GB (a 32 GiB PoRep's a, b, c)
@@ -274,7 +325,7 @@ impl CudaEngine {
         } else {
             (assignment, None)
         };
-        let freeing = free_elsewhere((a, b, c, rest));
+        let freeing = free_elsewhere((abc, rest));
         tables.h_from_cosets(gpu, stream, da.ptr(), db.ptr(), dc.ptr(), scratch.ptr())?;
         ws.compute_after_copy()?;
         msm::from_mont(gpu, ws, dz.ptr(), dz.ptr(), m)?;
@@ -287,6 +338,8 @@ impl CudaEngine {
             num_inputs,
             freed_bytes,
             freeing,
+            bad,
+            _matrices: matrices,
         };
         Ok((part, da))
     }

@@ -1,0 +1,121 @@
+//! `cuzk-bench curio-inputs --out DIR`: the 2 KiB Filecoin inputs of
+//! cuzk-filecoin's fixtures (sectors sealed, vanilla proofs made and an
+//! update encoded by filecoin-proofs-api itself) written as files, raw, for
+//! a client in another language: the commit-phase-1 output as
+//! filecoin-proofs-api's JSON, each vanilla proof as filecoin-proofs'
+//! bincode, commitments and randomness as hex in `manifest.json`. The
+//! client wraps them in Curio's encodings itself (tests/grpc_conformance.py
+//! does: the C1 envelope, Go-numbered proof types, the prover id from the
+//! miner id), so the daemon's decoding is checked by code that shares none
+//! of it. No parameter file is needed: nothing is proved here.
+
+use std::path::{Path, PathBuf};
+
+use cuzk_filecoin::fixtures::{self, Sector, MINER_ID, PROVER_ID, SEED, TICKET, UPDATE, WINDOW, WINNING};
+use serde_json::{json, Value};
+
+#[derive(clap::Args)]
+pub struct CurioInputsArgs {
+    /// The directory to write into (made if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Writes the files and `manifest.json`, which names them; answers the
+/// manifest's path.
+pub fn run(args: &CurioInputsArgs) -> Result<PathBuf, String> {
+    let out = &args.out;
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let sectors: Vec<Sector> = (1..=3).map(|id| fixtures::seal(id).map_err(|e| format!("{e:#}"))).collect::<Result<_, _>>()?;
+    let all: Vec<&Sector> = sectors.iter().collect();
+    let replica = |s: &Sector| json!({ "sector_id": u64::from(s.id), "comm_r": hex::encode(s.p2.comm_r) });
+
+    let porep = &sectors[0];
+    let c1 = serde_json::to_vec(&porep.c1).map_err(|e| e.to_string())?;
+    write(out, "porep-c1.json", &c1)?;
+
+    let winning_randomness = post_randomness(0x11);
+    let winning = fixtures::post_vanilla_proofs(WINNING, winning_randomness, &all[..1]).map_err(|e| format!("{e:#}"))?;
+
+    // Three sectors at two per 2 KiB WindowPoSt partition: partition 1
+    // carries one sector, as a partition with skipped sectors does.
+    let window_randomness = post_randomness(0x22);
+    let window = fixtures::post_vanilla_proofs(WINDOW, window_randomness, &all).map_err(|e| format!("{e:#}"))?;
+    let per_partition = WINDOW.as_v1_config().sector_count;
+    let partitions: Vec<Value> = all
+        .chunks(per_partition)
+        .zip(window.chunks(per_partition))
+        .enumerate()
+        .map(|(index, (sectors, proofs))| {
+            Ok(json!({
+                "index": index,
+                "sectors": sectors.iter().map(|s| replica(s)).collect::<Vec<_>>(),
+                "vanilla_proofs": written(out, &format!("window-{index}"), proofs)?,
+            }))
+        })
+        .collect::<Result<_, String>>()?;
+
+    let update = fixtures::update(porep).map_err(|e| format!("{e:#}"))?;
+
+    let manifest = json!({
+        "miner_id": MINER_ID,
+        "prover_id": hex::encode(PROVER_ID),
+        "porep": {
+            "registered_proof": porep.c1.registered_proof,
+            "sector_id": u64::from(porep.id),
+            "c1": "porep-c1.json",
+            "comm_r": hex::encode(porep.p2.comm_r),
+            "comm_d": hex::encode(porep.p2.comm_d),
+            "ticket": hex::encode(TICKET),
+            "seed": hex::encode(SEED),
+        },
+        "winning": {
+            "registered_proof": WINNING,
+            "randomness": hex::encode(winning_randomness),
+            "sectors": [replica(porep)],
+            "vanilla_proofs": written(out, "winning", &winning)?,
+        },
+        "window": {
+            "registered_proof": WINDOW,
+            "randomness": hex::encode(window_randomness),
+            "partitions": partitions,
+        },
+        "snap": {
+            "registered_proof": UPDATE,
+            "comm_r_old": hex::encode(update.comm_r_old),
+            "comm_r_new": hex::encode(update.comm_r_new),
+            "comm_d_new": hex::encode(update.comm_d_new),
+            "vanilla_proofs": written(out, "snap", &update.vanilla_proofs)?,
+        },
+    });
+    let path = out.join("manifest.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// PoSt randomness as Curio sends it: 32 bytes, the last masked `& 0x3f`
+/// so that it is a field element.
+fn post_randomness(fill: u8) -> [u8; 32] {
+    let mut randomness = [fill; 32];
+    randomness[31] &= 0x3f;
+    randomness
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Writes each proof as `<stem>-<i>.bin` and answers the names.
+fn written(dir: &Path, stem: &str, proofs: &[Vec<u8>]) -> Result<Vec<String>, String> {
+    proofs
+        .iter()
+        .enumerate()
+        .map(|(i, proof)| {
+            let name = format!("{stem}-{i}.bin");
+            write(dir, &name, proof)?;
+            Ok(name)
+        })
+        .collect()
+}

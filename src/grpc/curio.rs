@@ -1,0 +1,350 @@
+//! Curio's encodings read into the daemon's own submission. A
+//! `SubmitProofRequest` becomes the JSON body an HTTP client would POST to
+//! `/v1/jobs` (docs/filecoin.md), so that the job seam parses, checks,
+//! stores and restores it exactly like any other job:
+//!
+//! - PoRep: `vanilla_proof` is Curio's C1 envelope, JSON `{SectorNum,
+//!   Phase1Out, SectorSize}` whose `Phase1Out` is the commit-phase-1 output
+//!   as base64 (Go's encoding of `[]byte`); it is passed on as `c1_base64`
+//!   untouched, and the proof type is the C1 output's own;
+//! - PoSt: `vanilla_proofs` are filecoin-proofs' bincode of one sector's
+//!   proof each (a WindowPoSt request is one partition, `partition_index`,
+//!   and may carry fewer sectors than a full one);
+//! - SnapDeals: `vanilla_proofs` are one bincode partition proof each, with
+//!   the three raw 32-byte commitments;
+//! - `registered_proof` in Curio's (Go abi) numbering, whose WindowPoSt
+//!   V1_1 is filecoin-proofs-api's V1_2;
+//! - the prover id derived from `miner_id` as Curio derives it.
+//!
+//! Lengths, field elements and the proofs themselves are checked by the
+//! parser the body goes to, not here: one set of checks for both front ends.
+
+use std::borrow::Cow;
+
+use cuzk_filecoin::api::{RegisteredPoStProof, RegisteredUpdateProof};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::proto::{Priority, ProofKind, SubmitProofRequest};
+
+/// Why a request cannot become a submission. `UnknownKind` is a malformed
+/// call (INVALID_ARGUMENT); the others are inputs the daemon cannot prove,
+/// answered as a FAILED result, which Curio reports on the task.
+#[derive(Debug, thiserror::Error)]
+pub enum CurioError {
+    /// `proof_kind` unset (0) or a number the protocol does not define.
+    #[error("invalid proof_kind: {0}")]
+    UnknownKind(i32),
+    /// The PoRep C1 envelope is not the JSON Curio writes.
+    #[error("vanilla_proof is not Curio's C1 envelope (JSON {{SectorNum, Phase1Out, SectorSize}}): {0}")]
+    Envelope(serde_json::Error),
+    /// The envelope names another sector than the request.
+    #[error("the C1 envelope is for sector {envelope}, the request for sector {request}")]
+    SectorMismatch { envelope: i64, request: u64 },
+    /// `registered_proof` is no number Curio gives a proof of this kind.
+    #[error("registered_proof {number} is not a {kind} proof in Curio's numbering (0 to 4{more})")]
+    RegisteredProof { number: u64, kind: &'static str, more: &'static str },
+    /// `sector_size` set and not the registered proof's.
+    #[error("sector_size {given} differs from registered_proof {number}'s {expected} bytes")]
+    SectorSize { given: u64, number: u64, expected: u64 },
+}
+
+/// A request as the daemon submits it.
+pub struct Submission {
+    /// The daemon's kind (`porep-c2`, `snap-prove`, `window-post`,
+    /// `winning-post`).
+    pub circuit: &'static str,
+    /// The submission body: a `SubmitRequest` as JSON.
+    pub body: Vec<u8>,
+    /// SHA-256 of `body`: identical requests in flight may share one job.
+    pub digest: [u8; 32],
+}
+
+/// The sector sizes Curio's numbers run through, five per proof version:
+/// 2 KiB, 8 MiB, 512 MiB, 32 GiB, 64 GiB.
+const SECTOR_SIZES: [u64; 5] = [2 << 10, 8 << 20, 512 << 20, 32 << 30, 64 << 30];
+
+/// The daemon's kind for a `proof_kind`; INVALID_ARGUMENT for 0 or an
+/// unknown number, as the original daemon answers.
+pub fn circuit_of(proof_kind: i32) -> Result<&'static str, CurioError> {
+    match ProofKind::try_from(proof_kind) {
+        Ok(ProofKind::PorepSealCommit) => Ok("porep-c2"),
+        Ok(ProofKind::SnapDealsUpdate) => Ok("snap-prove"),
+        Ok(ProofKind::WindowPostPartition) => Ok("window-post"),
+        Ok(ProofKind::WinningPost) => Ok("winning-post"),
+        Ok(ProofKind::Unspecified) | Err(_) => Err(CurioError::UnknownKind(proof_kind)),
+    }
+}
+
+/// The name the original daemon gives a kind in `GetStatus`' queues; a
+/// registered family keeps its own name.
+pub fn status_name(circuit: &str) -> &str {
+    match circuit {
+        "porep-c2" => "porep-c2",
+        "snap-prove" => "snap-update",
+        other => other,
+    }
+}
+
+/// The request read into a submission; its byte fields are moved, not
+/// copied, so a large C1 output is held once.
+pub fn submission(request: SubmitProofRequest) -> Result<Submission, CurioError> {
+    let circuit = circuit_of(request.proof_kind)?;
+    let prover_id = hex::encode(prover_id(request.miner_id));
+    let input = match circuit {
+        "porep-c2" => porep_input(&request.vanilla_proof, request.sector_number, prover_id)?,
+        "snap-prove" => {
+            let proof = registered_update(request.registered_proof)?;
+            check_sector_size(request.sector_size, request.registered_proof)?;
+            json!({
+                "registered_proof": proof,
+                "comm_r_old": hex::encode(&request.comm_r_old),
+                "comm_r_new": hex::encode(&request.comm_r_new),
+                "comm_d_new": hex::encode(&request.comm_d_new),
+                "vanilla_proofs": hex_all(&request.vanilla_proofs),
+            })
+        }
+        winning_or_window => {
+            let winning = winning_or_window == "winning-post";
+            let proof = registered_post(request.registered_proof, winning)?;
+            check_sector_size(request.sector_size, request.registered_proof)?;
+            let mut input = json!({
+                "registered_proof": proof,
+                "randomness": hex::encode(&request.randomness),
+                "prover_id": prover_id,
+                "vanilla_proofs": hex_all(&request.vanilla_proofs),
+            });
+            if !winning {
+                input["partition_index"] = json!(request.partition_index);
+            }
+            input
+        }
+    };
+    let mut body = Map::new();
+    body.insert("circuit".into(), json!(circuit));
+    if let Some(priority) = priority(request.priority) {
+        body.insert("priority".into(), json!(priority));
+    }
+    body.insert("input".into(), input);
+    let body = serde_json::to_vec(&body).expect("a JSON map serializes");
+    Ok(Submission { circuit, digest: Sha256::digest(&body).into(), body })
+}
+
+/// The prover id Curio derives from a miner's actor id (Go's `toProverID`:
+/// the payload of the miner's ID address, an unsigned LEB128 varint, left
+/// aligned in 32 bytes).
+pub fn prover_id(miner_id: u64) -> [u8; 32] {
+    let mut id = [0u8; 32];
+    let mut rest = miner_id;
+    for byte in id.iter_mut() {
+        *byte = (rest & 0x7f) as u8;
+        rest >>= 7;
+        if rest == 0 {
+            break;
+        }
+        *byte |= 0x80;
+    }
+    id
+}
+
+/// The daemon's priority name for a Curio priority; None (the kind's
+/// default) for 0, and normal for a number the protocol does not define,
+/// as the original daemon does.
+fn priority(value: i32) -> Option<&'static str> {
+    match Priority::try_from(value) {
+        Ok(Priority::Unspecified) => None,
+        Ok(Priority::Low) => Some("low"),
+        Ok(Priority::Normal) | Err(_) => Some("normal"),
+        Ok(Priority::High) => Some("high"),
+        Ok(Priority::Critical) => Some("critical"),
+    }
+}
+
+/// Curio's C1 envelope. `Phase1Out` borrows from the request's bytes (Go
+/// escapes nothing base64 holds), so it is copied once, into the body.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "SectorNum")]
+    sector_num: i64,
+    #[serde(rename = "Phase1Out", borrow)]
+    phase1_out: Cow<'a, str>,
+    /// Not used: the C1 output names its own proof type, as for the
+    /// original daemon.
+    #[serde(rename = "SectorSize")]
+    _sector_size: u64,
+}
+
+/// porep-c2's input: the envelope's C1 output, and the request's sector
+/// (the envelope's when the request leaves it 0; both given must agree).
+fn porep_input(envelope: &[u8], sector_number: u64, prover_id: String) -> Result<Value, CurioError> {
+    let envelope: Envelope = serde_json::from_slice(envelope).map_err(CurioError::Envelope)?;
+    let sector = match (sector_number, u64::try_from(envelope.sector_num)) {
+        (0, Ok(from_envelope)) => from_envelope,
+        (request, Ok(from_envelope)) if request == from_envelope => request,
+        (request, _) => {
+            return Err(CurioError::SectorMismatch { envelope: envelope.sector_num, request });
+        }
+    };
+    Ok(json!({
+        "c1_base64": envelope.phase1_out,
+        "prover_id": prover_id,
+        "sector_id": sector,
+    }))
+}
+
+/// A PoSt proof in Curio's numbering: WinningPoSt V1 is 0 to 4,
+/// WindowPoSt V1 5 to 9 and V1_1 10 to 14 (filecoin-proofs-api's V1_2,
+/// the grindability fix, as filecoin-ffi maps it).
+fn registered_post(number: u64, winning: bool) -> Result<RegisteredPoStProof, CurioError> {
+    use RegisteredPoStProof as P;
+    let table = match winning {
+        true => [
+            P::StackedDrgWinning2KiBV1,
+            P::StackedDrgWinning8MiBV1,
+            P::StackedDrgWinning512MiBV1,
+            P::StackedDrgWinning32GiBV1,
+            P::StackedDrgWinning64GiBV1,
+        ]
+        .get(number as usize),
+        false => [
+            P::StackedDrgWindow2KiBV1,
+            P::StackedDrgWindow8MiBV1,
+            P::StackedDrgWindow512MiBV1,
+            P::StackedDrgWindow32GiBV1,
+            P::StackedDrgWindow64GiBV1,
+            P::StackedDrgWindow2KiBV1_2,
+            P::StackedDrgWindow8MiBV1_2,
+            P::StackedDrgWindow512MiBV1_2,
+            P::StackedDrgWindow32GiBV1_2,
+            P::StackedDrgWindow64GiBV1_2,
+        ]
+        .get((number as usize).wrapping_sub(5)),
+    };
+    table.copied().ok_or(match winning {
+        true => CurioError::RegisteredProof { number, kind: "WinningPoSt", more: "" },
+        false => CurioError::RegisteredProof { number, kind: "WindowPoSt", more: " are WinningPoSt; WindowPoSt is 5 to 14" },
+    })
+}
+
+/// A SnapDeals proof in Curio's numbering: 0 to 4.
+fn registered_update(number: u64) -> Result<RegisteredUpdateProof, CurioError> {
+    use RegisteredUpdateProof as U;
+    [U::StackedDrg2KiBV1, U::StackedDrg8MiBV1, U::StackedDrg512MiBV1, U::StackedDrg32GiBV1, U::StackedDrg64GiBV1]
+        .get(number as usize)
+        .copied()
+        .ok_or(CurioError::RegisteredProof { number, kind: "SnapDeals", more: "" })
+}
+
+/// A `sector_size` Curio set must be the registered proof's (a PSProve
+/// SnapDeals request leaves it 0). Every kind's numbers run through the
+/// five sizes in order, so the size is the number's place among them.
+fn check_sector_size(given: u64, number: u64) -> Result<(), CurioError> {
+    let expected = SECTOR_SIZES[(number % 5) as usize];
+    if given != 0 && given != expected {
+        return Err(CurioError::SectorSize { given, number, expected });
+    }
+    Ok(())
+}
+
+fn hex_all(proofs: &[Vec<u8>]) -> Vec<String> {
+    proofs.iter().map(hex::encode).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Go's `toProverID`: the ID address payload (LEB128) of the actor id.
+    #[test]
+    fn prover_ids_are_the_leb128_of_the_miner() {
+        let mut expected = [0u8; 32];
+        assert_eq!(prover_id(0), expected);
+        expected[0] = 0x7f;
+        assert_eq!(prover_id(127), expected);
+        expected[..2].copy_from_slice(&[0xe8, 0x07]);
+        assert_eq!(prover_id(1000), expected);
+        expected[..3].copy_from_slice(&[0x80, 0x80, 0x01]);
+        assert_eq!(prover_id(1 << 14), expected);
+        let max = prover_id(u64::MAX);
+        assert_eq!(&max[..10], &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert!(max[10..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn curio_numbers_name_filecoin_proofs_api_variants() {
+        use RegisteredPoStProof as P;
+        assert_eq!(registered_post(3, true).unwrap(), P::StackedDrgWinning32GiBV1);
+        assert_eq!(registered_post(8, false).unwrap(), P::StackedDrgWindow32GiBV1);
+        assert_eq!(registered_post(13, false).unwrap(), P::StackedDrgWindow32GiBV1_2);
+        assert_eq!(registered_post(10, false).unwrap(), P::StackedDrgWindow2KiBV1_2);
+        for (number, winning) in [(5, true), (4, false), (15, false), (u64::MAX, false)] {
+            assert!(registered_post(number, winning).is_err(), "{number} {winning}");
+        }
+        assert_eq!(registered_update(3).unwrap(), RegisteredUpdateProof::StackedDrg32GiBV1);
+        assert!(registered_update(5).is_err());
+        assert!(check_sector_size(0, 13).is_ok());
+        assert!(check_sector_size(32 << 30, 13).is_ok());
+        assert!(check_sector_size(64 << 30, 13).is_err());
+    }
+
+    #[test]
+    fn kinds_and_priorities() {
+        assert!(matches!(circuit_of(0), Err(CurioError::UnknownKind(0))));
+        assert!(matches!(circuit_of(9), Err(CurioError::UnknownKind(9))));
+        assert_eq!(circuit_of(3).unwrap(), "window-post");
+        assert_eq!(priority(0), None);
+        assert_eq!(priority(4), Some("critical"));
+        assert_eq!(priority(99), Some("normal"));
+    }
+
+    fn request(kind: ProofKind) -> SubmitProofRequest {
+        SubmitProofRequest {
+            request_id: "wdpost-1000-0-[12 34 56 78 9 10 11 12]".into(),
+            proof_kind: kind as i32,
+            miner_id: 1000,
+            ..SubmitProofRequest::default()
+        }
+    }
+
+    #[test]
+    fn a_porep_envelope_becomes_c1_base64_for_its_sector() {
+        let mut porep = request(ProofKind::PorepSealCommit);
+        porep.vanilla_proof = br#"{"SectorNum":7,"Phase1Out":"eyJhIjoxfQ==","SectorSize":2048}"#.to_vec();
+        let submitted = submission(porep.clone()).unwrap();
+        let body: Value = serde_json::from_slice(&submitted.body).unwrap();
+        assert_eq!(body["circuit"], "porep-c2");
+        assert_eq!(body["input"]["c1_base64"], "eyJhIjoxfQ==");
+        assert_eq!(body["input"]["sector_id"], 7);
+        assert_eq!(body["input"]["prover_id"], hex::encode(prover_id(1000)));
+        assert!(body.get("priority").is_none(), "the kind's default");
+        assert_eq!(submitted.digest, <[u8; 32]>::from(Sha256::digest(&submitted.body)));
+        porep.sector_number = 7;
+        assert!(submission(porep.clone()).is_ok());
+        porep.sector_number = 8;
+        assert!(matches!(submission(porep.clone()), Err(CurioError::SectorMismatch { envelope: 7, request: 8 })));
+        porep.vanilla_proof = b"{\"SectorNum\":7}".to_vec();
+        assert!(matches!(submission(porep), Err(CurioError::Envelope(_))));
+    }
+
+    #[test]
+    fn a_window_post_partition_keeps_its_index_and_raw_bytes_become_hex() {
+        let mut window = request(ProofKind::WindowPostPartition);
+        window.registered_proof = 10;
+        window.priority = Priority::High as i32;
+        window.partition_index = 1;
+        window.randomness = vec![0xab; 32];
+        window.vanilla_proofs = vec![vec![1, 2], vec![3]];
+        let body: Value = serde_json::from_slice(&submission(window).unwrap().body).unwrap();
+        assert_eq!(body["priority"], "high");
+        assert_eq!(body["input"]["registered_proof"], "StackedDrgWindow2KiBV1_2");
+        assert_eq!(body["input"]["partition_index"], 1);
+        assert_eq!(body["input"]["randomness"], "ab".repeat(32));
+        assert_eq!(body["input"]["vanilla_proofs"], json!(["0102", "03"]));
+        let mut winning = request(ProofKind::WinningPost);
+        winning.registered_proof = 0;
+        winning.partition_index = 3;
+        let body: Value = serde_json::from_slice(&submission(winning).unwrap().body).unwrap();
+        assert!(body["input"].get("partition_index").is_none(), "WinningPoSt has no partitions");
+    }
+}

@@ -1,0 +1,238 @@
+//! Where gRPC listens and how its connections are served. `grpc.listen` is
+//! a TCP `host:port` or `unix:///path` (Curio's `[Cuzk] Address` forms).
+//! A unix socket's directory is created, a stale socket file (one nobody
+//! answers on) is removed, and the socket is made mode 0660, so its group
+//! is who may call. On loopback or a unix socket calls are plaintext and
+//! need no token; elsewhere the listener speaks TLS (`[tls]`) and calls
+//! need a token, unless `--insecure` (Curio speaks plaintext without
+//! credentials: a private network only). docs/security.md, docs/curio.md.
+//!
+//! Connections are served by hyper's HTTP/2 server on an arbiter (a thread
+//! and runtime) of their own, beside the HTTP API's workers: each call is a
+//! task, and a call waiting on a job costs its future and its stream, no
+//! thread.
+
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::TlsAcceptor;
+
+use super::proto::proving_engine_server::ProvingEngineServer;
+use super::service::ProvingService;
+
+/// How long a TLS handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Streams a connection may hold beyond the waiting calls (status and
+/// metrics calls while every waiting place is taken).
+const EXTRA_STREAMS: u32 = 64;
+/// An idle connection is pinged this often; one that does not answer
+/// within `PING_TIMEOUT` is closed, ending its calls (a Curio host that
+/// vanished without closing its connection cancels its jobs).
+const PING_INTERVAL: Duration = Duration::from_secs(60);
+const PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why the gRPC listener did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The address does not resolve.
+    #[error(transparent)]
+    Address(#[from] crate::auth::AuthError),
+    /// Refused before anything starts: plaintext or no tokens off loopback.
+    #[error(
+        "refusing gRPC on {listen} (grpc.listen): off loopback it needs [tls] (cert and key) and API tokens, \
+         or --insecure. Curio speaks plaintext without credentials: give it a unix socket \
+         (unix:///run/cuzk/cuzk.sock) or a loopback address, or pass --insecure on a private network (docs/curio.md)"
+    )]
+    Unguarded { listen: String },
+    #[error("cannot listen on {address} (grpc.listen): {source}")]
+    Io { address: String, source: io::Error },
+}
+
+/// A bound listener, not yet serving.
+pub struct GrpcListener {
+    socket: Socket,
+    /// Set off loopback when `[tls]` is configured.
+    tls: Option<TlsAcceptor>,
+    /// Where it listens: `host:port` as bound (port 0 resolved) or
+    /// `unix:///path`.
+    pub address: String,
+    /// The listener's reach is the credential (a unix socket or loopback):
+    /// calls without a token are the `default` tenant's.
+    pub trusted: bool,
+}
+
+enum Socket {
+    Tcp(std::net::TcpListener),
+    Unix { listener: std::os::unix::net::UnixListener, path: PathBuf },
+}
+
+/// Binds `listen` by the rules above. `tls`: the API's rustls config, if
+/// `[tls]` is set; `tokens`: whether any API token is configured.
+pub fn bind(listen: &str, tls: Option<&rustls::ServerConfig>, tokens: bool, insecure: bool) -> Result<GrpcListener, ListenError> {
+    let io_error = |source| ListenError::Io { address: listen.to_string(), source };
+    if let Some(path) = listen.strip_prefix("unix://").or_else(|| listen.strip_prefix("unix:")) {
+        let path = PathBuf::from(path);
+        let listener = bind_unix(&path).map_err(io_error)?;
+        let address = format!("unix://{}", path.display());
+        return Ok(GrpcListener { socket: Socket::Unix { listener, path }, tls: None, address, trusted: true });
+    }
+    let loopback = crate::auth::is_loopback(listen)?;
+    if !loopback && !insecure && (tls.is_none() || !tokens) {
+        return Err(ListenError::Unguarded { listen: listen.to_string() });
+    }
+    let listener = std::net::TcpListener::bind(listen).map_err(io_error)?;
+    listener.set_nonblocking(true).map_err(io_error)?;
+    let address = listener.local_addr().map_err(io_error)?.to_string();
+    let tls = match (loopback, tls) {
+        (false, Some(config)) => {
+            let mut config = config.clone();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            Some(TlsAcceptor::from(Arc::new(config)))
+        }
+        _ => None,
+    };
+    if !loopback && tls.is_none() {
+        log::warn!("--insecure: gRPC on {address} accepts plaintext calls");
+    }
+    Ok(GrpcListener { socket: Socket::Tcp(listener), tls, address, trusted: loopback })
+}
+
+/// The socket at `path`, its directory made and a stale socket file
+/// removed; any other file there is left alone and refused.
+fn bind_unix(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(io::ErrorKind::AddrInUse, "another process answers on this socket"));
+            }
+            std::fs::remove_file(path)?;
+        }
+        Ok(_) => return Err(io::Error::new(io::ErrorKind::AlreadyExists, "a file that is not a socket is in the way")),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The gRPC server running on its arbiter.
+pub struct GrpcServer {
+    arbiter: actix_rt::Arbiter,
+    /// The unix socket's file, removed on stop.
+    socket_file: Option<PathBuf>,
+}
+
+impl GrpcListener {
+    /// Serves `service` until `stop`; messages up to `max_message_bytes`
+    /// each way, and on one connection up to `max_streams` calls at once.
+    pub fn serve(self, service: ProvingService, max_message_bytes: usize, max_streams: usize) -> GrpcServer {
+        let server = ProvingEngineServer::new(service)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes);
+        let streams = u32::try_from(max_streams).unwrap_or(u32::MAX).saturating_add(EXTRA_STREAMS);
+        let socket_file = match &self.socket {
+            Socket::Unix { path, .. } => Some(path.clone()),
+            Socket::Tcp(_) => None,
+        };
+        let arbiter = actix_rt::Arbiter::new();
+        let (socket, tls, address) = (self.socket, self.tls, self.address);
+        arbiter.spawn(async move {
+            if let Err(error) = accept(socket, tls, server, streams).await {
+                log::error!("gRPC on {address} stopped accepting: {error}");
+            }
+        });
+        GrpcServer { arbiter, socket_file }
+    }
+}
+
+impl GrpcServer {
+    /// Stops serving: connections close and calls end where they are (their
+    /// jobs are durable and go on).
+    pub fn stop(self) {
+        self.arbiter.stop();
+        if let Some(path) = &self.socket_file {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Accepts connections for as long as the arbiter runs.
+async fn accept(
+    socket: Socket,
+    tls: Option<TlsAcceptor>,
+    server: ProvingEngineServer<ProvingService>,
+    streams: u32,
+) -> io::Result<()> {
+    match socket {
+        Socket::Tcp(listener) => {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            loop {
+                let Some(stream) = accepted(listener.accept().await).await else { continue };
+                let (server, tls) = (server.clone(), tls.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                            Ok(Ok(stream)) => connection(stream, server, streams).await,
+                            Ok(Err(error)) => log::debug!("gRPC: TLS handshake failed: {error}"),
+                            Err(_) => log::debug!("gRPC: TLS handshake timed out"),
+                        },
+                        None => connection(stream, server, streams).await,
+                    }
+                });
+            }
+        }
+        Socket::Unix { listener, .. } => {
+            let listener = tokio::net::UnixListener::from_std(listener)?;
+            loop {
+                let Some(stream) = accepted(listener.accept().await).await else { continue };
+                tokio::spawn(connection(stream, server.clone(), streams));
+            }
+        }
+    }
+}
+
+/// The accepted stream, or None after a failed accept (out of file
+/// descriptors, a connection reset while queued): logged, and the loop
+/// pauses briefly rather than spin.
+async fn accepted<S, A>(result: io::Result<(S, A)>) -> Option<S> {
+    match result {
+        Ok((stream, _)) => Some(stream),
+        Err(error) => {
+            log::warn!("gRPC: accepting a connection failed: {error}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            None
+        }
+    }
+}
+
+/// Serves one HTTP/2 connection until it closes.
+async fn connection<IO>(io: IO, server: ProvingEngineServer<ProvingService>, streams: u32)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let served = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(streams)
+        // Large inputs (a 32 GiB PoRep's C1 is about 67 MB) over links with
+        // some latency: the window grows with the measured bandwidth.
+        .adaptive_window(true)
+        .keep_alive_interval(PING_INTERVAL)
+        .keep_alive_timeout(PING_TIMEOUT)
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(server))
+        .await;
+    if let Err(error) = served {
+        log::debug!("gRPC: connection ended: {error}");
+    }
+}

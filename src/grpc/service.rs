@@ -1,0 +1,200 @@
+//! The `ProvingEngine` service: each RPC admits its caller (the token gate,
+//! the scope its method needs), runs its handler (`prove.rs`, `status.rs`,
+//! `srs.rs`) and is counted by method and status code.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Code, Request, Response, Status};
+
+use super::error::token_status;
+use super::proto::proving_engine_server::ProvingEngine;
+use super::proto::{
+    AwaitProofRequest, AwaitProofResponse, CancelProofRequest, CancelProofResponse, EvictSrsRequest,
+    EvictSrsResponse, GetMetricsRequest, GetMetricsResponse, GetStatusRequest, GetStatusResponse, PreloadSrsRequest,
+    PreloadSrsResponse, ProveRequest, ProveResponse, SubmitProofRequest, SubmitProofResponse,
+};
+use super::state::GrpcState;
+use super::{prove, srs, status};
+use crate::auth::Scope;
+use crate::telemetry::GrpcCall;
+use crate::tenants::Caller;
+
+/// The service tonic's generated server dispatches to.
+pub struct ProvingService {
+    pub state: Arc<GrpcState>,
+}
+
+#[tonic::async_trait]
+impl ProvingEngine for ProvingService {
+    async fn submit_proof(&self, request: Request<SubmitProofRequest>) -> Result<Response<SubmitProofResponse>, Status> {
+        answer("SubmitProof", async {
+            let caller = self.caller(&request, Scope::Submit)?;
+            prove::submit(&self.state, caller, request.into_inner()).await
+        })
+        .await
+    }
+
+    async fn await_proof(&self, request: Request<AwaitProofRequest>) -> Result<Response<AwaitProofResponse>, Status> {
+        answer("AwaitProof", async {
+            let caller = self.caller(&request, Scope::Read)?;
+            let deadline = deadline(&request);
+            prove::await_proof(&self.state, caller, request.into_inner(), deadline).await
+        })
+        .await
+    }
+
+    async fn prove(&self, request: Request<ProveRequest>) -> Result<Response<ProveResponse>, Status> {
+        answer("Prove", async {
+            let caller = self.caller(&request, Scope::Submit)?;
+            let deadline = deadline(&request);
+            prove::prove(&self.state, caller, request.into_inner(), deadline).await
+        })
+        .await
+    }
+
+    async fn cancel_proof(&self, request: Request<CancelProofRequest>) -> Result<Response<CancelProofResponse>, Status> {
+        answer("CancelProof", async {
+            let caller = self.caller(&request, Scope::Submit)?;
+            prove::cancel(&self.state, caller, request.into_inner()).await
+        })
+        .await
+    }
+
+    async fn get_status(&self, request: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
+        answer("GetStatus", async {
+            let caller = self.caller(&request, Scope::Read)?;
+            status::status(&self.state, &caller).await
+        })
+        .await
+    }
+
+    async fn get_metrics(&self, request: Request<GetMetricsRequest>) -> Result<Response<GetMetricsResponse>, Status> {
+        answer("GetMetrics", async {
+            self.caller(&request, Scope::Read)?;
+            Ok(status::metrics(&self.state))
+        })
+        .await
+    }
+
+    async fn preload_srs(&self, request: Request<PreloadSrsRequest>) -> Result<Response<PreloadSrsResponse>, Status> {
+        answer("PreloadSRS", async {
+            self.caller(&request, Scope::Admin)?;
+            srs::preload(&self.state, &request.get_ref().circuit_id).await
+        })
+        .await
+    }
+
+    async fn evict_srs(&self, request: Request<EvictSrsRequest>) -> Result<Response<EvictSrsResponse>, Status> {
+        answer("EvictSRS", async {
+            self.caller(&request, Scope::Admin)?;
+            srs::evict(&self.state, &request.get_ref().circuit_id)
+        })
+        .await
+    }
+}
+
+impl ProvingService {
+    /// Who calls, by the bearer token in its `authorization` metadata and
+    /// the listener it came on (`Gate::grpc_caller`).
+    fn caller<T>(&self, request: &Request<T>, needed: Scope) -> Result<Caller, Status> {
+        let presented = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+        self.state.gates.current().grpc_caller(presented, needed, self.state.trusted).map_err(token_status)
+    }
+}
+
+/// Runs a handler and counts its answer; a call dropped before it answers
+/// (its caller went away) is counted as CANCELLED.
+async fn answer<T>(method: &'static str, handler: impl Future<Output = Result<T, Status>>) -> Result<Response<T>, Status> {
+    let mut counted = Unanswered(Some(method));
+    let answered = handler.await;
+    counted.0 = None;
+    let code = match &answered {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
+    };
+    GrpcCall { method, code: code_name(code) }.emit();
+    answered.map(Response::new)
+}
+
+/// Counts a call that was dropped before it answered.
+struct Unanswered(Option<&'static str>);
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(method) = self.0 {
+            GrpcCall { method, code: code_name(Code::Cancelled) }.emit();
+        }
+    }
+}
+
+/// The call's own deadline, from its `grpc-timeout` header.
+fn deadline<T>(request: &Request<T>) -> Option<Duration> {
+    grpc_timeout(request.metadata().get("grpc-timeout")?.to_str().ok()?)
+}
+
+/// A `grpc-timeout` value: up to 8 digits and a unit (H M S m u n).
+fn grpc_timeout(value: &str) -> Option<Duration> {
+    if !value.is_ascii() || value.len() < 2 || value.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// A status code as gRPC names it (the metric's label).
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_as_the_protocol_writes_them() {
+        assert_eq!(grpc_timeout("1799999m"), Some(Duration::from_millis(1_799_999)));
+        assert_eq!(grpc_timeout("30M"), Some(Duration::from_secs(1800)));
+        assert_eq!(grpc_timeout("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(grpc_timeout("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(grpc_timeout("100u"), Some(Duration::from_micros(100)));
+        assert_eq!(grpc_timeout("7n"), Some(Duration::from_nanos(7)));
+        for bad in ["", "S", "123456789S", "12x", "-1S", "1.5S", "1\u{e9}"] {
+            assert_eq!(grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+}
