@@ -353,10 +353,10 @@ impl FilecoinJob {
             .record_partition(partition as usize, evaluation)
             .map_err(StageError::permanent)?;
         let synthesis = started.elapsed();
-        // The key store keeps one error text per circuit for every job that
-        // asks after it.
+        // The key store keeps one error per circuit, typed, for every job
+        // that asks after it.
         let circuit = keys
-            .prepared_with(&self.cache_id, || self.prepare(&recorded).map_err(|e| e.to_string()))
+            .prepared_with(&self.cache_id, || self.prepare(&recorded))
             .map_err(StageError::permanent)?;
         let key_ready = started.elapsed();
         let synthesized =

@@ -1,9 +1,10 @@
 //! cuzk, the GPU proving daemon: HTTP API, proving backend, CLI client.
 //! docs/architecture.md ("Daemon modules") maps these modules and who may
-//! import whom: `server` and `http` on top, nothing below imports them.
+//! import whom: `cli`, `server` and `http` on top, nothing below imports them.
 
 pub mod auth;
 pub mod backend;
+pub mod cli;
 pub mod client;
 pub mod config;
 pub mod filecoin;

@@ -224,7 +224,9 @@ pub struct RecordedRequest {
     pub digest: [u8; 32],
 }
 
-/// A job once the tracker accepted it.
+/// A job once the tracker accepted it. A clone is the same job: it shares
+/// the abandoned flag.
+#[derive(Clone)]
 pub struct JobSpec {
     pub id: JobId,
     /// Submission order, unique per daemon.
@@ -238,7 +240,7 @@ pub struct JobSpec {
     pub submitted: Submitted,
     /// Set by the tracker when the job fails or is cancelled; stage actors
     /// check it at stage boundaries and skip the work.
-    pub(crate) abandoned: AtomicBool,
+    pub(crate) abandoned: Arc<AtomicBool>,
 }
 
 /// When a job was submitted, on both clocks, and by when it should be done.
@@ -272,18 +274,7 @@ impl JobSpec {
     /// The same job without its work: what a finished job keeps, so that
     /// its inputs are freed once no stage holds them.
     pub(crate) fn without_work(&self) -> Self {
-        Self {
-            id: self.id.clone(),
-            seq: self.seq,
-            priority: self.priority,
-            partitions: self.partitions,
-            circuit: self.circuit.clone(),
-            circuit_id: self.circuit_id.clone(),
-            reservation: self.reservation,
-            work: Arc::new(()),
-            submitted: self.submitted,
-            abandoned: AtomicBool::new(self.is_abandoned()),
-        }
+        Self { work: Arc::new(()), ..self.clone() }
     }
 
     pub fn is_abandoned(&self) -> bool {

@@ -1,5 +1,5 @@
 //! What every handler shares: the job seam, the actors, the job parser, the
-//! key store and the HTTP limits, built once by `server::build`.
+//! key store and the HTTP limits, built once at start (`Daemon::build`).
 
 use std::sync::Arc;
 

@@ -84,7 +84,7 @@ impl TenantRefused<'_> {
 /// the reload failed (the previous tokens stay in force).
 pub struct TokensReloaded<'a> {
     /// The tokens now in force, or why the reload failed.
-    pub outcome: Result<usize, &'a str>,
+    pub outcome: Result<usize, &'a dyn std::error::Error>,
 }
 
 impl TokensReloaded<'_> {
