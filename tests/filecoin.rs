@@ -566,7 +566,7 @@ fn device_evaluation_equals_the_host_on_every_kind() {
     ];
     for (kind, recorded) in recorded {
         let Ok(Recorded::Assignment { values, .. }) = recorded else {
-            panic!("{}: compiled evaluation records the assignment", kind.name());
+            panic!("{}: compiled evaluation records the assignment", kind.api_name());
         };
         let shape = kind.blank(2048).unwrap().shape;
         let n = shape.domain_size();
@@ -577,9 +577,9 @@ fn device_evaluation_equals_the_host_on_every_kind() {
         let ms = engine.evaluate_device(&id, &shape.matrices, &z, &abc, n).unwrap();
         for (k, want) in want.iter().enumerate() {
             let got = engine.download_fr(&abc[k], n).unwrap();
-            assert!(&got == want, "{}: matrix {k} differs", kind.name());
+            assert!(&got == want, "{}: matrix {k} differs", kind.api_name());
         }
-        let (name, rows, log) = (kind.name(), shape.constraints, n.trailing_zeros());
+        let (name, rows, log) = (kind.api_name(), shape.constraints, n.trailing_zeros());
         eprintln!("{name}: {rows} rows, 2^{log} domain, {ms:.2} ms on the device: equal");
     }
 }
