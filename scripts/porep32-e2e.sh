@@ -51,7 +51,9 @@ if ! ls "$PARAMS"/*.params >/dev/null 2>&1; then
         > "$OUT/key.log" 2> "$OUT/key.time" || { log "key failed"; tail -20 "$OUT/key.time"; exit 1; }
     log "key: $(python3 -c "print(round($(seconds) - $t, 1))") s, peak RSS $(awk '/Maximum resident/{print $6}' "$OUT/key.time") KB"
 fi
-if [ -n "${WINNING_AT-60}" ] && ! ls "$PARAMS"/*winning* >/dev/null 2>&1 && ! grep -q winning "$OUT/key.log" 2>/dev/null; then
+# filecoin-proofs names PoSt keys proof-of-spacetime-fallback-*: only the
+# WinningPoSt one is ever written here.
+if [ -n "${WINNING_AT-60}" ] && ! ls "$PARAMS"/*proof-of-spacetime-fallback*.params >/dev/null 2>&1; then
     log "key: the $SIZE WinningPoSt timing-only key"
     "$BIN/cuzk-bench" key --kinds winning-post --sector-size "$SIZE" --out "$PARAMS" \
         --seed 0202020202020202020202020202020202020202020202020202020202020202 >> "$OUT/key.log" 2>&1 \
