@@ -8,6 +8,10 @@
 #                             names it)
 #   .device/cuzk-bench       target/release/cuzk-bench (cargo build --release
 #                            -p cuzk-bench --features cuda), run as `cuzk-bench gpu`
+#   .device/filecoin         optional: the test binary of tests/filecoin.rs (cargo
+#                            test --release -p cuzk --features cuda --test filecoin
+#                            --no-run): the device's a, b, c against the host's on
+#                            every 2 KiB Filecoin kind
 # Writes logs under $OUT (or ./gpu-check-out). Each step has a time limit so
 # the whole script ends well inside a 10-minute call.
 #   TEST_FILTER   tests to run (default: all gpu_ tests)
@@ -29,6 +33,12 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   timeout "${TEST_LIMIT:-240}" "$DIR/gpu_correctness" --ignored --test-threads=1 --nocapture ${TEST_FILTER:-} 2>&1 | tee "$OUT/tests.log"
   echo "tests exit: ${PIPESTATUS[0]}" | tee -a "$OUT/tests.log"
 fi
+if [ -x "$DIR/filecoin" ]; then
+  echo "== Filecoin kinds =="
+  timeout "${FILECOIN_LIMIT:-150}" "$DIR/filecoin" --ignored --test-threads=1 --nocapture \
+    device_evaluation_equals_the_host_on_every_kind 2>&1 | tee "$OUT/filecoin.log"
+  echo "filecoin exit: ${PIPESTATUS[0]}" | tee -a "$OUT/filecoin.log"
+fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "== bench =="
   # shellcheck disable=SC2086
@@ -36,4 +46,4 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   echo "bench exit: ${PIPESTATUS[0]}" | tee -a "$OUT/bench.md"
   tail -5 "$OUT/bench.err"
 fi
-grep -E "^test |test result|SKIPPED|panicked|OK$" "$OUT/tests.log" 2>/dev/null
+grep -hE "^test |test result|SKIPPED|panicked|OK$" "$OUT/tests.log" "$OUT/filecoin.log" 2>/dev/null
