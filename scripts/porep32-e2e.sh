@@ -24,7 +24,8 @@
 # are reported with the partitions they finished. Neither: wait for every job.
 # SIZE: 32GiB or 64GiB (2KiB with BACKEND=cpu checks the script itself on any
 # machine). JOBS: PoRep jobs submitted at once. KEEP_WORK=1 keeps
-# the key and C1s in $WORK for a later call on the same machine.
+# the key and C1s in $WORK for a later call on the same machine. RESTART=1:
+# preload, restart the daemon, preload again (the cold cost from disk).
 set -uo pipefail
 OUT="${OUT:-$PWD/porep32-out}"
 BIN="${DEVICE_DIR:-.device}"
@@ -94,22 +95,35 @@ max_body_bytes = 268435456
 max_input_bytes = 268435456
 max_partitions = 16
 TOML
-log "daemon: starting"
-RUST_LOG="${RUST_LOG:-info}" "$BIN/cuzk" serve --config "$OUT/cuzk.toml" > "$OUT/daemon.log" 2>&1 &
-daemon=$!
-trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
-for _ in $(seq 100); do curl -sf "localhost:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+start_daemon() {
+    log "daemon: starting ($1)"
+    RUST_LOG="${RUST_LOG:-info}" "$BIN/cuzk" serve --config "$OUT/cuzk.toml" >> "$OUT/daemon.log" 2>&1 &
+    daemon=$!
+    trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
+    for _ in $(seq 100); do curl -sf "localhost:$PORT/healthz" >/dev/null && break; sleep 0.2; done
+}
 # Every parameter file preloaded first, as an operator would before a
 # stream (POST /v1/params/{id}/preload): its time is the cold cost a first
-# job would otherwise pay (the key decoded, the blank circuit's matrices
-# recorded), and a WinningPoSt then starts warm. PRELOAD=0: the first jobs
-# pay it.
-if [ "${PRELOAD:-1}" = 1 ]; then
+# job would otherwise pay (the blank circuit's compiled shape recorded, or
+# read back from the data directory; the key read from its file at the
+# first partition), and a WinningPoSt then starts warm. PRELOAD=0: the
+# first jobs pay it.
+preload() {
     for id in $(curl -s "localhost:$PORT/v1/params" | python3 -c 'import json,sys; print(" ".join(f["id"] for f in json.load(sys.stdin)["files"]))'); do
         t=$(seconds)
-        curl -s -m 500 -X POST "localhost:$PORT/v1/params/$id/preload" > "$OUT/preload-$id.json"
-        log "preload $id: $(python3 -c "print(round($(seconds) - $t, 1))") s: $(cat "$OUT/preload-$id.json")"
+        curl -s -m 500 -X POST "localhost:$PORT/v1/params/$id/preload" > "$OUT/preload-$1-$id.json"
+        log "preload ($1) $id: $(python3 -c "print(round($(seconds) - $t, 1))") s: $(cat "$OUT/preload-$1-$id.json")"
     done
+}
+start_daemon first
+[ "${PRELOAD:-1}" = 1 ] && preload first
+# RESTART=1: the daemon restarted on the same data directory and preloaded
+# again, the cold cost of every start after the first (the compiled shapes
+# read back from disk).
+if [ "${RESTART:-0}" = 1 ]; then
+    kill $daemon; wait $daemon 2>/dev/null
+    start_daemon restarted
+    [ "${PRELOAD:-1}" = 1 ] && preload restarted
 fi
 curl -s "localhost:$PORT/metrics" > "$OUT/metrics-before.txt"
 curl -s "localhost:$PORT/v1/workers?spans=0" > "$OUT/workers-before.json"

@@ -19,7 +19,7 @@ use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine, ProveStartO
 use cuzk_kernels::{Bls12_381, Fr, KernelError};
 
 use crate::config::ProvingConfig;
-use crate::filecoin::FilecoinJob;
+use crate::filecoin::{CircuitLoading, FilecoinJob};
 use crate::keys::{KeyError, KeyStore, Preparation};
 
 /// What a job asks the backend to prove.
@@ -103,6 +103,9 @@ pub struct ProvingBackend {
     /// (`ProveStartEngine::evaluates_on_device`): synthesis then stops at
     /// the assignment of a circuit with compiled matrices.
     device_evaluation: bool,
+    /// How Filecoin circuits are loaded (shapes kept on disk, keys left in
+    /// their files when every engine reads them by range).
+    loading: CircuitLoading,
 }
 
 struct SynthesizedPartition {
@@ -121,9 +124,12 @@ impl ProvingBackend {
         store: Arc<KeyStore>,
         devices: Vec<Device>,
         config: &ProvingConfig,
+        mut loading: CircuitLoading,
     ) -> Self {
         let device_evaluation =
             !devices.is_empty() && devices.iter().all(|d| d.engine.evaluates_on_device());
+        loading.key_in_file =
+            !devices.is_empty() && devices.iter().all(|d| d.engine.reads_key_by_range());
         Self {
             kind,
             store,
@@ -132,7 +138,14 @@ impl ProvingBackend {
             trim_after_finalize: config.malloc_trim,
             evaluation: config.filecoin_evaluation,
             device_evaluation,
+            loading,
         }
+    }
+
+    /// How this backend's Filecoin circuits are loaded: preloads must load
+    /// them the same way.
+    pub fn loading(&self) -> &CircuitLoading {
+        &self.loading
     }
 
     /// Whether the engines evaluate a, b and c on their devices, so that a
@@ -231,7 +244,7 @@ impl Backend for ProvingBackend {
             // attempt would, so the job fails at once, saying why.
             ProofJob::Filecoin(work) => run_stage_as("synthesis", ErrorKind::Permanent, || {
                 let on_device = self.device_evaluation;
-                work.synthesize_for(&self.store, partition, self.evaluation, on_device)
+                work.synthesize_for(&self.store, partition, self.evaluation, on_device, &self.loading)
             })?,
         };
         Ok(Synthesized {
@@ -288,7 +301,7 @@ impl Backend for ProvingBackend {
         let mut rng = rand::thread_rng();
         let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
         let public_inputs: Vec<Fr> = output.public_inputs().to_vec();
-        let (proof, mut phases) = groth16::prove_finish(&circuit, output, r, s);
+        let (proof, mut phases) = groth16::prove_finish(&circuit, output, r, s).map_err(kernel_failure)?;
         let mut phases = if self.verify_proofs {
             let valid = groth16::timed(&mut phases, "verify", || {
                 let pvk = ark_groth16::prepare_verifying_key(circuit.vk());

@@ -18,8 +18,9 @@ use cuzk_filecoin::kinds::parse_registered_proof;
 use cuzk_filecoin::params::{self, MappedParams, QueryCounts};
 use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::post::PostRequest;
-use cuzk_filecoin::prepare;
-use cuzk_filecoin::record::{Evaluation, Recorded};
+use cuzk_filecoin::prepare::{self, LoadOptions};
+use cuzk_filecoin::record::{Evaluation, Recorded, Witness};
+use cuzk_filecoin::shape_cache::ShapeCache;
 use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::verify::Statement;
 use cuzk_filecoin::{Kind, Lateness, ProofRequest};
@@ -334,17 +335,19 @@ impl FilecoinJob {
         partition: u32,
         evaluation: Evaluation,
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
-        self.synthesize_for(keys, partition, evaluation, false)
+        self.synthesize_for(keys, partition, evaluation, false, &CircuitLoading::default())
     }
 
     /// As `synthesize`; with `on_device` a compiled partition's a, b and c
-    /// are left to the engine, which evaluates them on its device.
+    /// are left to the engine, which evaluates them on its device; the
+    /// circuit is loaded as `loading` says.
     pub fn synthesize_for(
         &self,
         keys: &KeyStore,
         partition: u32,
         evaluation: Evaluation,
         on_device: bool,
+        loading: &CircuitLoading,
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
         let started = Instant::now();
         // A C1 or vanilla proof that does not synthesize never will.
@@ -356,7 +359,7 @@ impl FilecoinJob {
         // The key store keeps one error per circuit, typed, for every job
         // that asks after it.
         let circuit = keys
-            .prepared_with(&self.cache_id, || self.prepare(&recorded))
+            .prepared_with(&self.cache_id, || self.prepare(&recorded, loading))
             .map_err(StageError::permanent)?;
         let key_ready = started.elapsed();
         let synthesized =
@@ -369,13 +372,51 @@ impl FilecoinJob {
         Ok((circuit, synthesized, phases))
     }
 
-    fn prepare(&self, recorded: &Recorded) -> Result<PreparedCircuit, cuzk_filecoin::Error> {
+    fn prepare(&self, recorded: &Recorded, loading: &CircuitLoading) -> Result<PreparedCircuit, cuzk_filecoin::Error> {
         let witness = match recorded {
             Recorded::Witness(witness) => Some(witness),
             Recorded::Assignment { .. } => None,
         };
         let (kind, sector_size) = self.request.kind_and_sector_size();
-        prepare::load_circuit(&self.cache_id, &self.params, kind, sector_size, witness)
+        loading.load(&self.cache_id, &self.params, kind, sector_size, witness)
+    }
+}
+
+/// How this daemon loads a Filecoin circuit from its parameter file: the
+/// same for jobs and for preloads, since the key store keeps whichever
+/// comes first.
+#[derive(Clone, Debug, Default)]
+pub struct CircuitLoading {
+    /// Leave keys in their files, read by range by the engines (every
+    /// device's engine `reads_key_by_range`: CUDA): the host never holds a
+    /// 32 GiB PoRep key's 50 GB decoded.
+    pub key_in_file: bool,
+    /// Where blank circuits' compiled shapes are kept between starts (9 GB
+    /// for 32 GiB PoRep, two minutes to record); None keeps none.
+    pub shape_dir: Option<PathBuf>,
+    /// Free bytes a shape file must leave on its filesystem (the job
+    /// store's `store.min_free_bytes`).
+    pub keep_free: u64,
+}
+
+impl CircuitLoading {
+    /// `cache_id`'s circuit from `params`, as [`prepare::load_circuit`]
+    /// loads it with these settings.
+    pub fn load(
+        &self,
+        cache_id: &str,
+        params: &Path,
+        kind: Kind,
+        sector_size: u64,
+        witness: Option<&Witness>,
+    ) -> Result<PreparedCircuit, cuzk_filecoin::Error> {
+        let room = |bytes: u64| {
+            let dir = self.shape_dir.as_deref().unwrap_or(Path::new("."));
+            crate::store::free_bytes(dir).is_some_and(|free| free >= bytes.saturating_add(self.keep_free))
+        };
+        let shapes = self.shape_dir.as_deref().map(|dir| ShapeCache { dir, room: &room });
+        let options = LoadOptions { key_in_file: self.key_in_file, shapes: shapes.as_ref() };
+        prepare::load_circuit(cache_id, params, kind, sector_size, witness, options)
     }
 }
 

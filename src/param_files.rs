@@ -1,6 +1,6 @@
 //! Filecoin's parameter files held in memory: preloading one into the key
-//! store (decoded into a prepared circuit, counted in the budget's resident
-//! bytes) and evicting it, for both front ends (HTTP's
+//! store (a prepared circuit, loaded as the backend's jobs load it and
+//! counted in the budget's resident bytes) and evicting it, for both front ends (HTTP's
 //! `/v1/params/{id}/preload` and `/evict`, gRPC's `PreloadSRS` and
 //! `EvictSRS`), with the budget told of every change.
 
@@ -13,6 +13,7 @@ use cuzk_actors::messages::budget::SetResident;
 use cuzk_actors::ProvingSystem;
 use cuzk_filecoin::Kind;
 
+use crate::filecoin::CircuitLoading;
 use crate::keys::{KeyStore, PrepareError};
 
 /// The parameter directory and the key store its files are loaded into.
@@ -24,6 +25,9 @@ pub struct ParamFiles {
     /// The budget, told when the resident bytes change, and the backend
     /// that counts them.
     system: ProvingSystem,
+    /// Loads a file as the backend's jobs would (the key store keeps
+    /// whichever load comes first).
+    loading: Arc<CircuitLoading>,
 }
 
 /// Why a file was not preloaded or evicted; each front end answers the
@@ -56,8 +60,8 @@ pub struct Preloaded {
 }
 
 impl ParamFiles {
-    pub fn new(dir: PathBuf, keys: Arc<KeyStore>, system: ProvingSystem) -> Self {
-        Self { dir, keys, system }
+    pub fn new(dir: PathBuf, keys: Arc<KeyStore>, system: ProvingSystem, loading: CircuitLoading) -> Self {
+        Self { dir, keys, system, loading: Arc::new(loading) }
     }
 
     /// The `.params` file of cache id `id` in the parameter directory.
@@ -83,9 +87,9 @@ impl ParamFiles {
         })?;
         let (kind, sector_size) = Kind::of_cache_id(id).ok_or_else(|| ParamsError::NoCircuit(id.to_string()))?;
         let already_loaded = self.keys.loaded().contains_key(id);
-        let (keys, cache_id) = (self.keys.clone(), id.to_string());
+        let (keys, cache_id, loading) = (self.keys.clone(), id.to_string(), self.loading.clone());
         let loaded = actix_rt::task::spawn_blocking(move || {
-            keys.prepared_with(&cache_id, || cuzk_filecoin::prepare::load_circuit(&cache_id, &path, kind, sector_size, None))
+            keys.prepared_with(&cache_id, || loading.load(&cache_id, &path, kind, sector_size, None))
         })
         .await
         .map_err(|cause| ParamsError::Thread { id: id.to_string(), cause })?

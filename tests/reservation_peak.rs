@@ -58,13 +58,13 @@ fn partition_peak_fits_its_reservation() {
         // Warm the thread pool and the NTT tables once: they are resident,
         // not per partition.
         let warm = groth16::synthesize(&circuit, instance()).unwrap();
-        let _ = groth16::prove_finish(&circuit, engine.prove_start(&circuit, warm).unwrap(), Fr::rand(&mut rng), Fr::rand(&mut rng));
+        groth16::prove_finish(&circuit, engine.prove_start(&circuit, warm).unwrap(), Fr::rand(&mut rng), Fr::rand(&mut rng)).unwrap();
 
         let baseline = CURRENT.load(Ordering::Relaxed);
         PEAK.store(baseline, Ordering::Relaxed);
         let synthesized = groth16::synthesize(&circuit, instance()).unwrap();
         let started = engine.prove_start(&circuit, synthesized).unwrap();
-        let _ = groth16::prove_finish(&circuit, started, Fr::rand(&mut rng), Fr::rand(&mut rng));
+        groth16::prove_finish(&circuit, started, Fr::rand(&mut rng), Fr::rand(&mut rng)).unwrap();
         check_peak(&shape.circuit_id, baseline, reservation.total());
     }
     filecoin_partition_peak_fits_its_reservation(&engine);
@@ -96,7 +96,7 @@ fn filecoin_partition_peak_fits_its_reservation(engine: &CpuEngine) {
         let prove = |rng: &mut rand::rngs::ThreadRng| {
             let (circuit, synthesized, _) = job.synthesize(&keys, 0, evaluation).unwrap();
             let started = engine.prove_start(&circuit, synthesized).unwrap();
-            groth16::prove_finish(&circuit, started, Fr::rand(rng), Fr::rand(rng));
+            groth16::prove_finish(&circuit, started, Fr::rand(rng), Fr::rand(rng)).unwrap();
         };
         // The first loads the key (and, compiled, the matrices): resident.
         prove(&mut rng);

@@ -3,6 +3,9 @@
 //! daemon's three stages need from the reference circuits, and a fast setup that
 //! writes test-only parameters in the exact layout filecoin-proofs reads, and
 //! timing-only keys of the real 32 GiB and 64 GiB shapes (random points).
+//! A blank circuit's compiled shape is kept on disk between starts
+//! (`shape_cache`), and a large key can stay in its file, read by range by
+//! the engine (`params::QueryFile`).
 //!
 //! Field and curve types are arkworks' (the daemon's engines use them); the
 //! reference circuits are bellperson circuits over blstrs, converted at the edge.
@@ -19,6 +22,7 @@ pub mod prepare;
 pub mod record;
 pub mod request;
 pub mod setup;
+pub mod shape_cache;
 pub mod synthetic;
 pub mod timing_key;
 pub mod update;

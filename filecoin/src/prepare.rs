@@ -13,6 +13,7 @@
 //! circuit's); every query length is checked against them.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use ark_bls12_381::{G1Affine, G2Affine};
 use ark_ec::AffineRepr;
@@ -22,23 +23,38 @@ use cuzk_kernels::groth16::{self, Abc, PreparedCircuit, Selection, Synthesized};
 use cuzk_kernels::r1cs::Matrices;
 use cuzk_kernels::{Fr, KernelError};
 
-use crate::params::MappedParams;
+use crate::params::{MappedParams, QueryFile};
 use crate::record::{Densities, Recorded, Shape, Witness};
+use crate::shape_cache::ShapeCache;
 use crate::{Error, Kind};
+
+/// How a circuit is loaded beyond its file.
+#[derive(Clone, Copy, Default)]
+pub struct LoadOptions<'a> {
+    /// Leave the key's queries in the file, read by range by the engine
+    /// (`ProveStartEngine::reads_key_by_range`), instead of decoding them
+    /// onto the host: a 32 GiB PoRep key is 50 GB decoded.
+    pub key_in_file: bool,
+    /// Where the blank circuit's compiled shape is kept between starts.
+    pub shapes: Option<&'a ShapeCache<'a>>,
+}
 
 /// Reads `cache_id`'s parameter file (`params`, for `kind` at `sector_size`)
 /// into a prepared circuit. With `witness` (a partition just recorded for
 /// direct evaluation) the circuit takes that partition's densities and no
-/// matrices; without one, the blank circuit is recorded once for its
-/// densities and compiled matrices, which serve both evaluations.
+/// matrices; without one, the blank circuit's densities and compiled
+/// matrices, which serve both evaluations: read from the shape cache when
+/// it holds them, else recorded once (and written there).
 pub fn load_circuit(
     cache_id: &str,
     params: &Path,
     kind: Kind,
     sector_size: u64,
     witness: Option<&Witness>,
+    options: LoadOptions<'_>,
 ) -> Result<PreparedCircuit, Error> {
     let mapped = MappedParams::open(params)?;
+    let key_in_file = options.key_in_file;
     match witness {
         Some(witness) => prepared_circuit(
             cache_id,
@@ -46,23 +62,39 @@ pub fn load_circuit(
             &witness.densities,
             Matrices::empty(witness.inputs.len(), witness.aux.len()),
             witness.num_constraints(),
+            key_in_file,
         ),
         None => {
-            let Shape { matrices, constraints, densities } = kind.blank(sector_size)?.shape;
-            prepared_circuit(cache_id, &mapped, &densities, matrices, constraints)
+            let cached = options.shapes.and_then(|cache| cache.load(cache_id));
+            let Shape { matrices, constraints, densities } = match cached {
+                Some(shape) => shape,
+                None => {
+                    let started = std::time::Instant::now();
+                    let shape = kind.blank(sector_size)?.shape;
+                    log::info!("{cache_id}: blank circuit recorded in {:.1?}", started.elapsed());
+                    if let Some(cache) = options.shapes {
+                        cache.store(cache_id, &shape);
+                    }
+                    shape
+                }
+            };
+            prepared_circuit(cache_id, &mapped, &densities, matrices, constraints, key_in_file)
         }
     }
 }
 
 /// Decodes the file's queries into a prepared circuit named `circuit_id`,
 /// with the circuit's `matrices` (compiled, or [`Matrices::empty`] for
-/// direct evaluation) and `constraints` (without the input constraints).
+/// direct evaluation) and `constraints` (without the input constraints);
+/// with `key_in_file` only the points the finalizer adds are decoded, the
+/// queries left to be read by range from the file.
 pub fn prepared_circuit(
     circuit_id: &str,
     params: &MappedParams,
     densities: &Densities,
     matrices: Matrices,
     constraints: usize,
+    key_in_file: bool,
 ) -> Result<PreparedCircuit, Error> {
     let (inputs, aux) = (matrices.num_inputs(), matrices.num_aux());
     if densities.b_input.len() != inputs
@@ -77,6 +109,31 @@ pub fn prepared_circuit(
     }
     let vk = &params.vk;
     let (a_selection, b_selection, one_in_b) = selections(densities);
+    let mismatch = |e: KernelError| Error::KeyMismatch(e.to_string());
+    if key_in_file {
+        // The finalizer adds A's and B's first points (ONE's); the rest stay
+        // in the file. bellperson stores B's point for ONE only when ONE is
+        // in B: otherwise the identity stands first.
+        let lead_b = match params.first_b()? {
+            Some(first) if one_in_b => first,
+            _ => (G1Affine::zero(), G2Affine::zero()),
+        };
+        let head = ProvingKey {
+            vk: vk.to_ark(),
+            beta_g1: vk.beta_g1,
+            delta_g1: vk.delta_g1,
+            a_query: params.first_a()?.into_iter().collect(),
+            b_g1_query: vec![lead_b.0],
+            b_g2_query: vec![lead_b.1],
+            h_query: Vec::new(),
+            l_query: Vec::new(),
+        };
+        let source = Arc::new(QueryFile::open(params, !one_in_b)?);
+        return PreparedCircuit::sparse_from_source(
+            circuit_id, head, source, matrices, constraints, a_selection, b_selection,
+        )
+        .map_err(mismatch);
+    }
     // The engines pair the first point of each query with ONE; bellperson
     // stores a B point for ONE only when ONE appears in B.
     let lead = |one: bool| usize::from(!one);
@@ -98,8 +155,7 @@ pub fn prepared_circuit(
         h_query: params.h()?,
         l_query: params.l()?,
     };
-    PreparedCircuit::sparse(circuit_id, pk, matrices, constraints, a_selection, b_selection)
-        .map_err(|e| Error::KeyMismatch(e.to_string()))
+    PreparedCircuit::sparse(circuit_id, pk, matrices, constraints, a_selection, b_selection).map_err(mismatch)
 }
 
 /// The variables after ONE that A and B hold, as indices into

@@ -47,6 +47,14 @@ impl ProveStartEngine for CpuEngine {
         circuit: &PreparedCircuit,
         synthesized: Synthesized,
     ) -> Result<ProveStartOutput, KernelError> {
+        // The daemon leaves a key in its file only when every engine reads
+        // keys by range; this one reads whole queries.
+        if circuit.key_source.is_some() {
+            return Err(KernelError::Key(format!(
+                "{}: the key was left in its parameter file, which only an engine that reads keys by range proves from",
+                circuit.circuit_id
+            )));
+        }
         self.pool.install(|| {
             let mut phases = Vec::new();
             let freed_bytes = synthesized.abc_bytes();

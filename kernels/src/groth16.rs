@@ -14,6 +14,7 @@
 //! Given the same r and s the result is exactly ark-groth16's proof.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ark_ec::{AffineRepr, CurveGroup, VariableBaseMSM};
@@ -27,8 +28,9 @@ use rand::{CryptoRng, RngCore};
 use rayon::prelude::*;
 
 use crate::circuits::{CircuitInstance, InstanceCircuit};
+use crate::key_source::{read_all, KeySource, Query};
 use crate::r1cs::Matrices;
-use crate::{Bls12_381, Fr, G1Projective, G2Projective, KernelError};
+use crate::{Bls12_381, Fr, G1Projective, G2Affine, G2Projective, KernelError};
 
 pub type Domain = Radix2EvaluationDomain<Fr>;
 
@@ -36,7 +38,13 @@ pub type Domain = Radix2EvaluationDomain<Fr>;
 /// matrices, extracted once and shared by every proof of that shape.
 pub struct PreparedCircuit {
     pub circuit_id: String,
+    /// The key. With a [`KeySource`] (`key_source`) its queries hold only
+    /// their first point and the source holds the rest.
     pub pk: ProvingKey<Bls12_381>,
+    /// Where the queries are read from, range by range, when the key is too
+    /// large to hold decoded on the host (an engine that reads keys by range,
+    /// [`ProveStartEngine::reads_key_by_range`]); None when `pk` is whole.
+    pub key_source: Option<Arc<dyn KeySource>>,
     /// The R1CS, for [`evaluate`]. Empty for circuits whose a, b and c are
     /// evaluated as they are synthesized (Filecoin's direct evaluation).
     pub matrices: Matrices,
@@ -221,6 +229,13 @@ pub trait ProveStartEngine: Send + Sync {
     fn evaluates_on_device(&self) -> bool {
         false
     }
+    /// Whether the engine reads a key's queries range by range (into its
+    /// device or pinned memory), so that a circuit may leave them in a
+    /// [`KeySource`] instead of holding them decoded on the host. The CPU
+    /// engine does not: its MSMs read the whole queries.
+    fn reads_key_by_range(&self) -> bool {
+        false
+    }
     fn prove_start(
         &self,
         circuit: &PreparedCircuit,
@@ -260,6 +275,41 @@ pub fn extract_matrices(
     cs.finalize();
     cs.to_matrices()
         .ok_or_else(|| KernelError::Synthesis("constraint system has no matrices".into()))
+}
+
+/// The lengths of a key's queries and of its verifying key's input points,
+/// whether the key is held whole or read from a source.
+struct QueryLens {
+    a: usize,
+    b_g1: usize,
+    b_g2: usize,
+    l: usize,
+    h: usize,
+    ic: usize,
+}
+
+impl QueryLens {
+    fn of_key(pk: &ProvingKey<Bls12_381>) -> Self {
+        QueryLens {
+            a: pk.a_query.len(),
+            b_g1: pk.b_g1_query.len(),
+            b_g2: pk.b_g2_query.len(),
+            l: pk.l_query.len(),
+            h: pk.h_query.len(),
+            ic: pk.vk.gamma_abc_g1.len(),
+        }
+    }
+
+    fn of_source(source: &dyn KeySource, ic: usize) -> Self {
+        QueryLens {
+            a: source.len(Query::A),
+            b_g1: source.len(Query::B1),
+            b_g2: source.b2_len(),
+            l: source.len(Query::L),
+            h: source.len(Query::H),
+            ic,
+        }
+    }
 }
 
 impl PreparedCircuit {
@@ -312,6 +362,7 @@ impl PreparedCircuit {
             circuit_id: circuit_id.to_string(),
             domain_size: domain_size(num_constraints + num_inputs)?,
             pk,
+            key_source: None,
             matrices,
             num_inputs,
             num_constraints,
@@ -333,6 +384,47 @@ impl PreparedCircuit {
         a_selection: Selection,
         b_selection: Selection,
     ) -> Result<Self, KernelError> {
+        let lens = QueryLens::of_key(&pk);
+        Self::checked(circuit_id, pk, lens, matrices, num_constraints, [a_selection, b_selection])
+    }
+
+    /// As [`PreparedCircuit::sparse`], with the queries left in `source`:
+    /// `head` holds the verifying key, beta_g1, delta_g1 and each query's
+    /// first point (A's, B's in G1 and G2), which the finalizer adds. Only
+    /// an engine that [reads keys by range](ProveStartEngine::reads_key_by_range)
+    /// proves such a circuit.
+    pub fn sparse_from_source(
+        circuit_id: &str,
+        head: ProvingKey<Bls12_381>,
+        source: Arc<dyn KeySource>,
+        matrices: Matrices,
+        num_constraints: usize,
+        a_selection: Selection,
+        b_selection: Selection,
+    ) -> Result<Self, KernelError> {
+        let lens = QueryLens::of_source(source.as_ref(), head.vk.gamma_abc_g1.len());
+        let heads = [head.a_query.len(), head.b_g1_query.len(), head.b_g2_query.len()];
+        if heads != [1, 1, 1] || !head.h_query.is_empty() || !head.l_query.is_empty() {
+            return Err(KernelError::Key(format!(
+                "{circuit_id}: a key read from its source keeps one point of A and B and none of H and L on the host"
+            )));
+        }
+        let mut circuit =
+            Self::checked(circuit_id, head, lens, matrices, num_constraints, [a_selection, b_selection])?;
+        circuit.key_source = Some(source);
+        Ok(circuit)
+    }
+
+    /// The circuit from a key of query lengths `lens`, each checked against
+    /// the matrices' counts and the selections.
+    fn checked(
+        circuit_id: &str,
+        pk: ProvingKey<Bls12_381>,
+        lens: QueryLens,
+        matrices: Matrices,
+        num_constraints: usize,
+        [a_selection, b_selection]: [Selection; 2],
+    ) -> Result<Self, KernelError> {
         let (num_inputs, num_aux) = (matrices.num_inputs(), matrices.num_aux());
         let rows = matrices.num_constraints();
         if rows != 0 && rows != num_constraints {
@@ -343,12 +435,12 @@ impl PreparedCircuit {
         let domain = domain_size(num_constraints + num_inputs)?;
         let variables = num_inputs + num_aux - 1;
         let expected = [
-            ("a", pk.a_query.len(), 1 + a_selection.len(variables)),
-            ("b_g1", pk.b_g1_query.len(), 1 + b_selection.len(variables)),
-            ("b_g2", pk.b_g2_query.len(), 1 + b_selection.len(variables)),
-            ("l", pk.l_query.len(), num_aux),
-            ("h", pk.h_query.len(), domain - 1),
-            ("ic", pk.vk.gamma_abc_g1.len(), num_inputs),
+            ("a", lens.a, 1 + a_selection.len(variables)),
+            ("b_g1", lens.b_g1, 1 + b_selection.len(variables)),
+            ("b_g2", lens.b_g2, 1 + b_selection.len(variables)),
+            ("l", lens.l, num_aux),
+            ("h", lens.h, domain - 1),
+            ("ic", lens.ic, num_inputs),
         ];
         if let Some((query, len, want)) = expected.iter().find(|(_, len, want)| len != want) {
             return Err(KernelError::Key(format!(
@@ -367,6 +459,9 @@ impl PreparedCircuit {
     /// whose points are not the identity (bellperson's layout: a variable
     /// absent from a query has the identity there), so the MSMs skip them.
     pub fn compact(&self) -> Result<Self, KernelError> {
+        if self.key_source.is_some() {
+            return Err(KernelError::Key(format!("{}: a key read from its source is compact already", self.circuit_id)));
+        }
         let pk = &self.pk;
         let variables = pk.a_query.len().saturating_sub(1);
         let kept = |present: &dyn Fn(usize) -> bool| -> Vec<u32> {
@@ -401,7 +496,8 @@ impl PreparedCircuit {
         Domain::new(self.domain_size).expect("domain size was validated at preparation")
     }
 
-    /// Bytes held resident for this shape: the proving key's bases and the
+    /// Host bytes held resident for this shape: the proving key's bases
+    /// (only their first points when they stay in a [`KeySource`]) and the
     /// matrices.
     pub fn resident_bytes(&self) -> u64 {
         let g1 = std::mem::size_of::<ark_bls12_381::G1Affine>();
@@ -525,22 +621,34 @@ pub fn assignment_bigints(assignment: &[Fr]) -> Vec<<Fr as PrimeField>::BigInt> 
         .collect()
 }
 
+/// B's G2 query whole on the host: the key's, or read from its source (the
+/// G2 MSM of an engine that leaves it to the finalizer; 6.6 GB at 32 GiB
+/// PoRep, held for that MSM only).
+fn b_g2_query(circuit: &PreparedCircuit) -> Result<Cow<'_, [G2Affine]>, KernelError> {
+    match &circuit.key_source {
+        None => Ok(Cow::Borrowed(&circuit.pk.b_g2_query)),
+        Some(source) => read_all(source.b2_len(), 1 << 20, |start, out| source.g2(start, out)).map(Cow::Owned),
+    }
+}
+
 /// The finalizer's stage: the G2 MSM for B when the engine did not do it,
-/// then assembly with the randomizers r and s.
+/// then assembly with the randomizers r and s. Fails only when B's G2 query
+/// had to be read from a key source that could not be read.
 pub fn prove_finish(
     circuit: &PreparedCircuit,
     start: ProveStartOutput,
     r: Fr,
     s: Fr,
-) -> (Proof<Bls12_381>, Vec<PhaseTiming>) {
+) -> Result<(Proof<Bls12_381>, Vec<PhaseTiming>), KernelError> {
     let pk = &circuit.pk;
     let mut phases = Vec::new();
     let b2_acc = match start.b2_acc {
         Some(acc) => acc,
         None => timed(&mut phases, "msm_b2", || {
             let scalars = assignment_bigints(&start.assignment);
-            G2Projective::msm_bigint(&pk.b_g2_query[1..], &circuit.b_selection.gather(&scalars))
-        }),
+            let bases = b_g2_query(circuit)?;
+            Ok::<_, KernelError>(G2Projective::msm_bigint(&bases[1..], &circuit.b_selection.gather(&scalars)))
+        })?,
     };
     let proof = timed(&mut phases, "assemble", || {
         let g_a = pk.delta_g1 * r + pk.a_query[0] + start.a_acc + pk.vk.alpha_g1;
@@ -558,5 +666,5 @@ pub fn prove_finish(
             c: affine[1],
         }
     });
-    (proof, phases)
+    Ok((proof, phases))
 }

@@ -4,6 +4,8 @@
 //! - [`groth16`]: Groth16 split into the three stages cuzk schedules
 //!   (synthesize, prove_start, prove_finish).
 //! - [`r1cs`]: the compiled R1CS a proof's a, b and c are evaluated from.
+//! - [`key_source`]: a key's queries read range by range from elsewhere
+//!   than the host's memory (a parameter file).
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
 //! - [`host`]: what the host machine has (its memory), for default budgets.
@@ -16,6 +18,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod groth16;
 pub mod host;
+pub mod key_source;
 pub mod r1cs;
 #[cfg(feature = "bench-internals")]
 pub mod synthetic;

@@ -29,7 +29,7 @@ pub enum Var {
 }
 
 /// One term of a row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Term {
     /// Index into the assignment (inputs, then aux); tagged with [`AUX`] while
     /// the matrices are being built.
@@ -164,6 +164,12 @@ impl Matrices {
     /// The coefficient table (index 0 is one).
     pub fn coeffs(&self) -> &[Fr] {
         &self.coeffs
+    }
+
+    /// Matrix `k`'s (0 = A, 1 = B, 2 = C) row ends and terms, as
+    /// [`Matrices::from_parts`] takes them: what a copy on disk holds.
+    pub fn parts(&self, k: usize) -> (&[u64], &[Term]) {
+        (&self.rows[k].ends, &self.rows[k].terms)
     }
 
     /// Terms of matrix `k` (0 = A, 1 = B, 2 = C).

@@ -516,8 +516,8 @@ fn gpu_prove_start_equals_cpu() {
         // comes back (the rest is freed during the call).
         assert_eq!(g.assignment.len(), g.num_inputs, "assignment kept");
         let inputs = g.public_inputs().to_vec();
-        let (pg, _) = groth16::prove_finish(&circuit, g, rr, ss);
-        let (pc, _) = groth16::prove_finish(&circuit, c, rr, ss);
+        let (pg, _) = groth16::prove_finish(&circuit, g, rr, ss).unwrap();
+        let (pc, _) = groth16::prove_finish(&circuit, c, rr, ss).unwrap();
         assert_eq!(pg, pc, "GPU proof equals CPU proof");
         let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
         assert!(
@@ -548,7 +548,7 @@ fn gpu_prove_start_equals_cpu() {
         "the finalizer's G2 MSM needs the whole assignment"
     );
     let inputs = g.public_inputs().to_vec();
-    let (p, _) = groth16::prove_finish(&circuit, g, Fr::from(3u64), Fr::from(5u64));
+    let (p, _) = groth16::prove_finish(&circuit, g, Fr::from(3u64), Fr::from(5u64)).unwrap();
     let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
     assert!(
         ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs).unwrap()
@@ -604,8 +604,8 @@ fn gpu_streamed_equals_resident() {
             }
             let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
             let inputs = got.public_inputs().to_vec();
-            let (pg, _) = groth16::prove_finish(c, got, rr, ss);
-            let (pw, _) = groth16::prove_finish(c, want, rr, ss);
+            let (pg, _) = groth16::prove_finish(c, got, rr, ss).unwrap();
+            let (pw, _) = groth16::prove_finish(c, want, rr, ss).unwrap();
             assert_eq!(pg, pw, "{what}: the streamed proof equals the resident one");
             let pvk = ark_groth16::prepare_verifying_key(c.vk());
             assert!(
@@ -649,7 +649,7 @@ fn gpu_pass_shares_a_streamed_key() {
             let want = e.prove_start(c, syn(x)).unwrap();
             assert_same_start(&got, &want, what);
             let inputs = got.public_inputs().to_vec();
-            let (p, _) = groth16::prove_finish(c, got, Fr::rand(&mut r), Fr::rand(&mut r));
+            let (p, _) = groth16::prove_finish(c, got, Fr::rand(&mut r), Fr::rand(&mut r)).unwrap();
             let pvk = ark_groth16::prepare_verifying_key(c.vk());
             assert!(
                 ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs)
@@ -764,7 +764,7 @@ fn gpu_prove_start_deferred_equals_host_abc() {
         assert_eq!(on_cpu.a_acc.into_affine(), host.a_acc.into_affine(), "{what}: CPU");
         assert_eq!(on_cpu.h_acc.into_affine(), host.h_acc.into_affine(), "{what}: CPU");
         let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
-        let [pg, ph] = [got, host].map(|o| groth16::prove_finish(c, o, rr, ss).0);
+        let [pg, ph] = [got, host].map(|o| groth16::prove_finish(c, o, rr, ss).unwrap().0);
         assert_eq!(pg, ph, "{what}: the deferred proof equals the host-evaluated one");
         let pvk = ark_groth16::prepare_verifying_key(c.vk());
         let verify = ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof;

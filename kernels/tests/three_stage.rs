@@ -27,7 +27,7 @@ fn prove_in_three_stages(
 ) -> Result<Proof<Bls12_381>, KernelError> {
     let synthesized = synthesize(circuit, instance)?;
     let started = CpuEngine::new(2)?.prove_start(circuit, synthesized)?;
-    Ok(prove_finish(circuit, started, r, s).0)
+    Ok(prove_finish(circuit, started, r, s)?.0)
 }
 
 fn verifies(

@@ -8,6 +8,7 @@ use cuzk_actors::Backend;
 
 use crate::backend::{Device, ProofJob, ProvingBackend};
 use crate::config::{BackendKind, Config, ConfigError};
+use crate::filecoin::CircuitLoading;
 use crate::job_input::{self, ReservationRule};
 use crate::keys::KeyStore;
 use crate::sim::SimBackend;
@@ -35,18 +36,25 @@ pub enum BackendError {
     Simulation(#[from] crate::sim::SimError),
 }
 
-/// The backend and how it sizes one partition's reservation.
+/// The backend, how it sizes one partition's reservation, and how it loads
+/// Filecoin circuits (which preloads follow).
 pub(super) fn backend(
     config: &Config,
     store: Arc<KeyStore>,
-) -> Result<(Arc<dyn Backend>, ReservationRule), BackendError> {
-    let proving = |devices| -> (Arc<dyn Backend>, ReservationRule) {
-        let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving);
+) -> Result<(Arc<dyn Backend>, ReservationRule, CircuitLoading), BackendError> {
+    let proving = |devices| -> (Arc<dyn Backend>, ReservationRule, CircuitLoading) {
+        let loading = CircuitLoading {
+            shape_dir: Some(config.data_dir.join("shapes")),
+            keep_free: config.store.min_free_bytes,
+            ..CircuitLoading::default()
+        };
+        let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving, loading);
         let rule = job_input::proving_reservation(
             config.proving.filecoin_evaluation,
             backend.device_evaluation(),
         );
-        (Arc::new(backend), rule)
+        let loading = backend.loading().clone();
+        (Arc::new(backend), rule, loading)
     };
     match config.backend {
         BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
@@ -58,7 +66,7 @@ pub(super) fn backend(
                 "simulated backend ({}): proofs are not real",
                 sim.profile().name
             );
-            Ok((Arc::new(sim), Arc::new(move |_: &ProofJob| reservation)))
+            Ok((Arc::new(sim), Arc::new(move |_: &ProofJob| reservation), CircuitLoading::default()))
         }
     }
 }

@@ -70,7 +70,7 @@ impl Daemon {
         let metrics = start_telemetry(&gates);
         let fleet_store = config.store.url.as_ref().zip(checked.node.as_deref());
         let keys = open_keys(&config)?;
-        let (backend, reservation) = backend(&config, keys.clone())?;
+        let (backend, reservation, loading) = backend(&config, keys.clone())?;
         let (job_store, stored) = open_job_store(&config, fleet_store)?;
         let (system, load) = start_actors(&config, backend, &job_store, fleet_store.is_some());
         let intake = Intake::default();
@@ -91,7 +91,7 @@ impl Daemon {
             intake.clone(),
             recovering,
         ));
-        let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone()));
+        let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone(), loading));
         let grpc = checked.grpc.map(|listener| {
             let state = GrpcState {
                 jobs: jobs.clone(),

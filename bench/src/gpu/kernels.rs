@@ -258,7 +258,7 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
                     .iter()
                     .map(|p| format!("{} {:.1}", p.phase, p.duration.as_secs_f64() * 1e3))
                     .collect();
-                let (_proof, fin) = prove_finish(&circuit, st, r, s);
+                let (_proof, fin) = prove_finish(&circuit, st, r, s)?;
                 let fins: Vec<String> = fin
                     .iter()
                     .map(|p| format!("fin:{} {:.1}", p.phase, p.duration.as_secs_f64() * 1e3))
@@ -310,7 +310,7 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
                                 sc.spawn(|| -> Result<(), KernelError> {
                                     for syn in syns {
                                         let st = e.prove_start(&circuit, syn)?;
-                                        prove_finish(&circuit, st, r, s);
+                                        prove_finish(&circuit, st, r, s)?;
                                     }
                                     Ok(())
                                 })

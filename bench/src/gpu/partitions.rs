@@ -16,7 +16,7 @@ use cuzk_kernels::cuda::inputs::{mostly_bits, random_fr};
 use cuzk_kernels::cuda::msm::{MsmGroup, G1, G2};
 use cuzk_kernels::groth16::{Abc, PreparedCircuit, Selection, Synthesized};
 use cuzk_kernels::r1cs::Matrices;
-use cuzk_kernels::{Bls12_381, Fr, G1Affine, G2Affine};
+use cuzk_kernels::{Bls12_381, Fr, G1Affine, G2Affine, KernelError};
 
 use super::args::GpuBenchArgs;
 
@@ -53,6 +53,7 @@ pub(super) fn fabricated_partition(
     let circuit = PreparedCircuit {
         circuit_id: format!("fabricated-2^{log_n}"),
         pk,
+        key_source: None,
         matrices,
         num_inputs,
         num_constraints: n - num_inputs,
@@ -132,6 +133,8 @@ fn porep_shaped_partition(
     let circuit = PreparedCircuit {
         circuit_id: format!("porep-shaped-2^{log_n}"),
         pk,
+        // The bench passes its TiledKey as the bases itself.
+        key_source: None,
         matrices: Matrices::empty(num_inputs, aux),
         num_inputs,
         num_constraints,
@@ -213,12 +216,14 @@ impl KeyBases for TiledKey {
             points: self.g1[..2.min(self.g1.len())].to_vec(),
         }
     }
-    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) {
+    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) -> Result<(), KernelError> {
         let offset = [0, 7, 29, 13][q as usize];
         tile(&self.g1, start + offset, out);
+        Ok(())
     }
-    fn g2(&self, start: usize, out: &mut [DevG2Affine]) {
+    fn g2(&self, start: usize, out: &mut [DevG2Affine]) -> Result<(), KernelError> {
         tile(&self.g2, start, out);
+        Ok(())
     }
 }
 

@@ -35,7 +35,7 @@ pub(super) fn prove_once(
         .iter()
         .map(|p| format!("{} {:.0}", p.phase, p.duration.as_secs_f64() * 1e3))
         .collect();
-    let _ = prove_finish(circuit, st, Fr::from(3u64), Fr::from(5u64));
+    prove_finish(circuit, st, Fr::from(3u64), Fr::from(5u64))?;
     Ok((t.elapsed().as_secs_f64() * 1e3, phases.join(", ")))
 }
 

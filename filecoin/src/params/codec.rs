@@ -18,7 +18,7 @@ use crate::Error;
 const G1_BYTES: usize = 96;
 const G2_BYTES: usize = 192;
 /// The five queries after the verifying key, in file order.
-const SECTIONS: [(&str, usize); 5] = [
+pub(super) const SECTIONS: [(&str, usize); 5] = [
     ("h", G1_BYTES),
     ("l", G1_BYTES),
     ("a", G1_BYTES),
@@ -56,11 +56,11 @@ fn vk_bytes(ic: usize) -> usize {
 
 /// Where one query's points lie in the mapped file.
 #[derive(Clone, Copy, Debug)]
-struct Section {
+pub(super) struct Section {
     /// Byte offset of the first point (after the count).
-    offset: usize,
+    pub(super) offset: usize,
     /// Points in the query.
-    count: usize,
+    pub(super) count: usize,
 }
 
 /// A `.params` file mapped into memory: the verifying key decoded, the queries
@@ -150,6 +150,38 @@ impl MappedParams {
             .map_err(|reason| malformed(&self.path, format!("b_g2: {reason}")))
     }
 
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where each query's points lie (h, l, a, b_g1, b_g2).
+    pub(super) fn sections(&self) -> [Section; 5] {
+        self.sections
+    }
+
+    /// A's first point (ONE's: A holds every input), decoded; None when the
+    /// query is empty.
+    pub fn first_a(&self) -> Result<Option<G1Affine>, Error> {
+        self.first(2, G1_BYTES)
+    }
+
+    /// The first points of B's G1 and G2 queries, decoded; None when they
+    /// are empty.
+    pub fn first_b(&self) -> Result<Option<(G1Affine, G2Affine)>, Error> {
+        Ok(self.first(3, G1_BYTES)?.zip(self.first(4, G2_BYTES)?))
+    }
+
+    fn first<C: SWCurveConfig>(&self, index: usize, size: usize) -> Result<Option<Affine<C>>, Error> {
+        let s = self.sections[index];
+        if s.count == 0 {
+            return Ok(None);
+        }
+        let points = decode_points(&self.map[s.offset..s.offset + size], size)
+            .map_err(|reason| malformed(&self.path, format!("{}: {reason}", SECTIONS[index].0)))?;
+        Ok(points.first().copied())
+    }
+
     /// Every query decoded.
     pub fn load(&self) -> Result<Parameters, Error> {
         Ok(Parameters {
@@ -181,25 +213,39 @@ fn read_count(bytes: &[u8], offset: usize) -> Option<usize> {
     Some(u32::from_be_bytes(raw.try_into().ok()?) as usize)
 }
 
-/// Decodes points of `size` bytes each, in parallel. Like bellperson's reader
-/// (which filecoin-proofs calls unchecked), it rejects points at infinity and
-/// points off the curve, but skips the costly subgroup check.
+/// Decodes points of `size` bytes each, in parallel.
 fn decode_points<C: SWCurveConfig>(bytes: &[u8], size: usize) -> Result<Vec<Affine<C>>, String> {
+    let mut points = vec![Affine::<C>::identity(); bytes.len() / size];
+    decode_into(bytes, size, 0, &mut points)?;
+    Ok(points)
+}
+
+/// Decodes points of `size` bytes each into `out` (one per point), in
+/// parallel; `first` numbers the first point in errors. Like bellperson's
+/// reader (which filecoin-proofs calls unchecked), it rejects points at
+/// infinity and points off the curve, but skips the costly subgroup check.
+pub(super) fn decode_into<C: SWCurveConfig>(
+    bytes: &[u8],
+    size: usize,
+    first: usize,
+    out: &mut [Affine<C>],
+) -> Result<(), String> {
     bytes
         .par_chunks_exact(size)
+        .zip(out.par_iter_mut())
         .enumerate()
-        .map(|(i, chunk)| {
+        .try_for_each(|(i, (chunk, out))| {
             let p = Affine::<C>::deserialize_with_mode(chunk, Compress::No, Validate::No)
-                .map_err(|e| format!("point {i}: {e}"))?;
+                .map_err(|e| format!("point {}: {e}", first + i))?;
             if p.infinity {
-                return Err(format!("point {i} is at infinity"));
+                return Err(format!("point {} is at infinity", first + i));
             }
             if !p.is_on_curve() {
-                return Err(format!("point {i} is not on the curve"));
+                return Err(format!("point {} is not on the curve", first + i));
             }
-            Ok(p)
+            *out = p;
+            Ok(())
         })
-        .collect()
 }
 
 /// Decodes the verifying key at the start of `bytes`; returns it and its length.

@@ -8,12 +8,14 @@
 //! also arkworks' for BLS12-381, so the bytes map one to one.
 
 mod codec;
+mod source;
 
 use std::path::{Path, PathBuf};
 
 use ark_bls12_381::{Bls12_381, G1Affine, G2Affine};
 
 pub use codec::{read_vk, write_vk, MappedParams, ParamsWriter, QueryCounts};
+pub use source::QueryFile;
 
 /// Where filecoin-proofs looks when `FIL_PROOFS_PARAMETER_CACHE` is unset.
 pub const DEFAULT_PARAMETER_DIR: &str = "/var/tmp/filecoin-proof-parameters";

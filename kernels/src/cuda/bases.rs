@@ -2,29 +2,19 @@
 //! takes them range by range: into the staging buffers when the key is
 //! uploaded to stay resident, into pinned host memory when it is streamed
 //! (`streamed.rs`), so no query is ever converted whole (one query of a
-//! 32 GiB PoRep key is 12.5 GB). The daemon's source is the circuit's
-//! `ProvingKey`; cuzk-bench's 32 GiB-shaped key (its `TiledKey`, bench/src/gpu/
-//! partitions.rs) is another, which never exists in arkworks' form: that
-//! would take 50 GB of host memory.
+//! 32 GiB PoRep key is 12.5 GB). The daemon's sources are the circuit's
+//! `ProvingKey` and, for a key it does not hold decoded, the circuit's
+//! [`KeySource`] (its parameter file: [`SourceBases`]); cuzk-bench's 32
+//! GiB-shaped key (its `TiledKey`, bench/src/gpu/partitions.rs) is another.
+//! Neither of the last two exists in arkworks' form: that would take 50 GB
+//! of host memory.
 
-use super::gpu::{DevG1Affine, DevG2Affine};
+use super::gpu::{DevG1Affine, DevG2Affine, Res};
 use super::msm::{MsmGroup, G1, G2};
-use crate::{Bls12_381, G1Affine};
+pub use crate::key_source::Query;
+use crate::key_source::KeySource;
+use crate::{Bls12_381, G1Affine, G2Affine};
 use ark_groth16::ProvingKey;
-
-/// A G1 query of a proving key (B's G2 query has its own accessors).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Query {
-    A,
-    B1,
-    L,
-    H,
-}
-
-impl Query {
-    /// The G1 queries in the order keys hold them (and `Query as usize`).
-    pub const ALL: [Query; 4] = [Query::A, Query::B1, Query::L, Query::H];
-}
 
 /// What identifies a key: its query lengths (A, B, L, H) and two of its
 /// points. A circuit_id reused for a different key (a new setup) is noticed
@@ -45,10 +35,11 @@ pub trait KeyBases: Sync {
     }
     /// Identifies the key.
     fn fingerprint(&self) -> Fingerprint;
-    /// Writes points `start..start + out.len()` of G1 query `q`.
-    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]);
+    /// Writes points `start..start + out.len()` of G1 query `q`; fails when
+    /// they cannot be read.
+    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) -> Res<()>;
     /// Writes points `start..start + out.len()` of B's G2 query.
-    fn g2(&self, start: usize, out: &mut [DevG2Affine]);
+    fn g2(&self, start: usize, out: &mut [DevG2Affine]) -> Res<()>;
     /// Bytes of the G1 queries and, when `with_b2`, B's G2 query.
     fn bytes(&self, with_b2: bool) -> u64 {
         let g1: usize = Query::ALL.iter().map(|&q| self.len(q)).sum();
@@ -66,6 +57,15 @@ fn g1_query(pk: &ProvingKey<Bls12_381>, q: Query) -> &[G1Affine] {
     }
 }
 
+/// A key's identity from its lengths and the two points every key of a
+/// setup has apart (delta and beta in G1).
+fn fingerprint_of(lens: [usize; 4], pk: &ProvingKey<Bls12_381>) -> Fingerprint {
+    Fingerprint {
+        lens,
+        points: G1::to_device(&[pk.delta_g1, pk.beta_g1]),
+    }
+}
+
 impl KeyBases for ProvingKey<Bls12_381> {
     fn len(&self, q: Query) -> usize {
         g1_query(self, q).len()
@@ -74,15 +74,47 @@ impl KeyBases for ProvingKey<Bls12_381> {
         self.b_g2_query.len()
     }
     fn fingerprint(&self) -> Fingerprint {
-        Fingerprint {
-            lens: Query::ALL.map(|q| self.len(q)),
-            points: G1::to_device(&[self.delta_g1, self.beta_g1]),
-        }
+        fingerprint_of(Query::ALL.map(|q| self.len(q)), self)
     }
-    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) {
+    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) -> Res<()> {
         G1::write_device(&g1_query(self, q)[start..start + out.len()], out);
+        Ok(())
     }
-    fn g2(&self, start: usize, out: &mut [DevG2Affine]) {
+    fn g2(&self, start: usize, out: &mut [DevG2Affine]) -> Res<()> {
         G2::write_device(&self.b_g2_query[start..start + out.len()], out);
+        Ok(())
+    }
+}
+
+/// A key whose queries stay in a [`KeySource`] (a parameter file), with the
+/// points the finalizer needs on the host (`head`); each range is read and
+/// converted to the kernels' layout as the engine takes it, so the key
+/// never exists decoded on the host.
+pub struct SourceBases<'a> {
+    pub source: &'a dyn KeySource,
+    pub head: &'a ProvingKey<Bls12_381>,
+}
+
+impl KeyBases for SourceBases<'_> {
+    fn len(&self, q: Query) -> usize {
+        self.source.len(q)
+    }
+    fn b2_len(&self) -> usize {
+        self.source.b2_len()
+    }
+    fn fingerprint(&self) -> Fingerprint {
+        fingerprint_of(Query::ALL.map(|q| self.len(q)), self.head)
+    }
+    fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) -> Res<()> {
+        let mut points = vec![G1Affine::default(); out.len()];
+        self.source.g1(q, start, &mut points)?;
+        G1::write_device(&points, out);
+        Ok(())
+    }
+    fn g2(&self, start: usize, out: &mut [DevG2Affine]) -> Res<()> {
+        let mut points = vec![G2Affine::default(); out.len()];
+        self.source.g2(start, &mut points)?;
+        G2::write_device(&points, out);
+        Ok(())
     }
 }

@@ -671,20 +671,21 @@ impl Workspace {
     }
 
     /// A new owned buffer of `len` elements, filled range by range by
-    /// `fill(start, out)` (elements `start..start + out.len()`) in host
+    /// `fill(start, out)` (elements `start..start + out.len()`; its error
+    /// ends the upload) in host
     /// memory and uploaded as by `upload`, so that a large buffer (a 12.5 GB
     /// query of a key, 5.8 GB of compiled matrices' terms) never exists
     /// whole on the host in the device's layout.
     pub fn upload_filled<T: DeviceElement>(
         &self,
         len: usize,
-        fill: impl Fn(usize, &mut [T]),
+        fill: impl Fn(usize, &mut [T]) -> Res<()>,
     ) -> Res<DBuf<T>> {
         let mut buf = DBuf::new(len)?;
         let mut host = vec![T::ZERO; UPLOAD_RANGE.min(len)];
         for start in (0..len).step_by(UPLOAD_RANGE) {
             let n = UPLOAD_RANGE.min(len - start);
-            fill(start, &mut host[..n]);
+            fill(start, &mut host[..n])?;
             self.upload_at(&mut buf, start, &host[..n])?;
         }
         Ok(buf)

@@ -44,6 +44,7 @@ use rustacuda::stream::{Stream, StreamFlags};
 use crate::groth16::{PreparedCircuit, ProveStartEngine, ProveStartOutput, Synthesized, Urgency};
 use crate::r1cs::Matrices;
 use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
+use bases::SourceBases;
 use cache::Cache;
 use gpu::{
     driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu,
@@ -628,6 +629,13 @@ impl ProveStartEngine for CudaEngine {
         true
     }
 
+    /// Keys go to the device (or pinned memory) range by range; B's G2
+    /// query must then be multiplied on the device too, or the finalizer
+    /// would read it whole from the key's source on every proof.
+    fn reads_key_by_range(&self) -> bool {
+        self.options.g2_on_gpu
+    }
+
     fn prove_start(
         &self,
         circuit: &PreparedCircuit,
@@ -642,7 +650,13 @@ impl ProveStartEngine for CudaEngine {
         synthesized: Synthesized,
         urgency: Urgency,
     ) -> Result<ProveStartOutput, KernelError> {
-        self.prove_start_with(circuit, &circuit.pk, synthesized, urgency)
+        match &circuit.key_source {
+            None => self.prove_start_with(circuit, &circuit.pk, synthesized, urgency),
+            Some(source) => {
+                let bases = SourceBases { source: source.as_ref(), head: &circuit.pk };
+                self.prove_start_with(circuit, &bases, synthesized, urgency)
+            }
+        }
     }
 }
 

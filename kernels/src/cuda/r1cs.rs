@@ -54,10 +54,12 @@ impl DeviceMatrices {
     pub fn upload(flat: &Flattened, fingerprint: u64, ws: &Workspace) -> Res<Self> {
         let ends = ws.upload_filled(flat.end_words(), |start, out: &mut [DevRowEnds]| {
             (out.par_iter_mut().enumerate())
-                .for_each(|(j, o)| *o = DevRowEnds([flat.end_pair(start + j)]))
+                .for_each(|(j, o)| *o = DevRowEnds([flat.end_pair(start + j)]));
+            Ok(())
         })?;
         let terms = ws.upload_filled(flat.terms(), |start, out: &mut [DevTerm]| {
-            (out.par_iter_mut().enumerate()).for_each(|(j, o)| *o = DevTerm([flat.term(start + j)]))
+            (out.par_iter_mut().enumerate()).for_each(|(j, o)| *o = DevTerm([flat.term(start + j)]));
+            Ok(())
         })?;
         let coeffs = ws.upload_owned(fr_dev(flat.coeffs()))?;
         let long_rows = DBuf::new(flat.long_rows().len())?;

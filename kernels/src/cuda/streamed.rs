@@ -32,7 +32,7 @@ struct Pinned<T: DeviceCopy> {
 
 impl<T: DeviceCopy> Pinned<T> {
     /// Allocates (cuMemAllocHost) and fills range by range.
-    fn new(len: usize, fill: impl Fn(usize, &mut [T])) -> Res<Self> {
+    fn new(len: usize, fill: impl Fn(usize, &mut [T]) -> Res<()>) -> Res<Self> {
         if len == 0 {
             return Ok(Self { buf: None });
         }
@@ -40,7 +40,7 @@ impl<T: DeviceCopy> Pinned<T> {
         let mut buf = unsafe { LockedBuffer::<T>::uninitialized(len) }
             .map_err(driver(&format!("cuMemAllocHost of {len} elements")))?;
         for (i, range) in buf.as_mut_slice().chunks_mut(FILL_RANGE).enumerate() {
-            fill(i * FILL_RANGE, range);
+            fill(i * FILL_RANGE, range)?;
         }
         Ok(Self { buf: Some(buf) })
     }
