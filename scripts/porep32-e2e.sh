@@ -26,6 +26,8 @@
 # machine). JOBS: PoRep jobs submitted at once. KEEP_WORK=1 keeps
 # the key and C1s in $WORK for a later call on the same machine. RESTART=1:
 # preload, restart the daemon, preload again (the cold cost from disk).
+# BUDGET: the scheduler's host memory budget in bytes (default "auto", the
+# host's memory less 5 GiB).
 set -uo pipefail
 OUT="${OUT:-$PWD/porep32-out}"
 BIN="${DEVICE_DIR:-.device}"
@@ -84,6 +86,7 @@ backend = "${BACKEND:-cuda}"
 
 [scheduler]
 synthesis_threads = ${SYNTH_THREADS:-0}
+budget = ${BUDGET:-\"auto\"}
 
 # The timing-only key's proofs do not verify: the finalizer must not check
 # them (their length is checked below instead).
