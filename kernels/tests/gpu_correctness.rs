@@ -22,6 +22,7 @@ use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions, FieldTest};
 use cuzk_kernels::groth16::{
     self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine, ProveStartOutput, Urgency,
 };
+use cuzk_kernels::key_source::{KeySource, Query};
 use cuzk_kernels::r1cs::{Flattened, Matrices};
 use cuzk_kernels::{synthetic, Fr, G1Affine, G2Affine, KernelError};
 
@@ -984,4 +985,100 @@ fn with_identity(mut pts: Vec<G1Affine>, at: &[usize]) -> Vec<G1Affine> {
 
 fn minus_one() -> Fr {
     -Fr::from(1u64)
+}
+
+/// A key's queries served from memory range by range, as a parameter file
+/// serves them (`QueryFile`), failing every read when `broken`.
+struct HeldQueries {
+    pk: ark_groth16::ProvingKey<ark_bls12_381::Bls12_381>,
+    broken: bool,
+}
+
+impl KeySource for HeldQueries {
+    fn len(&self, q: Query) -> usize {
+        KeyBases::len(&self.pk, q)
+    }
+    fn b2_len(&self) -> usize {
+        self.pk.b_g2_query.len()
+    }
+    fn g1(&self, q: Query, start: usize, out: &mut [G1Affine]) -> Result<(), KernelError> {
+        if self.broken {
+            return Err(KernelError::Key("held queries: unreadable".into()));
+        }
+        let query = match q {
+            Query::A => &self.pk.a_query,
+            Query::B1 => &self.pk.b_g1_query,
+            Query::L => &self.pk.l_query,
+            Query::H => &self.pk.h_query,
+        };
+        out.copy_from_slice(&query[start..start + out.len()]);
+        Ok(())
+    }
+    fn g2(&self, start: usize, out: &mut [G2Affine]) -> Result<(), KernelError> {
+        if self.broken {
+            return Err(KernelError::Key("held queries: unreadable".into()));
+        }
+        out.copy_from_slice(&self.pk.b_g2_query[start..start + out.len()]);
+        Ok(())
+    }
+}
+
+/// `circuit` with its queries left in a source (its first points kept, as
+/// the daemon keeps a 32 GiB key's in its file), under `id`.
+fn from_source(circuit: &PreparedCircuit, id: &str, broken: bool) -> PreparedCircuit {
+    let mut head = circuit.pk.clone();
+    head.a_query.truncate(1);
+    head.b_g1_query.truncate(1);
+    head.b_g2_query.truncate(1);
+    head.h_query.clear();
+    head.l_query.clear();
+    let source = std::sync::Arc::new(HeldQueries { pk: circuit.pk.clone(), broken });
+    PreparedCircuit::sparse_from_source(
+        id,
+        head,
+        source,
+        circuit.matrices.clone(),
+        circuit.num_constraints,
+        circuit.a_selection.clone(),
+        circuit.b_selection.clone(),
+    )
+    .unwrap()
+}
+
+/// A key read range by range from a source proves what the key held on the
+/// host proves: resident, streamed through pinned memory, with B's G2 MSM
+/// left to the finalizer (which then reads that query from the source); a
+/// source that cannot be read fails the call with its reason.
+#[test]
+#[ignore]
+fn gpu_key_source_equals_held_key() {
+    let e = gpu_or_skip!("gpu_key_source_equals_held_key");
+    let s = seed();
+    let steps = 20000;
+    let held = chain_circuit(steps, s).compact().unwrap();
+    let mut r = inputs::rng(s ^ 11);
+    let z = groth16::assign(&held, Box::new(ChainInstance { steps, x: Fr::rand(&mut r) })).unwrap();
+    let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
+    assert!(e.reads_key_by_range());
+    // A resident budget of 8 MiB streams the 25 MB key; no pass to wait for.
+    let streamed = &CudaEngine::new(0, CudaOptions { resident_budget: Some(8 << 20), stream_chunk: 3000, ..Default::default() }).unwrap();
+    let no_g2 = &CudaEngine::new(0, CudaOptions { g2_on_gpu: false, ..Default::default() }).unwrap();
+    assert!(!no_g2.reads_key_by_range(), "B's G2 query would be read whole per proof");
+    for (what, engine) in [("resident", e), ("streamed", streamed), ("G2 in the finalizer", no_g2)] {
+        let source = from_source(&held, &format!("chain-source-{what}"), false);
+        assert!(source.resident_bytes() < held.resident_bytes() / 4, "{what}: the host holds the head only");
+        let want = engine.prove_start(&held, groth16::defer(&held, z.clone()).unwrap()).unwrap();
+        let got = engine.prove_start(&source, groth16::defer(&source, z.clone()).unwrap()).unwrap();
+        assert_same_start(&got, &want, what);
+        let pg = groth16::prove_finish(&source, got, rr, ss).unwrap().0;
+        let pw = groth16::prove_finish(&held, want, rr, ss).unwrap().0;
+        assert_eq!(pg, pw, "{what}: the same proof");
+        let pvk = ark_groth16::prepare_verifying_key(source.vk());
+        let verify = ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof;
+        assert!(verify(&pvk, &pg, &z[1..held.num_inputs]).unwrap(), "{what}: verifies");
+    }
+    let broken = from_source(&held, "chain-source-broken", true);
+    let failed = e.prove_start(&broken, groth16::defer(&broken, z).unwrap());
+    assert!(matches!(failed, Err(KernelError::Key(ref why)) if why.contains("unreadable")), "{:?}", failed.err());
+    eprintln!("a key read by range from its source proves what the held key proves: OK");
 }

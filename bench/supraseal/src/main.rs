@@ -16,7 +16,7 @@ use filecoin_proofs_api::{
 use serde::Deserialize;
 
 const USAGE: &str = "\
-usage: supraseal-bench [--porep FILE] [--snap FILE] [--runs N] [--no-verify]
+usage: supraseal-bench [--porep FILE] [--snap FILE] [--runs N] [--no-verify] [--partitions K]
 
   --porep FILE  {\"c1\": <SealCommitPhase1Output JSON>, \"prover_id\": \"<32-byte hex>\",
                  \"sector_id\": <u64>}  (cuzk's porep-c2 job input)
@@ -27,6 +27,10 @@ usage: supraseal-bench [--porep FILE] [--snap FILE] [--runs N] [--no-verify]
   --runs N      warm calls per job after the one cold call (default 3)
   --no-verify   check each proof's length only: for TIMING-ONLY keys
                 (`cuzk-bench key`), whose proofs cannot verify
+  --partitions K  PoRep: prove only the first K partitions of the C1 (the
+                API's circuit-proofs call, without its verification; needs
+                --no-verify): supraseal-c2 synthesizes every partition of a
+                call at once, so a 32 GiB C2's ten do not fit a 128 GiB host
 
 Groth16 parameters are read from $FIL_PROOFS_PARAMETER_CACHE (files named as
 filecoin-proofs expects; test parameters are fine as long as
@@ -190,18 +194,45 @@ fn bench(job: &str, runs: usize, mut one: impl FnMut() -> Result<Sample>) -> Res
     ))
 }
 
-fn porep_row(path: &str, runs: usize, check: Check) -> Result<String> {
+/// The C1 output with only its first `k` partitions' vanilla proofs.
+fn first_partitions(mut c1: seal::SealCommitPhase1Output, k: usize) -> Result<seal::SealCommitPhase1Output> {
+    use filecoin_proofs_api::seal::VanillaSealProof as V;
+    fn keep<T>(partitions: &mut Vec<T>, k: usize) -> Result<()> {
+        ensure!((1..=partitions.len()).contains(&k), "--partitions {k}: the C1 holds {}", partitions.len());
+        partitions.truncate(k);
+        Ok(())
+    }
+    match &mut c1.vanilla_proofs {
+        V::StackedDrg2KiBV1(p) => keep(p, k),
+        V::StackedDrg8MiBV1(p) => keep(p, k),
+        V::StackedDrg512MiBV1(p) => keep(p, k),
+        V::StackedDrg32GiBV1(p) => keep(p, k),
+        V::StackedDrg64GiBV1(p) => keep(p, k),
+    }?;
+    Ok(c1)
+}
+
+fn porep_row(path: &str, runs: usize, check: Check, partitions: Option<usize>) -> Result<String> {
     let input: PorepInput = read_json(path)?;
     let prover_id = hex32("prover_id", &input.prover_id)?;
     let sector_id = SectorId::from(input.sector_id);
-    let c1 = input.c1;
-    let job = format!("porep-c2 {:?}", c1.registered_proof);
+    let c1 = match partitions {
+        Some(k) => first_partitions(input.c1, k)?,
+        None => input.c1,
+    };
+    let job = match partitions {
+        Some(k) => format!("porep-c2 {:?}, first {k} partitions", c1.registered_proof),
+        None => format!("porep-c2 {:?}", c1.registered_proof),
+    };
     bench(&job, runs, || {
         // The API consumes its input: clone before the clock starts.
         let owned = c1.clone();
         sample(
             check,
-            || Ok(seal::seal_commit_phase2(owned, prover_id, sector_id)?.proof),
+            || match partitions {
+                Some(_) => Ok(seal::seal_commit_phase2_circuit_proofs(owned, sector_id)?.proof),
+                None => Ok(seal::seal_commit_phase2(owned, prover_id, sector_id)?.proof),
+            },
             |proof| {
                 seal::verify_seal(
                     c1.registered_proof,
@@ -249,6 +280,7 @@ fn snap_row(path: &str, runs: usize, check: Check) -> Result<String> {
 
 fn run(args: &[String]) -> Result<Vec<String>> {
     let (mut porep, mut snap, mut runs, mut check) = (None, None, 3usize, Check::Verify);
+    let mut partitions = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -257,6 +289,9 @@ fn run(args: &[String]) -> Result<Vec<String>> {
             "--snap" => snap = Some(value()?.clone()),
             "--runs" => runs = value()?.parse().context("--runs takes a whole number")?,
             "--no-verify" => check = Check::Length,
+            "--partitions" => {
+                partitions = Some(value()?.parse().context("--partitions takes a whole number")?)
+            }
             other => bail!("unknown argument {other}"),
         }
     }
@@ -266,12 +301,16 @@ fn run(args: &[String]) -> Result<Vec<String>> {
     );
     ensure!(runs >= 1, "--runs must be at least 1");
     ensure!(
+        partitions.is_none() || matches!(check, Check::Length),
+        "--partitions needs --no-verify: a proof of some partitions is no seal proof to verify"
+    );
+    ensure!(
         std::env::var_os("FIL_PROOFS_PARAMETER_CACHE").is_some(),
         "set FIL_PROOFS_PARAMETER_CACHE to the directory holding the parameters"
     );
     let mut rows = Vec::new();
     if let Some(path) = porep {
-        rows.push(porep_row(&path, runs, check)?);
+        rows.push(porep_row(&path, runs, check, partitions)?);
     }
     if let Some(path) = snap {
         rows.push(snap_row(&path, runs, check)?);
