@@ -36,7 +36,7 @@ pub enum TlsSettingError {
     /// A CA file with a mode that would not read it: refused rather than
     /// letting the operator believe the server is verified.
     #[error("sslrootcert is read only with sslmode=verify-full: sslmode={0} does not verify the server")]
-    RootCertUnused(&'static str),
+    RootCertUnused(String),
     /// The CA file is missing, unreadable or not PEM.
     #[error("sslrootcert={}: cannot read certificates: {source}", path.display())]
     Unreadable { path: PathBuf, source: rustls::pki_types::pem::Error },
@@ -66,19 +66,19 @@ pub struct Tls {
 
 /// The TLS that `url` asks for, and `url` without the options read here.
 pub fn read(url: &str) -> Result<Tls, TlsSettingError> {
-    let (rest, mode, root_cert) = take_tls_options(url);
-    let mode = mode.unwrap_or_else(|| "prefer".into());
-    let (mode, verified) = match mode.as_str() {
+    let (rest, written, root_cert) = take_tls_options(url);
+    let written = written.unwrap_or_else(|| "prefer".into());
+    let (mode, verified) = match written.as_str() {
         "disable" => (SslMode::Disable, false),
         "prefer" => (SslMode::Prefer, false),
         "require" => (SslMode::Require, false),
         "verify-full" => (SslMode::Require, true),
-        _ => return Err(TlsSettingError::Mode(mode)),
+        _ => return Err(TlsSettingError::Mode(written)),
     };
     let roots = match (verified, root_cert) {
         (true, Some(path)) => Some(roots(PathBuf::from(path))?),
         (true, None) => return Err(TlsSettingError::NoRootCert),
-        (false, Some(_)) => return Err(TlsSettingError::RootCertUnused(mode_name(mode))),
+        (false, Some(_)) => return Err(TlsSettingError::RootCertUnused(written)),
         (false, None) => None,
     };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -95,14 +95,6 @@ pub fn read(url: &str) -> Result<Tls, TlsSettingError> {
             .with_no_client_auth(),
     };
     Ok(Tls { rest, mode, connector: MakeRustlsConnect::new(config) })
-}
-
-fn mode_name(mode: SslMode) -> &'static str {
-    match mode {
-        SslMode::Disable => "disable",
-        SslMode::Prefer => "prefer",
-        _ => "require",
-    }
 }
 
 /// The CA certificates of the PEM file at `path`.
