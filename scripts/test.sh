@@ -23,7 +23,7 @@ export CUZK_BIN="$PWD/target/debug/cuzk"
 
 echo "== the job store on PostgreSQL: the store suite, the database restarted under it, partition leases, shared proving keys, a daemon restarted on it, a fleet of daemons"
 # The same build as above: the tests named postgres, now with a database.
-scripts/pg-test-cluster.sh cargo test --workspace --locked --test job_store --test pg_outage --test pg_leases --test pg_keys --test durability --test fleet -- postgres 2>&1
+scripts/pg-test-cluster.sh cargo test --workspace --locked --test job_store --test pg_outage --test pg_leases --test pg_keys --test pg_tls --test durability --test fleet -- postgres 2>&1
 echo "== the API tests and the crash test once more, on PostgreSQL (one suite, two stores: each daemon a fleet of one node)"
 CUZK_TEST_STORE=postgres scripts/pg-test-cluster.sh cargo test --workspace --locked --test api 2>&1
 # Single quotes: the URL is the cluster's, set inside the script.

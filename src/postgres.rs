@@ -1,11 +1,13 @@
 //! PostgreSQL, for every part of the daemon that keeps something there: the
 //! job store (`store/pg.rs`), the fleet's leases and queries (`fleet/`) and
 //! the fleet's proving keys (`keys/shared.rs`). The URL (`StoreUrl`, never
-//! shown with its password), the client's settings, the error every use
+//! shown with its password), how to connect (`Connector`: the client's
+//! settings and the TLS they ask for, `tls.rs`), the error every use
 //! answers (`PgError`, naming who used which database and what failed),
 //! and the schema (`migrate.rs`). It imports nothing of the daemon.
 
 mod migrate;
+mod tls;
 
 use std::fmt;
 use std::time::Duration;
@@ -13,6 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use migrate::migrate;
+pub use tls::TlsSettingError;
 
 /// A PostgreSQL failure, and where: `on` names who used which database
 /// (its URL with the password hidden), e.g. `leases on
@@ -31,8 +34,9 @@ pub struct PgError {
 pub enum PgFailure {
     #[error("not a PostgreSQL connection string: {}", describe(.0))]
     NotAUrl(postgres::Error),
-    #[error("asks for TLS (sslmode=require), which this build does not support: reach the database over a private network or a tunnel (docs/operations.md)")]
-    TlsRequired,
+    /// `sslmode` or `sslrootcert` cannot be used as written.
+    #[error("{0}")]
+    Tls(TlsSettingError),
     #[error("the database is at schema version {found}, newer than this cuzk knows ({known}): run a cuzk at least as new as the one that migrated it")]
     NewerSchema { found: i32, known: i32 },
     #[error("migration {version:04}_{name}: {}", describe(error))]
@@ -176,16 +180,35 @@ fn hide_option(text: &str, name: &str) -> String {
     shown
 }
 
-/// The client's settings from `url`: refused when malformed or asking for
-/// TLS, the timeouts it leaves unset filled in.
-pub fn client_config(url: &StoreUrl) -> Result<postgres::Config, PgError> {
-    let place = Place(format!("store.url {url}"));
-    let mut config: postgres::Config = url.secret().parse().map_err(|e| place.error(PgFailure::NotAUrl(e)))?;
-    if config.get_ssl_mode() == postgres::config::SslMode::Require {
-        return Err(place.error(PgFailure::TlsRequired));
+/// How to connect to one database: the client's settings and the TLS
+/// they ask for.
+#[derive(Clone)]
+pub struct Connector {
+    /// The URL's settings, the timeouts it left unset filled in.
+    config: postgres::Config,
+    /// The TLS session `sslmode` asks for (unused under `disable`).
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+}
+
+impl Connector {
+    /// A new connection. Under `require` and `verify-full` a server
+    /// without TLS, or one whose certificate does not verify, is refused
+    /// here: never a connection in clear.
+    pub fn connect(&self) -> Result<postgres::Client, postgres::Error> {
+        self.config.connect(self.tls.clone())
     }
+}
+
+/// How to connect to `url`: refused when it is malformed or its TLS
+/// options cannot be used (a CA file unreadable, a mode unknown); the
+/// timeouts it leaves unset filled in.
+pub fn client_config(url: &StoreUrl) -> Result<Connector, PgError> {
+    let place = Place(format!("store.url {url}"));
+    let tls = tls::read(url.secret()).map_err(|e| place.error(PgFailure::Tls(e)))?;
+    let mut config: postgres::Config = tls.rest.parse().map_err(|e| place.error(PgFailure::NotAUrl(e)))?;
+    config.ssl_mode(tls.mode);
     with_defaults(&mut config);
-    Ok(config)
+    Ok(Connector { config, tls: tls.connector })
 }
 
 /// Timeouts the URL did not set. Without them a database host that

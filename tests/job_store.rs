@@ -445,9 +445,9 @@ mod postgres_only {
         let (failure, unreachable) = refused(&format!("postgres://cuzk:{SECRET}@127.0.0.1:1/jobs"));
         assert!(matches!(failure, PgFailure::Failed { .. }), "{unreachable}");
         assert!(unreachable.contains("cannot connect"), "{unreachable}");
-        let (failure, tls) = refused(&format!("host=db password={SECRET} sslmode=require"));
-        assert!(matches!(failure, PgFailure::TlsRequired), "{tls}");
-        assert!(tls.contains("TLS"), "{tls}");
+        let (failure, tls) = refused(&format!("host=db password={SECRET} sslmode=verify-full"));
+        assert!(matches!(failure, PgFailure::Tls(_)), "{tls}");
+        assert!(tls.contains("sslrootcert"), "{tls}");
         assert_eq!(format!("{:?}", StoreUrl::new(format!("postgres://u:{SECRET}@h/d"))), "StoreUrl(postgres://u:***@h/d)");
     }
 

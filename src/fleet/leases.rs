@@ -19,7 +19,7 @@ use cuzk_actors::store::{JobRecord, StoreError};
 use cuzk_actors::{JobId, PartitionKey, Stage};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Json;
-use postgres::{Client, GenericClient, NoTls};
+use postgres::{Client, GenericClient};
 
 use crate::postgres::{client_config, migrate, PgError, Place, StoreUrl};
 use crate::telemetry::FleetDb;
@@ -85,7 +85,7 @@ impl Leases {
             .filter(|&ms| ms > 0)
             .ok_or(LeasesError::BadLease(lease))?;
         let place = Place::new("leases on", url);
-        let mut client = client_config(url)?.connect(NoTls).map_err(|e| place.failed("cannot connect", e))?;
+        let mut client = client_config(url)?.connect().map_err(|e| place.failed("cannot connect", e))?;
         migrate(&mut client, &place)?;
         Ok(Self { client, node: node.into(), lease_ms, place })
     }

@@ -7,9 +7,9 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_actors::store::StoreError;
-use postgres::{Client, NoTls};
+use postgres::Client;
 
-use crate::postgres::{client_config, PgError, Place, StoreUrl};
+use crate::postgres::{client_config, Connector, PgError, Place, StoreUrl};
 use crate::telemetry::FleetDb;
 
 const MAX_CONNECTIONS: usize = 8;
@@ -23,7 +23,7 @@ pub struct Busy(Place);
 
 pub struct Pool {
     /// How each connection connects.
-    config: postgres::Config,
+    config: Connector,
     /// The database (its password hidden), as errors name it.
     place: Place,
     /// Idle connections, and how many exist in all (idle or in use).
@@ -76,7 +76,7 @@ impl Pool {
             if state.1 < MAX_CONNECTIONS {
                 state.1 += 1;
                 drop(state);
-                return self.config.connect(NoTls).map_err(|e| {
+                return self.config.connect().map_err(|e| {
                     let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                     state.1 -= 1;
                     self.freed.notify_one();

@@ -16,10 +16,10 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 use sha2::{Digest, Sha256};
 
-use crate::postgres::{client_config, migrate, PgError, Place, StoreUrl};
+use crate::postgres::{client_config, migrate, Connector, PgError, Place, StoreUrl};
 
 /// Bytes of the proving key per row of `cuzk_key_chunks`: a 670 MB key
 /// (2^20 constraints) is 40 round trips, and each side holds one chunk at
@@ -56,7 +56,7 @@ fn file_error(doing: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Sha
 pub struct SharedKeys {
     /// The store's connection settings (its timeouts included): each lock
     /// and each look-up opens a connection of its own.
-    config: postgres::Config,
+    config: Connector,
     /// The database (its password hidden), as errors name it.
     place: Place,
 }
@@ -132,7 +132,7 @@ impl SharedKeys {
     }
 
     fn connect_once(&self) -> Result<Client, PgError> {
-        self.config.connect(NoTls).map_err(|e| self.place.failed("cannot connect", e))
+        self.config.connect().map_err(|e| self.place.failed("cannot connect", e))
     }
 }
 

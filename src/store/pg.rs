@@ -24,15 +24,15 @@ use cuzk_actors::telemetry;
 use cuzk_actors::time::unix_ms;
 use cuzk_actors::Stage;
 use postgres::types::Json;
-use postgres::{Client, IsolationLevel, NoTls, Statement};
+use postgres::{Client, IsolationLevel, Statement};
 
 use super::{without_request, Engine, OpenError, PgJobStore, PROBE_BYTES};
-use crate::postgres::{client_config, describe, migrate, Place, StoreUrl};
+use crate::postgres::{client_config, describe, migrate, Connector, Place, StoreUrl};
 
 impl PgJobStore {
     /// Connects, brings the schema up to date and starts the writer thread.
     /// Fails with a message (the password hidden) when the URL is malformed,
-    /// asks for TLS, or the database cannot be reached or migrated.
+    /// its TLS options cannot be used, or the database cannot be reached or migrated.
     ///
     /// `node` is set on a fleet node: a partition's result is then recorded
     /// only while the node holds its lease, and a job ends with the
@@ -42,7 +42,7 @@ impl PgJobStore {
         let node = node.map(str::to_string);
         let (place, url) = (Place::new("job store", url), url.clone());
         super::start(move || {
-            let mut client = config.connect(NoTls).map_err(|e| place.failed("cannot connect", e))?;
+            let mut client = config.connect().map_err(|e| place.failed("cannot connect", e))?;
             migrate(&mut client, &place)?;
             let connection = Connection::prepare(client).map_err(|e| place.failed("cannot prepare its statements", e))?;
             log::info!("{place}: connected");
@@ -57,7 +57,7 @@ impl PgJobStore {
 /// The PostgreSQL engine, owned by the writer thread.
 pub struct Pg {
     /// How to connect again after the connection is lost.
-    config: postgres::Config,
+    config: Connector,
     /// The database (its password hidden), as errors name it.
     place: Place,
     /// None after a failure: connected again by the next transaction.
@@ -220,10 +220,10 @@ impl Engine for Pg {
 /// The open connection, or a new one after a failure.
 fn connected<'a>(
     connection: &'a mut Option<Connection>,
-    config: &postgres::Config,
+    config: &Connector,
 ) -> Result<&'a mut Connection, postgres::Error> {
     if connection.is_none() {
-        *connection = Some(Connection::prepare(config.connect(NoTls)?)?);
+        *connection = Some(Connection::prepare(config.connect()?)?);
     }
     Ok(connection.as_mut().expect("just connected"))
 }
