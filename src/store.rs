@@ -84,7 +84,6 @@ const MAX_WRITES_PER_COMMIT: usize = 4096;
 /// How often a failing store retries its kept writes.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
-
 /// The size of a failing store's probe write (`Engine::commit`).
 const PROBE_BYTES: usize = 64 << 10;
 
