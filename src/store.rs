@@ -17,7 +17,11 @@
 //! new jobs in it (their submitters answer 503) and keeps the other writes,
 //! which belong to jobs already acknowledged; the engine reopens (or
 //! reconnects) and the writer retries them every second until a commit
-//! succeeds. Meanwhile `health()` reports the failure.
+//! succeeds. Meanwhile `health()` reports the failure. The redb file is
+//! also checked to still be at its path (every commit, and every second
+//! without writes): one whose directory was removed or that was replaced is
+//! written back from the open database (`store/redb_file.rs`), and new jobs
+//! are refused for as long as that fails.
 
 mod open;
 mod pg;
@@ -80,10 +84,6 @@ const MAX_WRITES_PER_COMMIT: usize = 4096;
 /// How often a failing store retries its kept writes.
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How long a writer waits without writes before asking its engine whether
-/// the storage is still there (`Engine::check`).
-const IDLE_CHECK_INTERVAL: Duration = Duration::from_secs(5);
-
 /// The size of a failing store's probe write (`Engine::commit`).
 const PROBE_BYTES: usize = 64 << 10;
 
@@ -101,13 +101,24 @@ trait Engine: Send + 'static {
     /// that a new job would be written.
     fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError>;
 
-    /// Whether the storage is still there, asked after `IDLE_CHECK_INTERVAL`
-    /// without writes: a database server can go away while nothing is
-    /// written, and `health()` (`/readyz`) should say so before a new job
-    /// is refused for it. A failure starts the retries, whose first success
-    /// clears it. An embedded file has nothing to ask.
+    /// How long the writer waits without writes before asking `check`:
+    /// what one check costs decides it (a round trip to a database server;
+    /// a `stat` of a file).
+    const CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+    /// Whether the storage is still there, asked after `CHECK_INTERVAL`
+    /// without writes: a database server can go away, or a file's directory
+    /// be removed, while nothing is written, and `health()` (`/readyz`)
+    /// should say so before a new job is refused for it. A failure starts
+    /// the retries, whose first success clears it.
     fn check(&mut self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// What the engine found wrong while running since it was last asked
+    /// (a file that left its path), a sentence each, for `health()`.
+    fn take_incidents(&mut self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Every job, in submission order; what was found wrong with the stored
@@ -279,14 +290,16 @@ impl<E: Engine> Writer<E> {
         let mut pending: Vec<(StoreWrite, CommitSignal)> = Vec::new();
         loop {
             let failing = self.failures > 0;
-            let first = match queue.recv_timeout(if failing { RETRY_INTERVAL } else { IDLE_CHECK_INTERVAL }) {
+            let first = match queue.recv_timeout(if failing { RETRY_INTERVAL } else { E::CHECK_INTERVAL }) {
                 Ok(command) => command,
                 Err(RecvTimeoutError::Timeout) if failing => {
                     self.commit(&mut pending);
                     continue;
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    if let Err(error) = self.engine.check() {
+                    let checked = self.engine.check();
+                    self.note_incidents();
+                    if let Err(error) = checked {
                         self.failed(0, &error);
                     }
                     continue;
@@ -307,6 +320,7 @@ impl<E: Engine> Writer<E> {
                         let mut incidents = Vec::new();
                         let loaded = self.engine.load(&mut incidents);
                         self.shared.health().incidents.append(&mut incidents);
+                        self.note_incidents();
                         let _ = reply.send(loaded);
                     }
                     Command::Close(signal) => {
@@ -329,7 +343,9 @@ impl<E: Engine> Writer<E> {
         }
         let mut writes = std::mem::take(&mut self.kept);
         writes.append(pending);
-        match self.engine.commit(writes.iter().map(|(write, _)| write), self.failures > 0) {
+        let committed = self.engine.commit(writes.iter().map(|(write, _)| write), self.failures > 0);
+        self.note_incidents();
+        match committed {
             Ok(()) => {
                 self.shared.transactions.fetch_add(1, Ordering::Relaxed);
                 self.shared.writes.fetch_add(writes.len() as u64, Ordering::Relaxed);
@@ -353,6 +369,16 @@ impl<E: Engine> Writer<E> {
                     }
                 }
             }
+        }
+    }
+
+    /// Adds what the engine found while running to `health()`'s incidents,
+    /// before anyone is answered: a submitter refused for it, or a probe of
+    /// `/readyz`, then finds the incident in `/v1/status` too.
+    fn note_incidents(&mut self) {
+        let mut found = self.engine.take_incidents();
+        if !found.is_empty() {
+            self.shared.health().incidents.append(&mut found);
         }
     }
 

@@ -455,6 +455,75 @@ def case_corruption(work):
         d.stop()
 
 
+def case_store_gone(work):
+    """The data directory removed, or the store replaced, under a running
+    daemon: an incident is recorded and logged, the open file is written back
+    to its path, and while it cannot be (a file where the directory was)
+    submissions are answered 503 store_failing and /readyz fails; after the
+    recovery and a restart every acknowledged job is found."""
+    print("== store gone: directory removed or store replaced while running")
+    for how in ["removed", "replaced"]:
+        data = os.path.join(work, f"gone-{how}")
+        d = Daemon(work, data, "", f"gone-{how}")
+        acknowledged = []
+        for seed in range(5):
+            status, answer, _ = d.call("POST", "/v1/jobs", small_job(seed))
+            check(status == 202, f"{how}: before: {status} {answer}", d)
+            acknowledged.append(answer["id"])
+        # The shape's key is prepared (and kept in memory) before its file
+        # goes with the directory: this case is about the store.
+        check(d.wait_job(acknowledged[0]) == "done", f"{how}: the first job", d)
+        store = os.path.join(data, "jobs.redb")
+        if how == "removed":
+            shutil.rmtree(data)
+            # A file where the directory was: the store cannot be written back.
+            with open(data, "w") as f:
+                f.write("in the way")
+            status, answer, headers = d.call("POST", "/v1/jobs", small_job(100))
+            figure("store_gone_answer", f"{status} {answer.get('reason') if isinstance(answer, dict) else answer}")
+            check(status == 503 and answer["reason"] == "store_failing" and "retry-after" in headers,
+                  f"submit with the directory gone: {status} {answer} {headers}", d)
+            status, ready, _ = d.call("GET", "/readyz")
+            check(status == 503 and ready["reason"] == "store_failing" and "cannot be written back" in ready["error"],
+                  f"/readyz with the directory gone: {status} {ready}", d)
+            check(d.call("GET", "/healthz")[0] == 200, "/healthz with the directory gone", d)
+            incidents = d.call("GET", "/v1/status")[1]["store"]["incidents"]
+            check(any("was removed" in i for i in incidents), f"no incident: {incidents}", d)
+            os.remove(data)
+            started = time.time()
+            while time.time() - started < 30 and d.call("GET", "/readyz")[0] != 200:
+                time.sleep(0.2)
+            figure("store_gone_recovery_seconds", round(time.time() - started, 1))
+            check(d.call("GET", "/readyz")[0] == 200, "/readyz once the directory can be made again", d)
+        else:
+            foreign = os.path.join(work, "foreign.redb")
+            with open(foreign, "wb") as f:
+                f.write(b"not a store")
+            os.replace(foreign, store)
+        status, answer, _ = d.call("POST", "/v1/jobs", small_job(200))
+        check(status == 202, f"{how}: after the write-back: {status} {answer}", d)
+        acknowledged.append(answer["id"])
+        incidents = d.call("GET", "/v1/status")[1]["store"]["incidents"]
+        check(any(f"was {how}" in i for i in incidents) and any("written back" in i for i in incidents),
+              f"{how}: incidents {incidents}", d)
+        if how == "replaced":
+            kept = [n for n in os.listdir(data) if n.startswith("jobs.redb.found-")]
+            check(len(kept) == 1, f"the replacing file not kept aside: {os.listdir(data)}", d)
+        for job in acknowledged:
+            check(d.wait_job(job) == "done", f"{how}: acknowledged job {job} not done", d)
+        check(d.stop() == 0, f"{how}: SIGTERM after the write-back")
+        with open(d.log_path, errors="replace") as f:
+            check("job store damaged (detached)" in f.read(), f"{how}: the incident is not logged at error level")
+        d = Daemon(work, data, "", f"gone-{how}-restart")
+        for job in acknowledged:
+            status, answer, _ = d.call("GET", f"/v1/jobs/{job}")
+            check(status == 200 and answer["status"] == "done", f"{how}: {job} after restart: {status} {answer}", d)
+        incidents = d.call("GET", "/v1/status")[1]["store"]["incidents"]
+        check(incidents == [], f"{how}: the written-back store is whole on restart: {incidents}", d)
+        figure(f"store_gone_{how}_acknowledged_jobs_kept", len(acknowledged))
+        d.stop()
+
+
 def verify_served(d, ids, work):
     """Every proof the daemon serves verifies (`cuzk verify`, the verifier the
     daemon does not run for itself)."""
@@ -579,7 +648,7 @@ def main():
     work = tempfile.mkdtemp(prefix="cuzk-hostile-")
     try:
         cases = [case_http, case_auth, case_tenants, case_memory, case_store_size_and_restart_memory, case_restart,
-                 case_corruption, case_disk_full]
+                 case_corruption, case_disk_full, case_store_gone]
         chosen = os.environ.get("HOSTILE_CASES")
         for case in cases:
             if chosen is None or case.__name__.removeprefix("case_") in chosen.split(","):

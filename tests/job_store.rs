@@ -413,6 +413,97 @@ mod redb_only {
             store.close().unwrap();
         }
     }
+
+    /// A store open in `<tmp>/data`, holding one acknowledged job ("acked").
+    fn open_in_data_dir(top: &std::path::Path) -> (RedbJobStore, std::path::PathBuf) {
+        let dir = top.join("data");
+        std::fs::create_dir(&dir).unwrap();
+        let store = RedbJobStore::open(&dir.join("jobs.redb")).unwrap();
+        write_all(&store, vec![StoreWrite::Accepted(record("acked", 1))]);
+        (store, dir)
+    }
+
+    /// The open file keeps taking commits whatever happens to its path: the
+    /// store compares the two before each commit, and writes a copy of the
+    /// open database back to a path that lost it, so that a restart reads
+    /// every acknowledged job.
+    #[test]
+    fn a_store_file_that_leaves_its_path_is_written_back_from_the_open_file() {
+        for how in ["removed", "replaced"] {
+            let top = tempfile::tempdir().unwrap();
+            let (store, dir) = open_in_data_dir(top.path());
+            let path = dir.join("jobs.redb");
+            match how {
+                "removed" => std::fs::remove_dir_all(&dir).unwrap(),
+                _ => {
+                    let other = top.path().join("other");
+                    std::fs::write(&other, b"not a store").unwrap();
+                    std::fs::rename(&other, &path).unwrap();
+                }
+            }
+            write_all(&store, vec![StoreWrite::Accepted(record("after", 2))]);
+            let health = store.health();
+            assert_eq!(health.failing, None, "{how}: written back before the commit");
+            assert_eq!(health.incidents.len(), 2, "{how}: {health:?}");
+            assert!(health.incidents[0].contains(&format!("was {how}")), "{how}: {health:?}");
+            assert!(health.incidents[1].contains("(1 records"), "{how}: {health:?}");
+            if how == "replaced" {
+                let found = std::fs::read_dir(&dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .find(|p| p.to_string_lossy().contains(".found-"))
+                    .expect("the file found in the store's place is kept aside");
+                assert_eq!(std::fs::read(&found).unwrap(), b"not a store");
+                assert!(health.incidents[1].contains(&found.display().to_string()), "{health:?}");
+            }
+            store.close().unwrap();
+
+            let store = RedbJobStore::open(&path).unwrap();
+            let ids: Vec<_> = store.load().unwrap().into_iter().map(|job| job.record.id.0).collect();
+            assert_eq!(ids, ["acked", "after"], "{how}");
+            assert!(store.health().incidents.is_empty(), "{how}: {:?}", store.health());
+            store.close().unwrap();
+        }
+    }
+
+    /// A path that cannot take the copy back (a file where the directory
+    /// was): noticed without a write, new jobs refused and writes of the
+    /// acknowledged job kept, until the path is free again.
+    #[test]
+    fn a_store_that_cannot_be_written_back_refuses_new_jobs_until_it_can() {
+        let top = tempfile::tempdir().unwrap();
+        let (store, dir) = open_in_data_dir(top.path());
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(&dir, b"in the way").unwrap();
+        let started = Instant::now();
+        let why = loop {
+            if let Some(why) = store.health().failing {
+                break why;
+            }
+            assert!(started.elapsed().as_secs() < 10, "the removal was not noticed without a write");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert!(why.contains("cannot be written back") && why.contains("do not restart"), "{why}");
+        assert!(store.health().incidents[0].contains("was removed"), "{:?}", store.health());
+
+        let refused = store.write(StoreWrite::Accepted(record("refused", 2))).wait_blocking();
+        assert!(refused.is_err(), "a new job is refused while its record cannot be kept");
+        let job = JobId("acked".into());
+        let proved = store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(0x40), detail: None });
+        std::fs::remove_file(&dir).unwrap();
+        proved.wait_blocking().expect("written once the store is back at its path");
+        let health = store.health();
+        assert_eq!(health.failing, None);
+        assert_eq!(health.incidents.len(), 2, "{health:?}");
+        assert!(health.incidents[1].contains("written back"), "{health:?}");
+        store.close().unwrap();
+
+        let store = RedbJobStore::open(&dir.join("jobs.redb")).unwrap();
+        let jobs = store.load().unwrap();
+        assert_eq!(jobs.len(), 1, "the refused job was not kept");
+        assert_eq!(jobs[0].proofs[&0], proof(0x40));
+        store.close().unwrap();
+    }
 }
 
 /// What only the PostgreSQL store has. The URL tests need no database.

@@ -2,11 +2,15 @@
 //! left. A file the database cannot open (truncated, overwritten) is moved
 //! aside and every intact row found in its bytes is written into a new one;
 //! a store that existed (its marker file says so) but is now missing or
-//! empty is reported, never silently replaced by an empty one. Each finding
-//! is an incident: logged, counted and shown in `/v1/status`.
+//! empty is reported, never silently replaced by an empty one. A file that
+//! leaves its path while the daemon runs (its directory removed, another
+//! file renamed over it) is written back from the open database
+//! (`write_back`). Each finding is an incident: logged, counted and shown in
+//! `/v1/status`.
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -93,7 +97,7 @@ pub fn open(path: &Path) -> Result<Opened, FileError> {
             ));
         }
         Ok(meta) if meta.len() == 0 && existed => {
-            let aside = move_aside(path)?;
+            let aside = move_aside(path, "damaged")?;
             incidents.push(report(
                 StoreDamageKind::Missing,
                 format!(
@@ -116,10 +120,103 @@ pub fn open(path: &Path) -> Result<Opened, FileError> {
         }
     };
     if !existed {
-        fs::write(&marker, b"created by cuzk: jobs.redb must exist while this file does\n")
-            .map_err(io_error("write", &marker))?;
+        write_marker(path)?;
     }
     Ok(Opened { db, incidents })
+}
+
+/// Says that a store was created at `path`: a later start that finds the
+/// marker without the store reports the store lost instead of starting
+/// empty without a word.
+fn write_marker(path: &Path) -> Result<(), FileError> {
+    let marker = marker_path(path);
+    fs::write(&marker, b"created by cuzk: jobs.redb must exist while this file does\n")
+        .map_err(io_error("write", &marker))
+}
+
+/// Which file a path names: its device and inode. The open database keeps
+/// writing its file whatever happens to the path, so a path that names
+/// another file (or none) means that what the daemon writes is no longer
+/// what a restart would read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileIdentity {
+    /// The filesystem: an inode number is unique only within one.
+    dev: u64,
+    /// The file within it.
+    ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path` now.
+    pub fn of(path: &Path) -> io::Result<Self> {
+        let meta = fs::metadata(path)?;
+        Ok(Self { dev: meta.dev(), ino: meta.ino() })
+    }
+}
+
+/// A store written back to its path (`write_back`).
+pub struct WrittenBack {
+    /// The copy, now at the path: the database to write from here on.
+    pub db: Database,
+    /// The copy's identity, to compare the path with from here on.
+    pub identity: FileIdentity,
+    /// What was done, for `/v1/status`.
+    pub incident: String,
+}
+
+/// Writes a consistent copy of `db` (every row, read in one transaction)
+/// to `path`, which no longer names `db`'s file: its directory is created
+/// again where it is gone, and a file found in its place is moved aside,
+/// never overwritten. The copy is written beside the path, committed and
+/// renamed over it, so a crash midway leaves no half-written store there.
+pub fn write_back(db: &Database, path: &Path) -> Result<WrittenBack, FileError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(io_error("create the directory of", path))?;
+    let found = match fs::symlink_metadata(path) {
+        Ok(_) => Some(move_aside(path, "found")?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(error) => return Err(FileError::Io { doing: "look at", path: path.to_path_buf(), error }),
+    };
+    let staging = with_suffix(path, ".writing-back");
+    match fs::remove_file(&staging) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(error) => return Err(FileError::Io { doing: "remove", path: staging, error }),
+    }
+    let redb_error = |error: RedbError| FileError::Redb { path: staging.clone(), error };
+    let copy = Database::create(&staging).map_err(|e| redb_error(e.into()))?;
+    let count = copy_rows(db, &copy).map_err(redb_error)?;
+    fs::rename(&staging, path).map_err(io_error("rename the copy to", path))?;
+    fs::File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_error("sync the directory of", path))?;
+    write_marker(path)?;
+    let identity = FileIdentity::of(path).map_err(io_error("look at", path))?;
+    let incident = format!(
+        "a copy of the open job store ({count} records, every job acknowledged until now) was written back to {}{}; new jobs are taken again",
+        path.display(),
+        found.map(|aside| format!("; the file found there was moved to {}", aside.display())).unwrap_or_default()
+    );
+    Ok(WrittenBack { db: copy, identity, incident })
+}
+
+/// Copies every row, sealed as it is, from one database to another in one
+/// read and one write transaction. How many.
+fn copy_rows(from: &Database, to: &Database) -> Result<usize, RedbError> {
+    let read = from.begin_read()?;
+    let rows = read.open_table(ROWS)?;
+    let write = to.begin_write()?;
+    let mut count = 0;
+    {
+        let mut table = write.open_table(ROWS)?;
+        for entry in rows.iter()? {
+            let (key, value) = entry?;
+            table.insert(key.value(), value.value())?;
+            count += 1;
+        }
+    }
+    write.commit()?;
+    Ok(count)
 }
 
 /// Moves a database that cannot be read aside and writes the rows salvaged
@@ -127,7 +224,7 @@ pub fn open(path: &Path) -> Result<Opened, FileError> {
 /// opened turns out unreadable later (a damaged page met while loading).
 pub fn rebuild(path: &Path, cause: &Damage) -> Result<(Database, String), FileError> {
     let bytes = fs::read(path).unwrap_or_default();
-    let aside = move_aside(path)?;
+    let aside = move_aside(path, "damaged")?;
     let salvaged = rows::salvage(&bytes);
     let db = match try_open(path) {
         Ok(db) => db,
@@ -157,7 +254,7 @@ pub fn report(kind: StoreDamageKind, detail: String) -> String {
 /// Copies a readable store aside before damaged rows are dropped from it,
 /// so that nothing is lost for good without a copy.
 pub fn copy_aside(path: &Path) -> Result<PathBuf, FileError> {
-    let aside = aside_path(path);
+    let aside = aside_path(path, "damaged");
     fs::copy(path, &aside).map_err(io_error("copy aside", path))?;
     Ok(aside)
 }
@@ -231,20 +328,25 @@ pub fn unpanicked<T>(f: impl FnOnce() -> T) -> Result<T, Panicked> {
     })
 }
 
+/// `path` with `suffix` added to its file name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
 fn marker_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".created");
-    path.with_file_name(name)
+    with_suffix(path, ".created")
 }
 
-fn aside_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".damaged-{}", cuzk_actors::time::unix_ms(std::time::SystemTime::now())));
-    path.with_file_name(name)
+/// Where a file is kept aside, named for `why` (`damaged`, `found`) and
+/// the time.
+fn aside_path(path: &Path, why: &str) -> PathBuf {
+    with_suffix(path, &format!(".{why}-{}", cuzk_actors::time::unix_ms(std::time::SystemTime::now())))
 }
 
-fn move_aside(path: &Path) -> Result<PathBuf, FileError> {
-    let aside = aside_path(path);
+fn move_aside(path: &Path, why: &str) -> Result<PathBuf, FileError> {
+    let aside = aside_path(path, why);
     fs::rename(path, &aside).map_err(io_error("move aside", path))?;
     Ok(aside)
 }

@@ -5,6 +5,16 @@
 //! transaction of a handle that saw an I/O error). `store/rows.rs` seals
 //! every row with a checksum; `store/open.rs` handles a file found damaged
 //! or missing.
+//!
+//! The open database writes its file, not its path: with the directory
+//! removed, or another file renamed over the path, commits still succeed
+//! into a file no restart will read. So the path's identity (device, inode)
+//! is compared with the open file's before every commit and, through
+//! `Engine::check`, every second without writes (a `stat`: nothing next to
+//! a commit's fsync). A difference is an incident, and a copy of the open
+//! database is written back to the path at once; until that succeeds every
+//! commit fails, so new jobs are refused (503 `store_failing`) and what
+//! acknowledged jobs do is kept by the writer, as on a full disk.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -14,7 +24,7 @@ use cuzk_actors::time::unix_ms;
 use cuzk_actors::{JobId, Stage};
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::open::{Damage, Panicked, RedbError};
+use super::open::{Damage, FileError, FileIdentity, Panicked, RedbError};
 use super::rows::{self, Row, RowDamage, ROWS};
 use super::{open, without_request, Engine, OpenError, RedbJobStore, PROBE_BYTES};
 use crate::telemetry::StoreDamageKind;
@@ -25,6 +35,39 @@ use crate::telemetry::StoreDamageKind;
 #[error("the job store file was found damaged while writing ({0}); restart the daemon to rebuild it")]
 struct DamagedWhileRunning(Panicked);
 
+/// How the open file left its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Departure {
+    /// Nothing is at the path (the file or its directory was removed).
+    Removed,
+    /// Another file is (one renamed over it, or created after a removal).
+    Replaced,
+}
+
+impl std::fmt::Display for Departure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Departure::Removed => "removed (or its directory)",
+            Departure::Replaced => "replaced by another file",
+        })
+    }
+}
+
+/// Why every commit fails while the open file cannot be written back to
+/// its path: `/readyz`'s and the refused submitters' reason.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the job store {} was {departure} while the daemon ran, and the open file cannot be written back ({cause}); \
+     new jobs are refused, and acknowledged jobs are kept only in the open file until it can be: \
+     make the directory writable again and do not restart the daemon before then",
+    path.display()
+)]
+struct NotWrittenBack {
+    path: PathBuf,
+    departure: Departure,
+    cause: FileError,
+}
+
 impl RedbJobStore {
     /// Opens (or creates) the file, repairing what `store/open.rs` can, and
     /// starts its writer thread.
@@ -32,7 +75,9 @@ impl RedbJobStore {
         let path = path.to_path_buf();
         super::start(move || {
             let opened = open::open(&path)?;
-            Ok((RedbFile { db: Some(opened.db), path, damaged: None }, opened.incidents))
+            let identity = FileIdentity::of(&path).ok();
+            let file = RedbFile { db: Some(opened.db), path, damaged: None, identity, departed: None, incidents: Vec::new() };
+            Ok((file, opened.incidents))
         })
     }
 }
@@ -47,6 +92,15 @@ pub struct RedbFile {
     /// its pages): it is not reopened, and every commit fails with this,
     /// until a restart checks and rebuilds it (`store/open.rs`).
     damaged: Option<StoreError>,
+    /// The open file's identity, taken when it was opened (or written
+    /// back): the path must still name it. None when the path could not be
+    /// looked at then; it is taken again at the next reopen.
+    identity: Option<FileIdentity>,
+    /// How the open file left its path, from when that was noticed (and
+    /// reported, once) until a copy is written back.
+    departed: Option<Departure>,
+    /// Incidents found while running, until the writer takes them.
+    incidents: Vec<String>,
 }
 
 impl Engine for RedbFile {
@@ -61,15 +115,19 @@ impl Engine for RedbFile {
                 self.db = None;
                 Err(e)
             }
-            Err(panic) => {
-                let why = StoreError::unavailable(DamagedWhileRunning(panic));
-                self.damaged = Some(why.clone());
-                if let Some(db) = self.db.take() {
-                    open::abandon(db);
-                }
-                Err(why)
-            }
+            Err(panic) => Err(self.abandon(panic)),
         }
+    }
+
+    /// A `stat` of the path, which the commits also do.
+    const CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn check(&mut self) -> Result<(), StoreError> {
+        self.database().map(drop)
+    }
+
+    fn take_incidents(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.incidents)
     }
 
     /// Every job, with damaged rows reported and dropped; a database that
@@ -92,7 +150,20 @@ impl Engine for RedbFile {
 }
 
 impl RedbFile {
-    /// The open database, reopened after a failure.
+    /// Gives up the database after redb panicked on one of its pages: it is
+    /// not reopened, and every commit fails with the returned error, until
+    /// a restart checks and rebuilds the file.
+    fn abandon(&mut self, panic: Panicked) -> StoreError {
+        let why = StoreError::unavailable(DamagedWhileRunning(panic));
+        self.damaged = Some(why.clone());
+        if let Some(db) = self.db.take() {
+            open::abandon(db);
+        }
+        why
+    }
+
+    /// The open database, reopened after a failure, or written back to its
+    /// path first when its file is no longer there.
     fn database(&mut self) -> Result<&Database, StoreError> {
         if let Some(why) = &self.damaged {
             return Err(why.clone());
@@ -100,8 +171,50 @@ impl RedbFile {
         if self.db.is_none() {
             let db = open::unpanicked(|| Database::create(&self.path)).map_err(StoreError::unavailable)?;
             self.db = Some(db.map_err(StoreError::unavailable)?);
+            self.identity = FileIdentity::of(&self.path).ok();
+        } else {
+            self.keep_at_path()?;
         }
         Ok(self.db.as_ref().expect("just opened"))
+    }
+
+    /// Compares the path with the open file; when it names another file,
+    /// or none, reports it (once) and writes the open database back there.
+    /// Err while that cannot be done.
+    fn keep_at_path(&mut self) -> Result<(), StoreError> {
+        let Some(identity) = self.identity else { return Ok(()) };
+        let departure = match FileIdentity::of(&self.path) {
+            Ok(found) if found == identity => return Ok(()),
+            Ok(_) => Departure::Replaced,
+            Err(_) => Departure::Removed,
+        };
+        if self.departed.is_none() {
+            self.incidents.push(open::report(
+                StoreDamageKind::Detached,
+                format!(
+                    "the job store {} was {departure} while the daemon ran; every acknowledged job is still in the open file, which is written back",
+                    self.path.display()
+                ),
+            ));
+        }
+        // Said as first noticed: a failed write-back may have moved the
+        // file found at the path aside already.
+        let departure = *self.departed.get_or_insert(departure);
+        let db = self.db.as_ref().expect("called with the database open");
+        let written = match open::unpanicked(|| open::write_back(db, &self.path)) {
+            Ok(written) => written,
+            Err(panic) => return Err(self.abandon(panic)),
+        };
+        let written = written
+            .map_err(|cause| StoreError::unavailable(NotWrittenBack { path: self.path.clone(), departure, cause }))?;
+        log::warn!("job store: {}", written.incident);
+        self.incidents.push(written.incident);
+        self.identity = Some(written.identity);
+        self.departed = None;
+        // The old file is no longer at any path the daemon reads: closing
+        // it writes only to it.
+        self.db = Some(written.db);
+        Ok(())
     }
 
     /// The jobs, with damaged rows removed. Err(why) when the file must be

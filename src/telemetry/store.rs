@@ -1,5 +1,5 @@
 //! The job store: commits that failed, whether it is writable, and damage
-//! found in it on start.
+//! found in it on start or while running.
 
 use cuzk_actors::telemetry::{counter, gauge, MetricDef};
 
@@ -19,7 +19,7 @@ pub const STORE_DAMAGE: MetricDef = counter(
     "cuzk_store_damage_total",
     "incidents",
     &["kind"],
-    "Damage found in the job store on start, by kind (record: a record failed its own checksum although its page passed, and was dropped; unreadable: the file failed redb's integrity check or could not be opened, and was moved aside and its intact records salvaged; missing: a store that existed is gone or empty).",
+    "Damage found in the job store, by kind (on start: record: a record failed its own checksum although its page passed, and was dropped; unreadable: the file failed redb's integrity check or could not be opened, and was moved aside and its intact records salvaged; missing: a store that existed is gone or empty; while running: detached: the open file left its path (its directory removed, another file put in its place), and a copy is written back from it).",
 );
 
 /// Starts the failure counter and every damage kind's counter at zero.
@@ -70,22 +70,30 @@ pub enum StoreDamageKind {
     Unreadable,
     /// A store that existed is gone or empty.
     Missing,
+    /// The open file left its path while the daemon ran: a copy is
+    /// written back from the open database.
+    Detached,
 }
 
 impl StoreDamageKind {
-    pub const ALL: [StoreDamageKind; 3] =
-        [StoreDamageKind::Record, StoreDamageKind::Unreadable, StoreDamageKind::Missing];
+    pub const ALL: [StoreDamageKind; 4] = [
+        StoreDamageKind::Record,
+        StoreDamageKind::Unreadable,
+        StoreDamageKind::Missing,
+        StoreDamageKind::Detached,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             StoreDamageKind::Record => "record",
             StoreDamageKind::Unreadable => "unreadable",
             StoreDamageKind::Missing => "missing",
+            StoreDamageKind::Detached => "detached",
         }
     }
 }
 
-/// Damage found in the job store on start.
+/// Damage found in the job store on start, or its file detached while running.
 pub struct StoreDamage<'a> {
     /// What was found: the counter's label.
     pub kind: StoreDamageKind,
