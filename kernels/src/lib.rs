@@ -4,6 +4,7 @@
 //! - [`groth16`]: Groth16 split into the three stages cuzk schedules
 //!   (synthesize, prove_start, prove_finish).
 //! - [`r1cs`]: the compiled R1CS a proof's a, b and c are evaluated from.
+//! - [`setup`]: circuit-specific setup that can be stopped part way.
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
 //! - [`host`]: what the host machine has (its memory), for default budgets.
@@ -17,6 +18,7 @@ pub mod cuda;
 pub mod groth16;
 pub mod host;
 pub mod r1cs;
+pub mod setup;
 #[cfg(feature = "bench-internals")]
 pub mod synthetic;
 
@@ -35,6 +37,10 @@ pub enum KernelError {
     Device(DeviceError),
     #[error("proving key: {0}")]
     Key(String),
+    /// A setup stopped because its caller asked it to
+    /// ([`setup::generate_key`]): nothing is wrong with the circuit.
+    #[error("setup stopped: no one waits for it")]
+    Cancelled,
 }
 
 impl KernelError {
@@ -51,6 +57,8 @@ impl KernelError {
         match self {
             KernelError::Device(e) => e.retryable(),
             KernelError::Synthesis(_) | KernelError::Unsatisfied(_) | KernelError::Key(_) => false,
+            // Asked for again, a cancelled setup starts over.
+            KernelError::Cancelled => true,
         }
     }
 }
