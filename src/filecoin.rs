@@ -356,7 +356,7 @@ impl FilecoinJob {
         // The key store keeps one error per circuit, typed, for every job
         // that asks after it.
         let circuit = keys
-            .prepared_with(&self.cache_id, || self.prepare(&recorded))
+            .prepared_with(&self.cache_id, &self.params, || self.prepare(&recorded))
             .map_err(StageError::permanent)?;
         let key_ready = started.elapsed();
         let synthesized =

@@ -2,15 +2,13 @@
 //! store (decoded into a prepared circuit, counted in the budget's resident
 //! bytes) and evicting it, for both front ends (HTTP's
 //! `/v1/params/{id}/preload` and `/evict`, gRPC's `PreloadSRS` and
-//! `EvictSRS`), with the budget told of every change.
+//! `EvictSRS`); the key store tells the budget of every change.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuzk_actors::messages::budget::SetResident;
-use cuzk_actors::ProvingSystem;
 use cuzk_filecoin::Kind;
 
 use crate::keys::{KeyStore, PrepareError};
@@ -21,9 +19,6 @@ pub struct ParamFiles {
     pub dir: PathBuf,
     /// Holds the loaded files' prepared circuits.
     keys: Arc<KeyStore>,
-    /// The budget, told when the resident bytes change, and the backend
-    /// that counts them.
-    system: ProvingSystem,
 }
 
 /// Why a file was not preloaded or evicted; each front end answers the
@@ -56,8 +51,8 @@ pub struct Preloaded {
 }
 
 impl ParamFiles {
-    pub fn new(dir: PathBuf, keys: Arc<KeyStore>, system: ProvingSystem) -> Self {
-        Self { dir, keys, system }
+    pub fn new(dir: PathBuf, keys: Arc<KeyStore>) -> Self {
+        Self { dir, keys }
     }
 
     /// The `.params` file of cache id `id` in the parameter directory.
@@ -85,12 +80,13 @@ impl ParamFiles {
         let already_loaded = self.keys.loaded().contains_key(id);
         let (keys, cache_id) = (self.keys.clone(), id.to_string());
         let loaded = actix_rt::task::spawn_blocking(move || {
-            keys.prepared_with(&cache_id, || cuzk_filecoin::prepare::load_circuit(&cache_id, &path, kind, sector_size, None))
+            keys.prepared_with(&cache_id, &path, || {
+                cuzk_filecoin::prepare::load_circuit(&cache_id, &path, kind, sector_size, None)
+            })
         })
         .await
         .map_err(|cause| ParamsError::Thread { id: id.to_string(), cause })?
         .map_err(|cause| ParamsError::Load { id: id.to_string(), cause })?;
-        self.update_budget();
         Ok(Preloaded { resident_bytes: loaded.resident_bytes(), already_loaded, took: started.elapsed() })
     }
 
@@ -99,18 +95,8 @@ impl ParamFiles {
     pub fn evict(&self, id: &str) -> Result<u64, ParamsError> {
         let held = self.keys.loaded().get(id).copied();
         match held {
-            Some(bytes) if self.file(id).is_some() && self.keys.evict(id) => {
-                self.update_budget();
-                Ok(bytes)
-            }
+            Some(bytes) if self.file(id).is_some() && self.keys.evict(id) => Ok(bytes),
             _ => Err(ParamsError::NotLoaded(id.to_string())),
         }
-    }
-
-    /// Tells the budget the resident bytes changed, so admission counts a
-    /// preloaded key, or no longer counts an evicted one, before the next
-    /// partition's synthesis would.
-    fn update_budget(&self) {
-        self.system.budget.do_send(SetResident { bytes: self.system.backend.resident_bytes() });
     }
 }
