@@ -215,3 +215,30 @@ fn a_setup_another_job_waits_for_survives_a_cancel_and_finishes_for_it() {
     assert_eq!(d.wait(&first, Duration::from_secs(5))["status"], "cancelled");
     assert_eq!(budget_in_use(&d).0, 0);
 }
+
+#[test]
+fn a_parameter_file_load_counts_its_size_as_resident_while_it_reads() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let keys = cuzk::keys::KeyStore::open(dir.path()).unwrap();
+    let file = dir.path().join("v28-test.params");
+    std::fs::write(&file, vec![0u8; 12_345]).unwrap();
+    let told = Arc::new(AtomicUsize::new(0));
+    let counter = told.clone();
+    keys.on_resident_change(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+
+    let loaded = keys.prepared_with("v28-test", &file, || {
+        // Counted, and the budget told, before the build reads anything.
+        assert_eq!(keys.resident_bytes(), 12_345);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        Err("not a parameter file")
+    });
+    assert!(loaded.is_err());
+    // A failed load holds nothing; the budget is told of that too.
+    assert_eq!(keys.resident_bytes(), 0);
+    assert_eq!(told.load(Ordering::SeqCst), 2);
+}
