@@ -34,9 +34,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ark_groth16::{ProvingKey, VerifyingKey};
 use ark_serialize::{CanonicalDeserialize, CanonicalSerialize, SerializationError};
+use cuzk_actors::Abandonment;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::PreparedCircuit;
-use cuzk_actors::Abandonment;
 use cuzk_kernels::{Bls12_381, KernelError};
 use rand::SeedableRng;
 use sha2::{Digest, Sha256};
@@ -224,10 +224,10 @@ impl KeyStore {
     /// preparing it (loading its key file or setting it up) on a thread of
     /// its own, once, and answers `Pending`. `waiter` (the asking job) is
     /// counted among the preparation's waiters: a setup stops once every
-    /// waiter is abandoned. A failed preparation is kept: every later job
-    /// of the shape fails the same way; one that could not use the fleet's
-    /// key store, or a setup that stopped, is answered once and then tried
-    /// again.
+    /// waiter is abandoned, and the next ask starts it again; an abandoned
+    /// job starts none. A failed preparation is kept: every later job of
+    /// the shape fails the same way; one that could not use the fleet's key
+    /// store is answered once and then tried again.
     pub fn prepared(
         self: &Arc<Self>,
         family: &Arc<dyn CircuitFamily>,
@@ -245,6 +245,11 @@ impl KeyStore {
                 running.waiters.retain(|w| !w.is_set());
                 running.waiters.push(waiter.clone());
             }
+            return Ok(Preparation::Pending);
+        }
+        // Abandoned between its synthesis starting and this ask (its setup
+        // perhaps stopped for it just now): no setup for it.
+        if waiter.is_set() {
             return Ok(Preparation::Pending);
         }
         if let Some(why) = self.unavailable.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
