@@ -158,15 +158,18 @@ impl ProvingBackend {
     /// source, a, b and c from the cached matrices (or left to the engine).
     fn synthesize_family(
         &self,
+        job: &JobSpec,
         work: &FamilyJob,
         partition: u32,
     ) -> Result<(Arc<PreparedCircuit>, groth16::Synthesized, Phases), StageError> {
         let started = Instant::now();
         // The store keeps a failed setup as failed, so no retry can help;
-        // a fleet's key store that could not be reached may be back soon.
-        let prepared = self.store.prepared(&work.family, &work.shape).map_err(|e| match e {
+        // a fleet's key store that could not be reached may be back soon, and
+        // a stopped setup starts again when asked.
+        let prepared = self.store.prepared(&work.family, &work.shape, &job.abandonment());
+        let prepared = prepared.map_err(|e| match e {
             KeyError::Failed(_) => StageError::permanent(e),
-            KeyError::Unavailable(_) => StageError::retryable(e),
+            KeyError::Unavailable(_) | KeyError::Stopped => StageError::retryable(e),
         });
         let circuit = match prepared? {
             Preparation::Ready(circuit) => circuit,
@@ -238,7 +241,7 @@ impl Backend for ProvingBackend {
 
     fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
         let (circuit, synthesized, phases) = match Self::job(job)? {
-            ProofJob::Family(work) => self.synthesize_family(work, partition)?,
+            ProofJob::Family(work) => self.synthesize_family(job, work, partition)?,
             // Synthesis of a checked request is a function of the request
             // alone: if the reference circuit still panics on it, every
             // attempt would, so the job fails at once, saying why.

@@ -359,7 +359,7 @@ impl FilecoinJob {
         // The key store keeps one error per circuit, typed, for every job
         // that asks after it.
         let circuit = keys
-            .prepared_with(&self.cache_id, || self.prepare(&recorded, loading))
+            .prepared_with(&self.cache_id, &self.params, || self.prepare(&recorded, loading))
             .map_err(StageError::permanent)?;
         let key_ready = started.elapsed();
         let synthesized =

@@ -12,7 +12,16 @@
 //! thread of its own, never on the synthesis thread that first needs it: a
 //! setup can take minutes, and other shapes' partitions keep the synthesis
 //! threads meanwhile. While it runs, its estimated memory counts as resident,
-//! so the budget admits that much less.
+//! so the budget admits that much less. The jobs that asked for it are its
+//! waiters: once every one of them is abandoned (cancelled or failed) the
+//! setup stops at its next question (`kernels::setup`: at most
+//! `SETUP_CHUNK` scalars of a multiplication, or one step, later) and its
+//! estimate stops counting at once.
+//!
+//! A Filecoin parameter file's load counts too: the file's size, as resident,
+//! from before it reads until its prepared circuit replaces it with the
+//! measured figure. Whoever watches the resident bytes (the budget) is told
+//! of each change made off the synthesis threads.
 
 mod shared;
 
@@ -25,6 +34,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use ark_groth16::{ProvingKey, VerifyingKey};
 use ark_serialize::{CanonicalDeserialize, CanonicalSerialize, SerializationError};
+use cuzk_actors::Abandonment;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::PreparedCircuit;
 use cuzk_kernels::{Bls12_381, KernelError};
@@ -45,6 +55,20 @@ const SETUP_BYTES_PER_CONSTRAINT: u64 = 2_900;
 /// Bytes of a proving key file per constraint: five G1 or G2 queries of
 /// about one element per variable (96-byte G1, 192-byte G2 uncompressed).
 const KEY_FILE_BYTES_PER_CONSTRAINT: u64 = 640;
+
+/// A shape being set up or loaded on its own thread, or a Filecoin
+/// parameter file being loaded: counted as resident until it ends.
+struct Preparing {
+    /// Its estimated host memory.
+    bytes: u64,
+    /// The jobs that asked for a setup: when every one is abandoned, the
+    /// setup stops. Empty for a parameter file's load, which jobs of any
+    /// number share and which is never stopped.
+    waiters: Vec<Abandonment>,
+}
+
+/// Told when the resident bytes change off the synthesis threads.
+type ResidentWatch = Box<dyn Fn() + Send + Sync>;
 
 /// What a setup of `shape` is estimated to need, before it starts.
 pub struct SetupCost {
@@ -76,6 +100,10 @@ pub enum KeyError {
     /// partition may retry, and the shape's next job asks the database again.
     #[error("the fleet's key store: {0}")]
     Unavailable(SharedKeyError),
+    /// The setup stopped: every job waiting for it was abandoned. Not
+    /// kept: the shape's next job sets it up again.
+    #[error("the setup stopped: every job waiting for it was cancelled or failed")]
+    Stopped,
 }
 
 /// Why a circuit's key could not be prepared here.
@@ -128,9 +156,14 @@ pub struct KeyStore {
     dir: PathBuf,
     /// Each circuit's key once prepared (or why not), by circuit id.
     slots: Mutex<HashMap<String, Slot>>,
-    /// Shapes being prepared on their own threads, with their estimated
-    /// memory (counted as resident until they finish).
-    preparing: Arc<Mutex<HashMap<String, u64>>>,
+    /// Shapes being prepared on their own threads and parameter files
+    /// being loaded, with their estimated memory (counted as resident until
+    /// they finish) and a setup's waiters.
+    preparing: Mutex<HashMap<String, Preparing>>,
+    /// Told when the resident bytes change outside a synthesis (a setup or
+    /// a load starting, ending or stopped, a key evicted): the budget, so
+    /// that it admits by the current figure. Set once, by the server.
+    resident_watch: OnceLock<ResidentWatch>,
     /// The fleet's keys, which a shape's key must be: None for a daemon
     /// that proves alone (its keys are its own).
     shared: Option<SharedKeys>,
@@ -159,7 +192,8 @@ impl KeyStore {
         Ok(Self {
             dir,
             slots: Mutex::new(HashMap::new()),
-            preparing: Arc::default(),
+            preparing: Mutex::default(),
+            resident_watch: OnceLock::new(),
             shared,
             unavailable: Mutex::default(),
         })
@@ -170,23 +204,52 @@ impl KeyStore {
         slots.entry(circuit_id.to_string()).or_default().clone()
     }
 
+    /// Calls `watch` whenever the resident bytes change outside a
+    /// synthesis. Only the first call counts.
+    pub fn on_resident_change(&self, watch: impl Fn() + Send + Sync + 'static) {
+        let _ = self.resident_watch.set(Box::new(watch));
+    }
+
+    fn resident_changed(&self) {
+        if let Some(watch) = self.resident_watch.get() {
+            watch();
+        }
+    }
+
+    fn preparing(&self) -> std::sync::MutexGuard<'_, HashMap<String, Preparing>> {
+        self.preparing.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The prepared circuit for a shape if it is ready; otherwise starts
     /// preparing it (loading its key file or setting it up) on a thread of
-    /// its own, once, and answers `Pending`. A failed preparation is kept:
-    /// every later job of the shape fails the same way; one that could not
-    /// use the fleet's key store is answered once and then tried again.
+    /// its own, once, and answers `Pending`. `waiter` (the asking job) is
+    /// counted among the preparation's waiters: a setup stops once every
+    /// waiter is abandoned, and the next ask starts it again; an abandoned
+    /// job starts none. A failed preparation is kept: every later job of
+    /// the shape fails the same way; one that could not use the fleet's key
+    /// store is answered once and then tried again.
     pub fn prepared(
         self: &Arc<Self>,
         family: &Arc<dyn CircuitFamily>,
         shape: &CircuitShape,
+        waiter: &Abandonment,
     ) -> Result<Preparation, KeyError> {
         let id = &shape.circuit_id;
         let slot = self.slot(id);
         if let Some(ready) = slot.get() {
             return ready.clone().map(Preparation::Ready).map_err(KeyError::Failed);
         }
-        let mut preparing = self.preparing.lock().unwrap_or_else(|e| e.into_inner());
-        if preparing.contains_key(id) {
+        let mut preparing = self.preparing();
+        if let Some(running) = preparing.get_mut(id) {
+            if !running.waiters.iter().any(|w| w.same_job(waiter)) {
+                running.waiters.retain(|w| !w.is_set());
+                running.waiters.push(waiter.clone());
+            }
+            return Ok(Preparation::Pending);
+        }
+        // Abandoned between its synthesis starting and this ask (its setup
+        // perhaps stopped for it just now): no setup for it.
+        if waiter.is_set() {
             return Ok(Preparation::Pending);
         }
         if let Some(why) = self.unavailable.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
@@ -196,29 +259,54 @@ impl KeyStore {
             true => 0,
             false => SetupCost::of(shape).memory_bytes,
         };
-        preparing.insert(id.clone(), estimate);
+        preparing.insert(id.clone(), Preparing { bytes: estimate, waiters: vec![waiter.clone()] });
         drop(preparing);
+        self.resident_changed();
         let (store, family, shape) = (self.clone(), family.clone(), shape.clone());
         let started = std::thread::Builder::new()
             .name(format!("cuzk-setup-{id}"))
             .spawn(move || {
-                match store.load_or_setup(family.as_ref(), &shape) {
+                let id = &shape.circuit_id;
+                match store.load_or_setup(family.as_ref(), &shape, &|| store.nobody_waits(id)) {
                     Ok(prepared) => drop(slot.get_or_init(|| Ok(Arc::new(prepared)))),
                     Err(KeyError::Failed(why)) => drop(slot.get_or_init(|| Err(why))),
                     Err(KeyError::Unavailable(why)) => {
-                        log::warn!("cannot prepare {}: the fleet's key store: {why}", shape.circuit_id);
+                        log::warn!("cannot prepare {id}: the fleet's key store: {why}");
                         let mut unavailable = store.unavailable.lock().unwrap_or_else(|e| e.into_inner());
-                        unavailable.insert(shape.circuit_id.clone(), why);
+                        unavailable.insert(id.clone(), why);
+                    }
+                    Err(KeyError::Stopped) => {
+                        // `nobody_waits` forgot it when it said so: a new
+                        // setup of the shape may be running already.
+                        log::info!("setup of {id} stopped: every job waiting for it was cancelled or failed");
+                        return;
                     }
                 }
-                let mut preparing = store.preparing.lock().unwrap_or_else(|e| e.into_inner());
-                preparing.remove(&shape.circuit_id);
+                store.preparing().remove(id);
+                store.resident_changed();
             });
         if let Err(error) = started {
-            self.preparing.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+            self.preparing().remove(id);
+            self.resident_changed();
             return Err(KeyError::Failed(Arc::new(PrepareError::Thread { id: id.clone(), error })));
         }
         Ok(Preparation::Pending)
+    }
+
+    /// Whether every job waiting for `circuit_id`'s setup is abandoned. If
+    /// so the setup is forgotten here, its estimate no longer counted (the
+    /// watcher told), and it must stop: a later job starts a new one.
+    fn nobody_waits(&self, circuit_id: &str) -> bool {
+        let mut preparing = self.preparing();
+        let abandoned = preparing
+            .get(circuit_id)
+            .is_some_and(|p| !p.waiters.is_empty() && p.waiters.iter().all(Abandonment::is_set));
+        if abandoned {
+            preparing.remove(circuit_id);
+            drop(preparing);
+            self.resident_changed();
+        }
+        abandoned
     }
 
     /// Whether a shape is prepared, being prepared, or has a key on disk:
@@ -226,7 +314,7 @@ impl KeyStore {
     pub fn has_key(&self, circuit_id: &str) -> bool {
         let ready = self.slots.lock().unwrap_or_else(|e| e.into_inner()).get(circuit_id).is_some_and(|s| s.get().is_some());
         ready
-            || self.preparing.lock().unwrap_or_else(|e| e.into_inner()).contains_key(circuit_id)
+            || self.preparing().contains_key(circuit_id)
             || self.pk_path(circuit_id).exists()
     }
 
@@ -235,17 +323,32 @@ impl KeyStore {
         &self.dir
     }
 
-    /// The prepared circuit `circuit_id`, built by `build` on first use (a
-    /// Filecoin parameter file, read where the operator keeps it). A failure
-    /// is kept: every later job of the circuit fails the same way.
+    /// The prepared circuit `circuit_id`, built by `build` from the
+    /// parameter file `file` on first use (a Filecoin parameter file, read
+    /// where the operator keeps it). A failure is kept: every later job of
+    /// the circuit fails the same way. While it loads, the file's size
+    /// counts as resident (its points are decoded one for one, a little
+    /// larger in memory than on disk), the watcher told before the read
+    /// starts and again once the measured figure replaces the estimate.
     pub fn prepared_with<E: Into<Box<dyn Error + Send + Sync>>>(
         &self,
         circuit_id: &str,
+        file: &Path,
         build: impl FnOnce() -> Result<PreparedCircuit, E>,
     ) -> Result<Arc<PreparedCircuit>, Arc<PrepareError>> {
-        self.slot(circuit_id)
-            .get_or_init(|| build().map(Arc::new).map_err(|e| Arc::new(PrepareError::Build(e.into()))))
-            .clone()
+        let mut loaded = false;
+        let prepared = self
+            .slot(circuit_id)
+            .get_or_init(|| {
+                loaded = true;
+                let _counted = LoadCounted::start(self, circuit_id, file);
+                build().map(Arc::new).map_err(|e| Arc::new(PrepareError::Build(e.into())))
+            })
+            .clone();
+        if loaded {
+            self.resident_changed();
+        }
+        prepared
     }
 
     /// The verifying key of a shape already set up (in memory or on disk;
@@ -286,7 +389,7 @@ impl KeyStore {
             })
             .sum();
         drop(slots);
-        prepared + self.preparing.lock().unwrap_or_else(|e| e.into_inner()).values().sum::<u64>()
+        prepared + self.preparing().values().map(|p| p.bytes).sum::<u64>()
     }
 
     /// Circuits prepared and held now, with their resident bytes.
@@ -305,8 +408,11 @@ impl KeyStore {
     /// memory is freed once the partitions using it finish, and the next job
     /// prepares it again. Whether there was anything to forget.
     pub fn evict(&self, circuit_id: &str) -> bool {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots.remove(circuit_id).is_some()
+        let evicted = self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(circuit_id).is_some();
+        if evicted {
+            self.resident_changed();
+        }
+        evicted
     }
 
     /// circuit ids with a key on disk or in memory.
@@ -346,10 +452,13 @@ impl KeyStore {
     /// here unless the local file is already it), or, when none is
     /// published, this node's own (kept from before it joined, or set up
     /// now), published.
+    /// A setup asks `stop` as it goes (`PreparedCircuit::setup_until`) and
+    /// ends `Stopped` when it answers true.
     fn load_or_setup(
         &self,
         family: &dyn CircuitFamily,
         shape: &CircuitShape,
+        stop: &dyn Fn() -> bool,
     ) -> Result<PreparedCircuit, KeyError> {
         let instance = || {
             family
@@ -358,13 +467,13 @@ impl KeyStore {
         };
         let id = &shape.circuit_id;
         let Some(shared) = &self.shared else {
-            return self.load_or_set_up_locally(id, instance).map_err(failed);
+            return self.load_or_set_up_locally(id, instance, stop).map_err(failed);
         };
         let mut lock = shared.lock(id).map_err(|e| KeyError::Unavailable(e.into()))?;
         if let Some(key) = lock.key().map_err(KeyError::Unavailable)? {
             return self.adopt(&mut lock, id, &key, instance);
         }
-        let prepared = self.load_or_set_up_locally(id, instance).map_err(failed)?;
+        let prepared = self.load_or_set_up_locally(id, instance, stop).map_err(failed)?;
         let vk = vk_bytes(id, &prepared.pk.vk).map_err(failed)?;
         match lock.publish(&self.pk_path(id), &vk).map_err(KeyError::Unavailable)? {
             None => {
@@ -379,6 +488,7 @@ impl KeyStore {
         &self,
         id: &str,
         instance: impl Fn() -> Box<dyn CircuitInstance>,
+        stop: &dyn Fn() -> bool,
     ) -> Result<PreparedCircuit, PrepareError> {
         if self.pk_path(id).exists() {
             match self.load(id, &instance) {
@@ -392,7 +502,7 @@ impl KeyStore {
         log::info!("circuit-specific setup for {id}");
         let started = std::time::Instant::now();
         let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
-        let prepared = PreparedCircuit::setup(id, instance, &mut rng).map_err(PrepareError::Setup)?;
+        let prepared = PreparedCircuit::setup_until(id, instance, &mut rng, stop).map_err(PrepareError::Setup)?;
         self.persist(&prepared)?;
         log::info!(
             "setup for {id} took {:.2}s",
@@ -454,9 +564,37 @@ impl KeyStore {
     }
 }
 
-/// A preparation that failed here, kept for the shape's later jobs.
+/// A preparation that failed here, kept for the shape's later jobs; or a
+/// setup that stopped, which is not.
 fn failed(error: PrepareError) -> KeyError {
-    KeyError::Failed(Arc::new(error))
+    match error {
+        PrepareError::Setup(KernelError::Cancelled) => KeyError::Stopped,
+        error => KeyError::Failed(Arc::new(error)),
+    }
+}
+
+/// A parameter file's load, counted as resident while it lasts: forgotten
+/// when the load ends, returned or unwound.
+struct LoadCounted<'a> {
+    /// Whose resident bytes count it.
+    store: &'a KeyStore,
+    /// The circuit being loaded.
+    id: &'a str,
+}
+
+impl<'a> LoadCounted<'a> {
+    fn start(store: &'a KeyStore, id: &'a str, file: &Path) -> Self {
+        let bytes = fs::metadata(file).map_or(0, |m| m.len());
+        store.preparing().insert(id.to_string(), Preparing { bytes, waiters: Vec::new() });
+        store.resident_changed();
+        Self { store, id }
+    }
+}
+
+impl Drop for LoadCounted<'_> {
+    fn drop(&mut self) {
+        self.store.preparing().remove(self.id);
+    }
 }
 
 /// A verifying key as it is stored and served: compressed.

@@ -2,15 +2,13 @@
 //! store (a prepared circuit, loaded as the backend's jobs load it and
 //! counted in the budget's resident bytes) and evicting it, for both front ends (HTTP's
 //! `/v1/params/{id}/preload` and `/evict`, gRPC's `PreloadSRS` and
-//! `EvictSRS`), with the budget told of every change.
+//! `EvictSRS`); the key store tells the budget of every change.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuzk_actors::messages::budget::SetResident;
-use cuzk_actors::ProvingSystem;
 use cuzk_filecoin::Kind;
 
 use crate::filecoin::CircuitLoading;
@@ -22,9 +20,6 @@ pub struct ParamFiles {
     pub dir: PathBuf,
     /// Holds the loaded files' prepared circuits.
     keys: Arc<KeyStore>,
-    /// The budget, told when the resident bytes change, and the backend
-    /// that counts them.
-    system: ProvingSystem,
     /// Loads a file as the backend's jobs would (the key store keeps
     /// whichever load comes first).
     loading: Arc<CircuitLoading>,
@@ -60,8 +55,8 @@ pub struct Preloaded {
 }
 
 impl ParamFiles {
-    pub fn new(dir: PathBuf, keys: Arc<KeyStore>, system: ProvingSystem, loading: CircuitLoading) -> Self {
-        Self { dir, keys, system, loading: Arc::new(loading) }
+    pub fn new(dir: PathBuf, keys: Arc<KeyStore>, loading: CircuitLoading) -> Self {
+        Self { dir, keys, loading: Arc::new(loading) }
     }
 
     /// The `.params` file of cache id `id` in the parameter directory.
@@ -89,12 +84,11 @@ impl ParamFiles {
         let already_loaded = self.keys.loaded().contains_key(id);
         let (keys, cache_id, loading) = (self.keys.clone(), id.to_string(), self.loading.clone());
         let loaded = actix_rt::task::spawn_blocking(move || {
-            keys.prepared_with(&cache_id, || loading.load(&cache_id, &path, kind, sector_size, None))
+            keys.prepared_with(&cache_id, &path, || loading.load(&cache_id, &path, kind, sector_size, None))
         })
         .await
         .map_err(|cause| ParamsError::Thread { id: id.to_string(), cause })?
         .map_err(|cause| ParamsError::Load { id: id.to_string(), cause })?;
-        self.update_budget();
         Ok(Preloaded { resident_bytes: loaded.resident_bytes(), already_loaded, took: started.elapsed() })
     }
 
@@ -103,18 +97,8 @@ impl ParamFiles {
     pub fn evict(&self, id: &str) -> Result<u64, ParamsError> {
         let held = self.keys.loaded().get(id).copied();
         match held {
-            Some(bytes) if self.file(id).is_some() && self.keys.evict(id) => {
-                self.update_budget();
-                Ok(bytes)
-            }
+            Some(bytes) if self.file(id).is_some() && self.keys.evict(id) => Ok(bytes),
             _ => Err(ParamsError::NotLoaded(id.to_string())),
         }
-    }
-
-    /// Tells the budget the resident bytes changed, so admission counts a
-    /// preloaded key, or no longer counts an evicted one, before the next
-    /// partition's synthesis would.
-    fn update_budget(&self) {
-        self.system.budget.do_send(SetResident { bytes: self.system.backend.resident_bytes() });
     }
 }

@@ -644,11 +644,67 @@ def case_auth(work):
           f"behind_proxy without tokens: exit {started.returncode} {started.stderr[-300:]}")
 
 
+def cpu_seconds(d):
+    """The daemon's CPU time so far (user and system), from /proc."""
+    with open(f"/proc/{d.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def case_setup_cancel(work):
+    """Issue 29, item 4: a large family shape cancelled milliseconds after
+    submit once kept its setup running (27 s for 2^17 constraints on two
+    cores, its 380 MB estimate left in the budget for good). Now the setup
+    stops once no job waits for it and its estimate leaves the budget."""
+    print("== setup cancel: a setup no job waits for stops, and its budget returns")
+    d = Daemon(work, os.path.join(work, "setup-data"), "[scheduler]\nbudget = 4294967296\n", "setup")
+
+    def in_use():
+        budget = d.call("GET", "/v1/status")[1]["budget"]
+        return budget["used_bytes"], budget["resident_bytes"]
+
+    baseline = in_use()
+    rss_before = d.rss_bytes()
+    status, answer, _ = d.call("POST", "/v1/jobs", {"circuit": "mimc-chain", "params": {"log2_constraints": 17},
+                                                    "seed": 1})
+    check(status == 202, f"submit: {status} {answer}", d)
+    job = answer["id"]
+    deadline = time.time() + 30
+    while in_use()[1] == 0:
+        check(time.time() < deadline, "the setup did not start within 30 s", d)
+        time.sleep(0.01)
+    figure("setup_estimate_counted_mib", round(in_use()[1] / MIB, 1))
+    status, answer, _ = d.call("POST", f"/v1/jobs/{job}/cancel")
+    cancelled = time.time()
+    check(status == 200 and answer["status"] == "cancelled", f"cancel: {status} {answer}", d)
+    peak = d.rss_bytes()
+    while in_use() != baseline:
+        peak = max(peak, d.rss_bytes())
+        check(time.time() - cancelled < 3, f"budget still {in_use()} 3 s after the cancel (baseline {baseline})", d)
+        time.sleep(0.01)
+    figure("setup_budget_back_after_cancel_s", round(time.time() - cancelled, 3))
+    figure("setup_peak_rss_growth_mib", round((peak - rss_before) / MIB, 1))
+    # Stopped, not merely uncounted: the daemon is idle (the setup would
+    # keep both cores busy for about 27 s).
+    used = cpu_seconds(d)
+    time.sleep(2)
+    idle = cpu_seconds(d) - used
+    figure("setup_cpu_s_in_2s_after_budget_back", round(idle, 2))
+    check(idle < 0.2, f"the daemon used {idle:.2f} s of CPU in 2 s after the cancel", d)
+    check(not os.path.exists(os.path.join(work, "setup-data", "keys", "mimc-chain-k17.pk")), "a key was written", d)
+    check(d.wait_job(job) == "cancelled", "the job did not end cancelled", d)
+    figure("setup_rss_after_cancel_mib", round(d.rss_bytes() / MIB, 1))
+    # Other jobs go on.
+    status, answer, _ = d.call("POST", "/v1/jobs", small_job(2))
+    check(status == 202 and d.wait_job(answer["id"]) == "done", f"a small job after the cancel: {status}", d)
+    d.stop()
+
+
 def main():
     work = tempfile.mkdtemp(prefix="cuzk-hostile-")
     try:
         cases = [case_http, case_auth, case_tenants, case_memory, case_store_size_and_restart_memory, case_restart,
-                 case_corruption, case_disk_full, case_store_gone]
+                 case_corruption, case_disk_full, case_store_gone, case_setup_cancel]
         chosen = os.environ.get("HOSTILE_CASES")
         for case in cases:
             if chosen is None or case.__name__.removeprefix("case_") in chosen.split(","):

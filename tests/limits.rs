@@ -1,9 +1,12 @@
 //! Every `[limits]` setting, configured away from its default, on the
-//! simulated backend.
+//! simulated backend; and what a cancelled job may still hold: a circuit
+//! setup no job waits for any more stops, and its budget returns.
 
 mod common;
 
-use common::{agent, start_with};
+use std::time::{Duration, Instant};
+
+use common::{agent, start_with, TestDaemon};
 use cuzk::config::{BackendKind, Budget};
 use serde_json::{json, Value};
 
@@ -96,4 +99,146 @@ fn partitions_body_size_and_no_queue_limit() {
     for seed in 10..20 {
         assert_eq!(d.post("/v1/jobs", &job(seed)).0, 202);
     }
+}
+
+fn mimc(log2_constraints: u32, seed: u64) -> Value {
+    json!({"circuit": "mimc-chain", "params": {"log2_constraints": log2_constraints}, "seed": seed})
+}
+
+/// The budget's bytes in use: partitions' reservations and resident bytes
+/// (keys, and setups and loads running).
+fn budget_in_use(d: &TestDaemon) -> (u64, u64) {
+    let budget = d.get("/v1/status").1["budget"].clone();
+    (budget["used_bytes"].as_u64().unwrap(), budget["resident_bytes"].as_u64().unwrap())
+}
+
+/// Held by each test that sets a shape up, so that `setup_cpu_ticks` counts
+/// its own setup only (the other tests here run the simulated backend).
+static SETTING_UP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// CPU time (clock ticks) of this process's threads named after a
+/// `mimc-chain` setup (`cuzk-setup-mimc`, names being cut to 15 bytes):
+/// the setup's own thread, and the threads of the parallel pool when the
+/// setup was the first to use it (they take their creator's name).
+fn setup_cpu_ticks() -> u64 {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap().flatten();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+        .filter(|stat| stat.contains("(cuzk-setup-mimc)"))
+        .map(|stat| {
+            // utime and stime: the 12th and 13th fields after the name.
+            let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+            fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+        })
+        .sum()
+}
+
+/// Whether a setup computes: its threads used more than two clock ticks
+/// (20 ms at Linux's usual 100 Hz) of CPU in 0.5 s; a running one uses
+/// most of the 0.5 s on each core.
+fn a_mimc_setup_runs() -> bool {
+    let before = setup_cpu_ticks();
+    std::thread::sleep(Duration::from_millis(500));
+    setup_cpu_ticks() > before + 2
+}
+
+/// Polls `done` every 10 ms for at most `limit`; how long it took.
+fn within(limit: Duration, what: &str, done: impl Fn() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    started.elapsed()
+}
+
+/// A setup stops at most one chunk of its multiplications (4,096 scalars)
+/// or one step after its last waiter is cancelled: well under a second on
+/// a busy two-core machine; allowed 3 s here, where the whole setup of
+/// 2^16 constraints takes about 13 s.
+const STOP_BOUND: Duration = Duration::from_secs(3);
+
+#[test]
+fn a_setup_whose_only_job_is_cancelled_stops_and_returns_its_budget() {
+    let _alone = SETTING_UP.lock().unwrap_or_else(|e| e.into_inner());
+    let d = start_with(|c| c.scheduler.budget = Budget::Bytes(4 << 30));
+    let baseline = budget_in_use(&d);
+    assert_eq!(baseline, (0, 0));
+    let big = d.post("/v1/jobs", &mimc(16, 1)).1["id"].as_str().unwrap().to_string();
+    // The setup has started once its estimate (2,900 bytes a constraint)
+    // counts as resident.
+    within(Duration::from_secs(30), "the setup starts", || budget_in_use(&d).1 > 0);
+    let (status, cancelled) = d.post(&format!("/v1/jobs/{big}/cancel"), &json!({}));
+    assert_eq!((status, &cancelled["status"]), (200, &json!("cancelled")), "{cancelled}");
+    let returned = within(STOP_BOUND, "the budget returns", || budget_in_use(&d) == baseline);
+    let stopped = within(STOP_BOUND, "the setup stops computing", || !a_mimc_setup_runs());
+    eprintln!("after the cancel: budget back in {returned:?}, the setup idle within {stopped:?} (0.5 s windows)");
+    assert_eq!(d.wait(&big, Duration::from_secs(5))["status"], "cancelled");
+
+    // The daemon goes on: the next job of the shape sets it up anew, and
+    // another shape's job is proved meanwhile.
+    let again = d.post("/v1/jobs", &mimc(16, 2)).1["id"].as_str().unwrap().to_string();
+    let small = d.post("/v1/jobs", &mimc(4, 3)).1["id"].as_str().unwrap().to_string();
+    assert_eq!(d.wait(&small, Duration::from_secs(60))["status"], "done");
+    assert_eq!(d.wait(&again, Duration::from_secs(300))["status"], "done");
+    let (used, resident) = budget_in_use(&d);
+    assert_eq!(used, 0);
+    assert!(resident > 0, "the set-up key stays loaded");
+}
+
+#[test]
+fn a_setup_another_job_waits_for_survives_a_cancel_and_finishes_for_it() {
+    let _alone = SETTING_UP.lock().unwrap_or_else(|e| e.into_inner());
+    let d = start_with(|c| c.scheduler.budget = Budget::Bytes(4 << 30));
+    let first = d.post("/v1/jobs", &mimc(15, 1)).1["id"].as_str().unwrap().to_string();
+    let second = d.post("/v1/jobs", &mimc(15, 2)).1["id"].as_str().unwrap().to_string();
+    within(Duration::from_secs(30), "the setup starts", || budget_in_use(&d).1 > 0);
+    // The second job's partition asks for the key within the 500 ms its
+    // NotReady answer waits; then it is a waiter too.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(a_mimc_setup_runs());
+    let (status, cancelled) = d.post(&format!("/v1/jobs/{first}/cancel"), &json!({}));
+    assert_eq!((status, &cancelled["status"]), (200, &json!("cancelled")), "{cancelled}");
+    // Had the setup stopped, its estimate would leave the resident bytes
+    // until the second job's next ask (500 ms later) started another.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let (_, job) = d.get(&format!("/v1/jobs/{second}"));
+        if job["status"] != "queued" && job["status"] != "running" {
+            assert_eq!(job["status"], "done", "{job}");
+            break;
+        }
+        assert!(budget_in_use(&d).1 > 0, "the shared setup stopped");
+        assert!(Instant::now() < deadline, "{job}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(d.wait(&first, Duration::from_secs(5))["status"], "cancelled");
+    assert_eq!(budget_in_use(&d).0, 0);
+}
+
+#[test]
+fn a_parameter_file_load_counts_its_size_as_resident_while_it_reads() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let keys = cuzk::keys::KeyStore::open(dir.path()).unwrap();
+    let file = dir.path().join("v28-test.params");
+    std::fs::write(&file, vec![0u8; 12_345]).unwrap();
+    let told = Arc::new(AtomicUsize::new(0));
+    let counter = told.clone();
+    keys.on_resident_change(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+
+    let loaded = keys.prepared_with("v28-test", &file, || {
+        // Counted, and the budget told, before the build reads anything.
+        assert_eq!(keys.resident_bytes(), 12_345);
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        Err("not a parameter file")
+    });
+    assert!(loaded.is_err());
+    // A failed load holds nothing; the budget is told of that too.
+    assert_eq!(keys.resident_bytes(), 0);
+    assert_eq!(told.load(Ordering::SeqCst), 2);
 }

@@ -16,6 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::PgSchema;
+use cuzk_actors::Abandonment;
 use cuzk::keys::{KeyError, KeyStore, Preparation, SharedKeyError, SharedKeys};
 use cuzk_kernels::circuits::mimc_chain::MimcChain;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, InputError, WitnessSource};
@@ -55,7 +56,7 @@ fn family() -> (Arc<Counted>, Arc<dyn CircuitFamily>, CircuitShape) {
 fn prepare(store: &Arc<KeyStore>, family: &Arc<dyn CircuitFamily>, shape: &CircuitShape) -> Arc<PreparedCircuit> {
     let started = Instant::now();
     loop {
-        match store.prepared(family, shape).unwrap() {
+        match store.prepared(family, shape, &Abandonment::default()).unwrap() {
             Preparation::Ready(circuit) => return circuit,
             Preparation::Pending => {
                 assert!(started.elapsed() < Duration::from_secs(120), "{} never got ready", shape.circuit_id);
@@ -169,7 +170,7 @@ fn postgres_a_failing_key_store_fails_the_partition_retryably_and_is_asked_again
     schema.client().batch_execute("DROP TABLE cuzk_key_chunks, cuzk_keys").unwrap();
     let started = Instant::now();
     let error = loop {
-        match store.prepared(&family, &shape) {
+        match store.prepared(&family, &shape, &Abandonment::default()) {
             Ok(Preparation::Pending) => std::thread::sleep(Duration::from_millis(10)),
             Ok(Preparation::Ready(_)) => panic!("prepared without the fleet's key store"),
             Err(e) => break e,

@@ -243,6 +243,23 @@ pub struct JobSpec {
     pub(crate) abandoned: Arc<AtomicBool>,
 }
 
+/// Whether a job was abandoned (failed or cancelled), read where the job
+/// itself is not at hand. Default: a fresh flag that nothing sets, for a
+/// caller that waits on no job's behalf.
+#[derive(Clone, Debug, Default)]
+pub struct Abandonment(Arc<AtomicBool>);
+
+impl Abandonment {
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Whether both read the same job's flag.
+    pub fn same_job(&self, other: &Abandonment) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// When a job was submitted, on both clocks, and by when it should be done.
 #[derive(Clone, Copy, Debug)]
 pub struct Submitted {
@@ -279,6 +296,13 @@ impl JobSpec {
 
     pub fn is_abandoned(&self) -> bool {
         self.abandoned.load(Ordering::Acquire)
+    }
+
+    /// The job's abandoned flag, read-only, for work that outlives one
+    /// stage on the job's behalf (a circuit's setup, stopped when every
+    /// job waiting for it is abandoned).
+    pub fn abandonment(&self) -> Abandonment {
+        Abandonment(self.abandoned.clone())
     }
 
     pub(crate) fn abandon(&self) {

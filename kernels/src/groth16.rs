@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ark_ec::{AffineRepr, CurveGroup, VariableBaseMSM};
 use ark_ff::{FftField, Field, PrimeField, Zero};
-use ark_groth16::{Groth16, Proof, ProvingKey, VerifyingKey};
+use ark_groth16::{Proof, ProvingKey, VerifyingKey};
 use ark_poly::{EvaluationDomain, Radix2EvaluationDomain};
 use ark_relations::r1cs::{
     ConstraintMatrices, ConstraintSynthesizer, ConstraintSystem, OptimizationGoal, SynthesisMode,
@@ -319,11 +319,22 @@ impl PreparedCircuit {
         make_instance: impl Fn() -> Box<dyn CircuitInstance>,
         rng: &mut (impl RngCore + CryptoRng),
     ) -> Result<Self, KernelError> {
-        let pk = Groth16::<Bls12_381>::generate_random_parameters_with_reduction(
-            InstanceCircuit(make_instance()),
-            rng,
-        )
-        .map_err(|e| KernelError::Synthesis(e.to_string()))?;
+        Self::setup_until(circuit_id, make_instance, rng, &|| false)
+    }
+
+    /// As [`PreparedCircuit::setup`], stopped with [`KernelError::Cancelled`]
+    /// once `stop` answers true: it is asked between the setup's steps and
+    /// every [`crate::setup::SETUP_CHUNK`] scalars of its multiplications.
+    pub fn setup_until(
+        circuit_id: &str,
+        make_instance: impl Fn() -> Box<dyn CircuitInstance>,
+        rng: &mut (impl RngCore + CryptoRng),
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Self, KernelError> {
+        let pk = crate::setup::generate_key(InstanceCircuit(make_instance()), rng, stop)?;
+        if stop() {
+            return Err(KernelError::Cancelled);
+        }
         Self::from_key(circuit_id, pk, make_instance())
     }
 

@@ -6,6 +6,7 @@
 //! - [`r1cs`]: the compiled R1CS a proof's a, b and c are evaluated from.
 //! - [`key_source`]: a key's queries read range by range from elsewhere
 //!   than the host's memory (a parameter file).
+//! - [`setup`]: circuit-specific setup that can be stopped part way.
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
 //! - [`host`]: what the host machine has (its memory), for default budgets.
@@ -20,6 +21,7 @@ pub mod groth16;
 pub mod host;
 pub mod key_source;
 pub mod r1cs;
+pub mod setup;
 #[cfg(feature = "bench-internals")]
 pub mod synthetic;
 
@@ -38,6 +40,10 @@ pub enum KernelError {
     Device(DeviceError),
     #[error("proving key: {0}")]
     Key(String),
+    /// A setup stopped because its caller asked it to
+    /// ([`setup::generate_key`]): nothing is wrong with the circuit.
+    #[error("setup stopped: no one waits for it")]
+    Cancelled,
 }
 
 impl KernelError {
@@ -54,6 +60,8 @@ impl KernelError {
         match self {
             KernelError::Device(e) => e.retryable(),
             KernelError::Synthesis(_) | KernelError::Unsatisfied(_) | KernelError::Key(_) => false,
+            // Asked for again, a cancelled setup starts over.
+            KernelError::Cancelled => true,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::web;
-use cuzk_actors::messages::SetMaxUnfinished;
+use cuzk_actors::messages::{SetMaxUnfinished, SetResident};
 use cuzk_actors::store::{FleetLoad, JobStore, Persistence, StoredJob};
 use cuzk_actors::{Backend, ProvingSystem, SystemConfig};
 use cuzk_kernels::circuits::CircuitRegistry;
@@ -73,6 +73,7 @@ impl Daemon {
         let (backend, reservation, loading) = backend(&config, keys.clone())?;
         let (job_store, stored) = open_job_store(&config, fleet_store)?;
         let (system, load) = start_actors(&config, backend, &job_store, fleet_store.is_some());
+        watch_resident(&keys, &system);
         let intake = Intake::default();
         let parser = job_parser(&config, registry, reservation, &keys);
         let recovering = crate::restore::start(&system, parser.clone(), job_store.clone(), stored)?;
@@ -91,7 +92,7 @@ impl Daemon {
             intake.clone(),
             recovering,
         ));
-        let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone(), loading));
+        let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), loading));
         let grpc = checked.grpc.map(|listener| {
             let state = GrpcState {
                 jobs: jobs.clone(),
@@ -233,6 +234,19 @@ fn open_keys(config: &Config) -> Result<Arc<KeyStore>, ServerError> {
         None => KeyStore::open(&config.data_dir),
     };
     Ok(Arc::new(keys?))
+}
+
+/// Setups and parameter loads change the resident bytes off the synthesis
+/// threads: the key store tells the budget, so that admission counts a
+/// setup's estimate from its start and stops counting a stopped one at once.
+/// The backend is held weakly: it holds the key store.
+fn watch_resident(keys: &KeyStore, system: &ProvingSystem) {
+    let (budget, backend) = (system.budget.clone(), Arc::downgrade(&system.backend));
+    keys.on_resident_change(move || {
+        if let Some(backend) = backend.upgrade() {
+            budget.do_send(SetResident { bytes: backend.resident_bytes() });
+        }
+    });
 }
 
 /// The job store and the jobs it holds. A fleet node restores nothing:
