@@ -90,7 +90,7 @@ impl Daemon {
             fleet.clone(),
             intake.clone(),
             recovering,
-        ));
+        )?);
         let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), system.clone()));
         let grpc = checked.grpc.map(|listener| {
             let state = GrpcState {
@@ -114,7 +114,7 @@ impl Daemon {
             params,
             max_body_bytes: config.limits.max_body_bytes,
             body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
-            metrics,
+            metrics: crate::http::state::MetricsText::new(metrics),
         });
         let (server, bound) =
             http_server(&config, state, gates.clone(), checked.tls, checked.metrics_listener, grpc_address)?;
