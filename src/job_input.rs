@@ -598,6 +598,48 @@ mod tests {
         }
     }
 
+    /// The stored text is what a `Value` of the body wrote (the records and
+    /// idempotency digests of earlier versions match), and each partition
+    /// keeps its own entry's text.
+    #[test]
+    fn the_canonical_text_and_the_witnesses_are_the_bodys_compact_json() {
+        let body = br#" { "seed" : null, "partitions": 2, "circuit" : "mimc-chain",
+            "inputs" : [ {"x": "5"}, { "x" : "7" } ], "params" : { "log2_constraints" : 4 } } "#;
+        let parsed = parser().parse(body).expect("a valid job");
+        let tree: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(parsed.canonical, tree.to_string());
+        let ProofJob::Family(work) = &parsed.work else { panic!("mimc-chain is a family") };
+        let texts: Vec<String> = work
+            .witnesses
+            .iter()
+            .map(|w| match w {
+                PartitionWitness::Inputs(text) => text.to_string(),
+                PartitionWitness::Seed(_) => panic!("inputs were given"),
+            })
+            .collect();
+        assert_eq!(texts, [r#"{"x":"5"}"#, r#"{"x":"7"}"#]);
+    }
+
+    /// Inputs whose tree would cost tens of times their text are refused
+    /// from a streaming estimate, before any tree is built.
+    #[test]
+    fn inputs_whose_tree_would_be_too_large_are_refused() {
+        let objects = vec![r#"{"a":0}"#; 400_000].join(",");
+        let body = format!(r#"{{"circuit":"mimc-chain","params":{{"log2_constraints":4}},"inputs":{{"x":[{objects}]}}}}"#);
+        let large = JobParser { max_input_bytes: 16 << 20, ..parser() };
+        let refused = large.parse(body.as_bytes()).err().expect("refused");
+        match refused {
+            SubmitError::Invalid(InvalidJob::TreeTooLarge { what, tree_bytes, text_bytes }) => {
+                assert_eq!(what, "inputs");
+                assert!(tree_bytes > TREE_FACTOR * text_bytes + TREE_SLACK_BYTES, "{tree_bytes} {text_bytes}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Over max_input_bytes as compact JSON: the streaming pass stops.
+        let refused = parser().parse(format!("{{\"circuit\":\"{}\"}}", "x".repeat(2 << 20)).as_bytes()).err();
+        assert!(matches!(refused, Some(SubmitError::Invalid(InvalidJob::TooLarge { limit: 1048576 }))), "{refused:?}");
+    }
+
     /// A Filecoin input's refusal keeps its type to the edge: the HTTP
     /// layer and the store see which field, not only a text.
     #[test]
