@@ -37,6 +37,12 @@ pub enum ConfigError {
     /// A pass wait above [`MAX_PASS_WAIT_MS`].
     #[error("cuda.pass_wait_ms must be at most {MAX_PASS_WAIT_MS}; it is {0}")]
     PassWait(u64),
+    /// A parse budget that a full-size body could never fit, or no
+    /// request allowed to parse at all.
+    #[error(
+        "limits.parse_budget_bytes ({budget_bytes}) must hold the estimate of one limits.max_body_bytes body ({max_body_bytes} bytes: {largest}), and limits.max_parsing_requests ({max_requests}) must be at least 1"
+    )]
+    ParseBudget { budget_bytes: u64, largest: u64, max_body_bytes: usize, max_requests: usize },
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -374,6 +380,17 @@ pub struct Limits {
     /// Seconds a client has to send a request's body once its headers are
     /// in (then 408): a trickled body holds a connection no longer.
     pub body_read_timeout_s: u64,
+    /// Bytes that submissions being read and parsed may hold at once, each
+    /// counted as its body's length times 8 plus 8 MiB before its body is
+    /// read (`jobs::parse_budget`); a submission that does not fit is
+    /// answered 503 `parsing_full` with Retry-After. Unset: 2 GiB (fifteen
+    /// full-size bodies of the default 16 MiB at once on a 24 GB host), or
+    /// one `max_body_bytes` body's estimate where that is more; a value set
+    /// must hold that estimate.
+    pub parse_budget_bytes: Option<u64>,
+    /// Submissions read and parsed at once, whatever their size; one more
+    /// is answered 503 `parsing_full`.
+    pub max_parsing_requests: usize,
 }
 
 impl Default for Config {
@@ -443,6 +460,8 @@ impl Default for Limits {
             queue_full_retry_after_s: 5,
             header_read_timeout_s: 5,
             body_read_timeout_s: 30,
+            parse_budget_bytes: None,
+            max_parsing_requests: 32,
         }
     }
 }

@@ -30,6 +30,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::job_input::JsonText;
 use crate::keys::KeyStore;
 
 /// Whether a job's `circuit` names a Filecoin kind rather than a registered
@@ -123,8 +124,10 @@ pub struct FilecoinJob {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PorepInput {
-    /// The SealCommitPhase1Output as serde_json writes it.
-    c1: Option<Value>,
+    /// The SealCommitPhase1Output as serde_json writes it, kept as text
+    /// and read straight into its type: a value of another shape is
+    /// refused at its first wrong field, never built as a tree.
+    c1: Option<JsonText>,
     /// The same JSON, base64 (as Curio carries it).
     c1_base64: Option<String>,
     prover_id: String,
@@ -138,7 +141,7 @@ struct PorepInput {
 #[serde(deny_unknown_fields)]
 struct PostInput {
     /// The API enum's variant name, e.g. "StackedDrgWinning2KiBV1".
-    registered_proof: Value,
+    registered_proof: RegisteredProof,
     randomness: String,
     prover_id: String,
     /// Hex of each vanilla proof, as the vanilla-proof functions return them.
@@ -152,7 +155,7 @@ struct PostInput {
 #[serde(deny_unknown_fields)]
 struct UpdateInput {
     /// The API enum's variant name, e.g. "StackedDrg2KiBV1".
-    registered_proof: Value,
+    registered_proof: RegisteredProof,
     comm_r_old: String,
     comm_r_new: String,
     comm_d_new: String,
@@ -165,7 +168,7 @@ struct UpdateInput {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PostPublic {
-    registered_proof: Value,
+    registered_proof: RegisteredProof,
     randomness: String,
     prover_id: String,
     replicas: Vec<PublicReplica>,
@@ -182,10 +185,52 @@ struct PublicReplica {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UpdatePublic {
-    registered_proof: Value,
+    registered_proof: RegisteredProof,
     comm_r_old: String,
     comm_r_new: String,
     comm_d_new: String,
+}
+
+/// A registered proof's name as given: a string, or (refused by
+/// `parse_registered_proof` with its reason) another scalar. An array or an
+/// object is refused as it is read, never built into a tree.
+struct RegisteredProof(Value);
+
+impl<'de> Deserialize<'de> for RegisteredProof {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Scalar;
+        impl serde::de::Visitor<'_> for Scalar {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a registered proof's name")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+        }
+        deserializer.deserialize_any(Scalar).map(RegisteredProof)
+    }
+}
+
+impl RegisteredProof {
+    fn parse<P: DeserializeOwned>(&self) -> Result<P, cuzk_filecoin::Error> {
+        parse_registered_proof(&self.0)
+    }
 }
 
 impl PorepInput {
@@ -193,7 +238,7 @@ impl PorepInput {
     fn request(self) -> Result<PorepRequest, InputError> {
         let prover_id = hex32("prover_id", &self.prover_id)?;
         let c1: SealCommitPhase1Output = match (self.c1, self.c1_base64) {
-            (Some(c1), None) => serde_json::from_value(c1)
+            (Some(c1), None) => serde_json::from_str(c1.as_str())
                 .map_err(|source| InputError::NotC1 { field: "c1", source })?,
             (None, Some(encoded)) => {
                 let json = base64::engine::general_purpose::STANDARD
@@ -213,20 +258,20 @@ impl PorepInput {
     }
 }
 
-/// `value` read as `kind`'s `what` (its job input, or what `cuzk verify`
-/// checks a proof against).
-fn decode<T: DeserializeOwned>(kind: Kind, what: &'static str, value: &Value) -> Result<T, InputError> {
-    serde_json::from_value(value.clone()).map_err(|source| InputError::Fields { kind, what, source })
+/// `text` read as `kind`'s `what` (its job input, or what `cuzk verify`
+/// checks a proof against), straight into its type.
+fn decode<T: DeserializeOwned>(kind: Kind, what: &'static str, text: &str) -> Result<T, InputError> {
+    serde_json::from_str(text).map_err(|source| InputError::Fields { kind, what, source })
 }
 
-/// The request a `kind` job's `input` asks for.
-fn request(kind: Kind, input: &Value) -> Result<Box<dyn ProofRequest>, InputError> {
+/// The request a `kind` job's `input` (JSON text) asks for.
+fn request(kind: Kind, input: &str) -> Result<Box<dyn ProofRequest>, InputError> {
     Ok(match kind {
         Kind::Porep => Box::new(decode::<PorepInput>(kind, "input", input)?.request()?),
         Kind::WinningPost | Kind::WindowPost => {
             let input: PostInput = decode(kind, "input", input)?;
             Box::new(PostRequest {
-                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                registered_proof: input.registered_proof.parse()?,
                 randomness: hex32("randomness", &input.randomness)?,
                 prover_id: hex32("prover_id", &input.prover_id)?,
                 vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
@@ -236,7 +281,7 @@ fn request(kind: Kind, input: &Value) -> Result<Box<dyn ProofRequest>, InputErro
         Kind::EmptySectorUpdate => {
             let input: UpdateInput = decode(kind, "input", input)?;
             Box::new(UpdateRequest {
-                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                registered_proof: input.registered_proof.parse()?,
                 comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
                 comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
                 comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
@@ -250,14 +295,14 @@ fn request(kind: Kind, input: &Value) -> Result<Box<dyn ProofRequest>, InputErro
 /// kinds' `{"registered_proof", "randomness", "prover_id", "replicas":
 /// [{"sector_id", "comm_r"}]}`; snap-prove's input without the vanilla
 /// proofs.
-fn statement(kind: Kind, public: &Value) -> Result<Statement, InputError> {
+fn statement(kind: Kind, public: &str) -> Result<Statement, InputError> {
     const WHAT: &str = "verification input";
     Ok(match kind {
         Kind::Porep => Statement::Seal(decode::<PorepInput>(kind, WHAT, public)?.request()?),
         Kind::WinningPost | Kind::WindowPost => {
             let input: PostPublic = decode(kind, WHAT, public)?;
             Statement::PoSt {
-                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                registered_proof: input.registered_proof.parse()?,
                 randomness: hex32("randomness", &input.randomness)?,
                 prover_id: hex32("prover_id", &input.prover_id)?,
                 replicas: input
@@ -270,7 +315,7 @@ fn statement(kind: Kind, public: &Value) -> Result<Statement, InputError> {
         Kind::EmptySectorUpdate => {
             let input: UpdatePublic = decode(kind, WHAT, public)?;
             Statement::Update {
-                registered_proof: parse_registered_proof(&input.registered_proof)?,
+                registered_proof: input.registered_proof.parse()?,
                 comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
                 comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
                 comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
@@ -283,7 +328,7 @@ fn statement(kind: Kind, public: &Value) -> Result<Statement, InputError> {
 /// against the values `public` holds (see [`statement`]); a registered
 /// proof of another kind is refused.
 pub fn verify(kind: Kind, public: &Value, proof: &[u8]) -> Result<bool, InputError> {
-    let statement = statement(kind, public)?;
+    let statement = statement(kind, &public.to_string())?;
     kind.admit(statement.registered_proof())?;
     Ok(statement.verify(proof)?)
 }
@@ -300,6 +345,12 @@ impl FilecoinJob {
     /// registered proof is of that kind, the request passes its checks, and
     /// its parameter file is in `params_dir` and readable.
     pub fn parse(kind: Kind, input: &Value, params_dir: &Path) -> Result<Self, InputError> {
+        Self::parse_text(kind, &input.to_string(), params_dir)
+    }
+
+    /// As `parse`, from the input's JSON text (a submission's, which is
+    /// never read into a tree).
+    pub fn parse_text(kind: Kind, input: &str, params_dir: &Path) -> Result<Self, InputError> {
         let request = request(kind, input)?;
         kind.admit(request.registered_proof())?;
         request.check()?;

@@ -3,6 +3,14 @@
 //! handler (`http::jobs`) and the restore on start (`restore::start`)
 //! both go through `JobParser::parse`, so a job resumed after a restart is
 //! exactly the job that was accepted.
+//!
+//! A body is never read into one JSON tree (`json_text.rs` says why): its
+//! canonical text is written in one streaming pass, the request's fields
+//! read from that text, the inputs kept as text, and the few values a
+//! family reads as a tree (its params, each partition's inputs) built only
+//! after their tree's cost is checked against their text.
+
+mod json_text;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,13 +20,23 @@ use cuzk_filecoin::Kind;
 use cuzk_kernels::circuits::{self, CircuitFamily, CircuitRegistry, CircuitShape};
 use cuzk_kernels::cpu::msm_digit_table_bytes;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinJob};
 use crate::keys::{KeyStore, SetupCost};
 use cuzk_filecoin::record::Evaluation;
+use json_text::{array_entries, canonical, tree_bytes, CanonicalError};
+pub use json_text::JsonText;
+
+/// The most a family's params or one partition's inputs may cost as a JSON
+/// tree, as a multiple of their text (long decimal or hex strings cost
+/// about twice theirs; arrays of small numbers or objects, tens of times)...
+pub const TREE_FACTOR: usize = 4;
+/// ... plus this, so that small values pass whatever their shape (a
+/// depth-16 Merkle tree's leaves as one-digit strings fit).
+pub const TREE_SLACK_BYTES: usize = 8 << 20;
 
 /// How many bytes one partition of a job reserves (backend-specific).
 pub type ReservationRule = Arc<dyn Fn(&ProofJob) -> Reservation + Send + Sync>;
@@ -35,11 +53,11 @@ pub struct SubmitRequest {
     pub circuit: String,
     /// A Filecoin kind's input: the arguments filecoin-proofs-api takes.
     #[schema(value_type = Option<Object>)]
-    pub input: Option<Value>,
+    pub input: Option<JsonText>,
     /// The family's params; they select the shape.
-    #[serde(default = "empty_object")]
+    #[serde(default = "JsonText::empty_object")]
     #[schema(value_type = Object)]
-    pub params: Value,
+    pub params: JsonText,
     /// 1 to `limits.max_partitions` (a Filecoin kind's follow from its input).
     #[schema(default = 1)]
     pub partitions: Option<u32>,
@@ -49,15 +67,11 @@ pub struct SubmitRequest {
     pub seed: Option<u64>,
     /// Witness inputs: one object for every partition, or an array with one per partition.
     #[schema(value_type = Option<Value>)]
-    pub inputs: Option<Value>,
+    pub inputs: Option<JsonText>,
     /// Idempotency key (the `Idempotency-Key` header wins).
     pub request_id: Option<String>,
     /// Milliseconds after submission by which the job should be done.
     pub deadline_ms: Option<u64>,
-}
-
-fn empty_object() -> Value {
-    json!({})
 }
 
 /// Why a body is not a job. The HTTP layer answers the kinds with
@@ -81,12 +95,24 @@ pub enum InvalidJob {
     #[error("the body must be a JSON object")]
     NotAnObject,
     /// Over `limits.max_input_bytes`.
-    #[error("the request is {bytes} bytes as compact JSON; limits.max_input_bytes is {limit}")]
+    #[error("the request is over limits.max_input_bytes ({limit} bytes) as compact JSON")]
     TooLarge {
-        /// The request as compact JSON.
-        bytes: usize,
         /// The limit.
         limit: usize,
+    },
+    /// A value read as a tree (a family's params, a partition's inputs)
+    /// whose tree would cost too much for its text: arrays of small numbers
+    /// or objects where the family expects long strings.
+    #[error(
+        "{what} would take an estimated {tree_bytes} bytes as a JSON tree for its {text_bytes} bytes of text (at most {TREE_FACTOR} times its text plus {TREE_SLACK_BYTES} bytes are read); check its shape against GET /v1/circuits"
+    )]
+    TreeTooLarge {
+        /// `params`, `inputs` or `inputs for partition N`.
+        what: String,
+        /// The tree's estimate.
+        tree_bytes: usize,
+        /// Its canonical text.
+        text_bytes: usize,
     },
     /// The body's fields are not `SubmitRequest`'s (serde's reason).
     #[error("invalid job: {0}")]
@@ -289,20 +315,14 @@ impl JobParser {
     /// Parses and validates a submission body; witness inputs are checked
     /// against the circuit here, so a bad one never reaches a worker.
     pub fn parse(&self, body: &[u8]) -> Result<ParsedJob, SubmitError> {
-        let value: Value = serde_json::from_slice(body).map_err(SubmitError::NotJson)?;
-        if !value.is_object() {
+        let canonical = canonical(body, self.max_input_bytes).map_err(|error| match error {
+            CanonicalError::NotJson(error) => SubmitError::NotJson(error),
+            CanonicalError::TooLarge => InvalidJob::TooLarge { limit: self.max_input_bytes }.into(),
+        })?;
+        if !canonical.starts_with('{') {
             return Err(InvalidJob::NotAnObject.into());
         }
-        let canonical = value.to_string();
-        if canonical.len() > self.max_input_bytes {
-            return Err(InvalidJob::TooLarge {
-                bytes: canonical.len(),
-                limit: self.max_input_bytes,
-            }
-            .into());
-        }
-        let mut request: SubmitRequest =
-            serde_json::from_value(value).map_err(InvalidJob::Fields)?;
+        let mut request: SubmitRequest = serde_json::from_str(&canonical).map_err(InvalidJob::Fields)?;
         let kind = Kind::from_api_name(&request.circuit);
         let (work, partitions) = match kind {
             Some(kind) => self.filecoin_work(kind, &request)?,
@@ -335,7 +355,7 @@ impl JobParser {
     /// A Filecoin kind's job, sized by its parameter file.
     fn filecoin_work(&self, kind: Kind, request: &SubmitRequest) -> Result<(ProofJob, u32), InvalidJob> {
         let family_only = [
-            ("params", request.params != empty_object()),
+            ("params", request.params != JsonText::empty_object()),
             ("partitions", request.partitions.is_some()),
             ("seed", request.seed.is_some()),
             ("inputs", request.inputs.is_some()),
@@ -344,7 +364,7 @@ impl JobParser {
             return Err(InvalidJob::FamilyField { kind, field });
         }
         let input = request.input.as_ref().ok_or(InvalidJob::NoInput(kind))?;
-        let job = FilecoinJob::parse(kind, input, &self.params_dir)?;
+        let job = FilecoinJob::parse_text(kind, input.as_str(), &self.params_dir)?;
         let partitions = job.partitions;
         self.check_partitions(partitions)?;
         Ok((ProofJob::Filecoin(job), partitions))
@@ -370,7 +390,8 @@ impl JobParser {
                     families: known.join(", "),
                 }
             })?;
-        let shape = family.shape(&request.params).map_err(|source| InvalidJob::Params {
+        let params = tree(request.params.as_str(), || "params".into())?;
+        let shape = family.shape(&params).map_err(|source| InvalidJob::Params {
             circuit: request.circuit.clone(),
             source,
         })?;
@@ -387,39 +408,57 @@ impl JobParser {
     }
 }
 
+/// `text` as a JSON tree, once its estimated cost is within
+/// [`TREE_FACTOR`] times the text plus [`TREE_SLACK_BYTES`]; `what` names
+/// it in the refusal.
+fn tree(text: &str, what: impl FnOnce() -> String) -> Result<Value, InvalidJob> {
+    // `text` is canonical JSON: neither pass can fail.
+    let tree_bytes = tree_bytes(text).expect("canonical JSON");
+    if tree_bytes > TREE_FACTOR * text.len() + TREE_SLACK_BYTES {
+        return Err(InvalidJob::TreeTooLarge { what: what(), tree_bytes, text_bytes: text.len() });
+    }
+    Ok(serde_json::from_str(text).expect("canonical JSON"))
+}
+
 /// One witness per partition, from the request's seed or inputs (moved out
-/// of the request). Inputs are checked once per object the client sent, and
-/// partitions given the same object share its text.
+/// of the request). Inputs are checked once per object the client sent,
+/// one tree at a time, and each partition keeps its entry's canonical text
+/// (partitions given the same object share one copy).
 fn witnesses(
     family: &dyn CircuitFamily,
     shape: &CircuitShape,
     request: &mut SubmitRequest,
     partitions: u32,
 ) -> Result<Vec<PartitionWitness>, InvalidJob> {
-    let checked = |inputs: Value, partition: Option<usize>| -> Result<PartitionWitness, InvalidJob> {
+    let checked = |inputs: JsonText, partition: Option<usize>| -> Result<PartitionWitness, InvalidJob> {
+        let tree = tree(inputs.as_str(), || inputs_label(partition))?;
         family
-            .check_inputs(shape, &inputs)
+            .check_inputs(shape, &tree)
             .map_err(|source| InvalidJob::Inputs { partition, source })?;
-        Ok(PartitionWitness::Inputs(Arc::from(inputs.to_string())))
+        drop(tree);
+        Ok(PartitionWitness::Inputs(Arc::from(String::from(inputs))))
     };
     match (request.seed, request.inputs.take()) {
         (Some(seed), None) => Ok((0..partitions)
             .map(|p| PartitionWitness::Seed(partition_seed(seed, p)))
             .collect()),
-        (None, Some(Value::Array(per_partition))) => {
-            if per_partition.len() != partitions as usize {
-                return Err(InvalidJob::InputsCount {
-                    given: per_partition.len(),
-                    partitions,
-                });
+        (None, Some(inputs)) => {
+            // Canonical JSON: the pass cannot fail.
+            match array_entries(inputs.as_str(), partitions as usize).expect("canonical JSON") {
+                Some((per_partition, given)) => {
+                    drop(inputs);
+                    if given != partitions as usize {
+                        return Err(InvalidJob::InputsCount { given, partitions });
+                    }
+                    per_partition
+                        .into_iter()
+                        .enumerate()
+                        .map(|(partition, inputs)| checked(inputs, Some(partition)))
+                        .collect()
+                }
+                None => Ok(vec![checked(inputs, None)?; partitions as usize]),
             }
-            per_partition
-                .into_iter()
-                .enumerate()
-                .map(|(partition, inputs)| checked(inputs, Some(partition)))
-                .collect()
         }
-        (None, Some(inputs)) => Ok(vec![checked(inputs, None)?; partitions as usize]),
         (Some(_), Some(_)) => Err(InvalidJob::SeedAndInputs),
         (None, None) => Err(InvalidJob::NoWitness),
     }
@@ -557,6 +596,48 @@ mod tests {
                 Ok(_) => panic!("{reason}: accepted"),
             }
         }
+    }
+
+    /// The stored text is what a `Value` of the body wrote (the records and
+    /// idempotency digests of earlier versions match), and each partition
+    /// keeps its own entry's text.
+    #[test]
+    fn the_canonical_text_and_the_witnesses_are_the_bodys_compact_json() {
+        let body = br#" { "seed" : null, "partitions": 2, "circuit" : "mimc-chain",
+            "inputs" : [ {"x": "5"}, { "x" : "7" } ], "params" : { "log2_constraints" : 4 } } "#;
+        let parsed = parser().parse(body).expect("a valid job");
+        let tree: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(parsed.canonical, tree.to_string());
+        let ProofJob::Family(work) = &parsed.work else { panic!("mimc-chain is a family") };
+        let texts: Vec<String> = work
+            .witnesses
+            .iter()
+            .map(|w| match w {
+                PartitionWitness::Inputs(text) => text.to_string(),
+                PartitionWitness::Seed(_) => panic!("inputs were given"),
+            })
+            .collect();
+        assert_eq!(texts, [r#"{"x":"5"}"#, r#"{"x":"7"}"#]);
+    }
+
+    /// Inputs whose tree would cost tens of times their text are refused
+    /// from a streaming estimate, before any tree is built.
+    #[test]
+    fn inputs_whose_tree_would_be_too_large_are_refused() {
+        let objects = vec![r#"{"a":0}"#; 400_000].join(",");
+        let body = format!(r#"{{"circuit":"mimc-chain","params":{{"log2_constraints":4}},"inputs":{{"x":[{objects}]}}}}"#);
+        let large = JobParser { max_input_bytes: 16 << 20, ..parser() };
+        let refused = large.parse(body.as_bytes()).err().expect("refused");
+        match refused {
+            SubmitError::Invalid(InvalidJob::TreeTooLarge { what, tree_bytes, text_bytes }) => {
+                assert_eq!(what, "inputs");
+                assert!(tree_bytes > TREE_FACTOR * text_bytes + TREE_SLACK_BYTES, "{tree_bytes} {text_bytes}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Over max_input_bytes as compact JSON: the streaming pass stops.
+        let refused = parser().parse(format!("{{\"circuit\":\"{}\"}}", "x".repeat(2 << 20)).as_bytes()).err();
+        assert!(matches!(refused, Some(SubmitError::Invalid(InvalidJob::TooLarge { limit: 1048576 }))), "{refused:?}");
     }
 
     /// A Filecoin input's refusal keeps its type to the edge: the HTTP

@@ -6,11 +6,12 @@
 //! its answers are the tracker's types either way, its refusals one typed
 //! error (`JobsError`) that each front end maps once.
 //!
-//! `submit.rs` takes a submission from its tenant's rate check to its
-//! durable answer, `wait.rs` waits for a job to end; reads, cancels and the
+//! `submit.rs` takes a submission from its tenant's rate check and its
+//! parse budget (`parse_budget.rs`) to its durable answer, `wait.rs` waits for a job to end; reads, cancels and the
 //! daemon's counts are here. It sits below the front ends and imports none.
 
 mod error;
+mod parse_budget;
 mod submit;
 mod wait;
 
@@ -25,7 +26,7 @@ use cuzk_actors::system::SystemStatus;
 use cuzk_actors::{JobId, ProvingSystem, TenantScope};
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::fleet::{Fleet, FleetStatus};
 use crate::job_input::JobParser;
 use crate::restore::Recovering;
@@ -33,6 +34,7 @@ use crate::shutdown::Intake;
 use crate::tenants::SubmitRates;
 
 pub use error::{JobsError, Unready};
+pub use parse_budget::{parse_estimate, ParseBudget, ParseBudgetFull, ParsePermit, PARSE_PEAK_FACTOR, PARSE_SLACK_BYTES};
 pub use submit::{Admission, Submitted};
 
 /// The jobs of this daemon, or of its fleet.
@@ -53,6 +55,9 @@ pub struct Jobs {
     recovering: Recovering,
     /// Each tenant's submit-rate bucket.
     rates: SubmitRates,
+    /// The memory submissions being read and parsed may hold
+    /// (`limits.parse_budget_bytes`, `limits.max_parsing_requests`).
+    parsing: ParseBudget,
     /// The redb file's directory and the free space its filesystem must
     /// keep before a submission is written (`store.min_free_bytes`); None
     /// for a database, whose disk is its own, or no minimum.
@@ -91,7 +96,8 @@ pub struct FleetReport {
 
 impl Jobs {
     /// The seam over `system`'s tracker, or over `fleet`'s database on a
-    /// fleet node, with the limits and the job store `config` names.
+    /// fleet node, with the limits and the job store `config` names;
+    /// refused when its parse budget cannot admit a full-size body.
     pub fn new(
         config: &Config,
         system: ProvingSystem,
@@ -100,10 +106,10 @@ impl Jobs {
         fleet: Option<Arc<Fleet>>,
         intake: Intake,
         recovering: Recovering,
-    ) -> Self {
+    ) -> Result<Self, ConfigError> {
         let min_free = config.store.min_free_bytes;
         let max_queued = config.limits.max_queued_jobs;
-        Self {
+        Ok(Self {
             system,
             fleet,
             parser,
@@ -111,11 +117,12 @@ impl Jobs {
             intake,
             recovering,
             rates: SubmitRates::default(),
+            parsing: ParseBudget::new(&config.limits)?,
             // The redb file fills the data directory's disk; a database, its own.
             free_space: (config.store.url.is_none() && min_free > 0).then(|| (config.data_dir.clone(), min_free)),
             max_queued_jobs: (max_queued > 0).then_some(max_queued),
             retry_after_s: config.limits.queue_full_retry_after_s,
-        }
+        })
     }
 
     /// A job's view, per partition.

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BIN = os.environ.get("CUZK_BIN", "target/debug/cuzk")
@@ -71,10 +72,12 @@ class Daemon:
             answer = raw.decode(errors="replace")
         return response.status, answer, {k.lower(): v for k, v in response.getheaders()}
 
-    def rss_bytes(self):
+    def rss_bytes(self, field="VmRSS"):
+        """The process's RSS now, or another of /proc's figures (VmHWM: its
+        peak since start or since `peak_reset`)."""
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
         return 0
 
@@ -697,6 +700,181 @@ def case_setup_cancel(work):
     # Other jobs go on.
     status, answer, _ = d.call("POST", "/v1/jobs", small_job(2))
     check(status == 202 and d.wait_job(answer["id"]) == "done", f"a small job after the cancel: {status}", d)
+def peak_reset(d):
+    """Resets the daemon's peak RSS (VmHWM) to its RSS now; false where the
+    kernel does not allow it."""
+    try:
+        with open(f"/proc/{d.proc.pid}/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def wrong_shape_c1(size):
+    """A porep-c2 submission whose c1 is `size` bytes of small objects: JSON,
+    but nothing like a SealCommitPhase1Output."""
+    count = size // len('{"a":0},')
+    c1 = "[" + ",".join(['{"a":0}'] * count) + "]"
+    head = '{"circuit":"porep-c2","input":{"prover_id":"' + "00" * 32 + '","sector_id":1,"c1":'
+    return (head + c1 + "}}").encode()
+
+
+def wrong_shape_inputs(size):
+    """A poseidon-merkle submission whose leaves are `size` bytes of small
+    objects instead of field elements."""
+    count = size // len('{"a":0},')
+    leaves = "[" + ",".join(['{"a":0}'] * count) + "]"
+    return ('{"circuit":"poseidon-merkle","params":{"depth":4,"challenges":1},'
+            '"inputs":{"leaves":' + leaves + ',"indices":[0]}}').encode()
+
+
+def stalled_submit(port, declared, sent):
+    """A connection that declares a `declared`-byte body, sends `sent` bytes
+    of it and stops."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 + f"Content-Length: {declared}\r\n\r\n".encode() + b" " * sent)
+    return sock
+
+
+def small_job_seconds(d, seed):
+    """Submit to done of a small critical job (a WinningPoSt's priority),
+    polled every 10 ms."""
+    started = time.time()
+    status, answer, _ = d.call("POST", "/v1/jobs", dict(small_job(seed), priority="critical"))
+    check(status == 202, f"small job: {status} {answer}", d)
+    while time.time() - started < 120:
+        status, view, _ = d.call("GET", f"/v1/jobs/{answer['id']}")
+        if status == 200 and view["status"] in ("done", "failed", "cancelled"):
+            check(view["status"] == "done", f"small job {view['status']}", d)
+            return time.time() - started
+        time.sleep(0.01)
+    fail("small job not done within 120 s", d)
+
+
+def case_intake(work):
+    """Issue 29, items 1 and 6: a request's transient memory is a small,
+    stated multiple of its body and is counted (with the bodies still
+    arriving) against the parse budget before the work; a full budget
+    answers 503 parsing_full with Retry-After."""
+    print("== intake: parse memory bounded and counted, stalled bodies counted")
+    factor, slack = 8, 8 * MIB
+    body_limit = 16 * MIB
+    d = Daemon(work, os.path.join(work, "intake-data"), "", "intake")
+    check(peak_reset(d), "cannot reset VmHWM (/proc/<pid>/clear_refs)", d)
+    figure("intake_build", os.path.basename(os.path.dirname(BIN)))
+    # Warm the allocator and the threads on a small job first: what is
+    # measured below is the request's own growth.
+    small_job_seconds(d, 1)
+    for name, body in [("c1", wrong_shape_c1(15 * MIB)), ("inputs", wrong_shape_inputs(15 * MIB))]:
+        before = d.rss_bytes()
+        peak_reset(d)
+        status, answer, _ = d.call("POST", "/v1/jobs", body, timeout=300)
+        growth = d.rss_bytes("VmHWM") - before
+        figure(f"intake_{name}_body_mib", round(len(body) / MIB, 1))
+        figure(f"intake_{name}_peak_growth_mib", round(growth / MIB, 1))
+        figure(f"intake_{name}_peak_factor", round(growth / len(body), 1))
+        check(status == 422, f"wrong-shape {name}: {status} {answer}", d)
+        check(growth <= factor * len(body) + slack + 32 * MIB,
+              f"wrong-shape {name}: peak grew {growth / MIB:.0f} MiB for a {len(body) / MIB:.0f} MiB body", d)
+    # Eight at once, the issue's 5.8 GB: each counted, together within the
+    # budget.
+    body = wrong_shape_c1(15 * MIB)
+    before = d.rss_bytes()
+    peak_reset(d)
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(d.call("POST", "/v1/jobs", body, timeout=300)))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    growth = d.rss_bytes("VmHWM") - before
+    figure("intake_8_concurrent_c1_peak_growth_mib", round(growth / MIB, 1))
+    figure("intake_8_concurrent_answers", sorted(a[0] for a in answers))
+    budget = 2 << 30
+    check(growth <= budget + 64 * MIB, f"8 at once grew the peak by {growth / MIB:.0f} MiB", d)
+    check(all(a[0] in (422, 503) for a in answers), f"8 at once: {[a[0] for a in answers]}", d)
+    d.stop()
+
+    # A budget of three full-size bodies: three connections that stop just
+    # short of a full-size body hold it, and the next submission (of any
+    # size) is refused at once, nothing queued, until one of them goes.
+    estimate = factor * body_limit + slack
+    config = f"[limits]\nparse_budget_bytes = {3 * estimate}\nbody_read_timeout_s = 30\n"
+    d = Daemon(work, os.path.join(work, "intake-budget-data"), config, "intake-budget")
+    stalled = [stalled_submit(d.port, body_limit, body_limit - 1024) for _ in range(3)]
+    time.sleep(2)
+    started = time.time()
+    status, answer, headers = d.call("POST", "/v1/jobs", small_job(2))
+    figure("intake_full_budget_answer", f"{status} {answer.get('reason') if isinstance(answer, dict) else answer} "
+                                        f"Retry-After {headers.get('retry-after')} in {time.time() - started:.2f} s")
+    check(status == 503 and answer.get("reason") == "parsing_full" and "retry-after" in headers,
+          f"a submission over the full budget: {status} {answer} {headers}", d)
+    stalled_rss = d.rss_bytes()
+    figure("intake_3_stalled_full_bodies_rss_mib", round(stalled_rss / MIB, 1))
+    stalled.pop().close()
+    deadline = time.time() + 10
+    while d.call("POST", "/v1/jobs", small_job(3))[0] != 202:
+        check(time.time() < deadline, "a closed stalled body did not return its share within 10 s", d)
+        time.sleep(0.2)
+    for sock in stalled:
+        sock.close()
+    d.stop()
+
+
+SCRAPER = """
+import http.client, signal, sys, threading
+port, path, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+stop, answered, sent = threading.Event(), [], []
+signal.signal(signal.SIGTERM, lambda *_: stop.set())
+def scrape():
+    while not stop.is_set():
+        sent.append(1)
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", path)
+            response = conn.getresponse()
+            response.read()
+            conn.close()
+            answered.append(response.status == 200)
+        except OSError:
+            pass
+threads = [threading.Thread(target=scrape) for _ in range(count)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sum(answered), len(sent))
+"""
+
+
+def case_scrapes(work):
+    """Issue 29, item 6: a flood of /metrics scrapes does not slow a small
+    critical job (a WinningPoSt's place in the queue) on a small machine."""
+    print("== scrapes: a small critical job's latency alone and under 50 /metrics scrapers")
+    d = Daemon(work, os.path.join(work, "intake-metrics-data"), "", "intake-metrics")
+    small_job_seconds(d, 10)
+    alone = sorted(small_job_seconds(d, 11 + i) for i in range(5))[2]
+    # The scrapers in a process of their own: in this one they would take
+    # the interpreter's lock from the thread that times the job. The same
+    # flood of /healthz, the cheapest answer, is what no endpoint can beat.
+    flooded = {}
+    for path in ["/metrics", "/healthz"]:
+        scrapers = subprocess.Popen([sys.executable, "-c", SCRAPER, str(d.port), path, "50"],
+                                    stdout=subprocess.PIPE, text=True)
+        time.sleep(1)
+        flooded[path] = sorted(small_job_seconds(d, 20 + i) for i in range(5))[2]
+        scrapers.send_signal(signal.SIGTERM)
+        answered, sent = (int(n) for n in scrapers.communicate(timeout=60)[0].split())
+        name = path.strip("/")
+        figure(f"scrapes_small_job_median_seconds_50_{name}_clients", round(flooded[path], 3))
+        figure(f"scrapes_{name}_answered", f"{answered} of {sent}")
+        check(answered > 0, f"no {path} answered during the flood", d)
+    figure("scrapes_small_job_median_seconds_alone", round(alone, 3))
+    check(flooded["/metrics"] <= 1.5 * flooded["/healthz"] + 0.05,
+          f"50 /metrics scrapers: {flooded['/metrics']:.3f} s; 50 /healthz clients: {flooded['/healthz']:.3f} s", d)
     d.stop()
 
 
@@ -704,7 +882,7 @@ def main():
     work = tempfile.mkdtemp(prefix="cuzk-hostile-")
     try:
         cases = [case_http, case_auth, case_tenants, case_memory, case_store_size_and_restart_memory, case_restart,
-                 case_corruption, case_disk_full, case_store_gone, case_setup_cancel]
+                 case_corruption, case_disk_full, case_store_gone, case_setup_cancel, case_intake, case_scrapes]
         chosen = os.environ.get("HOSTILE_CASES")
         for case in cases:
             if chosen is None or case.__name__.removeprefix("case_") in chosen.split(","):

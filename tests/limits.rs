@@ -242,3 +242,81 @@ fn a_parameter_file_load_counts_its_size_as_resident_while_it_reads() {
     assert_eq!(keys.resident_bytes(), 0);
     assert_eq!(told.load(Ordering::SeqCst), 2);
 }
+
+/// The parse budget's accounting: a body's estimate is reserved whole,
+/// refused when the bytes or the requests would pass their limits, and
+/// returned when its permit drops.
+#[test]
+fn the_parse_budget_admits_refuses_and_releases() {
+    use cuzk::config::Limits;
+    use cuzk::jobs::{parse_estimate, ParseBudget, ParseBudgetFull};
+
+    let mut limits = Limits { max_body_bytes: 1 << 20, max_parsing_requests: 3, ..Limits::default() };
+    let one = parse_estimate(1 << 20);
+    assert_eq!(one, 8 * (1 << 20) + (8 << 20), "body x factor + slack");
+    limits.parse_budget_bytes = Some(2 * one + parse_estimate(0));
+    let budget = ParseBudget::new(&limits).unwrap();
+    let first = budget.reserve(1 << 20).unwrap();
+    let second = budget.reserve(1 << 20).unwrap();
+    assert_eq!(budget.in_use(), (2 * one, 2));
+    match budget.reserve(1 << 20) {
+        Err(ParseBudgetFull::Bytes { needed, in_use, limit, .. }) => {
+            assert_eq!((needed, in_use, limit), (one, 2 * one, 2 * one + parse_estimate(0)))
+        }
+        other => panic!("a third full-size body fits: {other:?}"),
+    }
+    // A small body still fits the bytes left, and then the count is full.
+    let small = budget.reserve(0).unwrap();
+    assert!(matches!(budget.reserve(0), Err(ParseBudgetFull::Requests { limit: 3 })));
+    drop(first);
+    assert_eq!(budget.in_use(), (one + parse_estimate(0), 2));
+    let third = budget.reserve(1 << 20).expect("the first body's share came back");
+    drop((second, small, third));
+    assert_eq!(budget.in_use(), (0, 0));
+
+    // A budget that a full-size body could never fit is refused at start.
+    limits.parse_budget_bytes = Some(one - 1);
+    assert!(ParseBudget::new(&limits).is_err());
+    limits.parse_budget_bytes = None;
+    limits.max_body_bytes = 1 << 30;
+    let large = ParseBudget::new(&limits).expect("unset: grows to one full-size body");
+    assert!(large.reserve(1 << 30).is_ok());
+}
+
+/// Over the HTTP API: a body that stops short holds its share, and the
+/// next submission is answered 503 parsing_full with Retry-After at once.
+#[test]
+fn a_full_parse_budget_answers_503_with_retry_after() {
+    use std::io::Write;
+
+    let d = start_with(|c| {
+        c.backend = BackendKind::Sim;
+        c.sim.time_scale = 0.001;
+        c.limits.max_body_bytes = 1 << 20;
+        c.limits.max_parsing_requests = 1;
+        c.limits.queue_full_retry_after_s = 3;
+    });
+    let address = d.url.trim_start_matches("http://");
+    let mut stalled = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stalled,
+        "POST /v1/jobs HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+    )
+    .unwrap();
+    // Nothing else is submitted until the stalled body holds the one place.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let refused = match agent().post(&format!("{}/v1/jobs", d.url)).send_json(job(1)) {
+        Err(ureq::Error::Status(503, response)) => response,
+        other => panic!("expected 503 while a body stalls, got {other:?}"),
+    };
+    assert_eq!(refused.header("Retry-After"), Some("3"));
+    let body: Value = refused.into_json().unwrap();
+    assert_eq!(body["reason"], "parsing_full", "{body}");
+    assert!(body["error"].as_str().unwrap().contains("max_parsing_requests"), "{body}");
+    drop(stalled);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while d.post("/v1/jobs", &job(2)).0 != 202 {
+        assert!(std::time::Instant::now() < deadline, "the closed connection's share did not come back");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -21,6 +21,7 @@ pub fn jobs_status(error: JobsError) -> Status {
         JobsError::NotFound(_) => Status::not_found(message),
         JobsError::Recovering { retry_after_s }
         | JobsError::NoSpace { retry_after_s, .. }
+        | JobsError::ParsingFull { retry_after_s, .. }
         | JobsError::NotStored { retry_after_s, .. }
         | JobsError::Database { retry_after_s, .. } => retry_after(Code::Unavailable, message, retry_after_s),
         JobsError::ShuttingDown | JobsError::SchedulerGone(_) => Status::unavailable(message),

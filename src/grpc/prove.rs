@@ -42,7 +42,7 @@ const MAX_REQUEST_ID_BYTES: usize = 1024;
 pub async fn submit(state: &GrpcState, caller: Caller, request: SubmitProofRequest) -> Result<SubmitProofResponse, Status> {
     let request_id = checked_request_id(&request.request_id)?;
     let submission = curio::submission(request).map_err(|error| Status::invalid_argument(error.to_string()))?;
-    let admission = state.jobs.admit(tenant(&caller)?, caller.limits).map_err(jobs_status)?;
+    let admission = state.jobs.admit(tenant(&caller)?, caller.limits, submission.body.len()).map_err(jobs_status)?;
     let submitted = state.jobs.submit(admission, submission.body, None).await.map_err(jobs_status)?;
     GrpcJob { request_id: &request_id, job: &submitted.id, circuit: submission.circuit, call: "SubmitProof" }.emit();
     let queued = match state.system.tracker.send(GetTrackerStatus).await {
@@ -126,7 +126,7 @@ async fn accept(
     let body: Arc<[u8]> = submission.body.into();
     let mut key = Some(format!("curio {} {request_id}", hex::encode(submission.digest)));
     loop {
-        let admission = state.jobs.admit(tenant.clone(), caller.limits).map_err(refused)?;
+        let admission = state.jobs.admit(tenant.clone(), caller.limits, body.len()).map_err(refused)?;
         let keyed = key.is_some();
         let submitted = match state.jobs.submit(admission, body.clone(), key.take()).await {
             Ok(submitted) => submitted,

@@ -82,9 +82,6 @@ pub async fn healthz() -> HttpResponse {
     security((), ("bearer" = ["read"]))
 )]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(crate::telemetry::fix_exposition(
-            &state.metrics.render(),
-        ))
+    let text = state.metrics.text().await;
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(text)
 }

@@ -40,6 +40,9 @@ pub enum ErrorReason {
     Recovering,
     /// The job store cannot write, or the fleet's database does not answer.
     StoreFailing,
+    /// Submissions being read and parsed hold the parse budget
+    /// (`limits.parse_budget_bytes`, `limits.max_parsing_requests`).
+    ParsingFull,
 }
 
 /// An error answered as `{"error": "..."}` with its status code.
@@ -163,6 +166,9 @@ impl From<JobsError> for ApiError {
                 ApiError::unavailable(message).because(ErrorReason::Recovering).retry_after(retry_after_s)
             }
             JobsError::ShuttingDown => ApiError::unavailable(message).because(ErrorReason::ShuttingDown),
+            JobsError::ParsingFull { retry_after_s, .. } => {
+                ApiError::unavailable(message).because(ErrorReason::ParsingFull).retry_after(retry_after_s)
+            }
             JobsError::RateLimited { retry_after_s, .. } | JobsError::QueueFull { retry_after_s, .. } => {
                 ApiError::too_many_requests(message, retry_after_s)
             }

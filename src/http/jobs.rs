@@ -33,7 +33,7 @@ use crate::tenants::Caller;
         (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
         (status = 429, description = "limits.max_queued_jobs unfinished jobs, the tenant's own max_queued_jobs, or the tenant over its submit rate (the error names which); nothing was queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds: the queue limits' limits.queue_full_retry_after_s, or until the tenant's rate bucket holds a submission"))),
-        (status = 503, description = "shutting down, stored jobs still being rebuilt after a start, or the job store failed to commit (`reason`: shutting_down, recovering, store_failing); nothing was queued", body = ErrorBody,
+        (status = 503, description = "shutting down, stored jobs still being rebuilt after a start, the job store failed to commit, or the submissions being read and parsed hold limits.parse_budget_bytes or limits.max_parsing_requests (`reason`: shutting_down, recovering, store_failing, parsing_full); nothing was read or queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
         (status = 507, description = "the data directory's free space is under store.min_free_bytes; nothing was written", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
@@ -53,9 +53,22 @@ pub async fn submit_job(
         .tenant
         .clone()
         .ok_or_else(|| ApiError::unauthorized("submitting needs a token"))?;
-    // Before the body is read: a tenant over its rate costs no more.
-    let admission = state.jobs.admit(tenant, caller.limits)?;
-    let body = read_body(&req, payload, state.max_body_bytes, state.body_read_timeout).await?;
+    let limit = state.max_body_bytes;
+    let too_large = || ApiError::payload_too_large(format!("the body exceeds limits.max_body_bytes ({limit} bytes)"));
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    // Before the body is read: a tenant over its rate costs no more, and
+    // the body's parse is counted (from its declared length, else the
+    // limit) while it arrives, so a body that stalls holds its share.
+    let expected = declared.unwrap_or(limit);
+    let admission = state.jobs.admit(tenant, caller.limits, expected)?;
+    let body = read_body(payload, expected, state.body_read_timeout).await.map_err(|e| e.unwrap_or_else(too_large))?;
     let header_key = match req.headers().get("Idempotency-Key") {
         Some(value) => Some(
             value
@@ -82,29 +95,19 @@ pub async fn submit_job(
 
 /// The request body, at most `limit` bytes and within `timeout` of the
 /// headers: a client that trickles it is answered 408 and holds the
-/// connection no longer.
+/// connection no longer. `Err(None)`: the body is over `limit`.
 async fn read_body(
-    req: &HttpRequest,
     payload: web::Payload,
     limit: usize,
     timeout: std::time::Duration,
-) -> Result<web::Bytes, ApiError> {
-    let too_large = || ApiError::payload_too_large(format!("the body exceeds limits.max_body_bytes ({limit} bytes)"));
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(too_large());
-    }
+) -> Result<web::Bytes, Option<ApiError>> {
     match actix_rt::time::timeout(timeout, payload.to_bytes_limited(limit)).await {
-        Err(_) => Err(ApiError::request_timeout(format!(
+        Err(_) => Err(Some(ApiError::request_timeout(format!(
             "the body did not arrive within {} s (limits.body_read_timeout_s)",
             timeout.as_secs()
-        ))),
-        Ok(Err(_)) => Err(too_large()),
-        Ok(Ok(read)) => read.map_err(|e| ApiError::bad_request(format!("reading the body failed: {e}"))),
+        )))),
+        Ok(Err(_)) => Err(None),
+        Ok(Ok(read)) => read.map_err(|e| Some(ApiError::bad_request(format!("reading the body failed: {e}")))),
     }
 }
 

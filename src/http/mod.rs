@@ -135,9 +135,14 @@ mod tests {
             "{}",
             schemas["ErrorBody"]
         );
-        let reasons = serde_json::json!(["shutting_down", "recovering", "store_failing"]);
+        let reasons = serde_json::json!(["shutting_down", "recovering", "store_failing", "parsing_full"]);
         assert_eq!(schemas["ErrorReason"]["enum"], reasons, "{}", schemas["ErrorReason"]);
-        for reason in [error::ErrorReason::ShuttingDown, error::ErrorReason::Recovering, error::ErrorReason::StoreFailing] {
+        for reason in [
+            error::ErrorReason::ShuttingDown,
+            error::ErrorReason::Recovering,
+            error::ErrorReason::StoreFailing,
+            error::ErrorReason::ParsingFull,
+        ] {
             let named = serde_json::to_value(reason).unwrap();
             assert!(reasons.as_array().unwrap().contains(&named), "{named} is listed");
         }

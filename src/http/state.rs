@@ -2,8 +2,11 @@
 //! key store and the HTTP limits, built once at start (`Daemon::build`).
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use actix_web::web::Bytes;
 use cuzk_actors::ProvingSystem;
+use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::job_input::JobParser;
 use crate::jobs::Jobs;
@@ -27,6 +30,40 @@ pub struct AppState {
     pub max_body_bytes: usize,
     /// How long a body may take to arrive (limits.body_read_timeout_s).
     pub body_read_timeout: std::time::Duration,
-    /// Renders `/metrics`.
-    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
+    /// Renders `/metrics`, once for every scrape waiting.
+    pub metrics: MetricsText,
+}
+
+/// `/metrics`' text, rendered once for every scrape waiting: a render
+/// takes CPU from the provers on a small machine, and a flood of scrapers
+/// rendering side by side once slowed a WinningPoSt several times over.
+/// At most one render runs; a scrape that arrives while it runs waits for
+/// the next one, which answers every scrape that arrived before it
+/// started. No scrape sees figures older than its own arrival.
+pub struct MetricsText {
+    /// The exporter's registry.
+    handle: PrometheusHandle,
+    /// The last render and when it started; the lock is held while
+    /// rendering, so waiting scrapers queue on it (in arrival order).
+    last: tokio::sync::Mutex<Option<(Instant, Bytes)>>,
+}
+
+impl MetricsText {
+    /// Renders `handle`'s registry.
+    pub fn new(handle: PrometheusHandle) -> Self {
+        Self { handle, last: tokio::sync::Mutex::new(None) }
+    }
+
+    /// The text as of no earlier than this call.
+    pub async fn text(&self) -> Bytes {
+        let arrived = Instant::now();
+        let mut last = self.last.lock().await;
+        if let Some((_, text)) = last.as_ref().filter(|(started, _)| *started >= arrived) {
+            return text.clone();
+        }
+        let started = Instant::now();
+        let text = Bytes::from(crate::telemetry::fix_exposition(&self.handle.render()));
+        *last = Some((started, text.clone()));
+        text
+    }
 }

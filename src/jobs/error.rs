@@ -31,6 +31,10 @@ pub enum JobsError {
         tenant.as_str()
     )]
     RateLimited { tenant: Tenant, rate: f64, retry_after_s: u64 },
+    /// Submissions being read and parsed hold the parse budget; nothing
+    /// was read or queued.
+    #[error("{full}")]
+    ParsingFull { full: super::ParseBudgetFull, retry_after_s: u64 },
     /// The data directory's filesystem is under `store.min_free_bytes`;
     /// nothing was written.
     #[error("the data directory has {free} bytes free, under store.min_free_bytes ({min_free}); nothing was written")]

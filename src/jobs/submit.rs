@@ -1,7 +1,8 @@
 //! A submission, from its tenant's rate check to its durable answer. A front
-//! end asks `admit` before it reads the body (a tenant over its rate costs
-//! no more than that), then hands the body to `submit`, which does the rest
-//! in this order: intake, restore and free space checked; the body parsed
+//! end asks `admit` before it reads the body, with the body's length (a
+//! tenant over its rate costs no more than that; a body whose parse would
+//! not fit the parse budget is not read), then hands the body to `submit`,
+//! which does the rest in this order: intake, restore and free space checked; the body parsed
 //! (off the async threads: a Filecoin input takes a while to check); the
 //! job given to the tracker or written to the fleet's database; a repeated
 //! idempotency key or a full queue answered; the new job waited for until
@@ -13,17 +14,19 @@ use std::time::Instant;
 use cuzk_actors::messages::{CancelJob, JobStatus, SubmitJob};
 use cuzk_actors::{JobId, NewJob, RecordedRequest, Tenant, TenantScope};
 
-use super::{Jobs, JobsError};
+use super::{Jobs, JobsError, ParsePermit};
 use crate::telemetry::{TenantLimit, TenantRefused};
 use crate::tenants::TenantLimits;
 
-/// A submission its tenant's rate let through: what `submit` takes, so
-/// that no front end submits without the check.
+/// A submission its tenant's rate and the parse budget let through: what
+/// `submit` takes, so that no front end submits without the checks.
 pub struct Admission {
     /// Whose job it will be.
     tenant: Tenant,
     /// The tenant's limits as configured when the caller was checked.
     limits: TenantLimits,
+    /// The body's share of the parse budget, held until it is parsed.
+    parsing: ParsePermit,
 }
 
 /// A job accepted: new, or the one its idempotency key already named.
@@ -36,13 +39,24 @@ pub struct Submitted {
 }
 
 impl Jobs {
-    /// Takes one submission from the tenant's rate bucket.
-    pub fn admit(&self, tenant: Tenant, limits: TenantLimits) -> Result<Admission, JobsError> {
+    /// Takes one submission from the tenant's rate bucket, then reserves
+    /// the parse of a body of at most `body_bytes` (its declared length, or
+    /// the body limit when it has none) from the parse budget.
+    pub fn admit(&self, tenant: Tenant, limits: TenantLimits, body_bytes: usize) -> Result<Admission, JobsError> {
         if let Err(retry_after_s) = self.rates.take(&tenant, &limits, Instant::now()) {
             TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });
         }
-        Ok(Admission { tenant, limits })
+        let parsing = self
+            .parsing
+            .reserve(body_bytes)
+            .map_err(|full| JobsError::ParsingFull { full, retry_after_s: self.retry_after_s })?;
+        Ok(Admission { tenant, limits, parsing })
+    }
+
+    /// Bytes and submissions the parse budget holds now.
+    pub fn parsing_in_use(&self) -> (u64, usize) {
+        self.parsing.in_use()
     }
 
     /// Submits the job `body` describes (a `SubmitRequest` as JSON), under
@@ -66,14 +80,20 @@ impl Jobs {
                 return Err(JobsError::NoSpace { free, min_free: *min_free, retry_after_s });
             }
         }
+        let Admission { tenant, limits, parsing } = admission;
         let parser = self.parser.clone();
-        let parsed = actix_rt::task::spawn_blocking(move || parser.parse(body.as_ref()))
-            .await
-            .map_err(|cause| JobsError::Thread { what: "validation", cause })??;
+        // The permit goes with the body: a caller that leaves while its body
+        // is parsed does not return the share before the parse ends.
+        let parsed = actix_rt::task::spawn_blocking(move || {
+            let parsed = parser.parse(body.as_ref());
+            drop((body, parsing));
+            parsed
+        })
+        .await
+        .map_err(|cause| JobsError::Thread { what: "validation", cause })??;
         if idempotency_key.is_none() && parsed.request.request_id.as_deref().is_some_and(|k| k.trim().is_empty()) {
             return Err(JobsError::EmptyRequestId);
         }
-        let Admission { tenant, limits } = admission;
         let job = NewJob {
             id: JobId(uuid::Uuid::new_v4().simple().to_string()),
             priority: parsed.priority,

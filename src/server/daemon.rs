@@ -91,7 +91,7 @@ impl Daemon {
             fleet.clone(),
             intake.clone(),
             recovering,
-        ));
+        )?);
         let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), loading));
         let grpc = checked.grpc.map(|listener| {
             let state = GrpcState {
@@ -115,7 +115,7 @@ impl Daemon {
             params,
             max_body_bytes: config.limits.max_body_bytes,
             body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
-            metrics,
+            metrics: crate::http::state::MetricsText::new(metrics),
         });
         let (server, bound) =
             http_server(&config, state, gates.clone(), checked.tls, checked.metrics_listener, grpc_address)?;
