@@ -2,7 +2,10 @@
 //! store (a prepared circuit, loaded as the backend's jobs load it and
 //! counted in the budget's resident bytes) and evicting it, for both front ends (HTTP's
 //! `/v1/params/{id}/preload` and `/evict`, gRPC's `PreloadSRS` and
-//! `EvictSRS`); the key store tells the budget of every change.
+//! `EvictSRS`); the key store tells the budget of every change. A preload
+//! also warms every device's engine with the circuit (the CUDA engine's key
+//! and matrices go onto its device), so a stream's first partition finds
+//! them there.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,6 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_filecoin::Kind;
+use cuzk_kernels::groth16::ProveStartEngine;
+use cuzk_kernels::KernelError;
 
 use crate::filecoin::CircuitLoading;
 use crate::keys::{KeyStore, PrepareError};
@@ -23,6 +28,10 @@ pub struct ParamFiles {
     /// Loads a file as the backend's jobs would (the key store keeps
     /// whichever load comes first).
     loading: Arc<CircuitLoading>,
+    /// The devices' engines, warmed with each preloaded circuit (the CUDA
+    /// engine takes its key onto the device then, not in a job's first
+    /// partition).
+    engines: Arc<Vec<Arc<dyn ProveStartEngine>>>,
 }
 
 /// Why a file was not preloaded or evicted; each front end answers the
@@ -39,6 +48,10 @@ pub enum ParamsError {
     /// The thread decoding it died.
     #[error("loading {id} did not finish: {cause}")]
     Thread { id: String, cause: actix_rt::task::JoinError },
+    /// Loaded, but an engine could not take it (its device out of memory,
+    /// or the key's file unreadable past its header).
+    #[error("loading {id} onto {engine}: {cause}")]
+    Warm { id: String, engine: String, cause: KernelError },
     #[error("parameters {0:?} are not loaded")]
     NotLoaded(String),
 }
@@ -55,8 +68,13 @@ pub struct Preloaded {
 }
 
 impl ParamFiles {
-    pub fn new(dir: PathBuf, keys: Arc<KeyStore>, loading: CircuitLoading) -> Self {
-        Self { dir, keys, loading: Arc::new(loading) }
+    pub fn new(
+        dir: PathBuf,
+        keys: Arc<KeyStore>,
+        loading: CircuitLoading,
+        engines: Vec<Arc<dyn ProveStartEngine>>,
+    ) -> Self {
+        Self { dir, keys, loading: Arc::new(loading), engines: Arc::new(engines) }
     }
 
     /// The `.params` file of cache id `id` in the parameter directory.
@@ -83,12 +101,22 @@ impl ParamFiles {
         let (kind, sector_size) = Kind::of_cache_id(id).ok_or_else(|| ParamsError::NoCircuit(id.to_string()))?;
         let already_loaded = self.keys.loaded().contains_key(id);
         let (keys, cache_id, loading) = (self.keys.clone(), id.to_string(), self.loading.clone());
+        let engines = self.engines.clone();
         let loaded = actix_rt::task::spawn_blocking(move || {
-            keys.prepared_with(&cache_id, &path, || loading.load(&cache_id, &path, kind, sector_size, None))
+            let circuit = keys
+                .prepared_with(&cache_id, &path, || loading.load(&cache_id, &path, kind, sector_size, None))
+                .map_err(|cause| ParamsError::Load { id: cache_id.clone(), cause })?;
+            for engine in engines.iter() {
+                engine.warm(&circuit).map_err(|cause| ParamsError::Warm {
+                    id: cache_id.clone(),
+                    engine: engine.name().to_string(),
+                    cause,
+                })?;
+            }
+            Ok(circuit)
         })
         .await
-        .map_err(|cause| ParamsError::Thread { id: id.to_string(), cause })?
-        .map_err(|cause| ParamsError::Load { id: id.to_string(), cause })?;
+        .map_err(|cause| ParamsError::Thread { id: id.to_string(), cause })??;
         Ok(Preloaded { resident_bytes: loaded.resident_bytes(), already_loaded, took: started.elapsed() })
     }
 

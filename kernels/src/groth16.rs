@@ -236,6 +236,14 @@ pub trait ProveStartEngine: Send + Sync {
     fn reads_key_by_range(&self) -> bool {
         false
     }
+    /// Loads what the engine keeps of `circuit` between calls (the CUDA
+    /// engine: its key and compiled matrices on the device) ahead of its
+    /// first call, so that a preload takes the whole cold cost and no
+    /// partition waits for it. Engines that keep nothing do nothing.
+    fn warm(&self, circuit: &PreparedCircuit) -> Result<(), KernelError> {
+        let _ = circuit;
+        Ok(())
+    }
     fn prove_start(
         &self,
         circuit: &PreparedCircuit,

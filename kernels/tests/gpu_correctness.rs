@@ -1067,6 +1067,11 @@ fn gpu_key_source_equals_held_key() {
     for (what, engine) in [("resident", e), ("streamed", streamed), ("G2 in the finalizer", no_g2)] {
         let source = from_source(&held, &format!("chain-source-{what}"), false);
         assert!(source.resident_bytes() < held.resident_bytes() / 4, "{what}: the host holds the head only");
+        // A preload's warm takes the key onto the device (or into pinned
+        // memory) before the first call.
+        let before = (engine.resident_bytes(), engine.pinned_bytes());
+        engine.warm(&source).unwrap();
+        assert_ne!((engine.resident_bytes(), engine.pinned_bytes()), before, "{what}: warmed");
         let want = engine.prove_start(&held, groth16::defer(&held, z.clone()).unwrap()).unwrap();
         let got = engine.prove_start(&source, groth16::defer(&source, z.clone()).unwrap()).unwrap();
         assert_same_start(&got, &want, what);
@@ -1078,6 +1083,7 @@ fn gpu_key_source_equals_held_key() {
         assert!(verify(&pvk, &pg, &z[1..held.num_inputs]).unwrap(), "{what}: verifies");
     }
     let broken = from_source(&held, "chain-source-broken", true);
+    assert!(matches!(e.warm(&broken), Err(KernelError::Key(_))), "a warm reads the source too");
     let failed = e.prove_start(&broken, groth16::defer(&broken, z).unwrap());
     assert!(matches!(failed, Err(KernelError::Key(ref why)) if why.contains("unreadable")), "{:?}", failed.err());
     eprintln!("a key read by range from its source proves what the held key proves: OK");

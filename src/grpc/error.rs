@@ -60,6 +60,8 @@ pub fn params_status(error: ParamsError) -> Status {
             Status::not_found(message)
         }
         ParamsError::Load { .. } => Status::failed_precondition(message),
+        ParamsError::Warm { cause, .. } if cause.retryable() => Status::unavailable(message),
+        ParamsError::Warm { .. } => Status::failed_precondition(message),
         ParamsError::Thread { .. } => Status::internal(message),
     }
 }

@@ -70,7 +70,8 @@ pub async fn evict_params(
     responses(
         (status = 200, description = "loaded (now, or already): jobs of this circuit start without the load", body = ParamsDoc),
         (status = 404, description = "no such file in the parameter directory", body = ErrorBody),
-        (status = 422, description = "the file names no circuit this daemon proves, or does not fit it", body = ErrorBody),
+        (status = 422, description = "the file names no circuit this daemon proves, does not fit it, or a device's engine cannot read it", body = ErrorBody),
+        (status = 503, description = "loaded, but a device could not take it now (its memory full); retry later", body = ErrorBody),
         TokenRefusals,
     ),
     security((), ("bearer" = ["admin"]))
@@ -89,11 +90,15 @@ pub async fn preload_params(
 }
 
 /// A refused preload or evict: a file or a load that is not there is 404,
-/// a file no circuit of which this daemon proves 422.
+/// a file no circuit of which this daemon proves (or no engine of it can
+/// take) 422, a device out of memory for it now 503.
 fn params_error(error: ParamsError) -> ApiError {
     match error {
         ParamsError::NoFile { .. } | ParamsError::NotLoaded(_) => ApiError::not_found(error.to_string()),
         ParamsError::NoCircuit(_) | ParamsError::Load { .. } => ApiError::unprocessable(error.to_string()),
+        // A device that could not take the key now (out of memory) may later.
+        ParamsError::Warm { ref cause, .. } if cause.retryable() => ApiError::unavailable(error.to_string()),
+        ParamsError::Warm { .. } => ApiError::unprocessable(error.to_string()),
         ParamsError::Thread { .. } => ApiError::internal(error.to_string()),
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use cuzk_actors::Backend;
+use cuzk_kernels::groth16::ProveStartEngine;
 
 use crate::backend::{Device, ProofJob, ProvingBackend};
 use crate::config::{BackendKind, Config, ConfigError};
@@ -36,25 +37,33 @@ pub enum BackendError {
     Simulation(#[from] crate::sim::SimError),
 }
 
-/// The backend, how it sizes one partition's reservation, and how it loads
-/// Filecoin circuits (which preloads follow).
-pub(super) fn backend(
-    config: &Config,
-    store: Arc<KeyStore>,
-) -> Result<(Arc<dyn Backend>, ReservationRule, CircuitLoading), BackendError> {
-    let proving = |devices| -> (Arc<dyn Backend>, ReservationRule, CircuitLoading) {
+/// What the daemon's other parts take from the backend it builds.
+pub(super) struct Built {
+    pub backend: Arc<dyn Backend>,
+    /// How one partition's reservation is sized.
+    pub reservation: ReservationRule,
+    /// How Filecoin circuits are loaded: preloads load them the same way.
+    pub loading: CircuitLoading,
+    /// The devices' engines, which a preload warms with the loaded circuit.
+    pub engines: Vec<Arc<dyn ProveStartEngine>>,
+}
+
+/// The backend the configuration names.
+pub(super) fn backend(config: &Config, store: Arc<KeyStore>) -> Result<Built, BackendError> {
+    let proving = |devices: Vec<Device>| -> Built {
         let loading = CircuitLoading {
             shape_dir: Some(config.data_dir.join("shapes")),
             keep_free: config.store.min_free_bytes,
             ..CircuitLoading::default()
         };
+        let engines = devices.iter().map(|d| d.engine.clone()).collect();
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving, loading);
-        let rule = job_input::proving_reservation(
+        let reservation = job_input::proving_reservation(
             config.proving.filecoin_evaluation,
             backend.device_evaluation(),
         );
         let loading = backend.loading().clone();
-        (Arc::new(backend), rule, loading)
+        Built { backend: Arc::new(backend), reservation, loading, engines }
     };
     match config.backend {
         BackendKind::Cpu => Ok(proving(cpu_devices(config)?)),
@@ -66,7 +75,12 @@ pub(super) fn backend(
                 "simulated backend ({}): proofs are not real",
                 sim.profile().name
             );
-            Ok((Arc::new(sim), Arc::new(move |_: &ProofJob| reservation), CircuitLoading::default()))
+            Ok(Built {
+                backend: Arc::new(sim),
+                reservation: Arc::new(move |_: &ProofJob| reservation),
+                loading: CircuitLoading::default(),
+                engines: Vec::new(),
+            })
         }
     }
 }

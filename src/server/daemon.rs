@@ -17,7 +17,7 @@ use cuzk_kernels::circuits::CircuitRegistry;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::backend::backend;
+use super::backend::{backend, Built};
 use super::listen::{http_server, Bound};
 use super::{metrics_handle, ServerError};
 use crate::auth::{AuthConfig, Gate, Gates};
@@ -70,7 +70,7 @@ impl Daemon {
         let metrics = start_telemetry(&gates);
         let fleet_store = config.store.url.as_ref().zip(checked.node.as_deref());
         let keys = open_keys(&config)?;
-        let (backend, reservation, loading) = backend(&config, keys.clone())?;
+        let Built { backend, reservation, loading, engines } = backend(&config, keys.clone())?;
         let (job_store, stored) = open_job_store(&config, fleet_store)?;
         let (system, load) = start_actors(&config, backend, &job_store, fleet_store.is_some());
         watch_resident(&keys, &system);
@@ -92,7 +92,7 @@ impl Daemon {
             intake.clone(),
             recovering,
         )?);
-        let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), loading));
+        let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), loading, engines));
         let grpc = checked.grpc.map(|listener| {
             let state = GrpcState {
                 jobs: jobs.clone(),

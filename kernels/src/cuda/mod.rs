@@ -650,13 +650,20 @@ impl ProveStartEngine for CudaEngine {
         synthesized: Synthesized,
         urgency: Urgency,
     ) -> Result<ProveStartOutput, KernelError> {
-        match &circuit.key_source {
-            None => self.prove_start_with(circuit, &circuit.pk, synthesized, urgency),
-            Some(source) => {
-                let bases = SourceBases { source: source.as_ref(), head: &circuit.pk };
-                self.prove_start_with(circuit, &bases, synthesized, urgency)
-            }
-        }
+        with_bases(circuit, |bases| self.prove_start_with(circuit, bases, synthesized, urgency))
+    }
+
+    fn warm(&self, circuit: &PreparedCircuit) -> Result<(), KernelError> {
+        with_bases(circuit, |bases| self.warm_with(circuit, bases))
+    }
+}
+
+/// Runs `f` with `circuit`'s bases: its key, or its key source read by
+/// range.
+fn with_bases<T>(circuit: &PreparedCircuit, f: impl FnOnce(&dyn bases::KeyBases) -> T) -> T {
+    match &circuit.key_source {
+        None => f(&circuit.pk),
+        Some(source) => f(&SourceBases { source: source.as_ref(), head: &circuit.pk }),
     }
 }
 

@@ -81,6 +81,21 @@ pub(super) fn check(circuit: &PreparedCircuit, syn: &Synthesized) -> Res<()> {
 }
 
 impl CudaEngine {
+    /// Loads `circuit`'s key (resident, or into pinned memory when it is
+    /// streamed), NTT tables, selections and compiled matrices as its first
+    /// call would, without proving: what a preload does ahead of the jobs.
+    pub(super) fn warm_with(&self, circuit: &PreparedCircuit, bases: &dyn KeyBases) -> Res<()> {
+        self.gpu.enter()?;
+        let ws = self.lease_for(crate::groth16::Urgency::Normal)?;
+        self.key(&circuit.circuit_id, bases, &ws)?;
+        self.tables(circuit.domain_size, &ws)?;
+        self.selections(&circuit.circuit_id, &circuit.a_selection, &circuit.b_selection)?;
+        if circuit.matrices.num_constraints() > 0 {
+            self.device_matrices(&circuit.circuit_id, &circuit.matrices, &ws)?;
+        }
+        Ok(())
+    }
+
     /// prove_start for the partitions `first` and those `more` hands over
     /// (asked after every H step until it returns none), all of the same
     /// circuit, their MSMs in one pass over the key's bases; the outputs in
