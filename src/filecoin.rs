@@ -30,7 +30,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::job_input::JsonText;
+use crate::json_text::JsonText;
 use crate::keys::KeyStore;
 
 /// Whether a job's `circuit` names a Filecoin kind rather than a registered

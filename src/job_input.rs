@@ -4,13 +4,12 @@
 //! both go through `JobParser::parse`, so a job resumed after a restart is
 //! exactly the job that was accepted.
 //!
-//! A body is never read into one JSON tree (`json_text.rs` says why): its
+//! A body is never read into one JSON tree (`crate::json_text` says why): its
 //! canonical text is written in one streaming pass, the request's fields
 //! read from that text, the inputs kept as text, and the few values a
 //! family reads as a tree (its params, each partition's inputs) built only
 //! after their tree's cost is checked against their text.
 
-mod json_text;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,8 +26,7 @@ use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinJob};
 use crate::keys::{KeyStore, SetupCost};
 use cuzk_filecoin::record::Evaluation;
-use json_text::{array_entries, canonical, tree_bytes, CanonicalError};
-pub use json_text::JsonText;
+use crate::json_text::{array_entries, canonical, tree_bytes, CanonicalError, JsonText};
 
 /// The most a family's params or one partition's inputs may cost as a JSON
 /// tree, as a multiple of their text (long decimal or hex strings cost

@@ -13,6 +13,7 @@ pub mod grpc;
 pub mod http;
 pub mod job_input;
 pub mod jobs;
+pub mod json_text;
 pub mod keys;
 pub mod postgres;
 pub mod param_files;
