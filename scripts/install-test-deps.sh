@@ -2,7 +2,8 @@
 # Installs what the script tests need beyond the Rust toolchain, gcc and
 # Python: Chromium (tests/ui.sh), Prometheus (scripts/check-dashboards.sh),
 # wrk and bc (tests/load.sh), Python's venv (tests/fuzz.sh installs
-# schemathesis into one), curl, and the PostgreSQL server
+# schemathesis into one), curl, openssl (the test cluster's certificates),
+# and the PostgreSQL server
 # (scripts/pg-test-cluster.sh starts a throwaway cluster of it). Debian
 # packages; skipped when present. Then the gRPC conformance test's client
 # (tests/grpc_conformance.py): grpcio and grpcio-tools, pinned, from the
@@ -10,7 +11,7 @@
 set -euo pipefail
 
 missing=()
-for tool in chromium:chromium prometheus:prometheus wrk:wrk bc:bc curl:curl; do
+for tool in chromium:chromium prometheus:prometheus wrk:wrk bc:bc curl:curl openssl:openssl; do
     command -v "${tool%%:*}" > /dev/null || missing+=("${tool##*:}")
 done
 python3 -c 'import ensurepip, venv' 2> /dev/null || missing+=(python3-venv)
