@@ -162,6 +162,14 @@ def case_memory(work):
     figure("merkle_submit_seconds", round(time.time() - started, 2))
     check(status == 202, f"depth-16 leaves job: {status} {answer}", d)
     figure("merkle_first_submit_rss_growth_mib", round((d.rss_bytes() - baseline) / MIB, 1))
+    # Its shape's key set up before the cancel, as it was before cancels
+    # stopped setups: otherwise each job below would start a setup and stop
+    # it, which is setup_cancel's case, not this one's (the request path).
+    key = os.path.join(work, "mem-data", "keys", "poseidon-merkle-d16-c1.pk")
+    deadline = time.time() + 120
+    while not os.path.exists(key):
+        check(time.time() < deadline, "the shape's key was not set up within 120 s", d)
+        time.sleep(0.05)
     d.call("POST", f"/v1/jobs/{answer['id']}/cancel")
     d.wait_job(answer["id"])
     # Twenty more, each cancelled once accepted: the memory a request
