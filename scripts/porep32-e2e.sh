@@ -28,6 +28,12 @@
 # preload, restart the daemon, preload again (the cold cost from disk).
 # BUDGET: the scheduler's host memory budget in bytes (default "auto", the
 # host's memory less 5 GiB).
+# A run split over two device calls on one machine (the second started
+# within its idle release, so /var/tmp is still there): the first with
+# STOP_AFTER_PRELOAD=1 KEEP_WORK=1 makes the inputs, preloads (the compiled
+# shape recorded into the data directory) and stops; the second with
+# KEEP_DATA=1 starts on that data directory, so its preload is a restart's
+# (the shape read back, the key read from its file onto the device).
 set -uo pipefail
 OUT="${OUT:-$PWD/porep32-out}"
 BIN="${DEVICE_DIR:-.device}"
@@ -39,7 +45,7 @@ SUPRASEAL_RUNS="${SUPRASEAL_RUNS:-$((JOBS - 1))}"
 PARAMS="$WORK/params-$SIZE"
 DATA="$WORK/data"
 mkdir -p "$OUT" "$PARAMS" "$WORK"
-rm -rf "$DATA"
+[ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$DATA"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/steps.log"; }
 seconds() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 
@@ -127,6 +133,13 @@ if [ "${RESTART:-0}" = 1 ]; then
     kill $daemon; wait $daemon 2>/dev/null
     start_daemon restarted
     [ "${PRELOAD:-1}" = 1 ] && preload restarted
+fi
+if [ "${STOP_AFTER_PRELOAD:-0}" = 1 ]; then
+    kill $daemon; wait $daemon 2>/dev/null
+    trap - EXIT
+    du -sb "$DATA" "$PARAMS" "$WORK" | tee "$OUT/disk.txt"
+    log "stopped after the preload; the inputs and data directory are kept for the next call"
+    exit 0
 fi
 curl -s "localhost:$PORT/metrics" > "$OUT/metrics-before.txt"
 curl -s "localhost:$PORT/v1/workers?spans=0" > "$OUT/workers-before.json"

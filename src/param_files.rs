@@ -106,12 +106,17 @@ impl ParamFiles {
             let circuit = keys
                 .prepared_with(&cache_id, &path, || loading.load(&cache_id, &path, kind, sector_size, None))
                 .map_err(|cause| ParamsError::Load { id: cache_id.clone(), cause })?;
+            log::info!("{cache_id}: loaded in {:.1} s", started.elapsed().as_secs_f64());
             for engine in engines.iter() {
+                let warming = Instant::now();
                 engine.warm(&circuit).map_err(|cause| ParamsError::Warm {
                     id: cache_id.clone(),
                     engine: engine.name().to_string(),
                     cause,
                 })?;
+                // The key read from its file onto the device is most of a
+                // cold start (docs/benchmarks.md): said apart from the load.
+                log::info!("{cache_id}: {} warmed in {:.1} s", engine.name(), warming.elapsed().as_secs_f64());
             }
             Ok(circuit)
         })

@@ -17,7 +17,7 @@ use cuzk_filecoin::shape_cache::ShapeCache;
 use cuzk_filecoin::Kind;
 use cuzk_kernels::cpu::CpuEngine;
 use cuzk_kernels::groth16::{Abc, ProveStartEngine, Synthesized};
-use cuzk_kernels::key_source::{KeySource, Query};
+use cuzk_kernels::key_source::{g1_words, g2_words, KeySource, Query, G1_WORDS, G2_WORDS};
 use cuzk_kernels::KernelError;
 
 const SECTOR: u64 = 2048;
@@ -58,6 +58,36 @@ fn the_file_read_by_range_gives_the_decoded_points() {
         assert_eq!((source.len(Query::B1), source.b2_len()), (b1.len(), b2.len()));
         assert!(by_range::<G1Affine>(b1.len(), 977, |s, o| source.g1(Query::B1, s, o)) == b1, "b_g1, lead {b_lead}");
         assert!(by_range::<G2Affine>(b2.len(), 331, |s, o| source.g2(s, o)) == b2, "b_g2, lead {b_lead}");
+        // In the kernels' layout, as the CUDA engine takes them.
+        let words = |want: &[G1Affine], read: &dyn Fn(usize, &mut [u64]) -> Result<(), KernelError>| {
+            let got = by_range::<[u64; G1_WORDS]>(want.len(), 977, |s, o| read(s, o.as_flattened_mut()));
+            want.iter().zip(&got).all(|(p, w)| {
+                let mut expected = [0u64; G1_WORDS];
+                g1_words(p, &mut expected);
+                expected == *w
+            })
+        };
+        assert!(words(&whole.h, &|s, o| source.g1_words(Query::H, s, o)), "h as words");
+        assert!(words(&b1, &|s, o| source.g1_words(Query::B1, s, o)), "b_g1 as words, lead {b_lead}");
+        let got = by_range::<[u64; G2_WORDS]>(b2.len(), 331, |s, o| source.g2_words(s, o.as_flattened_mut()));
+        assert!(b2.iter().zip(&got).all(|(p, w)| {
+            let mut expected = [0u64; G2_WORDS];
+            g2_words(p, &mut expected);
+            expected == *w
+        }), "b_g2 as words, lead {b_lead}");
+        // Ranges out of order (the range read ahead is not the one asked
+        // for): the same points.
+        let step = 613;
+        let mut shuffled = vec![G1Affine::zero(); whole.l.len()];
+        let starts: Vec<usize> = (0..whole.l.len()).step_by(step).collect();
+        for &start in starts.iter().rev().chain(starts.iter().step_by(2)) {
+            let end = (start + step).min(whole.l.len());
+            source.g1(Query::L, start, &mut shuffled[start..end]).unwrap();
+            let mut other = [G1Affine::zero(); 3];
+            source.g1(Query::H, start.min(whole.h.len() - 3), &mut other).unwrap();
+            assert!(other[..] == whole.h[start.min(whole.h.len() - 3)..][..3]);
+        }
+        assert!(shuffled == whole.l, "l read backwards, between reads of h");
         // Past the end is an error, not a short read.
         let mut one = [G1Affine::zero()];
         let past = source.g1(Query::H, whole.h.len(), &mut one).unwrap_err();

@@ -216,23 +216,26 @@ fn read_count(bytes: &[u8], offset: usize) -> Option<usize> {
 /// Decodes points of `size` bytes each, in parallel.
 fn decode_points<C: SWCurveConfig>(bytes: &[u8], size: usize) -> Result<Vec<Affine<C>>, String> {
     let mut points = vec![Affine::<C>::identity(); bytes.len() / size];
-    decode_into(bytes, size, 0, &mut points)?;
+    decode_into(bytes, size, 0, points.par_iter_mut(), |p, out| *out = p)?;
     Ok(points)
 }
 
-/// Decodes points of `size` bytes each into `out` (one per point), in
-/// parallel; `first` numbers the first point in errors. Like bellperson's
-/// reader (which filecoin-proofs calls unchecked), it rejects points at
-/// infinity and points off the curve, but skips the costly subgroup check.
-pub(super) fn decode_into<C: SWCurveConfig>(
+/// Decodes points of `size` bytes each, in parallel, handing each to
+/// `put` with its place in `out` (one per point: an arkworks point, or a
+/// point's words in the kernels' layout); `first` numbers the first point
+/// in errors. Like bellperson's reader (which filecoin-proofs calls
+/// unchecked), it rejects points at infinity and points off the curve, but
+/// skips the costly subgroup check.
+pub(super) fn decode_into<C: SWCurveConfig, O: IndexedParallelIterator>(
     bytes: &[u8],
     size: usize,
     first: usize,
-    out: &mut [Affine<C>],
+    out: O,
+    put: impl Fn(Affine<C>, O::Item) + Sync + Send,
 ) -> Result<(), String> {
     bytes
         .par_chunks_exact(size)
-        .zip(out.par_iter_mut())
+        .zip(out)
         .enumerate()
         .try_for_each(|(i, (chunk, out))| {
             let p = Affine::<C>::deserialize_with_mode(chunk, Compress::No, Validate::No)
@@ -243,7 +246,7 @@ pub(super) fn decode_into<C: SWCurveConfig>(
             if !p.is_on_curve() {
                 return Err(format!("point {} is not on the curve", first + i));
             }
-            *out = p;
+            put(p, out);
             Ok(())
         })
 }

@@ -9,11 +9,12 @@
 //! Neither of the last two exists in arkworks' form: that would take 50 GB
 //! of host memory.
 
-use super::gpu::{DevG1Affine, DevG2Affine, Res};
+use super::gpu::{DevG1Affine, DevG2Affine, DeviceElement, Res};
+use super::launch_params::{G1_AFF_WORDS, G2_AFF_WORDS};
 use super::msm::{MsmGroup, G1, G2};
 pub use crate::key_source::Query;
-use crate::key_source::KeySource;
-use crate::{Bls12_381, G1Affine, G2Affine};
+use crate::key_source::{KeySource, G1_WORDS, G2_WORDS};
+use crate::{Bls12_381, G1Affine};
 use ark_groth16::ProvingKey;
 
 /// What identifies a key: its query lengths (A, B, L, H) and two of its
@@ -88,8 +89,8 @@ impl KeyBases for ProvingKey<Bls12_381> {
 
 /// A key whose queries stay in a [`KeySource`] (a parameter file), with the
 /// points the finalizer needs on the host (`head`); each range is read and
-/// converted to the kernels' layout as the engine takes it, so the key
-/// never exists decoded on the host.
+/// written in the kernels' layout as the engine takes it, so the key never
+/// exists decoded on the host.
 pub struct SourceBases<'a> {
     pub source: &'a dyn KeySource,
     pub head: &'a ProvingKey<Bls12_381>,
@@ -106,15 +107,12 @@ impl KeyBases for SourceBases<'_> {
         fingerprint_of(Query::ALL.map(|q| self.len(q)), self.head)
     }
     fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) -> Res<()> {
-        let mut points = vec![G1Affine::default(); out.len()];
-        self.source.g1(q, start, &mut points)?;
-        G1::write_device(&points, out);
-        Ok(())
+        Ok(self.source.g1_words(q, start, DevG1Affine::as_words_mut(out))?)
     }
     fn g2(&self, start: usize, out: &mut [DevG2Affine]) -> Res<()> {
-        let mut points = vec![G2Affine::default(); out.len()];
-        self.source.g2(start, &mut points)?;
-        G2::write_device(&points, out);
-        Ok(())
+        Ok(self.source.g2_words(start, DevG2Affine::as_words_mut(out))?)
     }
 }
+
+// The layout a source writes (`key_source::g1_words`) is the kernels'.
+const _: () = assert!(G1_AFF_WORDS == G1_WORDS && G2_AFF_WORDS == G2_WORDS);

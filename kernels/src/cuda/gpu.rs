@@ -81,6 +81,20 @@ pub trait DeviceElement: DeviceCopy + Copy {
         }
     }
 
+    /// The words of elements, to be written in place (a key's points
+    /// decoded straight into a host buffer of the device's layout).
+    fn as_words_mut(elements: &mut [Self]) -> &mut [u64] {
+        assert_eq!(std::mem::size_of::<Self>(), 8 * Self::WORDS);
+        // SAFETY: as in `from_words`: plain u64 words without padding, and
+        // any words are a valid element.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                elements.as_mut_ptr() as *mut u64,
+                elements.len() * Self::WORDS,
+            )
+        }
+    }
+
     /// The words of elements.
     fn as_words(elements: &[Self]) -> &[u64] {
         assert_eq!(std::mem::size_of::<Self>(), 8 * Self::WORDS);

@@ -15,8 +15,9 @@ use rustacuda::stream::Stream;
 
 use crate::cuda::gpu::{
     DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch, Res,
-    Workspace, FQ_WORDS,
+    Workspace,
 };
+use crate::key_source::{g1_words, g2_words};
 use crate::Fr;
 
 /// Threads per block of the elementwise kernels.
@@ -119,12 +120,7 @@ impl MsmGroup for G1 {
     type Jac = DevG1Jac;
 
     fn write_device(points: &[G1Affine], out: &mut [DevG1Affine]) {
-        points_to_device(points, out, |p, o: &mut DevG1Affine| {
-            if !p.infinity {
-                o.0[..6].copy_from_slice(&p.x.0 .0);
-                o.0[6..].copy_from_slice(&p.y.0 .0);
-            }
-        })
+        points_to_device(points, out, |p, o: &mut DevG1Affine| g1_words(p, &mut o.0))
     }
 
     fn from_device(p: &DevG1Jac) -> G1Projective {
@@ -150,13 +146,7 @@ impl MsmGroup for G2 {
     type Jac = DevG2Jac;
 
     fn write_device(points: &[G2Affine], out: &mut [DevG2Affine]) {
-        points_to_device(points, out, |p, o: &mut DevG2Affine| {
-            if !p.infinity {
-                for (i, f) in [p.x.c0, p.x.c1, p.y.c0, p.y.c1].iter().enumerate() {
-                    o.0[i * FQ_WORDS..(i + 1) * FQ_WORDS].copy_from_slice(&f.0 .0);
-                }
-            }
-        })
+        points_to_device(points, out, |p, o: &mut DevG2Affine| g2_words(p, &mut o.0))
     }
 
     fn from_device(p: &DevG2Jac) -> G2Projective {
