@@ -56,6 +56,7 @@ fn gpu_workers_prove_on_while_finalizers_are_stuck_and_status_is_flooded() {
                 synthesis_threads: 2,
                 finalizer_threads: 2,
                 workers_per_device: 2,
+                critical_workers_per_device: 0,
                 gpu_lookahead: 1,
                 budget_bytes: 1 << 40,
                 pacer: PacerConfig::default(),

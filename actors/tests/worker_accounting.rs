@@ -68,6 +68,9 @@ fn config(budget_bytes: u64, pacer: PacerConfig) -> SystemConfig {
         synthesis_threads: 2,
         finalizer_threads: 1,
         workers_per_device: 2,
+        // The lane worker too is accounted for, idle while no critical
+        // work exists.
+        critical_workers_per_device: 1,
         gpu_lookahead: 1,
         budget_bytes,
         pacer,
@@ -231,19 +234,22 @@ fn a_pacer_holding_work_back_shows_as_paced() {
 /// spans must still sum to the busy counter. (CI once saw a 3 µs overlap.)
 #[actix::test]
 async fn a_start_reported_after_a_later_event_still_tiles() {
-    use cuzk_actors::messages::{HandedOver, IdleCauseChanged, SpanFinished, SpanReport, SpanStarted};
+    use cuzk_actors::messages::{
+        HandedOver, IdleCauseChanged, IdleCauses, SpanFinished, SpanReport, SpanStarted,
+    };
     use cuzk_actors::model::IdleCause;
     use cuzk_actors::worker_monitor::WorkerMonitor;
-    use cuzk_actors::{PartitionKey, WorkerId};
+    use cuzk_actors::{Lane, PartitionKey, WorkerId};
     use actix::Actor;
 
     let worker = WorkerId { device: 0, worker: 0 };
-    let monitor = WorkerMonitor::new([worker]).start();
+    let monitor = WorkerMonitor::new([(worker, Lane::General)]).start();
     let t0 = Instant::now();
     let at = |us: u64| t0 + Duration::from_micros(us);
     let key = PartitionKey { job: JobId("late".into()), index: 0 };
     monitor.send(HandedOver { worker, at: at(1_000) }).await.unwrap();
-    monitor.send(IdleCauseChanged { cause: IdleCause::Synthesis, at: at(1_010) }).await.unwrap();
+    let causes = IdleCauses { general: IdleCause::Synthesis, critical: IdleCause::NoWork };
+    monitor.send(IdleCauseChanged { causes, at: at(1_010) }).await.unwrap();
     let started = SpanStarted { worker, key: key.clone(), at: at(1_007) };
     monitor.send(SpanReport::Started(started)).await.unwrap();
     let finished = SpanFinished {
