@@ -5,49 +5,21 @@
 //! worker as before; and the lane worker's time is accounted like any
 //! other's, idle for `no_work` while only bulk work exists.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cuzk_actors::messages::{GetJob, GetQueueStatus, GetTimeline, GetWorkers, JobStatus, SubmitJob};
-use cuzk_actors::messages::{TimelineEntry, WorkerReport};
+use common::{wait_done, Timed};
+use cuzk_actors::messages::{GetQueueStatus, GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::{
-    Backend, Finished, JobId, JobSpec, Lane, NewJob, Payload, Priority, ProvingSystem, Reservation, StageError,
-    Started, Synthesized, SystemConfig,
-};
+use cuzk_actors::{Lane, Priority, ProvingSystem, Reservation, SystemConfig};
 
 /// GPU time of a bulk partition: long enough that a critical partition
 /// arriving mid-stream clearly either waits for one or does not.
 const BULK_PROVE: Duration = Duration::from_millis(400);
-/// GPU time of a critical partition (WinningPoSt is short).
 const CRITICAL_PROVE: Duration = Duration::from_millis(20);
-const SYNTHESIS: Duration = Duration::from_millis(5);
 const GENERAL_WORKERS: usize = 2;
-
-/// Proves bulk partitions slowly and critical ones fast, by the job's
-/// priority.
-struct ByPriority;
-
-impl Backend for ByPriority {
-    fn name(&self) -> &str {
-        "by-priority"
-    }
-    fn devices(&self) -> Vec<String> {
-        vec!["d0".into()]
-    }
-    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
-        std::thread::sleep(SYNTHESIS);
-        Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
-    }
-    fn prove_start(&self, _: usize, job: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
-        let prove = if job.priority == Priority::Critical { CRITICAL_PROVE } else { BULK_PROVE };
-        std::thread::sleep(prove);
-        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![], device_active: None })
-    }
-    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
-        Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
-    }
-}
 
 fn start(critical_workers_per_device: usize) -> ProvingSystem {
     let config = SystemConfig {
@@ -60,38 +32,14 @@ fn start(critical_workers_per_device: usize) -> ProvingSystem {
         pacer: PacerConfig::default(),
         max_attempts: 1,
     };
-    ProvingSystem::start(config, Arc::new(ByPriority))
+    // Bulk partitions slow, critical ones fast, as on the H200.
+    let backend = Timed { critical_prove: CRITICAL_PROVE, ..Timed::new(Duration::from_millis(5), BULK_PROVE) };
+    ProvingSystem::start(config, Arc::new(backend))
 }
 
 async fn submit(system: &ProvingSystem, id: &str, priority: Priority, partitions: u32) {
-    let job = NewJob {
-        id: JobId(id.into()),
-        priority,
-        partitions,
-        circuit: "test".into(),
-        circuit_id: "test".into(),
-        reservation: Reservation { abc_bytes: 1, retained_bytes: 1 },
-        idempotency_key: None,
-        tenant: cuzk_actors::Tenant::default(),
-        tenant_max_unfinished: None,
-        deadline: None,
-        request: None,
-        work: Arc::new(()),
-    };
-    let outcome = system.tracker.send(SubmitJob(job)).await.unwrap();
-    assert!(outcome.created && outcome.queue_full.is_none(), "job {id} not queued");
-}
-
-async fn wait_done(system: &ProvingSystem, id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let view = system.tracker.send(GetJob(JobId(id.into()), cuzk_actors::TenantScope::All)).await.unwrap().unwrap();
-        if view.status == JobStatus::Done {
-            return;
-        }
-        assert!(Instant::now() < deadline, "job {id} did not finish: {:?}", view.status);
-        actix_rt::time::sleep(Duration::from_millis(5)).await;
-    }
+    let reservation = Reservation { abc_bytes: 1, retained_bytes: 1 };
+    common::submit(system, common::job(id, priority, partitions, reservation)).await;
 }
 
 /// Waits until every general worker proves a bulk partition and holds the
