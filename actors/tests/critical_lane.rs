@@ -44,15 +44,19 @@ async fn submit(system: &ProvingSystem, id: &str, priority: Priority, partitions
 
 /// Waits until every general worker proves a bulk partition and holds the
 /// next one in its mailbox: the moment a critical partition used to wait
-/// longest.
+/// longest. Each must have started its partition less than half a bulk
+/// partition ago, so that none finishes in the few milliseconds a critical
+/// partition takes to be synthesized (which would let it start on a general
+/// worker at once, lane or not).
 async fn wait_general_full(system: &ProvingSystem) {
     let deadline = Instant::now() + Duration::from_secs(30);
+    let fresh = BULK_PROVE.as_secs_f64() * 1e3 / 2.0;
     loop {
         let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
         let full = workers
             .iter()
             .filter(|w| w.lane == Lane::General)
-            .filter(|w| w.state == "proving" && w.handed_over == 1)
+            .filter(|w| w.state == "proving" && w.handed_over == 1 && w.for_ms < fresh)
             .count();
         if full == GENERAL_WORKERS {
             return;
