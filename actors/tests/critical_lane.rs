@@ -45,9 +45,9 @@ async fn submit(system: &ProvingSystem, id: &str, priority: Priority, partitions
 /// Waits until every general worker proves a bulk partition and holds the
 /// next one in its mailbox: the moment a critical partition used to wait
 /// longest. Each must have started its partition less than half a bulk
-/// partition ago, so that none finishes in the few milliseconds a critical
-/// partition takes to be synthesized (which would let it start on a general
-/// worker at once, lane or not).
+/// partition ago, so that none finishes within the few milliseconds a
+/// critical partition takes to be synthesized: the order of the critical
+/// start and the first general finish is then the lane's doing, not chance.
 async fn wait_general_full(system: &ProvingSystem) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let fresh = BULK_PROVE.as_secs_f64() * 1e3 / 2.0;
