@@ -90,7 +90,8 @@ cuzk_port=$(free_port)
 prom_port=$(free_port)
 while [ "$prom_port" = "$cuzk_port" ]; do prom_port=$(free_port); done
 
-# --- the daemon: sim backend, 2 devices x 2 workers, 100x faster than real.
+# --- the daemon: sim backend, 2 devices x (2 general + 1 critical-lane)
+# workers, 100x faster than real.
 # A budget of 4 porep-32g partitions (38 GiB each, the real circuit's
 # reservation) so that partitions also wait for memory; the sim holds no real
 # memory.
@@ -103,6 +104,7 @@ shutdown_grace_secs = 2
 [scheduler]
 synthesis_threads = 4
 workers_per_device = 2
+critical_workers_per_device = 1
 budget = $(( 4 * 38 * 1024 * 1024 * 1024 + 1024 * 1024 * 1024 ))
 # Two attempts: with the faults below some partitions fail both, so jobs
 # also end failed.
@@ -232,7 +234,7 @@ timeout 180 python3 scripts/check_dashboards.py --prometheus "http://127.0.0.1:$
     --expect 'sum(cuzk_jobs_deadline_missed_total) > 0' \
     --expect 'sum(cuzk_partition_retries_total) > 0' \
     --expect 'sum(cuzk_actor_restarts_total) > 0' \
-    --expect 'count(count by (device, worker) (cuzk_gpu_busy_seconds_total)) == 4' \
+    --expect 'count(count by (device, worker) (cuzk_gpu_busy_seconds_total)) == 6' \
     --expect 'count(count by (status) (cuzk_http_requests_total)) >= 3' \
     "$@"
 rc=$?

@@ -43,6 +43,9 @@ pub enum ConfigError {
         "limits.parse_budget_bytes ({budget_bytes}) must hold the estimate of one limits.max_body_bytes body ({max_body_bytes} bytes: {largest}), and limits.max_parsing_requests ({max_requests}) must be at least 1"
     )]
     ParseBudget { budget_bytes: u64, largest: u64, max_body_bytes: usize, max_requests: usize },
+    /// More critical-lane workers per device than [`MAX_CRITICAL_WORKERS`].
+    #[error("scheduler.critical_workers_per_device must be at most {MAX_CRITICAL_WORKERS}; it is {0}")]
+    CriticalWorkers(usize),
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -199,6 +202,10 @@ pub struct SchedulerConfig {
     pub synthesis_threads: usize,
     pub finalizer_threads: usize,
     pub workers_per_device: usize,
+    /// Extra GPU workers per device that take only critical partitions, so
+    /// a WinningPoSt starts at once during a bulk stream (0: none; each
+    /// holds one more workspace on the device while it proves).
+    pub critical_workers_per_device: usize,
     pub gpu_lookahead: usize,
     pub budget: Budget,
     pub pacer: cuzk_actors::pacer::PacerConfig,
@@ -259,6 +266,21 @@ pub const MAX_PASS_PARTITIONS: usize = 8;
 /// The longest pass wait accepted (ms): beyond it a lone partition waits
 /// longer than a streamed 32 GiB pass takes.
 pub const MAX_PASS_WAIT_MS: u64 = 10_000;
+
+/// The most critical-lane workers per device accepted: critical work is a
+/// proof or two at a time (WinningPoSt is one partition), and each worker
+/// proving holds a workspace of device memory, so more only cost memory.
+pub const MAX_CRITICAL_WORKERS: usize = 4;
+
+impl SchedulerConfig {
+    /// The critical lane's workers per device, checked.
+    pub fn critical_workers(&self) -> Result<usize, ConfigError> {
+        match self.critical_workers_per_device {
+            n if n > MAX_CRITICAL_WORKERS => Err(ConfigError::CriticalWorkers(n)),
+            n => Ok(n),
+        }
+    }
+}
 
 /// The smallest resident or pinned budget accepted: below it nothing of use
 /// fits (NTT tables alone of a 2^22 domain take 268 MB).
@@ -423,6 +445,7 @@ impl Default for SchedulerConfig {
             synthesis_threads: 0,
             finalizer_threads: 2,
             workers_per_device: 2,
+            critical_workers_per_device: 1,
             gpu_lookahead: 1,
             budget: Budget::Auto(AutoBudget::Auto),
             pacer: Default::default(),
@@ -520,7 +543,22 @@ fn cgroup_memory_limit() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{ConfigError, CudaConfig, FleetConfig, MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET};
+    use super::{
+        ConfigError, CudaConfig, FleetConfig, SchedulerConfig, MAX_CRITICAL_WORKERS, MAX_PASS_PARTITIONS,
+        MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET,
+    };
+
+    #[test]
+    fn critical_workers_are_bounded() {
+        let lane = |n| SchedulerConfig { critical_workers_per_device: n, ..SchedulerConfig::default() };
+        assert_eq!(SchedulerConfig::default().critical_workers().unwrap(), 1);
+        for n in [0, MAX_CRITICAL_WORKERS] {
+            assert_eq!(lane(n).critical_workers().unwrap(), n);
+        }
+        let error = lane(MAX_CRITICAL_WORKERS + 1).critical_workers().unwrap_err();
+        assert!(matches!(error, ConfigError::CriticalWorkers(n) if n == MAX_CRITICAL_WORKERS + 1));
+        assert!(error.to_string().contains("scheduler.critical_workers_per_device"), "{error}");
+    }
 
     #[test]
     fn cuda_budgets_below_one_gib_are_refused() {

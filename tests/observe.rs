@@ -46,7 +46,17 @@ fn workers_timeline_and_metrics_agree_on_every_partition() {
     let (status, body) = d.get("/v1/workers?spans=1000");
     assert_eq!(status, 200, "{body}");
     let workers = body["workers"].as_array().unwrap();
-    assert_eq!(workers.len(), 4, "2 devices x 2 workers: {body}");
+    assert_eq!(workers.len(), 6, "2 devices x (2 general + 1 critical) workers: {body}");
+    for w in workers {
+        let lane = if w["worker"].as_u64().unwrap() < 2 { "general" } else { "critical" };
+        assert_eq!(w["lane"], lane, "{w}");
+        if lane == "critical" {
+            // The job is not critical: the lane never proved, and waited
+            // for critical work that never came.
+            assert!(w["recent_spans"].as_array().unwrap().is_empty(), "{w}");
+            assert_eq!(w["idle_cause"], "no_work", "{w}");
+        }
+    }
     let spans: Vec<&Value> = workers
         .iter()
         .flat_map(|w| w["recent_spans"].as_array().unwrap())
@@ -134,6 +144,10 @@ fn workers_timeline_and_metrics_agree_on_every_partition() {
     let busy = entries.iter().filter(|e| e["kind"] == "busy").count() as u64;
     assert_eq!(busy, PARTITIONS);
     assert!(entries.iter().any(|e| e["kind"] == "idle" && e["cause"] == "no_work"));
+    for e in entries {
+        let lane = if e["worker"].as_u64().unwrap() < 2 { "general" } else { "critical" };
+        assert_eq!(e["lane"], lane, "{e}");
+    }
     let (status, content_type, csv) = get_text(&d, "/v1/timeline?since=0", "text/csv");
     assert_eq!(status, 200);
     assert!(content_type.starts_with("text/csv"), "{content_type}");

@@ -65,7 +65,7 @@ check "the page rendered (data-ready)" '[[ $dom == *data-ready=\"true\"* ]]'
 check "the timeline has segments ($segments)" '[ "${segments:-0}" -gt 0 ]'
 check "busy spans are drawn" '[[ $dom == *\"seg\ busy* ]]'
 check "idle intervals are drawn with a cause" '[[ $dom == *\"seg\ idle\ idle-* ]]'
-check "one table row per worker (4)" '[ "$(grep -o "<tr><td>gpu" <<<"$dom" | wc -l)" -eq 4 ]'
+check "one table row per worker (2 devices x (2 general + 1 critical) = 6)" '[ "$(grep -o "<tr><td>gpu" <<<"$dom" | wc -l)" -eq 6 ]'
 check "no error shown" '[[ $dom == *\<span\ id=\"error\"\>\</span\>* ]]'
 
 mkdir -p "$(dirname "$SHOT")"

@@ -2,9 +2,12 @@
 //! for a GPU worker. It reserves budget before synthesis, keeps at most one
 //! partition per synthesis thread in flight, and keeps each GPU worker's next
 //! partition already in its mailbox (lookahead) so a worker that finishes
-//! starts the next one without a round trip.
+//! starts the next one without a round trip. Critical partitions go first to
+//! the critical lane's workers, which take nothing else, so one never waits
+//! behind the bulk partitions the general workers hold.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,10 +17,12 @@ use crate::backend::Payload;
 use crate::error::StageError;
 use crate::messages::{
     BudgetDecision, DropJob, Enqueue, GetQueueStatus, HandedOver, HoldQueued, IdleCauseChanged,
-    PartitionFailed, Progress, ProvePartition, QueueStatus, Release, Reserve, SynthesisDone,
-    Synthesize, WorkerDone,
+    IdleCauses, PartitionFailed, Progress, ProvePartition, QueueStatus, Release, Reserve,
+    SynthesisDone, Synthesize, WorkerDone,
 };
-use crate::model::{IdleCause, JobSpec, PartitionKey, Priority, QueueOrder, Stage, WorkerId};
+use crate::model::{
+    IdleCause, JobSpec, Lane, PartitionKey, Priority, QueueOrder, Stage, WorkerId,
+};
 use crate::pacer::{Admission, Pacer, PacerConfig};
 use crate::telemetry;
 
@@ -60,36 +65,50 @@ pub struct Dispatcher {
     wake_scheduled: bool,
     /// The pacer held the head of the synthesis queue in the last pump.
     paced: bool,
-    /// The idle cause last reported to the monitor.
-    idle_cause: IdleCause,
+    /// The idle causes last reported to the monitor.
+    idle_causes: IdleCauses,
     /// Shutting down: queued partitions stay queued (they resume after a
     /// restart); those already started go on.
     holding_queued: bool,
 }
 
-struct WorkerSlot {
+/// A GPU worker as the dispatcher knows it.
+pub struct WorkerSlot {
     id: WorkerId,
+    /// Which partitions it may be given.
+    lane: Lane,
+    /// Its mailbox.
     addr: Recipient<ProvePartition>,
+    /// Partitions handed to it and not yet done.
     assigned: usize,
+}
+
+impl WorkerSlot {
+    /// A worker with nothing handed to it yet.
+    pub fn new(id: WorkerId, lane: Lane, addr: Recipient<ProvePartition>) -> Self {
+        Self { id, lane, addr, assigned: 0 }
+    }
 }
 
 impl Dispatcher {
     /// `workers`: every GPU worker, in slot order.
     pub fn new(
         peers: Peers,
-        workers: Vec<(WorkerId, Recipient<ProvePartition>)>,
+        workers: Vec<WorkerSlot>,
         synthesis_threads: usize,
         lookahead: usize,
         pacer: PacerConfig,
     ) -> Self {
-        let pacer = Pacer::new(pacer, workers.len());
+        // The pacer paces bulk work to the general workers' throughput: the
+        // critical lane takes no bulk partition, so counting its workers
+        // would divide the GPU time per partition by workers that never
+        // take one, and synthesis would outrun the GPUs (see `WorkerDone`).
+        let general = workers.iter().filter(|w| w.lane == Lane::General).count();
+        let pacer = Pacer::new(pacer, general);
         Self {
             peers,
             synthesis_threads: synthesis_threads.max(1),
-            workers: workers
-                .into_iter()
-                .map(|(id, addr)| WorkerSlot { id, addr, assigned: 0 })
-                .collect(),
+            workers,
             per_worker: 1 + lookahead,
             pending: BTreeMap::new(),
             in_synthesis: HashMap::new(),
@@ -98,7 +117,7 @@ impl Dispatcher {
             pacer,
             wake_scheduled: false,
             paced: false,
-            idle_cause: IdleCause::NoWork,
+            idle_causes: IdleCauses::NO_WORK,
             holding_queued: false,
         }
     }
@@ -129,7 +148,14 @@ impl Dispatcher {
         if self.reserving > 0 {
             return false;
         }
-        let at_workers: usize = self.workers.iter().map(|w| w.assigned).sum();
+        // Bulk partitions at the general workers: the lane's critical ones
+        // are outside the pipeline the pacer fills.
+        let at_workers: usize = self
+            .workers
+            .iter()
+            .filter(|w| w.lane == Lane::General)
+            .map(|w| w.assigned)
+            .sum();
         let (buffer, synthesizing) = (self.ready.len(), self.synthesizing());
         match self.pacer.admit(Instant::now(), buffer, synthesizing, at_workers + self.reserving) {
             Admission::Now => true,
@@ -180,22 +206,51 @@ impl Dispatcher {
             self.in_synthesis.insert(key, (job, None));
             self.reserving += 1;
         }
-        while !self.ready.is_empty() {
-            // The least-loaded worker, and among those the one on the
-            // least-loaded device, so that devices fill evenly.
-            let mut device_load = HashMap::<usize, usize>::new();
-            for w in &self.workers {
-                *device_load.entry(w.id.device).or_default() += w.assigned;
-            }
-            let Some(slot) = self
-                .workers
-                .iter_mut()
-                .filter(|w| w.assigned < self.per_worker)
-                .min_by_key(|w| (w.assigned, device_load[&w.id.device]))
-            else {
+        self.assign();
+        let causes = IdleCauses {
+            general: self.idle_cause(),
+            critical: self.critical_idle_cause(),
+        };
+        if causes != self.idle_causes {
+            self.idle_causes = causes;
+            self.peers.idle_cause.do_send(IdleCauseChanged {
+                causes,
+                at: Instant::now(),
+            });
+        }
+        if self.pending.is_empty() && self.in_pipeline() == 0 {
+            self.pacer.pipeline_empty();
+        }
+        telemetry::QueueDepths {
+            synthesis: self.pending.len(),
+            budget: self.reserving,
+            gpu: self.ready.len(),
+            synthesizing: self.synthesizing(),
+            proving: self.workers.iter().map(|w| w.assigned.min(1)).sum(),
+        }
+        .emit();
+    }
+
+    /// Hands synthesized partitions to workers with room, in queue order. A
+    /// partition with no worker for it (a bulk one while only the critical
+    /// lane has room) is passed over, so later ones still go; the walk is
+    /// over the GPU buffer, which the pacer keeps short.
+    fn assign(&mut self) {
+        let mut next = self.ready.keys().next().copied();
+        while let Some(order) = next {
+            if self.workers.iter().all(|w| w.assigned >= self.per_worker) {
                 break;
+            }
+            next = self
+                .ready
+                .range((Bound::Excluded(order), Bound::Unbounded))
+                .next()
+                .map(|(order, _)| *order);
+            let Some(slot) = self.slot_for(order.0 .0) else {
+                continue;
             };
-            let (order, (job, payload)) = self.ready.pop_first().expect("checked non-empty");
+            let (job, payload) = self.ready.remove(&order).expect("a key of ready");
+            let slot = &mut self.workers[slot];
             slot.assigned += 1;
             let handed_at = Instant::now();
             // The monitor hears first, so it never sees a span start for a
@@ -211,25 +266,57 @@ impl Dispatcher {
                 handed_at,
             });
         }
-        let cause = self.idle_cause();
-        if cause != self.idle_cause {
-            self.idle_cause = cause;
-            self.peers.idle_cause.do_send(IdleCauseChanged {
-                cause,
-                at: Instant::now(),
-            });
+    }
+
+    /// The worker a partition of `priority` goes to, if one has room: a
+    /// critical one to the critical lane first, then to a general worker;
+    /// any other to a general worker only. Within a lane, the least-loaded
+    /// worker, and among those the one on the least-loaded device, so that
+    /// devices fill evenly.
+    fn slot_for(&self, priority: Priority) -> Option<usize> {
+        let mut device_load = HashMap::<usize, usize>::new();
+        for w in &self.workers {
+            *device_load.entry(w.id.device).or_default() += w.assigned;
         }
-        if self.pending.is_empty() && self.in_pipeline() == 0 {
-            self.pacer.pipeline_empty();
+        let lanes: &[Lane] = if priority == Priority::Critical {
+            &[Lane::Critical, Lane::General]
+        } else {
+            &[Lane::General]
+        };
+        lanes.iter().find_map(|&lane| {
+            self.workers
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| w.lane == lane && w.assigned < self.per_worker)
+                .min_by_key(|(_, w)| (w.assigned, device_load[&w.id.device]))
+                .map(|(slot, _)| slot)
+        })
+    }
+
+    /// What a critical-lane worker with nothing in its mailbox waits for:
+    /// the general rule over critical work alone (never paced: the pacer
+    /// holds no critical partition). Critical work sorts first in every
+    /// queue, so the heads say whether any is ready or queued.
+    fn critical_idle_cause(&self) -> IdleCause {
+        let critical = |order: Option<&QueueOrder>| order.is_some_and(|o| o.0 .0 == Priority::Critical);
+        let mut synthesizing = false;
+        let mut reserving = false;
+        for (job, since) in self.in_synthesis.values() {
+            if job.priority == Priority::Critical {
+                synthesizing |= since.is_some();
+                reserving |= since.is_none();
+            }
         }
-        telemetry::QueueDepths {
-            synthesis: self.pending.len(),
-            budget: self.reserving,
-            gpu: self.ready.len(),
-            synthesizing: self.synthesizing(),
-            proving: self.workers.iter().map(|w| w.assigned.min(1)).sum(),
+        if critical(self.ready.keys().next()) {
+            IdleCause::Handoff
+        } else if synthesizing || critical(self.pending.keys().next()) {
+            // Queued critical work waits only for a synthesis thread.
+            IdleCause::Synthesis
+        } else if reserving {
+            IdleCause::Budget
+        } else {
+            IdleCause::NoWork
         }
-        .emit();
     }
 
     /// What a GPU worker with nothing in its mailbox waits for. When several
@@ -344,10 +431,15 @@ impl Handler<WorkerDone> for Dispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: WorkerDone, ctx: &mut Context<Self>) {
+        let mut lane = Lane::General;
         if let Some(slot) = self.workers.get_mut(msg.slot) {
             slot.assigned = slot.assigned.saturating_sub(1);
+            lane = slot.lane;
         }
-        if let Some(busy) = msg.busy {
+        // Only the general workers' GPU time feeds the pacer: a critical
+        // partition (small, and on a worker bulk work never reaches) says
+        // nothing about the rate at which bulk partitions leave the buffer.
+        if let (Some(busy), Lane::General) = (msg.busy, lane) {
             self.pacer.record_gpu(busy);
             self.pacer.update(self.ready.len(), self.synthesizing());
         }

@@ -31,7 +31,7 @@ pub mod worker_monitor;
 pub use backend::{Backend, Finished, Payload, Phases, Started, Synthesized};
 pub use error::{ErrorKind, StageError};
 pub use model::{
-    Abandonment, JobId, JobSpec, NewJob, PartitionKey, Priority, RecordedRequest, Reservation, Stage, Tenant,
-    TenantScope, WorkerId,
+    Abandonment, JobId, JobSpec, Lane, NewJob, PartitionKey, Priority, RecordedRequest, Reservation, Stage,
+    Tenant, TenantScope, WorkerId,
 };
 pub use system::{ProvingSystem, SystemConfig};

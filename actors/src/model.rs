@@ -328,6 +328,18 @@ pub struct WorkerId {
     pub worker: usize,
 }
 
+/// Which partitions a GPU worker takes. A device's critical workers run
+/// beside its general ones, so a critical partition starts at once instead
+/// of behind the partitions the general workers hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    /// Any partition.
+    General,
+    /// `Priority::Critical` partitions only.
+    Critical,
+}
+
 impl fmt::Display for WorkerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "gpu{}/w{}", self.device, self.worker)

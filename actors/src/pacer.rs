@@ -85,6 +85,10 @@ pub struct PacerStatus {
 
 pub struct Pacer {
     config: PacerConfig,
+    /// The GPU workers that drain the buffer: the general lane only. The
+    /// critical lane's workers take no bulk partition, so they neither
+    /// divide the GPU time per partition nor feed `record_gpu` (the
+    /// dispatcher keeps both to the general lane).
     workers: usize,
     busy_sum: Duration,
     busy_count: u64,

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::backend::Backend;
 use crate::budget::{self, BudgetManager};
-use crate::dispatcher::{self, Dispatcher, Peers};
+use crate::dispatcher::{self, Dispatcher, Peers, WorkerSlot};
 use crate::finalizer::Finalizer;
 use crate::gpu_worker::{self, GpuWorker};
 use crate::mailbox::mailbox;
@@ -16,7 +16,7 @@ use crate::messages::{
     BudgetStatus, GetBudgetStatus, GetQueueStatus, GetTrackerStatus, GetWorkers, QueueStatus,
     SetResident, TrackerPort, TrackerStatus, WorkerReport,
 };
-use crate::model::WorkerId;
+use crate::model::{Lane, WorkerId};
 use crate::pacer::PacerConfig;
 use crate::store::Persistence;
 use crate::synthesis::SynthesisWorker;
@@ -28,6 +28,9 @@ pub struct SystemConfig {
     pub synthesis_threads: usize,
     pub finalizer_threads: usize,
     pub workers_per_device: usize,
+    /// Extra workers per device, after the general ones, that take only
+    /// critical partitions (0: none).
+    pub critical_workers_per_device: usize,
     /// Partitions queued in a GPU worker's mailbox behind the one it runs.
     pub gpu_lookahead: usize,
     pub budget_bytes: u64,
@@ -112,8 +115,12 @@ impl ProvingSystem {
 
         let mut worker_ids = Vec::new();
         let mut workers = Vec::new();
+        // The general workers first, then the critical lane's, numbered on.
+        let lanes: Vec<Lane> = std::iter::repeat_n(Lane::General, config.workers_per_device.max(1))
+            .chain(std::iter::repeat_n(Lane::Critical, config.critical_workers_per_device))
+            .collect();
         for device in 0..backend.devices().len() {
-            for worker in 0..config.workers_per_device.max(1) {
+            for (worker, &lane) in lanes.iter().enumerate() {
                 let id = WorkerId { device, worker };
                 let arbiter = Arbiter::new();
                 let worker = GpuWorker {
@@ -135,8 +142,8 @@ impl ProvingSystem {
                     worker
                 });
                 arbiters.push(arbiter);
-                worker_ids.push(id);
-                workers.push((id, addr.recipient()));
+                worker_ids.push((id, lane));
+                workers.push(WorkerSlot::new(id, lane, addr.recipient()));
             }
         }
 

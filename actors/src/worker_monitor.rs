@@ -1,7 +1,8 @@
 //! The WorkerMonitor: accounts for every second of every GPU worker. A worker
 //! is either proving a partition or idle, and every idle interval carries one
-//! cause. The dispatcher reports the cause an idle worker would wait for
-//! (it alone knows the queues) and each hand-off of a partition; the workers
+//! cause. The dispatcher reports the cause an idle worker of each lane would
+//! wait for (it alone knows the queues) and each hand-off of a partition;
+//! the workers
 //! report their spans. The monitor keeps a bounded timeline per worker,
 //! advances the busy and idle counters while time passes (not only when a
 //! partition ends), and answers `/v1/workers` and `/v1/timeline`.
@@ -18,10 +19,10 @@ use actix::prelude::*;
 
 use crate::backend::Phases;
 use crate::messages::{
-    GetTimeline, GetWorkers, HandOverDropped, HandedOver, IdleCauseChanged, SpanFinished,
-    SpanReport, SpanStarted, SubscribeSpans, TimelineEntry, WorkerReport,
+    GetTimeline, GetWorkers, HandOverDropped, HandedOver, IdleCauseChanged, IdleCauses,
+    SpanFinished, SpanReport, SpanStarted, SubscribeSpans, TimelineEntry, WorkerReport,
 };
-use crate::model::{Activity, IdleCause, PartitionKey, WorkerId};
+use crate::model::{Activity, IdleCause, Lane, PartitionKey, WorkerId};
 use crate::telemetry;
 use crate::time::{ms, WallClock};
 
@@ -36,15 +37,18 @@ pub const UTILIZATION_WINDOW: Duration = Duration::from_secs(60);
 
 pub struct WorkerMonitor {
     clock: WallClock,
-    /// The cause the dispatcher last reported for a worker with nothing
-    /// handed to it.
-    cause: IdleCause,
+    /// The causes the dispatcher last reported for a worker with nothing
+    /// handed to it, one per lane.
+    causes: IdleCauses,
     workers: BTreeMap<WorkerId, WorkerAccount>,
     subscribers: Vec<Recipient<SpanFinished>>,
 }
 
 struct WorkerAccount {
     id: WorkerId,
+    /// Which of the dispatcher's idle causes applies to it, and what the
+    /// views show.
+    lane: Lane,
     /// This worker's time is accounted up to here.
     accounted_to: Instant,
     activity: Activity,
@@ -81,9 +85,10 @@ enum SegmentKind {
 }
 
 impl WorkerAccount {
-    fn new(id: WorkerId, now: Instant, cause: IdleCause) -> Self {
+    fn new(id: WorkerId, lane: Lane, now: Instant, cause: IdleCause) -> Self {
         Self {
             id,
+            lane,
             accounted_to: now,
             activity: Activity::Idle(cause),
             activity_since: now,
@@ -151,18 +156,18 @@ impl WorkerAccount {
         self.activity_since = at;
     }
 
-    /// The cause this worker is idle for, given the dispatcher's cause.
-    fn idle_cause(&self, global: IdleCause) -> IdleCause {
+    /// The cause this worker is idle for, given the dispatcher's causes.
+    fn idle_cause(&self, causes: IdleCauses) -> IdleCause {
         if self.handed_over > 0 {
             IdleCause::Handoff
         } else {
-            global
+            causes.of(self.lane)
         }
     }
 
-    fn settle_idle_cause(&mut self, global: IdleCause, at: Instant) {
+    fn settle_idle_cause(&mut self, causes: IdleCauses, at: Instant) {
         if matches!(self.activity, Activity::Idle(_)) {
-            self.switch(Activity::Idle(self.idle_cause(global)), at);
+            self.switch(Activity::Idle(self.idle_cause(causes)), at);
         }
     }
 
@@ -195,19 +200,20 @@ impl WorkerAccount {
 }
 
 impl WorkerMonitor {
-    pub fn new(workers: impl IntoIterator<Item = WorkerId>) -> Self {
+    /// `workers`: every GPU worker with its lane.
+    pub fn new(workers: impl IntoIterator<Item = (WorkerId, Lane)>) -> Self {
         let clock = WallClock::now();
-        let cause = IdleCause::NoWork;
+        let causes = IdleCauses::NO_WORK;
         let workers = workers
             .into_iter()
-            .map(|id| (id, WorkerAccount::new(id, clock.instant(), cause)))
+            .map(|(id, lane)| (id, WorkerAccount::new(id, lane, clock.instant(), causes.of(lane))))
             .collect::<BTreeMap<_, _>>();
-        for id in workers.keys() {
-            telemetry::WorkerRegistered { worker: *id, activity: Activity::Idle(cause) }.emit();
+        for account in workers.values() {
+            telemetry::WorkerRegistered { worker: account.id, activity: account.activity }.emit();
         }
         Self {
             clock,
-            cause,
+            causes,
             workers,
             subscribers: Vec::new(),
         }
@@ -236,6 +242,7 @@ impl WorkerMonitor {
             id: account.id.to_string(),
             device: account.id.device,
             worker: account.id.worker,
+            lane: account.lane,
             state,
             idle_cause: cause,
             job: account.proving.as_ref().map(|k| k.job.0.clone()),
@@ -255,12 +262,12 @@ impl WorkerMonitor {
                 .rev()
                 .filter(|s| matches!(s.kind, SegmentKind::Busy { .. }))
                 .take(spans)
-                .map(|s| self.entry(account.id, s, false))
+                .map(|s| self.entry(account, s, false))
                 .collect(),
         }
     }
 
-    fn entry(&self, worker: WorkerId, segment: &Segment, open: bool) -> TimelineEntry {
+    fn entry(&self, account: &WorkerAccount, segment: &Segment, open: bool) -> TimelineEntry {
         let (kind, cause, job, partition, ok, waited_ms, phases) = match &segment.kind {
             SegmentKind::Busy {
                 partition,
@@ -279,8 +286,9 @@ impl WorkerMonitor {
             SegmentKind::Idle(cause) => ("idle", Some(*cause), None, None, None, None, Vec::new()),
         };
         TimelineEntry {
-            device: worker.device,
-            worker: worker.worker,
+            device: account.id.device,
+            worker: account.id.worker,
+            lane: account.lane,
             kind,
             cause,
             job,
@@ -339,9 +347,9 @@ impl Handler<IdleCauseChanged> for WorkerMonitor {
     type Result = ();
 
     fn handle(&mut self, msg: IdleCauseChanged, _: &mut Context<Self>) {
-        self.cause = msg.cause;
+        self.causes = msg.causes;
         for account in self.workers.values_mut() {
-            account.settle_idle_cause(msg.cause, msg.at);
+            account.settle_idle_cause(msg.causes, msg.at);
         }
     }
 }
@@ -353,7 +361,7 @@ impl Handler<HandedOver> for WorkerMonitor {
         if let Some(account) = self.workers.get_mut(&msg.worker) {
             account.advance(msg.at);
             account.handed_over += 1;
-            account.settle_idle_cause(self.cause, msg.at);
+            account.settle_idle_cause(self.causes, msg.at);
         }
     }
 }
@@ -365,7 +373,7 @@ impl Handler<HandOverDropped> for WorkerMonitor {
         if let Some(account) = self.workers.get_mut(&msg.worker) {
             account.advance(msg.at);
             account.handed_over = account.handed_over.saturating_sub(1);
-            account.settle_idle_cause(self.cause, msg.at);
+            account.settle_idle_cause(self.causes, msg.at);
         }
     }
 }
@@ -413,7 +421,7 @@ impl WorkerMonitor {
             Activity::Proving => account.activity_since,
             Activity::Idle(_) => msg.start,
         };
-        let idle = Activity::Idle(account.idle_cause(self.cause));
+        let idle = Activity::Idle(account.idle_cause(self.causes));
         account.switch(idle, msg.end);
         account.idle_since = Some(account.activity_since);
         account.proving = None;
@@ -467,10 +475,10 @@ impl Handler<GetTimeline> for WorkerMonitor {
                     .segments
                     .iter()
                     .filter(|s| overlapping(s))
-                    .map(|s| self.entry(account.id, s, false)),
+                    .map(|s| self.entry(account, s, false)),
             );
             if let Some(open) = Self::open_segment(account, now).filter(overlapping) {
-                entries.push(self.entry(account.id, &open, true));
+                entries.push(self.entry(account, &open, true));
             }
         }
         entries.sort_by(|a, b| a.start_unix_ms.total_cmp(&b.start_unix_ms));

@@ -2,6 +2,8 @@
 //! every finalizer thread stuck and the tracker flooded with status queries,
 //! the workers still prove every synthesized partition.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -9,8 +11,8 @@ use std::time::{Duration, Instant};
 use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::messages::{GetTrackerStatus, SubmitJob};
 use cuzk_actors::{
-    Backend, Finished, StageError, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, Started,
-    Synthesized, SystemConfig,
+    Backend, Finished, StageError, JobSpec, Payload, Priority, ProvingSystem, Reservation, Started, Synthesized,
+    SystemConfig,
 };
 
 #[derive(Default)]
@@ -56,6 +58,7 @@ fn gpu_workers_prove_on_while_finalizers_are_stuck_and_status_is_flooded() {
                 synthesis_threads: 2,
                 finalizer_threads: 2,
                 workers_per_device: 2,
+                critical_workers_per_device: 0,
                 gpu_lookahead: 1,
                 budget_bytes: 1 << 40,
                 pacer: PacerConfig::default(),
@@ -63,20 +66,7 @@ fn gpu_workers_prove_on_while_finalizers_are_stuck_and_status_is_flooded() {
             },
             backend.clone(),
         );
-        let job = NewJob {
-            id: JobId("stuck".into()),
-            priority: Priority::Normal,
-            partitions: PARTITIONS,
-            circuit: "test".into(),
-            circuit_id: "test".into(),
-            reservation: Reservation { abc_bytes: 1, retained_bytes: 1 },
-            idempotency_key: None,
-            tenant: cuzk_actors::Tenant::default(),
-            tenant_max_unfinished: None,
-            deadline: None,
-            work: Arc::new(()),
-            request: None,
-        };
+        let job = common::job("stuck", Priority::Normal, PARTITIONS, Reservation { abc_bytes: 1, retained_bytes: 1 });
         system.tracker.send(SubmitJob(job)).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut queries = 0;

@@ -200,6 +200,9 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
                 synthesis_threads,
                 finalizer_threads: 2,
                 workers_per_device: 2,
+                // Critical jobs in the mix go through the lane: the invariants
+                // hold with it.
+                critical_workers_per_device: 1,
                 gpu_lookahead: 1,
                 budget_bytes: limit,
                 pacer: PacerConfig {

@@ -51,6 +51,7 @@ fn run(kind: ErrorKind) -> JobView {
             synthesis_threads: 1,
             finalizer_threads: 1,
             workers_per_device: 1,
+            critical_workers_per_device: 0,
             gpu_lookahead: 0,
             budget_bytes: 1 << 30,
             pacer: PacerConfig::default(),

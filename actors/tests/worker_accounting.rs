@@ -2,72 +2,26 @@
 //! wall time, the timeline has no holes or overlaps, and idle time lands on
 //! the cause that actually held the worker up.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::Timed;
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::messages::{GetJob, JobStatus, SubmitJob};
 use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
-use cuzk_actors::{
-    Backend, Finished, StageError, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
-    Started, Synthesized, SystemConfig,
-};
-
-/// Sleeps for fixed stage times: a stand-in whose timing the test controls.
-struct Timed {
-    synthesis: Duration,
-    prove: Duration,
-}
-
-impl Backend for Timed {
-    fn name(&self) -> &str {
-        "timed"
-    }
-    fn devices(&self) -> Vec<String> {
-        vec!["d0".into()]
-    }
-    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
-        std::thread::sleep(self.synthesis);
-        Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
-    }
-    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
-        std::thread::sleep(self.prove);
-        Ok(Started {
-            payload: Payload::new(()),
-            freed_bytes: 0,
-            phases: vec![("device", self.prove)],
-            device_active: Some(self.prove),
-        })
-    }
-    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
-        Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
-    }
-}
+use cuzk_actors::{JobId, Priority, ProvingSystem, Reservation, SystemConfig};
 
 const RESERVATION: Reservation = Reservation { abc_bytes: 1000, retained_bytes: 1000 };
-
-fn job(id: &str, partitions: u32) -> NewJob {
-    NewJob {
-        id: JobId(id.into()),
-        priority: Priority::Normal,
-        partitions,
-        circuit: "test".into(),
-        circuit_id: "test".into(),
-        reservation: RESERVATION,
-        idempotency_key: None,
-        tenant: cuzk_actors::Tenant::default(),
-        tenant_max_unfinished: None,
-        deadline: None,
-        request: None,
-        work: Arc::new(()),
-    }
-}
 
 fn config(budget_bytes: u64, pacer: PacerConfig) -> SystemConfig {
     SystemConfig {
         synthesis_threads: 2,
         finalizer_threads: 1,
         workers_per_device: 2,
+        // The lane worker too is accounted for, idle while no critical
+        // work exists.
+        critical_workers_per_device: 1,
         gpu_lookahead: 1,
         budget_bytes,
         pacer,
@@ -76,16 +30,8 @@ fn config(budget_bytes: u64, pacer: PacerConfig) -> SystemConfig {
 }
 
 async fn run_to_done(system: &ProvingSystem, id: &str, partitions: u32) {
-    system.tracker.send(SubmitJob(job(id, partitions))).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let view = system.tracker.send(GetJob(JobId(id.into()), cuzk_actors::TenantScope::All)).await.unwrap().unwrap();
-        if view.status == JobStatus::Done {
-            return;
-        }
-        assert!(Instant::now() < deadline, "job {id} did not finish: {:?}", view.status);
-        actix_rt::time::sleep(Duration::from_millis(10)).await;
-    }
+    common::submit(system, common::job(id, Priority::Normal, partitions, RESERVATION)).await;
+    common::wait_done(system, id).await;
 }
 
 fn idle_total(report: &WorkerReport) -> f64 {
@@ -98,10 +44,7 @@ fn by_worker(entries: &[TimelineEntry], worker: usize) -> Vec<&TimelineEntry> {
 
 #[test]
 fn busy_plus_idle_is_wall_time_and_the_timeline_is_gapless() {
-    let backend = Arc::new(Timed {
-        synthesis: Duration::from_millis(15),
-        prove: Duration::from_millis(10),
-    });
+    let backend = Arc::new(Timed::new(Duration::from_millis(15), Duration::from_millis(10)));
     actix_rt::System::new().block_on(async {
         let before_start = Instant::now();
         let system = ProvingSystem::start(config(1 << 40, PacerConfig::default()), backend);
@@ -168,10 +111,7 @@ fn busy_plus_idle_is_wall_time_and_the_timeline_is_gapless() {
 #[test]
 fn slow_synthesis_shows_as_synthesis_and_a_full_budget_as_budget() {
     // Synthesis is five times slower than proving: the workers wait for it.
-    let backend = Arc::new(Timed {
-        synthesis: Duration::from_millis(50),
-        prove: Duration::from_millis(5),
-    });
+    let backend = Arc::new(Timed::new(Duration::from_millis(50), Duration::from_millis(5)));
     actix_rt::System::new().block_on(async {
         let system = ProvingSystem::start(config(1 << 40, PacerConfig::default()), backend);
         run_to_done(&system, "slow-synthesis", 12).await;
@@ -185,10 +125,7 @@ fn slow_synthesis_shows_as_synthesis_and_a_full_budget_as_budget() {
     });
 
     // Memory for one partition at a time: the second worker waits for budget.
-    let backend = Arc::new(Timed {
-        synthesis: Duration::from_millis(2),
-        prove: Duration::from_millis(30),
-    });
+    let backend = Arc::new(Timed::new(Duration::from_millis(2), Duration::from_millis(30)));
     actix_rt::System::new().block_on(async {
         let system = ProvingSystem::start(config(RESERVATION.total(), PacerConfig::default()), backend);
         run_to_done(&system, "one-at-a-time", 10).await;
@@ -201,10 +138,7 @@ fn slow_synthesis_shows_as_synthesis_and_a_full_budget_as_budget() {
 
 #[test]
 fn a_pacer_holding_work_back_shows_as_paced() {
-    let backend = Arc::new(Timed {
-        synthesis: Duration::from_millis(1),
-        prove: Duration::from_millis(1),
-    });
+    let backend = Arc::new(Timed::new(Duration::from_millis(1), Duration::from_millis(1)));
     let pacer = PacerConfig {
         min_interval_ms: 100,
         ..PacerConfig::default()
@@ -231,19 +165,22 @@ fn a_pacer_holding_work_back_shows_as_paced() {
 /// spans must still sum to the busy counter. (CI once saw a 3 µs overlap.)
 #[actix::test]
 async fn a_start_reported_after_a_later_event_still_tiles() {
-    use cuzk_actors::messages::{HandedOver, IdleCauseChanged, SpanFinished, SpanReport, SpanStarted};
+    use cuzk_actors::messages::{
+        HandedOver, IdleCauseChanged, IdleCauses, SpanFinished, SpanReport, SpanStarted,
+    };
     use cuzk_actors::model::IdleCause;
     use cuzk_actors::worker_monitor::WorkerMonitor;
-    use cuzk_actors::{PartitionKey, WorkerId};
+    use cuzk_actors::{Lane, PartitionKey, WorkerId};
     use actix::Actor;
 
     let worker = WorkerId { device: 0, worker: 0 };
-    let monitor = WorkerMonitor::new([worker]).start();
+    let monitor = WorkerMonitor::new([(worker, Lane::General)]).start();
     let t0 = Instant::now();
     let at = |us: u64| t0 + Duration::from_micros(us);
     let key = PartitionKey { job: JobId("late".into()), index: 0 };
     monitor.send(HandedOver { worker, at: at(1_000) }).await.unwrap();
-    monitor.send(IdleCauseChanged { cause: IdleCause::Synthesis, at: at(1_010) }).await.unwrap();
+    let causes = IdleCauses { general: IdleCause::Synthesis, critical: IdleCause::NoWork };
+    monitor.send(IdleCauseChanged { causes, at: at(1_010) }).await.unwrap();
     let started = SpanStarted { worker, key: key.clone(), at: at(1_007) };
     monitor.send(SpanReport::Started(started)).await.unwrap();
     let finished = SpanFinished {

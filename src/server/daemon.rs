@@ -176,7 +176,7 @@ struct Checked {
 /// The refusals that come before anything starts: no tokens off loopback,
 /// unreadable TLS files, a metrics or gRPC address that cannot be listened
 /// on (or a gRPC listener its rules refuse), a fleet node name that cannot
-/// be a lease holder's.
+/// be a lease holder's, too many critical-lane workers.
 fn check_settings(config: &mut Config) -> Result<Checked, ServerError> {
     let mut gate = Gate::new(&mut config.auth, &config.listen)?;
     let tls = crate::tls::server_config(&config.tls)?;
@@ -200,6 +200,7 @@ fn check_settings(config: &mut Config) -> Result<Checked, ServerError> {
         .as_ref()
         .map(|listen| crate::grpc::bind(listen, tls.as_ref(), tokens, config.auth.insecure))
         .transpose()?;
+    config.scheduler.critical_workers()?;
     // A PostgreSQL store makes this daemon a node of the fleet on it.
     let node = match &config.store.url {
         Some(_) => Some(config.fleet.node_name()?),
@@ -281,6 +282,7 @@ fn start_actors(
             synthesis_threads: config.synthesis_threads(),
             finalizer_threads: config.scheduler.finalizer_threads,
             workers_per_device: config.scheduler.workers_per_device,
+            critical_workers_per_device: config.scheduler.critical_workers_per_device,
             gpu_lookahead: config.scheduler.gpu_lookahead,
             budget_bytes: config.budget_bytes(),
             pacer: config.scheduler.pacer.clone(),

@@ -10,15 +10,41 @@ use actix::prelude::*;
 use serde::Serialize;
 
 use crate::backend::Phases;
-use crate::model::{IdleCause, PartitionKey, WorkerId};
+use crate::model::{IdleCause, Lane, PartitionKey, WorkerId};
 
 /// The dispatcher's view changed: what an idle worker with nothing handed to
-/// it now waits for.
+/// it now waits for, per lane.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct IdleCauseChanged {
-    pub cause: IdleCause,
+    pub causes: IdleCauses,
     pub at: Instant,
+}
+
+/// What an idle worker of each lane waits for. A critical worker's cause
+/// is computed over critical work only: bulk work queued is no reason for
+/// it to be idle, since it would not take it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdleCauses {
+    /// Over all work.
+    pub general: IdleCause,
+    /// Over `Priority::Critical` work.
+    pub critical: IdleCause,
+}
+
+impl IdleCauses {
+    /// Before any work: nothing to wait for in either lane.
+    pub const NO_WORK: IdleCauses = IdleCauses {
+        general: IdleCause::NoWork,
+        critical: IdleCause::NoWork,
+    };
+
+    pub fn of(self, lane: Lane) -> IdleCause {
+        match lane {
+            Lane::General => self.general,
+            Lane::Critical => self.critical,
+        }
+    }
 }
 
 /// The dispatcher handed a partition to a worker's mailbox.
@@ -97,6 +123,8 @@ pub struct WorkerReport {
     pub id: String,
     pub device: usize,
     pub worker: usize,
+    /// Which partitions it takes: "general" (any) or "critical".
+    pub lane: Lane,
     /// "proving" or "idle".
     pub state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,6 +149,8 @@ pub struct WorkerReport {
 pub struct TimelineEntry {
     pub device: usize,
     pub worker: usize,
+    /// The worker's lane: "general" or "critical".
+    pub lane: Lane,
     /// "busy" or "idle".
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]

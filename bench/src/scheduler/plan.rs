@@ -120,6 +120,10 @@ impl Plan {
                 synthesis_threads: self.synthesis_threads,
                 finalizer_threads: self.finalizer_threads,
                 workers_per_device: self.args.workers_per_device,
+                // The workers are the plan's (`--workers-per-device`): no
+                // critical lane, so the figures (a critical profile's too)
+                // stay comparable with runs from before it existed.
+                critical_workers_per_device: 0,
                 budget: Budget::Bytes(self.budget_bytes),
                 pacer: PacerConfig {
                     enabled: !self.args.no_pacer,
