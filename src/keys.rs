@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error;
 use std::fs;
 use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -154,6 +155,10 @@ pub enum Preparation {
 pub struct KeyStore {
     /// `<data_dir>/keys`: each shape's `.pk` and `.vk` files.
     dir: PathBuf,
+    /// `dir`'s permissions at start: a directory removed while the daemon
+    /// runs is created again with them (`make_dir`), not with the umask's,
+    /// so that an operator's narrower mode survives the removal.
+    dir_permissions: fs::Permissions,
     /// Each circuit's key once prepared (or why not), by circuit id.
     slots: Mutex<HashMap<String, Slot>>,
     /// Shapes being prepared on their own threads and parameter files
@@ -188,9 +193,13 @@ impl KeyStore {
 
     fn with_shared(data_dir: &Path, shared: Option<SharedKeys>) -> Result<Self, OpenError> {
         let dir = data_dir.join("keys");
-        fs::create_dir_all(&dir).map_err(|error| OpenError::Dir { path: dir.clone(), error })?;
+        let dir_permissions = fs::create_dir_all(&dir)
+            .and_then(|_| fs::metadata(&dir))
+            .map_err(|error| OpenError::Dir { path: dir.clone(), error })?
+            .permissions();
         Ok(Self {
             dir,
+            dir_permissions,
             slots: Mutex::new(HashMap::new()),
             preparing: Mutex::default(),
             resident_watch: OnceLock::new(),
@@ -539,6 +548,7 @@ impl KeyStore {
         key: &SharedKey,
         instance: impl Fn() -> Box<dyn CircuitInstance>,
     ) -> Result<PreparedCircuit, KeyError> {
+        self.make_dir().map_err(failed)?;
         let pk_path = self.pk_path(id);
         if file_sha256(&pk_path).ok() != Some(key.pk_sha256) {
             log::info!("copying the fleet's key for {id} ({} bytes)", key.pk_bytes);
@@ -559,8 +569,39 @@ impl KeyStore {
             .pk
             .serialize_uncompressed(&mut pk)
             .map_err(|error| PrepareError::Serialize { id: id.clone(), error })?;
+        self.make_dir()?;
         write_atomically(&self.pk_path(id), &pk)?;
         write_atomically(&self.vk_path(id), &vk_bytes(id, &prepared.pk.vk)?)
+    }
+
+    /// Creates the key directory again, with its permissions at start, if
+    /// it was removed while the daemon runs (with the data directory, say:
+    /// the job store writes itself back there, `store/open.rs`), so that
+    /// the next key written does not fail. Keys that went with it are set
+    /// up again when a job needs one that is not in memory.
+    fn make_dir(&self) -> Result<(), PrepareError> {
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        let error = |error| PrepareError::File { doing: "create", path: self.dir.clone(), error };
+        if let Some(parent) = self.dir.parent() {
+            fs::create_dir_all(parent).map_err(error)?;
+        }
+        // Made with the mode (less the umask) from the start, then set to
+        // exactly it: never wider than it is to be, even for a moment.
+        match fs::DirBuilder::new().mode(self.dir_permissions.mode()).create(&self.dir) {
+            Ok(()) => {
+                fs::set_permissions(&self.dir, self.dir_permissions.clone()).map_err(error)?;
+                log::warn!(
+                    "the key directory {} was gone; created it again (a key it held is set up, in a fleet copied, again when a job needs it)",
+                    self.dir.display()
+                );
+                Ok(())
+            }
+            // Another setup's thread made it meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && self.dir.is_dir() => Ok(()),
+            Err(e) => Err(error(e)),
+        }
     }
 }
 

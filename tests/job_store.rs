@@ -504,6 +504,80 @@ mod redb_only {
         assert_eq!(jobs[0].proofs[&0], proof(0x40));
         store.close().unwrap();
     }
+
+    /// A tmpfs of a few MiB at a temporary directory, unmounted when
+    /// dropped: a disk that fills up. None where mounting is not allowed.
+    struct SmallFs(tempfile::TempDir);
+
+    impl SmallFs {
+        fn mount(mib: u32) -> Option<Self> {
+            let dir = tempfile::tempdir().unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+                .arg(dir.path())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success());
+            mounted.then_some(Self(dir))
+        }
+
+        /// Writes a file until the filesystem is full; returns its path.
+        fn fill(&self) -> std::path::PathBuf {
+            use std::io::Write;
+            let path = self.0.path().join("filler");
+            let mut file = std::fs::File::create(&path).unwrap();
+            while file.write_all(&[0xaa; 64 << 10]).and_then(|_| file.sync_all()).is_ok() {}
+            path
+        }
+    }
+
+    impl Drop for SmallFs {
+        fn drop(&mut self) {
+            // Lazily: a store a failed assertion left open does not keep it.
+            let _ = std::process::Command::new("umount").arg("-l").arg(self.0.path()).status();
+        }
+    }
+
+    /// A commit that fails (a full disk) drops redb's handle, which must be
+    /// reopened; the data directory removed before that: the file that
+    /// holds the acknowledged jobs is reopened through the store's own
+    /// descriptor and written back, not lost with the last handle on it
+    /// (an empty store was created at the path once it could be).
+    #[test]
+    fn a_failed_commit_then_the_directory_removed_loses_no_acknowledged_job() {
+        let Some(fs) = SmallFs::mount(16) else {
+            eprintln!("skipped: cannot mount a tmpfs here");
+            return;
+        };
+        let (store, dir) = open_in_data_dir(fs.0.path());
+        let filler = fs.fill();
+        let mut large = record("large", 2);
+        large.request = "x".repeat(1 << 20);
+        let refused = store.write(StoreWrite::Accepted(large)).wait_blocking();
+        assert!(refused.is_err(), "a new job whose record does not fit is refused");
+        assert!(store.health().failing.is_some());
+
+        std::fs::remove_dir_all(&dir).unwrap();
+        let job = JobId("acked".into());
+        let proved = store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(0x41), detail: None });
+        std::fs::remove_file(&filler).unwrap();
+        let started = Instant::now();
+        while store.health().failing.is_some() {
+            assert!(started.elapsed().as_secs() < 10, "never written back: {:?}", store.health());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        proved.wait_blocking().expect("written once the store is back at its path");
+        let incidents = store.health().incidents;
+        assert!(incidents.iter().any(|i| i.contains("was removed")), "{incidents:?}");
+        assert!(incidents.iter().any(|i| i.contains("(1 records")), "{incidents:?}");
+        store.close().unwrap();
+
+        let store = RedbJobStore::open(&dir.join("jobs.redb")).unwrap();
+        let jobs = store.load().unwrap();
+        assert_eq!(jobs.iter().map(|j| j.record.id.0.as_str()).collect::<Vec<_>>(), ["acked"]);
+        assert_eq!(jobs[0].proofs[&0], proof(0x41));
+        store.close().unwrap();
+    }
 }
 
 /// What only the PostgreSQL store has. The URL tests need no database.

@@ -72,3 +72,34 @@ fn other_shapes_are_proved_while_a_setup_runs_on_its_own_thread() {
     // Waiting for the key used no attempt.
     assert_eq!(large_done["partitions"][0]["attempts"], 1, "{large_done}");
 }
+
+#[test]
+fn a_key_directory_removed_while_running_is_created_again_with_its_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+
+    // The operator's narrower mode, which the daemon finds at start.
+    let mut keys = std::path::PathBuf::new();
+    let d = start_with(|c| {
+        keys = c.data_dir.join("keys");
+        std::fs::create_dir(&keys).unwrap();
+        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o710)).unwrap();
+    });
+    let first = d.post("/v1/jobs", &mimc(4, 1)).1["id"].as_str().unwrap().to_string();
+    assert_eq!(d.wait(&first, Duration::from_secs(60))["status"], "done");
+    assert!(keys.join("mimc-chain-k4.pk").exists());
+
+    std::fs::remove_dir_all(&keys).unwrap();
+    // A shape not set up yet: its key is written to the missing directory.
+    let (status, answer) = d.post("/v1/jobs", &mimc(5, 2));
+    assert_eq!(status, 202, "{answer}");
+    let done = d.wait(answer["id"].as_str().unwrap(), Duration::from_secs(60));
+    assert_eq!(done["status"], "done", "{done}");
+    assert!(keys.join("mimc-chain-k5.pk").exists() && keys.join("mimc-chain-k5.vk").exists());
+    let mode = std::fs::metadata(&keys).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o710, "recreated as {mode:o}");
+    // The shape set up before the removal is still proved (its key is in
+    // memory), and its verifying key still served.
+    let again = d.post("/v1/jobs", &mimc(4, 3)).1["id"].as_str().unwrap().to_string();
+    assert_eq!(d.wait(&again, Duration::from_secs(60))["status"], "done");
+    assert_eq!(d.get("/v1/circuits/mimc-chain-k4/vk").0, 200);
+}

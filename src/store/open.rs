@@ -149,8 +149,44 @@ pub struct FileIdentity {
 impl FileIdentity {
     /// The identity of the file at `path` now.
     pub fn of(path: &Path) -> io::Result<Self> {
-        let meta = fs::metadata(path)?;
-        Ok(Self { dev: meta.dev(), ino: meta.ino() })
+        Ok(Self::from(&fs::metadata(path)?))
+    }
+}
+
+impl From<&fs::Metadata> for FileIdentity {
+    fn from(meta: &fs::Metadata) -> Self {
+        Self { dev: meta.dev(), ino: meta.ino() }
+    }
+}
+
+/// The open store's file, held by a descriptor of the daemon's own beside
+/// redb's. After a failed commit redb must be reopened (it refuses every
+/// later transaction of the handle that saw an I/O error), and dropping
+/// that handle closes its descriptor: with the path removed meanwhile, or
+/// replaced, reopening the path would lose (or never find) the file that
+/// holds every acknowledged job. Reopening this file instead keeps it, to
+/// be written back to the path like any file that left it.
+pub struct HeldFile {
+    /// The descriptor: redb's closes with its handle, this one only when
+    /// another file is held instead.
+    file: fs::File,
+    /// Which file it is, to compare the path with.
+    pub identity: FileIdentity,
+}
+
+impl HeldFile {
+    /// Holds the file at `path`, just opened or written by redb.
+    pub fn open(path: &Path) -> Result<Self, FileError> {
+        let file = fs::OpenOptions::new().read(true).write(true).open(path).map_err(io_error("open", path))?;
+        let meta = file.metadata().map_err(io_error("look at", path))?;
+        Ok(Self { identity: FileIdentity::from(&meta), file })
+    }
+
+    /// A new redb handle on the held file, wherever its path points now.
+    /// Only once the previous handle is dropped: redb locks the file while
+    /// a handle is open.
+    pub fn reopen(&self) -> Result<Database, RedbError> {
+        Ok(Database::builder().create_file(self.file.try_clone()?)?)
     }
 }
 
@@ -158,8 +194,9 @@ impl FileIdentity {
 pub struct WrittenBack {
     /// The copy, now at the path: the database to write from here on.
     pub db: Database,
-    /// The copy's identity, to compare the path with from here on.
-    pub identity: FileIdentity,
+    /// The copy's file, held (its identity compared with the path) from
+    /// here on.
+    pub held: HeldFile,
     /// What was done, for `/v1/status`.
     pub incident: String,
 }
@@ -186,18 +223,20 @@ pub fn write_back(db: &Database, path: &Path) -> Result<WrittenBack, FileError> 
     let redb_error = |error: RedbError| FileError::Redb { path: staging.clone(), error };
     let copy = Database::create(&staging).map_err(|e| redb_error(e.into()))?;
     let count = copy_rows(db, &copy).map_err(redb_error)?;
+    // Held before the rename, so that it is the copy whatever happens to
+    // the path after.
+    let held = HeldFile::open(&staging)?;
     fs::rename(&staging, path).map_err(io_error("rename the copy to", path))?;
     fs::File::open(dir)
         .and_then(|dir| dir.sync_all())
         .map_err(io_error("sync the directory of", path))?;
     write_marker(path)?;
-    let identity = FileIdentity::of(path).map_err(io_error("look at", path))?;
     let incident = format!(
         "a copy of the open job store ({count} records, every job acknowledged until now) was written back to {}{}; new jobs are taken again",
         path.display(),
         found.map(|aside| format!("; the file found there was moved to {}", aside.display())).unwrap_or_default()
     );
-    Ok(WrittenBack { db: copy, identity, incident })
+    Ok(WrittenBack { db: copy, held, incident })
 }
 
 /// Copies every row, sealed as it is, from one database to another in one

@@ -2,7 +2,9 @@
 //! crash-safe (copy-on-write pages with a checksummed commit), no server.
 //! Each transaction of the shared writer (`store.rs`) is one fsync; after a
 //! failed commit the database is reopened (redb refuses every later
-//! transaction of a handle that saw an I/O error). `store/rows.rs` seals
+//! transaction of a handle that saw an I/O error), on the file it was
+//! writing, held by a descriptor of its own, not on the path, which may no
+//! longer name that file (below). `store/rows.rs` seals
 //! every row with a checksum; `store/open.rs` handles a file found damaged
 //! or missing.
 //!
@@ -24,7 +26,7 @@ use cuzk_actors::time::unix_ms;
 use cuzk_actors::{JobId, Stage};
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::open::{Damage, FileError, FileIdentity, Panicked, RedbError};
+use super::open::{Damage, FileError, FileIdentity, HeldFile, Panicked, RedbError};
 use super::rows::{self, Row, RowDamage, ROWS};
 use super::{open, without_request, Engine, OpenError, RedbJobStore, PROBE_BYTES};
 use crate::telemetry::StoreDamageKind;
@@ -75,8 +77,8 @@ impl RedbJobStore {
         let path = path.to_path_buf();
         super::start(move || {
             let opened = open::open(&path)?;
-            let identity = FileIdentity::of(&path).ok();
-            let file = RedbFile { db: Some(opened.db), path, damaged: None, identity, departed: None, incidents: Vec::new() };
+            let held = HeldFile::open(&path)?;
+            let file = RedbFile { db: Some(opened.db), path, damaged: None, held, departed: None, incidents: Vec::new() };
             Ok((file, opened.incidents))
         })
     }
@@ -92,10 +94,11 @@ pub struct RedbFile {
     /// its pages): it is not reopened, and every commit fails with this,
     /// until a restart checks and rebuilds it (`store/open.rs`).
     damaged: Option<StoreError>,
-    /// The open file's identity, taken when it was opened (or written
-    /// back): the path must still name it. None when the path could not be
-    /// looked at then; it is taken again at the next reopen.
-    identity: Option<FileIdentity>,
+    /// The open database's file (opened, written back, or rebuilt), held
+    /// by a descriptor of its own: the path must still name it, and after
+    /// a failed commit redb is reopened on it, not on the path, which may
+    /// name another file by then, or none.
+    held: HeldFile,
     /// How the open file left its path, from when that was noticed (and
     /// reported, once) until a copy is written back.
     departed: Option<Departure>,
@@ -142,6 +145,7 @@ impl Engine for RedbFile {
                 let (db, incident) = open::rebuild(&self.path, &cause).map_err(StoreError::unavailable)?;
                 incidents.push(incident);
                 self.db = Some(db);
+                self.held = HeldFile::open(&self.path).map_err(StoreError::unavailable)?;
                 // A file just written from intact rows.
                 self.read_and_repair(incidents).map_err(StoreError::unavailable)?
             }
@@ -169,22 +173,19 @@ impl RedbFile {
             return Err(why.clone());
         }
         if self.db.is_none() {
-            let db = open::unpanicked(|| Database::create(&self.path)).map_err(StoreError::unavailable)?;
+            let db = open::unpanicked(|| self.held.reopen()).map_err(StoreError::unavailable)?;
             self.db = Some(db.map_err(StoreError::unavailable)?);
-            self.identity = FileIdentity::of(&self.path).ok();
-        } else {
-            self.keep_at_path()?;
         }
-        Ok(self.db.as_ref().expect("just opened"))
+        self.keep_at_path()?;
+        Ok(self.db.as_ref().expect("open"))
     }
 
     /// Compares the path with the open file; when it names another file,
     /// or none, reports it (once) and writes the open database back there.
     /// Err while that cannot be done.
     fn keep_at_path(&mut self) -> Result<(), StoreError> {
-        let Some(identity) = self.identity else { return Ok(()) };
         let departure = match FileIdentity::of(&self.path) {
-            Ok(found) if found == identity => return Ok(()),
+            Ok(found) if found == self.held.identity => return Ok(()),
             Ok(_) => Departure::Replaced,
             Err(_) => Departure::Removed,
         };
@@ -209,7 +210,7 @@ impl RedbFile {
             .map_err(|cause| StoreError::unavailable(NotWrittenBack { path: self.path.clone(), departure, cause }))?;
         log::warn!("job store: {}", written.incident);
         self.incidents.push(written.incident);
-        self.identity = Some(written.identity);
+        self.held = written.held;
         self.departed = None;
         // The old file is no longer at any path the daemon reads: closing
         // it writes only to it.
