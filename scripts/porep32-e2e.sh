@@ -93,6 +93,7 @@ backend = "${BACKEND:-cuda}"
 [scheduler]
 synthesis_threads = ${SYNTH_THREADS:-0}
 budget = ${BUDGET:-\"auto\"}
+critical_workers_per_device = ${CRITICAL_WORKERS:-1}
 
 # The timing-only key's proofs do not verify: the finalizer must not check
 # them (their length is checked below instead).
