@@ -52,7 +52,7 @@ pub(crate) fn merkle_proof<P: MerkleProofTrait>(
     let (sub, top) = (P::SubTreeArity::to_usize(), P::TopTreeArity::to_usize());
     let upper: Vec<usize> = [sub, top].into_iter().filter(|&a| a > 0).collect();
     let base = expected - upper.len();
-    let arities = std::iter::repeat(P::Arity::to_usize()).take(base).chain(upper);
+    let arities = std::iter::repeat_n(P::Arity::to_usize(), base).chain(upper);
     for (level, ((siblings, index), arity)) in path.iter().zip(arities).enumerate() {
         if siblings.len() + 1 != arity || *index >= arity {
             return Err(Error::Invalid(format!(
