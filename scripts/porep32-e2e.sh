@@ -11,7 +11,8 @@
 # --features cuda, and optionally supraseal/supraseal-bench
 # (bench/supraseal/build.sh). Results under $OUT: the daemon's log, every
 # job's view, /v1/workers, the timeline (CSV), /metrics before and after, the
-# host's peak RSS and the disk used, and summary.md (also printed last).
+# host's peak RSS and the disk used, and summary.md (also printed last);
+# all but summary.md, daemon.log and jobs.json packed into run.tar.gz.
 #
 #   SIZE=32GiB JOBS=5 SYNTH_THREADS=0 bash scripts/porep32-e2e.sh
 #
@@ -47,6 +48,12 @@ DATA="$WORK/data"
 mkdir -p "$OUT" "$PARAMS" "$WORK"
 [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$DATA"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/steps.log"; }
+# The device tool brings back only a few files of $OUT: everything but the
+# summary, the daemon's log and the jobs goes into one archive at the end.
+bundle() {
+    (cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.md ! -name daemon.log ! -name jobs.json \
+        ! -name run.tar.gz -printf '%P\n' | tar -czf run.tar.gz -T - --remove-files) 2>/dev/null
+}
 seconds() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 
 log "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
@@ -140,6 +147,7 @@ if [ "${STOP_AFTER_PRELOAD:-0}" = 1 ]; then
     trap - EXIT
     du -sb "$DATA" "$PARAMS" "$WORK" | tee "$OUT/disk.txt"
     log "stopped after the preload; the inputs and data directory are kept for the next call"
+    bundle
     exit 0
 fi
 curl -s "localhost:$PORT/metrics" > "$OUT/metrics-before.txt"
@@ -283,4 +291,5 @@ try:
 except OSError:
     pass
 PY
+bundle
 [ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$WORK"
