@@ -229,7 +229,7 @@ fn setup_threads() -> std::collections::BTreeSet<String> {
 }
 
 /// A job accepted and still queued, its partition never having asked for
-/// the key (the one synthesis thread busy with another job), counts as
+/// the key (partitions of higher priority queued ahead of it), counts as
 /// waiting for its shape's setup: cancelling the job that started the setup
 /// leaves it running, and the queued job is proved with that one setup.
 /// Once every job of the shape is cancelled, queued ones included, the
@@ -245,12 +245,13 @@ fn a_queued_job_of_the_shape_keeps_its_setup_through_a_cancel_until_it_is_cancel
     let estimate = cuzk::keys::SetupCost::of(&shape).memory_bytes;
     let mut key_file = std::path::PathBuf::new();
     let d = start_with(|c| {
+        // One partition synthesized at a time: the queue drains slowly.
         c.scheduler.synthesis_threads = 1;
         c.scheduler.budget = Budget::Bytes(4 << 30);
         key_file = c.data_dir.join("keys").join(format!("{}.pk", shape.circuit_id));
     });
     let submit = |body: Value| d.post("/v1/jobs", &body).1["id"].as_str().unwrap().to_string();
-    let mimc = |seed, priority| {
+    let large = |seed, priority| {
         json!({"circuit": "mimc-chain", "params": {"log2_constraints": 16}, "seed": seed, "priority": priority})
     };
     // Jobs of higher priority queued ahead of the shape's second job keep
@@ -272,10 +273,10 @@ fn a_queued_job_of_the_shape_keeps_its_setup_through_a_cancel_until_it_is_cancel
     // a second job of the shape is queued behind them, not asking for the
     // key.
     let start_and_queue_behind = |seeds: (u64, u64)| {
-        let first = submit(mimc(seeds.0, "critical"));
+        let first = submit(large(seeds.0, "critical"));
         within(Duration::from_secs(30), "the setup starts", setup_counted);
         let holder = submit(ahead(seeds.0, 16));
-        let queued = submit(mimc(seeds.1, "low"));
+        let queued = submit(large(seeds.1, "low"));
         let (_, behind) = d.get(&format!("/v1/jobs/{queued}"));
         assert_eq!(behind["partitions"][0]["stage"], "queued", "{behind}");
         assert!(a_mimc_setup_runs());
@@ -312,9 +313,9 @@ fn a_queued_job_of_the_shape_keeps_its_setup_through_a_cancel_until_it_is_cancel
         if ahead_queued > 0 {
             held_for = cancelled.elapsed();
             // The queued job has not asked for the key (partitions ahead
-            // of it in the queue are still waiting): only its
-            // being expected keeps the setup, and its estimate in the
-            // budget until the key replaces it.
+            // of it in the queue are still waiting): only its being
+            // expected keeps the setup, and its estimate in the budget
+            // until the key replaces it.
             assert!(budget_in_use(&d).1 > small_key, "the setup stopped while a job of its shape was queued: {job}");
         }
         assert!(cancelled.elapsed() < Duration::from_secs(300), "{job}");
