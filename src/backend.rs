@@ -294,6 +294,16 @@ impl Backend for ProvingBackend {
         self.store.resident_bytes()
     }
 
+    /// A family job waits for its shape's key like the jobs whose
+    /// partitions asked for it: a cancel of the job that started the setup
+    /// leaves it running for this one (`KeyStore::expect`). A Filecoin
+    /// parameter file's load is never stopped, so its jobs need no count.
+    fn accepted(&self, job: &JobSpec) {
+        if let Ok(ProofJob::Family(work)) = Self::job(job) {
+            self.store.expect(&work.shape.circuit_id, &job.abandonment());
+        }
+    }
+
     fn prove_finish(
         &self,
         _job: &JobSpec,

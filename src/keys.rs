@@ -13,8 +13,10 @@
 //! setup can take minutes, and other shapes' partitions keep the synthesis
 //! threads meanwhile. While it runs, its estimated memory counts as resident,
 //! so the budget admits that much less. The jobs that asked for it are its
-//! waiters: once every one of them is abandoned (cancelled or failed) the
-//! setup stops at its next question (`kernels::setup`: at most
+//! waiters, and the shape's jobs accepted but not asking yet (queued:
+//! `KeyStore::expect`) are expected: once every waiter and every expected
+//! job is abandoned (cancelled or failed) the setup stops at its next
+//! question (`kernels::setup`: at most
 //! `SETUP_CHUNK` scalars of a multiplication, or one step, later) and its
 //! estimate stops counting at once.
 //!
@@ -56,6 +58,11 @@ const SETUP_BYTES_PER_CONSTRAINT: u64 = 2_900;
 /// Bytes of a proving key file per constraint: five G1 or G2 queries of
 /// about one element per variable (96-byte G1, 192-byte G2 uncompressed).
 const KEY_FILE_BYTES_PER_CONSTRAINT: u64 = 640;
+/// Jobs a shape keeps expected at most: past it the earliest is forgotten
+/// (a cancel may then stop a setup that job would still have asked for,
+/// as before queued jobs were expected). The queue limits bound unfinished
+/// jobs already; this bounds a shape's list without them.
+const EXPECTED_PER_SHAPE: usize = 4_096;
 
 /// A shape being set up or loaded on its own thread, or a Filecoin
 /// parameter file being loaded: counted as resident until it ends.
@@ -165,6 +172,14 @@ pub struct KeyStore {
     /// being loaded, with their estimated memory (counted as resident until
     /// they finish) and a setup's waiters.
     preparing: Mutex<HashMap<String, Preparing>>,
+    /// Jobs accepted for a shape whose key is not ready and that have not
+    /// asked for it yet (queued), by circuit id: a setup does not stop
+    /// while one of them is not abandoned, since it will ask soon. A job
+    /// leaves its list when it asks, a shape's list goes when its key is
+    /// ready or failed, and abandoned jobs are pruned as lists are read.
+    /// Locked only under `preparing`, so that a preparation's end and a
+    /// new expected job are ordered.
+    expected: Mutex<HashMap<String, Vec<Abandonment>>>,
     /// Told when the resident bytes change outside a synthesis (a setup or
     /// a load starting, ending or stopped, a key evicted): the budget, so
     /// that it admits by the current figure. Set once, by the server.
@@ -202,6 +217,7 @@ impl KeyStore {
             dir_permissions,
             slots: Mutex::new(HashMap::new()),
             preparing: Mutex::default(),
+            expected: Mutex::default(),
             resident_watch: OnceLock::new(),
             shared,
             unavailable: Mutex::default(),
@@ -229,11 +245,53 @@ impl KeyStore {
         self.preparing.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The expected jobs, taken only under `preparing` (its guard, passed
+    /// in, is the proof).
+    fn expected<'a>(
+        &'a self,
+        _preparing: &std::sync::MutexGuard<'_, HashMap<String, Preparing>>,
+    ) -> std::sync::MutexGuard<'a, HashMap<String, Vec<Abandonment>>> {
+        self.expected.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts an accepted job of `circuit_id` that has not asked for its
+    /// key yet (`job`: its abandonment) as expected by the shape's setup,
+    /// unless the key is ready. It takes only the store's short locks, never
+    /// a setup's time: the tracker calls it at intake. Every shape's
+    /// abandoned jobs are pruned when a shape's list is made, so the lists
+    /// hold only unfinished jobs (or ones finished without asking, which
+    /// only a fleet node's job proved elsewhere can be: bounded by
+    /// `EXPECTED_PER_SHAPE`, and gone when the shape's key is ready).
+    pub fn expect(&self, circuit_id: &str, job: &Abandonment) {
+        let preparing = self.preparing();
+        let ready = {
+            let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.get(circuit_id).is_some_and(|s| s.get().is_some())
+        };
+        if ready || job.is_set() {
+            return;
+        }
+        let mut expected = self.expected(&preparing);
+        if !expected.contains_key(circuit_id) {
+            expected.retain(|_, jobs| {
+                jobs.retain(|j| !j.is_set());
+                !jobs.is_empty()
+            });
+        }
+        let jobs = expected.entry(circuit_id.to_string()).or_default();
+        jobs.retain(|j| !j.is_set());
+        if jobs.len() >= EXPECTED_PER_SHAPE {
+            jobs.remove(0);
+        }
+        jobs.push(job.clone());
+    }
+
     /// The prepared circuit for a shape if it is ready; otherwise starts
     /// preparing it (loading its key file or setting it up) on a thread of
     /// its own, once, and answers `Pending`. `waiter` (the asking job) is
-    /// counted among the preparation's waiters: a setup stops once every
-    /// waiter is abandoned, and the next ask starts it again; an abandoned
+    /// counted among the preparation's waiters, no longer expected: a
+    /// setup stops once every waiter and every expected job is abandoned,
+    /// and the next ask starts it again; an abandoned
     /// job starts none. A failed preparation is kept: every later job of
     /// the shape fails the same way; one that could not use the fleet's key
     /// store is answered once and then tried again.
@@ -249,6 +307,9 @@ impl KeyStore {
             return ready.clone().map(Preparation::Ready).map_err(KeyError::Failed);
         }
         let mut preparing = self.preparing();
+        if let Some(jobs) = self.expected(&preparing).get_mut(id) {
+            jobs.retain(|j| !j.same_job(waiter));
+        }
         if let Some(running) = preparing.get_mut(id) {
             if !running.waiters.iter().any(|w| w.same_job(waiter)) {
                 running.waiters.retain(|w| !w.is_set());
@@ -291,7 +352,15 @@ impl KeyStore {
                         return;
                     }
                 }
-                store.preparing().remove(id);
+                let mut preparing = store.preparing();
+                preparing.remove(id);
+                // A ready (or failed) key answers every later ask at once;
+                // after an unavailable fleet store the expected jobs will
+                // ask again, so they stay.
+                if slot.get().is_some() {
+                    store.expected(&preparing).remove(id);
+                }
+                drop(preparing);
                 store.resident_changed();
             });
         if let Err(error) = started {
@@ -302,14 +371,27 @@ impl KeyStore {
         Ok(Preparation::Pending)
     }
 
-    /// Whether every job waiting for `circuit_id`'s setup is abandoned. If
-    /// so the setup is forgotten here, its estimate no longer counted (the
-    /// watcher told), and it must stop: a later job starts a new one.
+    /// Whether every job waiting for `circuit_id`'s setup, and every job
+    /// of the shape expected to ask for it, is abandoned (the abandoned
+    /// expected ones are pruned). If so the setup is forgotten here, its
+    /// estimate no longer counted (the watcher told), and it must stop: a
+    /// later job starts a new one.
     fn nobody_waits(&self, circuit_id: &str) -> bool {
         let mut preparing = self.preparing();
-        let abandoned = preparing
+        let waiters_gone = preparing
             .get(circuit_id)
             .is_some_and(|p| !p.waiters.is_empty() && p.waiters.iter().all(Abandonment::is_set));
+        let abandoned = waiters_gone && {
+            let mut expected = self.expected(&preparing);
+            let left = expected.get_mut(circuit_id).map_or(0, |jobs| {
+                jobs.retain(|j| !j.is_set());
+                jobs.len()
+            });
+            if left == 0 {
+                expected.remove(circuit_id);
+            }
+            left == 0
+        };
         if abandoned {
             preparing.remove(circuit_id);
             drop(preparing);

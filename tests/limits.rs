@@ -1,6 +1,7 @@
 //! Every `[limits]` setting, configured away from its default, on the
 //! simulated backend; and what a cancelled job may still hold: a circuit
-//! setup no job waits for any more stops, and its budget returns.
+//! setup no job waits for any more (asking for its key, or queued) stops,
+//! and its budget returns.
 
 mod common;
 
@@ -214,6 +215,117 @@ fn a_setup_another_job_waits_for_survives_a_cancel_and_finishes_for_it() {
     }
     assert_eq!(d.wait(&first, Duration::from_secs(5))["status"], "cancelled");
     assert_eq!(budget_in_use(&d).0, 0);
+}
+
+/// The ids of this process's threads named `cuzk-setup-mimc`: the setup
+/// threads running now, and the parallel pool's threads if a setup made the
+/// pool (they last as long as the process).
+fn setup_threads() -> std::collections::BTreeSet<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap().flatten();
+    tasks
+        .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == "cuzk-setup-mimc"))
+        .map(|task| task.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A job accepted and still queued, its partition never having asked for
+/// the key (partitions of higher priority queued ahead of it), counts as
+/// waiting for its shape's setup: cancelling the job that started the setup
+/// leaves it running, and the queued job is proved with that one setup.
+/// Once every job of the shape is cancelled, queued ones included, the
+/// setup stops and its budget returns.
+#[test]
+fn a_queued_job_of_the_shape_keeps_its_setup_through_a_cancel_until_it_is_cancelled_too() {
+    let _alone = SETTING_UP.lock().unwrap_or_else(|e| e.into_inner());
+    let family = cuzk_kernels::circuits::CircuitRegistry::builtin().get("mimc-chain").unwrap().clone();
+    // Large enough that the cancel comes while its key is being computed
+    // (asked every chunk), not in its last steps (the matrices and the
+    // key file), which nothing stops.
+    let shape = family.shape(&json!({"log2_constraints": 16})).unwrap();
+    let estimate = cuzk::keys::SetupCost::of(&shape).memory_bytes;
+    let mut key_file = std::path::PathBuf::new();
+    let d = start_with(|c| {
+        // One partition synthesized at a time: the queue drains slowly.
+        c.scheduler.synthesis_threads = 1;
+        c.scheduler.budget = Budget::Bytes(4 << 30);
+        key_file = c.data_dir.join("keys").join(format!("{}.pk", shape.circuit_id));
+    });
+    let submit = |body: Value| d.post("/v1/jobs", &body).1["id"].as_str().unwrap().to_string();
+    let large = |seed, priority| {
+        json!({"circuit": "mimc-chain", "params": {"log2_constraints": 16}, "seed": seed, "priority": priority})
+    };
+    // Jobs of higher priority queued ahead of the shape's second job keep
+    // it in the queue for seconds: 16 partitions of a small shape, set up
+    // first, proved one after another while their own remain queued.
+    let ahead = |seed, partitions| {
+        json!({"circuit": "mimc-chain", "params": {"log2_constraints": 13}, "seed": seed,
+               "partitions": partitions, "priority": "high"})
+    };
+    let set_up = submit(ahead(1, 1));
+    assert_eq!(d.wait(&set_up, Duration::from_secs(300))["status"], "done");
+    let (_, small_key) = budget_in_use(&d);
+    let cancel = |job: &str| {
+        let (status, cancelled) = d.post(&format!("/v1/jobs/{job}/cancel"), &json!({}));
+        assert_eq!((status, &cancelled["status"]), (200, &json!("cancelled")), "{cancelled}");
+    };
+    let setup_counted = || budget_in_use(&d).1 >= small_key + estimate;
+    // A first job starts the setup; the small shape's partitions queue;
+    // a second job of the shape is queued behind them, not asking for the
+    // key.
+    let start_and_queue_behind = |seeds: (u64, u64)| {
+        let first = submit(large(seeds.0, "critical"));
+        within(Duration::from_secs(30), "the setup starts", setup_counted);
+        let holder = submit(ahead(seeds.0, 16));
+        let queued = submit(large(seeds.1, "low"));
+        let (_, behind) = d.get(&format!("/v1/jobs/{queued}"));
+        assert_eq!(behind["partitions"][0]["stage"], "queued", "{behind}");
+        assert!(a_mimc_setup_runs());
+        (first, queued, holder)
+    };
+
+    // Both cancelled, the queued one first: nothing waits, the setup stops.
+    let (first, queued, holder) = start_and_queue_behind((2, 3));
+    cancel(&queued);
+    cancel(&first);
+    within(STOP_BOUND, "the budget returns", || budget_in_use(&d).1 == small_key);
+    within(STOP_BOUND, "the setup stops computing", || !a_mimc_setup_runs());
+    assert!(!key_file.exists(), "a stopped setup wrote its key");
+    assert_eq!(d.wait(&holder, Duration::from_secs(300))["status"], "done");
+
+    // Only the first cancelled: the setup goes on for the queued job, and
+    // no other setup starts (it would be a new thread of the name).
+    let (first, queued, holder) = start_and_queue_behind((4, 5));
+    let before = setup_threads();
+    cancel(&first);
+    let cancelled = Instant::now();
+    let mut held_for = Duration::ZERO;
+    loop {
+        let (_, job) = d.get(&format!("/v1/jobs/{queued}"));
+        let started: Vec<String> = setup_threads().difference(&before).cloned().collect();
+        assert!(started.is_empty(), "another setup started after the cancel (threads {started:?}): {job}");
+        if job["status"] != "queued" && job["status"] != "running" {
+            assert_eq!(job["status"], "done", "{job}");
+            assert_eq!(job["partitions"][0]["attempts"], 1, "{job}");
+            break;
+        }
+        let (_, ahead_now) = d.get(&format!("/v1/jobs/{holder}"));
+        let ahead_queued = ahead_now["partitions"].as_array().unwrap().iter().filter(|p| p["stage"] == "queued").count();
+        if ahead_queued > 0 {
+            held_for = cancelled.elapsed();
+            // The queued job has not asked for the key (partitions ahead
+            // of it in the queue are still waiting): only its being
+            // expected keeps the setup, and its estimate in the budget
+            // until the key replaces it.
+            assert!(budget_in_use(&d).1 > small_key, "the setup stopped while a job of its shape was queued: {job}");
+        }
+        assert!(cancelled.elapsed() < Duration::from_secs(300), "{job}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A setup asks whether to stop every chunk, well under a second apart.
+    assert!(held_for > Duration::from_secs(1), "the queued job could ask {held_for:?} after the cancel");
+    eprintln!("the queued job was held {held_for:?} after the cancel");
+    assert!(key_file.exists(), "the setup's key was not written");
+    assert_eq!(d.wait(&first, Duration::from_secs(5))["status"], "cancelled");
 }
 
 #[test]

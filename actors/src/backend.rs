@@ -87,6 +87,12 @@ pub trait Backend: Send + Sync + 'static {
     fn resident_bytes(&self) -> u64 {
         0
     }
+    /// Told of every job the tracker takes on (accepted, restored
+    /// unfinished, or claimed from the fleet), before its partitions are
+    /// queued: work a job will need that is shared with others (a circuit's
+    /// setup) can count it among its users while it still waits in the
+    /// queue. Called on the tracker's thread, so it must not block.
+    fn accepted(&self, _job: &JobSpec) {}
 }
 
 /// Runs a stage body, turning a panic into a retryable failure so that a

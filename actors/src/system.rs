@@ -153,6 +153,7 @@ impl ProvingSystem {
             Tracker::new(
                 dispatcher.clone().recipient(),
                 dispatcher.clone().recipient(),
+                backend.clone(),
                 config.max_attempts,
             )
             .with_persistence(persistence),

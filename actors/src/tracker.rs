@@ -24,6 +24,7 @@ use crate::messages::{
     CancelJob, CircuitLoad, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved,
     Progress, SpanReport,
 };
+use crate::backend::Backend;
 use crate::error::ErrorKind;
 use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
 use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
@@ -44,6 +45,10 @@ pub struct Tracker {
     enqueue: Recipient<Enqueue>,
     /// The dispatcher: jobs that failed or were cancelled.
     drop_job: Recipient<DropJob>,
+    /// Told of each job taken on, before it is queued
+    /// (`Backend::accepted`): a queued job counts as a user of the work it
+    /// will share (a circuit's setup) before its partitions ask for it.
+    backend: Arc<dyn Backend>,
     jobs: HashMap<JobId, JobState>,
     /// Each tenant's idempotency keys: the job and the digest of the body
     /// that created it. A repeat with another body is a conflict, not the
@@ -187,10 +192,16 @@ impl PartitionState {
 }
 
 impl Tracker {
-    pub fn new(enqueue: Recipient<Enqueue>, drop_job: Recipient<DropJob>, max_attempts: u32) -> Self {
+    pub fn new(
+        enqueue: Recipient<Enqueue>,
+        drop_job: Recipient<DropJob>,
+        backend: Arc<dyn Backend>,
+        max_attempts: u32,
+    ) -> Self {
         Self {
             enqueue,
             drop_job,
+            backend,
             jobs: HashMap::new(),
             by_idempotency_key: HashMap::new(),
             next_seq: 0,

@@ -41,6 +41,7 @@ impl Handler<Claimed> for Tracker {
         let id = record.id.clone();
         if !self.jobs.contains_key(&id) {
             let spec = Arc::new(record.spec(reservation, work));
+            self.backend.accepted(&spec);
             let others = (0..spec.partitions)
                 .map(|_| PartitionState { elsewhere: true, ..PartitionState::queued(spec.submitted.at) })
                 .collect();

@@ -105,6 +105,7 @@ impl Handler<SubmitJob> for Tracker {
             },
             keyed,
         );
+        self.backend.accepted(&spec);
         self.enqueue.do_send(Enqueue::all(spec));
         MessageResult(SubmitOutcome {
             id: job.id,

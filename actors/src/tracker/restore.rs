@@ -76,6 +76,7 @@ impl Tracker {
         } else if missing.is_empty() {
             self.settle(&record.id, None);
         } else {
+            self.backend.accepted(&spec);
             self.enqueue.do_send(Enqueue { job: spec, partitions: missing });
         }
     }
