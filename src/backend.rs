@@ -294,6 +294,10 @@ impl Backend for ProvingBackend {
         self.store.resident_bytes()
     }
 
+    fn transient_bytes(&self) -> u64 {
+        self.store.transient_bytes()
+    }
+
     /// A family job waits for its shape's key like the jobs whose
     /// partitions asked for it: a cancel of the job that started the setup
     /// leaves it running for this one (`KeyStore::expect`). A Filecoin

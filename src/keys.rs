@@ -480,7 +480,13 @@ impl KeyStore {
             })
             .sum();
         drop(slots);
-        prepared + self.preparing().values().map(|p| p.bytes).sum::<u64>()
+        prepared + self.transient_bytes()
+    }
+
+    /// The estimated bytes of the setups and loads running now: part of
+    /// `resident_bytes` until each ends (the budget waits for them).
+    pub fn transient_bytes(&self) -> u64 {
+        self.preparing().values().map(|p| p.bytes).sum()
     }
 
     /// Circuits prepared and held now, with their resident bytes.

@@ -87,6 +87,13 @@ pub trait Backend: Send + Sync + 'static {
     fn resident_bytes(&self) -> u64 {
         0
     }
+    /// Of `resident_bytes`, those held by work that ends by itself (a
+    /// circuit's setup, a parameter file's load): the budget lets a
+    /// partition that fits without them wait for them, and refuses only
+    /// one that can never fit.
+    fn transient_bytes(&self) -> u64 {
+        0
+    }
     /// Told of every job the tracker takes on (accepted, restored
     /// unfinished, or claimed from the fleet), before its partitions are
     /// queued: work a job will need that is shared with others (a circuit's

@@ -57,7 +57,7 @@ impl Handler<Synthesize> for SynthesisWorker {
             result
         };
         // Synthesis is where shapes get loaded or set up.
-        self.resident.do_send(SetResident { bytes: self.backend.resident_bytes() });
+        self.resident.do_send(SetResident::of(self.backend.as_ref()));
         self.done.do_send(SynthesisDone {
             job: msg.job,
             index: msg.index,

@@ -185,7 +185,7 @@ impl ProvingSystem {
             BudgetManager::new(config.budget_bytes),
         );
         // What the backend holds already counts before the first synthesis.
-        budget.do_send(SetResident { bytes: backend.resident_bytes() });
+        budget.do_send(SetResident::of(backend.as_ref()));
         arbiters.extend([tracker_arbiter, monitor_arbiter, dispatcher_arbiter, budget_arbiter]);
 
         Self {

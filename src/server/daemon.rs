@@ -245,7 +245,7 @@ fn watch_resident(keys: &KeyStore, system: &ProvingSystem) {
     let (budget, backend) = (system.budget.clone(), Arc::downgrade(&system.backend));
     keys.on_resident_change(move || {
         if let Some(backend) = backend.upgrade() {
-            budget.do_send(SetResident { bytes: backend.resident_bytes() });
+            budget.do_send(SetResident::of(backend.as_ref()));
         }
     });
 }

@@ -4,6 +4,7 @@
 use actix::prelude::*;
 use serde::Serialize;
 
+use crate::backend::Backend;
 use crate::error::BudgetExceeded;
 use crate::model::{PartitionKey, QueueOrder};
 
@@ -41,7 +42,22 @@ pub struct Release {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SetResident {
+    /// Everything the backend holds across partitions.
     pub bytes: u64,
+    /// Of those, what work in flight holds until it ends (a circuit's
+    /// setup, a parameter file's load): a partition that fits once they
+    /// are gone waits for them instead of failing.
+    pub transient: u64,
+}
+
+impl SetResident {
+    /// What `backend` holds now.
+    pub fn of(backend: &dyn Backend) -> Self {
+        Self {
+            bytes: backend.resident_bytes(),
+            transient: backend.transient_bytes(),
+        }
+    }
 }
 
 #[derive(Message)]
