@@ -295,47 +295,31 @@ impl Dispatcher {
 
     /// What a critical-lane worker with nothing in its mailbox waits for:
     /// the general rule over critical work alone (never paced: the pacer
-    /// holds no critical partition). Critical work sorts first in every
-    /// queue, so the heads say whether any is ready or queued.
+    /// holds no critical partition, so critical work queued waits only for
+    /// a synthesis thread). Critical work sorts first in every queue, so
+    /// the heads say whether any is ready or queued.
     fn critical_idle_cause(&self) -> IdleCause {
         let critical = |order: Option<&QueueOrder>| order.is_some_and(|o| o.0 .0 == Priority::Critical);
-        let mut synthesizing = false;
-        let mut reserving = false;
+        let (mut synthesizing, mut reserving) = (false, false);
         for (job, since) in self.in_synthesis.values() {
             if job.priority == Priority::Critical {
                 synthesizing |= since.is_some();
                 reserving |= since.is_none();
             }
         }
-        if critical(self.ready.keys().next()) {
-            IdleCause::Handoff
-        } else if synthesizing || critical(self.pending.keys().next()) {
-            // Queued critical work waits only for a synthesis thread.
-            IdleCause::Synthesis
-        } else if reserving {
-            IdleCause::Budget
-        } else {
-            IdleCause::NoWork
-        }
+        let queued = critical(self.pending.keys().next());
+        nearest_cause(critical(self.ready.keys().next()), synthesizing || queued, reserving, queued, false)
     }
 
-    /// What a GPU worker with nothing in its mailbox waits for. When several
-    /// apply, the one nearest the GPU wins: a partition being synthesized
-    /// will reach a worker before one still waiting for memory or the pacer.
+    /// What a GPU worker with nothing in its mailbox waits for.
     fn idle_cause(&self) -> IdleCause {
-        if !self.ready.is_empty() {
-            IdleCause::Handoff
-        } else if self.synthesizing() > 0 {
-            IdleCause::Synthesis
-        } else if self.reserving > 0 {
-            IdleCause::Budget
-        } else if self.pending.is_empty() {
-            IdleCause::NoWork
-        } else if self.paced {
-            IdleCause::Paced
-        } else {
-            IdleCause::Synthesis
-        }
+        nearest_cause(
+            !self.ready.is_empty(),
+            self.synthesizing() > 0,
+            self.reserving > 0,
+            !self.pending.is_empty(),
+            self.paced,
+        )
     }
 
     fn fail(&self, key: PartitionKey, error: StageError) {
@@ -344,6 +328,27 @@ impl Dispatcher {
             bytes: None,
         });
         self.peers.failed.do_send(PartitionFailed { key, error });
+    }
+}
+
+/// The cause an idle worker waits for, given where the work it would take
+/// is: synthesized (`ready`), being synthesized, waiting for memory, queued
+/// for synthesis, held by the pacer. When several apply, the one nearest
+/// the GPU wins: a partition being synthesized will reach a worker before
+/// one still waiting for memory or the pacer.
+fn nearest_cause(ready: bool, synthesizing: bool, reserving: bool, queued: bool, paced: bool) -> IdleCause {
+    if ready {
+        IdleCause::Handoff
+    } else if synthesizing {
+        IdleCause::Synthesis
+    } else if reserving {
+        IdleCause::Budget
+    } else if !queued {
+        IdleCause::NoWork
+    } else if paced {
+        IdleCause::Paced
+    } else {
+        IdleCause::Synthesis
     }
 }
 

@@ -2,8 +2,7 @@
 //! is either proving a partition or idle, and every idle interval carries one
 //! cause. The dispatcher reports the cause an idle worker of each lane would
 //! wait for (it alone knows the queues) and each hand-off of a partition;
-//! the workers
-//! report their spans. The monitor keeps a bounded timeline per worker,
+//! the workers report their spans. The monitor keeps a bounded timeline per worker,
 //! advances the busy and idle counters while time passes (not only when a
 //! partition ends), and answers `/v1/workers` and `/v1/timeline`.
 //!

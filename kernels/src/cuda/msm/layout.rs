@@ -167,8 +167,8 @@ impl MsmGroup for G2 {
 }
 
 /// Points in the kernels' layout into `out`, in parallel: `fill` writes a
-/// point's coordinates into a zeroed element (left zero: the identity).
-fn points_to_device<P: Sync, D: DeviceElement + Send + Sync>(
+/// whole element (`key_source::g1_words`: the identity all zeros).
+fn points_to_device<P: Sync, D: Send>(
     points: &[P],
     out: &mut [D],
     fill: impl Fn(&P, &mut D) + Sync + Send,
@@ -176,10 +176,7 @@ fn points_to_device<P: Sync, D: DeviceElement + Send + Sync>(
     assert_eq!(points.len(), out.len(), "one element per point");
     out.par_iter_mut()
         .zip(points.par_iter())
-        .for_each(|(o, p)| {
-            *o = D::ZERO;
-            fill(p, o);
-        });
+        .for_each(|(o, p)| fill(p, o));
 }
 
 /// Field elements as the kernels read them (Montgomery form), without copying.
