@@ -466,7 +466,8 @@ impl Gate {
     /// The caller a request comes from, or the response that refuses it.
     fn admit(&self, req: &ServiceRequest) -> Result<Caller, Box<HttpResponse>> {
         let path = req.path();
-        if self.metrics_addr == Some(req.app_config().local_addr())
+        let reached = req.conn_data::<Reached>();
+        if self.metrics_addr.is_some() && self.metrics_addr == reached.map(|r| r.addr)
             && !matches!(path, "/metrics" | "/healthz" | "/readyz")
         {
             return Err(Box::new(
@@ -609,6 +610,17 @@ pub enum TokenRefusal {
     LacksScope(Scope),
 }
 
+/// The listener a connection reached, put in its connection data when it is
+/// accepted (`server::listen`): which listener (the metrics one serves less)
+/// and the scheme and port a same-origin check compares with.
+#[derive(Clone, Copy, Debug)]
+pub struct Reached {
+    /// The listener's address, as bound.
+    pub addr: SocketAddr,
+    /// Whether it speaks TLS.
+    pub tls: bool,
+}
+
 /// The gate in force, replaced whole on reload: a request takes the gate
 /// current when it arrives and keeps it to its end.
 pub struct Gates(RwLock<Arc<Gate>>);
@@ -691,12 +703,13 @@ fn foreign_host(req: &ServiceRequest, allowed: &[String], changes_state: bool) -
     let origin = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok());
     match origin {
         Some(origin) if changes_state => {
-            let scheme = if req.app_config().secure() { "https" } else { "http" };
+            let reached = req.conn_data::<Reached>();
+            let scheme = if reached.is_some_and(|r| r.tls) { "https" } else { "http" };
             // The port the client reached: the Host header's, else the listener's.
             let port = match authority_parts(host) {
                 (_, Some(port)) => parse_port(port, scheme),
                 (_, None) if !host.is_empty() => default_port(scheme),
-                (_, None) => Some(req.app_config().local_addr().port()),
+                (_, None) => reached.map(|r| r.addr.port()),
             };
             let same_origin = origin.split_once("://").is_some_and(|(origin_scheme, authority)| {
                 let (name, origin_port) = authority_parts(authority);

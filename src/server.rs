@@ -21,6 +21,7 @@ use crate::shutdown::{self, Intake, StopRequests};
 use crate::tls::TlsError;
 
 mod backend;
+mod connection;
 mod daemon;
 mod listen;
 mod reload;

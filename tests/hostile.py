@@ -551,8 +551,8 @@ def verify_served(d, ids, work):
 
 
 def case_http(work):
-    """Contract cases: idempotency, HEAD, JSON only, browser guards, body timeout."""
-    print("== http: idempotency keys, HEAD, content types, browser guards, trickled bodies")
+    """Contract cases: idempotency, HEAD, JSON only, browser guards, body timeout, protocol refusals."""
+    print("== http: idempotency keys, HEAD, content types, browser guards, trickled bodies, unparsable heads")
     d = Daemon(work, os.path.join(work, "http-data"), "[limits]\nbody_read_timeout_s = 2\n", "http")
     status, answer, _ = d.call("POST", "/v1/jobs", small_job(1), {"Idempotency-Key": ""})
     check(status == 422, f"empty key: {status} {answer}", d)
@@ -593,6 +593,23 @@ def case_http(work):
     sock.close()
     figure("trickled_body_cut_after_seconds", round(time.time() - started, 1))
     check(reply.startswith(b"HTTP/1.1 408"), f"trickled body: {reply[:60]!r}", d)
+    # What actix-http refuses before any handler runs has the JSON body too.
+    many = b"".join(b"X-%d: a\r\n" % i for i in range(120))
+    for name, request, status in [("malformed header", b"GET /healthz HTTP/1.1\r\nno colon\r\n\r\n", 400),
+                                  ("120 headers", b"GET /healthz HTTP/1.1\r\n" + many + b"\r\n", 431)]:
+        sock = socket.create_connection(("127.0.0.1", d.port))
+        sock.settimeout(10)
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+        sock.close()
+        head, _, body = reply.partition(b"\r\n\r\n")
+        try:
+            reason = json.loads(body)["error"]
+        except (ValueError, KeyError):
+            reason = None
+        check(head.startswith(b"HTTP/1.1 %d" % status) and reason, f"{name}: {reply[:300]!r}", d)
     d.stop()
 
 

@@ -261,6 +261,69 @@ fn a_trickled_body_times_out() {
     assert_eq!(status["jobs"]["queued"], 0, "{status}");
 }
 
+/// The last answer in `answer` (all a connection got), which must be a
+/// refusal with a JSON body of the length its head states: (status, the
+/// part of its reason a test names: "not valid HTTP/1.1", "96 headers",
+/// "header_read_timeout_s", or the whole reason).
+fn json_refusal(answer: &str) -> (u16, String) {
+    // A status line: the reason of a 400 names HTTP/1.1 too.
+    let (at, _) = answer
+        .rmatch_indices("HTTP/1.1 ")
+        .find(|(i, _)| answer.as_bytes().get(i + 9..i + 12).is_some_and(|code| code.iter().all(u8::is_ascii_digit)))
+        .expect("an answer");
+    let last = &answer[at..];
+    let (head, body) = last.split_once("\r\n\r\n").expect("a whole head");
+    let status = head[9..12].parse().unwrap();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|line| line.split_once(':').filter(|(n, _)| n.eq_ignore_ascii_case(name)))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    assert_eq!(header("content-type").as_deref(), Some("application/json"), "{last}");
+    assert_eq!(header("content-length"), Some(body.len().to_string()), "{last}");
+    let reason = serde_json::from_str::<Value>(body).expect("a JSON body")["error"].as_str().expect("an error").to_string();
+    let named = ["not valid HTTP/1.1", "96 headers", "header_read_timeout_s"];
+    (status, named.into_iter().find(|n| reason.contains(n)).map_or(reason, str::to_string))
+}
+
+/// Requests actix-http refuses before any handler runs (a header without a
+/// colon, 120 headers, a head that never ends, garbage after two good
+/// pipelined requests) get the JSON body every other error has, on the API
+/// and the metrics listener; the connection closes; nothing is queued.
+#[test]
+fn protocol_refusals_carry_the_json_body() {
+    let d = start_with(|c| {
+        sim(c);
+        c.limits.header_read_timeout_s = 1;
+        c.metrics_listen = Some("127.0.0.1:0".into());
+    });
+    let api = d.url.trim_start_matches("http://").to_string();
+    let metrics = d.daemon.metrics_addr.expect("metrics listener").to_string();
+    let exchange = |addr: &str, request: &[u8]| {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.write_all(request).unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).expect("the server closes the connection");
+        String::from_utf8(answer).unwrap()
+    };
+    let many: String = (0..120).map(|i| format!("X-{i}: a\r\n")).collect();
+    for addr in [&api, &metrics] {
+        let bad_header = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nno colon\r\n\r\n");
+        assert_eq!(json_refusal(&bad_header), (400, "not valid HTTP/1.1".into()), "{bad_header}");
+        let too_many = exchange(addr, format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\n{many}\r\n").as_bytes());
+        assert_eq!(json_refusal(&too_many), (431, "96 headers".into()), "{too_many}");
+    }
+    let good = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let pipelined = exchange(&api, format!("{good}{good}GARBAGE\x01\r\n\r\n").as_bytes());
+    assert_eq!(pipelined.matches(r#"{"status":"ok"}"#).count(), 2, "{pipelined}");
+    assert_eq!(json_refusal(&pipelined), (400, "not valid HTTP/1.1".into()), "{pipelined}");
+    let unfinished = exchange(&api, b"POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\n");
+    assert_eq!(json_refusal(&unfinished), (408, "header_read_timeout_s".into()), "{unfinished}");
+    let (_, status) = d.get("/v1/status");
+    assert_eq!(status["jobs"]["queued"], 0, "{status}");
+}
+
 #[test]
 fn without_tokens_only_loopback_unless_insecure() {
     let dir = tempfile::tempdir().unwrap();
@@ -495,6 +558,11 @@ fn metrics_listener_serves_only_metrics() {
 }
 
 fn https_get(addr: std::net::SocketAddr, cert_pem: &str, path: &str) -> String {
+    https_raw(addr, cert_pem, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+}
+
+/// `request`'s bytes over TLS, and all the server answers before it closes.
+fn https_raw(addr: std::net::SocketAddr, cert_pem: &str, request: &str) -> String {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     roots
@@ -511,11 +579,7 @@ fn https_get(addr: std::net::SocketAddr, cert_pem: &str, path: &str) -> String {
     let mut tcp = std::net::TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
-    write!(
-        tls,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    tls.write_all(request.as_bytes()).unwrap();
     let mut answer = Vec::new();
     // The server may close without close_notify once it has answered.
     let _ = tls.read_to_end(&mut answer);
@@ -539,6 +603,9 @@ fn tls_with_a_self_signed_certificate() {
     let answer = https_get(d.daemon.addr, &cert.cert.pem(), "/healthz");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with(r#"{"status":"ok"}"#), "{answer}");
+    // actix-http's own refusal, under TLS too, carries the JSON body.
+    let answer = https_raw(d.daemon.addr, &cert.cert.pem(), "GET /healthz HTTP/1.1\r\nHost: localhost\r\nno colon\r\n\r\n");
+    assert_eq!(json_refusal(&answer), (400, "not valid HTTP/1.1".into()), "{answer}");
     // Plain HTTP to the TLS port gets no answer.
     assert!(agent()
         .get(&format!("http://{}/healthz", d.daemon.addr))

@@ -28,6 +28,12 @@ impl ErrorBody {
     fn new(error: String) -> Self {
         Self { error, reason: None, status: None }
     }
+
+    /// `{"error": error}` as bytes, for answers written below actix-web
+    /// (the connection wrapper's rewritten refusals).
+    pub fn encoded(error: &str) -> Vec<u8> {
+        serde_json::to_vec(&Self::new(error.to_string())).expect("a struct of strings serializes")
+    }
 }
 
 /// Why the daemon refused for now (a 503's `reason`).

@@ -1,18 +1,36 @@
-//! The HTTP step of a start: the actix-web server around the handlers (the
-//! token gate, JSON errors, the request counter), bound to `listen` and,
-//! when set, to the metrics-only listener.
+//! The HTTP step of a start: the actix-web application (the token gate,
+//! JSON errors, the request counter) served over HTTP/1.1 on `listen`
+//! (over TLS when set) and on the metrics-only listener. The server is put
+//! together from actix-server and actix-http rather than actix-web's
+//! `HttpServer` for one reason: each connection passes through
+//! `Connection`, which gives actix-http's own bodiless refusals (400, 408,
+//! 431) the JSON body every other error has, and `HttpServer` offers no way
+//! to wrap a connection. The settings are `HttpServer`'s (keep-alive 5 s,
+//! 1 s to close, backlog 1024, TLS handshake 3 s, HTTP/1.1 only).
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::Duration;
 
-use actix_web::dev::{Server, Service};
+use actix_http::body::MessageBody;
+use actix_http::{HttpService, Request};
+use actix_server::{GracefulShutdownSignal, Server};
+use actix_service::{fn_service, map_config, IntoServiceFactory, ServiceFactory, ServiceFactoryExt};
+use actix_tls::accept::rustls_0_23::{Acceptor, TlsStream};
+use actix_web::dev::{AppConfig, Service, ServiceResponse};
 use actix_web::middleware::{from_fn, ErrorHandlers};
-use actix_web::{web, App, HttpServer};
+use actix_web::rt::net::TcpStream;
+use actix_web::{web, App};
+use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::connection::Connection;
 use super::ServerError;
-use crate::auth::Gates;
+use crate::auth::{Gates, Reached};
 use crate::config::Config;
 use crate::http::{self, AppState};
+
+/// Queued connections a listener holds before the kernel refuses more
+/// (`HttpServer`'s default).
+const BACKLOG: i32 = 1024;
 
 /// Where a built server listens.
 #[derive(Clone)]
@@ -38,7 +56,7 @@ pub(super) fn http_server(
     metrics_listener: Option<(TcpListener, SocketAddr)>,
     grpc: Option<String>,
 ) -> Result<(Server, Bound), ServerError> {
-    let server = HttpServer::new(move || {
+    let app = move || {
         App::new()
             .app_data(state.clone())
             .app_data(gates.clone())
@@ -59,35 +77,138 @@ pub(super) fn http_server(
             })
             .wrap(from_fn(http::head_as_get))
             .configure(http::configure)
-    })
-    .workers(2)
-    .client_request_timeout(Duration::from_secs(config.limits.header_read_timeout_s))
-    .disable_signals()
-    .shutdown_timeout(5);
+    };
     let listen_error = |source| ServerError::Listen {
         address: config.listen.clone(),
         source,
     };
-    let tls_enabled = tls.is_some();
-    let server = match tls {
-        Some(tls) => server.bind_rustls_0_23(&config.listen, tls),
-        None => server.bind(&config.listen),
-    }
-    .map_err(listen_error)?;
-    let addr = *server.addrs().first().ok_or(ServerError::NoAddress)?;
-    let metrics_addr = metrics_listener.as_ref().map(|(_, addr)| *addr);
-    let server = match metrics_listener {
-        Some((listener, addr)) => server.listen(listener).map_err(|source| ServerError::Listen {
-            address: format!("{addr} (metrics_listen)"),
-            source,
-        })?,
-        None => server,
+    let mut builder = Server::build().workers(2).backlog(BACKLOG as u32).disable_signals().shutdown_timeout(5);
+    let settings = Settings {
+        head_timeout: Duration::from_secs(config.limits.header_read_timeout_s),
+        shutdown: builder.graceful_shutdown_signal(),
     };
+    let listeners = bind(&config.listen).map_err(listen_error)?;
+    let addr = listeners.first().map(|(_, addr)| *addr).ok_or(ServerError::NoAddress)?;
+    let tls_enabled = tls.is_some();
+    for (listener, addr) in listeners {
+        let reached = Reached { addr, tls: tls_enabled };
+        let (app, settings) = (app.clone(), settings.clone());
+        builder = match tls.clone() {
+            Some(mut tls) => {
+                tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+                builder.listen(format!("cuzk-https-{addr}"), listener, move || {
+                    Acceptor::new(tls.clone())
+                        .map_init_err(|_| ())
+                        .map_err(|_| ())
+                        .and_then(fn_service(|io: TlsStream<TcpStream>| async move {
+                            let peer = io.get_ref().0.peer_addr().ok();
+                            Ok((Connection::new(io), peer))
+                        }))
+                        .and_then(h1(app(), reached, &settings))
+                })
+            }
+            None => builder.listen(format!("cuzk-http-{addr}"), listener, move || plain(app(), reached, &settings)),
+        }
+        .map_err(listen_error)?;
+    }
+    let metrics_addr = metrics_listener.as_ref().map(|(_, addr)| *addr);
+    if let Some((listener, addr)) = metrics_listener {
+        let reached = Reached { addr, tls: false };
+        let (app, settings) = (app.clone(), settings.clone());
+        builder = builder
+            .listen(format!("cuzk-metrics-{addr}"), listener, move || plain(app(), reached, &settings))
+            .map_err(|source| ServerError::Listen {
+                address: format!("{addr} (metrics_listen)"),
+                source,
+            })?;
+    }
     let bound = Bound {
         addr,
         metrics_addr,
         tls: tls_enabled,
         grpc,
     };
-    Ok((server.run(), bound))
+    Ok((builder.run(), bound))
+}
+
+/// What every listener's HTTP service shares.
+#[derive(Clone)]
+struct Settings {
+    /// How long a connection's first request head may take (408 after).
+    head_timeout: Duration,
+    /// Fires when a graceful stop begins: kept-alive connections close.
+    shutdown: GracefulShutdownSignal,
+}
+
+/// `app` over plain TCP connections.
+fn plain<I, S, B>(
+    app: I,
+    reached: Reached,
+    settings: &Settings,
+) -> impl ServiceFactory<TcpStream, Config = (), Response = (), Error = (), InitError = ()>
+where
+    I: IntoServiceFactory<S, Request>,
+    S: ServiceFactory<Request, Config = AppConfig, Response = ServiceResponse<B>, Error = actix_web::Error, InitError = ()> + 'static,
+    B: MessageBody + 'static,
+{
+    fn_service(|io: TcpStream| async move {
+        let peer = io.peer_addr().ok();
+        Ok((Connection::new(io), peer))
+    })
+    .and_then(h1(app, reached, settings))
+}
+
+/// `app` served over HTTP/1.1 on connections of type `T`, each wrapped in
+/// `Connection` and marked with the listener it reached.
+fn h1<T, I, S, B>(
+    app: I,
+    reached: Reached,
+    settings: &Settings,
+) -> impl ServiceFactory<(Connection<T>, Option<SocketAddr>), Config = (), Response = (), Error = (), InitError = ()>
+where
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+    I: IntoServiceFactory<S, Request>,
+    S: ServiceFactory<Request, Config = AppConfig, Response = ServiceResponse<B>, Error = actix_web::Error, InitError = ()> + 'static,
+    B: MessageBody + 'static,
+{
+    let shutdown = settings.shutdown.clone();
+    HttpService::build()
+        .client_request_timeout(settings.head_timeout)
+        .client_disconnect_timeout(Duration::from_secs(1))
+        .local_addr(reached.addr)
+        .graceful_shutdown_signal(move || {
+            let shutdown = shutdown.clone();
+            async move { shutdown.notified().await }
+        })
+        .on_connect_ext(move |_: &Connection<T>, data| {
+            data.insert(reached);
+        })
+        // No code reads the application's config (the listener's facts are
+        // the connection's `Reached`), so the default serves.
+        .h1(map_config(app.into_factory(), |_| AppConfig::default()))
+        .map_err(|_| ())
+}
+
+/// Listeners on every address `listen` names, as actix-web binds them:
+/// address reuse (a restart binds at once), `BACKLOG` queued connections.
+fn bind(listen: &str) -> std::io::Result<Vec<(TcpListener, SocketAddr)>> {
+    let mut bound = Vec::new();
+    let mut last_error = None;
+    for addr in listen.to_socket_addrs()? {
+        let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+        let listening = socket.set_reuse_address(true).and_then(|()| socket.bind(&addr.into())).and_then(|()| socket.listen(BACKLOG));
+        match listening {
+            Ok(()) => {
+                let listener = TcpListener::from(socket);
+                let addr = listener.local_addr()?;
+                bound.push((listener, addr));
+            }
+            Err(error) => last_error = Some(error),
+        }
+    }
+    match (bound.is_empty(), last_error) {
+        (true, Some(error)) => Err(error),
+        (true, None) => Err(std::io::Error::other(format!("{listen} names no address"))),
+        (false, _) => Ok(bound),
+    }
 }
