@@ -16,10 +16,12 @@
 #
 #   SIZE=32GiB JOBS=5 SYNTH_THREADS=0 bash scripts/porep32-e2e.sh
 #
-# WINNING_AT: seconds after the PoRep jobs are submitted when one WinningPoSt
+# WINNING_AT: seconds after the PoRep jobs are submitted when a WinningPoSt
 # job of the same sector size arrives (its timing-only key and a synthetic
-# vanilla proof made here too); its latency is the "WinningPoSt still first"
-# figure. Empty: none.
+# vanilla proof made here too), or several, comma-separated ("30,50": the
+# second shows a critical call after the first one's); each one's latency
+# is a "WinningPoSt still first" figure, with its GPU stage and phases.
+# Empty: none.
 # DEADLINE: seconds after submission when polling stops, or END_BY: the Unix
 # time when it stops (a device call has 10 minutes); jobs not ended by then
 # are reported with the partitions they finished. Neither: wait for every job.
@@ -159,7 +161,7 @@ log "jobs: submitting $JOBS"
 python3 - "$PORT" "$WORK" "$SIZE" "$JOBS" "$OUT" "${WINNING_AT-60}" "${DEADLINE:-}" "${END_BY:-}" <<'PY'
 import json, sys, time, urllib.request
 port, work, size, jobs, out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-winning_at = float(sys.argv[6]) if sys.argv[6] else None
+winning_at = sorted(float(t) for t in sys.argv[6].split(",") if t)
 deadline = float(sys.argv[7]) if sys.argv[7] else None
 end_by = float(sys.argv[8]) if sys.argv[8] else None
 base = f"http://127.0.0.1:{port}"
@@ -178,16 +180,18 @@ for i in range(1, jobs + 1):
 print(f"submitted {jobs} in {time.time() - started:.1f} s", flush=True)
 if end_by is not None:
     deadline = end_by - started
-done, winning = {}, None
-while any(job not in done for job in ids) or (winning and winning["id"] not in done):
+done, winnings = {}, []
+while (any(job not in done for job in ids + [w["id"] for w in winnings])
+       or len(winnings) < len(winning_at)):
     if deadline is not None and time.time() - started > deadline:
         print(f"deadline: {deadline:.0f} s passed with {len(done)} jobs ended", flush=True)
         break
-    if winning_at is not None and winning is None and time.time() - started >= winning_at:
+    if len(winnings) < len(winning_at) and time.time() - started >= winning_at[len(winnings)]:
         with open(f"{work}/winning-{size}.json", "rb") as f:
             winning = {"id": call("POST", "/v1/jobs", f.read())["id"], "submitted_s": time.time() - started}
+        winnings.append(winning)
         print(f"winning-post {winning['id']} submitted at {winning['submitted_s']:.1f} s", flush=True)
-    for job in ids + ([winning["id"]] if winning else []):
+    for job in ids + [w["id"] for w in winnings]:
         if job in done:
             continue
         view = call("GET", f"/v1/jobs/{job}")
@@ -201,10 +205,11 @@ for job in ids:
     proofs = call("GET", f"/v1/jobs/{job}/proofs") if view["status"] == "done" else {}
     results.append({"id": job, "ended_s": end - started if end else None, "view": view,
                     "proof_bytes": len(bytes.fromhex(proofs.get("proof", "")))})
-if winning and winning["id"] in done:
-    end, view = done[winning["id"]]
-    winning.update(ended_s=end - started, latency_s=end - started - winning["submitted_s"], view=view)
-json.dump({"started": started, "jobs": results, "winning": winning}, open(f"{out}/jobs.json", "w"), indent=1)
+for winning in winnings:
+    if winning["id"] in done:
+        end, view = done[winning["id"]]
+        winning.update(ended_s=end - started, latency_s=end - started - winning["submitted_s"], view=view)
+json.dump({"started": started, "jobs": results, "winnings": winnings}, open(f"{out}/jobs.json", "w"), indent=1)
 open(f"{out}/polled_s", "w").write(f"{time.time() - started:.3f}")
 PY
 log "jobs: over"
@@ -263,10 +268,16 @@ print(f"{proved} partitions proved in {wall:.1f} s: {proved / wall:.3f} per seco
 if len(ends) >= 2:
     print(f"steady state: {(ends[-1] - ends[0]) / (len(ends) - 1):.1f} s per sector between the first and the last job ended")
 print(f"GPU kernel-active {active:.1f} s of {wall:.1f} s: {active / wall:.3f}")
-if run.get("winning"):
-    w = run["winning"]
+for w in run.get("winnings", []):
+    if "view" not in w:
+        print(f"WinningPoSt submitted at {w['submitted_s']:.1f} s during the stream: not ended")
+        continue
     print(f"WinningPoSt submitted at {w['submitted_s']:.1f} s during the stream: {w['view']['status']} "
           f"{w['latency_s']:.2f} s after its submission")
+    for p in w["view"].get("partitions") or []:
+        timings = ", ".join(f"{k} {v / 1000:.3f}" for k, v in (p.get("timings_ms") or {}).items())
+        phases = ", ".join(f"{k} {v / 1000:.3f}" for k, v in (p.get("gpu_phases_ms") or {}).items())
+        print(f"  its partition: {timings}; GPU phases: {phases}")
 stages = {}
 for j in run["jobs"]:
     for p in j["view"]["partitions"]:

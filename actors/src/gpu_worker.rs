@@ -3,7 +3,7 @@
 //! for the tracker, the monitor, the budget or the finalizer.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
@@ -87,11 +87,13 @@ impl Handler<ProvePartition> for GpuWorker {
             key: key.clone(),
             at: start,
         }));
+        let queued_before = runqueue_wait();
         let result = run_stage("prove_start", || {
             self.backend
                 .prove_start(self.id.device, &msg.job, msg.index, msg.input)
         });
         let proved = Instant::now();
+        let cpu_wait = queued_before.zip(runqueue_wait()).map(|(before, after)| after.saturating_sub(before));
         // Hand the results on before the span ends: the hand-off is part of
         // the worker's busy time.
         let (ok, mut phases, device_active) = match result {
@@ -126,6 +128,10 @@ impl Handler<ProvePartition> for GpuWorker {
                 (false, Vec::new(), None)
             }
         };
+        // Not a step of its own: how much of the stage so far this thread
+        // was ready to run with no CPU to run on (a host busy with
+        // synthesis delays the GPU's feeding, the phases above by as much).
+        phases.extend(cpu_wait.map(|wait| ("cpu_wait", wait)));
         let end = Instant::now();
         phases.push(("handoff", end - proved));
         self.free_since = end;
@@ -151,5 +157,40 @@ impl Handler<ProvePartition> for GpuWorker {
             phases,
             ok,
         }));
+    }
+}
+
+/// How long this thread has waited, runnable, for a CPU since it started:
+/// the second field of Linux's /proc/thread-self/schedstat. None where the
+/// kernel does not keep it (other systems, schedstats off).
+fn runqueue_wait() -> Option<Duration> {
+    parse_runqueue_wait(&std::fs::read_to_string("/proc/thread-self/schedstat").ok()?)
+}
+
+/// The run-queue wait of a schedstat line: "cpu_ns wait_ns timeslices".
+fn parse_runqueue_wait(schedstat: &str) -> Option<Duration> {
+    let mut fields = schedstat.split_whitespace();
+    let (_on_cpu, waited) = (fields.next()?, fields.next()?);
+    waited.parse().ok().map(Duration::from_nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_run_queue_wait_of_a_schedstat_line() {
+        assert_eq!(parse_runqueue_wait("84010232 2500000001 67\n"), Some(Duration::new(2, 500_000_001)));
+        assert_eq!(parse_runqueue_wait("84010232\n"), None);
+        assert_eq!(parse_runqueue_wait("84010232 -5 1"), None);
+    }
+
+    #[test]
+    fn this_thread_waits_no_less_over_time() {
+        // On Linux with schedstats the wait is there and never decreases.
+        if let Some(before) = runqueue_wait() {
+            std::thread::yield_now();
+            assert!(runqueue_wait().expect("read again") >= before);
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! is passes.rs's business; this file proves the partitions it is given.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::stream::Stream;
@@ -86,6 +86,11 @@ impl CudaEngine {
     /// call would, without proving: what a preload does ahead of the jobs.
     pub(super) fn warm_with(&self, circuit: &PreparedCircuit, bases: &dyn KeyBases) -> Res<()> {
         self.gpu.enter()?;
+        // The urgent rank's workspace as well (its streams and pinned
+        // staging; buffers come with its first call): otherwise a critical
+        // call's first lease makes it while bulk partitions load the device
+        // and the host.
+        drop(self.lease_for(crate::groth16::Urgency::Urgent)?);
         let ws = self.lease_for(crate::groth16::Urgency::Normal)?;
         self.key(&circuit.circuit_id, bases, &ws)?;
         self.tables(circuit.domain_size, &ws)?;
@@ -112,6 +117,7 @@ impl CudaEngine {
         urgency: crate::groth16::Urgency,
         more: &mut dyn FnMut(usize, usize) -> Vec<Synthesized>,
     ) -> PassOutputs {
+        let began = Instant::now();
         self.gpu.enter()?;
         check(circuit, &first)?;
         // Declared before the lease, so dropped after it: on an early return
@@ -119,6 +125,7 @@ impl CudaEngine {
         // memory (possibly no longer in the cache) can be freed under a copy.
         let key: Loaded;
         let ws = self.lease_for(urgency)?;
+        let leased = began.elapsed();
         let stream = &ws.stream;
         key = self.key(&circuit.circuit_id, bases, &ws)?;
         let tables = self.tables(circuit.domain_size, &ws)?;
@@ -133,6 +140,10 @@ impl CudaEngine {
         }
         self.gpu.enter()?;
         let mut marks = Marks::new(stream)?;
+        // The host's time before the stream's first phase, by what it went
+        // to: the workspace, then the key, tables, selections found (or
+        // loaded) on the device.
+        let host = [("lease", leased), ("resident", began.elapsed() - leased)];
 
         // Each partition's H coefficients, apart from the rest: they go back
         // to the workspace once H's MSMs are queued.
@@ -237,7 +248,10 @@ impl CudaEngine {
         marks.mark("download")?;
         stream.synchronize().map_err(driver("prove_start"))?;
 
-        let phases = marks.phases()?;
+        let phases: Vec<PhaseTiming> = (host.into_iter())
+            .map(|(phase, duration)| PhaseTiming { phase, duration })
+            .chain(marks.phases()?)
+            .collect();
         let active_ms = self.keep_span(marks.kernel_span(&self.epoch.0)?);
         let share = active_ms.map(|ms| ms.max(0.0) / 1e3 / parts.len() as f64);
         self.passes.count(parts.len());
