@@ -28,6 +28,9 @@ BIN = os.environ.get("CUZK_BIN", "target/debug/cuzk")
 FIGURES = {}
 SKIPPED = []
 MIB = 1 << 20
+# Every daemon started, stopped at the end whatever happened: a case that
+# fails (or forgets) leaves none running after the suite.
+STARTED = []
 
 
 class Daemon:
@@ -46,6 +49,7 @@ class Daemon:
              "--data-dir", data, *args],
             stdout=self.log, stderr=subprocess.STDOUT,
             env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")})
+        STARTED.append(self)
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -725,6 +729,7 @@ def case_setup_cancel(work):
     # Other jobs go on.
     status, answer, _ = d.call("POST", "/v1/jobs", small_job(2))
     check(status == 202 and d.wait_job(answer["id"]) == "done", f"a small job after the cancel: {status}", d)
+    d.stop()
 def peak_reset(d):
     """Resets the daemon's peak RSS (VmHWM) to its RSS now; false where the
     kernel does not allow it."""
@@ -913,6 +918,8 @@ def main():
             if chosen is None or case.__name__.removeprefix("case_") in chosen.split(","):
                 case(work)
     finally:
+        for daemon in STARTED:
+            daemon.stop()
         out = os.environ.get("HOSTILE_FIGURES", os.path.join(work, "hostile-figures.json"))
         with open(out, "w") as f:
             json.dump(FIGURES, f, indent=1)
