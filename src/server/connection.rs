@@ -162,7 +162,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         400 => "the request is not valid HTTP/1.1 (a malformed request line, header or body framing); the connection is closed",
         408 => "the request's head did not arrive within limits.header_read_timeout_s; the connection is closed",
-        431 => "the request's headers exceed the HTTP layer's limits (at most 96 headers, a head of at most 32 KiB); the connection is closed",
+        431 => "the request's headers exceed the HTTP layer's limits (at most 96 headers, 128 KiB read without the end of the head); the connection is closed",
         _ => "the HTTP layer could not serve this connection; it is closed",
     }
 }
