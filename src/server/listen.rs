@@ -82,7 +82,7 @@ pub(super) fn http_server(
         address: config.listen.clone(),
         source,
     };
-    let mut builder = Server::build().workers(2).backlog(BACKLOG as u32).disable_signals().shutdown_timeout(5);
+    let mut builder = Server::build().workers(2).disable_signals().shutdown_timeout(5);
     let settings = Settings {
         head_timeout: Duration::from_secs(config.limits.header_read_timeout_s),
         shutdown: builder.graceful_shutdown_signal(),
