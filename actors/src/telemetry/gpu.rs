@@ -10,7 +10,7 @@ use crate::model::{Activity, IdleCause, WorkerId};
 pub const GPU_PHASE_DURATION: MetricDef = histogram(
     "cuzk_gpu_phase_duration_seconds",
     &["device", "worker", "phase"],
-    "Duration of each phase of a GPU worker's span (wait_input, upload, ntt, msm_*, download, handoff; the sim backend's host, device_wait, device).",
+    "Duration of each phase of a GPU worker's span (wait_input, upload, ntt, msm_*, download, handoff; the CUDA engine's host steps before its first GPU event, lease and resident; cpu_wait, which is not a step but the part of the stage the worker's thread waited for a CPU, Linux only; the sim backend's host, device_wait, device).",
 );
 pub const GPU_BUSY: MetricDef = seconds_counter(
     "cuzk_gpu_busy_seconds_total",
