@@ -152,14 +152,21 @@ fn hashed_tokens_from_the_config_file() {
 /// One raw HTTP/1.1 request with the given headers: (status, body). ureq
 /// sets Host and Content-Type itself; a browser attack sets them otherwise.
 fn raw(d: &TestDaemon, request: &str) -> (u16, Value) {
-    let addr = d.url.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
+    let answer = exchange(d.url.trim_start_matches("http://"), request.as_bytes());
     let status = answer.split_whitespace().nth(1).unwrap().parse().unwrap();
     let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
     (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// `request`'s bytes on a new connection to `addr`, and all the server
+/// answers before it closes the connection (within 10 s).
+fn exchange(addr: &str, request: &[u8]) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("the server closes the connection");
+    String::from_utf8(answer).unwrap()
 }
 
 fn post_job(host: &str, content_type: &str, origin: Option<&str>) -> String {
@@ -299,14 +306,6 @@ fn protocol_refusals_carry_the_json_body() {
     });
     let api = d.url.trim_start_matches("http://").to_string();
     let metrics = d.daemon.metrics_addr.expect("metrics listener").to_string();
-    let exchange = |addr: &str, request: &[u8]| {
-        let mut stream = std::net::TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        stream.write_all(request).unwrap();
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).expect("the server closes the connection");
-        String::from_utf8(answer).unwrap()
-    };
     let many: String = (0..120).map(|i| format!("X-{i}: a\r\n")).collect();
     // actix-http's read limit for a head, 128 KiB, all sent and no end to
     // it (exactly that much: unread bytes would reset the connection).

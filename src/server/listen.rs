@@ -90,23 +90,18 @@ pub(super) fn http_server(
     let listeners = bind(&config.listen).map_err(listen_error)?;
     let addr = listeners.first().map(|(_, addr)| *addr).ok_or(ServerError::NoAddress)?;
     let tls_enabled = tls.is_some();
+    // HTTP/1.1 is all these listeners speak (actix-web's http2 is not built).
+    let tls = tls.map(|mut tls| {
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        tls
+    });
     for (listener, addr) in listeners {
         let reached = Reached { addr, tls: tls_enabled };
         let (app, settings) = (app.clone(), settings.clone());
         builder = match tls.clone() {
-            Some(mut tls) => {
-                tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-                builder.listen(format!("cuzk-https-{addr}"), listener, move || {
-                    Acceptor::new(tls.clone())
-                        .map_init_err(|_| ())
-                        .map_err(|_| ())
-                        .and_then(fn_service(|io: TlsStream<TcpStream>| async move {
-                            let peer = io.get_ref().0.peer_addr().ok();
-                            Ok((Connection::new(io), peer))
-                        }))
-                        .and_then(h1(app(), reached, &settings))
-                })
-            }
+            Some(tls) => builder.listen(format!("cuzk-https-{addr}"), listener, move || {
+                over_tls(tls.clone(), app(), reached, &settings)
+            }),
             None => builder.listen(format!("cuzk-http-{addr}"), listener, move || plain(app(), reached, &settings)),
         }
         .map_err(listen_error)?;
@@ -156,6 +151,28 @@ where
         Ok((Connection::new(io), peer))
     })
     .and_then(h1(app, reached, settings))
+}
+
+/// `app` over TLS connections (actix-tls's acceptor: 3 s for a handshake).
+fn over_tls<I, S, B>(
+    tls: rustls::ServerConfig,
+    app: I,
+    reached: Reached,
+    settings: &Settings,
+) -> impl ServiceFactory<TcpStream, Config = (), Response = (), Error = (), InitError = ()>
+where
+    I: IntoServiceFactory<S, Request>,
+    S: ServiceFactory<Request, Config = AppConfig, Response = ServiceResponse<B>, Error = actix_web::Error, InitError = ()> + 'static,
+    B: MessageBody + 'static,
+{
+    Acceptor::new(tls)
+        .map_init_err(|_| ())
+        .map_err(|_| ())
+        .and_then(fn_service(|io: TlsStream<TcpStream>| async move {
+            let peer = io.get_ref().0.peer_addr().ok();
+            Ok((Connection::new(io), peer))
+        }))
+        .and_then(h1(app, reached, settings))
 }
 
 /// `app` served over HTTP/1.1 on connections of type `T`, each wrapped in
