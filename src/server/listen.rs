@@ -100,9 +100,12 @@ pub(super) fn http_server(
         let (app, settings) = (app.clone(), settings.clone());
         builder = match tls.clone() {
             Some(tls) => builder.listen(format!("cuzk-https-{addr}"), listener, move || {
-                over_tls(tls.clone(), app(), reached, &settings)
+                let peer = |io: &TlsStream<TcpStream>| io.get_ref().0.peer_addr().ok();
+                serve(tls_acceptor(tls.clone()), peer, app(), reached, &settings)
             }),
-            None => builder.listen(format!("cuzk-http-{addr}"), listener, move || plain(app(), reached, &settings)),
+            None => builder.listen(format!("cuzk-http-{addr}"), listener, move || {
+                serve(tcp(), tcp_peer, app(), reached, &settings)
+            }),
         }
         .map_err(listen_error)?;
     }
@@ -111,7 +114,7 @@ pub(super) fn http_server(
         let reached = Reached { addr, tls: false };
         let (app, settings) = (app.clone(), settings.clone());
         builder = builder
-            .listen(format!("cuzk-metrics-{addr}"), listener, move || plain(app(), reached, &settings))
+            .listen(format!("cuzk-metrics-{addr}"), listener, move || serve(tcp(), tcp_peer, app(), reached, &settings))
             .map_err(|source| ServerError::Listen {
                 address: format!("{addr} (metrics_listen)"),
                 source,
@@ -135,61 +138,43 @@ struct Settings {
     shutdown: GracefulShutdownSignal,
 }
 
-/// `app` over plain TCP connections.
-fn plain<I, S, B>(
-    app: I,
-    reached: Reached,
-    settings: &Settings,
-) -> impl ServiceFactory<TcpStream, Config = (), Response = (), Error = (), InitError = ()>
-where
-    I: IntoServiceFactory<S, Request>,
-    S: ServiceFactory<Request, Config = AppConfig, Response = ServiceResponse<B>, Error = actix_web::Error, InitError = ()> + 'static,
-    B: MessageBody + 'static,
-{
-    fn_service(|io: TcpStream| async move {
-        let peer = io.peer_addr().ok();
-        Ok((Connection::new(io), peer))
-    })
-    .and_then(h1(app, reached, settings))
+/// Plain TCP: the stream as accepted.
+fn tcp() -> impl ServiceFactory<TcpStream, Config = (), Response = TcpStream, Error = (), InitError = ()> {
+    fn_service(|io: TcpStream| async { Ok(io) })
 }
 
-/// `app` over TLS connections (actix-tls's acceptor: 3 s for a handshake).
-fn over_tls<I, S, B>(
+/// The client of a plain connection.
+fn tcp_peer(io: &TcpStream) -> Option<SocketAddr> {
+    io.peer_addr().ok()
+}
+
+/// TLS (actix-tls's acceptor: 3 s for a handshake).
+fn tls_acceptor(
     tls: rustls::ServerConfig,
+) -> impl ServiceFactory<TcpStream, Config = (), Response = TlsStream<TcpStream>, Error = (), InitError = ()> {
+    Acceptor::new(tls).map_init_err(|_| ()).map_err(|_| ())
+}
+
+/// `app` served over HTTP/1.1 on each connection `accept` makes of a TCP
+/// stream (the stream itself, or a TLS session over it), wrapped in
+/// `Connection` and marked with the listener it reached; `peer` names the
+/// client.
+fn serve<A, T, I, S, B>(
+    accept: A,
+    peer: fn(&T) -> Option<SocketAddr>,
     app: I,
     reached: Reached,
     settings: &Settings,
 ) -> impl ServiceFactory<TcpStream, Config = (), Response = (), Error = (), InitError = ()>
 where
-    I: IntoServiceFactory<S, Request>,
-    S: ServiceFactory<Request, Config = AppConfig, Response = ServiceResponse<B>, Error = actix_web::Error, InitError = ()> + 'static,
-    B: MessageBody + 'static,
-{
-    Acceptor::new(tls)
-        .map_init_err(|_| ())
-        .map_err(|_| ())
-        .and_then(fn_service(|io: TlsStream<TcpStream>| async move {
-            let peer = io.get_ref().0.peer_addr().ok();
-            Ok((Connection::new(io), peer))
-        }))
-        .and_then(h1(app, reached, settings))
-}
-
-/// `app` served over HTTP/1.1 on connections of type `T`, each wrapped in
-/// `Connection` and marked with the listener it reached.
-fn h1<T, I, S, B>(
-    app: I,
-    reached: Reached,
-    settings: &Settings,
-) -> impl ServiceFactory<(Connection<T>, Option<SocketAddr>), Config = (), Response = (), Error = (), InitError = ()>
-where
+    A: ServiceFactory<TcpStream, Config = (), Response = T, Error = (), InitError = ()>,
     T: AsyncRead + AsyncWrite + Unpin + 'static,
     I: IntoServiceFactory<S, Request>,
     S: ServiceFactory<Request, Config = AppConfig, Response = ServiceResponse<B>, Error = actix_web::Error, InitError = ()> + 'static,
     B: MessageBody + 'static,
 {
     let shutdown = settings.shutdown.clone();
-    HttpService::build()
+    let http = HttpService::build()
         .client_request_timeout(settings.head_timeout)
         .client_disconnect_timeout(Duration::from_secs(1))
         .local_addr(reached.addr)
@@ -203,7 +188,13 @@ where
         // No code reads the application's config (the listener's facts are
         // the connection's `Reached`), so the default serves.
         .h1(map_config(app.into_factory(), |_| AppConfig::default()))
-        .map_err(|_| ())
+        .map_err(|_| ());
+    accept
+        .and_then(fn_service(move |io: T| async move {
+            let client = peer(&io);
+            Ok((Connection::new(io), client))
+        }))
+        .and_then(http)
 }
 
 /// Listeners on every address `listen` names, as actix-web binds them:
