@@ -30,7 +30,8 @@
 # the key and C1s in $WORK for a later call on the same machine. RESTART=1:
 # preload, restart the daemon, preload again (the cold cost from disk).
 # BUDGET: the scheduler's host memory budget in bytes (default "auto", the
-# host's memory less 5 GiB).
+# host's memory less 5 GiB). EXTRA_TOML: settings appended to the daemon's
+# configuration (a [cuda] table, say).
 # A run split over two device calls on one machine (the second started
 # within its idle release, so /var/tmp is still there): the first with
 # STOP_AFTER_PRELOAD=1 KEEP_WORK=1 makes the inputs, preloads (the compiled
@@ -114,6 +115,9 @@ max_body_bytes = 268435456
 max_input_bytes = 268435456
 max_partitions = 16
 TOML
+# EXTRA_TOML: more settings appended as they are (a [cuda] memory_limit_bytes
+# for a smaller card's plan, say).
+[ -n "${EXTRA_TOML:-}" ] && printf '%s\n' "$EXTRA_TOML" >> "$OUT/cuzk.toml"
 start_daemon() {
     log "daemon: starting ($1)"
     RUST_LOG="${RUST_LOG:-info}" "$BIN/cuzk" serve --config "$OUT/cuzk.toml" >> "$OUT/daemon.log" 2>&1 &
@@ -295,6 +299,16 @@ for w in json.load(open(f"{out}/workers-after.json"))["workers"]:
     idle = {k: v - b["idle_seconds"].get(k, 0) for k, v in w["idle_seconds"].items()}
     causes = ", ".join(f"{k} {v:.1f}" for k, v in sorted(idle.items()) if v >= 0.05)
     print(f"| {w['id']} | {w['busy_seconds'] - b['busy_seconds']:.1f} | {causes} |")
+for d in json.load(open(f"{out}/status.json")).get("devices", []):
+    for c in d["memory"]["circuits"]:
+        p = c["plan"]
+        parts = ["a", "b_g1", "l", "h", "b_g2"]
+        kept = ",".join(n for n, r in zip(parts, p["resident"]) if r) or "none"
+        print(f"\ndevice memory plan, {d['device']}, {c['circuit_id'][:40]}: resident {kept} "
+              f"({sum(b for b, r in zip(p['needs']['key'], p['resident']) if r) / 1e9:.1f} GB), "
+              f"pinned {p['pinned_bytes'] / 1e9:.1f} GB, slots {p['slots']}, passes of {p['pass']}, "
+              f"call estimated {p['needs']['call'] / 1e9:.1f} GB, measured {c['measured_call_bytes'] / 1e9:.1f} GB, "
+              f"{p['device_bytes'] / 1e9:.1f} of {p['usable'] / 1e9:.1f} GB planned")
 print("\n" + open(f"{out}/daemon-memory.txt").read().strip())
 print(open(f"{out}/disk.txt").read().strip())
 try:

@@ -78,7 +78,7 @@ impl ProofJob {
 
 /// How soon a job's partitions need the device: critical jobs (WinningPoSt
 /// by default) run ahead of the others on a device they share.
-fn urgency(priority: Priority) -> Urgency {
+pub(crate) fn urgency(priority: Priority) -> Urgency {
     match priority {
         Priority::Critical => Urgency::Urgent,
         Priority::High | Priority::Normal | Priority::Low => Urgency::Normal,
@@ -290,8 +290,20 @@ impl Backend for ProvingBackend {
         })
     }
 
+    fn device_memory(&self) -> Vec<serde_json::Value> {
+        (self.devices.iter())
+            .filter_map(|d| {
+                let report = d.engine.memory_report()?;
+                Some(serde_json::json!({ "device": d.name, "memory": report }))
+            })
+            .collect()
+    }
+
+    /// The keys and matrices the store holds, and what the engines hold
+    /// in host memory beside them (the CUDA engine's streamed key parts,
+    /// pinned): all of it outside the partitions' reservations.
     fn resident_bytes(&self) -> u64 {
-        self.store.resident_bytes()
+        self.store.resident_bytes() + self.devices.iter().map(|d| d.engine.host_bytes()).sum::<u64>()
     }
 
     fn transient_bytes(&self) -> u64 {

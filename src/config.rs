@@ -244,12 +244,21 @@ pub struct CudaConfig {
     pub devices: Vec<usize>,
     /// Run B's G2 MSM on the GPU (default) or in the finalizer on the CPU.
     pub g2_on_gpu: Option<bool>,
-    /// Device bytes each device's resident proving keys and NTT tables may
-    /// take (unset: 60% of its memory). A key larger than this stays in
-    /// pinned host memory and streams through the device per proof.
+    /// Most device bytes each device's memory plan hands out (unset: what
+    /// the device has free once the daemon's context is on it). The plan
+    /// (docs/gpu.md, "Device memory plan") decides from it which parts of
+    /// each key stay resident and which stream from pinned host memory, and
+    /// how many general workers prove at once; a circuit the device cannot
+    /// hold even streamed is refused at its preload, naming this setting.
+    pub memory_limit_bytes: Option<u64>,
+    /// Most device bytes a circuit's NTT tables, matrices and resident key
+    /// parts may take (unset: whatever the plan leaves beside the
+    /// workspaces). Parts beyond it stream, even where the device could
+    /// hold them.
     pub resident_budget_bytes: Option<u64>,
-    /// Host bytes of pinned memory each device's streamed keys may take
-    /// (unset: half the host's memory). Outside `scheduler.budget`.
+    /// Host bytes of pinned memory each device's streamed key parts may
+    /// take (unset: half the host's memory). Counted, as they are held,
+    /// under `scheduler.budget` with the partitions in flight.
     pub pinned_budget_bytes: Option<u64>,
     /// Most partitions that share one pass over a streamed key (unset: 2;
     /// 1: every partition streams the key itself). A device's workers
@@ -282,14 +291,25 @@ impl SchedulerConfig {
     }
 }
 
-/// The smallest resident or pinned budget accepted: below it nothing of use
-/// fits (NTT tables alone of a 2^22 domain take 268 MB).
+/// The smallest device memory limit, resident or pinned budget accepted:
+/// below it nothing of use fits (NTT tables alone of a 2^22 domain take
+/// 268 MB).
 pub const MIN_CUDA_BUDGET: u64 = 1 << 30;
 
+/// `[cuda]`'s byte settings, checked (`None`: unset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaBudgets {
+    pub memory_limit: Option<u64>,
+    pub resident: Option<u64>,
+    pub pinned: Option<u64>,
+}
+
 impl CudaConfig {
-    /// The resident and pinned budgets, checked.
-    pub fn budgets(&self) -> Result<(Option<u64>, Option<u64>), ConfigError> {
+    /// The device memory limit and the resident and pinned budgets,
+    /// checked.
+    pub fn budgets(&self) -> Result<CudaBudgets, ConfigError> {
         for (setting, value) in [
+            ("memory_limit_bytes", self.memory_limit_bytes),
             ("resident_budget_bytes", self.resident_budget_bytes),
             ("pinned_budget_bytes", self.pinned_budget_bytes),
         ] {
@@ -297,7 +317,11 @@ impl CudaConfig {
                 return Err(ConfigError::CudaBudget { setting, bytes });
             }
         }
-        Ok((self.resident_budget_bytes, self.pinned_budget_bytes))
+        Ok(CudaBudgets {
+            memory_limit: self.memory_limit_bytes,
+            resident: self.resident_budget_bytes,
+            pinned: self.pinned_budget_bytes,
+        })
     }
 
     /// The shared passes' size and wait, checked.
@@ -544,7 +568,7 @@ fn cgroup_memory_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::{
-        ConfigError, CudaConfig, FleetConfig, SchedulerConfig, MAX_CRITICAL_WORKERS, MAX_PASS_PARTITIONS,
+        ConfigError, CudaBudgets, CudaConfig, FleetConfig, SchedulerConfig, MAX_CRITICAL_WORKERS, MAX_PASS_PARTITIONS,
         MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET,
     };
 
@@ -562,13 +586,19 @@ mod tests {
 
     #[test]
     fn cuda_budgets_below_one_gib_are_refused() {
-        assert_eq!(CudaConfig::default().budgets().unwrap(), (None, None));
+        let unset = CudaBudgets { memory_limit: None, resident: None, pinned: None };
+        assert_eq!(CudaConfig::default().budgets().unwrap(), unset);
         let set = CudaConfig {
+            memory_limit_bytes: Some(24 << 30),
             resident_budget_bytes: Some(16 << 30),
             pinned_budget_bytes: Some(MIN_CUDA_BUDGET),
             ..CudaConfig::default()
         };
-        assert_eq!(set.budgets().unwrap(), (Some(16 << 30), Some(MIN_CUDA_BUDGET)));
+        let expected = CudaBudgets { memory_limit: Some(24 << 30), resident: Some(16 << 30), pinned: Some(MIN_CUDA_BUDGET) };
+        assert_eq!(set.budgets().unwrap(), expected);
+        let limit = CudaConfig { memory_limit_bytes: Some(1 << 20), ..CudaConfig::default() };
+        let error = limit.budgets().unwrap_err();
+        assert!(error.to_string().contains("cuda.memory_limit_bytes"), "{error}");
         let small = CudaConfig { resident_budget_bytes: Some(0), ..CudaConfig::default() };
         let error = small.budgets().unwrap_err();
         assert!(matches!(error, ConfigError::CudaBudget { setting: "resident_budget_bytes", bytes: 0 }));

@@ -235,7 +235,10 @@ impl KeyStore {
         let _ = self.resident_watch.set(Box::new(watch));
     }
 
-    fn resident_changed(&self) {
+    /// Tells the watcher the resident bytes changed (also after an
+    /// engine's warm: its streamed key parts are pinned host memory the
+    /// budget counts).
+    pub(crate) fn resident_changed(&self) {
         if let Some(watch) = self.resident_watch.get() {
             watch();
         }

@@ -107,9 +107,13 @@ impl ParamFiles {
                 .prepared_with(&cache_id, &path, || loading.load(&cache_id, &path, kind, sector_size, None))
                 .map_err(|cause| ParamsError::Load { id: cache_id.clone(), cause })?;
             log::info!("{cache_id}: loaded in {:.1} s", started.elapsed().as_secs_f64());
+            // A kind whose jobs are critical by default (WinningPoSt) is
+            // warmed as urgent: the engines reserve its memory beside every
+            // other circuit's.
+            let urgency = crate::backend::urgency(crate::filecoin::default_priority(kind));
             for engine in engines.iter() {
                 let warming = Instant::now();
-                engine.warm(&circuit).map_err(|cause| ParamsError::Warm {
+                engine.warm(&circuit, urgency).map_err(|cause| ParamsError::Warm {
                     id: cache_id.clone(),
                     engine: engine.name().to_string(),
                     cause,
@@ -118,6 +122,9 @@ impl ParamFiles {
                 // cold start (docs/benchmarks.md): said apart from the load.
                 log::info!("{cache_id}: {} warmed in {:.1} s", engine.name(), warming.elapsed().as_secs_f64());
             }
+            // The key parts a warm pinned in host memory count in the
+            // budget from now, not from the next synthesis.
+            keys.resident_changed();
             Ok(circuit)
         })
         .await

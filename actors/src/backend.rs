@@ -87,6 +87,13 @@ pub trait Backend: Send + Sync + 'static {
     fn resident_bytes(&self) -> u64 {
         0
     }
+    /// Each device's memory plan (the CUDA engine's: what stays resident,
+    /// what streams, how many workers prove at once), as `/v1/status`
+    /// shows it under `devices`; nothing for backends without a device
+    /// plan.
+    fn device_memory(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
     /// Of `resident_bytes`, those held by work that ends by itself (a
     /// circuit's setup, a parameter file's load): the budget lets a
     /// partition that fits without them wait for them, and refuses only

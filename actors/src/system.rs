@@ -61,6 +61,10 @@ pub struct SystemStatus {
     pub tracker: TrackerStatus,
     /// Each GPU worker with its last few spans; `/v1/workers` has more.
     pub workers: Vec<WorkerReport>,
+    /// Each device's memory plan (`Backend::device_memory`); absent when
+    /// the backend has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<serde_json::Value>,
 }
 
 /// Spans per worker in `/v1/status`.
@@ -213,6 +217,7 @@ impl ProvingSystem {
             queues: queues.await?,
             tracker: tracker.await?,
             workers: workers.await?,
+            devices: self.backend.device_memory(),
         })
     }
 }

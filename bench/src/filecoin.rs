@@ -39,6 +39,16 @@ pub struct FilecoinBenchArgs {
     /// the supraseal reference (bench/supraseal) to prove the same work.
     #[arg(long)]
     pub dump_inputs: Option<std::path::PathBuf>,
+    /// The daemon's `[cuda] memory_limit_bytes`: its device-memory plan
+    /// as on a card of this size (issue 37: 2 KiB kinds under a 16 GiB
+    /// cap).
+    #[arg(long)]
+    pub cuda_memory_limit_bytes: Option<u64>,
+    /// The daemon's `[cuda] resident_budget_bytes`: with less than a key's
+    /// bytes, its plan splits the key between the device and pinned host
+    /// memory, and the proofs, verified, show the split path right.
+    #[arg(long)]
+    pub cuda_resident_budget_bytes: Option<u64>,
 }
 
 /// One kind's job: the daemon's request and the same proof by bellperson.
@@ -72,6 +82,8 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
         ..Config::default()
     };
     config.scheduler.budget = Budget::Bytes(64 << 30);
+    config.cuda.memory_limit_bytes = args.cuda_memory_limit_bytes;
+    config.cuda.resident_budget_bytes = args.cuda_resident_budget_bytes;
     config.limits.max_body_bytes = 64 << 20;
     let daemon = spawn(config, CircuitRegistry::builtin()).map_err(|e| e.to_string())?;
 

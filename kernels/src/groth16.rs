@@ -237,12 +237,25 @@ pub trait ProveStartEngine: Send + Sync {
         false
     }
     /// Loads what the engine keeps of `circuit` between calls (the CUDA
-    /// engine: its key and compiled matrices on the device) ahead of its
-    /// first call, so that a preload takes the whole cold cost and no
-    /// partition waits for it. Engines that keep nothing do nothing.
-    fn warm(&self, circuit: &PreparedCircuit) -> Result<(), KernelError> {
-        let _ = circuit;
+    /// engine: its device-memory plan, then its key and compiled matrices
+    /// on the device) ahead of its first call, so that a preload takes the
+    /// whole cold cost and no partition waits for it; `urgency` is its
+    /// calls' (the CUDA engine reserves an urgent circuit's memory beside
+    /// every other). Engines that keep nothing do nothing.
+    fn warm(&self, circuit: &PreparedCircuit, urgency: Urgency) -> Result<(), KernelError> {
+        let _ = (circuit, urgency);
         Ok(())
+    }
+    /// Host bytes the engine holds outside the circuits' own (the CUDA
+    /// engine's streamed key parts in pinned memory), which the daemon's
+    /// memory budget counts as resident.
+    fn host_bytes(&self) -> u64 {
+        0
+    }
+    /// The device's memory plan and each circuit's, for `/v1/status`
+    /// (engines without a device: none).
+    fn memory_report(&self) -> Option<crate::device_plan::MemoryReport> {
+        None
     }
     fn prove_start(
         &self,

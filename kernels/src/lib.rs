@@ -9,6 +9,8 @@
 //! - [`setup`]: circuit-specific setup that can be stopped part way.
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
+//! - [`device_plan`]: what a device keeps resident, streams and runs at
+//!   once, planned from its memory (the CUDA engine's, tested without one).
 //! - [`host`]: what the host machine has (its memory), for default budgets.
 //! - `synthetic` (feature `bench-internals`): made-up compiled matrices and
 //!   satisfying assignments for tests and benchmarks.
@@ -17,6 +19,7 @@ pub mod circuits;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod device_plan;
 pub mod groth16;
 pub mod host;
 pub mod key_source;
@@ -90,19 +93,37 @@ pub enum DeviceCause {
     /// could not start, its device-memory budget is held by keys in use, a
     /// lock was poisoned by a panic on another call. The text says which.
     Engine(String),
+    /// The device's memory plan (device_plan.rs) cannot hold what the call
+    /// needs: the device is too small for the circuit, or something the
+    /// plan did not foresee holds its memory. The text says which, and the
+    /// setting to change. Not retried: the same plan fails the same way.
+    Memory(String),
 }
 
 impl std::fmt::Display for DeviceCause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             #[cfg(feature = "cuda")]
+            DeviceCause::Driver(rustacuda::error::CudaError::OutOfMemory) => f.write_str(
+                "OutOfMemory: device memory ran out beyond the engine's memory plan (another process on the card, or a call larger than planned; /v1/status shows the plan; [cuda] memory_limit_bytes lowers it)",
+            ),
+            #[cfg(feature = "cuda")]
             DeviceCause::Driver(e) => write!(f, "{e:?}"),
-            DeviceCause::Engine(s) => f.write_str(s),
+            DeviceCause::Engine(s) | DeviceCause::Memory(s) => f.write_str(s),
         }
     }
 }
 
 impl DeviceError {
+    /// A call the device's memory plan cannot hold (see
+    /// [`DeviceCause::Memory`]).
+    pub fn memory(call: impl Into<String>, why: impl std::fmt::Display) -> KernelError {
+        KernelError::Device(DeviceError {
+            call: call.into(),
+            cause: DeviceCause::Memory(why.to_string()),
+        })
+    }
+
     /// A failure of `call` inside the engine (not from the driver).
     pub fn engine(call: impl Into<String>, error: impl std::fmt::Display) -> KernelError {
         KernelError::Device(DeviceError {
@@ -114,16 +135,23 @@ impl DeviceError {
     /// Whether another attempt can succeed. Driver errors are retryable
     /// except those that say the request itself is wrong and would be
     /// refused again on any device: an invalid argument (a launch or an
-    /// allocation outside the driver's limits for this job's size) and a
-    /// kernel missing from the module (a build defect).
+    /// allocation outside the driver's limits for this job's size), a
+    /// kernel missing from the module (a build defect), and device memory
+    /// run out, which the engine's memory plan sized every call against:
+    /// running out says the plan or the card's sharing is wrong, and three
+    /// more attempts under the same plan only fail three more times (issue
+    /// 37: 50 partitions failed three times each).
     pub fn retryable(&self) -> bool {
         match &self.cause {
             #[cfg(feature = "cuda")]
             DeviceCause::Driver(e) => !matches!(
                 e,
-                rustacuda::error::CudaError::InvalidValue | rustacuda::error::CudaError::NotFound
+                rustacuda::error::CudaError::InvalidValue
+                    | rustacuda::error::CudaError::NotFound
+                    | rustacuda::error::CudaError::OutOfMemory
             ),
             DeviceCause::Engine(_) => true,
+            DeviceCause::Memory(_) => false,
         }
     }
 }
@@ -137,9 +165,12 @@ mod tests {
         assert!(!KernelError::Synthesis("no matrices".into()).retryable());
         assert!(!KernelError::Unsatisfied(3).retryable());
         assert!(!KernelError::Key("wrong length".into()).retryable());
-        let busy = DeviceError::engine("making room", "budget held by keys in use");
+        let busy = DeviceError::engine("locking the workspaces", "poisoned");
         assert!(busy.retryable());
-        assert!(busy.to_string().contains("making room: budget held"));
+        assert!(busy.to_string().contains("locking the workspaces: poisoned"));
+        let planned = DeviceError::memory("making room for 8602615872 bytes", "held by keys in use");
+        assert!(!planned.retryable(), "a device memory plan that cannot hold a call is final");
+        assert!(planned.to_string().contains("making room for 8602615872 bytes: held"));
     }
 
     #[cfg(feature = "cuda")]
@@ -153,7 +184,8 @@ mod tests {
             })
         };
         assert!(err(CudaError::LaunchFailed).retryable());
-        assert!(err(CudaError::OutOfMemory).retryable());
+        assert!(!err(CudaError::OutOfMemory).retryable());
+        assert!(err(CudaError::OutOfMemory).to_string().contains("memory_limit_bytes"));
         assert!(!err(CudaError::InvalidValue).retryable());
         assert!(!err(CudaError::NotFound).retryable());
         match err(CudaError::OutOfMemory) {

@@ -558,64 +558,84 @@ fn gpu_prove_start_equals_cpu() {
     eprintln!("GPU prove_start equals CPU, proofs verify (G2 on GPU and on CPU): OK");
 }
 
+/// The device-memory plan `engine` made for `circuit_id`.
+fn plan_of(engine: &CudaEngine, circuit_id: &str) -> cuzk_kernels::device_plan::Plan {
+    let report = engine.plans_report().expect("the engine reports its plans");
+    let circuit = report.circuits.into_iter().find(|c| c.circuit_id == circuit_id);
+    circuit.expect("a plan for every circuit proved").plan
+}
+
 #[test]
 #[ignore]
 fn gpu_streamed_equals_resident() {
     let e = gpu_or_skip!("gpu_streamed_equals_resident");
     let s = seed();
-    // A resident budget that holds these circuits' NTT tables but none of
-    // their keys, so every key streams from pinned memory, in chunks of
-    // 3000 points: several per query, the last one partial.
-    let budget = 5 << 20;
-    let streamed = CudaEngine::new(
-        0,
-        CudaOptions {
-            resident_budget: Some(budget),
-            stream_chunk: 3000,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    for steps in [10000usize, 20000] {
-        let circuit = chain_circuit(steps, s ^ steps as u64);
-        let compact = circuit.compact().unwrap();
-        let mut r = inputs::rng(s ^ 77 ^ steps as u64);
-        let x = Fr::rand(&mut r);
-        let syn = || groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
-        // The whole key (A and B sharing their sort) and the compact one
-        // (gathered A and B scalars, sorted apart).
-        for (what, c) in [("full", &circuit), ("compact", &compact)] {
-            let want = e.prove_start(c, syn()).unwrap();
-            let got = streamed.prove_start(c, syn()).unwrap();
-            // This key alone is pinned (the previous one, under the same
-            // circuit id, was replaced) and nothing of it is on the device.
-            let key_bytes = KeyBases::bytes(&c.pk, true);
-            assert!(key_bytes > budget, "{what}: the key exceeds the budget");
-            assert_eq!(streamed.pinned_bytes(), key_bytes, "{what}: pinned bytes");
-            assert!(
-                streamed.resident_bytes() <= budget,
-                "{what}: only tables on the device"
-            );
-            let again = streamed.prove_start(c, syn()).unwrap();
-            assert_eq!(streamed.pinned_bytes(), key_bytes, "{what}: pinned bytes");
-            let phases: Vec<_> = got.phases.iter().map(|p| p.phase).collect();
-            assert!(phases.contains(&"msm_b2"), "{what}: phases {phases:?}");
-            for g in [&got, &again] {
-                assert_same_start(g, &want, what);
+    // Two resident limits, in chunks of 3000 points (several per query,
+    // the last one partial): none of the key (every part streams from
+    // pinned memory), and 5 MiB, which beside these circuits' NTT tables
+    // holds some of their keys' parts and not all (a split key: the
+    // device-memory plan's choice on a card smaller than the key).
+    let mut split = 0;
+    for limit in [0, 5 << 20] {
+        let streamed = CudaEngine::new(
+            0,
+            CudaOptions {
+                resident_budget: Some(limit),
+                stream_chunk: 3000,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for steps in [10000usize, 20000] {
+            let circuit = chain_circuit(steps, s ^ steps as u64);
+            let compact = circuit.compact().unwrap();
+            let mut r = inputs::rng(s ^ 77 ^ steps as u64);
+            let x = Fr::rand(&mut r);
+            let syn = || groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
+            // The whole key (A and B sharing their sort) and the compact one
+            // (gathered A and B scalars, sorted apart).
+            for (what, c) in [("full", &circuit), ("compact", &compact)] {
+                let what = format!("{what}, {steps} steps, resident limit {limit}");
+                let want = e.prove_start(c, syn()).unwrap();
+                let got = streamed.prove_start(c, syn()).unwrap();
+                // This key's streamed parts alone are pinned (the previous
+                // key, under the same circuit id, was replaced); the plan
+                // splits the whole key between device and host.
+                let plan = plan_of(&streamed, &c.circuit_id);
+                let key_bytes = KeyBases::bytes(&c.pk, true);
+                assert_eq!(plan.resident_key_bytes() + plan.pinned_bytes, key_bytes, "{what}");
+                assert_eq!(streamed.pinned_bytes(), plan.pinned_bytes, "{what}: pinned bytes");
+                if limit == 0 {
+                    assert_eq!(plan.pinned_bytes, key_bytes, "{what}: every part streams");
+                } else if plan.resident_key_bytes() > 0 && plan.pinned_bytes > 0 {
+                    split += 1;
+                }
+                assert!(
+                    streamed.resident_bytes() <= limit.max(plan.needs.fixed),
+                    "{what}: only the tables and the resident parts on the device"
+                );
+                let again = streamed.prove_start(c, syn()).unwrap();
+                assert_eq!(streamed.pinned_bytes(), plan.pinned_bytes, "{what}: pinned bytes");
+                let phases: Vec<_> = got.phases.iter().map(|p| p.phase).collect();
+                assert!(phases.contains(&"msm_b2"), "{what}: phases {phases:?}");
+                for g in [&got, &again] {
+                    assert_same_start(g, &want, &what);
+                }
+                let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
+                let inputs = got.public_inputs().to_vec();
+                let (pg, _) = groth16::prove_finish(c, got, rr, ss).unwrap();
+                let (pw, _) = groth16::prove_finish(c, want, rr, ss).unwrap();
+                assert_eq!(pg, pw, "{what}: the streamed proof equals the resident one");
+                let pvk = ark_groth16::prepare_verifying_key(c.vk());
+                assert!(
+                    ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs)
+                        .unwrap()
+                );
             }
-            let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
-            let inputs = got.public_inputs().to_vec();
-            let (pg, _) = groth16::prove_finish(c, got, rr, ss).unwrap();
-            let (pw, _) = groth16::prove_finish(c, want, rr, ss).unwrap();
-            assert_eq!(pg, pw, "{what}: the streamed proof equals the resident one");
-            let pvk = ark_groth16::prepare_verifying_key(c.vk());
-            assert!(
-                ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs)
-                    .unwrap()
-            );
         }
     }
-    eprintln!("streamed keys (chunks of 3000 points) prove as resident ones: OK");
+    assert!(split > 0, "the 5 MiB limit split at least one key between device and host");
+    eprintln!("streamed and split keys (chunks of 3000 points) prove as resident ones ({split} split): OK");
 }
 
 #[test]
@@ -1070,7 +1090,7 @@ fn gpu_key_source_equals_held_key() {
         // A preload's warm takes the key onto the device (or into pinned
         // memory) before the first call.
         let before = (engine.resident_bytes(), engine.pinned_bytes());
-        engine.warm(&source).unwrap();
+        engine.warm(&source, Urgency::Normal).unwrap();
         assert_ne!((engine.resident_bytes(), engine.pinned_bytes()), before, "{what}: warmed");
         let want = engine.prove_start(&held, groth16::defer(&held, z.clone()).unwrap()).unwrap();
         let got = engine.prove_start(&source, groth16::defer(&source, z.clone()).unwrap()).unwrap();
@@ -1083,7 +1103,7 @@ fn gpu_key_source_equals_held_key() {
         assert!(verify(&pvk, &pg, &z[1..held.num_inputs]).unwrap(), "{what}: verifies");
     }
     let broken = from_source(&held, "chain-source-broken", true);
-    assert!(matches!(e.warm(&broken), Err(KernelError::Key(_))), "a warm reads the source too");
+    assert!(matches!(e.warm(&broken, Urgency::Normal), Err(KernelError::Key(_))), "a warm reads the source too");
     let failed = e.prove_start(&broken, groth16::defer(&broken, z).unwrap());
     assert!(matches!(failed, Err(KernelError::Key(ref why)) if why.contains("unreadable")), "{:?}", failed.err());
     eprintln!("a key read by range from its source proves what the held key proves: OK");

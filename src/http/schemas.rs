@@ -108,6 +108,10 @@ pub struct StatusDoc {
     store: cuzk_actors::store::StoreHealth,
     /// True while stored unfinished jobs are rebuilt after a start.
     recovering: bool,
+    /// The CUDA backend's devices, each with its memory plan: what stays
+    /// resident, what streams, how many workers prove at once (docs/gpu.md,
+    /// "Device memory plan"); absent on other backends.
+    devices: Option<Vec<Value>>,
 }
 
 /// `GET /v1/workers` (docs/api.md).

@@ -104,7 +104,7 @@ fn cpu_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
 #[cfg(feature = "cuda")]
 fn cuda_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
     use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
-    let (resident_budget, pinned_budget) = config.cuda.budgets()?;
+    let budgets = config.cuda.budgets()?;
     let (pass_partitions, pass_wait) = config.cuda.passes()?;
     let detected = detect_devices()?;
     let ordinals: Vec<usize> = if config.cuda.devices.is_empty() {
@@ -116,10 +116,15 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
         return Err(BackendError::NoCudaDevice);
     }
     let defaults = CudaOptions::default();
+    // The plan gives every worker that calls a device its workspace: the
+    // general ones share its slots, the critical lane's are reserved.
     let options = CudaOptions {
         g2_on_gpu: config.cuda.g2_on_gpu.unwrap_or(true),
-        resident_budget,
-        pinned_budget,
+        memory_limit: budgets.memory_limit,
+        resident_budget: budgets.resident,
+        pinned_budget: budgets.pinned,
+        general_calls: config.scheduler.workers_per_device.max(1),
+        urgent_calls: config.scheduler.critical_workers()?,
         pass_partitions: pass_partitions.unwrap_or(defaults.pass_partitions),
         pass_wait: pass_wait.unwrap_or(defaults.pass_wait),
         ..defaults

@@ -1,10 +1,10 @@
-//! What a CUDA engine keeps between calls, under two budgets: proving keys
-//! resident on the device, NTT tables, the circuits' A and B selections and
-//! their compiled matrices (the resident budget, device memory), and keys
-//! too large for that
-//! budget, held in pinned host memory and streamed through the device per
+//! What a CUDA engine keeps between calls: the parts of proving keys that
+//! their circuits' device-memory plans keep resident, NTT tables, the
+//! circuits' A and B selections and their compiled matrices (device memory,
+//! within the running circuit's plan's room), and the parts the plans
+//! stream, held in pinned host memory and streamed through the device per
 //! call (the pinned budget, host memory). Least recently used entries not in
-//! use are evicted to make room.
+//! use, and not an urgent circuit's, are evicted to make room.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -18,25 +18,29 @@ use super::ntt::NttTables;
 use super::r1cs::{DeviceMatrices, LONG_ROW};
 use super::streamed::HostKey;
 use super::CudaEngine;
+use crate::device_plan::Plan;
 use crate::groth16::Selection;
 use crate::r1cs::{Flattened, Matrices};
 use crate::{DeviceCause, DeviceError, KernelError};
 
-/// A circuit's bases on the device.
+/// A circuit's bases on the device: the parts its plan keeps resident
+/// (device_plan.rs), the others streamed (`HostKey`).
 pub struct ResidentKey {
-    /// A, B1, L, H (Query's order).
-    g1: [DBuf<DevG1Affine>; 4],
-    /// b_g2_query, when the engine runs B's G2 MSM.
+    /// A, B1, L, H (Query's order), each when resident.
+    g1: [Option<DBuf<DevG1Affine>>; 4],
+    /// b_g2_query, when resident (and the engine runs B's G2 MSM).
     pub b2: Option<DBuf<DevG2Affine>>,
+    /// Which parts it holds (device_plan::PARTS order).
+    parts: [bool; 5],
     /// Identifies the key.
     fingerprint: Fingerprint,
-    /// Device bytes held, for the resident budget.
+    /// Device bytes held, for the cache's room.
     bytes: u64,
 }
 
 impl ResidentKey {
-    pub fn query(&self, q: Query) -> &DBuf<DevG1Affine> {
-        &self.g1[q as usize]
+    pub fn query(&self, q: Query) -> Option<&DBuf<DevG1Affine>> {
+        self.g1[q as usize].as_ref()
     }
 }
 
@@ -52,7 +56,7 @@ pub struct DeviceSelections {
     pub limit: usize,
     /// Identifies the selections (`sample`).
     sample: u64,
-    /// Device bytes held, for the resident budget.
+    /// Device bytes held, for the cache's room.
     bytes: u64,
 }
 
@@ -78,12 +82,23 @@ fn sample(selections: [&Selection; 2]) -> u64 {
     h.finish()
 }
 
-/// A key as a call proves with it.
-pub enum Loaded {
-    /// On the device.
-    Resident(Arc<ResidentKey>),
-    /// In pinned host memory, streamed through the device.
-    Streamed(Arc<HostKey>),
+/// A key as a call proves with it: the parts on the device and the parts
+/// in pinned host memory, which together are the whole key.
+pub struct Loaded {
+    pub device: Option<Arc<ResidentKey>>,
+    pub host: Option<Arc<HostKey>>,
+}
+
+impl Loaded {
+    /// G1 query `q` on the device, when resident.
+    pub fn device_query(&self, q: Query) -> Option<&DBuf<DevG1Affine>> {
+        self.device.as_ref().and_then(|k| k.query(q))
+    }
+
+    /// B's G2 query on the device, when resident.
+    pub fn device_b2(&self) -> Option<&DBuf<DevG2Affine>> {
+        self.device.as_ref().and_then(|k| k.b2.as_ref())
+    }
 }
 
 /// Entries with the tick of their last use.
@@ -94,6 +109,9 @@ pub struct Cache {
     selections: HashMap<String, (Arc<DeviceSelections>, u64)>,
     matrices: HashMap<String, (Arc<DeviceMatrices>, u64)>,
     tick: u64,
+    /// The urgent circuits (and their NTT domains), whose entries the
+    /// device's plan reserves: never evicted to make room for others.
+    kept: (std::collections::HashSet<String>, std::collections::HashSet<usize>),
 }
 
 impl Cache {
@@ -105,6 +123,7 @@ impl Cache {
             selections: HashMap::new(),
             matrices: HashMap::new(),
             tick: 0,
+            kept: Default::default(),
         }
     }
 
@@ -124,6 +143,17 @@ impl Cache {
         self.tick
     }
 
+    /// Marks `circuit_id`'s entries and its domain's tables as kept for
+    /// good (an urgent circuit) or as evictable.
+    pub fn keep(&mut self, circuit_id: &str, domain: usize, kept: bool) {
+        if kept {
+            self.kept.0.insert(circuit_id.to_string());
+            self.kept.1.insert(domain);
+        } else {
+            self.kept.0.remove(circuit_id);
+        }
+    }
+
     /// Frees everything (the engine's context current).
     pub fn clear(&mut self) {
         self.keys.clear();
@@ -134,10 +164,14 @@ impl Cache {
     }
 }
 
-/// The least recently used entry of `map` that no call holds.
-fn idle_lru<K: Clone, V>(map: &HashMap<K, (Arc<V>, u64)>) -> Option<(K, u64)> {
+/// The least recently used entry of `map` that no call holds and `kept`
+/// does not keep.
+fn idle_lru<K: Clone + Eq + Hash, V>(
+    map: &HashMap<K, (Arc<V>, u64)>,
+    kept: &std::collections::HashSet<K>,
+) -> Option<(K, u64)> {
     map.iter()
-        .filter(|(_, (v, _))| Arc::strong_count(v) == 1)
+        .filter(|(k, (v, _))| Arc::strong_count(v) == 1 && !kept.contains(*k))
         .min_by_key(|(_, (_, t))| *t)
         .map(|(k, (_, t))| (k.clone(), *t))
 }
@@ -178,14 +212,14 @@ enum Victim {
 }
 
 fn exhausted(what: &str, need: u64, budget: u64, held: u64) -> KernelError {
-    DeviceError::engine(
+    DeviceError::memory(
         format!("making room for {need} {what} bytes"),
-        format!("{what} budget of {budget} bytes exhausted by {held} bytes in use"),
+        format!("{what} room of {budget} bytes exhausted by {held} bytes in use by running calls (the device memory plan in /v1/status; [cuda] memory_limit_bytes, pinned_budget_bytes)"),
     )
 }
 
 impl CudaEngine {
-    fn cache(&self) -> Res<std::sync::MutexGuard<'_, Cache>> {
+    pub(super) fn cache(&self) -> Res<std::sync::MutexGuard<'_, Cache>> {
         self.cache
             .lock()
             .map_err(|e| DeviceError::engine("locking the engine cache", e))
@@ -214,21 +248,24 @@ impl CudaEngine {
         }
     }
 
-    /// Evicts least recently used device entries not in use until `need`
-    /// more bytes fit the resident budget.
-    fn make_room(&self, cache: &mut Cache, need: u64) -> Res<()> {
-        while cache.bytes() + need > self.budget {
+    /// Evicts least recently used device entries not in use (and not an
+    /// urgent circuit's) until `need` more bytes fit `room`: the running
+    /// circuit's plan's `cache_room`, or the device's usable bytes for an
+    /// entry no plan covers (the tests' and the benchmark's).
+    fn make_room(&self, cache: &mut Cache, need: u64, room: u64) -> Res<()> {
+        while cache.bytes() + need > room {
             // The least recently used entry not in use, of any kind.
-            let key = idle_lru(&cache.keys).map(|(id, t)| (t, Victim::Key(id)));
-            let tables = idle_lru(&cache.tables).map(|(n, t)| (t, Victim::Tables(n)));
-            let sel = idle_lru(&cache.selections).map(|(id, t)| (t, Victim::Selections(id)));
-            let rows = idle_lru(&cache.matrices).map(|(id, t)| (t, Victim::Matrices(id)));
+            let (ids, domains) = (&cache.kept.0, &cache.kept.1);
+            let key = idle_lru(&cache.keys, ids).map(|(id, t)| (t, Victim::Key(id)));
+            let tables = idle_lru(&cache.tables, domains).map(|(n, t)| (t, Victim::Tables(n)));
+            let sel = idle_lru(&cache.selections, ids).map(|(id, t)| (t, Victim::Selections(id)));
+            let rows = idle_lru(&cache.matrices, ids).map(|(id, t)| (t, Victim::Matrices(id)));
             match [key, tables, sel, rows].into_iter().flatten().min_by_key(|e| e.0) {
                 Some((_, Victim::Key(id))) => cache.keys.remove(&id).map(drop),
                 Some((_, Victim::Tables(n))) => cache.tables.remove(&n).map(drop),
                 Some((_, Victim::Selections(id))) => cache.selections.remove(&id).map(drop),
                 Some((_, Victim::Matrices(id))) => cache.matrices.remove(&id).map(drop),
-                None => return Err(exhausted("resident", need, self.budget, cache.bytes())),
+                None => return Err(exhausted("resident", need, room, cache.bytes())),
             };
         }
         Ok(())
@@ -242,6 +279,7 @@ impl CudaEngine {
         circuit_id: &str,
         a: &Selection,
         b: &Selection,
+        room: u64,
     ) -> Res<Option<Arc<DeviceSelections>>> {
         if (a, b) == (&Selection::All, &Selection::All) {
             return Ok(None);
@@ -255,7 +293,7 @@ impl CudaEngine {
         }
         let (ia, ib) = (indices(a), indices(b));
         let need = 4 * (ia.map_or(0, <[u32]>::len) + ib.map_or(0, <[u32]>::len)) as u64;
-        self.make_room(&mut cache, need)?;
+        self.make_room(&mut cache, need, room)?;
         let upload = |idx: Option<&[u32]>| -> Res<Option<DBuf<u32>>> {
             let Some(idx) = idx else { return Ok(None) };
             let buf = DBuf::new(idx.len())?;
@@ -279,8 +317,15 @@ impl CudaEngine {
         Ok(Some(sel))
     }
 
-    /// NTT tables for size n, resident (uploaded through `ws`).
+    /// NTT tables for size n, resident (uploaded through `ws`), for a
+    /// caller outside any plan (tests, the benchmark).
     pub fn tables(&self, n: usize, ws: &Workspace) -> Res<Arc<NttTables>> {
+        self.tables_within(n, ws, self.usable)
+    }
+
+    /// NTT tables for size n, made room for within `room` (a plan's
+    /// `cache_room`).
+    pub(super) fn tables_within(&self, n: usize, ws: &Workspace, room: u64) -> Res<Arc<NttTables>> {
         self.gpu.enter()?;
         let mut cache = self.cache()?;
         let tick = cache.next_tick();
@@ -288,70 +333,79 @@ impl CudaEngine {
             *used = tick;
             return Ok(t.clone());
         }
-        self.make_room(&mut cache, NttTables::bytes_for(n))?;
+        self.make_room(&mut cache, NttTables::bytes_for(n), room)?;
         let t = Arc::new(NttTables::new(n, ws)?);
         debug_assert_eq!(t.bytes(), NttTables::bytes_for(n));
         cache.tables.insert(n, (t.clone(), tick));
         Ok(t)
     }
 
-    /// Whether a key's bases exceed the resident budget, so that they
-    /// stream from pinned host memory.
-    pub(super) fn streams(&self, bases: &dyn KeyBases) -> bool {
-        bases.bytes(self.options.g2_on_gpu) > self.budget
-    }
-
-    /// The key of `circuit_id`: resident on the device when its bases fit
-    /// the resident budget, else streamed from pinned host memory.
+    /// The key of `circuit_id` as `plan` splits it: the parts it keeps
+    /// resident on the device, the others in pinned host memory.
     pub(super) fn key(
         &self,
         circuit_id: &str,
         bases: &dyn KeyBases,
         ws: &Workspace,
+        plan: &Plan,
     ) -> Res<Loaded> {
-        if self.streams(bases) {
-            Ok(Loaded::Streamed(self.host_key(circuit_id, bases)?))
-        } else {
-            Ok(Loaded::Resident(self.resident(circuit_id, bases, ws)?))
-        }
+        let with_b2 = self.options.g2_on_gpu;
+        let mut resident = plan.resident;
+        resident[4] &= with_b2;
+        let streamed = [0, 1, 2, 3, 4].map(|i| !resident[i] && (i < 4 || with_b2));
+        let any = |parts: [bool; 5]| parts.iter().any(|&p| p);
+        let device = match any(resident) {
+            true => Some(self.resident(circuit_id, bases, ws, resident, plan.cache_room())?),
+            false => None,
+        };
+        let host = match any(streamed) {
+            true => Some(self.host_key(circuit_id, bases, streamed)?),
+            false => None,
+        };
+        Ok(Loaded { device, host })
     }
 
-    /// The circuit's bases on the device, uploaded through `ws` when not
-    /// resident yet (waits for the upload: other calls' streams use them).
+    /// The `parts` of the circuit's bases on the device, uploaded through
+    /// `ws` when not resident yet (waits for the upload: other calls'
+    /// streams use them).
     fn resident(
         &self,
         circuit_id: &str,
         bases: &dyn KeyBases,
         ws: &Workspace,
+        parts: [bool; 5],
+        room: u64,
     ) -> Res<Arc<ResidentKey>> {
         let mut cache = self.cache()?;
         let tick = cache.next_tick();
         let fp = bases.fingerprint();
-        let with_b2 = self.options.g2_on_gpu;
-        let current = |k: &ResidentKey| k.fingerprint == fp && (k.b2.is_some() || !with_b2);
+        let current = |k: &ResidentKey| k.fingerprint == fp && k.parts == parts;
         if let Some(k) = cached(&mut cache.keys, circuit_id, tick, current) {
             return Ok(k);
         }
-        self.make_room(&mut cache, bases.bytes(with_b2))?;
+        self.make_room(&mut cache, part_bytes(bases, parts), room)?;
         let upload = || -> Res<_> {
             let mut g1 = Vec::with_capacity(4);
             for q in Query::ALL {
-                g1.push(ws.upload_filled(bases.len(q), |s, o| bases.g1(q, s, o))?);
+                g1.push(match parts[q as usize] {
+                    true => Some(ws.upload_filled(bases.len(q), |s, o| bases.g1(q, s, o))?),
+                    false => None,
+                });
             }
-            let b2 = if with_b2 {
-                Some(ws.upload_filled(bases.b2_len(), |s, o| bases.g2(s, o))?)
-            } else {
-                None
+            let b2 = match parts[4] {
+                true => Some(ws.upload_filled(bases.b2_len(), |s, o| bases.g2(s, o))?),
+                false => None,
             };
             ws.synchronize("uploading a proving key")?;
             Ok((g1, b2))
         };
         let (g1, b2) = self.upload_with_room(ws, upload)?;
-        let bytes =
-            g1.iter().map(|b| b.bytes()).sum::<u64>() + b2.as_ref().map_or(0, |b| b.bytes());
+        let bytes = g1.iter().flatten().map(|b| b.bytes()).sum::<u64>()
+            + b2.as_ref().map_or(0, |b| b.bytes());
         let key = Arc::new(ResidentKey {
             g1: g1.try_into().map_err(|_| ()).expect("four queries"),
             b2,
+            parts,
             fingerprint: fp,
             bytes,
         });
@@ -362,8 +416,8 @@ impl CudaEngine {
     }
 
     /// Runs `upload`, and once more when the device was out of memory after
-    /// freeing the workspaces' idle buffers: they live outside the resident
-    /// budget, so they can be what keeps an entry that fits it from fitting
+    /// freeing the workspaces' idle buffers: they live outside the cache's
+    /// room, so they can be what keeps an entry that fits it from fitting
     /// the device.
     fn upload_with_room<T>(&self, ws: &Workspace, upload: impl Fn() -> Res<T>) -> Res<T> {
         match upload() {
@@ -387,6 +441,7 @@ impl CudaEngine {
         circuit_id: &str,
         matrices: &Matrices,
         ws: &Workspace,
+        room: u64,
     ) -> Res<Arc<DeviceMatrices>> {
         let mut cache = self.cache()?;
         let tick = cache.next_tick();
@@ -396,7 +451,7 @@ impl CudaEngine {
             return Ok(d);
         }
         let flat = Flattened::new(matrices, LONG_ROW)?;
-        self.make_room(&mut cache, flat.device_bytes())?;
+        self.make_room(&mut cache, flat.device_bytes(), room)?;
         let d = Arc::new(self.upload_with_room(ws, || DeviceMatrices::upload(&flat, fp, ws))?);
         cache
             .matrices
@@ -404,19 +459,19 @@ impl CudaEngine {
         Ok(d)
     }
 
-    /// The circuit's bases in pinned host memory, copied there when not yet.
-    fn host_key(&self, circuit_id: &str, bases: &dyn KeyBases) -> Res<Arc<HostKey>> {
+    /// The `parts` of the circuit's bases in pinned host memory, copied
+    /// there when not yet.
+    fn host_key(&self, circuit_id: &str, bases: &dyn KeyBases, parts: [bool; 5]) -> Res<Arc<HostKey>> {
         let mut cache = self.cache()?;
         let tick = cache.next_tick();
         let fp = bases.fingerprint();
-        let with_b2 = self.options.g2_on_gpu;
-        let current = |k: &HostKey| k.fingerprint == fp && (k.b2().is_some() || !with_b2);
+        let current = |k: &HostKey| k.fingerprint == fp && k.parts == parts;
         if let Some(k) = cached(&mut cache.streamed, circuit_id, tick, current) {
             return Ok(k);
         }
-        let need = bases.bytes(with_b2);
+        let need = part_bytes(bases, parts);
         while cache.pinned_bytes() + need > self.pinned_budget {
-            let Some((id, _)) = idle_lru(&cache.streamed) else {
+            let Some((id, _)) = idle_lru(&cache.streamed, &cache.kept.0) else {
                 return Err(exhausted(
                     "pinned",
                     need,
@@ -426,10 +481,21 @@ impl CudaEngine {
             };
             cache.streamed.remove(&id);
         }
-        let key = Arc::new(HostKey::new(bases, with_b2)?);
+        let key = Arc::new(HostKey::new(bases, parts)?);
         cache
             .streamed
             .insert(circuit_id.to_string(), (key.clone(), tick));
         Ok(key)
     }
+}
+
+/// Bytes of a key's `parts` (device_plan::PARTS order) in the kernels'
+/// layout.
+fn part_bytes(bases: &dyn KeyBases, parts: [bool; 5]) -> u64 {
+    let g1: usize = (Query::ALL.iter())
+        .filter(|&&q| parts[q as usize])
+        .map(|&q| bases.len(q))
+        .sum();
+    let g2 = if parts[4] { bases.b2_len() } else { 0 };
+    (g1 * std::mem::size_of::<DevG1Affine>() + g2 * std::mem::size_of::<DevG2Affine>()) as u64
 }

@@ -5,6 +5,7 @@
 
 use std::ffi::{c_void, CString};
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
@@ -257,6 +258,19 @@ impl Gpu {
         })
     }
 
+    /// The device's free and total memory as the driver reports them now
+    /// (cuMemGetInfo; the context current on this thread).
+    pub fn memory(&self) -> Res<(u64, u64)> {
+        self.enter()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: two out-pointers to locals; the context is current.
+        let code = unsafe { cuMemGetInfo_v2(&mut free, &mut total) };
+        if code != 0 {
+            return Err(DeviceError::engine("cuMemGetInfo", format!("CUDA error {code}")));
+        }
+        Ok((free as u64, total as u64))
+    }
+
     /// Makes this device's context current on the calling thread.
     pub fn enter(&self) -> Res<()> {
         CurrentContext::set_current(&self.unowned).map_err(driver("cuCtxSetCurrent"))
@@ -405,6 +419,12 @@ type FreeList = Arc<Mutex<Vec<Words>>>;
 /// allocates nothing for zero bytes).
 fn words_for<T>(len: usize) -> usize {
     (len * std::mem::size_of::<T>()).div_ceil(8).max(1)
+}
+
+// The driver's memory report, which rustacuda does not wrap (libcuda is
+// linked: build.rs).
+extern "C" {
+    fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> u32;
 }
 
 fn alloc_words(words: usize) -> Res<Words> {
@@ -565,6 +585,11 @@ pub struct Workspace {
     /// Whether buffers come from and return to the free list (false: each
     /// is allocated and freed, as in v1, for comparison).
     pool: bool,
+    /// Device bytes the workspace has allocated and not freed (lent out or
+    /// idle), and the most it ever held: a call's real footprint, which the
+    /// engine's memory plan trusts over its estimate (device_plan.rs).
+    held: AtomicU64,
+    peak: AtomicU64,
 }
 
 // SAFETY: the stream and pinned buffers belong to the context, usable from
@@ -589,6 +614,8 @@ impl Workspace {
             staging: Mutex::new(Staging::new()?),
             free: Arc::new(Mutex::new(Vec::new())),
             pool,
+            held: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
         })
     }
 
@@ -616,15 +643,20 @@ impl Workspace {
         };
         let mem = match reused {
             Some(m) => m,
-            None => match alloc_words(words) {
-                Ok(m) => m,
-                // Out of device memory: return this workspace's idle
-                // allocations to the driver and try once more.
-                Err(_) => {
-                    self.release()?;
-                    alloc_words(words)?
-                }
-            },
+            None => {
+                let m = match alloc_words(words) {
+                    Ok(m) => m,
+                    // Out of device memory: return this workspace's idle
+                    // allocations to the driver and try once more.
+                    Err(_) => {
+                        self.release()?;
+                        alloc_words(words)?
+                    }
+                };
+                let held = self.held.fetch_add(8 * words as u64, Ordering::Relaxed) + 8 * words as u64;
+                self.peak.fetch_max(held, Ordering::Relaxed);
+                m
+            }
         };
         Ok(DBuf::from_words(mem, len, Some(self.free.clone())))
     }
@@ -637,8 +669,16 @@ impl Workspace {
                 .lock()
                 .map_err(|e| DeviceError::engine("locking a workspace", e))?,
         );
+        let bytes: u64 = idle.iter().map(|m| 8 * m.0.len() as u64).sum();
         drop(idle);
+        self.held.fetch_sub(bytes, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The most device memory this workspace has held at once (its pooled
+    /// buffers, lent or idle).
+    pub fn peak_bytes(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
     }
 
     /// Bytes of device memory held idle.

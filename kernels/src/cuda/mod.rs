@@ -2,14 +2,16 @@
 //!
 //! One [`CudaEngine`] per device, shared by that device's GPU workers: one
 //! CUDA context (made current on each calling thread), a workspace leased
-//! per call from a pool (streams, pinned staging, reused device buffers), the
-//! proving-key bases of each circuit uploaded once and kept resident
-//! (LRU-evicted against a memory budget) or, when a key exceeds that budget,
-//! kept in pinned host memory and streamed through the device in chunks, a,
-//! b and c of a deferred partition evaluated on the device from the
-//! circuit's compiled matrices (kept resident like its key), H by seven NTTs
-//! on the device, the four G1 MSMs and, with `g2_on_gpu`, B's G2 MSM.
-//! Kernels: kernels/cuda.
+//! per call from a pool (streams, pinned staging, reused device buffers),
+//! one device-memory plan per circuit (plan.rs over device_plan.rs: which
+//! parts of its key stay resident, how many general calls hold a workspace
+//! at once, how long passes over the streamed parts are), the resident
+//! parts uploaded once and kept (LRU-evicted between circuits, an urgent
+//! circuit's never), the streamed parts kept in pinned host memory and
+//! passed through the device in chunks, a, b and c of a deferred partition
+//! evaluated on the device from the circuit's compiled matrices (kept
+//! resident like its key), H by seven NTTs on the device, the four G1 MSMs
+//! and, with `g2_on_gpu`, B's G2 MSM. Kernels: kernels/cuda.
 
 pub mod bases;
 mod cache;
@@ -22,6 +24,7 @@ mod launch_params;
 pub mod msm;
 pub mod ntt;
 mod passes;
+mod plan;
 mod prove;
 mod spans;
 pub mod r1cs;
@@ -43,7 +46,7 @@ use rustacuda::stream::{Stream, StreamFlags};
 
 use crate::groth16::{PreparedCircuit, ProveStartEngine, ProveStartOutput, Synthesized, Urgency};
 use crate::r1cs::Matrices;
-use crate::{DeviceError, Fr, G1Affine, G2Affine, KernelError};
+use crate::{device_plan, DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use bases::SourceBases;
 use cache::Cache;
 use gpu::{
@@ -99,9 +102,20 @@ pub struct CudaOptions {
     /// Run B's G2 MSM on the GPU (else `b2_acc` is `None` and the finalizer
     /// does it on the CPU).
     pub g2_on_gpu: bool,
-    /// Bytes of device memory the resident proving keys may take; `None`:
-    /// 60% of the device's memory (the rest is for the per-proof buffers).
+    /// Most device bytes the engine's memory plan hands out; `None`: what
+    /// the device has free once the engine's context exists. A cap for a
+    /// card shared with other programs, or to try a smaller card's plan.
+    pub memory_limit: Option<u64>,
+    /// Most device bytes a circuit's fixed bytes and resident key parts may
+    /// take; `None`: whatever the plan leaves beside the workspaces. Parts
+    /// beyond it stream (a test's way to force streaming).
     pub resident_budget: Option<u64>,
+    /// General workers calling the engine at once (the daemon's
+    /// `workers_per_device`): the plan's slots are at most this many.
+    pub general_calls: usize,
+    /// Critical-lane workers (`critical_workers_per_device`): each gets a
+    /// workspace of the largest urgent call's peak, reserved.
+    pub urgent_calls: usize,
     /// Reuse device buffers from the calls' workspaces; false: allocate and
     /// free every temporary buffer (cuMemFree synchronizes the context), as
     /// v1 did, for comparison. Streams and pinned staging are kept either way.
@@ -112,10 +126,11 @@ pub struct CudaOptions {
     /// Points per chunk of a streamed key (each query's chunk in flight
     /// takes two device buffers of this many bases).
     pub stream_chunk: usize,
-    /// Most partitions in one pass over a streamed key (passes.rs); 1: each
-    /// call streams the bases itself. Each partition of a pass holds its
+    /// Most partitions in one pass over a key's streamed parts (passes.rs);
+    /// 1: each call streams them itself. Each partition of a pass holds its
     /// scalars on the device until the pass ends (about 14 GB at the 32 GiB
-    /// shape), in the first call's workspace.
+    /// shape), in the first call's workspace: the plan makes passes only as
+    /// long as the device holds.
     pub pass_partitions: usize,
     /// How long a pass over a streamed key waits for more calls after its
     /// first call's upload and H step, while it has room (see passes.rs).
@@ -131,7 +146,10 @@ impl Default for CudaOptions {
     fn default() -> Self {
         Self {
             g2_on_gpu: true,
+            memory_limit: None,
             resident_budget: None,
+            general_calls: 2,
+            urgent_calls: 1,
             pool: true,
             pinned_budget: None,
             stream_chunk: STREAM_CHUNK,
@@ -147,14 +165,17 @@ pub struct CudaEngine {
     epoch: Epoch,
     gpu: Gpu,
     options: CudaOptions,
-    /// The resident budget in bytes (device memory).
-    budget: u64,
-    /// The device's memory in bytes: what the budget leaves bounds a pass.
-    device_bytes: u64,
+    /// Device bytes the memory plan hands out (`memory_limit`, or the free
+    /// memory at start): the room of entries no plan covers too.
+    usable: u64,
     /// The pinned budget in bytes (host memory).
     pinned_budget: u64,
     name: String,
     cache: Mutex<Cache>,
+    /// Every circuit's device-memory plan (plan.rs).
+    plans: Mutex<plan::Plans>,
+    /// Holds a general call until one of its plan's slots is free.
+    gate: plan::Gate,
     /// Workspaces of finished calls (one per call that ran concurrently)
     /// and the ranks of those leased now.
     workspaces: Mutex<Workspaces>,
@@ -224,6 +245,10 @@ fn free_elsewhere<T: Send + 'static>(x: T) -> Option<std::thread::JoinHandle<()>
         .ok()
 }
 
+/// Device bytes kept out of the plan for the driver's own allocations
+/// (streams, events, the kernels' local memory as calls come).
+const DRIVER_MARGIN: u64 = 512 << 20;
+
 /// Kernel spans an engine keeps (16 bytes each).
 const MAX_SPANS: usize = 4096;
 
@@ -265,11 +290,20 @@ impl Drop for Lease<'_> {
 impl CudaEngine {
     pub fn new(device_ordinal: usize, options: CudaOptions) -> Result<Self, KernelError> {
         let gpu = Gpu::new(device_ordinal)?;
-        let total = gpu
-            .device
-            .total_memory()
-            .map_err(driver("cuDeviceTotalMem"))? as u64;
-        let budget = options.resident_budget.unwrap_or(total / 10 * 6);
+        // What the driver leaves once the context and the kernels' module
+        // are loaded, less a margin for the driver's own allocations as
+        // streams and events come (cuMemGetInfo).
+        let (free, _) = gpu.memory()?;
+        let usable = free
+            .saturating_sub(DRIVER_MARGIN)
+            .min(options.memory_limit.unwrap_or(u64::MAX));
+        let device = device_plan::Device {
+            usable,
+            general: options.general_calls.max(1),
+            urgent: options.urgent_calls,
+            pass_limit: options.pass_partitions.max(1),
+            resident_limit: options.resident_budget.unwrap_or(u64::MAX),
+        };
         let pinned_budget = options
             .pinned_budget
             .unwrap_or_else(|| crate::host::physical_memory().unwrap_or(128 << 30) / 2);
@@ -285,11 +319,12 @@ impl CudaEngine {
         Ok(Self {
             gpu,
             options,
-            budget,
-            device_bytes: total,
+            usable,
             pinned_budget,
             name: format!("cuda:{device_ordinal} ({dev_name})"),
             cache: Mutex::new(Cache::new()),
+            plans: Mutex::new(plan::Plans::new(device)),
+            gate: plan::Gate::default(),
             workspaces: Mutex::new(Workspaces::default()),
             epoch: Epoch(epoch),
             spans: Mutex::new(std::collections::VecDeque::new()),
@@ -516,7 +551,7 @@ impl CudaEngine {
             )));
         }
         let ws = self.lease()?;
-        let device = self.device_matrices(circuit_id, matrices, &ws)?;
+        let device = self.device_matrices(circuit_id, matrices, &ws, self.usable)?;
         self.gpu.enter()?;
         let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
         let (start, stop) = (ev()?, ev()?);
@@ -653,8 +688,16 @@ impl ProveStartEngine for CudaEngine {
         with_bases(circuit, |bases| self.prove_start_with(circuit, bases, synthesized, urgency))
     }
 
-    fn warm(&self, circuit: &PreparedCircuit) -> Result<(), KernelError> {
-        with_bases(circuit, |bases| self.warm_with(circuit, bases))
+    fn warm(&self, circuit: &PreparedCircuit, urgency: Urgency) -> Result<(), KernelError> {
+        with_bases(circuit, |bases| self.warm_with(circuit, bases, urgency))
+    }
+
+    fn host_bytes(&self) -> u64 {
+        self.pinned_bytes()
+    }
+
+    fn memory_report(&self) -> Option<device_plan::MemoryReport> {
+        self.plans_report()
     }
 }
 

@@ -16,30 +16,8 @@ use std::time::Instant;
 use super::bases::{Fingerprint, KeyBases};
 use super::gpu::Res;
 use super::{prove, CudaEngine};
-use crate::groth16::{PreparedCircuit, ProveStartOutput, Selection, Synthesized, Urgency};
+use crate::groth16::{PreparedCircuit, ProveStartOutput, Synthesized, Urgency};
 use crate::{DeviceError, KernelError};
-
-/// How many partitions of a shape one pass can hold on a device of
-/// `device_bytes` whose resident budget is `budget`: the first takes its
-/// whole peak (its scalars, the H step's three other buffers of n, two
-/// buffers of `chunk` bases per G1 query of a plan and B's G2 query's, and
-/// a GiB for the sorts and partial sums), each further one its scalars (H's,
-/// the assignment, A's and B's gathered: 32 bytes each). At least 1.
-pub(super) fn room(
-    device_bytes: u64,
-    budget: u64,
-    chunk: usize,
-    n: usize,
-    m: usize,
-    picked: usize,
-) -> usize {
-    let scalars = 32 * (n + m + picked) as u64;
-    let peak = scalars + 96 * n as u64 + chunk as u64 * (2 * 2 * 96 + 2 * 192) + (1 << 30);
-    match device_bytes.saturating_sub(budget).checked_sub(peak) {
-        Some(left) => 1 + (left / scalars.max(1)) as usize,
-        None => 1,
-    }
-}
 
 /// A call proved in another call's pass, waiting for its output.
 pub(super) struct Joiner {
@@ -195,24 +173,14 @@ impl CudaEngine {
         syn: Synthesized,
         urgency: Urgency,
     ) -> Res<ProveStartOutput> {
-        // Passes no larger than the device's memory outside the resident
-        // budget holds (A's and B's scalars take memory of their own only
-        // when gathered).
-        let (chunk, n, m) = (
-            self.options.stream_chunk,
-            circuit.domain_size,
-            syn.assignment.len(),
-        );
-        let gathered = |s: &Selection| match s {
-            Selection::All => 0,
-            only => only.len(m.saturating_sub(1)),
-        };
-        let picked = gathered(&circuit.a_selection) + gathered(&circuit.b_selection);
-        let fits = room(self.device_bytes, self.budget, chunk, n, m, picked);
-        let limit = self.options.pass_partitions.clamp(1, fits);
+        // The device's memory plan says how many partitions a pass over
+        // the streamed parts holds (device_plan.rs); with nothing streamed,
+        // a call proves alone.
+        let (plan, urgent) = self.plan_for(circuit, bases, urgency, false)?;
+        let limit = plan.pass;
         let first = |outputs: Vec<Res<ProveStartOutput>>| outputs.into_iter().next().expect("one");
-        if urgency == Urgency::Urgent || limit == 1 || !self.streams(bases) {
-            let alone = self.prove_pass(circuit, bases, syn, urgency, &mut |_, _| Vec::new());
+        if urgency == Urgency::Urgent || limit == 1 || !plan.streams() {
+            let alone = self.prove_pass(circuit, bases, syn, urgency, (&plan, urgent), &mut |_, _| Vec::new());
             return alone.and_then(first);
         }
         prove::check(circuit, &syn)?;
@@ -250,7 +218,7 @@ impl CudaEngine {
             }
             syns
         };
-        let result = self.prove_pass(circuit, bases, syn, urgency, &mut more);
+        let result = self.prove_pass(circuit, bases, syn, urgency, (&plan, urgent), &mut more);
         // Closed now (and on an unwind): calls that join later open their
         // own pass.
         drop(lead);
@@ -281,7 +249,7 @@ impl CudaEngine {
 
 #[cfg(test)]
 mod tests {
-    use super::{room, Fingerprint, Passes, Role};
+    use super::{Fingerprint, Passes, Role};
     use crate::groth16::{Abc, Synthesized};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -299,20 +267,6 @@ mod tests {
             lens: [k; 4],
             points: vec![],
         }
-    }
-
-    #[test]
-    fn a_pass_holds_what_the_memory_outside_the_budget_holds() {
-        let gb = 1u64 << 30;
-        let (n, m, picked, chunk) = (1 << 27, 130 << 20, 163 << 20, 1 << 23);
-        // The 32 GiB shape on an H200 under a 16 GiB budget: 14.1 GB of
-        // scalars per partition, a 34.5 GB peak for the first.
-        assert_eq!(room(141 * gb, 16 * gb, chunk, n, m, picked), 8);
-        // A 24 GB card keeps 60% for the resident budget: no room for a
-        // second partition (nor, at this shape, for the first's peak).
-        assert_eq!(room(24 * gb, 24 * gb / 10 * 6, chunk, n, m, picked), 1);
-        // An empty shape does not divide by zero.
-        assert!(room(141 * gb, 0, 0, 0, 0, 0) > 1);
     }
 
     #[test]

@@ -22,7 +22,8 @@ use super::{free_elsewhere, streamed, CudaEngine};
 use crate::groth16::{
     compiled, Abc, PhaseTiming, PreparedCircuit, ProveStartOutput, Selection, Synthesized,
 };
-use crate::{Fr, KernelError};
+use crate::device_plan::Plan;
+use crate::{DeviceError, Fr, KernelError};
 
 /// What a pass returns: the pass's own failure, or each partition's output
 /// or its own failure (a partition whose witness does not satisfy its
@@ -84,19 +85,29 @@ impl CudaEngine {
     /// Loads `circuit`'s key (resident, or into pinned memory when it is
     /// streamed), NTT tables, selections and compiled matrices as its first
     /// call would, without proving: what a preload does ahead of the jobs.
-    pub(super) fn warm_with(&self, circuit: &PreparedCircuit, bases: &dyn KeyBases) -> Res<()> {
+    /// The circuit's device-memory plan is made first (and the warm
+    /// refused, naming the setting, when the device cannot hold the
+    /// circuit); `urgency` says whether its calls are the critical lane's.
+    pub(super) fn warm_with(
+        &self,
+        circuit: &PreparedCircuit,
+        bases: &dyn KeyBases,
+        urgency: crate::groth16::Urgency,
+    ) -> Res<()> {
         self.gpu.enter()?;
+        let (plan, _) = self.plan_for(circuit, bases, urgency, true)?;
         // The urgent rank's workspace as well (its streams and pinned
         // staging; buffers come with its first call): otherwise a critical
         // call's first lease makes it while bulk partitions load the device
         // and the host.
         drop(self.lease_for(crate::groth16::Urgency::Urgent)?);
         let ws = self.lease_for(crate::groth16::Urgency::Normal)?;
-        self.key(&circuit.circuit_id, bases, &ws)?;
-        self.tables(circuit.domain_size, &ws)?;
-        self.selections(&circuit.circuit_id, &circuit.a_selection, &circuit.b_selection)?;
+        let room = plan.cache_room();
+        self.key(&circuit.circuit_id, bases, &ws, &plan)?;
+        self.tables_within(circuit.domain_size, &ws, room)?;
+        self.selections(&circuit.circuit_id, &circuit.a_selection, &circuit.b_selection, room)?;
         if circuit.matrices.num_constraints() > 0 {
-            self.device_matrices(&circuit.circuit_id, &circuit.matrices, &ws)?;
+            self.device_matrices(&circuit.circuit_id, &circuit.matrices, &ws, room)?;
         }
         Ok(())
     }
@@ -109,17 +120,27 @@ impl CudaEngine {
     /// told the first partition's assignment length and public inputs
     /// count: every partition it hands over must have the same, and pass
     /// `check`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prove_pass(
         &self,
         circuit: &PreparedCircuit,
         bases: &dyn KeyBases,
         first: Synthesized,
         urgency: crate::groth16::Urgency,
+        (plan, urgent): (&Plan, bool),
         more: &mut dyn FnMut(usize, usize) -> Vec<Synthesized>,
     ) -> PassOutputs {
         let began = Instant::now();
         self.gpu.enter()?;
         check(circuit, &first)?;
+        // A call of a general circuit waits for one of its plan's slots (an
+        // urgent circuit's calls have the lane's reserved workspaces);
+        // declared first, so given back last, once the lease has waited for
+        // its streams.
+        let _slot = match urgent {
+            false => Some(self.gate.enter(plan.slots)?),
+            true => None,
+        };
         // Declared before the lease, so dropped after it: on an early return
         // the lease waits for both streams before a streamed key's pinned
         // memory (possibly no longer in the cache) can be freed under a copy.
@@ -127,10 +148,11 @@ impl CudaEngine {
         let ws = self.lease_for(urgency)?;
         let leased = began.elapsed();
         let stream = &ws.stream;
-        key = self.key(&circuit.circuit_id, bases, &ws)?;
-        let tables = self.tables(circuit.domain_size, &ws)?;
+        let room = plan.cache_room();
+        key = self.key(&circuit.circuit_id, bases, &ws, plan)?;
+        let tables = self.tables_within(circuit.domain_size, &ws, room)?;
         let (a_sel, b_sel) = (&circuit.a_selection, &circuit.b_selection);
-        let selections = self.selections(&circuit.circuit_id, a_sel, b_sel)?;
+        let selections = self.selections(&circuit.circuit_id, a_sel, b_sel, room)?;
         let variables = first.assignment.len().saturating_sub(1);
         if let Some(s) = selections.as_ref().filter(|s| s.limit > variables) {
             return Err(KernelError::Synthesis(format!(
@@ -148,7 +170,7 @@ impl CudaEngine {
         // Each partition's H coefficients, apart from the rest: they go back
         // to the workspace once H's MSMs are queued.
         let (m, num_inputs) = (first.assignment.len(), first.num_inputs);
-        let (part, h) = self.h_step(circuit, &ws, &tables, first, &mut marks)?;
+        let (part, h) = self.h_step(circuit, &ws, &tables, first, room, &mut marks)?;
         let (mut parts, mut hs) = (vec![part], vec![h]);
         loop {
             let joined = more(m, num_inputs);
@@ -156,7 +178,7 @@ impl CudaEngine {
                 break;
             }
             for syn in joined {
-                let (part, h) = self.h_step(circuit, &ws, &tables, syn, &mut marks)?;
+                let (part, h) = self.h_step(circuit, &ws, &tables, syn, room, &mut marks)?;
                 parts.push(part);
                 hs.push(h);
             }
@@ -247,6 +269,11 @@ impl CudaEngine {
         }
         marks.mark("download")?;
         stream.synchronize().map_err(driver("prove_start"))?;
+        // A call alone measures a call's workspace: the plan trusts it over
+        // its estimate when it is more.
+        if parts.len() == 1 {
+            self.measured(&circuit.circuit_id, ws.peak_bytes());
+        }
 
         let phases: Vec<PhaseTiming> = (host.into_iter())
             .map(|(phase, duration)| PhaseTiming { phase, duration })
@@ -292,6 +319,7 @@ impl CudaEngine {
         ws: &Workspace,
         tables: &NttTables,
         syn: Synthesized,
+        room: u64,
         marks: &mut Marks,
     ) -> Res<(Part, DBuf<DevFr>)> {
         let (gpu, stream, n) = (&self.gpu, &ws.stream, tables.n);
@@ -330,7 +358,7 @@ impl CudaEngine {
             // Only the assignment goes up; a, b and c are the circuit's
             // matrices, kept on the device, times it.
             Abc::Deferred => {
-                let matrices = self.device_matrices(&circuit.circuit_id, compiled(circuit)?, ws)?;
+                let matrices = self.device_matrices(&circuit.circuit_id, compiled(circuit)?, ws, room)?;
                 ws.upload(&mut dz, msm::fr_dev(&assignment))?;
                 marks.mark("upload")?;
                 let bad = ws.buffer::<u32>(1)?;
@@ -375,12 +403,13 @@ impl CudaEngine {
 
     /// MSMs of n plain scalars at each of `scalars` (one set per partition)
     /// against the key's G1 queries `g1` and, when `b2` names its phase, B's
-    /// G2 query: one bucket sort per set shared by all the queries (per
-    /// chunk for a streamed key, whose chunks each serve every set). A and
-    /// B's bases start at their second point (the first pairs with the
-    /// constant one, in prove_finish). Results, per set, are queued on the
-    /// workspace's stream; each MSM's phase is marked after it, except that
-    /// a streamed key's MSMs advance chunk by chunk together: one phase, the
+    /// G2 query: those the plan keeps on the device with one bucket sort
+    /// per set shared by all of them, those it streams chunk by chunk, each
+    /// chunk serving every set (one sort per chunk and set). A and B's
+    /// bases start at their second point (the first pairs with the
+    /// constant one, in prove_finish). Results, per set, in `g1`'s order,
+    /// are queued on the workspace's stream; each resident MSM's phase is
+    /// marked after it, the streamed ones advance together: one phase, the
     /// last one named.
     #[allow(clippy::too_many_arguments)]
     fn msms(
@@ -395,42 +424,72 @@ impl CudaEngine {
     ) -> Res<Vec<GroupResults>> {
         let first = |q: Query| usize::from(matches!(q, Query::A | Query::B1));
         let rule = ZeroOne::Auto;
-        match key {
-            Loaded::Resident(k) => {
-                let mut out = Vec::with_capacity(scalars.len());
-                for &s in scalars {
-                    let plan = msm::plan(&self.gpu, ws, s, n, rule)?;
-                    let mut res1 = Vec::new();
-                    for &(q, phase) in g1 {
-                        let mut r = Results::<G1>::new(ws, 1)?;
-                        r.accumulate(&self.gpu, ws, &plan, k.query(q).ptr_at(first(q)))?;
-                        marks.mark(phase)?;
-                        res1.push(r);
-                    }
-                    let res2 = match (&k.b2, b2) {
-                        (Some(bases), Some(phase)) => {
-                            let mut r = Results::<G2>::new(ws, 1)?;
-                            r.accumulate(&self.gpu, ws, &plan, bases.ptr_at(1))?;
-                            marks.mark(phase)?;
-                            Some(r)
-                        }
-                        _ => None,
-                    };
-                    out.push((res1, res2));
+        let (resident, streamed): (Vec<_>, Vec<_>) =
+            g1.iter().partition(|&&(q, _)| key.device_query(q).is_some());
+        let b2_resident = b2.and(key.device_b2());
+        let b2_streamed = b2.filter(|_| b2_resident.is_none());
+        // The resident MSMs, one sort per set.
+        let mut on_device = Vec::with_capacity(scalars.len());
+        if !resident.is_empty() || b2_resident.is_some() {
+            for &s in scalars {
+                let plan = msm::plan(&self.gpu, ws, s, n, rule)?;
+                let mut res1 = Vec::new();
+                for &&(q, phase) in &resident {
+                    let bases = key.device_query(q).expect("resident");
+                    let mut r = Results::<G1>::new(ws, 1)?;
+                    r.accumulate(&self.gpu, ws, &plan, bases.ptr_at(first(q)))?;
+                    marks.mark(phase)?;
+                    res1.push(r);
                 }
-                Ok(out)
-            }
-            Loaded::Streamed(k) => {
-                let hosts: Vec<&[DevG1Affine]> =
-                    g1.iter().map(|&(q, _)| &k.query(q)[first(q)..]).collect();
-                let host2 = b2.and(k.b2()).map(|b| &b[1..]);
-                let chunk = self.options.stream_chunk;
-                let res = streamed::msm(&self.gpu, ws, scalars, n, rule, chunk, &hosts, host2)?;
-                let last = b2.or(g1.last().map(|&(_, phase)| phase));
-                marks.mark(last.unwrap_or("msm"))?;
-                Ok(res)
+                let res2 = match (b2_resident, b2) {
+                    (Some(bases), Some(phase)) => {
+                        let mut r = Results::<G2>::new(ws, 1)?;
+                        r.accumulate(&self.gpu, ws, &plan, bases.ptr_at(1))?;
+                        marks.mark(phase)?;
+                        Some(r)
+                    }
+                    _ => None,
+                };
+                on_device.push((res1, res2));
             }
         }
+        // The streamed MSMs, every set on each chunk.
+        let mut from_host = Vec::new();
+        if !streamed.is_empty() || b2_streamed.is_some() {
+            let host = key.host.as_ref().ok_or_else(|| {
+                DeviceError::engine("streaming a key's parts", "the plan streams parts the engine holds nowhere")
+            })?;
+            let part = |q: Query| host.query(q).map(|b| &b[first(q)..]);
+            let hosts = (streamed.iter())
+                .map(|&&(q, _)| part(q))
+                .collect::<Option<Vec<&[DevG1Affine]>>>();
+            let host2 = b2_streamed.and(host.b2()).map(|b| &b[1..]);
+            let (Some(hosts), true) = (hosts, b2_streamed.is_none() || host2.is_some()) else {
+                return Err(DeviceError::engine("streaming a key's parts", "a streamed part is missing from pinned memory"));
+            };
+            let chunk = self.options.stream_chunk;
+            from_host = streamed::msm(&self.gpu, ws, scalars, n, rule, chunk, &hosts, host2)?;
+            let last = b2_streamed.or(streamed.last().map(|&&(_, phase)| phase));
+            marks.mark(last.unwrap_or("msm"))?;
+        }
+        // Per set, the results back in `g1`'s order.
+        let mut on_device = on_device.into_iter();
+        let mut from_host = from_host.into_iter();
+        let mut out = Vec::with_capacity(scalars.len());
+        for _ in scalars {
+            let (mut dev1, dev2) = on_device.next().unwrap_or_default();
+            let (mut host1, host2) = from_host.next().unwrap_or_default();
+            let (mut dev1, mut host1) = (dev1.drain(..), host1.drain(..));
+            let res1 = (g1.iter())
+                .map(|&(q, _)| match key.device_query(q) {
+                    Some(_) => dev1.next(),
+                    None => host1.next(),
+                })
+                .collect::<Option<Vec<_>>>()
+                .expect("one result per query");
+            out.push((res1, dev2.or(host2)));
+        }
+        Ok(out)
     }
 
     /// A device buffer for a query's gathered scalars and their count;

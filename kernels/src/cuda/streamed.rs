@@ -50,12 +50,15 @@ impl<T: DeviceCopy> Pinned<T> {
     }
 }
 
-/// A key's bases in pinned host memory, in the kernels' layout.
+/// The parts of a key's bases that its plan streams, in pinned host
+/// memory, in the kernels' layout.
 pub struct HostKey {
-    /// A, B1, L, H (Query's order).
-    g1: [Pinned<DevG1Affine>; 4],
-    /// B's G2 query, when the engine runs that MSM.
+    /// A, B1, L, H (Query's order), each when streamed.
+    g1: [Option<Pinned<DevG1Affine>>; 4],
+    /// B's G2 query, when streamed (and the engine runs that MSM).
     b2: Option<Pinned<DevG2Affine>>,
+    /// Which parts it holds (device_plan::PARTS order).
+    pub parts: [bool; 5],
     /// Which key this is (see bases.rs).
     pub fingerprint: Fingerprint,
     /// Pinned bytes held, for the engine's host budget.
@@ -68,36 +71,40 @@ unsafe impl Send for HostKey {}
 unsafe impl Sync for HostKey {}
 
 impl HostKey {
-    /// Copies the key's bases (B's G2 query when `with_b2`) into new pinned
-    /// memory (the context must be current).
-    pub fn new(bases: &dyn KeyBases, with_b2: bool) -> Res<Self> {
+    /// Copies the key's `parts` (device_plan::PARTS order; the last B's G2
+    /// query) into new pinned memory (the context must be current).
+    pub fn new(bases: &dyn KeyBases, parts: [bool; 5]) -> Res<Self> {
         let mut g1 = Vec::with_capacity(4);
         for q in Query::ALL {
-            g1.push(Pinned::new(bases.len(q), |start, out| {
-                bases.g1(q, start, out)
-            })?);
+            g1.push(match parts[q as usize] {
+                true => Some(Pinned::new(bases.len(q), |start, out| bases.g1(q, start, out))?),
+                false => None,
+            });
         }
-        let b2 = if with_b2 {
-            Some(Pinned::new(bases.b2_len(), |start, out| {
-                bases.g2(start, out)
-            })?)
-        } else {
-            None
+        let b2 = match parts[4] {
+            true => Some(Pinned::new(bases.b2_len(), |start, out| bases.g2(start, out))?),
+            false => None,
         };
+        let g1: [Option<Pinned<DevG1Affine>>; 4] = g1.try_into().map_err(|_| ()).expect("four queries");
+        let bytes = g1.iter().flatten().map(|p| std::mem::size_of_val(p.as_slice()) as u64).sum::<u64>()
+            + b2.as_ref().map_or(0, |p| std::mem::size_of_val(p.as_slice()) as u64);
         Ok(Self {
-            g1: g1.try_into().map_err(|_| ()).expect("four queries"),
+            g1,
             b2,
+            parts,
             fingerprint: bases.fingerprint(),
-            bytes: bases.bytes(with_b2),
+            bytes,
         })
     }
 
-    pub fn query(&self, q: Query) -> &[DevG1Affine] {
-        self.g1[q as usize].as_slice()
+    /// G1 query `q`, when streamed.
+    pub fn query(&self, q: Query) -> Option<&[DevG1Affine]> {
+        self.g1[q as usize].as_ref().map(Pinned::as_slice)
     }
 
+    /// B's G2 query, when streamed.
     pub fn b2(&self) -> Option<&[DevG2Affine]> {
-        self.b2.as_ref().map(|p| p.as_slice())
+        self.b2.as_ref().map(Pinned::as_slice)
     }
 }
 
