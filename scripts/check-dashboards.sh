@@ -116,7 +116,8 @@ time_scale = 0.01
 jitter = 0.2
 devices = 2
 
-# Injected faults, so that retries, actor restarts and failed jobs have data.
+# Injected faults, so that retries, actor restarts, failed jobs and failed
+# GPU stages have data.
 [sim.faults]
 seed = 7
 [sim.faults.synthesis]
@@ -235,6 +236,7 @@ timeout 180 python3 scripts/check_dashboards.py --prometheus "http://127.0.0.1:$
     --expect 'sum(cuzk_partition_retries_total) > 0' \
     --expect 'sum(cuzk_actor_restarts_total) > 0' \
     --expect 'count(count by (device, worker) (cuzk_gpu_busy_seconds_total)) == 6' \
+    --expect 'sum(cuzk_gpu_failed_seconds_total) > 0' \
     --expect 'count(count by (status) (cuzk_http_requests_total)) >= 3' \
     "$@"
 rc=$?

@@ -293,12 +293,13 @@ print("\n| stage per partition | median s | max s | n |\n|---|---|---|---|")
 for k in sorted(stages):
     print(f"| {k} | {statistics.median(stages[k]):.2f} | {max(stages[k]):.2f} | {len(stages[k])} |")
 w0 = {w["id"]: w for w in json.load(open(f"{out}/workers-before.json"))["workers"]}
-print("\n| worker | busy s | idle s by cause (during the run) |\n|---|---|---|")
+print("\n| worker | busy s | failed s | idle s by cause (during the run) |\n|---|---|---|---|")
 for w in json.load(open(f"{out}/workers-after.json"))["workers"]:
-    b = w0.get(w["id"], {"busy_seconds": 0, "idle_seconds": {}})
+    b = w0.get(w["id"], {"busy_seconds": 0, "failed_seconds": 0, "idle_seconds": {}})
     idle = {k: v - b["idle_seconds"].get(k, 0) for k, v in w["idle_seconds"].items()}
     causes = ", ".join(f"{k} {v:.1f}" for k, v in sorted(idle.items()) if v >= 0.05)
-    print(f"| {w['id']} | {w['busy_seconds'] - b['busy_seconds']:.1f} | {causes} |")
+    failed = w.get("failed_seconds", 0) - b.get("failed_seconds", 0)
+    print(f"| {w['id']} | {w['busy_seconds'] - b['busy_seconds']:.1f} | {failed:.1f} | {causes} |")
 for d in json.load(open(f"{out}/status.json")).get("devices", []):
     for c in d["memory"]["circuits"]:
         p = c["plan"]

@@ -392,6 +392,18 @@ impl IdleCause {
     }
 }
 
+/// What a stretch of a GPU worker's time is accounted to: which of its
+/// counters (`/v1/workers`, `cuzk_gpu_*_seconds_total`) it advances. A stage
+/// is busy or failed by its outcome, so its time is accounted when it ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerTime {
+    /// A stage that proved its partition.
+    Busy,
+    /// A stage that failed: the worker was occupied, but proved nothing.
+    Failed,
+    Idle(IdleCause),
+}
+
 /// What a worker is doing: the value of `cuzk_gpu_worker_state{state}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activity {

@@ -22,8 +22,8 @@ mod pipeline;
 
 pub use gpu::{
     GpuSpanFinished, GpuSpanStarted, IdleGapEnded, WorkerRegistered, WorkerStateChanged,
-    WorkerTimeAccounted, WorkerUtilization, GPU_BUSY, GPU_IDLE, GPU_IDLE_GAP, GPU_KERNEL_ACTIVE,
-    GPU_PHASE_DURATION, GPU_UTILIZATION, GPU_WORKER_STATE,
+    WorkerTimeAccounted, WorkerUtilization, GPU_BUSY, GPU_FAILED, GPU_IDLE, GPU_IDLE_GAP,
+    GPU_KERNEL_ACTIVE, GPU_PHASE_DURATION, GPU_UTILIZATION, GPU_WORKER_STATE,
 };
 pub use jobs::{
     DeadlineMissed, JobFinished, JobSubmitted, PartitionFinished, PartitionRetried,
@@ -50,6 +50,7 @@ pub const SCHEDULER_METRICS: &[MetricDef] = &[
     QUEUE_DEPTH,
     PARTITIONS_ACTIVE,
     GPU_BUSY,
+    GPU_FAILED,
     GPU_IDLE,
     GPU_IDLE_GAP,
     GPU_KERNEL_ACTIVE,

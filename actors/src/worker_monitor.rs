@@ -1,15 +1,20 @@
 //! The WorkerMonitor: accounts for every second of every GPU worker. A worker
-//! is either proving a partition or idle, and every idle interval carries one
-//! cause. The dispatcher reports the cause an idle worker of each lane would
-//! wait for (it alone knows the queues) and each hand-off of a partition;
-//! the workers report their spans. The monitor keeps a bounded timeline per worker,
-//! advances the busy and idle counters while time passes (not only when a
-//! partition ends), and answers `/v1/workers` and `/v1/timeline`.
+//! is either running a stage (prove_start) or idle, and every idle interval
+//! carries one cause. A stage's time is busy if it proved its partition and
+//! failed if not: a failed stage occupied the worker but proved nothing, so
+//! counting it busy would claim work the device never did. The dispatcher
+//! reports the cause an idle worker of each lane would wait for (it alone
+//! knows the queues) and each hand-off of a partition; the workers report
+//! their spans. The monitor keeps a bounded timeline per worker, advances the
+//! idle counters while time passes and the busy or failed one when a stage
+//! ends (only then is its outcome known, and counters never go back), and
+//! answers `/v1/workers` and `/v1/timeline`.
 //!
 //! Every report carries the instant it happened; the monitor accounts each
 //! worker's time up to a per-worker mark that only moves forward, so busy
-//! plus idle equals the time since the monitor started, whatever the order
-//! in which reports from different threads arrive.
+//! plus failed plus idle plus the stage in progress equals the time since the
+//! monitor started, whatever the order in which reports from different
+//! threads arrive.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -21,7 +26,7 @@ use crate::messages::{
     GetTimeline, GetWorkers, HandOverDropped, HandedOver, IdleCauseChanged, IdleCauses,
     SpanFinished, SpanReport, SpanStarted, SubscribeSpans, TimelineEntry, WorkerReport,
 };
-use crate::model::{Activity, IdleCause, Lane, PartitionKey, WorkerId};
+use crate::model::{Activity, IdleCause, Lane, PartitionKey, WorkerId, WorkerTime};
 use crate::telemetry;
 use crate::time::{ms, WallClock};
 
@@ -60,8 +65,13 @@ struct WorkerAccount {
     proving: Option<PartitionKey>,
     /// Partitions handed to it that it has not started.
     handed_over: usize,
+    /// Stages that proved their partition.
     busy: Duration,
+    /// Stages that failed.
+    failed: Duration,
     idle: [Duration; IdleCause::ALL.len()],
+    /// The stage in progress so far: busy or failed once it ends.
+    stage: Duration,
     segments: VecDeque<Segment>,
     /// (instant, busy total) once per tick, for the rolling utilization.
     samples: VecDeque<(Instant, Duration)>,
@@ -95,13 +105,16 @@ impl WorkerAccount {
             proving: None,
             handed_over: 0,
             busy: Duration::ZERO,
+            failed: Duration::ZERO,
             idle: [Duration::ZERO; IdleCause::ALL.len()],
+            stage: Duration::ZERO,
             segments: VecDeque::new(),
             samples: VecDeque::from([(now, Duration::ZERO)]),
         }
     }
 
-    /// Accounts the time up to `to` to the current activity.
+    /// Accounts the time up to `to` to the current activity: an idle cause
+    /// at once, a stage when it ends ([`Self::settle_stage`]).
     fn advance(&mut self, to: Instant) {
         let Some(elapsed) = to.checked_duration_since(self.accounted_to) else {
             return;
@@ -111,12 +124,33 @@ impl WorkerAccount {
             return;
         }
         match self.activity {
-            Activity::Proving => self.busy += elapsed,
-            Activity::Idle(cause) => self.idle[cause as usize] += elapsed,
+            Activity::Proving => self.stage += elapsed,
+            Activity::Idle(cause) => {
+                self.idle[cause as usize] += elapsed;
+                self.emit_time(WorkerTime::Idle(cause), elapsed);
+            }
         }
+    }
+
+    /// The stage that just ended goes to busy or failed, by its outcome.
+    fn settle_stage(&mut self, ok: bool) {
+        let stage = std::mem::take(&mut self.stage);
+        let time = if ok {
+            self.busy += stage;
+            WorkerTime::Busy
+        } else {
+            self.failed += stage;
+            WorkerTime::Failed
+        };
+        if !stage.is_zero() {
+            self.emit_time(time, stage);
+        }
+    }
+
+    fn emit_time(&self, time: WorkerTime, elapsed: Duration) {
         telemetry::WorkerTimeAccounted {
             worker: self.id,
-            activity: self.activity,
+            time,
             elapsed,
         }
         .emit();
@@ -178,7 +212,10 @@ impl WorkerAccount {
         if window.is_zero() {
             return 0.0;
         }
-        (self.busy.saturating_sub(busy_then)).as_secs_f64() / window.as_secs_f64()
+        // A stage counts when it ends, so one that began before the window
+        // could otherwise exceed it.
+        let ratio = (self.busy.saturating_sub(busy_then)).as_secs_f64() / window.as_secs_f64();
+        ratio.min(1.0)
     }
 
     fn sample(&mut self) {
@@ -219,15 +256,11 @@ impl WorkerMonitor {
     }
 
     fn report(&self, account: &WorkerAccount, spans: usize, now: Instant) -> WorkerReport {
-        let mut account_now = WorkerReportTimes {
-            busy: account.busy,
-            idle: account.idle,
-        };
-        // Count the time since the last event too, without mutating.
-        let pending = now.saturating_duration_since(account.accounted_to);
-        match account.activity {
-            Activity::Proving => account_now.busy += pending,
-            Activity::Idle(cause) => account_now.idle[cause as usize] += pending,
+        // Count an idle worker's time since the last event too, without
+        // mutating; a stage's counts once it ends.
+        let mut idle = account.idle;
+        if let Activity::Idle(cause) = account.activity {
+            idle[cause as usize] += now.saturating_duration_since(account.accounted_to);
         }
         let (state, cause) = match account.activity {
             Activity::Proving => ("proving", None),
@@ -249,10 +282,11 @@ impl WorkerMonitor {
             since_unix_ms: self.clock.unix_ms(since),
             for_ms: ms(now.saturating_duration_since(since)),
             handed_over: account.handed_over,
-            busy_seconds: account_now.busy.as_secs_f64(),
+            busy_seconds: account.busy.as_secs_f64(),
+            failed_seconds: account.failed.as_secs_f64(),
             idle_seconds: IdleCause::ALL
                 .iter()
-                .map(|c| (c.as_str(), account_now.idle[*c as usize].as_secs_f64()))
+                .map(|c| (c.as_str(), idle[*c as usize].as_secs_f64()))
                 .collect(),
             utilization_ratio: account.utilization(),
             recent_spans: account
@@ -319,11 +353,6 @@ impl WorkerMonitor {
             kind,
         })
     }
-}
-
-struct WorkerReportTimes {
-    busy: Duration,
-    idle: [Duration; IdleCause::ALL.len()],
 }
 
 impl Actor for WorkerMonitor {
@@ -412,16 +441,18 @@ impl WorkerMonitor {
         let Some(account) = self.workers.get_mut(&msg.worker) else {
             return;
         };
-        // The busy segment runs between the two switches as accounted, not
-        // as the worker timed it: a report that arrives after the monitor
-        // has already accounted past its instant is clamped forward, and
-        // the segments must still tile (and sum to the busy counter).
+        // The stage's segment runs between the two switches as accounted,
+        // not as the worker timed it: a report that arrives after the
+        // monitor has already accounted past its instant is clamped forward,
+        // and the segments must still tile (and sum to the busy and failed
+        // counters).
         let start = match account.activity {
             Activity::Proving => account.activity_since,
             Activity::Idle(_) => msg.start,
         };
         let idle = Activity::Idle(account.idle_cause(self.causes));
         account.switch(idle, msg.end);
+        account.settle_stage(msg.ok);
         account.idle_since = Some(account.activity_since);
         account.proving = None;
         account.push(Segment {

@@ -10,8 +10,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{wait_done, Timed};
-use cuzk_actors::messages::{GetQueueStatus, GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
+use common::{accounts_when_idle, assert_accounted_is_wall_time, timeline, wait_done, Timed};
+use cuzk_actors::messages::{GetQueueStatus, GetWorkers, TimelineEntry, WorkerReport};
 use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{Lane, Priority, ProvingSystem, Reservation, SystemConfig};
 
@@ -68,10 +68,6 @@ async fn wait_general_full(system: &ProvingSystem) {
 
 fn now_unix_ms() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() * 1e3
-}
-
-async fn timeline(system: &ProvingSystem) -> Vec<TimelineEntry> {
-    system.monitor.send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: None }).await.unwrap()
 }
 
 fn busy_of<'a>(timeline: &'a [TimelineEntry], job: &str) -> Vec<&'a TimelineEntry> {
@@ -183,21 +179,13 @@ fn the_lane_worker_is_accounted_and_idle_for_no_work_while_only_bulk_work_exists
         assert!(idle > 0.5, "{report:?}");
         assert_eq!(report.idle_seconds["no_work"], idle, "only no_work while only bulk work exists: {report:?}");
 
-        // Once it has proved a critical partition, its busy and idle time
-        // still add up to its whole life.
+        // Once it has proved a critical partition, its busy, failed (none)
+        // and idle time still add up to its whole life.
         submit(&system, "winning", Priority::Critical, 1).await;
         wait_done(&system, "winning").await;
-        let asked = Instant::now();
-        let report = lane(system.monitor.send(GetWorkers { spans: 0 }).await.unwrap());
-        let answered = Instant::now();
-        let idle: f64 = report.idle_seconds.values().sum();
-        let accounted = report.busy_seconds + idle;
-        let (wall_min, wall_max) = ((asked - before_start).as_secs_f64() - 0.05, (answered - before_start).as_secs_f64());
+        let (workers, wall) = accounts_when_idle(&system, before_start).await;
+        let report = lane(workers);
         assert!(report.busy_seconds >= CRITICAL_PROVE.as_secs_f64(), "{report:?}");
-        assert!(
-            accounted >= wall_min * 0.99 && accounted <= wall_max * 1.01,
-            "busy {} + idle {idle} = {accounted} s, wall between {wall_min} and {wall_max} s",
-            report.busy_seconds
-        );
+        assert_accounted_is_wall_time(&report, &wall);
     });
 }

@@ -1,16 +1,21 @@
-//! Every second of every GPU worker is accounted for: busy plus idle equals
-//! wall time, the timeline has no holes or overlaps, and idle time lands on
-//! the cause that actually held the worker up.
+//! Every second of every GPU worker is accounted for: busy plus failed plus
+//! idle equals wall time, the timeline has no holes or overlaps, idle time
+//! lands on the cause that actually held the worker up, and a failed stage's
+//! time is failed, not busy.
 
 mod common;
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::Timed;
+use common::{accounts_when_idle, assert_accounted_is_wall_time, timeline, Timed};
 use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
-use cuzk_actors::{JobId, Priority, ProvingSystem, Reservation, SystemConfig};
+use cuzk_actors::{
+    Backend, ErrorKind, Finished, JobId, JobSpec, Payload, Priority, ProvingSystem, Reservation, StageError,
+    Started, Synthesized, SystemConfig,
+};
 
 const RESERVATION: Reservation = Reservation { abc_bytes: 1000, retained_bytes: 1000 };
 
@@ -51,27 +56,13 @@ fn busy_plus_idle_is_wall_time_and_the_timeline_is_gapless() {
         actix_rt::time::sleep(Duration::from_millis(300)).await;
         run_to_done(&system, "a", 40).await;
         actix_rt::time::sleep(Duration::from_millis(700)).await;
-        let asked = Instant::now();
-        let workers = system.monitor.send(GetWorkers { spans: 1000 }).await.unwrap();
-        let answered = Instant::now();
-        let timeline = system
-            .monitor
-            .send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: None })
-            .await
-            .unwrap();
+        let (workers, wall) = accounts_when_idle(&system, before_start).await;
+        let timeline = timeline(&system).await;
 
-        let wall_max = (answered - before_start).as_secs_f64();
-        let wall_min = (asked - before_start).as_secs_f64() - 0.05;
         let mut spans = 0;
         for report in &workers {
-            let accounted = report.busy_seconds + idle_total(report);
-            assert!(
-                accounted <= wall_max * 1.01 && accounted >= wall_min * 0.99,
-                "{}: busy {} + idle {} = {accounted} s, wall between {wall_min} and {wall_max} s",
-                report.id,
-                report.busy_seconds,
-                idle_total(report)
-            );
+            assert_eq!(report.failed_seconds, 0.0, "nothing failed: {report:?}");
+            let accounted = assert_accounted_is_wall_time(report, &wall);
             let busy_spans: Vec<_> = report.recent_spans.iter().filter(|s| s.kind == "busy").collect();
             let span_seconds: f64 = busy_spans.iter().map(|s| s.duration_ms / 1e3).sum();
             assert!(
@@ -206,4 +197,140 @@ async fn a_start_reported_after_a_later_event_still_tiles() {
     let workers = monitor.send(GetWorkers { spans: 10 }).await.unwrap();
     let busy_ms: f64 = segments.iter().filter(|s| s.kind == "busy").map(|s| s.duration_ms).sum();
     assert!((busy_ms / 1e3 - workers[0].busy_seconds).abs() < 2e-6, "{busy_ms} ms vs {workers:?}");
+}
+
+/// The spans of a worker's timeline that ended with this outcome: their
+/// seconds, and how many there are.
+fn stage_seconds(entries: &[&TimelineEntry], ok: bool) -> (f64, usize) {
+    let stages: Vec<_> = entries.iter().filter(|e| e.kind == "busy" && e.ok == Some(ok)).collect();
+    (stages.iter().map(|e| e.duration_ms / 1e3).sum(), stages.len())
+}
+
+/// A stage that fails after a known time: that time is failed, not busy,
+/// from the moment the stage ends (its outcome is unknown before), and busy
+/// plus failed plus idle is still the worker's whole life. The reports lie
+/// half a minute ahead, so that neither the monitor's tick nor the queries
+/// pass them, and within the utilization's minute: every figure is exact,
+/// whatever the machine's speed.
+#[actix::test]
+async fn a_failed_stage_is_failed_time_not_busy() {
+    use cuzk_actors::messages::{HandedOver, SpanFinished, SpanReport, SpanStarted};
+    use cuzk_actors::worker_monitor::WorkerMonitor;
+    use cuzk_actors::{Lane, PartitionKey, WorkerId};
+    use actix::Actor;
+
+    let worker = WorkerId { device: 0, worker: 0 };
+    let monitor = WorkerMonitor::new([(worker, Lane::General)]).start();
+    let t0 = Instant::now() + Duration::from_secs(30);
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let key = |index| PartitionKey { job: JobId("fails".into()), index };
+    // (partition, start, end, ok): a failed stage of 5 ms, then a proved
+    // one of 3 ms.
+    let stages = [(0, 2, 7, false), (1, 9, 12, true)];
+    for (index, start, end, ok) in stages {
+        monitor.send(HandedOver { worker, at: at(start - 1) }).await.unwrap();
+        let started = SpanStarted { worker, key: key(index), at: at(start) };
+        monitor.send(SpanReport::Started(started)).await.unwrap();
+        // Running, its outcome unknown: neither busy nor failed yet.
+        let running = &monitor.send(GetWorkers { spans: 0 }).await.unwrap()[0];
+        assert_eq!(running.state, "proving", "{running:?}");
+        let settled = (running.busy_seconds, running.failed_seconds);
+        let finished = SpanFinished {
+            worker,
+            key: key(index),
+            start: at(start),
+            end: at(end),
+            waited: Duration::ZERO,
+            phases: vec![],
+            ok,
+        };
+        monitor.send(SpanReport::Finished(finished)).await.unwrap();
+        let ended = &monitor.send(GetWorkers { spans: 0 }).await.unwrap()[0];
+        let stage = Duration::from_millis(end - start).as_secs_f64();
+        let expected = if ok { (settled.0 + stage, settled.1) } else { (settled.0, settled.1 + stage) };
+        assert_eq!((ended.busy_seconds, ended.failed_seconds), expected, "{ok}: {ended:?}");
+    }
+
+    // The timeline up to a minute from now, past the reports.
+    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() * 1e3 + 60e3;
+    let timeline = monitor.send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: Some(until) }).await.unwrap();
+    let report = &monitor.send(GetWorkers { spans: 10 }).await.unwrap()[0];
+    assert_eq!(report.failed_seconds, 0.005, "{report:?}");
+    assert_eq!(report.busy_seconds, 0.003, "{report:?}");
+    // The timeline shows the failed stage as a span with ok false, and
+    // tiles the worker's life from the monitor's start to the last event.
+    let segments = by_worker(&timeline, 0);
+    assert_eq!(stage_seconds(&segments, false), (0.005, 1), "{segments:?}");
+    assert_eq!(stage_seconds(&segments, true), (0.003, 1), "{segments:?}");
+    for pair in segments.windows(2) {
+        let gap = pair[1].start_unix_ms - pair[0].end_unix_ms;
+        assert!(gap.abs() < 0.0005, "{:?} then {:?} leave {gap} ms", pair[0], pair[1]);
+    }
+    let life = (segments.last().unwrap().end_unix_ms - segments[0].start_unix_ms) / 1e3;
+    let accounted = report.busy_seconds + report.failed_seconds + idle_total(report);
+    // Each figure is rounded to the microsecond.
+    assert!((accounted - life).abs() < 1e-5, "busy + failed + idle = {accounted} s, life {life} s: {report:?}");
+    // Utilization counts the proved stage only.
+    let busy_share = report.utilization_ratio * life;
+    assert!((busy_share - 0.003).abs() < 1e-6, "utilization {} over {life} s", report.utilization_ratio);
+}
+
+/// Fails each partition's first prove_start after the stage's full time,
+/// then proves it: a device error found late, as in issue 37's run.
+struct FailsFirstAttempt {
+    timed: Timed,
+    /// Partitions whose first attempt has run.
+    tried: Mutex<HashSet<u32>>,
+}
+
+impl Backend for FailsFirstAttempt {
+    fn name(&self) -> &str {
+        "fails-first-attempt"
+    }
+    fn devices(&self) -> Vec<String> {
+        self.timed.devices()
+    }
+    fn synthesize(&self, job: &JobSpec, index: u32) -> Result<Synthesized, StageError> {
+        self.timed.synthesize(job, index)
+    }
+    fn prove_start(&self, device: usize, job: &JobSpec, index: u32, input: Payload) -> Result<Started, StageError> {
+        let started = self.timed.prove_start(device, job, index, input)?;
+        if self.tried.lock().unwrap().insert(index) {
+            return Err(StageError::new(ErrorKind::Retryable, format!("scripted failure of partition {index}")));
+        }
+        Ok(started)
+    }
+    fn prove_finish(&self, job: &JobSpec, index: u32, input: Payload) -> Result<Finished, StageError> {
+        self.timed.prove_finish(job, index, input)
+    }
+}
+
+#[test]
+fn failed_stages_of_a_running_system_are_failed_time_and_the_sum_holds() {
+    let backend = Arc::new(FailsFirstAttempt {
+        timed: Timed::new(Duration::from_millis(5), Duration::from_millis(20)),
+        tried: Mutex::new(HashSet::new()),
+    });
+    actix_rt::System::new().block_on(async {
+        let before_start = Instant::now();
+        let system = ProvingSystem::start(config(1 << 40, PacerConfig::default()), backend);
+        run_to_done(&system, "retried", 6).await;
+        let (workers, wall) = accounts_when_idle(&system, before_start).await;
+        let timeline = timeline(&system).await;
+
+        let (mut failed_stages, mut proved_stages) = (0, 0);
+        for report in &workers {
+            assert_accounted_is_wall_time(report, &wall);
+            // The counters and the worker's spans agree, outcome by outcome.
+            let segments = by_worker(&timeline, report.worker);
+            let (failed, failed_count) = stage_seconds(&segments, false);
+            let (busy, busy_count) = stage_seconds(&segments, true);
+            assert!((failed - report.failed_seconds).abs() < 1e-5 * (failed_count + 1) as f64, "{report:?}");
+            assert!((busy - report.busy_seconds).abs() < 1e-5 * (busy_count + 1) as f64, "{report:?}");
+            assert_eq!(failed_count > 0, report.failed_seconds > 0.0, "{report:?}");
+            failed_stages += failed_count;
+            proved_stages += busy_count;
+        }
+        assert_eq!((failed_stages, proved_stages), (6, 6), "each partition failed once, then proved");
+    });
 }

@@ -138,9 +138,12 @@ pub struct WorkerReport {
     pub for_ms: f64,
     /// Partitions in its mailbox that it has not started.
     pub handed_over: usize,
+    /// Stages that proved their partition, each counted when it ended.
     pub busy_seconds: f64,
+    /// Stages that failed (not busy, not idle), each counted when it ended.
+    pub failed_seconds: f64,
     pub idle_seconds: BTreeMap<&'static str, f64>,
-    /// Busy fraction over the last minute.
+    /// Busy fraction over the last minute (failed stages excluded).
     pub utilization_ratio: f64,
     pub recent_spans: Vec<TimelineEntry>,
 }
@@ -151,7 +154,7 @@ pub struct TimelineEntry {
     pub worker: usize,
     /// The worker's lane: "general" or "critical".
     pub lane: Lane,
-    /// "busy" or "idle".
+    /// "busy" (a stage; `ok` false when it failed) or "idle".
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<IdleCause>,

@@ -1,11 +1,11 @@
-//! GPU workers: each span's phases, every second accounted busy or idle by
-//! cause, idle gaps, utilization, the state each worker is in, and each
+//! GPU workers: each span's phases, every second accounted busy, failed or
+//! idle by cause, idle gaps, utilization, the state each worker is in, and each
 //! device's kernel-active time.
 
 use std::time::Duration;
 
 use super::metric::{gauge, histogram, seconds_counter, MetricDef};
-use crate::model::{Activity, IdleCause, WorkerId};
+use crate::model::{Activity, IdleCause, WorkerId, WorkerTime};
 
 pub const GPU_PHASE_DURATION: MetricDef = histogram(
     "cuzk_gpu_phase_duration_seconds",
@@ -15,12 +15,17 @@ pub const GPU_PHASE_DURATION: MetricDef = histogram(
 pub const GPU_BUSY: MetricDef = seconds_counter(
     "cuzk_gpu_busy_seconds_total",
     &["device", "worker"],
-    "Seconds a GPU worker spent proving partitions; advances while a partition runs.",
+    "Seconds a GPU worker spent in stages that proved their partition; a stage's time is added when it ends.",
+);
+pub const GPU_FAILED: MetricDef = seconds_counter(
+    "cuzk_gpu_failed_seconds_total",
+    &["device", "worker"],
+    "Seconds a GPU worker spent in stages that failed (neither busy nor idle); a stage's time is added when it ends.",
 );
 pub const GPU_IDLE: MetricDef = seconds_counter(
     "cuzk_gpu_idle_seconds_total",
     &["device", "worker", "cause"],
-    "Seconds a GPU worker was idle, by cause (no_work, synthesis, budget, paced, handoff). Busy plus idle is wall time.",
+    "Seconds a GPU worker was idle, by cause (no_work, synthesis, budget, paced, handoff); advances while time passes. Busy plus failed plus idle is wall time, less the stage in progress.",
 );
 /// Idle gaps: 100 microseconds to 5 minutes.
 const GAP_BUCKETS: &[f64] = &[
@@ -44,7 +49,7 @@ pub const GPU_UTILIZATION: MetricDef = gauge(
     "cuzk_gpu_utilization_ratio",
     "ratio",
     &["device", "worker"],
-    "Fraction of the last 60 seconds a GPU worker spent proving.",
+    "Fraction of the last 60 seconds a GPU worker spent in stages that proved their partition (failed stages excluded), counted as they end.",
 );
 pub const GPU_WORKER_STATE: MetricDef = gauge(
     "cuzk_gpu_worker_state",
@@ -114,8 +119,8 @@ impl GpuSpanFinished<'_> {
 pub struct WorkerTimeAccounted {
     /// Device and worker: the counters' labels.
     pub worker: WorkerId,
-    /// Proving (busy) or idle by cause: which counter advances.
-    pub activity: Activity,
+    /// Busy, failed or idle by cause: which counter advances.
+    pub time: WorkerTime,
     /// How far it advances.
     pub elapsed: Duration,
 }
@@ -124,12 +129,16 @@ impl WorkerTimeAccounted {
     pub fn emit(&self) {
         let (device, worker) = worker_labels(self.worker);
         let seconds = self.elapsed.as_secs_f64();
-        match self.activity {
-            Activity::Proving => {
+        match self.time {
+            WorkerTime::Busy => {
                 metrics::gauge!(GPU_BUSY.name, "device" => device, "worker" => worker)
                     .increment(seconds)
             }
-            Activity::Idle(cause) => metrics::gauge!(
+            WorkerTime::Failed => {
+                metrics::gauge!(GPU_FAILED.name, "device" => device, "worker" => worker)
+                    .increment(seconds)
+            }
+            WorkerTime::Idle(cause) => metrics::gauge!(
                 GPU_IDLE.name,
                 "device" => device,
                 "worker" => worker,
@@ -167,8 +176,10 @@ pub struct WorkerRegistered {
 impl WorkerRegistered {
     pub fn emit(&self) {
         let (device, worker) = worker_labels(self.worker);
-        metrics::gauge!(GPU_BUSY.name, "device" => device.clone(), "worker" => worker.clone())
-            .increment(0.0);
+        for counter in [GPU_BUSY, GPU_FAILED] {
+            metrics::gauge!(counter.name, "device" => device.clone(), "worker" => worker.clone())
+                .increment(0.0);
+        }
         metrics::gauge!(GPU_KERNEL_ACTIVE.name, "device" => device.clone()).increment(0.0);
         for cause in IdleCause::ALL {
             metrics::gauge!(

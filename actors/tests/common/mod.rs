@@ -1,5 +1,6 @@
 //! What several actor tests share: a backend that sleeps for fixed stage
-//! times, a job of the test circuit, and waiting for a job to finish.
+//! times, a job of the test circuit, waiting for a job to finish, and the
+//! workers' accounts checked against wall time.
 
 // Each test file uses only a part of this module.
 #![allow(dead_code)]
@@ -7,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuzk_actors::messages::{GetJob, JobStatus, SubmitJob};
+use cuzk_actors::messages::{GetJob, GetTimeline, GetWorkers, JobStatus, SubmitJob, TimelineEntry, WorkerReport};
 use cuzk_actors::{
     Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, StageError,
     Started, Synthesized,
@@ -91,4 +92,48 @@ pub async fn wait_done(system: &ProvingSystem, id: &str) {
         assert!(Instant::now() < deadline, "job {id} did not finish: {:?}", view.status);
         actix_rt::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Every worker's timeline, oldest first, from the monitor's start.
+pub async fn timeline(system: &ProvingSystem) -> Vec<TimelineEntry> {
+    system.monitor.send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: None }).await.unwrap()
+}
+
+/// The bounds of the wall time a worker's account can cover when asked:
+/// from its start (50 ms of start-up allowed) to the question, at the
+/// latest to the answer.
+pub struct Wall {
+    pub min: f64,
+    pub max: f64,
+}
+
+/// Every worker's report (its last 1000 spans) once every worker is idle,
+/// and the wall time since `before_start` they cover. A job is done once its
+/// last partition is finalized, and the worker reports the end of that stage
+/// just after handing it on: until then that stage is neither busy nor
+/// failed.
+pub async fn accounts_when_idle(system: &ProvingSystem, before_start: Instant) -> (Vec<WorkerReport>, Wall) {
+    while system.monitor.send(GetWorkers { spans: 0 }).await.unwrap().iter().any(|w| w.state != "idle") {
+        actix_rt::time::sleep(Duration::from_millis(5)).await;
+    }
+    let asked = Instant::now();
+    let workers = system.monitor.send(GetWorkers { spans: 1000 }).await.unwrap();
+    let answered = Instant::now();
+    let wall = Wall { min: (asked - before_start).as_secs_f64() - 0.05, max: (answered - before_start).as_secs_f64() };
+    (workers, wall)
+}
+
+/// Busy plus failed plus idle of an idle worker is its wall time (to 1%);
+/// returns that sum.
+pub fn assert_accounted_is_wall_time(report: &WorkerReport, wall: &Wall) -> f64 {
+    let idle: f64 = report.idle_seconds.values().sum();
+    let accounted = report.busy_seconds + report.failed_seconds + idle;
+    assert!(
+        accounted <= wall.max * 1.01 && accounted >= wall.min * 0.99,
+        "{}: busy + failed + idle = {accounted} s, wall between {} and {} s: {report:?}",
+        report.id,
+        wall.min,
+        wall.max
+    );
+    accounted
 }

@@ -254,7 +254,8 @@ impl SchedulerReport {
     }
 }
 
-/// Shares of busy and idle-by-cause time between two account snapshots.
+/// Shares of busy, failed and idle-by-cause time between two account
+/// snapshots.
 fn worker_time_shares(accounts: &[Vec<WorkerReport>]) -> BTreeMap<String, f64> {
     let [before, after] = accounts else {
         return BTreeMap::new();
@@ -262,6 +263,7 @@ fn worker_time_shares(accounts: &[Vec<WorkerReport>]) -> BTreeMap<String, f64> {
     let mut seconds = BTreeMap::<String, f64>::new();
     for (b, a) in before.iter().zip(after) {
         *seconds.entry("busy".into()).or_default() += a.busy_seconds - b.busy_seconds;
+        *seconds.entry("failed".into()).or_default() += a.failed_seconds - b.failed_seconds;
         for (cause, idle) in &a.idle_seconds {
             *seconds.entry(cause.to_string()).or_default() += idle - b.idle_seconds[cause];
         }
