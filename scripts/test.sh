@@ -23,9 +23,14 @@ export CUZK_BIN="$PWD/target/debug/cuzk"
 
 echo "== the job store on PostgreSQL: the store suite, the database restarted under it, partition leases, shared proving keys, a daemon restarted on it, a fleet of daemons"
 # The same build as above: the tests named postgres, now with a database.
-scripts/pg-test-cluster.sh cargo test --workspace --locked --test job_store --test pg_outage --test pg_leases --test pg_keys --test pg_tls --test durability --test fleet -- postgres 2>&1
+# Those that stop, restart or reconfigure it (pg_outage, pg_tls) and the
+# fleet (which restarts it too, and runs processes of its own) go one at a
+# time after the others, so that none takes the database from a test using it.
+scripts/pg-test-cluster.sh bash -c '
+    cargo test --workspace --locked --test daemon -- postgres --skip pg_outage:: --skip pg_tls:: --skip fleet:: 2>&1 &&
+    cargo test --workspace --locked --test daemon -- --test-threads=1 pg_outage:: pg_tls:: fleet:: 2>&1'
 echo "== the API tests and the crash test once more, on PostgreSQL (one suite, two stores: each daemon a fleet of one node)"
-CUZK_TEST_STORE=postgres scripts/pg-test-cluster.sh cargo test --workspace --locked --test api 2>&1
+CUZK_TEST_STORE=postgres scripts/pg-test-cluster.sh cargo test --workspace --locked --test daemon -- api:: 2>&1
 # Single quotes: the URL is the cluster's, set inside the script.
 scripts/pg-test-cluster.sh bash -c 'CUZK_STORE_URL=$CUZK_TEST_PG_URL tests/crash.sh'
 tests/ui.sh

@@ -7,7 +7,7 @@
 //! Skipped without CUZK_TEST_PG_URL. The tests share one database cluster
 //! (one of them restarts it) and two cores: they run one at a time.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::TcpListener;

@@ -5,7 +5,7 @@
 //! flag against the portable CIOS of field.cuh, on fresh random values and
 //! the edges 0, 1 and p - 1. The GPU tests then check what nvcc made of it.
 
-mod cxx;
+use crate::cxx;
 
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -5,9 +5,9 @@
 //! CUZK_TEST_PG_URL names a database (scripts/pg-test-cluster.sh). Then
 //! what only one engine has: a redb file found damaged, truncated, emptied
 //! or missing; a PostgreSQL URL that is wrong, schemas migrated at once or
-//! by a newer cuzk. A database restarted under the store: tests/pg_outage.rs.
+//! by a newer cuzk. A database restarted under the store: tests/daemon/pg_outage.rs.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

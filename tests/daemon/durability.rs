@@ -2,7 +2,7 @@
 //! started one after the other on one data directory, or on one PostgreSQL
 //! schema (when CUZK_TEST_PG_URL names a database: scripts/pg-test-cluster.sh).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -8,7 +8,7 @@
 //! with witnesses that break a row. The GPU tests then check what nvcc made
 //! of the same functions.
 
-mod cxx;
+use crate::cxx;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The HTTP API end to end through the real server, on the CPU backend.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! worker as before; and the lane worker's time is accounted like any
 //! other's, idle for `no_work` while only bulk work exists.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -3,7 +3,7 @@
 //! job ends done or failed with a reason, panicking actors are restarted,
 //! failed attempts are retried, and the budget returns to zero.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,10 +5,10 @@
 //! `verify-full` refuses a server its CA did not sign or whose certificate
 //! does not name the host; `require` and `verify-full` refuse a server
 //! without TLS rather than connect in clear; TLS options that cannot be
-//! used are refused before connecting. A binary of its own, its tests one
-//! at a time: one turns the server's TLS off.
+//! used are refused before connecting. Its tests run one at a time and in a
+//! run of their own (scripts/test.sh): one turns the server's TLS off.
 
-mod common;
+use crate::common;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! counts against the budget, and does not hold the synthesis thread: other
 //! shapes' partitions are proved meanwhile.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

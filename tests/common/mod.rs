@@ -3,6 +3,8 @@
 //! schema of its own on the test PostgreSQL, and the records the store
 //! tests write.
 
+// Each binary that declares this module (daemon, observe,
+// metrics_catalogue) uses only a part of it.
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! setup no job waits for any more (asking for its key, or queued) stops,
 //! and its budget returns.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,10 +2,11 @@
 //! (pg_ctl stop, start, restart on the cluster of scripts/pg-test-cluster.sh):
 //! new jobs are refused with `Unavailable` meanwhile and health says why
 //! (an idle store too), writes of acknowledged jobs wait and are committed
-//! after, and the store reconnects by itself. A binary of its own, its tests one at a time: they
-//! take the database away from everything else using it.
+//! after, and the store reconnects by itself. Its tests run one at a time and in a
+//! run of their own (scripts/test.sh): they take the database away from
+//! everything else using it.
 
-mod common;
+use crate::common;
 
 use std::sync::mpsc;
 use std::sync::Mutex;

@@ -5,7 +5,7 @@
 //! counted, and the node that lost it learns so and cannot record its result
 //! (the job store of a fleet node, store/pg.rs, checks the lease).
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! every finalizer thread stuck and the tracker flooded with status queries,
 //! the workers still prove every synthesized partition.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -3,7 +3,7 @@
 //! would, on a budget that holds two of them, all finish and the budget
 //! never holds more than it has.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! wall time, the timeline has no holes or overlaps, and idle time lands on
 //! the cause that actually held the worker up.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! reloads its tokens on SIGHUP and keeps an environment token out of
 //! /proc/PID/environ.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

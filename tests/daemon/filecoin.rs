@@ -5,7 +5,7 @@
 //! verifiers: accepted as made, rejected with a tampered public input. One
 //! PoRep C1 is generated without sealing (`synthetic`) and judged the same way.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -514,7 +514,7 @@ fn every_kind_proves_on_the_cuda_engine() {
 
 /// The device's evaluation of the compiled matrices (the CUDA engine's a, b
 /// and c of a deferred partition) equals the host's on a partition of every
-/// kind: `cargo test --features cuda --test filecoin -- --ignored`; it says
+/// kind: `cargo test --features cuda --test daemon -- --ignored filecoin::`; it says
 /// SKIPPED without a GPU. Needs no parameter file.
 #[cfg(feature = "cuda")]
 #[test]

@@ -12,8 +12,8 @@ use std::cell::RefCell;
 use cuzk::config::Config;
 use serde::de::{self, Deserialize, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 
-const CUZK_TOML: &str = include_str!("../deploy/cuzk.toml");
-const CONFIGMAP: &str = include_str!("../deploy/k8s/configmap.yaml");
+const CUZK_TOML: &str = include_str!("../../deploy/cuzk.toml");
+const CONFIGMAP: &str = include_str!("../../deploy/k8s/configmap.yaml");
 
 /// The step of a path into an array's element (`[[a.b]]` in TOML).
 const ELEMENT: &str = "[]";

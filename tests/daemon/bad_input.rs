@@ -1,6 +1,6 @@
 //! Every kind of bad input gets a 4xx with a JSON reason and changes nothing.
 
-mod common;
+use crate::common;
 
 use common::start_with;
 use serde_json::{json, Value};

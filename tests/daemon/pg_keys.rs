@@ -8,7 +8,7 @@
 //! a key of several chunks comes back whole, a damaged one is refused, the
 //! first publication stands, and a shape's lock is held by one at a time.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -180,7 +180,7 @@ fn postgres_a_failing_key_store_fails_the_partition_retryably_and_is_asked_again
     assert!(matches!(error, KeyError::Unavailable(_)), "{error:?}");
     assert!(error.to_string().contains("the fleet's key store") && error.to_string().contains("cuzk_keys"), "{error}");
     // The database is back: the shape's next partition prepares again.
-    schema.client().batch_execute(include_str!("../migrations/0004_keys.sql")).unwrap();
+    schema.client().batch_execute(include_str!("../../migrations/0004_keys.sql")).unwrap();
     let key = prepare(&store, &family, &shape);
     assert_eq!(published(&schema), [(shape.circuit_id.clone(), vk_bytes(&key), 1)]);
 }

@@ -1,7 +1,7 @@
 //! Bearer tokens and scopes, the loopback rule, the metrics listener and TLS
 //! (docs/security.md), through the real server on the simulated backend.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::process::Command;
