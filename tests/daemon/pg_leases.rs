@@ -94,7 +94,12 @@ fn postgres_claims_follow_priority_then_age_and_never_overlap() {
 #[test]
 fn postgres_leases_renew_expire_and_return_to_the_queue_with_the_attempt_counted() {
     let Some(schema) = PgSchema::create("postgres_leases_renew_expire_and_return_to_the_queue") else { return };
-    let lease = Duration::from_millis(1500);
+    // The leases' ends are the database's clock, which a test cannot move:
+    // each check falls a whole second or more from the end it is about, so
+    // that a slow round trip on a busy machine cannot put it on the other
+    // side.
+    let lease = Duration::from_millis(4000);
+    let renewed_after = Duration::from_millis(2000);
     let mut a = Leases::connect(&schema.url, "node-a", lease).unwrap();
     let mut b = Leases::connect(&schema.url, "node-b", lease).unwrap();
     queued(&schema, &[("x", 1, Priority::Normal, 1)]);
@@ -103,9 +108,10 @@ fn postgres_leases_renew_expire_and_return_to_the_queue_with_the_attempt_counted
     let claimed = Instant::now();
     assert_eq!(at(&a.claim(1, &[]).unwrap()), [("x".to_string(), 0, 1)]);
     // Renewed before it runs out, the lease outlives its first end.
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(renewed_after);
     assert!(a.renew(std::slice::from_ref(&x)).unwrap().is_empty(), "still held");
-    std::thread::sleep(lease.saturating_sub(claimed.elapsed()) + Duration::from_millis(300));
+    // Halfway between the first lease's end and the renewed one's.
+    std::thread::sleep((lease + renewed_after / 2).saturating_sub(claimed.elapsed()));
     assert!(b.claim(1, &[]).unwrap().is_empty(), "a renewed lease holds past the first one's end");
     assert!(!proved_as(&schema, "node-b", "x"), "only the owner records a partition's result");
 
