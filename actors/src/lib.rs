@@ -10,6 +10,8 @@
 //! state is shared between actors: the [`tracker::Tracker`] alone owns it,
 //! and every other actor reports to it by fire-and-forget messages.
 
+#![forbid(unsafe_code)]
+
 pub mod backend;
 pub mod budget;
 pub mod dispatcher;

@@ -14,6 +14,8 @@
 //! (`pg_outage`, `pg_tls`, `fleet`) must not run beside the other
 //! PostgreSQL tests: scripts/test.sh runs them in a run of their own.
 
+#![forbid(unsafe_code)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

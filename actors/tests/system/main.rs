@@ -4,6 +4,8 @@
 //! backend. Filter a subject by its module: `cargo test -p cuzk-actors
 //! --test system retries::`.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 mod critical_lane;

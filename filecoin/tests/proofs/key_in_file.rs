@@ -20,6 +20,10 @@ use cuzk_kernels::groth16::{Abc, ProveStartEngine, Synthesized};
 use cuzk_kernels::key_source::{g1_words, g2_words, KeySource, Query, G1_WORDS, G2_WORDS};
 use cuzk_kernels::KernelError;
 
+/// A key source's read of G1 points in the kernels' layout: a range's
+/// start and the words to fill.
+type ReadWords<'a> = dyn Fn(usize, &mut [u64]) -> Result<(), KernelError> + 'a;
+
 const SECTOR: u64 = 2048;
 
 fn winning_params() -> (String, PathBuf) {
@@ -59,7 +63,7 @@ fn the_file_read_by_range_gives_the_decoded_points() {
         assert!(by_range::<G1Affine>(b1.len(), 977, |s, o| source.g1(Query::B1, s, o)) == b1, "b_g1, lead {b_lead}");
         assert!(by_range::<G2Affine>(b2.len(), 331, |s, o| source.g2(s, o)) == b2, "b_g2, lead {b_lead}");
         // In the kernels' layout, as the CUDA engine takes them.
-        let words = |want: &[G1Affine], read: &dyn Fn(usize, &mut [u64]) -> Result<(), KernelError>| {
+        let words = |want: &[G1Affine], read: &ReadWords<'_>| {
             let got = by_range::<[u64; G1_WORDS]>(want.len(), 977, |s, o| read(s, o.as_flattened_mut()));
             want.iter().zip(&got).all(|(p, w)| {
                 let mut expected = [0u64; G1_WORDS];

@@ -5,6 +5,8 @@
 //! synthetic generators, the values-only witness). Filter a subject by its
 //! module: `cargo test -p cuzk-filecoin --test proofs witness::`.
 
+#![forbid(unsafe_code)]
+
 mod filecoin_api;
 mod key_in_file;
 mod params_file;

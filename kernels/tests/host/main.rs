@@ -5,6 +5,8 @@
 //! only with the `cuda` feature, is run with `--ignored` in a step of its
 //! own, and sets the process's environment (the MSM window sizes).
 
+#![forbid(unsafe_code)]
+
 mod cxx;
 
 mod ptx_host;
