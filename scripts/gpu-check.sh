@@ -8,9 +8,9 @@
 #                             names it)
 #   .device/cuzk-bench       target/release/cuzk-bench (cargo build --release
 #                            -p cuzk-bench --features cuda), run as `cuzk-bench gpu`
-#   .device/filecoin         optional: the test binary of tests/filecoin.rs (cargo
-#                            test --release -p cuzk --features cuda --test filecoin
-#                            --no-run): the device's a, b, c against the host's on
+#   .device/filecoin         optional: the daemon's test binary, tests/daemon/ (cargo
+#                            test --release -p cuzk --features cuda --test daemon
+#                            --no-run), for its filecoin:: device test: the device's a, b, c against the host's on
 #                            every 2 KiB Filecoin kind
 # Writes logs under $OUT (or ./gpu-check-out). Each step has a time limit so
 # the whole script ends well inside a 10-minute call.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the pinned CUDA compiler (nvcc 13.0) from PyPI into ./.cuda-toolchain
 # when no nvcc is present, and prints the NVCC path. .cuda-toolchain is git-ignored.
-# Pins: see ../shared/cuda/toolchain.md (nvvm must be pinned too: a newer one
-# emits PTX ISA 9.5, which the 13.0 driver rejects).
+# Pins: these give an nvcc that emits PTX ISA 9.0 and sm_90 cubins that the
+# GPU machine's driver (580, CUDA 13.0) accepts. nvvm must be pinned too: a
+# newer one emits PTX ISA 9.5, which the 13.0 driver and ptxas reject.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ -n "${NVCC:-}" ] && [ -x "$NVCC" ]; then echo "$NVCC"; exit 0; fi

@@ -12,7 +12,7 @@
 # The server runs with ssl=on: a URL without sslmode (prefer) gets TLS too.
 # PostgreSQL refuses to run as root: as root, the cluster belongs to the
 # system user cuzk-pg-test (created here when missing).
-#   scripts/pg-test-cluster.sh cargo test --locked --test job_store
+#   scripts/pg-test-cluster.sh cargo test --locked --test daemon -- job_store::
 # CUZK_PG_PRELOAD names server libraries to preload (the fleet benchmark's
 # pg_stat_statements: CUZK_PG_PRELOAD=pg_stat_statements).
 set -euo pipefail

@@ -6,9 +6,11 @@
 //! `tracker/`), each with its own mailbox capacity. Messages live in
 //! [`messages`], the shared vocabulary in [`model`], [`error`] and [`time`];
 //! an actor holds its peers as `Recipient`s wired in [`system`], so no actor
-//! file imports another (tests/module_graph.rs checks it). No lock over job
+//! file imports another (tests/daemon/module_graph.rs checks it). No lock over job
 //! state is shared between actors: the [`tracker::Tracker`] alone owns it,
 //! and every other actor reports to it by fire-and-forget messages.
+
+#![forbid(unsafe_code)]
 
 pub mod backend;
 pub mod budget;

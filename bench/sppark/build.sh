@@ -14,7 +14,8 @@ repo="$(cd "$here/../.." && pwd)"
 nvcc="$("$repo/scripts/install-cuda-toolchain.sh")"
 cuda_root="$(cd "$(dirname "$nvcc")/.." && pwd)"   # .../nvidia/cu13 in the pip layout
 # cooperative_groups (sppark's NTT kernels) includes <nv/target>, which the
-# pip layout keeps in the separate CCCL package (../../../shared/cuda/toolchain.md).
+# pip layout keeps in the separate CCCL package (nvidia-cuda-cccl==13.0.85, to
+# match the pinned nvcc).
 if [ ! -e "$cuda_root/include/nv/target" ]; then
     pip="$repo/.cuda-toolchain/bin/pip"
     [ -x "$pip" ] || { echo "no nv/target under $cuda_root and no $pip to install CCCL" >&2; exit 1; }

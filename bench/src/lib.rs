@@ -10,6 +10,8 @@
 //! which writes the Filecoin fixtures' inputs as files for the gRPC
 //! conformance test's client.
 
+#![forbid(unsafe_code)]
+
 pub mod c1;
 pub mod curio_inputs;
 pub mod filecoin;

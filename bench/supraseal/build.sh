@@ -3,8 +3,8 @@
 # machine without a GPU or a CUDA install, and puts the stripped binary at
 # <repo>/.device/supraseal/supraseal-bench. It runs on the H200 machine
 # (Ubuntu 24.04, driver 580 providing libcuda.so.1); the CUDA runtime is linked
-# statically. Facts behind each step: ../../../shared/cuda/toolchain.md and
-# ../../../shared/design/filecoin.md (outside the repo, on the build machine).
+# statically. Each step below says why it is needed; the CUDA compiler and its
+# pins are scripts/install-cuda-toolchain.sh's.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"

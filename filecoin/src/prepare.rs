@@ -9,7 +9,7 @@
 //!
 //! The densities that select the variables are structural (which variables
 //! appear in which query), so the ones recorded with any partition's witness
-//! are the file's (`tests/filecoin_api.rs` checks them against the blank
+//! are the file's (`filecoin/tests/proofs/filecoin_api.rs` checks them against the blank
 //! circuit's); every query length is checked against them.
 
 use std::path::Path;

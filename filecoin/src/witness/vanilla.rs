@@ -8,7 +8,7 @@
 //! types, so they are read back through their own serialization into
 //! structs with the same fields in the same order (bincode is positional);
 //! a drifted layout fails to decode, and the witness equality test
-//! (`tests/witness.rs`) would catch any wrong value.
+//! (`filecoin/tests/proofs/witness.rs`) would catch any wrong value.
 
 use blstrs::Scalar;
 use filecoin_hashers::Hasher;

@@ -4,7 +4,7 @@
 //! every enum's values and every message's field names, numbers, labels
 //! and types) rendered as text must equal tests/fixtures/curio-proto.txt,
 //! which was written by hand from the tables of Curio's protocol
-//! (../shared/design/curio-grpc.md). An edit of the .proto that would
+//! (docs/curio.md describes it). An edit of the .proto that would
 //! change what Curio's client sends or reads fails here.
 
 use std::collections::BTreeMap;
