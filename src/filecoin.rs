@@ -27,10 +27,10 @@ use cuzk_filecoin::{Kind, Lateness, ProofRequest};
 use cuzk_kernels::cpu::msm_digit_table_bytes;
 use cuzk_kernels::groth16::{PreparedCircuit, Synthesized};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::json_text::JsonText;
+use crate::json_text::{JsonObject, JsonText};
 use crate::keys::KeyStore;
 
 /// Whether a job's `circuit` names a Filecoin kind rather than a registered
@@ -119,48 +119,65 @@ pub struct FilecoinJob {
     request: Box<dyn ProofRequest>,
 }
 
+/// A Filecoin kind's input, typed: what a submission carries for its kind
+/// (read from a JSON body, or built by the gRPC front end from Curio's
+/// request). Its byte strings are kept as given (hex, base64, the C1's JSON
+/// text) and checked, with the rest, when the job is made
+/// ([`FilecoinJob::from_input`]): one set of checks for both front ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FilecoinInput {
+    /// `porep-c2`.
+    Porep(PorepInput),
+    /// `winning-post` and `window-post`.
+    Post(PostInput),
+    /// `snap-prove`.
+    Update(UpdateInput),
+}
+
 /// `porep-c2`'s input: the arguments of `seal_commit_phase2`. prover_id and
-/// sector_id are what it takes beside the C1 output.
-#[derive(Deserialize)]
+/// sector_id are what it takes beside the C1 output. (Each input's fields
+/// are declared in the order serde reports a missing one; `write` writes
+/// them sorted.)
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PorepInput {
+pub struct PorepInput {
     /// The SealCommitPhase1Output as serde_json writes it, kept as text
     /// and read straight into its type: a value of another shape is
     /// refused at its first wrong field, never built as a tree.
-    c1: Option<JsonText>,
+    pub c1: Option<JsonText>,
     /// The same JSON, base64 (as Curio carries it).
-    c1_base64: Option<String>,
-    prover_id: String,
-    sector_id: u64,
+    pub c1_base64: Option<String>,
+    pub prover_id: String,
+    pub sector_id: u64,
 }
 
 /// `winning-post` and `window-post`'s input: the arguments of
 /// `generate_winning_post_with_vanilla` / `generate_window_post_with_vanilla`
 /// (with `partition_index`: `generate_single_window_post_with_vanilla`).
-#[derive(Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PostInput {
+pub struct PostInput {
     /// The API enum's variant name, e.g. "StackedDrgWinning2KiBV1".
-    registered_proof: RegisteredProof,
-    randomness: String,
-    prover_id: String,
+    pub registered_proof: RegisteredProof,
+    pub randomness: String,
+    pub prover_id: String,
     /// Hex of each vanilla proof, as the vanilla-proof functions return them.
-    vanilla_proofs: Vec<String>,
-    partition_index: Option<usize>,
+    pub vanilla_proofs: Vec<String>,
+    pub partition_index: Option<usize>,
 }
 
 /// `snap-prove`'s input: the arguments of
 /// `generate_empty_sector_update_proof_with_vanilla`.
-#[derive(Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct UpdateInput {
+pub struct UpdateInput {
     /// The API enum's variant name, e.g. "StackedDrg2KiBV1".
-    registered_proof: RegisteredProof,
-    comm_r_old: String,
-    comm_r_new: String,
-    comm_d_new: String,
+    pub registered_proof: RegisteredProof,
+    pub comm_r_old: String,
+    pub comm_r_new: String,
+    pub comm_d_new: String,
     /// Hex of each partition's vanilla proof.
-    vanilla_proofs: Vec<String>,
+    pub vanilla_proofs: Vec<String>,
 }
 
 /// What a PoSt proof is verified against (`cuzk verify`): the challenged
@@ -194,7 +211,8 @@ struct UpdatePublic {
 /// A registered proof's name as given: a string, or (refused by
 /// `parse_registered_proof` with its reason) another scalar. An array or an
 /// object is refused as it is read, never built into a tree.
-struct RegisteredProof(Value);
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegisteredProof(Value);
 
 impl<'de> Deserialize<'de> for RegisteredProof {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -228,16 +246,61 @@ impl<'de> Deserialize<'de> for RegisteredProof {
 }
 
 impl RegisteredProof {
+    /// One of filecoin-proofs-api's registered proofs, by its variant name.
+    pub fn of(proof: impl Serialize) -> Self {
+        Self(serde_json::to_value(proof).expect("a registered proof is its variant's name"))
+    }
+
     fn parse<P: DeserializeOwned>(&self) -> Result<P, cuzk_filecoin::Error> {
         parse_registered_proof(&self.0)
     }
 }
 
+impl FilecoinInput {
+    /// `text` (a job's `input`, JSON) read as `kind`'s input.
+    pub fn decode(kind: Kind, text: &str) -> Result<Self, InputError> {
+        Ok(match kind {
+            Kind::Porep => Self::Porep(decode(kind, "input", text)?),
+            Kind::WinningPost | Kind::WindowPost => Self::Post(decode(kind, "input", text)?),
+            Kind::EmptySectorUpdate => Self::Update(decode(kind, "input", text)?),
+        })
+    }
+
+    /// Writes the input as the JSON object [`decode`](Self::decode) reads:
+    /// compact, its keys sorted, a field without a value left out.
+    pub fn write(&self, out: &mut JsonObject) {
+        match self {
+            Self::Porep(input) => {
+                if let Some(c1) = &input.c1 {
+                    out.text("c1", c1);
+                }
+                out.member_if("c1_base64", input.c1_base64.as_ref());
+                out.member("prover_id", &input.prover_id);
+                out.member("sector_id", &input.sector_id);
+            }
+            Self::Post(input) => {
+                out.member_if("partition_index", input.partition_index.as_ref());
+                out.member("prover_id", &input.prover_id);
+                out.member("randomness", &input.randomness);
+                out.member("registered_proof", &input.registered_proof.0);
+                out.member("vanilla_proofs", &input.vanilla_proofs);
+            }
+            Self::Update(input) => {
+                out.member("comm_d_new", &input.comm_d_new);
+                out.member("comm_r_new", &input.comm_r_new);
+                out.member("comm_r_old", &input.comm_r_old);
+                out.member("registered_proof", &input.registered_proof.0);
+                out.member("vanilla_proofs", &input.vanilla_proofs);
+            }
+        }
+    }
+}
+
 impl PorepInput {
     /// The request, from either form of the C1 output.
-    fn request(self) -> Result<PorepRequest, InputError> {
+    fn request(&self) -> Result<PorepRequest, InputError> {
         let prover_id = hex32("prover_id", &self.prover_id)?;
-        let c1: SealCommitPhase1Output = match (self.c1, self.c1_base64) {
+        let c1: SealCommitPhase1Output = match (&self.c1, &self.c1_base64) {
             (Some(c1), None) => serde_json::from_str(c1.as_str())
                 .map_err(|source| InputError::NotC1 { field: "c1", source })?,
             (None, Some(encoded)) => {
@@ -264,12 +327,11 @@ fn decode<T: DeserializeOwned>(kind: Kind, what: &'static str, text: &str) -> Re
     serde_json::from_str(text).map_err(|source| InputError::Fields { kind, what, source })
 }
 
-/// The request a `kind` job's `input` (JSON text) asks for.
-fn request(kind: Kind, input: &str) -> Result<Box<dyn ProofRequest>, InputError> {
-    Ok(match kind {
-        Kind::Porep => Box::new(decode::<PorepInput>(kind, "input", input)?.request()?),
-        Kind::WinningPost | Kind::WindowPost => {
-            let input: PostInput = decode(kind, "input", input)?;
+/// The request a Filecoin job's input asks for.
+fn request(input: &FilecoinInput) -> Result<Box<dyn ProofRequest>, InputError> {
+    Ok(match input {
+        FilecoinInput::Porep(input) => Box::new(input.request()?),
+        FilecoinInput::Post(input) => {
             Box::new(PostRequest {
                 registered_proof: input.registered_proof.parse()?,
                 randomness: hex32("randomness", &input.randomness)?,
@@ -278,8 +340,7 @@ fn request(kind: Kind, input: &str) -> Result<Box<dyn ProofRequest>, InputError>
                 partition_index: input.partition_index,
             })
         }
-        Kind::EmptySectorUpdate => {
-            let input: UpdateInput = decode(kind, "input", input)?;
+        FilecoinInput::Update(input) => {
             Box::new(UpdateRequest {
                 registered_proof: input.registered_proof.parse()?,
                 comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
@@ -348,10 +409,14 @@ impl FilecoinJob {
         Self::parse_text(kind, &input.to_string(), params_dir)
     }
 
-    /// As `parse`, from the input's JSON text (a submission's, which is
-    /// never read into a tree).
+    /// As `parse`, from the input's JSON text.
     pub fn parse_text(kind: Kind, input: &str, params_dir: &Path) -> Result<Self, InputError> {
-        let request = request(kind, input)?;
+        Self::from_input(kind, &FilecoinInput::decode(kind, input)?, params_dir)
+    }
+
+    /// A `kind` job from its typed input, checked as `parse` says.
+    pub fn from_input(kind: Kind, input: &FilecoinInput, params_dir: &Path) -> Result<Self, InputError> {
+        let request = request(input)?;
         kind.admit(request.registered_proof())?;
         request.check()?;
         let partitions = request.partition_count()?;

@@ -1,8 +1,8 @@
-//! A job request turned into work: parsing and validating a submission's
-//! body, and the memory one partition of its shape reserves. The submit
-//! handler (`http::jobs`) and the restore on start (`restore::start`)
-//! both go through `JobParser::parse`, so a job resumed after a restart is
-//! exactly the job that was accepted.
+//! A submission turned into work: validating it (`submission.rs` types it),
+//! and the memory one partition of its shape reserves. Both front ends, the
+//! restore on start (`restore::start`) and a fleet node's claimer go
+//! through `JobParser`, so a job resumed after a restart is exactly the job
+//! that was accepted.
 //!
 //! A body is never read into one JSON tree (`crate::json_text` says why): its
 //! canonical text is written in one streaming pass, the request's fields
@@ -10,6 +10,9 @@
 //! family reads as a tree (its params, each partition's inputs) built only
 //! after their tree's cost is checked against their text.
 
+mod submission;
+
+pub use submission::{Circuit, FamilyInput, Input, Submission, SubmitRequest};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,12 +21,11 @@ use cuzk_actors::{Priority, Reservation};
 use cuzk_filecoin::Kind;
 use cuzk_kernels::circuits::{self, CircuitFamily, CircuitRegistry, CircuitShape};
 use cuzk_kernels::cpu::msm_digit_table_bytes;
-use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
-use crate::filecoin::{self, FilecoinJob};
+use crate::filecoin::{self, FilecoinInput, FilecoinJob};
 use crate::keys::{KeyStore, SetupCost};
 use cuzk_filecoin::record::Evaluation;
 use crate::json_text::{array_entries, canonical, tree_bytes, CanonicalError, JsonText};
@@ -38,39 +40,6 @@ pub const TREE_SLACK_BYTES: usize = 8 << 20;
 
 /// How many bytes one partition of a job reserves (backend-specific).
 pub type ReservationRule = Arc<dyn Fn(&ProofJob) -> Reservation + Send + Sync>;
-
-/// A proof job: a Filecoin kind with its `input`, or a registered family
-/// with exactly one of `seed` and `inputs`.
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(example = json!({"circuit": "mimc-chain", "params": {"log2_constraints": 4}, "partitions": 2, "seed": 7}))]
-pub struct SubmitRequest {
-    /// A Filecoin kind (`porep-c2`, docs/filecoin.md) or a registered
-    /// circuit family (`GET /v1/circuits`).
-    #[schema(examples("porep-c2", "mimc-chain", "poseidon-merkle"))]
-    pub circuit: String,
-    /// A Filecoin kind's input: the arguments filecoin-proofs-api takes.
-    #[schema(value_type = Option<Object>)]
-    pub input: Option<JsonText>,
-    /// The family's params; they select the shape.
-    #[serde(default = "JsonText::empty_object")]
-    #[schema(value_type = Object)]
-    pub params: JsonText,
-    /// 1 to `limits.max_partitions` (a Filecoin kind's follow from its input).
-    #[schema(default = 1)]
-    pub partitions: Option<u32>,
-    /// Default: normal; critical for winning-post, high for window-post.
-    pub priority: Option<Priority>,
-    /// Draw a random valid instance per partition.
-    pub seed: Option<u64>,
-    /// Witness inputs: one object for every partition, or an array with one per partition.
-    #[schema(value_type = Option<Value>)]
-    pub inputs: Option<JsonText>,
-    /// Idempotency key (the `Idempotency-Key` header wins).
-    pub request_id: Option<String>,
-    /// Milliseconds after submission by which the job should be done.
-    pub deadline_ms: Option<u64>,
-}
 
 /// Why a body is not a job. The HTTP layer answers the kinds with
 /// different status codes (400 and 422); the store records either as the
@@ -239,11 +208,15 @@ fn filecoin_kinds() -> String {
     Kind::ALL.map(Kind::api_name).join(", ")
 }
 
-/// A request that parsed: as the client sent it, the work it asks for, and
-/// what each of its partitions reserves.
+/// A submission that parsed: what the job keeps of it, the work it asks
+/// for, and what each of its partitions reserves.
 pub struct ParsedJob {
-    /// The request's fields; a family's `inputs` moved into `work`.
-    pub request: SubmitRequest,
+    /// The circuit's API name (`porep-c2`, a family's).
+    pub circuit: String,
+    /// The submission's idempotency key, if it names one.
+    pub request_id: Option<String>,
+    /// Milliseconds after submission by which the job should be done.
+    pub deadline_ms: Option<u64>,
     /// The request as compact JSON: what the store records (whitespace and
     /// key order as the client sent them are not kept) and what restores it.
     pub canonical: String,
@@ -317,25 +290,47 @@ impl JobParser {
             CanonicalError::NotJson(error) => SubmitError::NotJson(error),
             CanonicalError::TooLarge => InvalidJob::TooLarge { limit: self.max_input_bytes }.into(),
         })?;
-        if !canonical.starts_with('{') {
-            return Err(InvalidJob::NotAnObject.into());
+        let submission = Submission::parse(&canonical)?;
+        Ok(self.work(submission, canonical)?)
+    }
+
+    /// Validates a submission a front end built typed; its text (what the
+    /// job stores) is held to the same limit as a body's.
+    pub fn typed(&self, submission: Submission) -> Result<ParsedJob, InvalidJob> {
+        let text = submission.text();
+        if text.len() > self.max_input_bytes {
+            return Err(InvalidJob::TooLarge { limit: self.max_input_bytes });
         }
-        let mut request: SubmitRequest = serde_json::from_str(&canonical).map_err(InvalidJob::Fields)?;
-        let kind = Kind::from_api_name(&request.circuit);
-        let (work, partitions) = match kind {
-            Some(kind) => self.filecoin_work(kind, &request)?,
-            None => self.family_work(&mut request)?,
+        self.work(submission, text)
+    }
+
+    /// The work `submission` asks for, checked; `canonical` is its text.
+    fn work(&self, submission: Submission, canonical: String) -> Result<ParsedJob, InvalidJob> {
+        let Submission { circuit, priority, input, request_id, deadline_ms } = submission;
+        let name = circuit.name().to_string();
+        let (work, partitions, default_priority) = match (circuit, input) {
+            (Circuit::Filecoin(kind), Input::Filecoin(input)) => {
+                let (work, partitions) = self.filecoin_work(kind, &input)?;
+                (work, partitions, filecoin::default_priority(kind))
+            }
+            (Circuit::Family(name), Input::Family(input)) => {
+                let (work, partitions) = self.family_work(name, input)?;
+                (work, partitions, Priority::Normal)
+            }
+            // A front end that built a submission of mixed sorts: refused
+            // as a body with those fields would be.
+            (Circuit::Filecoin(kind), Input::Family(_)) => return Err(InvalidJob::NoInput(kind)),
+            (Circuit::Family(name), Input::Filecoin(_)) => return Err(InvalidJob::InputForFamily(name)),
         };
         Ok(ParsedJob {
             digest: Sha256::digest(canonical.as_bytes()).into(),
             canonical,
             reservation: (self.reservation)(&work),
-            priority: request
-                .priority
-                .or(kind.map(filecoin::default_priority))
-                .unwrap_or(Priority::Normal),
+            priority: priority.unwrap_or(default_priority),
             partitions,
-            request,
+            circuit: name,
+            request_id,
+            deadline_ms,
             work,
         })
     }
@@ -351,18 +346,8 @@ impl JobParser {
     }
 
     /// A Filecoin kind's job, sized by its parameter file.
-    fn filecoin_work(&self, kind: Kind, request: &SubmitRequest) -> Result<(ProofJob, u32), InvalidJob> {
-        let family_only = [
-            ("params", request.params != JsonText::empty_object()),
-            ("partitions", request.partitions.is_some()),
-            ("seed", request.seed.is_some()),
-            ("inputs", request.inputs.is_some()),
-        ];
-        if let Some(&(field, _)) = family_only.iter().find(|(_, given)| *given) {
-            return Err(InvalidJob::FamilyField { kind, field });
-        }
-        let input = request.input.as_ref().ok_or(InvalidJob::NoInput(kind))?;
-        let job = FilecoinJob::parse_text(kind, input.as_str(), &self.params_dir)?;
+    fn filecoin_work(&self, kind: Kind, input: &FilecoinInput) -> Result<(ProofJob, u32), InvalidJob> {
+        let job = FilecoinJob::from_input(kind, input, &self.params_dir)?;
         let partitions = job.partitions;
         self.check_partitions(partitions)?;
         Ok((ProofJob::Filecoin(job), partitions))
@@ -370,33 +355,27 @@ impl JobParser {
 
     /// A registered family's job: the shape its params select, a witness
     /// per partition, client inputs checked against the circuit.
-    fn family_work(&self, request: &mut SubmitRequest) -> Result<(ProofJob, u32), InvalidJob> {
-        if request.input.is_some() {
-            return Err(InvalidJob::InputForFamily(request.circuit.clone()));
-        }
-        let partitions = request.partitions.unwrap_or(1);
+    fn family_work(&self, circuit: String, input: FamilyInput) -> Result<(ProofJob, u32), InvalidJob> {
+        let partitions = input.partitions.unwrap_or(1);
         // Before anything is allocated per partition.
         self.check_partitions(partitions)?;
         let family = self
             .registry
-            .get(&request.circuit)
+            .get(&circuit)
             .cloned()
             .ok_or_else(|| {
                 let known: Vec<&str> = self.registry.families().map(|f| f.name()).collect();
                 InvalidJob::UnknownCircuit {
-                    circuit: request.circuit.clone(),
+                    circuit: circuit.clone(),
                     families: known.join(", "),
                 }
             })?;
-        let params = tree(request.params.as_str(), || "params".into())?;
-        let shape = family.shape(&params).map_err(|source| InvalidJob::Params {
-            circuit: request.circuit.clone(),
-            source,
-        })?;
+        let params = tree(input.params.as_str(), || "params".into())?;
+        let shape = family.shape(&params).map_err(|source| InvalidJob::Params { circuit, source })?;
         if let Some(limits) = &self.setups {
             limits.check(&shape)?;
         }
-        let witnesses = witnesses(family.as_ref(), &shape, request, partitions)?;
+        let witnesses = witnesses(family.as_ref(), &shape, input.seed, input.inputs, partitions)?;
         let work = ProofJob::Family(FamilyJob {
             family,
             shape,
@@ -418,14 +397,14 @@ fn tree(text: &str, what: impl FnOnce() -> String) -> Result<Value, InvalidJob> 
     Ok(serde_json::from_str(text).expect("canonical JSON"))
 }
 
-/// One witness per partition, from the request's seed or inputs (moved out
-/// of the request). Inputs are checked once per object the client sent,
-/// one tree at a time, and each partition keeps its entry's canonical text
+/// One witness per partition, from the request's seed or inputs. Inputs
+/// are checked once per object the client sent, one tree at a time, and each partition keeps its entry's canonical text
 /// (partitions given the same object share one copy).
 fn witnesses(
     family: &dyn CircuitFamily,
     shape: &CircuitShape,
-    request: &mut SubmitRequest,
+    seed: Option<u64>,
+    inputs: Option<JsonText>,
     partitions: u32,
 ) -> Result<Vec<PartitionWitness>, InvalidJob> {
     let checked = |inputs: JsonText, partition: Option<usize>| -> Result<PartitionWitness, InvalidJob> {
@@ -436,7 +415,7 @@ fn witnesses(
         drop(tree);
         Ok(PartitionWitness::Inputs(Arc::from(String::from(inputs))))
     };
-    match (request.seed, request.inputs.take()) {
+    match (seed, inputs) {
         (Some(seed), None) => Ok((0..partitions)
             .map(|p| PartitionWitness::Seed(partition_seed(seed, p)))
             .collect()),
@@ -566,7 +545,7 @@ mod tests {
         assert_eq!(parsed.priority, Priority::Normal);
         assert!(seeds[0] != seeds[1] && seeds[1] != seeds[2] && seeds[0] != seeds[2]);
         assert_eq!(parsed.reservation, reservation_for(&work.shape));
-        assert_eq!(parsed.request.circuit, "mimc-chain");
+        assert_eq!(parsed.circuit, "mimc-chain");
     }
 
     #[test]

@@ -2,24 +2,28 @@
 //! awaits and cancels jobs through `Jobs`, and gets the same guarantees:
 //! durable before answered, idempotency keys, tenant scopes, queue limits,
 //! the refusals while recovering or shutting down. `Jobs` owns the one
-//! choice between a single daemon's tracker and a fleet node's database;
-//! its answers are the tracker's types either way, its refusals one typed
-//! error (`JobsError`) that each front end maps once.
+//! choice between a single daemon's tracker and a fleet node's database
+//! (`keeper.rs`, made once at start); its answers are the tracker's types
+//! either way, its refusals one typed error (`JobsError`) that each front
+//! end maps once.
 //!
 //! `submit.rs` takes a submission from its tenant's rate check and its
-//! parse budget (`parse_budget.rs`) to its durable answer, `wait.rs` waits for a job to end; reads, cancels and the
-//! daemon's counts are here. It sits below the front ends and imports none.
+//! parse budget (`parse_budget.rs`) to its durable answer, `wait.rs` waits
+//! for a job to end; reads, cancels and the daemon's counts are here. It
+//! sits below the front ends and imports none.
 
 mod error;
+mod keeper;
 mod parse_budget;
 mod submit;
 mod wait;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use actix::Message;
-use cuzk_actors::messages::{CancelJob, GetJob, GetProofs, JobStatus, JobView, ProofsError, ProofsView};
+use cuzk_actors::messages::{CircuitLoad, JobStatus, JobView, ProofsError, ProofsView};
 use cuzk_actors::store::{JobStore, StoreError, StoreHealth};
 use cuzk_actors::tracker::Tracker;
 use cuzk_actors::system::SystemStatus;
@@ -35,16 +39,17 @@ use crate::tenants::SubmitRates;
 
 pub use error::{JobsError, Unready};
 pub use parse_budget::{parse_estimate, ParseBudget, ParseBudgetFull, ParsePermit, PARSE_PEAK_FACTOR, PARSE_SLACK_BYTES};
-pub use submit::{Admission, Submitted};
+use keeper::Keeper;
+pub use submit::{Admission, Offered, Submitted};
 
 /// The jobs of this daemon, or of its fleet.
 pub struct Jobs {
     /// The actors: the tracker holds a single daemon's jobs (and a fleet
     /// node's partitions); all of them answer for the daemon's counts.
     system: ProvingSystem,
-    /// Set on a fleet node (a PostgreSQL store): jobs are submitted to,
-    /// read, watched and cancelled in the database, for the whole fleet.
-    fleet: Option<Arc<Fleet>>,
+    /// Who keeps the jobs: the tracker, or on a fleet node (a PostgreSQL
+    /// store) the database, for the whole fleet.
+    keeper: Keeper,
     /// Turns a submission's body into work.
     parser: Arc<JobParser>,
     /// The job store: whether it can write (readiness, the counts).
@@ -111,7 +116,7 @@ impl Jobs {
         let max_queued = config.limits.max_queued_jobs;
         Ok(Self {
             system,
-            fleet,
+            keeper: fleet.map_or(Keeper::Tracker, Keeper::Fleet),
             parser,
             store,
             intake,
@@ -128,27 +133,14 @@ impl Jobs {
     /// A job's view, per partition.
     pub async fn view(&self, id: &JobId, scope: &TenantScope) -> Result<JobView, JobsError> {
         let was_recovering = self.recovering.is_set();
-        let local = self.ask(GetJob(id.clone(), scope.clone())).await?;
-        let view = match &self.fleet {
-            // The database has every partition; the tracker, detail of
-            // those this node holds.
-            Some(fleet) => {
-                let (job, scope) = (id.clone(), scope.clone());
-                self.database(fleet, move |fleet| fleet.view(&job, &scope, local)).await?
-            }
-            None => local,
-        };
+        let view = self.keeper.view(self, id, scope).await?;
         view.ok_or_else(|| self.missing(was_recovering, id))
     }
 
     /// A done job's proofs, in partition order.
     pub async fn proofs(&self, id: &JobId, scope: &TenantScope) -> Result<ProofsView, JobsError> {
         let was_recovering = self.recovering.is_set();
-        let (job, scope) = (id.clone(), scope.clone());
-        let proofs = match &self.fleet {
-            Some(fleet) => self.database(fleet, move |fleet| fleet.proofs(&job, &scope)).await?,
-            None => self.ask(GetProofs(job, scope)).await?,
-        };
+        let proofs = self.keeper.proofs(self, id, scope).await?;
         proofs.map_err(|error| match error {
             ProofsError::NotFound => self.missing(was_recovering, id),
             ProofsError::NotReady(status) => JobsError::NotDone { id: id.clone(), status },
@@ -160,16 +152,23 @@ impl Jobs {
     /// renewal). Also Ok for a job already cancelled.
     pub async fn cancel(&self, id: &JobId, scope: &TenantScope) -> Result<(), JobsError> {
         let was_recovering = self.recovering.is_set();
-        let (job, scope) = (id.clone(), scope.clone());
-        let status = match &self.fleet {
-            Some(fleet) => self.database(fleet, move |fleet| fleet.cancel(&job, &scope)).await?,
-            None => self.ask(CancelJob(job, scope)).await?,
-        };
-        match status {
+        match self.keeper.cancel(self, id, scope).await? {
             None => Err(self.missing(was_recovering, id)),
             Some(JobStatus::Cancelled) => Ok(()),
             Some(status) => Err(JobsError::AlreadyEnded { id: id.clone(), status }),
         }
+    }
+
+    /// Unfinished jobs per circuit (a Filecoin kind or a family), queued
+    /// and running: this daemon's, or on a fleet node the fleet's.
+    pub async fn circuit_load(&self) -> Result<BTreeMap<String, CircuitLoad>, JobsError> {
+        self.keeper.circuit_load(self).await
+    }
+
+    /// Jobs waiting for their first partition to start: this daemon's, or
+    /// on a fleet node the fleet's (any node may take a new job).
+    pub async fn queued(&self) -> Result<usize, JobsError> {
+        self.keeper.queued(self).await
     }
 
     /// This daemon's scheduler (budget, queues, job counts, workers), its
@@ -179,14 +178,14 @@ impl Jobs {
             system: self.system.status().await?,
             store: self.store.health(),
             recovering: self.recovering.is_set(),
-            node: self.fleet.as_ref().map(|fleet| fleet.node.clone()),
+            node: self.keeper.fleet().map(|fleet| fleet.node.clone()),
         })
     }
 
     /// The fleet's jobs by status and partitions by holder, from the
     /// database; refused on a daemon that is no fleet node.
     pub async fn fleet_status(&self) -> Result<FleetReport, JobsError> {
-        let fleet = self.fleet.as_ref().ok_or(JobsError::NotAFleetNode)?;
+        let fleet = self.keeper.fleet().ok_or(JobsError::NotAFleetNode)?;
         let counts = self.database(fleet, |fleet| fleet.status()).await?;
         Ok(FleetReport { scope: "fleet", node: fleet.node.clone(), fleet: counts })
     }

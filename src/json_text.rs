@@ -46,6 +46,60 @@ impl<'de> Deserialize<'de> for JsonText {
     }
 }
 
+/// A JSON object written member by member, compact: canonical when the
+/// members come in the order of their keys, as every writer here gives
+/// them (debug builds check). What a typed submission is serialized with,
+/// without building a tree or copying a [`JsonText`] member's text twice.
+pub struct JsonObject<'a> {
+    out: &'a mut Vec<u8>,
+    /// The key written last.
+    last: Option<&'static str>,
+}
+
+impl JsonObject<'_> {
+    /// Writes to `out` the object whose members `members` writes.
+    pub fn write(out: &mut Vec<u8>, members: impl FnOnce(&mut JsonObject)) {
+        out.push(b'{');
+        members(&mut JsonObject { out: &mut *out, last: None });
+        out.push(b'}');
+    }
+
+    fn key(&mut self, key: &'static str) {
+        debug_assert!(self.last.is_none_or(|last| last < key), "{key} written after {:?}", self.last);
+        if self.last.is_some() {
+            self.out.push(b',');
+        }
+        self.last = Some(key);
+        serde_json::to_writer(&mut *self.out, key).expect("a key writes to memory");
+        self.out.push(b':');
+    }
+
+    /// A member whose value serde writes (a scalar, a string, a list of them).
+    pub fn member<T: serde::Serialize + ?Sized>(&mut self, key: &'static str, value: &T) {
+        self.key(key);
+        serde_json::to_writer(&mut *self.out, value).expect("a scalar writes to memory");
+    }
+
+    /// As `member`, left out when there is no value.
+    pub fn member_if<T: serde::Serialize>(&mut self, key: &'static str, value: Option<&T>) {
+        if let Some(value) = value {
+            self.member(key, value);
+        }
+    }
+
+    /// A member whose value is canonical text already, copied as it is.
+    pub fn text(&mut self, key: &'static str, value: &JsonText) {
+        self.key(key);
+        self.out.extend_from_slice(value.0.as_bytes());
+    }
+
+    /// A member that is an object, whose members `members` writes.
+    pub fn object(&mut self, key: &'static str, members: impl FnOnce(&mut JsonObject)) {
+        self.key(key);
+        JsonObject::write(self.out, members);
+    }
+}
+
 /// Why a text has no canonical form within its limit.
 #[derive(Debug)]
 pub enum CanonicalError {

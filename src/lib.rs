@@ -9,6 +9,7 @@ pub mod client;
 pub mod config;
 pub mod filecoin;
 pub mod fleet;
+pub mod front;
 pub mod grpc;
 pub mod http;
 pub mod job_input;

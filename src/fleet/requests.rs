@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use cuzk_actors::messages::{JobStatus, JobView, ProofsError, ProofsView, QueueFull, SubmitOutcome};
+use cuzk_actors::messages::{CircuitLoad, JobStatus, JobView, ProofsError, ProofsView, QueueFull, SubmitOutcome};
 use cuzk_actors::store::{JobOutcome, JobRecord, StoreError};
 use cuzk_actors::telemetry::JobSubmitted;
 use cuzk_actors::time::unix_ms;
@@ -176,6 +176,32 @@ impl Fleet {
                 }
             }
             Ok(FleetStatus { jobs, partitions_waiting, partitions_held })
+        })
+    }
+
+    /// The fleet's unfinished jobs per circuit: queued while none of their
+    /// partitions has a result or a holder (a job's status as `read_job`
+    /// reads it), running after.
+    pub fn circuit_load(&self) -> Result<BTreeMap<String, CircuitLoad>, StoreError> {
+        self.pool.with("circuit load", |client| {
+            let mut loads = BTreeMap::<String, CircuitLoad>::new();
+            for row in client.query(
+                "SELECT j.record->>'circuit', \
+                        EXISTS (SELECT 1 FROM cuzk_partitions p WHERE p.job = j.id) \
+                        OR EXISTS (SELECT 1 FROM cuzk_leases l WHERE l.job = j.id AND l.owner IS NOT NULL), \
+                        count(*) \
+                 FROM cuzk_jobs j WHERE j.outcome IS NULL GROUP BY 1, 2",
+                &[],
+            )? {
+                let circuit: Option<String> = row.try_get(0)?;
+                let count = usize::try_from(row.try_get::<_, i64>(2)?).unwrap_or(0);
+                let load = loads.entry(circuit.unwrap_or_default()).or_default();
+                match row.try_get::<_, bool>(1)? {
+                    true => load.running += count,
+                    false => load.queued += count,
+                }
+            }
+            Ok(loads)
         })
     }
 }

@@ -1,7 +1,7 @@
-//! Curio's encodings read into the daemon's own submission. A
-//! `SubmitProofRequest` becomes the JSON body an HTTP client would POST to
-//! `/v1/jobs` (docs/filecoin.md), so that the job seam parses, checks,
-//! stores and restores it exactly like any other job:
+//! Curio's encodings read into the daemon's own typed submission
+//! (`job_input::Submission`), the one an HTTP client's body to `/v1/jobs`
+//! is read into (docs/filecoin.md), so that the job seam checks, stores and
+//! restores it exactly like any other job; no JSON is written on the way:
 //!
 //! - PoRep: `vanilla_proof` is Curio's C1 envelope, JSON `{SectorNum,
 //!   Phase1Out, SectorSize}` whose `Phase1Out` is the commit-phase-1 output
@@ -17,16 +17,19 @@
 //! - the prover id derived from `miner_id` as Curio derives it.
 //!
 //! Lengths, field elements and the proofs themselves are checked by the
-//! parser the body goes to, not here: one set of checks for both front ends.
+//! parser the submission goes to, not here: one set of checks for both
+//! front ends.
 
 use std::borrow::Cow;
 
+use cuzk_actors::Priority as JobPriority;
 use cuzk_filecoin::api::{RegisteredPoStProof, RegisteredUpdateProof};
+use cuzk_filecoin::Kind;
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::proto::{Priority, ProofKind, SubmitProofRequest};
+use crate::filecoin::{FilecoinInput, PorepInput, PostInput, RegisteredProof, UpdateInput};
+use crate::job_input::{Circuit, Input, Submission};
 
 /// Why a request cannot become a submission. `UnknownKind` is a malformed
 /// call (INVALID_ARGUMENT); the others are inputs the daemon cannot prove,
@@ -50,85 +53,69 @@ pub enum CurioError {
     SectorSize { given: u64, number: u64, expected: u64 },
 }
 
-/// A request as the daemon submits it.
-pub struct Submission {
-    /// The daemon's kind (`porep-c2`, `snap-prove`, `window-post`,
-    /// `winning-post`).
-    pub circuit: &'static str,
-    /// The submission body: a `SubmitRequest` as JSON.
-    pub body: Vec<u8>,
-    /// SHA-256 of `body`: identical requests in flight may share one job.
-    pub digest: [u8; 32],
-}
-
 /// The sector sizes Curio's numbers run through, five per proof version:
 /// 2 KiB, 8 MiB, 512 MiB, 32 GiB, 64 GiB.
 const SECTOR_SIZES: [u64; 5] = [2 << 10, 8 << 20, 512 << 20, 32 << 30, 64 << 30];
 
 /// The daemon's kind for a `proof_kind`; INVALID_ARGUMENT for 0 or an
 /// unknown number, as the original daemon answers.
-pub fn circuit_of(proof_kind: i32) -> Result<&'static str, CurioError> {
+pub fn kind_of(proof_kind: i32) -> Result<Kind, CurioError> {
     match ProofKind::try_from(proof_kind) {
-        Ok(ProofKind::PorepSealCommit) => Ok("porep-c2"),
-        Ok(ProofKind::SnapDealsUpdate) => Ok("snap-prove"),
-        Ok(ProofKind::WindowPostPartition) => Ok("window-post"),
-        Ok(ProofKind::WinningPost) => Ok("winning-post"),
+        Ok(ProofKind::PorepSealCommit) => Ok(Kind::Porep),
+        Ok(ProofKind::SnapDealsUpdate) => Ok(Kind::EmptySectorUpdate),
+        Ok(ProofKind::WindowPostPartition) => Ok(Kind::WindowPost),
+        Ok(ProofKind::WinningPost) => Ok(Kind::WinningPost),
         Ok(ProofKind::Unspecified) | Err(_) => Err(CurioError::UnknownKind(proof_kind)),
     }
 }
 
-/// The name the original daemon gives a kind in `GetStatus`' queues; a
-/// registered family keeps its own name.
+/// The name the original daemon gives a job's circuit in `GetStatus`' queues:
+/// a kind's API name but for SnapDeals; a registered family keeps its own.
 pub fn status_name(circuit: &str) -> &str {
-    match circuit {
-        "porep-c2" => "porep-c2",
-        "snap-prove" => "snap-update",
-        other => other,
+    match Kind::from_api_name(circuit) {
+        Some(Kind::EmptySectorUpdate) => "snap-update",
+        _ => circuit,
     }
 }
 
-/// The request read into a submission; its byte fields are moved, not
-/// copied, so a large C1 output is held once.
+/// The request read into a submission.
 pub fn submission(request: SubmitProofRequest) -> Result<Submission, CurioError> {
-    let circuit = circuit_of(request.proof_kind)?;
+    let kind = kind_of(request.proof_kind)?;
     let prover_id = hex::encode(prover_id(request.miner_id));
-    let input = match circuit {
-        "porep-c2" => porep_input(&request.vanilla_proof, request.sector_number, prover_id)?,
-        "snap-prove" => {
+    let input = match kind {
+        Kind::Porep => FilecoinInput::Porep(porep_input(&request.vanilla_proof, request.sector_number, prover_id)?),
+        Kind::EmptySectorUpdate => {
             let proof = registered_update(request.registered_proof)?;
             check_sector_size(request.sector_size, request.registered_proof)?;
-            json!({
-                "registered_proof": proof,
-                "comm_r_old": hex::encode(&request.comm_r_old),
-                "comm_r_new": hex::encode(&request.comm_r_new),
-                "comm_d_new": hex::encode(&request.comm_d_new),
-                "vanilla_proofs": hex_all(&request.vanilla_proofs),
+            FilecoinInput::Update(UpdateInput {
+                registered_proof: RegisteredProof::of(proof),
+                comm_r_old: hex::encode(&request.comm_r_old),
+                comm_r_new: hex::encode(&request.comm_r_new),
+                comm_d_new: hex::encode(&request.comm_d_new),
+                vanilla_proofs: hex_all(&request.vanilla_proofs),
             })
         }
-        winning_or_window => {
-            let winning = winning_or_window == "winning-post";
+        Kind::WinningPost | Kind::WindowPost => {
+            let winning = kind == Kind::WinningPost;
             let proof = registered_post(request.registered_proof, winning)?;
             check_sector_size(request.sector_size, request.registered_proof)?;
-            let mut input = json!({
-                "registered_proof": proof,
-                "randomness": hex::encode(&request.randomness),
-                "prover_id": prover_id,
-                "vanilla_proofs": hex_all(&request.vanilla_proofs),
-            });
-            if !winning {
-                input["partition_index"] = json!(request.partition_index);
-            }
-            input
+            FilecoinInput::Post(PostInput {
+                registered_proof: RegisteredProof::of(proof),
+                randomness: hex::encode(&request.randomness),
+                prover_id,
+                vanilla_proofs: hex_all(&request.vanilla_proofs),
+                // WinningPoSt has no partitions.
+                partition_index: (!winning).then_some(request.partition_index as usize),
+            })
         }
     };
-    let mut body = Map::new();
-    body.insert("circuit".into(), json!(circuit));
-    if let Some(priority) = priority(request.priority) {
-        body.insert("priority".into(), json!(priority));
-    }
-    body.insert("input".into(), input);
-    let body = serde_json::to_vec(&body).expect("a JSON map serializes");
-    Ok(Submission { circuit, digest: Sha256::digest(&body).into(), body })
+    Ok(Submission {
+        circuit: Circuit::Filecoin(kind),
+        priority: priority(request.priority),
+        input: Input::Filecoin(input),
+        request_id: None,
+        deadline_ms: None,
+    })
 }
 
 /// The prover id Curio derives from a miner's actor id (Go's `toProverID`:
@@ -148,21 +135,21 @@ pub fn prover_id(miner_id: u64) -> [u8; 32] {
     id
 }
 
-/// The daemon's priority name for a Curio priority; None (the kind's
-/// default) for 0, and normal for a number the protocol does not define,
-/// as the original daemon does.
-fn priority(value: i32) -> Option<&'static str> {
+/// The daemon's priority for a Curio priority; None (the kind's default)
+/// for 0, and normal for a number the protocol does not define, as the
+/// original daemon does.
+fn priority(value: i32) -> Option<JobPriority> {
     match Priority::try_from(value) {
         Ok(Priority::Unspecified) => None,
-        Ok(Priority::Low) => Some("low"),
-        Ok(Priority::Normal) | Err(_) => Some("normal"),
-        Ok(Priority::High) => Some("high"),
-        Ok(Priority::Critical) => Some("critical"),
+        Ok(Priority::Low) => Some(JobPriority::Low),
+        Ok(Priority::Normal) | Err(_) => Some(JobPriority::Normal),
+        Ok(Priority::High) => Some(JobPriority::High),
+        Ok(Priority::Critical) => Some(JobPriority::Critical),
     }
 }
 
 /// Curio's C1 envelope. `Phase1Out` borrows from the request's bytes (Go
-/// escapes nothing base64 holds), so it is copied once, into the body.
+/// escapes nothing base64 holds), so it is copied once, into the input.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(rename = "SectorNum")]
@@ -177,7 +164,7 @@ struct Envelope<'a> {
 
 /// porep-c2's input: the envelope's C1 output, and the request's sector
 /// (the envelope's when the request leaves it 0; both given must agree).
-fn porep_input(envelope: &[u8], sector_number: u64, prover_id: String) -> Result<Value, CurioError> {
+fn porep_input(envelope: &[u8], sector_number: u64, prover_id: String) -> Result<PorepInput, CurioError> {
     let envelope: Envelope = serde_json::from_slice(envelope).map_err(CurioError::Envelope)?;
     let sector = match (sector_number, u64::try_from(envelope.sector_num)) {
         (0, Ok(from_envelope)) => from_envelope,
@@ -186,11 +173,7 @@ fn porep_input(envelope: &[u8], sector_number: u64, prover_id: String) -> Result
             return Err(CurioError::SectorMismatch { envelope: envelope.sector_num, request });
         }
     };
-    Ok(json!({
-        "c1_base64": envelope.phase1_out,
-        "prover_id": prover_id,
-        "sector_id": sector,
-    }))
+    Ok(PorepInput { c1: None, c1_base64: Some(envelope.phase1_out.into_owned()), prover_id, sector_id: sector })
 }
 
 /// A PoSt proof in Curio's numbering: WinningPoSt V1 is 0 to 4,
@@ -290,12 +273,23 @@ mod tests {
 
     #[test]
     fn kinds_and_priorities() {
-        assert!(matches!(circuit_of(0), Err(CurioError::UnknownKind(0))));
-        assert!(matches!(circuit_of(9), Err(CurioError::UnknownKind(9))));
-        assert_eq!(circuit_of(3).unwrap(), "window-post");
+        assert!(matches!(kind_of(0), Err(CurioError::UnknownKind(0))));
+        assert!(matches!(kind_of(9), Err(CurioError::UnknownKind(9))));
+        assert_eq!(kind_of(3).unwrap(), Kind::WindowPost);
         assert_eq!(priority(0), None);
-        assert_eq!(priority(4), Some("critical"));
-        assert_eq!(priority(99), Some("normal"));
+        assert_eq!(priority(4), Some(JobPriority::Critical));
+        assert_eq!(priority(99), Some(JobPriority::Normal));
+        assert_eq!(status_name("snap-prove"), "snap-update");
+        assert_eq!(status_name("porep-c2"), "porep-c2");
+        assert_eq!(status_name("mimc-chain"), "mimc-chain");
+    }
+
+    /// The input of a submission, which the gRPC front end builds Filecoin's.
+    fn filecoin_input(submission: &Submission) -> &FilecoinInput {
+        match &submission.input {
+            Input::Filecoin(input) => input,
+            Input::Family(_) => panic!("Curio's jobs are Filecoin's"),
+        }
     }
 
     fn request(kind: ProofKind) -> SubmitProofRequest {
@@ -312,13 +306,13 @@ mod tests {
         let mut porep = request(ProofKind::PorepSealCommit);
         porep.vanilla_proof = br#"{"SectorNum":7,"Phase1Out":"eyJhIjoxfQ==","SectorSize":2048}"#.to_vec();
         let submitted = submission(porep.clone()).unwrap();
-        let body: Value = serde_json::from_slice(&submitted.body).unwrap();
-        assert_eq!(body["circuit"], "porep-c2");
-        assert_eq!(body["input"]["c1_base64"], "eyJhIjoxfQ==");
-        assert_eq!(body["input"]["sector_id"], 7);
-        assert_eq!(body["input"]["prover_id"], hex::encode(prover_id(1000)));
-        assert!(body.get("priority").is_none(), "the kind's default");
-        assert_eq!(submitted.digest, <[u8; 32]>::from(Sha256::digest(&submitted.body)));
+        assert_eq!(submitted.circuit, Circuit::Filecoin(Kind::Porep));
+        let FilecoinInput::Porep(input) = filecoin_input(&submitted) else { panic!("a PoRep input") };
+        assert_eq!(input.c1_base64.as_deref(), Some("eyJhIjoxfQ=="));
+        assert_eq!(input.c1, None);
+        assert_eq!(input.sector_id, 7);
+        assert_eq!(input.prover_id, hex::encode(prover_id(1000)));
+        assert_eq!(submitted.priority, None, "the kind's default");
         porep.sector_number = 7;
         assert!(submission(porep.clone()).is_ok());
         porep.sector_number = 8;
@@ -335,16 +329,27 @@ mod tests {
         window.partition_index = 1;
         window.randomness = vec![0xab; 32];
         window.vanilla_proofs = vec![vec![1, 2], vec![3]];
-        let body: Value = serde_json::from_slice(&submission(window).unwrap().body).unwrap();
-        assert_eq!(body["priority"], "high");
-        assert_eq!(body["input"]["registered_proof"], "StackedDrgWindow2KiBV1_2");
-        assert_eq!(body["input"]["partition_index"], 1);
-        assert_eq!(body["input"]["randomness"], "ab".repeat(32));
-        assert_eq!(body["input"]["vanilla_proofs"], json!(["0102", "03"]));
+        let submitted = submission(window).unwrap();
+        assert_eq!(submitted.priority, Some(JobPriority::High));
+        let FilecoinInput::Post(input) = filecoin_input(&submitted) else { panic!("a PoSt input") };
+        assert_eq!(input.registered_proof, RegisteredProof::of(RegisteredPoStProof::StackedDrgWindow2KiBV1_2));
+        assert_eq!(input.partition_index, Some(1));
+        assert_eq!(input.randomness, "ab".repeat(32));
+        assert_eq!(input.vanilla_proofs, ["0102", "03"]);
+        // Its stored text, as the JSON body the front end once wrote for it.
+        assert_eq!(
+            submitted.text(),
+            format!(
+                r#"{{"circuit":"window-post","input":{{"partition_index":1,"prover_id":"{}","randomness":"{}","registered_proof":"StackedDrgWindow2KiBV1_2","vanilla_proofs":["0102","03"]}},"priority":"high"}}"#,
+                hex::encode(prover_id(1000)),
+                "ab".repeat(32)
+            )
+        );
         let mut winning = request(ProofKind::WinningPost);
         winning.registered_proof = 0;
         winning.partition_index = 3;
-        let body: Value = serde_json::from_slice(&submission(winning).unwrap().body).unwrap();
-        assert!(body["input"].get("partition_index").is_none(), "WinningPoSt has no partitions");
+        let winning = submission(winning).unwrap();
+        let FilecoinInput::Post(input) = filecoin_input(&winning) else { panic!("a PoSt input") };
+        assert_eq!(input.partition_index, None, "WinningPoSt has no partitions");
     }
 }

@@ -15,8 +15,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cuzk_actors::messages::{GetTrackerStatus, JobStatus};
+use cuzk_actors::messages::JobStatus;
 use cuzk_actors::{JobId, Stage, Tenant, TenantScope};
+use sha2::{Digest, Sha256};
 use tonic::Status;
 
 use super::curio::{self, CurioError};
@@ -28,7 +29,8 @@ use super::proto::{
 };
 use super::calls::Waiting;
 use super::state::GrpcState;
-use crate::jobs::JobsError;
+use crate::job_input::Submission;
+use crate::jobs::{JobsError, Offered};
 use crate::telemetry::GrpcJob;
 use crate::tenants::Caller;
 
@@ -42,13 +44,14 @@ const MAX_REQUEST_ID_BYTES: usize = 1024;
 pub async fn submit(state: &GrpcState, caller: Caller, request: SubmitProofRequest) -> Result<SubmitProofResponse, Status> {
     let request_id = checked_request_id(&request.request_id)?;
     let submission = curio::submission(request).map_err(|error| Status::invalid_argument(error.to_string()))?;
-    let admission = state.jobs.admit(tenant(&caller)?, caller.limits, submission.body.len()).map_err(jobs_status)?;
-    let submitted = state.jobs.submit(admission, submission.body, None).await.map_err(jobs_status)?;
-    GrpcJob { request_id: &request_id, job: &submitted.id, circuit: submission.circuit, call: "SubmitProof" }.emit();
-    let queued = match state.system.tracker.send(GetTrackerStatus).await {
-        Ok(status) => status.jobs.get(JobStatus::Queued.as_str()).copied().unwrap_or(0),
-        Err(error) => return Err(jobs_status(JobsError::SchedulerGone(error))),
-    };
+    let circuit = submission.circuit.name().to_string();
+    let text_bytes = submission.text().len();
+    let admission = state.jobs.admit(tenant(&caller)?, caller.limits, text_bytes).map_err(jobs_status)?;
+    let offered = Offered::Typed(Arc::new(submission));
+    let submitted = state.jobs.submit(admission, offered, None).await.map_err(jobs_status)?;
+    GrpcJob { request_id: &request_id, job: &submitted.id, circuit: &circuit, call: "SubmitProof" }.emit();
+    // On a fleet node, the fleet's queue: any node may take the job.
+    let queued = state.jobs.queued().await.map_err(jobs_status)?;
     let ahead = queued.saturating_sub(usize::from(submitted.status == JobStatus::Queued));
     Ok(SubmitProofResponse {
         job_id: submitted.id.0,
@@ -117,18 +120,24 @@ enum NotAccepted {
 async fn accept(
     state: Arc<GrpcState>,
     caller: Caller,
-    submission: curio::Submission,
+    submission: Submission,
     request_id: String,
 ) -> Result<Accepted, NotAccepted> {
     let tenant = tenant(&caller).map_err(NotAccepted::Refused)?;
     let refused = |error| NotAccepted::Refused(jobs_status(error));
+    // The key holds the digest of the text the job stores.
+    let text = submission.text();
+    let (text_bytes, digest) = (text.len(), Sha256::digest(text.as_bytes()));
+    drop(text);
+    let circuit = submission.circuit.name().to_string();
     // Held only until the job is accepted: a waiting call keeps ids, not inputs.
-    let body: Arc<[u8]> = submission.body.into();
-    let mut key = Some(format!("curio {} {request_id}", hex::encode(submission.digest)));
+    let submission = Arc::new(submission);
+    let mut key = Some(format!("curio {} {request_id}", hex::encode(digest)));
     loop {
-        let admission = state.jobs.admit(tenant.clone(), caller.limits, body.len()).map_err(refused)?;
+        let admission = state.jobs.admit(tenant.clone(), caller.limits, text_bytes).map_err(refused)?;
         let keyed = key.is_some();
-        let submitted = match state.jobs.submit(admission, body.clone(), key.take()).await {
+        let offered = Offered::Typed(submission.clone());
+        let submitted = match state.jobs.submit(admission, offered, key.take()).await {
             Ok(submitted) => submitted,
             Err(JobsError::Rejected(reason)) => return Err(NotAccepted::Failed(reason.to_string())),
             Err(error) => return Err(refused(error)),
@@ -138,7 +147,7 @@ async fn accept(
         }
         if let Some(waiting) = state.calls.wait_on(&state.jobs, &submitted.id, true) {
             let call = if submitted.created { "Prove" } else { "Prove (joined)" };
-            GrpcJob { request_id: &request_id, job: &submitted.id, circuit: submission.circuit, call }.emit();
+            GrpcJob { request_id: &request_id, job: &submitted.id, circuit: &circuit, call }.emit();
             return Ok(Accepted { job: submitted.id, waiting });
         }
     }

@@ -73,7 +73,7 @@ impl ProvingEngine for ProvingService {
     async fn get_metrics(&self, request: Request<GetMetricsRequest>) -> Result<Response<GetMetricsResponse>, Status> {
         answer("GetMetrics", async {
             self.caller(&request, Scope::Read)?;
-            Ok(status::metrics(&self.state))
+            Ok(status::metrics(&self.state).await)
         })
         .await
     }

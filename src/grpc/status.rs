@@ -1,8 +1,9 @@
-//! GetStatus and GetMetrics, from the daemon's own state: the actors'
-//! answers, the key store and the metrics recorder. Nothing is run outside
+//! GetStatus and GetMetrics, from the daemon's own state: the job seam's
+//! answers (fleet-wide on a fleet node), the devices, the parameter files
+//! and the metrics text `/metrics` serves. Nothing is run outside
 //! the process per call (the original daemon ran nvidia-smi).
 
-use cuzk_actors::messages::{GetCircuitLoad, JobStatus};
+use cuzk_actors::messages::JobStatus;
 use cuzk_actors::{JobId, TenantScope};
 use tonic::Status;
 
@@ -11,7 +12,6 @@ use super::error::jobs_status;
 use super::proto::srs_status::Tier;
 use super::proto::{GetMetricsResponse, GetStatusResponse, GpuStatus, QueueStatus, SrsStatus};
 use super::state::GrpcState;
-use crate::jobs::JobsError;
 use crate::tenants::Caller;
 
 /// The devices and what each proves now, the keys loaded, the unfinished
@@ -19,9 +19,8 @@ use crate::tenants::Caller;
 /// budget. A device's current job id is shown to admins only, as in
 /// `/v1/workers`; its kind to everyone.
 pub async fn status(state: &GrpcState, caller: &Caller) -> Result<GetStatusResponse, Status> {
-    let loads = state.system.tracker.send(GetCircuitLoad);
     let node = state.jobs.status().await.map_err(jobs_status)?;
-    let loads = loads.await.map_err(|e| jobs_status(JobsError::SchedulerGone(e)))?;
+    let loads = state.jobs.circuit_load().await.map_err(jobs_status)?;
     let mut gpus = Vec::new();
     for (ordinal, name) in state.system.backend.devices().into_iter().enumerate() {
         let busy = node.system.workers.iter().find(|w| w.device == ordinal && w.job.is_some());
@@ -65,9 +64,11 @@ pub async fn status(state: &GrpcState, caller: &Caller) -> Result<GetStatusRespo
     })
 }
 
-/// The daemon's Prometheus text, as `/metrics` serves it.
-pub fn metrics(state: &GrpcState) -> GetMetricsResponse {
-    GetMetricsResponse { prometheus_text: crate::telemetry::fix_exposition(&state.metrics.render()) }
+/// The daemon's Prometheus text: `/metrics`' own, rendered once for every
+/// caller of either waiting.
+pub async fn metrics(state: &GrpcState) -> GetMetricsResponse {
+    let text = state.metrics.text().await;
+    GetMetricsResponse { prometheus_text: String::from_utf8_lossy(&text).into_owned() }
 }
 
 fn count(n: usize) -> u32 {

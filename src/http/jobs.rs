@@ -15,6 +15,7 @@ use super::schemas::{JobRef, ProofsDoc, SchedulerGone, TokenRefusals};
 use super::state::AppState;
 use crate::filecoin;
 use crate::job_input::SubmitRequest;
+use crate::jobs::Offered;
 use crate::tenants::Caller;
 
 #[utoipa::path(
@@ -82,7 +83,7 @@ pub async fn submit_job(
     if header_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
         return Err(ApiError::unprocessable("Idempotency-Key must not be empty"));
     }
-    let submitted = state.jobs.submit(admission, body, header_key).await?;
+    let submitted = state.jobs.submit(admission, Offered::Body(Box::new(body)), header_key).await?;
     let mut response = if submitted.created {
         HttpResponse::Accepted()
     } else {

@@ -1,9 +1,11 @@
 //! A submission, from its tenant's rate check to its durable answer. A front
 //! end asks `admit` before it reads the body, with the body's length (a
 //! tenant over its rate costs no more than that; a body whose parse would
-//! not fit the parse budget is not read), then hands the body to `submit`,
-//! which does the rest in this order: intake, restore and free space checked; the body parsed
-//! (off the async threads: a Filecoin input takes a while to check); the
+//! not fit the parse budget is not read), then hands the submission to
+//! `submit` (`Offered`: a JSON body as it arrived, or a `Submission` built
+//! typed), which does the rest in this order: intake, restore and free
+//! space checked; the submission read and checked by the one parser (off
+//! the async threads: a Filecoin input takes a while to check); the
 //! job given to the tracker or written to the fleet's database; a repeated
 //! idempotency key or a full queue answered; the new job waited for until
 //! it is durable, and cancelled if it could not be made so.
@@ -11,10 +13,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use cuzk_actors::messages::{CancelJob, JobStatus, SubmitJob};
+use cuzk_actors::messages::{CancelJob, JobStatus};
 use cuzk_actors::{JobId, NewJob, RecordedRequest, Tenant, TenantScope};
 
 use super::{Jobs, JobsError, ParsePermit};
+use crate::job_input::{SubmitError, Submission};
 use crate::telemetry::{TenantLimit, TenantRefused};
 use crate::tenants::TenantLimits;
 
@@ -27,6 +30,16 @@ pub struct Admission {
     limits: TenantLimits,
     /// The body's share of the parse budget, held until it is parsed.
     parsing: ParsePermit,
+}
+
+/// A submission as a front end hands it over.
+pub enum Offered {
+    /// A JSON body (a `SubmitRequest`) as it arrived: HTTP's.
+    Body(Box<dyn AsRef<[u8]> + Send>),
+    /// A submission the front end built typed: gRPC's. Shared, so that a
+    /// caller that may submit it again (a `Prove` whose keyed job already
+    /// ended) keeps it; the parse copies it only while the caller does.
+    Typed(Arc<Submission>),
 }
 
 /// A job accepted: new, or the one its idempotency key already named.
@@ -59,13 +72,13 @@ impl Jobs {
         self.parsing.in_use()
     }
 
-    /// Submits the job `body` describes (a `SubmitRequest` as JSON), under
-    /// `idempotency_key` if given (else the body's `request_id`). Answers
-    /// once the job is durable: a job answered for survives a crash.
+    /// Submits the job `submission` describes, under `idempotency_key` if
+    /// given (else the submission's `request_id`). Answers once the job is
+    /// durable: a job answered for survives a crash.
     pub async fn submit(
         &self,
         admission: Admission,
-        body: impl AsRef<[u8]> + Send + 'static,
+        submission: Offered,
         idempotency_key: Option<String>,
     ) -> Result<Submitted, JobsError> {
         if !self.intake.is_open() {
@@ -82,40 +95,39 @@ impl Jobs {
         }
         let Admission { tenant, limits, parsing } = admission;
         let parser = self.parser.clone();
-        // The permit goes with the body: a caller that leaves while its body
+        // The permit goes with the submission: a caller that leaves while it
         // is parsed does not return the share before the parse ends.
         let parsed = actix_rt::task::spawn_blocking(move || {
-            let parsed = parser.parse(body.as_ref());
-            drop((body, parsing));
+            let parsed = match submission {
+                Offered::Body(body) => parser.parse((*body).as_ref()),
+                Offered::Typed(submission) => {
+                    parser.typed(Arc::unwrap_or_clone(submission)).map_err(SubmitError::from)
+                }
+            };
+            drop(parsing);
             parsed
         })
         .await
         .map_err(|cause| JobsError::Thread { what: "validation", cause })??;
-        if idempotency_key.is_none() && parsed.request.request_id.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        if idempotency_key.is_none() && parsed.request_id.as_deref().is_some_and(|k| k.trim().is_empty()) {
             return Err(JobsError::EmptyRequestId);
         }
         let job = NewJob {
             id: JobId(uuid::Uuid::new_v4().simple().to_string()),
             priority: parsed.priority,
             partitions: parsed.partitions,
-            circuit: parsed.request.circuit,
+            circuit: parsed.circuit,
             circuit_id: parsed.work.circuit_id().to_string(),
             reservation: parsed.reservation,
-            idempotency_key: idempotency_key.or(parsed.request.request_id),
+            idempotency_key: idempotency_key.or(parsed.request_id),
             tenant,
             tenant_max_unfinished: (limits.max_queued_jobs > 0).then_some(limits.max_queued_jobs),
-            deadline: parsed.request.deadline_ms.map(std::time::Duration::from_millis),
+            deadline: parsed.deadline_ms.map(std::time::Duration::from_millis),
             work: Arc::new(parsed.work),
             request: Some(RecordedRequest { text: parsed.canonical, digest: parsed.digest }),
         };
         let key = job.idempotency_key.clone().unwrap_or_default();
-        let outcome = match &self.fleet {
-            Some(fleet) => {
-                let max = self.max_queued_jobs;
-                self.database(fleet, move |fleet| fleet.submit(&job, max)).await?
-            }
-            None => self.ask(SubmitJob(job)).await?,
-        };
+        let outcome = self.keeper.submit(self, job).await?;
         if outcome.key_conflict {
             return Err(JobsError::KeyConflict { key, job: outcome.id });
         }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use cuzk_actors::messages::{JobStatus, WatchJob};
+use cuzk_actors::messages::JobStatus;
 use cuzk_actors::{JobId, TenantScope};
 
 use super::{Jobs, JobsError};
@@ -17,13 +17,7 @@ impl Jobs {
     /// queued or running if the time ran out first.
     pub async fn wait(&self, id: &JobId, scope: &TenantScope, timeout: Option<Duration>) -> Result<JobStatus, JobsError> {
         let was_recovering = self.recovering.is_set();
-        let ending = match &self.fleet {
-            Some(fleet) => {
-                let (job, scope) = (id.clone(), scope.clone());
-                self.database(fleet, move |fleet| fleet.watch(&job, &scope)).await?
-            }
-            None => self.ask(WatchJob(id.clone(), scope.clone())).await?,
-        };
+        let ending = self.keeper.watch(self, id, scope).await?;
         let ending = ending.ok_or_else(|| self.missing(was_recovering, id))?;
         let ended = match timeout {
             Some(timeout) => actix_rt::time::timeout(timeout, ending).await.ok().flatten(),

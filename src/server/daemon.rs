@@ -1,7 +1,7 @@
 //! A start as named steps: the settings checked (the gRPC listener bound
 //! among them), the telemetry, the key store, the backend, the job store,
 //! the actors, the job parser, the restore, the fleet, the job seam, the
-//! gRPC service, the HTTP server. `Daemon::build` lists them in order; each
+//! front ends' shared context, the gRPC service, the HTTP server. `Daemon::build` lists them in order; each
 //! step is one function here or in a sibling file (`backend.rs`,
 //! `listen.rs`). `Daemon::run` serves and drains.
 
@@ -23,6 +23,7 @@ use super::{metrics_handle, ServerError};
 use crate::auth::{AuthConfig, Gate, Gates};
 use crate::config::{BackendKind, Config};
 use crate::fleet::Fleet;
+use crate::front::{FrontEnd, MetricsText};
 use crate::grpc::{Calls, GrpcListener, GrpcServer, GrpcState, ProvingService};
 use crate::http::AppState;
 use crate::job_input::{JobParser, ReservationRule, SetupLimits};
@@ -93,29 +94,29 @@ impl Daemon {
             recovering,
         )?);
         let params = Arc::new(ParamFiles::new(parser.params_dir.clone(), keys.clone(), loading, engines));
+        let front = Arc::new(FrontEnd {
+            jobs: jobs.clone(),
+            system: system.clone(),
+            parser,
+            keys,
+            params,
+            metrics: MetricsText::new(metrics),
+            gates: gates.clone().into_inner(),
+            started: Instant::now(),
+        });
         let grpc = checked.grpc.map(|listener| {
             let state = GrpcState {
-                jobs: jobs.clone(),
-                gates: gates.clone().into_inner(),
-                params: params.clone(),
-                metrics: metrics.clone(),
-                system: system.clone(),
+                front: front.clone(),
                 calls: Arc::new(Calls::new(config.grpc.max_waiting_calls, intake.clone())),
-                started: Instant::now(),
                 trusted: listener.trusted,
             };
             grpc_server(&config, listener, state)
         });
         let grpc_address = grpc.as_ref().map(|(address, _)| address.clone());
         let state = web::Data::new(AppState {
-            jobs: jobs.clone(),
-            system: system.clone(),
-            parser,
-            keys,
-            params,
+            front,
             max_body_bytes: config.limits.max_body_bytes,
             body_read_timeout: Duration::from_secs(config.limits.body_read_timeout_s),
-            metrics: crate::http::state::MetricsText::new(metrics),
         });
         let (server, bound) =
             http_server(&config, state, gates.clone(), checked.tls, checked.metrics_listener, grpc_address)?;
