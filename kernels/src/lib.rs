@@ -9,6 +9,8 @@
 //! - [`setup`]: circuit-specific setup that can be stopped part way.
 //! - [`cpu`]: the CPU engine for prove_start.
 //! - `cuda` (feature `cuda`): the GPU engine.
+//! - [`fixed_base`]: the window tables of the device's fixed-base
+//!   multiplication (the Groth16 setup's generators).
 //! - [`host`]: what the host machine has (its memory), for default budgets.
 //! - `synthetic` (feature `bench-internals`): made-up compiled matrices and
 //!   satisfying assignments for tests and benchmarks.
@@ -17,6 +19,7 @@ pub mod circuits;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod fixed_base;
 pub mod groth16;
 pub mod host;
 pub mod key_source;
