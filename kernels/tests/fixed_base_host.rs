@@ -11,9 +11,7 @@
 mod cxx;
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -78,29 +76,7 @@ fn device_products(
     for s in scalars {
         bytes.extend(s.into_bigint().to_bytes_le());
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let (input, output) = (
-        dir.join(format!("{name}.in")),
-        dir.join(format!("{name}.out")),
-    );
-    std::fs::File::create(&input)
-        .unwrap()
-        .write_all(&bytes)
-        .unwrap();
-    let run = Command::new(harness())
-        .arg(&input)
-        .arg(&output)
-        .arg(stride.to_string())
-        .output()
-        .expect("running fixed_base_host");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let out = std::fs::read(&output).unwrap();
-    let _ = std::fs::remove_file(&input);
-    let _ = std::fs::remove_file(&output);
+    let out = cxx::run(harness(), name, &bytes, &stride.to_string());
     out.chunks_exact(8)
         .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
         .collect()

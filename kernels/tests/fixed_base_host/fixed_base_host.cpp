@@ -17,16 +17,7 @@
 #include <vector>
 
 #include "fixed_base.cuh"
-
-template <class T>
-static std::vector<T> read(FILE* f, size_t n) {
-    std::vector<T> v(n);
-    if (n && fread(v.data(), sizeof(T), n, f) != n) {
-        fprintf(stderr, "short input\n");
-        exit(2);
-    }
-    return v;
-}
+#include "../cxx/read_input.h"
 
 template <class F>
 static void run(FILE* in, FILE* out, uint32_t c, uint32_t nwin, uint32_t n, uint32_t stride) {
