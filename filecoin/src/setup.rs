@@ -272,7 +272,10 @@ pub fn write_params(
         ic: mul.g1(&ic_scalars)?,
     };
 
-    let l_scalars: Vec<Fr> = (n_inputs..at.len()).map(|i| ext(i, delta_inv)).collect();
+    let l_scalars: Vec<Fr> = (n_inputs..at.len())
+        .into_par_iter()
+        .map(|i| ext(i, delta_inv))
+        .collect();
     if let Some(j) = l_scalars.iter().position(Zero::is_zero) {
         return Err(Error::Setup(format!("aux variable {j} is unconstrained")));
     }
