@@ -14,6 +14,9 @@ pub mod convert;
 pub mod error;
 #[cfg(feature = "fixtures")]
 pub mod fixtures;
+// The setup's multiplications on a CUDA device.
+#[cfg(feature = "cuda")]
+pub mod gpu_setup;
 pub mod kinds;
 pub mod params;
 pub mod porep;
@@ -35,4 +38,4 @@ pub use filecoin_proofs_api as api;
 pub use error::Error;
 pub use kinds::{parse_sector_size, Kind, Lateness};
 pub use request::ProofRequest;
-pub use setup::{generate, GeneratedFile};
+pub use setup::{generate, generate_with, CpuFixedBase, FixedBaseMul, GeneratedFile};

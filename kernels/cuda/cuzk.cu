@@ -6,6 +6,7 @@
 #include "msm.cuh"
 #include "groth16.cuh"
 #include "r1cs.cuh"
+#include "fixed_base.cuh"
 #include "launch_params.h"
 
 // The host's device types (kernels/src/cuda/gpu.rs) are word arrays of the
@@ -105,6 +106,14 @@ extern "C" __global__ void k_g2_spans(G2Jac* pts, const uint32_t* off, uint32_t 
 extern "C" __global__ void k_g2_level_n(const G2Jac* in, const uint32_t* off, const uint32_t* cnt, const uint32_t* item_off, uint32_t nb, uint32_t K, uint32_t compact, const uint32_t* need, G2Jac* out) { msm_levelN(in, off, cnt, item_off, nb, K, compact, need, out); }
 extern "C" __global__ void k_g2_segments(const G2Jac* pts, const uint32_t* off, const uint32_t* cnt, uint32_t nbw, uint32_t nwin, G2Jac* seg) { msm_segments(pts, off, cnt, nbw, nwin, seg); }
 extern "C" __global__ void k_g2_window_sum(const G2Jac* seg, uint32_t segs, G2Jac* out) { msm_window_sum(seg, segs, out); }
+
+// ---------- fixed-base multiplication (the setup's generators) ----------
+// out[i] = sc[i] * G (plain scalars) from G's window table; then the results
+// in affine form, thread t taking points t, t + stride, ... (stride threads).
+extern "C" __global__ void k_g1_fixed_base(const Fr* sc, const G1Affine* table, uint32_t c, uint32_t nwin, uint32_t n, G1Jac* out) { uint32_t i = GRID_STRIDE_ID; if (i < n) out[i] = fb_mul(ld_fr(sc + i), table, c, nwin); }
+extern "C" __global__ void k_g1_to_affine(const G1Jac* in, G1Affine* out, uint32_t n, uint32_t stride) { uint32_t i = GRID_STRIDE_ID; if (i < stride) fb_to_affine(in, out, n, i, stride); }
+extern "C" __global__ void k_g2_fixed_base(const Fr* sc, const G2Affine* table, uint32_t c, uint32_t nwin, uint32_t n, G2Jac* out) { uint32_t i = GRID_STRIDE_ID; if (i < n) out[i] = fb_mul(ld_fr(sc + i), table, c, nwin); }
+extern "C" __global__ void k_g2_to_affine(const G2Jac* in, G2Affine* out, uint32_t n, uint32_t stride) { uint32_t i = GRID_STRIDE_ID; if (i < stride) fb_to_affine(in, out, n, i, stride); }
 
 // ---------- utilities ----------
 extern "C" __global__ void k_fill_u32(uint32_t* p, uint32_t n, uint32_t v) { uint32_t i = GRID_STRIDE_ID; if (i < n) p[i] = v; }

@@ -11,6 +11,8 @@
 //! - `cuda` (feature `cuda`): the GPU engine.
 //! - [`device_plan`]: what a device keeps resident, streams and runs at
 //!   once, planned from its memory (the CUDA engine's, tested without one).
+//! - [`fixed_base`]: the window tables of the device's fixed-base
+//!   multiplication (the Groth16 setup's generators).
 //! - [`host`]: what the host machine has (its memory), for default budgets.
 //! - `synthetic` (feature `bench-internals`): made-up compiled matrices and
 //!   satisfying assignments for tests and benchmarks.
@@ -20,6 +22,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device_plan;
+pub mod fixed_base;
 pub mod groth16;
 pub mod host;
 pub mod key_source;

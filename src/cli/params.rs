@@ -1,5 +1,6 @@
 //! `cuzk params generate`: TEST-ONLY Filecoin parameter files, written where
-//! filecoin-proofs reads them.
+//! filecoin-proofs reads them, with the generators' multiplications on the
+//! CPU or (a `--features cuda` build) on a CUDA device.
 
 use std::path::PathBuf;
 
@@ -25,13 +26,38 @@ pub(super) enum ParamsCommand {
         /// Write files above 512 MiB too.
         #[arg(long)]
         force: bool,
+        /// Where the generators' multiplications run: cpu (every core) or
+        /// cuda (CUDA device 0; a `--features cuda` build only).
+        #[arg(long, value_enum, default_value = "cpu")]
+        engine: EngineArg,
     },
+}
+
+/// `--engine`'s values.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(super) enum EngineArg {
+    Cpu,
+    Cuda,
+}
+
+/// The multiplier `--engine` names.
+fn multiplier(engine: EngineArg) -> Result<Box<dyn cuzk_filecoin::FixedBaseMul>, CliError> {
+    match engine {
+        EngineArg::Cpu => Ok(Box::new(cuzk_filecoin::CpuFixedBase::default())),
+        #[cfg(feature = "cuda")]
+        EngineArg::Cuda => Ok(Box::new(cuzk_filecoin::gpu_setup::CudaFixedBase::new(0)?)),
+        #[cfg(not(feature = "cuda"))]
+        EngineArg::Cuda => Err(CliError::Usage(
+            "--engine cuda needs a cuzk built with --features cuda; this one has only --engine cpu",
+        )),
+    }
 }
 
 /// Runs `cuzk params`' subcommand.
 pub(super) fn run(which: ParamsCommand) -> Result<(), CliError> {
-    let ParamsCommand::Generate { sector_size, kinds, out, force } = which;
-    let files = cuzk_filecoin::generate(sector_size, &kinds, &out, force)?;
+    let ParamsCommand::Generate { sector_size, kinds, out, force, engine } = which;
+    let mul = multiplier(engine)?;
+    let files = cuzk_filecoin::generate_with(sector_size, &kinds, &out, force, mul.as_ref())?;
     for file in files {
         println!("{} {} bytes {} (TEST-ONLY)", file.kind.cli_name(), file.bytes, file.path.display());
     }

@@ -395,6 +395,16 @@ kernels! {
     /// G2 window sums (as G1's).
     fn k_g2_window_sum(seg: DevPtr<DevG2Jac>, segs: u32, out: DevPtr<DevG2Jac>);
 
+    /// Fixed-base products out[i] = sc[i] * G of n plain scalars from G's
+    /// table of `nwin` windows of `c` bits (fixed_base.cuh).
+    fn k_g1_fixed_base(sc: DevPtr<DevFr>, table: DevPtr<DevG1Affine>, c: u32, nwin: u32, n: u32, out: DevPtr<DevG1Jac>);
+    /// n Jacobian points in affine form, `stride` threads, one inversion each.
+    fn k_g1_to_affine(input: DevPtr<DevG1Jac>, out: DevPtr<DevG1Affine>, n: u32, stride: u32);
+    /// G2's fixed-base products (as G1's).
+    fn k_g2_fixed_base(sc: DevPtr<DevFr>, table: DevPtr<DevG2Affine>, c: u32, nwin: u32, n: u32, out: DevPtr<DevG2Jac>);
+    /// G2's affine conversion (as G1's).
+    fn k_g2_to_affine(input: DevPtr<DevG2Jac>, out: DevPtr<DevG2Affine>, n: u32, stride: u32);
+
     /// p[i] = v for i < n.
     fn k_fill_u32(p: DevPtr<u32>, n: u32, v: u32);
     /// dst[i] = src[i] for i < n.

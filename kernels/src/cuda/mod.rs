@@ -15,6 +15,9 @@
 
 pub mod bases;
 mod cache;
+// Fixed-base multiplication of the setup's generators (cuzk-filecoin's
+// GPU setup engine).
+pub mod fixed_base;
 pub mod gpu;
 // Random points and scalars for cuzk-bench's GPU benchmark and kernels' own
 // GPU tests; not the daemon's (feature `bench-internals`).

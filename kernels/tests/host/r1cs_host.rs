@@ -10,9 +10,7 @@
 
 use crate::cxx;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -82,29 +80,7 @@ fn device_rows(
         .iter()
         .for_each(|r| bytes.extend(r.to_le_bytes()));
     elements(&mut bytes, z);
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let (input, output) = (
-        dir.join(format!("{name}.in")),
-        dir.join(format!("{name}.out")),
-    );
-    std::fs::File::create(&input)
-        .unwrap()
-        .write_all(&bytes)
-        .unwrap();
-    let run = Command::new(harness())
-        .arg(&input)
-        .arg(&output)
-        .arg(nsh.to_string())
-        .output()
-        .expect("running r1cs_host");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let out = std::fs::read(&output).unwrap();
-    let _ = std::fs::remove_file(&input);
-    let _ = std::fs::remove_file(&output);
+    let out = cxx::run(harness(), name, &bytes, &nsh.to_string());
     assert_eq!(out.len(), 3 * n * 32 + 4);
     let element = |j: usize| -> Fr {
         let w: [u64; 4] = std::array::from_fn(|l| {

@@ -20,16 +20,7 @@
 #include <vector>
 
 #include "r1cs.cuh"
-
-template <class T>
-static std::vector<T> read(FILE* f, size_t n) {
-    std::vector<T> v(n);
-    if (n && fread(v.data(), sizeof(T), n, f) != n) {
-        fprintf(stderr, "short input\n");
-        exit(2);
-    }
-    return v;
-}
+#include "../host/read_input.h"
 
 int main(int argc, char** argv) {
     if (argc != 4) {
