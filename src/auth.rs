@@ -250,13 +250,9 @@ impl TokenConfig {
 /// unambiguous.
 pub fn parse_token_entry(entry: &str) -> Result<TokenConfig, TokenError> {
     let (token, scopes) = match entry.split_once(':') {
-        Some((token, scopes)) => (
-            token,
-            scopes
-                .split(',')
-                .map(|s| Scope::parse(s.trim()))
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
+        Some((token, scopes)) => {
+            (token, scopes.split(',').map(|s| Scope::parse(s.trim())).collect::<Result<Vec<_>, _>>()?)
+        }
         None => (entry, all_scopes()),
     };
     let (token, tenant) = match token.split_once('@') {
@@ -267,12 +263,7 @@ pub fn parse_token_entry(entry: &str) -> Result<TokenConfig, TokenError> {
         None => (token, Tenant::default()),
     };
     check_token_text(token)?;
-    Ok(TokenConfig {
-        token: Some(token.to_string()),
-        sha256: None,
-        scopes,
-        tenant,
-    })
+    Ok(TokenConfig { token: Some(token.to_string()), sha256: None, scopes, tenant })
 }
 
 fn check_token_text(token: &str) -> Result<(), TokenError> {
@@ -366,7 +357,8 @@ impl Gate {
         }
         let mut tenants = BTreeMap::new();
         for (name, limits) in &config.tenants {
-            check_tenant_name(name).map_err(|source| AuthError::Tenant { section: "auth.tenants", source })?;
+            check_tenant_name(name)
+                .map_err(|source| AuthError::Tenant { section: "auth.tenants", source })?;
             limits.check(name).map_err(in_auth)?;
             tenants.insert(Tenant(name.clone()), *limits);
         }
@@ -467,7 +459,8 @@ impl Gate {
     fn admit(&self, req: &ServiceRequest) -> Result<Caller, Box<HttpResponse>> {
         let path = req.path();
         let reached = req.conn_data::<Reached>();
-        if self.metrics_addr.is_some() && self.metrics_addr == reached.map(|r| r.addr)
+        if self.metrics_addr.is_some()
+            && self.metrics_addr == reached.map(|r| r.addr)
             && !matches!(path, "/metrics" | "/healthz" | "/readyz")
         {
             return Err(Box::new(
@@ -487,7 +480,8 @@ impl Gate {
         if let Some(allowed) = &self.browser_guard {
             // Probes through a proxy learn nothing but that the daemon runs.
             let probe = matches!(path, "/healthz" | "/readyz");
-            let refusal = (!probe).then(|| proxied(req)).flatten().or_else(|| foreign_host(req, allowed, !reading));
+            let refusal =
+                (!probe).then(|| proxied(req)).flatten().or_else(|| foreign_host(req, allowed, !reading));
             if let Some(refusal) = refusal {
                 return Err(Box::new(HttpResponse::Forbidden().json(json!({ "error": refusal }))));
             }
@@ -507,11 +501,8 @@ impl Gate {
             Method::POST if path.starts_with("/v1/params/") => Some(Scope::Admin),
             _ => Some(Scope::Submit),
         };
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
+        let presented =
+            req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
                 let (scheme, token) = v.trim().split_once(' ')?;
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             });
@@ -550,7 +541,9 @@ impl Gate {
         let known = self.token_of(presented).ok_or(TokenRefusal::Invalid)?;
         let admin = known.scopes.contains(&Scope::Admin);
         match needed {
-            Some(needed) if !admin && !known.scopes.contains(&needed) => Err(TokenRefusal::LacksScope(needed)),
+            Some(needed) if !admin && !known.scopes.contains(&needed) => {
+                Err(TokenRefusal::LacksScope(needed))
+            }
             _ => Ok(self.caller(&known.tenant, admin)),
         }
     }
@@ -572,7 +565,12 @@ impl Gate {
     /// `read_requires_token`) or when no token is configured (the start
     /// refused that without `--insecure`). Behind a proxy no listener is
     /// trusted.
-    pub fn grpc_caller(&self, presented: Option<&str>, needed: Scope, trusted: bool) -> Result<Caller, TokenRefusal> {
+    pub fn grpc_caller(
+        &self,
+        presented: Option<&str>,
+        needed: Scope,
+        trusted: bool,
+    ) -> Result<Caller, TokenRefusal> {
         let trusted = trusted && !self.behind_proxy;
         // As a GET: a read takes any known token unless reads need the scope.
         let scope = (needed != Scope::Read || self.read_requires_token).then_some(needed);
@@ -658,10 +656,7 @@ impl Gates {
 fn has_body(req: &ServiceRequest) -> bool {
     let headers = req.headers();
     headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|n| n.trim() != "0")
+        || headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).is_some_and(|n| n.trim() != "0")
 }
 
 /// Whether the request declares a JSON body (`application/json` or a
@@ -713,8 +708,12 @@ fn foreign_host(req: &ServiceRequest, allowed: &[String], changes_state: bool) -
             };
             let same_origin = origin.split_once("://").is_some_and(|(origin_scheme, authority)| {
                 let (name, origin_port) = authority_parts(authority);
-                let origin_port = origin_port.map_or(default_port(origin_scheme), |p| parse_port(p, origin_scheme));
-                origin_scheme.eq_ignore_ascii_case(scheme) && known(name) && port.is_some() && origin_port == port
+                let origin_port =
+                    origin_port.map_or(default_port(origin_scheme), |p| parse_port(p, origin_scheme));
+                origin_scheme.eq_ignore_ascii_case(scheme)
+                    && known(name)
+                    && port.is_some()
+                    && origin_port == port
             });
             (!same_origin).then(|| {
                 format!("a request from origin {origin:?} may not change state (a CSRF guard without tokens)")
@@ -829,12 +828,7 @@ mod tests {
         ] {
             assert!(parse_token_entry(bad).is_err(), "{bad}");
         }
-        assert_eq!(
-            parse_token_list(" a234567890123456  b234567890123456:submit\n")
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(parse_token_list(" a234567890123456  b234567890123456:submit\n").unwrap().len(), 2);
     }
 
     #[test]
@@ -853,8 +847,11 @@ mod tests {
     #[test]
     fn a_reload_never_drops_the_last_token() {
         let gates = Gates::new(
-            Gate::new(&mut AuthConfig { tokens: vec![parse_token_entry(BOTH).unwrap()], ..AuthConfig::default() }, "127.0.0.1:0")
-                .unwrap(),
+            Gate::new(
+                &mut AuthConfig { tokens: vec![parse_token_entry(BOTH).unwrap()], ..AuthConfig::default() },
+                "127.0.0.1:0",
+            )
+            .unwrap(),
         );
         // Even --insecure, which lets a daemon start without tokens, does not
         // let a reload remove them.
@@ -872,8 +869,11 @@ mod tests {
     fn behind_a_proxy_no_grpc_listener_is_trusted() {
         let gate = |behind_proxy| {
             let token = parse_token_entry(BOTH).unwrap();
-            Gate::new(&mut AuthConfig { tokens: vec![token], behind_proxy, ..AuthConfig::default() }, "127.0.0.1:0")
-                .unwrap()
+            Gate::new(
+                &mut AuthConfig { tokens: vec![token], behind_proxy, ..AuthConfig::default() },
+                "127.0.0.1:0",
+            )
+            .unwrap()
         };
         // A loopback or unix-socket call without a token is the default tenant's...
         let caller = gate(false).grpc_caller(None, Scope::Submit, true).unwrap();
@@ -899,7 +899,9 @@ mod tests {
     fn refusals_name_the_setting_to_fix() {
         let refusal = |config: &mut AuthConfig| Gate::new(config, "127.0.0.1:0").err().unwrap().to_string();
         let mut bad_rate = AuthConfig::default();
-        bad_rate.tenants.insert("acme".into(), TenantLimits { submit_rate_per_s: -1.0, ..TenantLimits::default() });
+        bad_rate
+            .tenants
+            .insert("acme".into(), TenantLimits { submit_rate_per_s: -1.0, ..TenantLimits::default() });
         assert_eq!(
             refusal(&mut bad_rate),
             "auth: tenant \"acme\": submit_rate_per_s must be a number of at least 0"

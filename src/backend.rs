@@ -10,8 +10,7 @@ use ark_serialize::CanonicalSerialize;
 use ark_std::UniformRand;
 use cuzk_actors::backend::run_stage_as;
 use cuzk_actors::{
-    Backend, ErrorKind, Finished, JobSpec, Payload, Phases, Priority, StageError, Started,
-    Synthesized,
+    Backend, ErrorKind, Finished, JobSpec, Payload, Phases, Priority, StageError, Started, Synthesized,
 };
 use cuzk_filecoin::record::Evaluation;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitShape, WitnessSource};
@@ -126,10 +125,8 @@ impl ProvingBackend {
         config: &ProvingConfig,
         mut loading: CircuitLoading,
     ) -> Self {
-        let device_evaluation =
-            !devices.is_empty() && devices.iter().all(|d| d.engine.evaluates_on_device());
-        loading.key_in_file =
-            !devices.is_empty() && devices.iter().all(|d| d.engine.reads_key_by_range());
+        let device_evaluation = !devices.is_empty() && devices.iter().all(|d| d.engine.evaluates_on_device());
+        loading.key_in_file = !devices.is_empty() && devices.iter().all(|d| d.engine.reads_key_by_range());
         Self {
             kind,
             store,
@@ -187,10 +184,7 @@ impl ProvingBackend {
             .ok_or_else(|| StageError::permanent(format!("no witness for partition {partition}")))?
             .source()
             .map_err(StageError::permanent)?;
-        let instance = work
-            .family
-            .instance(&work.shape, &source)
-            .map_err(StageError::permanent)?;
+        let instance = work.family.instance(&work.shape, &source).map_err(StageError::permanent)?;
         let assignment = groth16::assign(&circuit, instance).map_err(kernel_failure)?;
         let synthesized = if self.device_evaluation {
             groth16::defer(&circuit, assignment)
@@ -198,10 +192,7 @@ impl ProvingBackend {
             groth16::evaluate(&circuit, assignment)
         }
         .map_err(kernel_failure)?;
-        let phases = vec![
-            ("key", key_ready),
-            ("synthesize", started.elapsed() - key_ready),
-        ];
+        let phases = vec![("key", key_ready), ("synthesize", started.elapsed() - key_ready)];
         Ok((circuit, synthesized, phases))
     }
 
@@ -224,9 +215,7 @@ fn kernel_failure(error: KernelError) -> StageError {
 
 fn serialize(value: &impl CanonicalSerialize) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(value.compressed_size());
-    value
-        .serialize_compressed(&mut bytes)
-        .expect("writing to a Vec cannot fail");
+    value.serialize_compressed(&mut bytes).expect("writing to a Vec cannot fail");
     bytes
 }
 
@@ -250,13 +239,7 @@ impl Backend for ProvingBackend {
                 work.synthesize_for(&self.store, partition, self.evaluation, on_device, &self.loading)
             })?,
         };
-        Ok(Synthesized {
-            payload: Payload::new(SynthesizedPartition {
-                circuit,
-                synthesized,
-            }),
-            phases,
-        })
+        Ok(Synthesized { payload: Payload::new(SynthesizedPartition { circuit, synthesized }), phases })
     }
     fn prove_start(
         &self,
@@ -265,23 +248,14 @@ impl Backend for ProvingBackend {
         _partition: u32,
         input: Payload,
     ) -> Result<Started, StageError> {
-        let SynthesizedPartition {
-            circuit,
-            synthesized,
-        } = input.take()?;
-        let device = self
-            .devices
-            .get(device)
-            .ok_or_else(|| StageError::permanent(format!("no device {device}")))?;
+        let SynthesizedPartition { circuit, synthesized } = input.take()?;
+        let device =
+            self.devices.get(device).ok_or_else(|| StageError::permanent(format!("no device {device}")))?;
         let output = device
             .engine
             .prove_start_as(&circuit, synthesized, urgency(job.priority))
             .map_err(kernel_failure)?;
-        let phases = output
-            .phases
-            .iter()
-            .map(|p| (p.phase, p.duration))
-            .collect();
+        let phases = output.phases.iter().map(|p| (p.phase, p.duration)).collect();
         Ok(Started {
             freed_bytes: output.freed_bytes,
             device_active: output.device_active,
@@ -320,12 +294,7 @@ impl Backend for ProvingBackend {
         }
     }
 
-    fn prove_finish(
-        &self,
-        _job: &JobSpec,
-        _partition: u32,
-        input: Payload,
-    ) -> Result<Finished, StageError> {
+    fn prove_finish(&self, _job: &JobSpec, _partition: u32, input: Payload) -> Result<Finished, StageError> {
         let StartedPartition { circuit, output } = input.take()?;
         let mut rng = rand::thread_rng();
         let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
@@ -375,9 +344,8 @@ mod tests {
 
     #[test]
     fn only_critical_jobs_are_urgent_on_the_device() {
-        let urgent: Vec<Priority> = (Priority::ALL.into_iter())
-            .filter(|&p| urgency(p) == Urgency::Urgent)
-            .collect();
+        let urgent: Vec<Priority> =
+            (Priority::ALL.into_iter()).filter(|&p| urgency(p) == Urgency::Urgent).collect();
         assert_eq!(urgent, [Priority::Critical]);
     }
 }

@@ -21,11 +21,7 @@ mod verify;
 
 /// The command line.
 #[derive(Parser)]
-#[command(
-    name = "cuzk",
-    version,
-    about = "GPU proving daemon for BLS12-381 Groth16"
-)]
+#[command(name = "cuzk", version, about = "GPU proving daemon for BLS12-381 Groth16")]
 pub struct Cli {
     /// The subcommand and its flags.
     #[command(subcommand)]

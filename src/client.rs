@@ -100,9 +100,7 @@ pub struct Submission {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(60))
-        .build()
+    ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build()
 }
 
 fn authorized(request: ureq::Request, token: Option<&str>) -> ureq::Request {
@@ -129,10 +127,7 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, ClientError> {
         match request.send_json(&sub.body) {
             // A full queue: wait as long as the daemon asks, then try again.
             Err(ureq::Error::Status(429, response)) if Instant::now() < deadline => {
-                let wait = response
-                    .header("Retry-After")
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(5);
+                let wait = response.header("Retry-After").and_then(|s| s.parse().ok()).unwrap_or(5);
                 eprintln!("the daemon's queue is full; retrying in {wait} s");
                 std::thread::sleep(Duration::from_secs(wait));
             }
@@ -141,11 +136,8 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, ClientError> {
     };
     let id = accepted["id"].as_str().ok_or(ClientError::NoJobId)?.to_string();
     let partitions = sub.body["partitions"].as_u64().unwrap_or(1);
-    let bar = if sub.progress {
-        indicatif::ProgressBar::new(partitions)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar =
+        if sub.progress { indicatif::ProgressBar::new(partitions) } else { indicatif::ProgressBar::hidden() };
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} job {msg} [{bar:30}] {pos}/{len} partitions {elapsed}",
@@ -183,7 +175,8 @@ pub fn submit_and_wait(sub: &Submission) -> Result<Value, ClientError> {
 
 fn from_hex<T: CanonicalDeserialize>(what: &str, text: &Value) -> Result<T, DocumentError> {
     let text = text.as_str().ok_or_else(|| DocumentError::NotText { what: what.to_string() })?;
-    let bytes = hex::decode(text).map_err(|source| DocumentError::NotHex { what: what.to_string(), source })?;
+    let bytes =
+        hex::decode(text).map_err(|source| DocumentError::NotHex { what: what.to_string(), source })?;
     T::deserialize_compressed(&bytes[..])
         .map_err(|source| DocumentError::Undecodable { what: what.to_string(), source })
 }
@@ -198,18 +191,14 @@ pub fn fetch_vk(
 }
 
 /// Checks every proof of a proofs document; returns (partition, valid).
-pub fn verify_proofs(
-    vk: &VerifyingKey<Bls12_381>,
-    doc: &Value,
-) -> Result<Vec<(u64, bool)>, DocumentError> {
+pub fn verify_proofs(vk: &VerifyingKey<Bls12_381>, doc: &Value) -> Result<Vec<(u64, bool)>, DocumentError> {
     let pvk = ark_groth16::prepare_verifying_key(vk);
     let proofs = doc["proofs"].as_array().ok_or(DocumentError::NoProofs)?;
     proofs
         .iter()
         .map(|entry| {
             let partition = entry["partition"].as_u64().ok_or(DocumentError::NoPartition)?;
-            let proof: Proof<Bls12_381> =
-                from_hex(&format!("partition {partition} proof"), &entry["proof"])?;
+            let proof: Proof<Bls12_381> = from_hex(&format!("partition {partition} proof"), &entry["proof"])?;
             let inputs = entry["public_inputs"]
                 .as_array()
                 .ok_or(DocumentError::NoPublicInputs(partition))?

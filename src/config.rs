@@ -99,12 +99,7 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self {
-            url: None,
-            retention_secs: 7 * 24 * 3600,
-            sweep_interval_secs: 300,
-            min_free_bytes: 256 << 20,
-        }
+        Self { url: None, retention_secs: 7 * 24 * 3600, sweep_interval_secs: 300, min_free_bytes: 256 << 20 }
     }
 }
 
@@ -480,20 +475,13 @@ impl Default for SchedulerConfig {
 
 impl Default for CpuConfig {
     fn default() -> Self {
-        Self {
-            devices: 1,
-            threads_per_device: 0,
-        }
+        Self { devices: 1, threads_per_device: 0 }
     }
 }
 
 impl Default for ProvingConfig {
     fn default() -> Self {
-        Self {
-            verify_proofs: true,
-            malloc_trim: true,
-            filecoin_evaluation: Evaluation::default(),
-        }
+        Self { verify_proofs: true, malloc_trim: true, filecoin_evaluation: Evaluation::default() }
     }
 }
 
@@ -523,7 +511,8 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Unreadable { path: path.to_path_buf(), source })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Invalid { path: path.to_path_buf(), source: Box::new(source) })
+        toml::from_str(&text)
+            .map_err(|source| ConfigError::Invalid { path: path.to_path_buf(), source: Box::new(source) })
     }
 
     pub fn synthesis_threads(&self) -> usize {
@@ -551,25 +540,20 @@ impl Config {
 }
 
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 fn cgroup_memory_limit() -> Option<u64> {
-    [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
+    ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
 }
 
 #[cfg(test)]
 mod tests {
     use super::{
-        ConfigError, CudaBudgets, CudaConfig, FleetConfig, SchedulerConfig, MAX_CRITICAL_WORKERS, MAX_PASS_PARTITIONS,
-        MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET,
+        ConfigError, CudaBudgets, CudaConfig, FleetConfig, SchedulerConfig, MAX_CRITICAL_WORKERS,
+        MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET,
     };
 
     #[test]
@@ -594,7 +578,11 @@ mod tests {
             pinned_budget_bytes: Some(MIN_CUDA_BUDGET),
             ..CudaConfig::default()
         };
-        let expected = CudaBudgets { memory_limit: Some(24 << 30), resident: Some(16 << 30), pinned: Some(MIN_CUDA_BUDGET) };
+        let expected = CudaBudgets {
+            memory_limit: Some(24 << 30),
+            resident: Some(16 << 30),
+            pinned: Some(MIN_CUDA_BUDGET),
+        };
         assert_eq!(set.budgets().unwrap(), expected);
         let limit = CudaConfig { memory_limit_bytes: Some(1 << 20), ..CudaConfig::default() };
         let error = limit.budgets().unwrap_err();

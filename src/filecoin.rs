@@ -313,11 +313,7 @@ impl PorepInput {
             (Some(_), Some(_)) => return Err(InputError::TwoC1),
             (None, None) => return Err(InputError::NoC1),
         };
-        Ok(PorepRequest {
-            c1,
-            prover_id,
-            sector_id: self.sector_id,
-        })
+        Ok(PorepRequest { c1, prover_id, sector_id: self.sector_id })
     }
 }
 
@@ -331,24 +327,20 @@ fn decode<T: DeserializeOwned>(kind: Kind, what: &'static str, text: &str) -> Re
 fn request(input: &FilecoinInput) -> Result<Box<dyn ProofRequest>, InputError> {
     Ok(match input {
         FilecoinInput::Porep(input) => Box::new(input.request()?),
-        FilecoinInput::Post(input) => {
-            Box::new(PostRequest {
-                registered_proof: input.registered_proof.parse()?,
-                randomness: hex32("randomness", &input.randomness)?,
-                prover_id: hex32("prover_id", &input.prover_id)?,
-                vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
-                partition_index: input.partition_index,
-            })
-        }
-        FilecoinInput::Update(input) => {
-            Box::new(UpdateRequest {
-                registered_proof: input.registered_proof.parse()?,
-                comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
-                comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
-                comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
-                vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
-            })
-        }
+        FilecoinInput::Post(input) => Box::new(PostRequest {
+            registered_proof: input.registered_proof.parse()?,
+            randomness: hex32("randomness", &input.randomness)?,
+            prover_id: hex32("prover_id", &input.prover_id)?,
+            vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
+            partition_index: input.partition_index,
+        }),
+        FilecoinInput::Update(input) => Box::new(UpdateRequest {
+            registered_proof: input.registered_proof.parse()?,
+            comm_r_old: hex32("comm_r_old", &input.comm_r_old)?,
+            comm_r_new: hex32("comm_r_new", &input.comm_r_new)?,
+            comm_d_new: hex32("comm_d_new", &input.comm_d_new)?,
+            vanilla_proofs: vanilla_proofs(&input.vanilla_proofs)?,
+        }),
     })
 }
 
@@ -467,10 +459,8 @@ impl FilecoinJob {
     ) -> Result<(Arc<PreparedCircuit>, Synthesized, Phases), StageError> {
         let started = Instant::now();
         // A C1 or vanilla proof that does not synthesize never will.
-        let recorded = self
-            .request
-            .record_partition(partition as usize, evaluation)
-            .map_err(StageError::permanent)?;
+        let recorded =
+            self.request.record_partition(partition as usize, evaluation).map_err(StageError::permanent)?;
         let synthesis = started.elapsed();
         // The key store keeps one error per circuit, typed, for every job
         // that asks after it.
@@ -488,7 +478,11 @@ impl FilecoinJob {
         Ok((circuit, synthesized, phases))
     }
 
-    fn prepare(&self, recorded: &Recorded, loading: &CircuitLoading) -> Result<PreparedCircuit, cuzk_filecoin::Error> {
+    fn prepare(
+        &self,
+        recorded: &Recorded,
+        loading: &CircuitLoading,
+    ) -> Result<PreparedCircuit, cuzk_filecoin::Error> {
         let witness = match recorded {
             Recorded::Witness(witness) => Some(witness),
             Recorded::Assignment { .. } => None,
@@ -566,10 +560,7 @@ pub fn reservation_for_counts(counts: &QueryCounts, evaluation: Evaluation, on_d
     }
     Reservation {
         abc_bytes: 3 * n * ELEMENT,
-        retained_bytes: (2 * v + n) * ELEMENT
-            + msm_digit_table_bytes(n)
-            + converting
-            + OVERHEAD,
+        retained_bytes: (2 * v + n) * ELEMENT + msm_digit_table_bytes(n) + converting + OVERHEAD,
     }
 }
 
@@ -579,10 +570,8 @@ fn vanilla_proofs(hex_proofs: &[String]) -> Result<Vec<Vec<u8>>, InputError> {
         .iter()
         .enumerate()
         .map(|(i, text)| {
-            hex::decode(text.strip_prefix("0x").unwrap_or(text)).map_err(|source| InputError::NotHex {
-                field: format!("vanilla_proofs[{i}]"),
-                source,
-            })
+            hex::decode(text.strip_prefix("0x").unwrap_or(text))
+                .map_err(|source| InputError::NotHex { field: format!("vanilla_proofs[{i}]"), source })
         })
         .collect()
 }
@@ -590,11 +579,7 @@ fn vanilla_proofs(hex_proofs: &[String]) -> Result<Vec<Vec<u8>>, InputError> {
 /// A 32-byte value given as hex (an optional 0x prefix).
 fn hex32(field: &'static str, text: &str) -> Result<[u8; 32], InputError> {
     let digits = text.strip_prefix("0x").unwrap_or(text);
-    let bytes = hex::decode(digits).map_err(|source| InputError::NotHex {
-        field: field.to_string(),
-        source,
-    })?;
-    bytes
-        .try_into()
-        .map_err(|b: Vec<u8>| InputError::Not32Bytes { field, len: b.len() })
+    let bytes =
+        hex::decode(digits).map_err(|source| InputError::NotHex { field: field.to_string(), source })?;
+    bytes.try_into().map_err(|b: Vec<u8>| InputError::Not32Bytes { field, len: b.len() })
 }

@@ -112,26 +112,27 @@ impl Fleet {
         let (claimer_settings, renewer_settings) = (settings.clone(), settings.clone());
         let (claimer_stopped, claimer_done) = oneshot::channel();
         let claiming = spawn("cuzk-claimer", move |ready| {
-            let connected = Leases::connect(&claimer_settings.url, &claimer_settings.node, claimer_settings.lease)
-                .map_err(FleetError::from)
-                .and_then(|mut leases| {
-                    let released = leases.release_all().map_err(FleetError::PutBack)?;
-                    if released > 0 {
-                        log::info!(
-                            "fleet: node {} put back {released} partitions it held before it restarted",
-                            claimer_settings.node
-                        );
-                    }
-                    // A database without LISTEN (older YugabyteDB) still
-                    // works: the poll finds the work, later.
-                    if let Err(e) = leases.listen() {
-                        log::warn!(
+            let connected =
+                Leases::connect(&claimer_settings.url, &claimer_settings.node, claimer_settings.lease)
+                    .map_err(FleetError::from)
+                    .and_then(|mut leases| {
+                        let released = leases.release_all().map_err(FleetError::PutBack)?;
+                        if released > 0 {
+                            log::info!(
+                                "fleet: node {} put back {released} partitions it held before it restarted",
+                                claimer_settings.node
+                            );
+                        }
+                        // A database without LISTEN (older YugabyteDB) still
+                        // works: the poll finds the work, later.
+                        if let Err(e) = leases.listen() {
+                            log::warn!(
                             "fleet: no wake-ups from the database ({e}); looking for work every {:?} instead",
                             claimer_settings.poll
                         );
-                    }
-                    Ok(leases)
-                });
+                        }
+                        Ok(leases)
+                    });
             match connected {
                 Ok(leases) => {
                     let _ = ready.send(Ok(()));
@@ -179,7 +180,9 @@ impl Fleet {
         let done = self.claimer_done.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(done) = done {
             if actix_rt::time::timeout(limit, done).await.is_err() {
-                log::warn!("fleet: the claimer did not stop within {limit:?}; what it held runs out with its leases");
+                log::warn!(
+                    "fleet: the claimer did not stop within {limit:?}; what it held runs out with its leases"
+                );
             }
         }
     }

@@ -61,10 +61,7 @@ pub struct MetricsText {
 impl MetricsText {
     /// Renders `handle`'s registry.
     pub fn new(handle: PrometheusHandle) -> Self {
-        Self {
-            handle,
-            last: tokio::sync::Mutex::new(None),
-        }
+        Self { handle, last: tokio::sync::Mutex::new(None) }
     }
 
     /// The text as of no earlier than this call.

@@ -26,9 +26,9 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinInput, FilecoinJob};
+use crate::json_text::{array_entries, canonical, tree_bytes, CanonicalError, JsonText};
 use crate::keys::{KeyStore, SetupCost};
 use cuzk_filecoin::record::Evaluation;
-use crate::json_text::{array_entries, canonical, tree_bytes, CanonicalError, JsonText};
 
 /// The most a family's params or one partition's inputs may cost as a JSON
 /// tree, as a multiple of their text (long decimal or hex strings cost
@@ -110,7 +110,10 @@ pub enum InvalidJob {
     #[error("{0} is a circuit family: give seed or inputs, not input")]
     InputForFamily(String),
     /// Neither a Filecoin kind nor a registered family.
-    #[error("unknown circuit {circuit:?}; known circuits: {families}, and the Filecoin kinds {}", filecoin_kinds())]
+    #[error(
+        "unknown circuit {circuit:?}; known circuits: {families}, and the Filecoin kinds {}",
+        filecoin_kinds()
+    )]
     UnknownCircuit {
         /// What the client named.
         circuit: String,
@@ -259,10 +262,8 @@ impl SetupLimits {
             return Ok(());
         }
         let cost = SetupCost::of(shape);
-        let refuse = |cost: SetupRefusal| InvalidJob::SetupTooCostly {
-            circuit_id: shape.circuit_id.clone(),
-            cost,
-        };
+        let refuse =
+            |cost: SetupRefusal| InvalidJob::SetupTooCostly { circuit_id: shape.circuit_id.clone(), cost };
         if cost.memory_bytes > self.budget_bytes {
             return Err(refuse(SetupRefusal::Memory {
                 memory_bytes: cost.memory_bytes,
@@ -337,10 +338,7 @@ impl JobParser {
 
     fn check_partitions(&self, partitions: u32) -> Result<(), InvalidJob> {
         if partitions == 0 || partitions > self.max_partitions {
-            return Err(InvalidJob::Partitions {
-                got: partitions,
-                max: self.max_partitions,
-            });
+            return Err(InvalidJob::Partitions { got: partitions, max: self.max_partitions });
         }
         Ok(())
     }
@@ -359,28 +357,17 @@ impl JobParser {
         let partitions = input.partitions.unwrap_or(1);
         // Before anything is allocated per partition.
         self.check_partitions(partitions)?;
-        let family = self
-            .registry
-            .get(&circuit)
-            .cloned()
-            .ok_or_else(|| {
-                let known: Vec<&str> = self.registry.families().map(|f| f.name()).collect();
-                InvalidJob::UnknownCircuit {
-                    circuit: circuit.clone(),
-                    families: known.join(", "),
-                }
-            })?;
+        let family = self.registry.get(&circuit).cloned().ok_or_else(|| {
+            let known: Vec<&str> = self.registry.families().map(|f| f.name()).collect();
+            InvalidJob::UnknownCircuit { circuit: circuit.clone(), families: known.join(", ") }
+        })?;
         let params = tree(input.params.as_str(), || "params".into())?;
         let shape = family.shape(&params).map_err(|source| InvalidJob::Params { circuit, source })?;
         if let Some(limits) = &self.setups {
             limits.check(&shape)?;
         }
         let witnesses = witnesses(family.as_ref(), &shape, input.seed, input.inputs, partitions)?;
-        let work = ProofJob::Family(FamilyJob {
-            family,
-            shape,
-            witnesses,
-        });
+        let work = ProofJob::Family(FamilyJob { family, shape, witnesses });
         Ok((work, partitions))
     }
 }
@@ -409,16 +396,14 @@ fn witnesses(
 ) -> Result<Vec<PartitionWitness>, InvalidJob> {
     let checked = |inputs: JsonText, partition: Option<usize>| -> Result<PartitionWitness, InvalidJob> {
         let tree = tree(inputs.as_str(), || inputs_label(partition))?;
-        family
-            .check_inputs(shape, &tree)
-            .map_err(|source| InvalidJob::Inputs { partition, source })?;
+        family.check_inputs(shape, &tree).map_err(|source| InvalidJob::Inputs { partition, source })?;
         drop(tree);
         Ok(PartitionWitness::Inputs(Arc::from(String::from(inputs))))
     };
     match (seed, inputs) {
-        (Some(seed), None) => Ok((0..partitions)
-            .map(|p| PartitionWitness::Seed(partition_seed(seed, p)))
-            .collect()),
+        (Some(seed), None) => {
+            Ok((0..partitions).map(|p| PartitionWitness::Seed(partition_seed(seed, p))).collect())
+        }
         (None, Some(inputs)) => {
             // Canonical JSON: the pass cannot fail.
             match array_entries(inputs.as_str(), partitions as usize).expect("canonical JSON") {
@@ -485,10 +470,7 @@ pub fn proving_reservation(evaluation: Evaluation, device_evaluation: bool) -> R
 /// never makes them (3 x 4.3 GB at 32 GiB PoRep).
 fn on_engines(reservation: Reservation, device_evaluated: bool) -> Reservation {
     if device_evaluated {
-        Reservation {
-            abc_bytes: 0,
-            ..reservation
-        }
+        Reservation { abc_bytes: 0, ..reservation }
     } else {
         reservation
     }
@@ -560,7 +542,10 @@ mod tests {
             (br#"{"circuit":"mimc-chain","seed":1,"input":{}}"#, "not input"),
             (br#"{"circuit":"porep-c2"}"#, "needs an input object"),
             (br#"{"circuit":"porep-c2","seed":1,"input":{}}"#, "seed is not allowed"),
-            (br#"{"circuit":"porep-c2","input":{"prover_id":"00","sector_id":1,"c1":{}}}"#, "prover_id must be 32 bytes"),
+            (
+                br#"{"circuit":"porep-c2","input":{"prover_id":"00","sector_id":1,"c1":{}}}"#,
+                "prover_id must be 32 bytes",
+            ),
             (br#"{"circuit":"porep-c2","input":{"prover_id":"zz","sector_id":1}}"#, "prover_id is not hex"),
             (br#"{"circuit":"porep-c2","input":{"sector_id":1}}"#, "missing field `prover_id`"),
         ] {
@@ -602,19 +587,27 @@ mod tests {
     #[test]
     fn inputs_whose_tree_would_be_too_large_are_refused() {
         let objects = vec![r#"{"a":0}"#; 400_000].join(",");
-        let body = format!(r#"{{"circuit":"mimc-chain","params":{{"log2_constraints":4}},"inputs":{{"x":[{objects}]}}}}"#);
+        let body = format!(
+            r#"{{"circuit":"mimc-chain","params":{{"log2_constraints":4}},"inputs":{{"x":[{objects}]}}}}"#
+        );
         let large = JobParser { max_input_bytes: 16 << 20, ..parser() };
         let refused = large.parse(body.as_bytes()).err().expect("refused");
         match refused {
             SubmitError::Invalid(InvalidJob::TreeTooLarge { what, tree_bytes, text_bytes }) => {
                 assert_eq!(what, "inputs");
-                assert!(tree_bytes > TREE_FACTOR * text_bytes + TREE_SLACK_BYTES, "{tree_bytes} {text_bytes}");
+                assert!(
+                    tree_bytes > TREE_FACTOR * text_bytes + TREE_SLACK_BYTES,
+                    "{tree_bytes} {text_bytes}"
+                );
             }
             other => panic!("{other:?}"),
         }
         // Over max_input_bytes as compact JSON: the streaming pass stops.
         let refused = parser().parse(format!("{{\"circuit\":\"{}\"}}", "x".repeat(2 << 20)).as_bytes()).err();
-        assert!(matches!(refused, Some(SubmitError::Invalid(InvalidJob::TooLarge { limit: 1048576 }))), "{refused:?}");
+        assert!(
+            matches!(refused, Some(SubmitError::Invalid(InvalidJob::TooLarge { limit: 1048576 }))),
+            "{refused:?}"
+        );
     }
 
     /// A Filecoin input's refusal keeps its type to the edge: the HTTP

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use actix::Message;
 use cuzk_actors::messages::{CircuitLoad, JobStatus, JobView, ProofsError, ProofsView};
 use cuzk_actors::store::{JobStore, StoreError, StoreHealth};
-use cuzk_actors::tracker::Tracker;
 use cuzk_actors::system::SystemStatus;
+use cuzk_actors::tracker::Tracker;
 use cuzk_actors::{JobId, ProvingSystem, TenantScope};
 use serde::Serialize;
 
@@ -38,8 +38,10 @@ use crate::shutdown::Intake;
 use crate::tenants::SubmitRates;
 
 pub use error::{JobsError, Unready};
-pub use parse_budget::{parse_estimate, ParseBudget, ParseBudgetFull, ParsePermit, PARSE_PEAK_FACTOR, PARSE_SLACK_BYTES};
 use keeper::Keeper;
+pub use parse_budget::{
+    parse_estimate, ParseBudget, ParseBudgetFull, ParsePermit, PARSE_PEAK_FACTOR, PARSE_SLACK_BYTES,
+};
 pub use submit::{Admission, Offered, Submitted};
 
 /// The jobs of this daemon, or of its fleet.
@@ -124,7 +126,8 @@ impl Jobs {
             rates: SubmitRates::default(),
             parsing: ParseBudget::new(&config.limits)?,
             // The redb file fills the data directory's disk; a database, its own.
-            free_space: (config.store.url.is_none() && min_free > 0).then(|| (config.data_dir.clone(), min_free)),
+            free_space: (config.store.url.is_none() && min_free > 0)
+                .then(|| (config.data_dir.clone(), min_free)),
             max_queued_jobs: (max_queued > 0).then_some(max_queued),
             retry_after_s: config.limits.queue_full_retry_after_s,
         })

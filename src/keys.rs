@@ -336,36 +336,34 @@ impl KeyStore {
         drop(preparing);
         self.resident_changed();
         let (store, family, shape) = (self.clone(), family.clone(), shape.clone());
-        let started = std::thread::Builder::new()
-            .name(format!("cuzk-setup-{id}"))
-            .spawn(move || {
-                let id = &shape.circuit_id;
-                match store.load_or_setup(family.as_ref(), &shape, &|| store.nobody_waits(id)) {
-                    Ok(prepared) => drop(slot.get_or_init(|| Ok(Arc::new(prepared)))),
-                    Err(KeyError::Failed(why)) => drop(slot.get_or_init(|| Err(why))),
-                    Err(KeyError::Unavailable(why)) => {
-                        log::warn!("cannot prepare {id}: the fleet's key store: {why}");
-                        let mut unavailable = store.unavailable.lock().unwrap_or_else(|e| e.into_inner());
-                        unavailable.insert(id.clone(), why);
-                    }
-                    Err(KeyError::Stopped) => {
-                        // `nobody_waits` forgot it when it said so: a new
-                        // setup of the shape may be running already.
-                        log::info!("setup of {id} stopped: every job waiting for it was cancelled or failed");
-                        return;
-                    }
+        let started = std::thread::Builder::new().name(format!("cuzk-setup-{id}")).spawn(move || {
+            let id = &shape.circuit_id;
+            match store.load_or_setup(family.as_ref(), &shape, &|| store.nobody_waits(id)) {
+                Ok(prepared) => drop(slot.get_or_init(|| Ok(Arc::new(prepared)))),
+                Err(KeyError::Failed(why)) => drop(slot.get_or_init(|| Err(why))),
+                Err(KeyError::Unavailable(why)) => {
+                    log::warn!("cannot prepare {id}: the fleet's key store: {why}");
+                    let mut unavailable = store.unavailable.lock().unwrap_or_else(|e| e.into_inner());
+                    unavailable.insert(id.clone(), why);
                 }
-                let mut preparing = store.preparing();
-                preparing.remove(id);
-                // A ready (or failed) key answers every later ask at once;
-                // after an unavailable fleet store the expected jobs will
-                // ask again, so they stay.
-                if slot.get().is_some() {
-                    store.expected(&preparing).remove(id);
+                Err(KeyError::Stopped) => {
+                    // `nobody_waits` forgot it when it said so: a new
+                    // setup of the shape may be running already.
+                    log::info!("setup of {id} stopped: every job waiting for it was cancelled or failed");
+                    return;
                 }
-                drop(preparing);
-                store.resident_changed();
-            });
+            }
+            let mut preparing = store.preparing();
+            preparing.remove(id);
+            // A ready (or failed) key answers every later ask at once;
+            // after an unavailable fleet store the expected jobs will
+            // ask again, so they stay.
+            if slot.get().is_some() {
+                store.expected(&preparing).remove(id);
+            }
+            drop(preparing);
+            store.resident_changed();
+        });
         if let Err(error) = started {
             self.preparing().remove(id);
             self.resident_changed();
@@ -406,10 +404,13 @@ impl KeyStore {
     /// Whether a shape is prepared, being prepared, or has a key on disk:
     /// its first job costs no new setup.
     pub fn has_key(&self, circuit_id: &str) -> bool {
-        let ready = self.slots.lock().unwrap_or_else(|e| e.into_inner()).get(circuit_id).is_some_and(|s| s.get().is_some());
-        ready
-            || self.preparing().contains_key(circuit_id)
-            || self.pk_path(circuit_id).exists()
+        let ready = self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(circuit_id)
+            .is_some_and(|s| s.get().is_some());
+        ready || self.preparing().contains_key(circuit_id) || self.pk_path(circuit_id).exists()
     }
 
     /// Where keys are written (for the free-space check before a setup).
@@ -521,20 +522,10 @@ impl KeyStore {
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()?
-                    .strip_suffix(".vk")
-                    .map(str::to_string)
-            })
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".vk").map(str::to_string))
             .collect();
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        ids.extend(
-            slots
-                .iter()
-                .filter(|(_, s)| matches!(s.get(), Some(Ok(_))))
-                .map(|(id, _)| id.clone()),
-        );
+        ids.extend(slots.iter().filter(|(_, s)| matches!(s.get(), Some(Ok(_)))).map(|(id, _)| id.clone()));
         ids
     }
 
@@ -560,11 +551,8 @@ impl KeyStore {
         shape: &CircuitShape,
         stop: &dyn Fn() -> bool,
     ) -> Result<PreparedCircuit, KeyError> {
-        let instance = || {
-            family
-                .instance(shape, &WitnessSource::Seed(0))
-                .expect("a seed always yields an instance")
-        };
+        let instance =
+            || family.instance(shape, &WitnessSource::Seed(0)).expect("a seed always yields an instance");
         let id = &shape.circuit_id;
         let Some(shared) = &self.shared else {
             return self.load_or_set_up_locally(id, instance, stop).map_err(failed);
@@ -602,12 +590,10 @@ impl KeyStore {
         log::info!("circuit-specific setup for {id}");
         let started = std::time::Instant::now();
         let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
-        let prepared = PreparedCircuit::setup_until(id, instance, &mut rng, stop).map_err(PrepareError::Setup)?;
+        let prepared =
+            PreparedCircuit::setup_until(id, instance, &mut rng, stop).map_err(PrepareError::Setup)?;
         self.persist(&prepared)?;
-        log::info!(
-            "setup for {id} took {:.2}s",
-            started.elapsed().as_secs_f64()
-        );
+        log::info!("setup for {id} took {:.2}s", started.elapsed().as_secs_f64());
         Ok(prepared)
     }
 
@@ -646,9 +632,7 @@ impl KeyStore {
             lock.download(key, &pk_path).map_err(KeyError::Unavailable)?;
         }
         write_atomically(&self.vk_path(id), &key.vk).map_err(failed)?;
-        let prepared = self
-            .load(id, instance)
-            .map_err(|e| failed(PrepareError::Fleet(Box::new(e))))?;
+        let prepared = self.load(id, instance).map_err(|e| failed(PrepareError::Fleet(Box::new(e))))?;
         log::info!("loaded the fleet's key for {id}");
         Ok(prepared)
     }
@@ -732,8 +716,7 @@ impl Drop for LoadCounted<'_> {
 /// A verifying key as it is stored and served: compressed.
 fn vk_bytes(id: &str, vk: &VerifyingKey<Bls12_381>) -> Result<Vec<u8>, PrepareError> {
     let mut bytes = Vec::new();
-    vk.serialize_compressed(&mut bytes)
-        .map_err(|error| PrepareError::Serialize { id: id.into(), error })?;
+    vk.serialize_compressed(&mut bytes).map_err(|error| PrepareError::Serialize { id: id.into(), error })?;
     Ok(bytes)
 }
 

@@ -94,11 +94,11 @@ impl ParamFiles {
     /// on a blocking thread.
     pub async fn preload(&self, id: &str) -> Result<Preloaded, ParamsError> {
         let started = Instant::now();
-        let path = self.file(id).ok_or_else(|| ParamsError::NoFile {
-            id: id.to_string(),
-            dir: self.dir.display().to_string(),
-        })?;
-        let (kind, sector_size) = Kind::of_cache_id(id).ok_or_else(|| ParamsError::NoCircuit(id.to_string()))?;
+        let path = self
+            .file(id)
+            .ok_or_else(|| ParamsError::NoFile { id: id.to_string(), dir: self.dir.display().to_string() })?;
+        let (kind, sector_size) =
+            Kind::of_cache_id(id).ok_or_else(|| ParamsError::NoCircuit(id.to_string()))?;
         let already_loaded = self.keys.loaded().contains_key(id);
         let (keys, cache_id, loading) = (self.keys.clone(), id.to_string(), self.loading.clone());
         let engines = self.engines.clone();
@@ -120,7 +120,11 @@ impl ParamFiles {
                 })?;
                 // The key read from its file onto the device is most of a
                 // cold start (docs/benchmarks.md): said apart from the load.
-                log::info!("{cache_id}: {} warmed in {:.1} s", engine.name(), warming.elapsed().as_secs_f64());
+                log::info!(
+                    "{cache_id}: {} warmed in {:.1} s",
+                    engine.name(),
+                    warming.elapsed().as_secs_f64()
+                );
             }
             // The key parts a warm pinned in host memory count in the
             // budget from now, not from the next synthesis.

@@ -240,9 +240,15 @@ mod tests {
     fn passwords_are_hidden_in_every_form() {
         let cases = [
             ("postgres://cuzk:s3cret@db:5432/jobs", "postgres://cuzk:***@db:5432/jobs"),
-            ("postgresql://cuzk:p/a@ss@db/jobs?sslmode=disable", "postgresql://cuzk:***@db/jobs?sslmode=disable"),
+            (
+                "postgresql://cuzk:p/a@ss@db/jobs?sslmode=disable",
+                "postgresql://cuzk:***@db/jobs?sslmode=disable",
+            ),
             ("postgres://cuzk@db/jobs", "postgres://cuzk@db/jobs"),
-            ("postgres://db/jobs?user=cuzk&password=s3cret&x=1", "postgres://db/jobs?user=cuzk&password=***&x=1"),
+            (
+                "postgres://db/jobs?user=cuzk&password=s3cret&x=1",
+                "postgres://db/jobs?user=cuzk&password=***&x=1",
+            ),
             ("host=db user=cuzk password=s3cret dbname=jobs", "host=db user=cuzk password=*** dbname=jobs"),
             ("host=db PASSWORD='s3 \\' cret' dbname=jobs", "host=db PASSWORD=*** dbname=jobs"),
             ("host=db mypassword=x", "host=db mypassword=x"),

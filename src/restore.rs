@@ -39,12 +39,9 @@ pub fn start(
     store: Arc<dyn JobStore>,
     stored: Vec<StoredJob>,
 ) -> Result<Recovering, RestoreError> {
-    let (finished, unfinished): (Vec<_>, Vec<_>) =
-        stored.into_iter().partition(|job| job.outcome.is_some());
+    let (finished, unfinished): (Vec<_>, Vec<_>) = stored.into_iter().partition(|job| job.outcome.is_some());
     let finished_count = finished.len();
-    system
-        .tracker
-        .do_send(RestoreJobs(finished.into_iter().map(RestoredJob::Finished).collect()));
+    system.tracker.do_send(RestoreJobs(finished.into_iter().map(RestoredJob::Finished).collect()));
     let recovering = Recovering::default();
     if unfinished.is_empty() {
         if finished_count > 0 {
@@ -92,10 +89,10 @@ fn rebuild(parser: &JobParser, store: &dyn JobStore, stored: Vec<StoredJob>) -> 
                     finished_unix_ms: unix_ms(SystemTime::now()),
                 };
                 log::warn!("job {}: {}", job.record.id, outcome.error.as_deref().unwrap_or(""));
-                drop(store.write(StoreWrite::Finished {
-                    job: job.record.id.clone(),
-                    outcome: outcome.clone(),
-                }));
+                drop(
+                    store
+                        .write(StoreWrite::Finished { job: job.record.id.clone(), outcome: outcome.clone() }),
+                );
                 job.outcome = Some(outcome);
                 RestoredJob::Finished(job)
             }

@@ -106,17 +106,12 @@ pub fn metrics_handle() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             let mut builder = PrometheusBuilder::new();
-            for def in crate::telemetry::CATALOGUE
-                .iter()
-                .filter(|d| !d.buckets.is_empty())
-            {
+            for def in crate::telemetry::CATALOGUE.iter().filter(|d| !d.buckets.is_empty()) {
                 builder = builder
                     .set_buckets_for_metric(Matcher::Full(def.name.to_string()), def.buckets)
                     .expect("catalogue buckets are non-empty");
             }
-            let handle = builder
-                .install_recorder()
-                .expect("no other metrics recorder is installed");
+            let handle = builder.install_recorder().expect("no other metrics recorder is installed");
             crate::telemetry::describe_all();
             let upkeep = handle.clone();
             std::thread::Builder::new()

@@ -32,8 +32,7 @@ pub type StopRequests = UnboundedSender<Duration>;
 /// signal handling is off: it would stop the server without draining).
 /// Intake closes in the signal's own task, before anything else runs.
 pub fn forward_signals(stop: StopRequests, grace: Duration, intake: Intake) -> std::io::Result<()> {
-    let mut terminate =
-        actix_rt::signal::unix::signal(actix_rt::signal::unix::SignalKind::terminate())?;
+    let mut terminate = actix_rt::signal::unix::signal(actix_rt::signal::unix::SignalKind::terminate())?;
     let (on_terminate, terminate_intake) = (stop.clone(), intake.clone());
     actix_rt::spawn(async move {
         if terminate.recv().await.is_some() {
@@ -54,29 +53,22 @@ pub fn forward_signals(stop: StopRequests, grace: Duration, intake: Intake) -> s
 
 /// Closes intake, holds queued partitions, waits up to `grace` for started
 /// ones, then commits and closes the store. Reads are served throughout.
-pub async fn drain(
-    system: &ProvingSystem,
-    intake: &Intake,
-    jobs: Arc<dyn JobStore>,
-    grace: Duration,
-) {
+pub async fn drain(system: &ProvingSystem, intake: &Intake, jobs: Arc<dyn JobStore>, grace: Duration) {
     intake.close();
     // Answered only after the dispatcher has reported every partition it
     // started, so the count below cannot miss one.
     let _ = system.dispatcher.send(HoldQueued).await;
     let deadline = Instant::now() + grace;
     loop {
-        let running = system
-            .tracker
-            .send(CountRunningPartitions)
-            .await
-            .unwrap_or(0);
+        let running = system.tracker.send(CountRunningPartitions).await.unwrap_or(0);
         if running == 0 {
             log::info!("shutdown: no partition running");
             break;
         }
         if Instant::now() >= deadline {
-            log::warn!("shutdown: {running} partitions still running after {grace:?}; they resume on the next start");
+            log::warn!(
+                "shutdown: {running} partitions still running after {grace:?}; they resume on the next start"
+            );
             break;
         }
         actix_rt::time::sleep(Duration::from_millis(50)).await;

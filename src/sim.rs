@@ -35,7 +35,13 @@ pub struct SimProfile {
 
 /// A circuit's parameter-file counts, as `cuzk-bench shape` counted them from
 /// filecoin-proofs' own blank circuits (docs/benchmarks.md, "Circuit shapes").
-const fn counts(inputs: usize, log2_domain: u32, aux: usize, a_dense_aux: usize, b_dense: usize) -> QueryCounts {
+const fn counts(
+    inputs: usize,
+    log2_domain: u32,
+    aux: usize,
+    a_dense_aux: usize,
+    b_dense: usize,
+) -> QueryCounts {
     QueryCounts {
         ic: inputs,
         h: (1 << log2_domain) - 1,
@@ -62,7 +68,8 @@ struct Measured {
 }
 
 const POREP_2KIB_H200: Measured = Measured { counts: POREP_2KIB, synthesis: 1.19, gpu: 0.23, finalize: 0.02 };
-const WINNING_2KIB_H200: Measured = Measured { counts: WINNING_2KIB, synthesis: 0.23, gpu: 0.05, finalize: 0.04 };
+const WINNING_2KIB_H200: Measured =
+    Measured { counts: WINNING_2KIB, synthesis: 0.23, gpu: 0.05, finalize: 0.04 };
 
 impl Measured {
     /// The stages of a circuit with `counts`, scaled linearly: synthesis by
@@ -70,7 +77,13 @@ impl Measured {
     /// prove_start by MSM points (h + l + a + b), finalize by B points; the
     /// GPU range is ±10% around the scaled time. The reservation is the
     /// daemon's own rule for those counts.
-    fn scaled(&self, name: &'static str, partitions: u32, priority: Priority, to: &QueryCounts) -> SimProfile {
+    fn scaled(
+        &self,
+        name: &'static str,
+        partitions: u32,
+        priority: Priority,
+        to: &QueryCounts,
+    ) -> SimProfile {
         let points = |c: &QueryCounts| (c.h + c.l + c.a + c.b_g1) as f64;
         let ratio = |big: usize, small: usize| big as f64 / small as f64;
         let gpu = self.gpu * points(to) / points(&self.counts);
@@ -104,9 +117,21 @@ struct Known {
 static PROFILES: [Known; 2] = [
     // 10 partitions of 130,278,869 constraints (domain 2^27): about 58 s
     // synthesis, 9.6 s on the GPU, 1 s finalize, 38 GiB each.
-    Known { name: "porep-32g", kind: Kind::Porep, partitions: 10, measured: &POREP_2KIB_H200, counts: &POREP_32GIB },
+    Known {
+        name: "porep-32g",
+        kind: Kind::Porep,
+        partitions: 10,
+        measured: &POREP_2KIB_H200,
+        counts: &POREP_32GIB,
+    },
     // One partition of 370,723 constraints (domain 2^19), critical.
-    Known { name: "winning-post", kind: Kind::WinningPost, partitions: 1, measured: &WINNING_2KIB_H200, counts: &WINNING_32GIB },
+    Known {
+        name: "winning-post",
+        kind: Kind::WinningPost,
+        partitions: 1,
+        measured: &WINNING_2KIB_H200,
+        counts: &WINNING_32GIB,
+    },
 ];
 
 /// Why the simulated backend cannot be built from its settings.
@@ -181,8 +206,12 @@ impl SimBackend {
             return Err(SimError::Jitter(config.jitter));
         }
         let faults = &config.faults;
-        for (stage, f) in [("synthesis", &faults.synthesis), ("prove", &faults.prove), ("finalize", &faults.finalize)] {
-            for (name, rate) in [("error_rate", f.error_rate), ("panic_rate", f.panic_rate), ("stall_rate", f.stall_rate)] {
+        for (stage, f) in
+            [("synthesis", &faults.synthesis), ("prove", &faults.prove), ("finalize", &faults.finalize)]
+        {
+            for (name, rate) in
+                [("error_rate", f.error_rate), ("panic_rate", f.panic_rate), ("stall_rate", f.stall_rate)]
+            {
                 if !(0.0..=1.0).contains(&rate) {
                     return Err(SimError::Rate { stage, name, rate });
                 }
@@ -235,9 +264,7 @@ impl SimBackend {
             panic!("injected panic in {stage} (sim fault, call {call})");
         }
         if roll < faults.panic_rate + faults.error_rate {
-            return Err(StageError::retryable(format!(
-                "injected error in {stage} (sim fault, call {call})"
-            )));
+            return Err(StageError::retryable(format!("injected error in {stage} (sim fault, call {call})")));
         }
         Ok(())
     }
@@ -255,21 +282,12 @@ impl Backend for SimBackend {
     fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
         self.inject("synthesis", &self.faults.synthesis)?;
         let took = self.take(self.profile.synthesis);
-        Ok(Synthesized {
-            payload: Payload::new(()),
-            phases: vec![("synthesize", took)],
-        })
+        Ok(Synthesized { payload: Payload::new(()), phases: vec![("synthesize", took)] })
     }
 
     /// Phases, in order: `host` (staging), `device_wait` (the device's other
     /// worker holds it), `device` (the simulated kernels).
-    fn prove_start(
-        &self,
-        device: usize,
-        _: &JobSpec,
-        _: u32,
-        _: Payload,
-    ) -> Result<Started, StageError> {
+    fn prove_start(&self, device: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
         self.inject("prove_start", &self.faults.prove)?;
         let (low, high) = self.profile.gpu;
         let base = low + (high - low).mul_f64(rand::thread_rng().gen::<f64>());
@@ -285,11 +303,7 @@ impl Backend for SimBackend {
         Ok(Started {
             payload: Payload::new(()),
             freed_bytes: self.profile.reservation.abc_bytes,
-            phases: vec![
-                ("host", host),
-                ("device_wait", device_wait),
-                ("device", compute),
-            ],
+            phases: vec![("host", host), ("device_wait", device_wait), ("device", compute)],
             // The simulated device runs one call at a time (the lock above).
             device_active: Some(compute),
         })
@@ -322,13 +336,7 @@ mod tests {
         let shape = kind.blank_counts(sector_size).unwrap().shape;
         let d = &shape.densities;
         let a_dense = d.a_aux.iter().filter(|&&dense| dense).count();
-        counts(
-            shape.num_inputs(),
-            shape.domain_size().ilog2(),
-            shape.num_aux(),
-            a_dense,
-            d.b_query_len(),
-        )
+        counts(shape.num_inputs(), shape.domain_size().ilog2(), shape.num_aux(), a_dense, d.b_query_len())
     }
 
     /// The profiles' counts are filecoin-proofs' circuits' (the 32 GiB

@@ -99,7 +99,11 @@ trait Engine: Send + 'static {
     /// nothing (the writes it retries may all be skipped) can succeed on a
     /// full disk, one that must place new bytes cannot, so only that tells
     /// that a new job would be written.
-    fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError>;
+    fn commit<'a>(
+        &mut self,
+        writes: impl Iterator<Item = &'a StoreWrite>,
+        probe: bool,
+    ) -> Result<(), StoreError>;
 
     /// How long the writer waits without writes before asking `check`:
     /// what one check costs decides it (a round trip to a database server;
@@ -198,23 +202,13 @@ fn start<E: Engine>(
                 }
                 Err(e) => return drop(opened.send(Err(e))),
             };
-            let writer = Writer {
-                engine,
-                shared: writer_shared,
-                kept: Vec::new(),
-                failures: 0,
-            };
+            let writer = Writer { engine, shared: writer_shared, kept: Vec::new(), failures: 0 };
             writer.run(queue)
         })
         .map_err(OpenError::Writer)?;
     was_opened.recv().unwrap_or(Err(OpenError::WriterDied))?;
     StoreWritable { after_failures: 0 }.emit();
-    Ok(ThreadedStore {
-        commands,
-        writer: Mutex::new(Some(writer)),
-        shared,
-        engine: PhantomData,
-    })
+    Ok(ThreadedStore { commands, writer: Mutex::new(Some(writer)), shared, engine: PhantomData })
 }
 
 impl<E> ThreadedStore<E> {
@@ -236,9 +230,7 @@ impl<E> JobStore for ThreadedStore<E> {
     fn load(&self) -> Result<Vec<StoredJob>, StoreError> {
         let (reply, answer) = mpsc::channel();
         // Either way the writer thread is gone.
-        self.commands
-            .send(Command::Load(reply))
-            .map_err(|_| StoreError::Closed)?;
+        self.commands.send(Command::Load(reply)).map_err(|_| StoreError::Closed)?;
         answer.recv().map_err(|_| StoreError::Closed)?
     }
 
@@ -326,7 +318,11 @@ impl<E: Engine> Writer<E> {
                     Command::Close(signal) => {
                         self.commit(&mut pending);
                         let unsaved = self.kept.len();
-                        signal.send(if unsaved == 0 { Ok(()) } else { Err(StoreError::unavailable(Unsaved(unsaved))) });
+                        signal.send(if unsaved == 0 {
+                            Ok(())
+                        } else {
+                            Err(StoreError::unavailable(Unsaved(unsaved)))
+                        });
                         return;
                     }
                 }

@@ -26,8 +26,8 @@ mod tenants;
 use cuzk_actors::telemetry::{MetricDef, MetricKind, SCHEDULER_METRICS};
 
 pub use fleet::{
-    FleetClaimed, FleetDb, FleetLeaseLost, FleetRenewed, FLEET_CLAIMED, FLEET_DB, FLEET_DB_OPS,
-    FLEET_HELD, FLEET_LEASES_LOST, FLEET_RECLAIMED, FLEET_RENEWALS,
+    FleetClaimed, FleetDb, FleetLeaseLost, FleetRenewed, FLEET_CLAIMED, FLEET_DB, FLEET_DB_OPS, FLEET_HELD,
+    FLEET_LEASES_LOST, FLEET_RECLAIMED, FLEET_RENEWALS,
 };
 pub use grpc::{GrpcCall, GrpcJob, GrpcWaiting, GRPC_CALLS, GRPC_WAITING};
 pub use http::{HttpRequest, HTTP_REQUESTS};
@@ -81,9 +81,7 @@ pub fn fix_exposition(text: &str) -> String {
     for line in text.lines() {
         let float_counter = line.strip_prefix("# TYPE ").and_then(|rest| {
             let name = rest.strip_suffix(" gauge")?;
-            CATALOGUE
-                .iter()
-                .find(|d| d.name == name && d.kind == MetricKind::FloatCounter)
+            CATALOGUE.iter().find(|d| d.name == name && d.kind == MetricKind::FloatCounter)
         });
         match float_counter {
             Some(def) => {

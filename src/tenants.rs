@@ -120,9 +120,7 @@ impl SubmitRates {
         // A poisoned lock only means another request panicked mid-update;
         // a bucket is valid in any state.
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = buckets
-            .entry(tenant.clone())
-            .or_insert(Bucket { tokens: burst, at: now });
+        let bucket = buckets.entry(tenant.clone()).or_insert(Bucket { tokens: burst, at: now });
         let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate).min(burst);
         bucket.at = now;

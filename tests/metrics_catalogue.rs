@@ -8,15 +8,9 @@ use cuzk::telemetry::CATALOGUE;
 use serde_json::json;
 
 fn catalogue_table() -> String {
-    let mut table =
-        String::from("| name | type | unit | labels | help |\n| --- | --- | --- | --- | --- |\n");
+    let mut table = String::from("| name | type | unit | labels | help |\n| --- | --- | --- | --- | --- |\n");
     for def in CATALOGUE {
-        let labels = def
-            .labels
-            .iter()
-            .map(|l| format!("`{l}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let labels = def.labels.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(", ");
         table.push_str(&format!(
             "| `{}` | {} | {} | {} | {} |\n",
             def.name,
@@ -31,13 +25,9 @@ fn catalogue_table() -> String {
 
 #[test]
 fn docs_list_exactly_the_catalogue() {
-    let docs =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
     let expected = catalogue_table();
-    assert!(
-        docs.contains(&expected),
-        "docs/metrics.md is out of date; its table must read:\n\n{expected}"
-    );
+    assert!(docs.contains(&expected), "docs/metrics.md is out of date; its table must read:\n\n{expected}");
 }
 
 /// The catalogue joins the scheduler's part and the daemon's, declared in two
@@ -70,11 +60,7 @@ fn catalogue_follows_prometheus_conventions() {
         if def.unit == "ratio" {
             assert!(def.name.ends_with("_ratio"), "{}", def.name);
         }
-        assert!(
-            !def.labels.iter().any(|l| l.contains("job")),
-            "{}: no job ids as labels",
-            def.name
-        );
+        assert!(!def.labels.iter().any(|l| l.contains("job")), "{}: no job ids as labels", def.name);
         assert!(!def.help.is_empty());
     }
 }
@@ -124,9 +110,6 @@ fn a_live_scrape_shows_every_catalogued_metric_and_nothing_else() {
     }
     for line in text.lines().filter(|l| l.starts_with("# TYPE cuzk_")) {
         let name = line.split_whitespace().nth(2).unwrap();
-        assert!(
-            CATALOGUE.iter().any(|d| d.name == name),
-            "{name} is exported but not catalogued"
-        );
+        assert!(CATALOGUE.iter().any(|d| d.name == name), "{name} is exported but not catalogued");
     }
 }

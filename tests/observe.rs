@@ -30,11 +30,8 @@ fn daemon_with_finished_job() -> (TestDaemon, String) {
 }
 
 fn get_text(d: &TestDaemon, path: &str, accept: &str) -> (u16, String, String) {
-    let response = agent()
-        .get(&format!("{}{path}", d.url))
-        .set("Accept", accept)
-        .call()
-        .expect("request succeeds");
+    let response =
+        agent().get(&format!("{}{path}", d.url)).set("Accept", accept).call().expect("request succeeds");
     let content_type = response.content_type().to_string();
     (response.status(), content_type, response.into_string().unwrap())
 }
@@ -57,10 +54,7 @@ fn workers_timeline_and_metrics_agree_on_every_partition() {
             assert_eq!(w["idle_cause"], "no_work", "{w}");
         }
     }
-    let spans: Vec<&Value> = workers
-        .iter()
-        .flat_map(|w| w["recent_spans"].as_array().unwrap())
-        .collect();
+    let spans: Vec<&Value> = workers.iter().flat_map(|w| w["recent_spans"].as_array().unwrap()).collect();
     assert_eq!(spans.len() as u64, PARTITIONS, "{body}");
     let mut partitions: Vec<u64> = spans.iter().map(|s| s["partition"].as_u64().unwrap()).collect();
     partitions.sort();
@@ -68,12 +62,8 @@ fn workers_timeline_and_metrics_agree_on_every_partition() {
     for span in &spans {
         assert_eq!(span["job"], job.as_str());
         assert_eq!(span["ok"], true);
-        let phases: Vec<&str> = span["phases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p[0].as_str().unwrap())
-            .collect();
+        let phases: Vec<&str> =
+            span["phases"].as_array().unwrap().iter().map(|p| p[0].as_str().unwrap()).collect();
         assert!(phases.contains(&"device") && phases.ends_with(&["handoff"]), "{span}");
     }
 
@@ -118,20 +108,27 @@ fn workers_timeline_and_metrics_agree_on_every_partition() {
                 metric_value(&text, &format!("cuzk_gpu_busy_seconds_total{{{labels}}}"))
             })
             .sum();
-        let active = metric_value(
-            &text,
-            &format!("cuzk_gpu_kernel_active_seconds_total{{device=\"{device}\"}}"),
-        );
+        let active =
+            metric_value(&text, &format!("cuzk_gpu_kernel_active_seconds_total{{device=\"{device}\"}}"));
         assert!(active > 0.0, "device {device}: no kernel-active time");
-        assert!((active - device_ms / 1e3).abs() < 0.01, "device {device}: metric {active}, device phases {device_ms} ms");
-        assert!(active <= busy, "device {device}: kernel-active {active} s beyond its workers' busy {busy} s");
+        assert!(
+            (active - device_ms / 1e3).abs() < 0.01,
+            "device {device}: metric {active}, device phases {device_ms} ms"
+        );
+        assert!(
+            active <= busy,
+            "device {device}: kernel-active {active} s beyond its workers' busy {busy} s"
+        );
     }
     let gaps: f64 = workers
         .iter()
         .map(|w| {
             metric_value(
                 &text,
-                &format!("cuzk_gpu_idle_gap_seconds_count{{device=\"{}\",worker=\"{}\"}}", w["device"], w["worker"]),
+                &format!(
+                    "cuzk_gpu_idle_gap_seconds_count{{device=\"{}\",worker=\"{}\"}}",
+                    w["device"], w["worker"]
+                ),
             )
         })
         .sum();

@@ -8,15 +8,15 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ark_std::UniformRand;
-use cuzk_kernels::circuits::{CircuitRegistry, WitnessSource};
-use cuzk_kernels::cpu::CpuEngine;
-use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine};
-use cuzk_kernels::Fr;
 use cuzk::filecoin::FilecoinJob;
 use cuzk::keys::KeyStore;
 use cuzk_filecoin::fixtures::{self, PROVER_ID, WINNING};
 use cuzk_filecoin::record::Evaluation;
 use cuzk_filecoin::Kind;
+use cuzk_kernels::circuits::{CircuitRegistry, WitnessSource};
+use cuzk_kernels::cpu::CpuEngine;
+use cuzk_kernels::groth16::{self, PreparedCircuit, ProveStartEngine};
+use cuzk_kernels::Fr;
 use serde_json::json;
 
 struct Counting;
@@ -58,7 +58,13 @@ fn partition_peak_fits_its_reservation() {
         // Warm the thread pool and the NTT tables once: they are resident,
         // not per partition.
         let warm = groth16::synthesize(&circuit, instance()).unwrap();
-        groth16::prove_finish(&circuit, engine.prove_start(&circuit, warm).unwrap(), Fr::rand(&mut rng), Fr::rand(&mut rng)).unwrap();
+        groth16::prove_finish(
+            &circuit,
+            engine.prove_start(&circuit, warm).unwrap(),
+            Fr::rand(&mut rng),
+            Fr::rand(&mut rng),
+        )
+        .unwrap();
 
         let baseline = CURRENT.load(Ordering::Relaxed);
         PEAK.store(baseline, Ordering::Relaxed);
@@ -103,8 +109,10 @@ fn filecoin_partition_peak_fits_its_reservation(engine: &CpuEngine) {
         let baseline = CURRENT.load(Ordering::Relaxed);
         PEAK.store(baseline, Ordering::Relaxed);
         prove(&mut rng);
-        check_peak(&format!("winning-post {evaluation:?}"), baseline, job.reservation(evaluation, false).total());
+        check_peak(
+            &format!("winning-post {evaluation:?}"),
+            baseline,
+            job.reservation(evaluation, false).total(),
+        );
     }
 }
-
-

@@ -19,9 +19,10 @@ impl Payload {
     /// Takes the value back. A payload of another type is a backend bug,
     /// so the failure is permanent.
     pub fn take<T: Any>(self) -> Result<T, StageError> {
-        self.0.downcast::<T>().map(|b| *b).map_err(|_| {
-            StageError::permanent(WrongPayload { expected: std::any::type_name::<T>() })
-        })
+        self.0
+            .downcast::<T>()
+            .map(|b| *b)
+            .map_err(|_| StageError::permanent(WrongPayload { expected: std::any::type_name::<T>() }))
     }
 }
 
@@ -76,12 +77,7 @@ pub trait Backend: Send + Sync + 'static {
         partition: u32,
         input: Payload,
     ) -> Result<Started, StageError>;
-    fn prove_finish(
-        &self,
-        job: &JobSpec,
-        partition: u32,
-        input: Payload,
-    ) -> Result<Finished, StageError>;
+    fn prove_finish(&self, job: &JobSpec, partition: u32, input: Payload) -> Result<Finished, StageError>;
     /// Host bytes the backend keeps across partitions (proving keys,
     /// matrices); the budget counts them as used.
     fn resident_bytes(&self) -> u64 {

@@ -77,17 +77,9 @@ impl BudgetManager {
             self.used += waiter.bytes;
             self.peak = self.peak.max(self.used + self.resident);
             *self.held.entry(waiter.key.clone()).or_default() += waiter.bytes;
-            waiter.reply.do_send(BudgetDecision {
-                key: waiter.key,
-                granted: Ok(()),
-            });
+            waiter.reply.do_send(BudgetDecision { key: waiter.key, granted: Ok(()) });
         }
-        telemetry::BudgetChanged {
-            used: self.used,
-            resident: self.resident,
-            limit: self.limit,
-        }
-        .emit();
+        telemetry::BudgetChanged { used: self.used, resident: self.resident, limit: self.limit }.emit();
     }
 }
 
@@ -103,14 +95,7 @@ impl Handler<Reserve> for BudgetManager {
             msg.reply.do_send(self.refusal(msg.key, msg.bytes));
             return;
         }
-        self.waiting.insert(
-            msg.order,
-            Waiter {
-                key: msg.key,
-                bytes: msg.bytes,
-                reply: msg.reply,
-            },
-        );
+        self.waiting.insert(msg.order, Waiter { key: msg.key, bytes: msg.bytes, reply: msg.reply });
         self.grant_waiters();
     }
 }

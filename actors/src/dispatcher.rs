@@ -16,13 +16,11 @@ use actix::prelude::*;
 use crate::backend::Payload;
 use crate::error::StageError;
 use crate::messages::{
-    BudgetDecision, DropJob, Enqueue, GetQueueStatus, HandedOver, HoldQueued, IdleCauseChanged,
-    IdleCauses, PartitionFailed, Progress, ProvePartition, QueueStatus, Release, Reserve,
-    SynthesisDone, Synthesize, WorkerDone,
+    BudgetDecision, DropJob, Enqueue, GetQueueStatus, HandedOver, HoldQueued, IdleCauseChanged, IdleCauses,
+    PartitionFailed, Progress, ProvePartition, QueueStatus, Release, Reserve, SynthesisDone, Synthesize,
+    WorkerDone,
 };
-use crate::model::{
-    IdleCause, JobSpec, Lane, PartitionKey, Priority, QueueOrder, Stage, WorkerId,
-};
+use crate::model::{IdleCause, JobSpec, Lane, PartitionKey, Priority, QueueOrder, Stage, WorkerId};
 use crate::pacer::{Admission, Pacer, PacerConfig};
 use crate::telemetry;
 
@@ -124,9 +122,7 @@ impl Dispatcher {
 
     /// Partitions reserving, synthesizing, synthesized or at a worker.
     fn in_pipeline(&self) -> usize {
-        self.in_synthesis.len()
-            + self.ready.len()
-            + self.workers.iter().map(|w| w.assigned).sum::<usize>()
+        self.in_synthesis.len() + self.ready.len() + self.workers.iter().map(|w| w.assigned).sum::<usize>()
     }
 
     /// Partitions being synthesized. Those still waiting for budget are not
@@ -150,12 +146,8 @@ impl Dispatcher {
         }
         // Bulk partitions at the general workers: the lane's critical ones
         // are outside the pipeline the pacer fills.
-        let at_workers: usize = self
-            .workers
-            .iter()
-            .filter(|w| w.lane == Lane::General)
-            .map(|w| w.assigned)
-            .sum();
+        let at_workers: usize =
+            self.workers.iter().filter(|w| w.lane == Lane::General).map(|w| w.assigned).sum();
         let (buffer, synthesizing) = (self.ready.len(), self.synthesizing());
         match self.pacer.admit(Instant::now(), buffer, synthesizing, at_workers + self.reserving) {
             Admission::Now => true,
@@ -167,9 +159,7 @@ impl Dispatcher {
                 self.paced = true;
                 if !self.wake_scheduled {
                     self.wake_scheduled = true;
-                    let delay = at
-                        .saturating_duration_since(Instant::now())
-                        .max(Duration::from_micros(50));
+                    let delay = at.saturating_duration_since(Instant::now()).max(Duration::from_micros(50));
                     ctx.run_later(delay, |dispatcher, ctx| {
                         dispatcher.wake_scheduled = false;
                         dispatcher.pump(ctx);
@@ -207,16 +197,10 @@ impl Dispatcher {
             self.reserving += 1;
         }
         self.assign();
-        let causes = IdleCauses {
-            general: self.idle_cause(),
-            critical: self.critical_idle_cause(),
-        };
+        let causes = IdleCauses { general: self.idle_cause(), critical: self.critical_idle_cause() };
         if causes != self.idle_causes {
             self.idle_causes = causes;
-            self.peers.idle_cause.do_send(IdleCauseChanged {
-                causes,
-                at: Instant::now(),
-            });
+            self.peers.idle_cause.do_send(IdleCauseChanged { causes, at: Instant::now() });
         }
         if self.pending.is_empty() && self.in_pipeline() == 0 {
             self.pacer.pipeline_empty();
@@ -241,11 +225,8 @@ impl Dispatcher {
             if self.workers.iter().all(|w| w.assigned >= self.per_worker) {
                 break;
             }
-            next = self
-                .ready
-                .range((Bound::Excluded(order), Bound::Unbounded))
-                .next()
-                .map(|(order, _)| *order);
+            next =
+                self.ready.range((Bound::Excluded(order), Bound::Unbounded)).next().map(|(order, _)| *order);
             let Some(slot) = self.slot_for(order.0 .0) else {
                 continue;
             };
@@ -255,16 +236,8 @@ impl Dispatcher {
             let handed_at = Instant::now();
             // The monitor hears first, so it never sees a span start for a
             // partition it does not know was handed over.
-            self.peers.handed_over.do_send(HandedOver {
-                worker: slot.id,
-                at: handed_at,
-            });
-            slot.addr.do_send(ProvePartition {
-                job,
-                index: order.2,
-                input: payload,
-                handed_at,
-            });
+            self.peers.handed_over.do_send(HandedOver { worker: slot.id, at: handed_at });
+            slot.addr.do_send(ProvePartition { job, index: order.2, input: payload, handed_at });
         }
     }
 
@@ -278,11 +251,8 @@ impl Dispatcher {
         for w in &self.workers {
             *device_load.entry(w.id.device).or_default() += w.assigned;
         }
-        let lanes: &[Lane] = if priority == Priority::Critical {
-            &[Lane::Critical, Lane::General]
-        } else {
-            &[Lane::General]
-        };
+        let lanes: &[Lane] =
+            if priority == Priority::Critical { &[Lane::Critical, Lane::General] } else { &[Lane::General] };
         lanes.iter().find_map(|&lane| {
             self.workers
                 .iter()
@@ -323,10 +293,7 @@ impl Dispatcher {
     }
 
     fn fail(&self, key: PartitionKey, error: StageError) {
-        self.peers.release.do_send(Release {
-            key: key.clone(),
-            bytes: None,
-        });
+        self.peers.release.do_send(Release { key: key.clone(), bytes: None });
         self.peers.failed.do_send(PartitionFailed { key, error });
     }
 }
@@ -384,20 +351,14 @@ impl Handler<BudgetDecision> for Dispatcher {
     fn handle(&mut self, msg: BudgetDecision, ctx: &mut Context<Self>) {
         let Some((job, synthesizing_since)) = self.in_synthesis.get_mut(&msg.key) else {
             // The job was dropped while its reservation was in the mail.
-            self.peers.release.do_send(Release {
-                key: msg.key,
-                bytes: None,
-            });
+            self.peers.release.do_send(Release { key: msg.key, bytes: None });
             return;
         };
         *synthesizing_since = Some(Instant::now());
         let job = job.clone();
         self.reserving -= 1;
         match msg.granted {
-            Ok(()) => self.peers.synthesis.do_send(Synthesize {
-                job,
-                index: msg.key.index,
-            }),
+            Ok(()) => self.peers.synthesis.do_send(Synthesize { job, index: msg.key.index }),
             // No attempt can fit: the job fails, without retries.
             Err(exceeded) => {
                 self.in_synthesis.remove(&msg.key);
@@ -420,8 +381,7 @@ impl Handler<SynthesisDone> for Dispatcher {
         let tracked = tracked.is_some();
         match msg.result {
             Ok(synthesized) if tracked && !msg.job.is_abandoned() => {
-                self.ready
-                    .insert(msg.job.order(msg.index), (msg.job, synthesized.payload));
+                self.ready.insert(msg.job.order(msg.index), (msg.job, synthesized.payload));
             }
             Ok(_) => {
                 self.peers.release.do_send(Release { key, bytes: None });

@@ -44,22 +44,14 @@ impl Handler<Finalize> for Finalizer {
             stage: Stage::Finalizing,
             at: Instant::now(),
         });
-        let result = run_stage("prove_finish", || {
-            self.backend.prove_finish(&msg.job, msg.index, msg.input)
-        });
+        let result = run_stage("prove_finish", || self.backend.prove_finish(&msg.job, msg.index, msg.input));
         // The budget hears first, so whoever sees the job done sees its
         // memory returned.
-        self.release.do_send(Release {
-            key: key.clone(),
-            bytes: None,
-        });
+        self.release.do_send(Release { key: key.clone(), bytes: None });
         match result {
             Ok(done) => self.tracker.proved.do_send(PartitionProved {
                 key,
-                proof: ProofRecord {
-                    proof: done.proof,
-                    public_inputs: done.public_inputs,
-                },
+                proof: ProofRecord { proof: done.proof, public_inputs: done.public_inputs },
                 at: Instant::now(),
             }),
             Err(error) => {

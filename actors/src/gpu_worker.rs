@@ -9,8 +9,8 @@ use actix::prelude::*;
 
 use crate::backend::{run_stage, Backend};
 use crate::messages::{
-    Finalize, HandOverDropped, PartitionFailed, Progress, ProvePartition, Release, SpanFinished,
-    SpanReport, SpanStarted, TrackerPort, WorkerDone,
+    Finalize, HandOverDropped, PartitionFailed, Progress, ProvePartition, Release, SpanFinished, SpanReport,
+    SpanStarted, TrackerPort, WorkerDone,
 };
 use crate::model::{Stage, WorkerId};
 use crate::telemetry;
@@ -67,14 +67,8 @@ impl Handler<ProvePartition> for GpuWorker {
     fn handle(&mut self, msg: ProvePartition, ctx: &mut Context<Self>) {
         let key = msg.job.key(msg.index);
         if msg.job.is_abandoned() {
-            self.dropped.do_send(HandOverDropped {
-                worker: self.id,
-                at: Instant::now(),
-            });
-            self.done.do_send(WorkerDone {
-                slot: self.slot,
-                busy: None,
-            });
+            self.dropped.do_send(HandOverDropped { worker: self.id, at: Instant::now() });
+            self.done.do_send(WorkerDone { slot: self.slot, busy: None });
             self.release.do_send(Release { key, bytes: None });
             return;
         }
@@ -82,15 +76,10 @@ impl Handler<ProvePartition> for GpuWorker {
         telemetry::GpuSpanStarted { worker: self.id, partition: &partition }.emit();
         let start = Instant::now();
         let waited = start.saturating_duration_since(msg.handed_at.max(self.free_since));
-        self.publish(SpanReport::Started(SpanStarted {
-            worker: self.id,
-            key: key.clone(),
-            at: start,
-        }));
+        self.publish(SpanReport::Started(SpanStarted { worker: self.id, key: key.clone(), at: start }));
         let queued_before = runqueue_wait();
         let result = run_stage("prove_start", || {
-            self.backend
-                .prove_start(self.id.device, &msg.job, msg.index, msg.input)
+            self.backend.prove_start(self.id.device, &msg.job, msg.index, msg.input)
         });
         let proved = Instant::now();
         let cpu_wait = queued_before.zip(runqueue_wait()).map(|(before, after)| after.saturating_sub(before));
@@ -98,28 +87,18 @@ impl Handler<ProvePartition> for GpuWorker {
         // the worker's busy time.
         let (ok, mut phases, device_active) = match result {
             Ok(started) => {
-                self.release.do_send(Release {
-                    key: key.clone(),
-                    bytes: Some(started.freed_bytes),
-                });
+                self.release.do_send(Release { key: key.clone(), bytes: Some(started.freed_bytes) });
                 // Before the finalizer can report Finalizing.
                 self.tracker.progress.do_send(Progress {
                     key: key.clone(),
                     stage: Stage::WaitingFinalizer,
                     at: proved,
                 });
-                self.finalizer.do_send(Finalize {
-                    job: msg.job,
-                    index: msg.index,
-                    input: started.payload,
-                });
+                self.finalizer.do_send(Finalize { job: msg.job, index: msg.index, input: started.payload });
                 (true, started.phases, started.device_active)
             }
             Err(error) => {
-                self.release.do_send(Release {
-                    key: key.clone(),
-                    bytes: None,
-                });
+                self.release.do_send(Release { key: key.clone(), bytes: None });
                 if error.panicked() {
                     telemetry::ActorRestarted { actor: "gpu_worker", error: &error.to_string() }.emit();
                     ctx.stop();
@@ -135,10 +114,7 @@ impl Handler<ProvePartition> for GpuWorker {
         let end = Instant::now();
         phases.push(("handoff", end - proved));
         self.free_since = end;
-        self.done.do_send(WorkerDone {
-            slot: self.slot,
-            busy: ok.then(|| end - start),
-        });
+        self.done.do_send(WorkerDone { slot: self.slot, busy: ok.then(|| end - start) });
         telemetry::GpuSpanFinished {
             worker: self.id,
             partition: &partition,

@@ -69,9 +69,7 @@ impl TenantScope {
 }
 
 /// Scheduling class; honoured at every queue.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
@@ -83,12 +81,7 @@ pub enum Priority {
 }
 
 impl Priority {
-    pub const ALL: [Priority; 4] = [
-        Priority::Low,
-        Priority::Normal,
-        Priority::High,
-        Priority::Critical,
-    ];
+    pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -310,10 +303,7 @@ impl JobSpec {
     }
 
     pub fn key(&self, index: u32) -> PartitionKey {
-        PartitionKey {
-            job: self.id.clone(),
-            index,
-        }
+        PartitionKey { job: self.id.clone(), index }
     }
 
     pub fn order(&self, index: u32) -> QueueOrder {
@@ -373,13 +363,8 @@ pub enum IdleCause {
 }
 
 impl IdleCause {
-    pub const ALL: [IdleCause; 5] = [
-        IdleCause::NoWork,
-        IdleCause::Synthesis,
-        IdleCause::Budget,
-        IdleCause::Paced,
-        IdleCause::Handoff,
-    ];
+    pub const ALL: [IdleCause; 5] =
+        [IdleCause::NoWork, IdleCause::Synthesis, IdleCause::Budget, IdleCause::Paced, IdleCause::Handoff];
 
     pub fn as_str(self) -> &'static str {
         match self {

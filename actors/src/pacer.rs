@@ -173,10 +173,8 @@ impl Pacer {
         self.integral = (self.integral + error).clamp(-limit, limit);
         let feed_forward = self.consumption_interval().unwrap_or(0.0);
         let factor = (1.0 + self.config.kp * error + self.config.ki * self.integral).max(0.0);
-        let seconds = (feed_forward * factor).clamp(
-            self.config.min_interval_ms as f64 / 1e3,
-            self.config.max_interval_ms as f64 / 1e3,
-        );
+        let seconds = (feed_forward * factor)
+            .clamp(self.config.min_interval_ms as f64 / 1e3, self.config.max_interval_ms as f64 / 1e3);
         self.interval = Duration::from_secs_f64(seconds);
         self.emit();
     }

@@ -131,8 +131,7 @@ impl JobRecord {
 
     /// The request's digest, recorded or computed from the request.
     pub fn request_digest(&self) -> [u8; 32] {
-        self.request_digest
-            .unwrap_or_else(|| sha2::Sha256::digest(self.request.as_bytes()).into())
+        self.request_digest.unwrap_or_else(|| sha2::Sha256::digest(self.request.as_bytes()).into())
     }
 }
 
@@ -237,9 +236,7 @@ impl Future for Committed {
 
     /// A signal dropped unsent means the store closed before this write.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0)
-            .poll(cx)
-            .map(|received| received.unwrap_or(Err(StoreError::Closed)))
+        Pin::new(&mut self.0).poll(cx).map(|received| received.unwrap_or(Err(StoreError::Closed)))
     }
 }
 
@@ -287,12 +284,7 @@ pub struct Persistence {
 impl Persistence {
     /// Nothing stored, nothing forgotten.
     pub fn in_memory() -> Self {
-        Self {
-            store: None,
-            fleet: None,
-            retention: None,
-            sweep_interval: Duration::from_secs(60),
-        }
+        Self { store: None, fleet: None, retention: None, sweep_interval: Duration::from_secs(60) }
     }
 }
 
@@ -362,7 +354,10 @@ mod tests {
         assert_eq!((record.tenant.as_str(), record.idempotency_key.as_deref()), ("acme", Some("key")));
         assert_eq!((record.request.as_str(), record.request_digest), ("{}", Some([9; 32])));
         let again = record.spec(spec.reservation, Arc::new(()));
-        assert_eq!((&again.id, again.seq, again.priority, again.partitions), (&spec.id, 7, Priority::High, 3));
+        assert_eq!(
+            (&again.id, again.seq, again.priority, again.partitions),
+            (&spec.id, 7, Priority::High, 3)
+        );
         assert_eq!((again.circuit.as_str(), again.circuit_id.as_str()), ("mimc-chain", "mimc-chain-k4"));
         assert_eq!(again.reservation, spec.reservation);
         assert_eq!(again.submitted.wall, submitted_wall);

@@ -42,11 +42,9 @@ impl Handler<Synthesize> for SynthesisWorker {
             });
             let result = run_stage("synthesis", || self.backend.synthesize(&msg.job, msg.index));
             match &result {
-                Ok(_) => self.progress.do_send(Progress {
-                    key,
-                    stage: Stage::WaitingGpu,
-                    at: Instant::now(),
-                }),
+                Ok(_) => {
+                    self.progress.do_send(Progress { key, stage: Stage::WaitingGpu, at: Instant::now() })
+                }
                 Err(failure) if failure.panicked() => {
                     // The SyncArbiter builds a fresh worker for the next message.
                     telemetry::ActorRestarted { actor: "synthesis", error: &failure.to_string() }.emit();
@@ -58,10 +56,6 @@ impl Handler<Synthesize> for SynthesisWorker {
         };
         // Synthesis is where shapes get loaded or set up.
         self.resident.do_send(SetResident::of(self.backend.as_ref()));
-        self.done.do_send(SynthesisDone {
-            job: msg.job,
-            index: msg.index,
-            result,
-        });
+        self.done.do_send(SynthesisDone { job: msg.job, index: msg.index, result });
     }
 }

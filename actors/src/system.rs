@@ -13,8 +13,8 @@ use crate::finalizer::Finalizer;
 use crate::gpu_worker::{self, GpuWorker};
 use crate::mailbox::mailbox;
 use crate::messages::{
-    BudgetStatus, GetBudgetStatus, GetQueueStatus, GetTrackerStatus, GetWorkers, QueueStatus,
-    SetResident, TrackerPort, TrackerStatus, WorkerReport,
+    BudgetStatus, GetBudgetStatus, GetQueueStatus, GetTrackerStatus, GetWorkers, QueueStatus, SetResident,
+    TrackerPort, TrackerStatus, WorkerReport,
 };
 use crate::model::{Lane, WorkerId};
 use crate::pacer::PacerConfig;
@@ -78,11 +78,7 @@ impl ProvingSystem {
     }
 
     /// Starts every actor; the tracker records jobs as `persistence` says.
-    pub fn start_with(
-        config: SystemConfig,
-        backend: Arc<dyn Backend>,
-        persistence: Persistence,
-    ) -> Self {
+    pub fn start_with(config: SystemConfig, backend: Arc<dyn Backend>, persistence: Persistence) -> Self {
         let (tracker, tracker_box) = mailbox::<Tracker>(tracker::MAILBOX_CAPACITY);
         let (dispatcher, dispatcher_box) = mailbox::<Dispatcher>(dispatcher::MAILBOX_CAPACITY);
         let (budget, budget_box) = mailbox::<BudgetManager>(budget::MAILBOX_CAPACITY);
@@ -184,23 +180,12 @@ impl ProvingSystem {
             ),
         );
         let budget_arbiter = Arbiter::new();
-        budget_box.start_on(
-            &budget_arbiter.handle(),
-            BudgetManager::new(config.budget_bytes),
-        );
+        budget_box.start_on(&budget_arbiter.handle(), BudgetManager::new(config.budget_bytes));
         // What the backend holds already counts before the first synthesis.
         budget.do_send(SetResident::of(backend.as_ref()));
         arbiters.extend([tracker_arbiter, monitor_arbiter, dispatcher_arbiter, budget_arbiter]);
 
-        Self {
-            tracker,
-            monitor,
-            dispatcher,
-            budget,
-            backend,
-            config,
-            _arbiters: Arc::new(arbiters),
-        }
+        Self { tracker, monitor, dispatcher, budget, backend, config, _arbiters: Arc::new(arbiters) }
     }
 
     /// Budget, queues, jobs and workers. Each request is in its actor's

@@ -21,20 +21,19 @@ mod metric;
 mod pipeline;
 
 pub use gpu::{
-    GpuSpanFinished, GpuSpanStarted, IdleGapEnded, WorkerRegistered, WorkerStateChanged,
-    WorkerTimeAccounted, WorkerUtilization, GPU_BUSY, GPU_FAILED, GPU_IDLE, GPU_IDLE_GAP,
-    GPU_KERNEL_ACTIVE, GPU_PHASE_DURATION, GPU_UTILIZATION, GPU_WORKER_STATE,
+    GpuSpanFinished, GpuSpanStarted, IdleGapEnded, WorkerRegistered, WorkerStateChanged, WorkerTimeAccounted,
+    WorkerUtilization, GPU_BUSY, GPU_FAILED, GPU_IDLE, GPU_IDLE_GAP, GPU_KERNEL_ACTIVE, GPU_PHASE_DURATION,
+    GPU_UTILIZATION, GPU_WORKER_STATE,
 };
 pub use jobs::{
-    DeadlineMissed, JobFinished, JobSubmitted, PartitionFinished, PartitionRetried,
-    DEADLINES_MISSED, JOBS_FINISHED, JOBS_SUBMITTED, JOB_DURATION, PARTITIONS_FINISHED,
-    PARTITION_RETRIES, STAGE_DURATION,
+    DeadlineMissed, JobFinished, JobSubmitted, PartitionFinished, PartitionRetried, DEADLINES_MISSED,
+    JOBS_FINISHED, JOBS_SUBMITTED, JOB_DURATION, PARTITIONS_FINISHED, PARTITION_RETRIES, STAGE_DURATION,
 };
 pub use metric::{counter, gauge, histogram, seconds_counter, MetricDef, MetricKind};
 pub use pipeline::{
-    ActorRestarted, BudgetChanged, FinalizerLoad, PacerUpdated, QueueDepths, ACTOR_RESTARTS,
-    BUDGET_LIMIT, BUDGET_RESIDENT, BUDGET_USED, PACER_BOOTSTRAPPING, PACER_GPU_EMA,
-    PACER_INTEGRAL, PACER_INTERVAL, PACER_TARGET, PARTITIONS_ACTIVE, QUEUE_DEPTH,
+    ActorRestarted, BudgetChanged, FinalizerLoad, PacerUpdated, QueueDepths, ACTOR_RESTARTS, BUDGET_LIMIT,
+    BUDGET_RESIDENT, BUDGET_USED, PACER_BOOTSTRAPPING, PACER_GPU_EMA, PACER_INTEGRAL, PACER_INTERVAL,
+    PACER_TARGET, PARTITIONS_ACTIVE, QUEUE_DEPTH,
 };
 
 /// The scheduler's part of the catalogue, in the order docs/metrics.md

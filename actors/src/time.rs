@@ -16,9 +16,7 @@ pub fn round_ms(value: f64) -> f64 {
 
 /// Whole milliseconds since the Unix epoch (0 for a time before it).
 pub fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// The wall-clock time of a Unix millisecond count (as stored).
@@ -46,13 +44,8 @@ pub struct WallClock {
 
 impl WallClock {
     pub fn now() -> Self {
-        let unix = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        Self {
-            instant: Instant::now(),
-            unix_ms: unix.as_secs_f64() * 1e3,
-        }
+        let unix = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        Self { instant: Instant::now(), unix_ms: unix.as_secs_f64() * 1e3 }
     }
 
     /// The instant of the reading.

@@ -20,12 +20,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use actix::prelude::*;
 
-use crate::messages::{
-    CancelJob, CircuitLoad, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved,
-    Progress, SpanReport,
-};
 use crate::backend::Backend;
 use crate::error::ErrorKind;
+use crate::messages::{
+    CancelJob, CircuitLoad, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved, Progress,
+    SpanReport,
+};
 use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
 use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
@@ -283,7 +283,8 @@ impl Tracker {
         let Some(job) = self.jobs.get_mut(&key.job) else {
             return false;
         };
-        let Some(current) = job.partitions.get(key.index as usize).filter(|p| !p.elsewhere).map(|p| p.stage) else {
+        let Some(current) = job.partitions.get(key.index as usize).filter(|p| !p.elsewhere).map(|p| p.stage)
+        else {
             return false;
         };
         if current.is_terminal() || stage < current {
@@ -350,7 +351,8 @@ impl Tracker {
             finished_unix_ms: unix_ms(SystemTime::now()),
         };
         if job.spec.submitted.deadline.is_some_and(|deadline| now > deadline) {
-            telemetry::DeadlineMissed { job: &id.0, priority: job.spec.priority, outcome: final_stage }.emit();
+            telemetry::DeadlineMissed { job: &id.0, priority: job.spec.priority, outcome: final_stage }
+                .emit();
         }
         telemetry::JobFinished {
             job: &id.0,
@@ -389,10 +391,7 @@ impl Tracker {
             ..PartitionState::queued(Instant::now())
         };
         self.tally.add(job);
-        self.enqueue.do_send(Enqueue {
-            job: job.spec.clone(),
-            partitions: vec![key.index],
-        });
+        self.enqueue.do_send(Enqueue { job: job.spec.clone(), partitions: vec![key.index] });
         true
     }
 }
@@ -426,12 +425,7 @@ impl Tracker {
 
 fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage) {
     let name = format!("{job}/{index}");
-    telemetry::PartitionFinished {
-        partition: &name,
-        outcome,
-        stages: &stage_durations(p),
-    }
-    .emit();
+    telemetry::PartitionFinished { partition: &name, outcome, stages: &stage_durations(p) }.emit();
 }
 
 /// (timing name, duration) between consecutive stage entries.
@@ -501,10 +495,7 @@ impl Handler<PartitionProved> for Tracker {
         if !self.advance(&msg.key, Stage::Done, msg.at) {
             return;
         }
-        let job = &mut self
-            .jobs
-            .get_mut(&msg.key.job)
-            .expect("advance found the job");
+        let job = &mut self.jobs.get_mut(&msg.key.job).expect("advance found the job");
         let p = &mut job.partitions[msg.key.index as usize];
         p.proof = Some(msg.proof.clone());
         emit_partition(&msg.key.job, msg.key.index as usize, p, Stage::Done);
@@ -534,10 +525,7 @@ impl Handler<PartitionFailed> for Tracker {
         if !self.advance(&msg.key, Stage::Failed, Instant::now()) {
             return;
         }
-        let job = self
-            .jobs
-            .get_mut(&msg.key.job)
-            .expect("advance found the job");
+        let job = self.jobs.get_mut(&msg.key.job).expect("advance found the job");
         let p = &mut job.partitions[msg.key.index as usize];
         let error = match p.attempts {
             1 => error,
@@ -550,10 +538,7 @@ impl Handler<PartitionFailed> for Tracker {
             index: msg.key.index,
             error: error.clone(),
         });
-        self.settle(
-            &msg.key.job,
-            Some((Stage::Failed, format!("partition {}: {error}", msg.key.index))),
-        );
+        self.settle(&msg.key.job, Some((Stage::Failed, format!("partition {}: {error}", msg.key.index))));
     }
 }
 

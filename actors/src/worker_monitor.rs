@@ -23,8 +23,8 @@ use actix::prelude::*;
 
 use crate::backend::Phases;
 use crate::messages::{
-    GetTimeline, GetWorkers, HandOverDropped, HandedOver, IdleCauseChanged, IdleCauses,
-    SpanFinished, SpanReport, SpanStarted, SubscribeSpans, TimelineEntry, WorkerReport,
+    GetTimeline, GetWorkers, HandOverDropped, HandedOver, IdleCauseChanged, IdleCauses, SpanFinished,
+    SpanReport, SpanStarted, SubscribeSpans, TimelineEntry, WorkerReport,
 };
 use crate::model::{Activity, IdleCause, Lane, PartitionKey, WorkerId, WorkerTime};
 use crate::telemetry;
@@ -84,12 +84,7 @@ struct Segment {
 }
 
 enum SegmentKind {
-    Busy {
-        partition: PartitionKey,
-        ok: bool,
-        waited: Duration,
-        phases: Phases,
-    },
+    Busy { partition: PartitionKey, ok: bool, waited: Duration, phases: Phases },
     Idle(IdleCause),
 }
 
@@ -148,12 +143,7 @@ impl WorkerAccount {
     }
 
     fn emit_time(&self, time: WorkerTime, elapsed: Duration) {
-        telemetry::WorkerTimeAccounted {
-            worker: self.id,
-            time,
-            elapsed,
-        }
-        .emit();
+        telemetry::WorkerTimeAccounted { worker: self.id, time, elapsed }.emit();
     }
 
     fn push(&mut self, segment: Segment) {
@@ -172,19 +162,10 @@ impl WorkerAccount {
         }
         if let Activity::Idle(cause) = self.activity {
             if at > self.activity_since {
-                self.push(Segment {
-                    start: self.activity_since,
-                    end: at,
-                    kind: SegmentKind::Idle(cause),
-                });
+                self.push(Segment { start: self.activity_since, end: at, kind: SegmentKind::Idle(cause) });
             }
         }
-        telemetry::WorkerStateChanged {
-            worker: self.id,
-            from: self.activity,
-            to,
-        }
-        .emit();
+        telemetry::WorkerStateChanged { worker: self.id, from: self.activity, to }.emit();
         self.activity = to;
         self.activity_since = at;
     }
@@ -227,11 +208,7 @@ impl WorkerAccount {
         {
             self.samples.pop_front();
         }
-        telemetry::WorkerUtilization {
-            worker: self.id,
-            ratio: self.utilization(),
-        }
-        .emit();
+        telemetry::WorkerUtilization { worker: self.id, ratio: self.utilization() }.emit();
     }
 }
 
@@ -247,12 +224,7 @@ impl WorkerMonitor {
         for account in workers.values() {
             telemetry::WorkerRegistered { worker: account.id, activity: account.activity }.emit();
         }
-        Self {
-            clock,
-            causes,
-            workers,
-            subscribers: Vec::new(),
-        }
+        Self { clock, causes, workers, subscribers: Vec::new() }
     }
 
     fn report(&self, account: &WorkerAccount, spans: usize, now: Instant) -> WorkerReport {
@@ -302,12 +274,7 @@ impl WorkerMonitor {
 
     fn entry(&self, account: &WorkerAccount, segment: &Segment, open: bool) -> TimelineEntry {
         let (kind, cause, job, partition, ok, waited_ms, phases) = match &segment.kind {
-            SegmentKind::Busy {
-                partition,
-                ok,
-                waited,
-                phases,
-            } => (
+            SegmentKind::Busy { partition, ok, waited, phases } => (
                 "busy",
                 None,
                 Some(partition.job.0.clone()),
@@ -347,11 +314,7 @@ impl WorkerMonitor {
                 phases: Vec::new(),
             },
         };
-        Some(Segment {
-            start: account.activity_since,
-            end: now.max(account.activity_since),
-            kind,
-        })
+        Some(Segment { start: account.activity_since, end: now.max(account.activity_since), kind })
     }
 }
 
@@ -481,12 +444,7 @@ impl Handler<GetWorkers> for WorkerMonitor {
 
     fn handle(&mut self, msg: GetWorkers, _: &mut Context<Self>) -> Self::Result {
         let now = Instant::now();
-        MessageResult(
-            self.workers
-                .values()
-                .map(|account| self.report(account, msg.spans, now))
-                .collect(),
-        )
+        MessageResult(self.workers.values().map(|account| self.report(account, msg.spans, now)).collect())
     }
 }
 
@@ -501,11 +459,7 @@ impl Handler<GetTimeline> for WorkerMonitor {
         for account in self.workers.values() {
             let overlapping = |s: &Segment| s.end >= since && s.start <= until;
             entries.extend(
-                account
-                    .segments
-                    .iter()
-                    .filter(|s| overlapping(s))
-                    .map(|s| self.entry(account, s, false)),
+                account.segments.iter().filter(|s| overlapping(s)).map(|s| self.entry(account, s, false)),
             );
             if let Some(open) = Self::open_segment(account, now).filter(overlapping) {
                 entries.push(self.entry(account, &open, true));

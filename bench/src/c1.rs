@@ -14,9 +14,9 @@ use cuzk_filecoin::api::seal::{self, SealCommitPhase1Output};
 use cuzk_filecoin::api::SectorId;
 use cuzk_filecoin::convert::fr_from_blstrs;
 use cuzk_filecoin::kinds::RegisteredProof;
+use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::record::{Evaluation, Recorded};
 use cuzk_filecoin::synthetic::{generate_c1, SealInputs};
-use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::{parse_sector_size, Kind, ProofRequest};
 
 /// Arguments of `cuzk-bench c1`.
@@ -60,9 +60,7 @@ pub struct C1Args {
 /// A 32-byte hex argument (`--name`), with or without 0x.
 pub(crate) fn bytes32(name: &str, text: &str) -> Result<[u8; 32], String> {
     let bytes = hex::decode(text.trim_start_matches("0x")).map_err(|e| format!("--{name}: {e}"))?;
-    bytes
-        .try_into()
-        .map_err(|b: Vec<u8>| format!("--{name} must be 32 bytes, got {}", b.len()))
+    bytes.try_into().map_err(|b: Vec<u8>| format!("--{name} must be 32 bytes, got {}", b.len()))
 }
 
 /// Generates or reads the C1 and checks the partitions asked for; returns
@@ -115,22 +113,22 @@ fn generate(args: &C1Args, prover_id: [u8; 32]) -> Result<(PorepRequest, String)
     if let Some(out) = &args.out {
         let json = serde_json::to_vec(&c1).map_err(|e| format!("the C1 as JSON: {e}"))?;
         std::fs::write(out, &json).map_err(|e| format!("{}: {e}", out.display()))?;
-        report += &format!(
-            "\nwrote {} bytes ({:.1} MB) to {}",
-            json.len(),
-            json.len() as f64 / 1e6,
-            out.display()
-        );
+        report +=
+            &format!("\nwrote {} bytes ({:.1} MB) to {}", json.len(), json.len() as f64 / 1e6, out.display());
     }
     Ok((PorepRequest { c1, prover_id, sector_id: args.sector_id }, report))
 }
 
 /// Reads a C1 and checks it for this prover and sector (its vanilla proofs
 /// and its replica id: `PorepRequest::check`).
-fn read_and_check(path: &PathBuf, prover_id: [u8; 32], sector_id: u64) -> Result<(PorepRequest, String), String> {
+fn read_and_check(
+    path: &PathBuf,
+    prover_id: [u8; 32],
+    sector_id: u64,
+) -> Result<(PorepRequest, String), String> {
     let json = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let c1: SealCommitPhase1Output = serde_json::from_slice(&json)
-        .map_err(|e| format!("{}: not a C1 output: {e}", path.display()))?;
+    let c1: SealCommitPhase1Output =
+        serde_json::from_slice(&json).map_err(|e| format!("{}: not a C1 output: {e}", path.display()))?;
     let request = PorepRequest { c1, prover_id, sector_id };
     let start = Instant::now();
     request.check().map_err(|e| format!("{}: {e}", path.display()))?;

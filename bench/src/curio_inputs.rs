@@ -26,7 +26,8 @@ pub struct CurioInputsArgs {
 pub fn run(args: &CurioInputsArgs) -> Result<PathBuf, String> {
     let out = &args.out;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let sectors: Vec<Sector> = (1..=3).map(|id| fixtures::seal(id).map_err(|e| format!("{e:#}"))).collect::<Result<_, _>>()?;
+    let sectors: Vec<Sector> =
+        (1..=3).map(|id| fixtures::seal(id).map_err(|e| format!("{e:#}"))).collect::<Result<_, _>>()?;
     let all: Vec<&Sector> = sectors.iter().collect();
     let replica = |s: &Sector| json!({ "sector_id": u64::from(s.id), "comm_r": hex::encode(s.p2.comm_r) });
 
@@ -35,12 +36,14 @@ pub fn run(args: &CurioInputsArgs) -> Result<PathBuf, String> {
     write(out, "porep-c1.json", &c1)?;
 
     let winning_randomness = post_randomness(0x11);
-    let winning = fixtures::post_vanilla_proofs(WINNING, winning_randomness, &all[..1]).map_err(|e| format!("{e:#}"))?;
+    let winning = fixtures::post_vanilla_proofs(WINNING, winning_randomness, &all[..1])
+        .map_err(|e| format!("{e:#}"))?;
 
     // Three sectors at two per 2 KiB WindowPoSt partition: partition 1
     // carries one sector, as a partition with skipped sectors does.
     let window_randomness = post_randomness(0x22);
-    let window = fixtures::post_vanilla_proofs(WINDOW, window_randomness, &all).map_err(|e| format!("{e:#}"))?;
+    let window =
+        fixtures::post_vanilla_proofs(WINDOW, window_randomness, &all).map_err(|e| format!("{e:#}"))?;
     let per_partition = WINDOW.as_v1_config().sector_count;
     let partitions: Vec<Value> = all
         .chunks(per_partition)

@@ -70,7 +70,8 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         for case in &cases {
             let path = dir.join(format!("{}.json", case.kind.cli_name()));
-            std::fs::write(&path, case.body["input"].to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::write(&path, case.body["input"].to_string())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
     let data = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -119,9 +120,8 @@ pub fn run(args: &FilecoinBenchArgs) -> Result<String, String> {
     if args.stream > 0 {
         let case = cases.iter().find(|c| c.kind == Kind::Porep).ok_or("--stream needs porep")?;
         let start = Instant::now();
-        let ids: Vec<String> = (0..args.stream)
-            .map(|_| submit(&daemon, &case.body))
-            .collect::<Result<_, _>>()?;
+        let ids: Vec<String> =
+            (0..args.stream).map(|_| submit(&daemon, &case.body)).collect::<Result<_, _>>()?;
         for id in &ids {
             wait(&daemon, id)?;
         }
@@ -185,7 +185,8 @@ fn snap_case() -> Result<Case, String> {
         kind: Kind::EmptySectorUpdate,
         body,
         reference: Box::new(move || {
-            let proofs = up.vanilla_proofs.iter().cloned().map(cuzk_filecoin::api::PartitionProofBytes).collect();
+            let proofs =
+                up.vanilla_proofs.iter().cloned().map(cuzk_filecoin::api::PartitionProofBytes).collect();
             update::generate_empty_sector_update_proof_with_vanilla(
                 UPDATE,
                 proofs,
@@ -203,7 +204,8 @@ fn winning_case() -> Result<Case, String> {
     fixtures::ensure_params(&[Kind::WinningPost]).map_err(|e| format!("{e:#}"))?;
     let sector = fixtures::seal(3).map_err(|e| format!("{e:#}"))?;
     let randomness = [5u8; 32];
-    let vanilla = fixtures::post_vanilla_proofs(WINNING, randomness, &[&sector]).map_err(|e| format!("{e:#}"))?;
+    let vanilla =
+        fixtures::post_vanilla_proofs(WINNING, randomness, &[&sector]).map_err(|e| format!("{e:#}"))?;
     let body = json!({ "circuit": Kind::WinningPost.api_name(), "input": {
         "registered_proof": WINNING,
         "randomness": hex::encode(randomness),

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuzk::server::{self, RunningDaemon};
 use cuzk::postgres::StoreUrl;
+use cuzk::server::{self, RunningDaemon};
 use cuzk_kernels::circuits::CircuitRegistry;
 use postgres::{Client, NoTls};
 use serde_json::Value;
@@ -108,7 +108,8 @@ fn measure(args: &FleetBenchArgs, plan: &Plan, n: usize) -> Result<Figures, Stri
 }
 
 fn run_fleet(plan: &Plan, n: usize, url: &str) -> Result<Figures, String> {
-    let dirs: Vec<tempfile::TempDir> = (0..n).map(|_| tempfile::tempdir().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let dirs: Vec<tempfile::TempDir> =
+        (0..n).map(|_| tempfile::tempdir().map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
     let mut nodes = Vec::new();
     for (i, dir) in dirs.iter().enumerate() {
         let mut config = plan.config(dir.path());
@@ -157,7 +158,8 @@ fn run_fleet(plan: &Plan, n: usize, url: &str) -> Result<Figures, String> {
         .zip(&after.busy)
         .map(|(b, a)| b.iter().zip(a).map(|(b, a)| (a - b) / seconds).collect())
         .collect();
-    let claims: Vec<(f64, f64)> = after.claim_buckets.iter().zip(&before.claim_buckets).map(|(a, b)| (a.0, a.1 - b.1)).collect();
+    let claims: Vec<(f64, f64)> =
+        after.claim_buckets.iter().zip(&before.claim_buckets).map(|(a, b)| (a.0, a.1 - b.1)).collect();
     Ok(Figures {
         nodes: n,
         partitions_per_s: proved / seconds,
@@ -261,11 +263,13 @@ fn report(args: &FleetBenchArgs, plan: &Plan, runs: &[Figures]) -> String {
     out.push_str("| --- | --- | --- | --- | --- | --- |\n");
     let single = runs.iter().find(|r| r.nodes == 1).map(|r| r.partitions_per_s);
     for run in runs {
-        let scaling = single.map_or("-".to_string(), |one| format!("{:.3}", run.partitions_per_s / (run.nodes as f64 * one)));
+        let scaling = single
+            .map_or("-".to_string(), |one| format!("{:.3}", run.partitions_per_s / (run.nodes as f64 * one)));
         let busy: Vec<String> = run.busy.iter().flatten().map(|b| format!("{:.3}", b)).collect();
-        let database = run
-            .database
-            .map_or("not measured (pg_stat_statements not preloaded)".into(), |(s, ms)| format!("{s:.1} statements, {ms:.2} ms"));
+        let database =
+            run.database.map_or("not measured (pg_stat_statements not preloaded)".into(), |(s, ms)| {
+                format!("{s:.1} statements, {ms:.2} ms")
+            });
         let _ = writeln!(
             out,
             "| {} | {:.2} | {} | {} | ≤{} ms / ≤{} ms | {} |",

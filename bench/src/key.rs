@@ -50,7 +50,8 @@ pub fn run(args: &KeyBenchArgs) -> Result<String, String> {
         let kind: Kind = name.parse().map_err(|e: cuzk_filecoin::Error| e.to_string())?;
         let cli = kind.cli_name();
         let start = Instant::now();
-        let files = write_timing_key(kind, sector_size, &args.out, seed).map_err(|e| format!("{cli}: {e}"))?;
+        let files =
+            write_timing_key(kind, sector_size, &args.out, seed).map_err(|e| format!("{cli}: {e}"))?;
         for file in files {
             report += &format!("{} {} bytes\n", file.path.display(), file.bytes);
         }

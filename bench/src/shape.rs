@@ -78,11 +78,7 @@ fn witness_bits() -> Result<String, String> {
     use cuzk_filecoin::ProofRequest;
     use cuzk_kernels::Fr;
     let sector = fixtures::seal(1).map_err(|e| format!("{e:#}"))?;
-    let request = PorepRequest {
-        c1: sector.c1,
-        prover_id: PROVER_ID,
-        sector_id: u64::from(sector.id),
-    };
+    let request = PorepRequest { c1: sector.c1, prover_id: PROVER_ID, sector_id: u64::from(sector.id) };
     let start = Instant::now();
     let recorded = request.record_partition(0, Evaluation::Direct).map_err(|e| e.to_string())?;
     let seconds = start.elapsed().as_secs_f64();
@@ -104,13 +100,9 @@ fn witness_bits() -> Result<String, String> {
         (
             "A (inputs, A-dense aux)",
             share(
-                &mut w.inputs[1..].iter().chain(
-                    w.aux
-                        .iter()
-                        .zip(&d.a_aux)
-                        .filter(|(_, &on)| on)
-                        .map(|(v, _)| v),
-                ),
+                &mut w.inputs[1..]
+                    .iter()
+                    .chain(w.aux.iter().zip(&d.a_aux).filter(|(_, &on)| on).map(|(v, _)| v)),
             ),
         ),
         (
@@ -122,13 +114,7 @@ fn witness_bits() -> Result<String, String> {
                     .zip(&d.b_input)
                     .filter(|(_, &on)| on)
                     .map(|(v, _)| v)
-                    .chain(
-                        w.aux
-                            .iter()
-                            .zip(&d.b_aux)
-                            .filter(|(_, &on)| on)
-                            .map(|(v, _)| v),
-                    ),
+                    .chain(w.aux.iter().zip(&d.b_aux).filter(|(_, &on)| on).map(|(v, _)| v)),
             ),
         ),
     ];
@@ -136,10 +122,7 @@ fn witness_bits() -> Result<String, String> {
         "\n2 KiB PoRep partition 0's witness (synthesized in {seconds:.1} s): scalars equal to 0 or 1 per MSM\n\n| MSM | scalars | 0 or 1 | share |\n| --- | --- | --- | --- |\n"
     );
     for (name, (bits, all)) in rows {
-        out += &format!(
-            "| {name} | {all} | {bits} | {:.1}% |\n",
-            100.0 * bits as f64 / all.max(1) as f64
-        );
+        out += &format!("| {name} | {all} | {bits} | {:.1}% |\n", 100.0 * bits as f64 / all.max(1) as f64);
     }
     Ok(out)
 }

@@ -91,9 +91,8 @@ pub fn install_logger() {
 /// A `Duration` as `{:?}` writes it: "1.5s", "812.3ms", "12µs", "7ns".
 fn parse_debug_duration(text: &str) -> Option<Duration> {
     let units = [("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9), ("s", 1.0)];
-    let (number, scale) = units
-        .iter()
-        .find_map(|(unit, scale)| text.trim().strip_suffix(unit).map(|n| (n, *scale)))?;
+    let (number, scale) =
+        units.iter().find_map(|(unit, scale)| text.trim().strip_suffix(unit).map(|n| (n, *scale)))?;
     number.parse::<f64>().ok().map(|n| Duration::from_secs_f64(n * scale))
 }
 
@@ -143,10 +142,7 @@ struct Timing {
 impl Timing {
     /// "total (synthesize s, evaluate s)", as the table shows it.
     fn split(&self) -> String {
-        format!(
-            "{:.3} (synthesize {:.3}, evaluate {:.3})",
-            self.total, self.synthesize, self.evaluate
-        )
+        format!("{:.3} (synthesize {:.3}, evaluate {:.3})", self.total, self.synthesize, self.evaluate)
     }
 }
 
@@ -175,10 +171,8 @@ fn ours(job: &FilecoinJob, evaluation: Evaluation, runs: usize) -> Result<Timing
         }
     }
     let phase = |name: &str| {
-        let mut values: Vec<f64> = phases
-            .iter()
-            .flat_map(|p| p.iter().filter(|(n, _)| *n == name).map(|(_, s)| *s))
-            .collect();
+        let mut values: Vec<f64> =
+            phases.iter().flat_map(|p| p.iter().filter(|(n, _)| *n == name).map(|(_, s)| *s)).collect();
         median(&mut values)
     };
     Ok(Timing {

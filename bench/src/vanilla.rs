@@ -151,8 +151,12 @@ fn post(
     })
 }
 
-fn update(args: &VanillaArgs, registered_proof: cuzk_filecoin::api::RegisteredUpdateProof) -> Result<Made, String> {
-    let (generated, seconds) = timed(|| generate_update(&UpdateInputs { registered_proof, rng_seed: args.rng_seed }))?;
+fn update(
+    args: &VanillaArgs,
+    registered_proof: cuzk_filecoin::api::RegisteredUpdateProof,
+) -> Result<Made, String> {
+    let (generated, seconds) =
+        timed(|| generate_update(&UpdateInputs { registered_proof, rng_seed: args.rng_seed }))?;
     let request = UpdateRequest {
         registered_proof,
         comm_r_old: generated.comm_r_old,

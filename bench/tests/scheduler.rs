@@ -31,19 +31,10 @@ fn a_short_run_reports_sane_figures_and_draws_the_chart() {
 
     assert_eq!(report.devices.len(), 1);
     let device = &report.devices[0];
-    assert!(
-        device.busy_fraction > 0.0 && device.busy_fraction <= 1.0,
-        "{report:?}"
-    );
+    assert!(device.busy_fraction > 0.0 && device.busy_fraction <= 1.0, "{report:?}");
     assert!(device.idle_gap_p50_ms >= 0.0, "{report:?}");
-    assert!(
-        device.idle_gap_p99_ms >= device.idle_gap_p50_ms,
-        "{report:?}"
-    );
-    assert!(
-        device.idle_gap_max_ms >= device.idle_gap_p99_ms,
-        "{report:?}"
-    );
+    assert!(device.idle_gap_p99_ms >= device.idle_gap_p50_ms, "{report:?}");
+    assert!(device.idle_gap_max_ms >= device.idle_gap_p99_ms, "{report:?}");
     assert!(device.partitions > 0, "{report:?}");
     assert!(report.throughput_ratio_to_bound > 0.0, "{report:?}");
     assert!(
@@ -53,30 +44,13 @@ fn a_short_run_reports_sane_figures_and_draws_the_chart() {
     assert!(report.buffer.samples > 0, "{report:?}");
 
     let json = serde_json::to_value(&report).expect("the report serializes");
-    for field in [
-        "busy_fraction",
-        "idle_gap_p50_ms",
-        "idle_gap_p99_ms",
-        "idle_gap_max_ms",
-        "device",
-    ] {
-        assert!(
-            json["devices"][0].get(field).is_some(),
-            "no devices[0].{field} in {json}"
-        );
+    for field in ["busy_fraction", "idle_gap_p50_ms", "idle_gap_p99_ms", "idle_gap_max_ms", "device"] {
+        assert!(json["devices"][0].get(field).is_some(), "no devices[0].{field} in {json}");
     }
-    for field in [
-        "throughput_ratio_to_bound",
-        "budget_peak_bytes",
-        "budget_limit_bytes",
-    ] {
+    for field in ["throughput_ratio_to_bound", "budget_peak_bytes", "budget_limit_bytes"] {
         assert!(json.get(field).is_some(), "no {field} in {json}");
     }
 
     let chart = std::fs::read_to_string(&svg).expect("the chart is written");
-    assert!(
-        chart.contains("<svg"),
-        "not an SVG: {}",
-        &chart[..chart.len().min(200)]
-    );
+    assert!(chart.contains("<svg"), "not an SVG: {}", &chart[..chart.len().min(200)]);
 }

@@ -89,20 +89,14 @@ fn dirs() -> &'static Dirs {
                 std::fs::create_dir_all(&dir).expect("the CUZK_TEST_PARAMS_DIR directory");
                 ParamsDir::Kept(PathBuf::from(dir))
             }
-            None => ParamsDir::Temporary(
-                tempfile::tempdir().expect("a temporary parameter directory"),
-            ),
+            None => ParamsDir::Temporary(tempfile::tempdir().expect("a temporary parameter directory")),
         };
         let work = tempfile::tempdir().expect("a temporary sector directory");
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", params.path());
         std::env::set_var("FIL_PROOFS_CACHE_DIR", work.path().join("parents"));
         // The generated files are not the production ones filecoin-proofs knows.
         std::env::set_var("FIL_PROOFS_VERIFY_PRODUCTION_PARAMS", "0");
-        Dirs {
-            params,
-            work,
-            generated: Mutex::new(BTreeSet::new()),
-        }
+        Dirs { params, work, generated: Mutex::new(BTreeSet::new()) }
     })
 }
 
@@ -116,10 +110,7 @@ pub fn params_dir() -> &'static Path {
 /// earlier process left complete files. The PoRep file is 1.1 GB.
 pub fn ensure_params(kinds: &[Kind]) -> anyhow::Result<()> {
     let d = dirs();
-    let mut generated = d
-        .generated
-        .lock()
-        .expect("no test panicked while generating");
+    let mut generated = d.generated.lock().expect("no test panicked while generating");
     let complete = |kind: Kind| -> anyhow::Result<bool> {
         let paths = ParamPaths::new(d.params.path(), &kind.cache_id(2048)?);
         Ok(matches!(d.params, ParamsDir::Kept(_))
@@ -157,21 +148,14 @@ pub struct Sector {
 impl Sector {
     /// The replica as filecoin-proofs-api's PoSt functions take it.
     pub fn private_replica(&self, proof: RegisteredPoStProof) -> PrivateReplicaInfo {
-        PrivateReplicaInfo::new(
-            proof,
-            self.p2.comm_r,
-            self.cache.clone(),
-            self.sealed.clone(),
-        )
+        PrivateReplicaInfo::new(proof, self.p2.comm_r, self.cache.clone(), self.sealed.clone())
     }
 }
 
 /// Writes `DATA_BYTES` of data derived from `salt` as one piece into a new
 /// staged file at `path`.
 fn stage_piece(path: &Path, salt: u64) -> anyhow::Result<PieceInfo> {
-    let data: Vec<u8> = (0..DATA_BYTES)
-        .map(|i| ((i * 31 + salt * 7) % 251) as u8)
-        .collect();
+    let data: Vec<u8> = (0..DATA_BYTES).map(|i| ((i * 31 + salt * 7) % 251) as u8).collect();
     let mut staged = OpenOptions::new()
         .read(true)
         .write(true)
@@ -179,13 +163,7 @@ fn stage_piece(path: &Path, salt: u64) -> anyhow::Result<PieceInfo> {
         .truncate(true)
         .open(path)
         .with_context(|| path.display().to_string())?;
-    let (piece, _) = seal::add_piece(
-        SEAL,
-        &data[..],
-        &mut staged,
-        UnpaddedBytesAmount(DATA_BYTES),
-        &[],
-    )?;
+    let (piece, _) = seal::add_piece(SEAL, &data[..], &mut staged, UnpaddedBytesAmount(DATA_BYTES), &[])?;
     Ok(piece)
 }
 
@@ -194,9 +172,7 @@ fn stage_piece(path: &Path, salt: u64) -> anyhow::Result<PieceInfo> {
 fn replica_and_cache(dir: &Path, len: u64) -> anyhow::Result<(PathBuf, PathBuf)> {
     let (replica, cache) = (dir.join("replica"), dir.join("cache"));
     std::fs::create_dir_all(&cache).with_context(|| cache.display().to_string())?;
-    File::create(&replica)
-        .and_then(|f| f.set_len(len))
-        .with_context(|| replica.display().to_string())?;
+    File::create(&replica).and_then(|f| f.set_len(len)).with_context(|| replica.display().to_string())?;
     Ok((replica, cache))
 }
 
@@ -209,28 +185,11 @@ pub fn seal(id: u64) -> anyhow::Result<Sector> {
     let piece = stage_piece(&staged, id)?;
     let sector = SectorId::from(id);
     let pieces = vec![piece];
-    let p1 = seal::seal_pre_commit_phase1(
-        SEAL, &cache, &staged, &sealed, PROVER_ID, sector, TICKET, &pieces,
-    )?;
+    let p1 =
+        seal::seal_pre_commit_phase1(SEAL, &cache, &staged, &sealed, PROVER_ID, sector, TICKET, &pieces)?;
     let p2 = seal::seal_pre_commit_phase2(p1, &cache, &sealed)?;
-    let c1 = seal::seal_commit_phase1(
-        &cache,
-        &sealed,
-        PROVER_ID,
-        sector,
-        TICKET,
-        SEED,
-        p2.clone(),
-        &pieces,
-    )?;
-    Ok(Sector {
-        id: sector,
-        cache,
-        sealed,
-        pieces,
-        p2,
-        c1,
-    })
+    let c1 = seal::seal_commit_phase1(&cache, &sealed, PROVER_ID, sector, TICKET, SEED, p2.clone(), &pieces)?;
+    Ok(Sector { id: sector, cache, sealed, pieces, p2, c1 })
 }
 
 /// The PoSt vanilla proofs of `sectors` under `randomness`, as Curio makes
@@ -242,14 +201,11 @@ pub fn post_vanilla_proofs(
     sectors: &[&Sector],
 ) -> anyhow::Result<Vec<Vec<u8>>> {
     let ids: Vec<SectorId> = sectors.iter().map(|s| s.id).collect();
-    let challenges =
-        post::generate_fallback_sector_challenges(proof, &randomness, &ids, PROVER_ID)?;
+    let challenges = post::generate_fallback_sector_challenges(proof, &randomness, &ids, PROVER_ID)?;
     sectors
         .iter()
         .map(|s| {
-            let mine = challenges
-                .get(&s.id)
-                .with_context(|| format!("no challenges for sector {}", s.id))?;
+            let mine = challenges.get(&s.id).with_context(|| format!("no challenges for sector {}", s.id))?;
             post::generate_single_vanilla_proof(proof, s.id, &s.private_replica(proof), mine)
         })
         .collect()
@@ -270,10 +226,7 @@ pub struct Update {
 /// Encodes new data into `sector` (`empty_sector_update_encode_into`) and makes
 /// the update's vanilla proofs (`generate_partition_proofs`).
 pub fn update(sector: &Sector) -> anyhow::Result<Update> {
-    let dir = dirs()
-        .work
-        .path()
-        .join(format!("update-{}", u64::from(sector.id)));
+    let dir = dirs().work.path().join(format!("update-{}", u64::from(sector.id)));
     let (replica, cache) = replica_and_cache(&dir, u64::from(UPDATE.sector_size()))?;
     let staged = dir.join("staged");
     let piece = stage_piece(&staged, u64::from(sector.id) + 1000)?;

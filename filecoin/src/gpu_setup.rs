@@ -16,10 +16,7 @@ impl CudaFixedBase {
     /// Opens CUDA device `ordinal` and uploads the generators' tables.
     pub fn new(ordinal: usize) -> Result<Self, Error> {
         let fb = FixedBase::new(ordinal).map_err(device)?;
-        log::info!(
-            "setup multiplications on CUDA device {ordinal} ({})",
-            fb.device_name()
-        );
+        log::info!("setup multiplications on CUDA device {ordinal} ({})", fb.device_name());
         Ok(Self(fb))
     }
 }

@@ -15,27 +15,21 @@
 use std::str::FromStr;
 
 use filecoin_proofs::constants::{
-    DefaultPieceHasher, SECTOR_SIZE_2_KIB, SECTOR_SIZE_32_GIB, SECTOR_SIZE_512_MIB,
-    SECTOR_SIZE_64_GIB, SECTOR_SIZE_8_MIB,
+    DefaultPieceHasher, SECTOR_SIZE_2_KIB, SECTOR_SIZE_32_GIB, SECTOR_SIZE_512_MIB, SECTOR_SIZE_64_GIB,
+    SECTOR_SIZE_8_MIB,
 };
-use filecoin_proofs::parameters::{
-    public_params, window_post_public_params, winning_post_public_params,
-};
+use filecoin_proofs::parameters::{public_params, window_post_public_params, winning_post_public_params};
 use filecoin_proofs::types::{PoRepConfig, PoStConfig};
 use filecoin_proofs::with_shape;
 use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
 use serde::de::DeserializeOwned;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::merkle::MerkleTreeTrait;
-use storage_proofs_core::parameter_cache::{
-    CacheEntryMetadata, CacheableParameters, ParameterSetMetadata,
-};
+use storage_proofs_core::parameter_cache::{CacheEntryMetadata, CacheableParameters, ParameterSetMetadata};
 use storage_proofs_porep::stacked::{StackedCircuit, StackedCompound, StackedDrg};
 use storage_proofs_post::fallback::{FallbackPoSt, FallbackPoStCircuit, FallbackPoStCompound};
 use storage_proofs_update::constants::TreeRHasher;
-use storage_proofs_update::{
-    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound,
-};
+use storage_proofs_update::{EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound};
 
 use crate::record::{record_counts, record_shape, Shape};
 use crate::Error;
@@ -68,12 +62,7 @@ pub enum Lateness {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [
-        Kind::Porep,
-        Kind::WinningPost,
-        Kind::WindowPost,
-        Kind::EmptySectorUpdate,
-    ];
+    pub const ALL: [Kind; 4] = [Kind::Porep, Kind::WinningPost, Kind::WindowPost, Kind::EmptySectorUpdate];
 
     /// The name clients give in a job's `"circuit"` (docs/api.md): the call
     /// whose proof the job returns.
@@ -235,19 +224,11 @@ impl FromStr for Kind {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| k.cli_name() == s || k.api_name() == s)
-            .ok_or_else(|| {
-                let names: Vec<String> = Kind::ALL
-                    .iter()
-                    .map(|k| format!("{} ({})", k.cli_name(), k.api_name()))
-                    .collect();
-                Error::UnknownKind {
-                    name: s.to_string(),
-                    expected: names.join(", "),
-                }
-            })
+        Kind::ALL.into_iter().find(|k| k.cli_name() == s || k.api_name() == s).ok_or_else(|| {
+            let names: Vec<String> =
+                Kind::ALL.iter().map(|k| format!("{} ({})", k.cli_name(), k.api_name())).collect();
+            Error::UnknownKind { name: s.to_string(), expected: names.join(", ") }
+        })
     }
 }
 
@@ -265,28 +246,20 @@ const SECTOR_SIZES: [(&str, u64); 5] = [
 /// sizes filecoin-proofs registers are accepted, so a typo fails here
 /// rather than after a long setup.
 pub fn parse_sector_size(text: &str) -> Result<u64, Error> {
-    let named = SECTOR_SIZES
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(text.trim()))
-        .map(|&(_, bytes)| bytes);
+    let named =
+        SECTOR_SIZES.iter().find(|(name, _)| name.eq_ignore_ascii_case(text.trim())).map(|&(_, bytes)| bytes);
     let size = named.or_else(|| text.trim().parse().ok());
-    size.filter(|s| SECTOR_SIZES.iter().any(|&(_, bytes)| bytes == *s))
-        .ok_or_else(|| {
-            let names: Vec<&str> = SECTOR_SIZES.iter().map(|(name, _)| *name).collect();
-            Error::UnknownSectorSize {
-                name: text.to_string(),
-                expected: names.join(", "),
-            }
-        })
+    size.filter(|s| SECTOR_SIZES.iter().any(|&(_, bytes)| bytes == *s)).ok_or_else(|| {
+        let names: Vec<&str> = SECTOR_SIZES.iter().map(|(name, _)| *name).collect();
+        Error::UnknownSectorSize { name: text.to_string(), expected: names.join(", ") }
+    })
 }
 
 /// A registered proof of one of filecoin-proofs-api's enums (`P`) from its
 /// variant's name as a client gives it (`"StackedDrgWinning2KiBV1"`).
 pub fn parse_registered_proof<P: DeserializeOwned>(name: &serde_json::Value) -> Result<P, Error> {
-    serde_json::from_value(name.clone()).map_err(|source| Error::UnknownProof {
-        name: name.to_string(),
-        source,
-    })
+    serde_json::from_value(name.clone())
+        .map_err(|source| Error::UnknownProof { name: name.to_string(), source })
 }
 
 /// One of filecoin-proofs-api's registered proof enums.
@@ -473,7 +446,8 @@ mod name_tests {
         let seal = RegisteredProof::Seal(RegisteredSealProof::StackedDrg32GiBV1_1);
         assert!(Kind::EmptySectorUpdate.admit(seal).is_err());
         assert_eq!(
-            parse_registered_proof::<RegisteredPoStProof>(&serde_json::json!("StackedDrgWindow2KiBV1_2")).unwrap(),
+            parse_registered_proof::<RegisteredPoStProof>(&serde_json::json!("StackedDrgWindow2KiBV1_2"))
+                .unwrap(),
             RegisteredPoStProof::StackedDrgWindow2KiBV1_2
         );
         let unknown = parse_registered_proof::<RegisteredPoStProof>(&serde_json::json!(7)).unwrap_err();

@@ -33,9 +33,9 @@ mod vanilla;
 pub mod verify;
 pub mod witness;
 
+pub use error::Error;
 /// filecoin-proofs-api itself, for the request types the daemon reads.
 pub use filecoin_proofs_api as api;
-pub use error::Error;
 pub use kinds::{parse_sector_size, Kind, Lateness};
 pub use request::ProofRequest;
 pub use setup::{generate, generate_with, CpuFixedBase, FixedBaseMul, GeneratedFile};

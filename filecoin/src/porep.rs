@@ -112,15 +112,9 @@ fn check_inner<Tree: 'static + MerkleTreeTrait>(c1: &SealCommitPhase1Output) -> 
             c1.registered_proof
         )));
     }
-    for (name, value) in [
-        ("comm_d", &c1.comm_d),
-        ("comm_r", &c1.comm_r),
-        ("seed", &c1.seed),
-    ] {
+    for (name, value) in [("comm_d", &c1.comm_d), ("comm_r", &c1.comm_r), ("seed", &c1.seed)] {
         if *value == [0; 32] {
-            return Err(Error::Invalid(format!(
-                "the C1 output's {name} is all zero"
-            )));
+            return Err(Error::Invalid(format!("the C1 output's {name} is all zero")));
         }
     }
     // The seed and the ticket are hashed; these three become field elements.
@@ -212,10 +206,8 @@ fn check_shape<Tree: 'static + MerkleTreeTrait>(
             challenges.len()
         )));
     }
-    let parents = [
-        ("DRG", params.graph.base_graph().degree()),
-        ("expander", params.graph.expansion_degree()),
-    ];
+    let parents =
+        [("DRG", params.graph.base_graph().degree()), ("expander", params.graph.expansion_degree())];
     for (i, proof) in proofs.iter().enumerate() {
         let what = format!("partition {k}, challenge {i}");
         vanilla::merkle_proof(format_args!("{what}: the comm_d path"), &proof.comm_d_proofs, nodes)?;
@@ -254,15 +246,12 @@ fn check_shape<Tree: 'static + MerkleTreeTrait>(
 fn vanilla_proofs<Tree: 'static + MerkleTreeTrait>(
     c1: &SealCommitPhase1Output,
 ) -> Result<Vec<Vec<VanillaSealProof<Tree>>>, Error> {
-    c1.vanilla_proofs
-        .clone()
-        .try_into()
-        .map_err(|e: anyhow::Error| {
-            Error::Invalid(format!(
-                "the C1 output's vanilla proofs are not {:?} proofs: {e:#}",
-                c1.registered_proof
-            ))
-        })
+    c1.vanilla_proofs.clone().try_into().map_err(|e: anyhow::Error| {
+        Error::Invalid(format!(
+            "the C1 output's vanilla proofs are not {:?} proofs: {e:#}",
+            c1.registered_proof
+        ))
+    })
 }
 
 type Compound<T> = StackedCompound<T, DefaultPieceHasher>;
@@ -270,8 +259,7 @@ type Public<Tree> = stacked::PublicInputs<
     <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain,
     <DefaultPieceHasher as Hasher>::Domain,
 >;
-type Params<Tree> =
-    compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>;
+type Params<Tree> = compound_proof::PublicParams<'static, StackedDrg<'static, Tree, DefaultPieceHasher>>;
 
 /// The public inputs and compound parameters filecoin-proofs' commit phases
 /// build from a C1 output.
@@ -294,10 +282,8 @@ fn public_inputs_and_params<Tree: 'static + MerkleTreeTrait>(
         partitions: Some(partitions(c1)),
         priority: false,
     };
-    let pp = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::setup(
-        &setup,
-    )
-    .map_err(filecoin)?;
+    let pp = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::setup(&setup)
+        .map_err(filecoin)?;
     Ok((public_inputs, pp))
 }
 
@@ -308,28 +294,23 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
 ) -> Result<Recorded, Error> {
     let count = partitions(c1);
     if k >= count {
-        return Err(Error::Filecoin(format!(
-            "partition {k} of a {count}-partition seal proof"
-        )));
+        return Err(Error::Filecoin(format!("partition {k} of a {count}-partition seal proof")));
     }
     let vanilla = vanilla_proofs::<Tree>(c1)?;
-    let proofs = vanilla.get(k).ok_or_else(|| {
-        Error::Filecoin(format!(
-            "the C1 output has no vanilla proofs for partition {k}"
-        ))
-    })?;
+    let proofs = vanilla
+        .get(k)
+        .ok_or_else(|| Error::Filecoin(format!("the C1 output has no vanilla proofs for partition {k}")))?;
     let (public_inputs, pp) = public_inputs_and_params::<Tree>(c1)?;
     if evaluation == Evaluation::Compiled {
         return witness::record_partition::<Tree>(&public_inputs, proofs);
     }
-    let circuit =
-        <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
-            &public_inputs,
-            (),
-            proofs,
-            &pp.vanilla_params,
-            Some(k),
-        )
-        .map_err(filecoin)?;
+    let circuit = <Compound<Tree> as CompoundProof<StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::circuit(
+        &public_inputs,
+        (),
+        proofs,
+        &pp.vanilla_params,
+        Some(k),
+    )
+    .map_err(filecoin)?;
     record(circuit, evaluation)
 }

@@ -11,8 +11,8 @@ use std::collections::HashSet;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::parameters::{window_post_setup_params, winning_post_setup_params};
 use filecoin_proofs::{
-    as_safe_commitment, single_partition_vanilla_proofs, with_shape, FallbackPoStSectorProof,
-    PoStConfig, PoStType,
+    as_safe_commitment, single_partition_vanilla_proofs, with_shape, FallbackPoStSectorProof, PoStConfig,
+    PoStType,
 };
 use filecoin_proofs_api::RegisteredPoStProof;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
@@ -141,10 +141,8 @@ fn decode<Tree: 'static + MerkleTreeTrait>(req: &PostRequest) -> Result<Decoded<
 
     let randomness = as_safe_commitment(&req.randomness, "randomness").map_err(invalid)?;
     let prover_id = as_safe_commitment(&req.prover_id, "prover_id").map_err(invalid)?;
-    let proofs: Vec<FallbackPoStSectorProof<Tree>> = vanilla::deserialize(
-        &req.vanilla_proofs,
-        format!("{:?} sector proof", req.registered_proof),
-    )?;
+    let proofs: Vec<FallbackPoStSectorProof<Tree>> =
+        vanilla::deserialize(&req.vanilla_proofs, format!("{:?} sector proof", req.registered_proof))?;
 
     let mut seen = HashSet::new();
     for (i, proof) in proofs.iter().enumerate() {
@@ -186,13 +184,7 @@ fn decode<Tree: 'static + MerkleTreeTrait>(req: &PostRequest) -> Result<Decoded<
     let pub_inputs = fallback::PublicInputs {
         randomness,
         prover_id,
-        sectors: proofs
-            .iter()
-            .map(|p| PublicSector {
-                id: p.sector_id,
-                comm_r: p.comm_r,
-            })
-            .collect(),
+        sectors: proofs.iter().map(|p| PublicSector { id: p.sector_id, comm_r: p.comm_r }).collect(),
         k: req.partition_index,
     };
     Ok(Decoded {
@@ -261,10 +253,7 @@ fn partition_proof<Tree: 'static + MerkleTreeTrait>(
             k: Some(k),
             ..d.pub_inputs.clone()
         },
-        (_, index) => fallback::PublicInputs {
-            k: Some(index.unwrap_or(k)),
-            ..d.pub_inputs.clone()
-        },
+        (_, index) => fallback::PublicInputs { k: Some(index.unwrap_or(k)), ..d.pub_inputs.clone() },
     };
     let what = format!("partition {k}'s vanilla proof");
     let proof = vanilla::reference(&what, || {
@@ -311,13 +300,7 @@ fn record_partition_inner<Tree: 'static + MerkleTreeTrait>(
     let circuit = <FallbackPoStCompound<Tree> as CompoundProof<
         FallbackPoSt<'_, Tree>,
         FallbackPoStCircuit<Tree>,
-    >>::circuit(
-        &d.pub_inputs,
-        Default::default(),
-        &vanilla,
-        &d.vanilla_params,
-        Some(k),
-    )
+    >>::circuit(&d.pub_inputs, Default::default(), &vanilla, &d.vanilla_params, Some(k))
     .map_err(filecoin)?;
     record(circuit, evaluation)
 }

@@ -97,10 +97,7 @@ pub fn prepared_circuit(
     key_in_file: bool,
 ) -> Result<PreparedCircuit, Error> {
     let (inputs, aux) = (matrices.num_inputs(), matrices.num_aux());
-    if densities.b_input.len() != inputs
-        || densities.a_aux.len() != aux
-        || densities.b_aux.len() != aux
-    {
+    if densities.b_input.len() != inputs || densities.a_aux.len() != aux || densities.b_aux.len() != aux {
         return Err(Error::KeyMismatch(format!(
             "{circuit_id}: densities for {} inputs and {} aux variables, the circuit has {inputs} and {aux}",
             densities.b_input.len(),
@@ -130,7 +127,13 @@ pub fn prepared_circuit(
         };
         let source = Arc::new(QueryFile::open(params, !one_in_b)?);
         return PreparedCircuit::sparse_from_source(
-            circuit_id, head, source, matrices, constraints, a_selection, b_selection,
+            circuit_id,
+            head,
+            source,
+            matrices,
+            constraints,
+            a_selection,
+            b_selection,
         )
         .map_err(mismatch);
     }
@@ -165,11 +168,7 @@ pub fn prepared_circuit(
 fn selections(densities: &Densities) -> (Selection, Selection, bool) {
     let inputs = densities.b_input.len();
     let dense_aux = |bits: &[bool]| -> Vec<u32> {
-        bits.iter()
-            .enumerate()
-            .filter(|(_, &dense)| dense)
-            .map(|(j, _)| (inputs + j - 1) as u32)
-            .collect()
+        bits.iter().enumerate().filter(|(_, &dense)| dense).map(|(j, _)| (inputs + j - 1) as u32).collect()
     };
     let a: Vec<u32> = (0..inputs as u32 - 1).chain(dense_aux(&densities.a_aux)).collect();
     let b: Vec<u32> = (1..inputs)
@@ -201,27 +200,17 @@ pub fn synthesized(
             circuit.circuit_id, circuit.num_inputs, circuit.num_constraints
         )));
     }
-    let Witness {
-        inputs,
-        aux,
-        mut a,
-        mut b,
-        mut c,
-        ..
-    } = match recorded {
+    let Witness { inputs, aux, mut a, mut b, mut c, .. } = match recorded {
         Recorded::Witness(witness) => witness,
         Recorded::Assignment { values, .. } => {
-            let evaluated = if on_device {
-                groth16::defer(circuit, values)
-            } else {
-                groth16::evaluate(circuit, values)
-            };
+            let evaluated =
+                if on_device { groth16::defer(circuit, values) } else { groth16::evaluate(circuit, values) };
             return evaluated.map_err(|e| match e {
                 KernelError::Unsatisfied(row) => {
                     Error::Synthesis(format!("the witness does not satisfy constraint {row}"))
                 }
                 other => Error::KeyMismatch(other.to_string()),
-            })
+            });
         }
     };
     for values in [&mut a, &mut b, &mut c] {
@@ -229,11 +218,7 @@ pub fn synthesized(
     }
     let mut assignment = inputs;
     assignment.extend_from_slice(&aux);
-    Ok(Synthesized {
-        abc: Abc::Host { a, b, c },
-        assignment,
-        num_inputs: circuit.num_inputs,
-    })
+    Ok(Synthesized { abc: Abc::Host { a, b, c }, assignment, num_inputs: circuit.num_inputs })
 }
 
 #[cfg(test)]

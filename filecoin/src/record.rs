@@ -193,14 +193,7 @@ pub fn record_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, Error> 
     a.extend_from_slice(&inputs);
     b.resize(a.len(), Fr::zero());
     c.resize(a.len(), Fr::zero());
-    Ok(Witness {
-        aux: to_fr(&cs.aux),
-        inputs,
-        a,
-        b,
-        c,
-        densities: cs.densities,
-    })
+    Ok(Witness { aux: to_fr(&cs.aux), inputs, a, b, c, densities: cs.densities })
 }
 
 /// Synthesizes `circuit` without a witness and records its R1CS.
@@ -228,13 +221,9 @@ pub fn record_counts<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
 }
 
 fn synthesize<C: Circuit<Scalar>>(circuit: C, mode: Mode) -> Result<RecordingCs, Error> {
-    let mut cs = RecordingCs {
-        mode,
-        ..RecordingCs::default()
-    };
+    let mut cs = RecordingCs { mode, ..RecordingCs::default() };
     let synth = |e: SynthesisError| Error::Synthesis(e.to_string());
-    cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))
-        .map_err(synth)?;
+    cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).map_err(synth)?;
     circuit.synthesize(&mut cs).map_err(synth)?;
     Ok(cs)
 }
@@ -314,32 +303,16 @@ impl RecordingCs {
             if bool::from(coeff.is_zero()) {
                 continue;
             }
-            let density = if is_aux {
-                tracking.aux.as_deref_mut()
-            } else {
-                tracking.inputs.as_deref_mut()
-            };
+            let density = if is_aux { tracking.aux.as_deref_mut() } else { tracking.inputs.as_deref_mut() };
             if let Some(density) = density {
                 density[index] = true;
             }
             if mode == Mode::Shape {
-                let coeff = if *coeff == Scalar::ONE {
-                    Fr::one()
-                } else {
-                    fr_from_blstrs(coeff)
-                };
+                let coeff = if *coeff == Scalar::ONE { Fr::one() } else { fr_from_blstrs(coeff) };
                 row.push((coeff, if is_aux { Var::Aux(index) } else { Var::Input(index) }));
             } else if mode == Mode::Witness {
-                let value = if is_aux {
-                    values.1[index]
-                } else {
-                    values.0[index]
-                };
-                acc += if *coeff == Scalar::ONE {
-                    value
-                } else {
-                    value * coeff
-                };
+                let value = if is_aux { values.1[index] } else { values.0[index] };
+                acc += if *coeff == Scalar::ONE { value } else { value * coeff };
             }
         }
         acc
@@ -395,26 +368,13 @@ impl ConstraintSystem<Scalar> for RecordingCs {
             // The compiled matrices hold this constraint already.
             return;
         }
-        let lcs = [
-            a(LinearCombination::zero()),
-            b(LinearCombination::zero()),
-            c(LinearCombination::zero()),
-        ];
+        let lcs = [a(LinearCombination::zero()), b(LinearCombination::zero()), c(LinearCombination::zero())];
         let values = (&self.inputs[..], &self.aux[..]);
         let d = &mut self.densities;
         let trackers = [
-            Tracking {
-                inputs: None,
-                aux: Some(&mut d.a_aux),
-            },
-            Tracking {
-                inputs: Some(&mut d.b_input),
-                aux: Some(&mut d.b_aux),
-            },
-            Tracking {
-                inputs: None,
-                aux: None,
-            },
+            Tracking { inputs: None, aux: Some(&mut d.a_aux) },
+            Tracking { inputs: Some(&mut d.b_input), aux: Some(&mut d.b_aux) },
+            Tracking { inputs: None, aux: None },
         ];
         let mut evaluated = [Scalar::ZERO; 3];
         for (k, (lc, tracking)) in lcs.iter().zip(trackers).enumerate() {

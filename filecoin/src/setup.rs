@@ -71,21 +71,15 @@ pub struct CpuFixedBase {
 
 impl FixedBaseMul for CpuFixedBase {
     fn prepare(&self, g1: usize, g2: usize) {
-        self.g1
-            .get_or_init(|| BatchMulPreprocessing::new(G1Projective::generator(), g1.max(1)));
-        self.g2
-            .get_or_init(|| BatchMulPreprocessing::new(G2Projective::generator(), g2.max(1)));
+        self.g1.get_or_init(|| BatchMulPreprocessing::new(G1Projective::generator(), g1.max(1)));
+        self.g2.get_or_init(|| BatchMulPreprocessing::new(G2Projective::generator(), g2.max(1)));
     }
     fn g1(&self, scalars: &[Fr]) -> Result<Vec<G1Affine>, Error> {
-        let table = self
-            .g1
-            .get_or_init(|| BatchMulPreprocessing::new(G1Projective::generator(), BATCH));
+        let table = self.g1.get_or_init(|| BatchMulPreprocessing::new(G1Projective::generator(), BATCH));
         Ok(table.batch_mul(scalars))
     }
     fn g2(&self, scalars: &[Fr]) -> Result<Vec<G2Affine>, Error> {
-        let table = self
-            .g2
-            .get_or_init(|| BatchMulPreprocessing::new(G2Projective::generator(), BATCH));
+        let table = self.g2.get_or_init(|| BatchMulPreprocessing::new(G2Projective::generator(), BATCH));
         Ok(table.batch_mul(scalars))
     }
 }
@@ -153,11 +147,7 @@ pub fn generate_from_seed(
         let paths = ParamPaths::new(out, &blank.cache_id);
         let predicted = predicted_counts(&blank.shape).file_bytes();
         if predicted > SIZE_LIMIT && !force {
-            return Err(Error::TooLarge {
-                path: paths.params,
-                bytes: predicted,
-                limit: SIZE_LIMIT,
-            });
+            return Err(Error::TooLarge { path: paths.params, bytes: predicted, limit: SIZE_LIMIT });
         }
         log::info!(
             "{} {sector_size} B: {} constraints, {} inputs, {} aux recorded in {:.1?}",
@@ -171,15 +161,9 @@ pub fn generate_from_seed(
         write_vk(&paths.vk, &vk)?;
         let meta = serde_json::to_vec(&blank.meta).map_err(|e| Error::Setup(e.to_string()))?;
         std::fs::write(&paths.meta, meta).map_err(|e| Error::io(&paths.meta, e))?;
-        log::warn!(
-            "wrote TEST-ONLY parameters {} in {:.1?}",
-            paths.params.display(),
-            start.elapsed()
-        );
+        log::warn!("wrote TEST-ONLY parameters {} in {:.1?}", paths.params.display(), start.elapsed());
         for path in [paths.params, paths.vk, paths.meta] {
-            let bytes = std::fs::metadata(&path)
-                .map_err(|e| Error::io(&path, e))?
-                .len();
+            let bytes = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?.len();
             written.push(GeneratedFile { kind, path, bytes });
         }
     }
@@ -228,13 +212,8 @@ pub fn write_params(
             return x;
         }
     };
-    let t = ToxicWaste {
-        tau: nonzero(),
-        alpha: nonzero(),
-        beta: nonzero(),
-        gamma: nonzero(),
-        delta: nonzero(),
-    };
+    let t =
+        ToxicWaste { tau: nonzero(), alpha: nonzero(), beta: nonzero(), gamma: nonzero(), delta: nonzero() };
     let m = shape.domain_size();
     let domain = Radix2EvaluationDomain::<Fr>::new(m)
         .filter(|d| d.size() == m)
@@ -272,19 +251,14 @@ pub fn write_params(
         ic: mul.g1(&ic_scalars)?,
     };
 
-    let l_scalars: Vec<Fr> = (n_inputs..at.len())
-        .into_par_iter()
-        .map(|i| ext(i, delta_inv))
-        .collect();
+    let l_scalars: Vec<Fr> = (n_inputs..at.len()).into_par_iter().map(|i| ext(i, delta_inv)).collect();
     if let Some(j) = l_scalars.iter().position(Zero::is_zero) {
         return Err(Error::Setup(format!("aux variable {j} is unconstrained")));
     }
     let a_scalars: Vec<Fr> = at.iter().copied().filter(|x| !x.is_zero()).collect();
     let b_scalars: Vec<Fr> = bt.iter().copied().filter(|x| !x.is_zero()).collect();
     if a_scalars.len() != counts.a || b_scalars.len() != counts.b_g1 {
-        return Err(Error::Setup(
-            "a polynomial vanishes at tau by chance; run the setup again".into(),
-        ));
+        return Err(Error::Setup("a polynomial vanishes at tau by chance; run the setup again".into()));
     }
 
     let tmp = path.with_extension("params.partial");

@@ -89,7 +89,10 @@ impl ShapeCache<'_> {
             return;
         }
         if !(self.room)(bytes) {
-            log::warn!("{}: not written: {bytes} bytes would leave its filesystem under the free-space floor", path.display());
+            log::warn!(
+                "{}: not written: {bytes} bytes would leave its filesystem under the free-space floor",
+                path.display()
+            );
             return;
         }
         let started = Instant::now();
@@ -98,7 +101,11 @@ impl ShapeCache<'_> {
             .and_then(|file| write_shape(file, cache_id, shape))
             .and_then(|()| std::fs::rename(&temporary, &path));
         match written {
-            Ok(()) => log::info!("{}: compiled shape written ({bytes} bytes) in {:.1?}", path.display(), started.elapsed()),
+            Ok(()) => log::info!(
+                "{}: compiled shape written ({bytes} bytes) in {:.1?}",
+                path.display(),
+                started.elapsed()
+            ),
             Err(e) => {
                 log::warn!("{}: not written: {e}", path.display());
                 let _ = std::fs::remove_file(&temporary);
@@ -134,7 +141,12 @@ impl<W: Write> Checked<W> {
 
     /// `items` as their count then `size` bytes each, converted a chunk at
     /// a time in parallel.
-    fn array<T: Sync>(&mut self, items: &[T], size: usize, encode: impl Fn(&T, &mut [u8]) + Sync) -> std::io::Result<()> {
+    fn array<T: Sync>(
+        &mut self,
+        items: &[T],
+        size: usize,
+        encode: impl Fn(&T, &mut [u8]) + Sync,
+    ) -> std::io::Result<()> {
         self.count(items.len())?;
         let mut buf = vec![0u8; CHUNK.min(items.len()) * size];
         for chunk in items.chunks(CHUNK) {
@@ -243,7 +255,8 @@ fn read_shape(file: File, cache_id: &str) -> Result<Shape, Unusable> {
     })?;
     let mut parts = Vec::with_capacity(3);
     for _ in 0..3 {
-        let ends = r.array(len / 8, "row ends", 8, |b| Ok(u64::from_le_bytes(b.try_into().expect("8 bytes"))))?;
+        let ends =
+            r.array(len / 8, "row ends", 8, |b| Ok(u64::from_le_bytes(b.try_into().expect("8 bytes"))))?;
         let terms = r.array(len / 8, "terms", 8, |b| {
             Ok(Term {
                 var: u32::from_le_bytes(b[..4].try_into().expect("4 bytes")),
@@ -264,8 +277,12 @@ fn read_shape(file: File, cache_id: &str) -> Result<Shape, Unusable> {
         return Err(format("bytes after the checksum"));
     }
     let parts: [(Vec<u64>, Vec<Term>); 3] = parts.try_into().map_err(|_| format("three matrices"))?;
-    let matrices = Matrices::from_parts(num_inputs, num_aux, coeffs, parts).map_err(|e| format(e.to_string()))?;
-    if densities.a_aux.len() != num_aux || densities.b_aux.len() != num_aux || densities.b_input.len() != num_inputs {
+    let matrices =
+        Matrices::from_parts(num_inputs, num_aux, coeffs, parts).map_err(|e| format(e.to_string()))?;
+    if densities.a_aux.len() != num_aux
+        || densities.b_aux.len() != num_aux
+        || densities.b_input.len() != num_inputs
+    {
         return Err(format("densities of other counts than the matrices'"));
     }
     if matrices.num_constraints() != constraints {

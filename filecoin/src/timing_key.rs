@@ -96,12 +96,8 @@ fn write_params(counts: &QueryCounts, path: &Path, seed: [u8; 32]) -> Result<Ver
     };
     let tmp = path.with_extension("params.partial");
     let mut writer = ParamsWriter::create(&tmp, &vk)?;
-    let g1 = [
-        (Stream::H, counts.h),
-        (Stream::L, counts.l),
-        (Stream::A, counts.a),
-        (Stream::BG1, counts.b_g1),
-    ];
+    let g1 =
+        [(Stream::H, counts.h), (Stream::L, counts.l), (Stream::A, counts.a), (Stream::BG1, counts.b_g1)];
     for (stream, count) in g1 {
         writer.begin(count)?;
         write_query::<G1Projective>(&mut writer, seed, stream, count)?;
@@ -129,7 +125,12 @@ enum Stream {
 /// Draws `count` points of one query batch by batch on every core, while a
 /// thread of its own writes the batch before (the writer only encodes and
 /// copies, so drawing and writing overlap).
-fn write_query<C>(writer: &mut ParamsWriter, seed: [u8; 32], stream: Stream, count: usize) -> Result<(), Error>
+fn write_query<C>(
+    writer: &mut ParamsWriter,
+    seed: [u8; 32],
+    stream: Stream,
+    count: usize,
+) -> Result<(), Error>
 where
     C: CurveGroup + PrimeGroup<ScalarField = Fr>,
     C::Affine: CanonicalSerialize + Sync + Send,

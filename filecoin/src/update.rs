@@ -14,8 +14,8 @@ use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::{TreeRDomain, TreeRHasher};
 use storage_proofs_update::{
-    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof,
-    PublicInputs, PublicParams, SetupParams,
+    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof, PublicInputs,
+    PublicParams, SetupParams,
 };
 
 use crate::kinds::RegisteredProof;
@@ -95,17 +95,15 @@ fn decode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let partitions = req.partition_count()?;
     // `try_from_bytes` takes any 32 bytes; filecoin-proofs turns them into
     // field elements later, with `expect`.
-    for (name, value) in [
-        ("comm_r_old", &req.comm_r_old),
-        ("comm_r_new", &req.comm_r_new),
-        ("comm_d_new", &req.comm_d_new),
-    ] {
+    for (name, value) in
+        [("comm_r_old", &req.comm_r_old), ("comm_r_new", &req.comm_r_new), ("comm_d_new", &req.comm_d_new)]
+    {
         vanilla::field_element(name, value)?;
     }
-    let comm_r_old = TreeRDomain::try_from_bytes(&req.comm_r_old)
-        .map_err(|e| invalid(format!("comm_r_old: {e}")))?;
-    let comm_r_new = TreeRDomain::try_from_bytes(&req.comm_r_new)
-        .map_err(|e| invalid(format!("comm_r_new: {e}")))?;
+    let comm_r_old =
+        TreeRDomain::try_from_bytes(&req.comm_r_old).map_err(|e| invalid(format!("comm_r_old: {e}")))?;
+    let comm_r_new =
+        TreeRDomain::try_from_bytes(&req.comm_r_new).map_err(|e| invalid(format!("comm_r_new: {e}")))?;
     let comm_d_new = DefaultPieceDomain::try_from_bytes(&req.comm_d_new)
         .map_err(|e| invalid(format!("comm_d_new: {e}")))?;
     if req.vanilla_proofs.len() != partitions {
@@ -115,15 +113,11 @@ fn decode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             req.vanilla_proofs.len()
         )));
     }
-    let proofs: Vec<PartitionProof<Tree>> = vanilla::deserialize(
-        &req.vanilla_proofs,
-        format!("{:?} partition proof", req.registered_proof),
-    )?;
+    let proofs: Vec<PartitionProof<Tree>> =
+        vanilla::deserialize(&req.vanilla_proofs, format!("{:?} partition proof", req.registered_proof))?;
     let config = SectorUpdateConfig::from_porep_config(&req.registered_proof.as_v1_config());
     let setup = compound_proof::SetupParams {
-        vanilla_params: SetupParams {
-            sector_bytes: req.sector_size(),
-        },
+        vanilla_params: SetupParams { sector_bytes: req.sector_size() },
         partitions: Some(partitions),
         priority: false,
     };
@@ -134,13 +128,7 @@ fn decode<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     .map_err(|e| Error::Filecoin(format!("{e:#}")))?;
     Ok(Decoded {
         params: pp.vanilla_params,
-        pub_inputs: PublicInputs {
-            k: partitions,
-            comm_r_old,
-            comm_d_new,
-            comm_r_new,
-            h: config.h,
-        },
+        pub_inputs: PublicInputs { k: partitions, comm_r_old, comm_d_new, comm_r_new, h: config.h },
         proofs,
     })
 }
@@ -171,17 +159,12 @@ fn check_inner<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         }
         // comm_r = H(comm_c || root of tree R), for the old and the new replica.
         let first = &proof.challenge_proofs[0];
-        let opens =
-            |root: TreeRDomain| <TreeRHasher as Hasher>::Function::hash2(&proof.comm_c, &root);
+        let opens = |root: TreeRDomain| <TreeRHasher as Hasher>::Function::hash2(&proof.comm_c, &root);
         if opens(first.proof_r_old.root()) != d.pub_inputs.comm_r_old {
-            return Err(Error::Invalid(format!(
-                "vanilla proof {i} is not for this comm_r_old"
-            )));
+            return Err(Error::Invalid(format!("vanilla proof {i} is not for this comm_r_old")));
         }
         if opens(first.proof_r_new.root()) != d.pub_inputs.comm_r_new {
-            return Err(Error::Invalid(format!(
-                "vanilla proof {i} is not for this comm_r_new"
-            )));
+            return Err(Error::Invalid(format!("vanilla proof {i} is not for this comm_r_new")));
         }
         let partition_inputs = PublicInputs { k: i, ..d.pub_inputs };
         let verified = vanilla::reference(format_args!("vanilla proof {i}"), || {

@@ -106,9 +106,7 @@ pub(crate) fn deserialize<T: serde::de::DeserializeOwned>(
         .enumerate()
         .map(|(i, bytes)| {
             bincode::deserialize(bytes).map_err(|e| {
-                Error::Invalid(format!(
-                    "vanilla proof {i} does not deserialize as a {what}: {e}"
-                ))
+                Error::Invalid(format!("vanilla proof {i} does not deserialize as a {what}: {e}"))
             })
         })
         .collect()

@@ -80,12 +80,7 @@ impl Statement {
                 if registered_proof.typ() == filecoin_proofs_api::PoStType::Winning {
                     post::verify_winning_post(randomness, proof, &replicas, *prover_id)
                 } else {
-                    post::verify_window_post(
-                        randomness,
-                        &[(*registered_proof, proof)],
-                        &replicas,
-                        *prover_id,
-                    )
+                    post::verify_window_post(randomness, &[(*registered_proof, proof)], &replicas, *prover_id)
                 }
             }
             Statement::Update { registered_proof, comm_r_old, comm_r_new, comm_d_new } => {

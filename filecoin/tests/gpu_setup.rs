@@ -87,11 +87,7 @@ fn gpu_fixed_base_equals_arkworks() {
     let s = scalars(BATCH + 5, &mut rng);
     let got = d.g1(&s).unwrap();
     let tail = &s[BATCH - 2..];
-    assert_eq!(
-        &got[BATCH - 2..],
-        &g1.batch_mul(tail)[..],
-        "G1 across a batch boundary"
-    );
+    assert_eq!(&got[BATCH - 2..], &g1.batch_mul(tail)[..], "G1 across a batch boundary");
 }
 
 #[test]
@@ -103,40 +99,15 @@ fn gpu_setup_writes_the_cpu_files() {
     let kinds = [Kind::WindowPost, Kind::WinningPost];
     let (cpu, gpu) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let started = std::time::Instant::now();
-    let want = generate_from_seed(
-        seed,
-        2048,
-        &kinds,
-        cpu.path(),
-        false,
-        &CpuFixedBase::default(),
-    )
-    .unwrap();
+    let want = generate_from_seed(seed, 2048, &kinds, cpu.path(), false, &CpuFixedBase::default()).unwrap();
     eprintln!("CPU engine: {:.1?}", started.elapsed());
     let started = std::time::Instant::now();
-    let got = generate_from_seed(
-        seed,
-        2048,
-        &kinds,
-        gpu.path(),
-        false,
-        d as &dyn FixedBaseMul,
-    )
-    .unwrap();
+    let got = generate_from_seed(seed, 2048, &kinds, gpu.path(), false, d as &dyn FixedBaseMul).unwrap();
     eprintln!("CUDA engine: {:.1?}", started.elapsed());
     assert_eq!(want.len(), got.len());
     for (w, g) in want.iter().zip(&got) {
         assert_eq!(w.path.file_name(), g.path.file_name());
-        let (wb, gb) = (
-            std::fs::read(&w.path).unwrap(),
-            std::fs::read(&g.path).unwrap(),
-        );
-        assert!(
-            wb == gb,
-            "{:?} differs ({} vs {} bytes)",
-            w.path.file_name(),
-            wb.len(),
-            gb.len()
-        );
+        let (wb, gb) = (std::fs::read(&w.path).unwrap(), std::fs::read(&g.path).unwrap());
+        assert!(wb == gb, "{:?} differs ({} vs {} bytes)", w.path.file_name(), wb.len(), gb.len());
     }
 }

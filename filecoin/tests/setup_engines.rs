@@ -21,16 +21,10 @@ impl FixedBaseMul for PerScalar {
         1000
     }
     fn g1(&self, scalars: &[Fr]) -> Result<Vec<G1Affine>, Error> {
-        Ok(scalars
-            .par_iter()
-            .map(|s| (G1Projective::generator() * s).into_affine())
-            .collect())
+        Ok(scalars.par_iter().map(|s| (G1Projective::generator() * s).into_affine()).collect())
     }
     fn g2(&self, scalars: &[Fr]) -> Result<Vec<G2Affine>, Error> {
-        Ok(scalars
-            .par_iter()
-            .map(|s| (G2Projective::generator() * s).into_affine())
-            .collect())
+        Ok(scalars.par_iter().map(|s| (G2Projective::generator() * s).into_affine()).collect())
     }
 }
 

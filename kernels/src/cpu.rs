@@ -58,11 +58,7 @@ impl ProveStartEngine for CpuEngine {
         self.pool.install(|| {
             let mut phases = Vec::new();
             let freed_bytes = synthesized.abc_bytes();
-            let Synthesized {
-                abc,
-                assignment,
-                num_inputs,
-            } = synthesized;
+            let Synthesized { abc, assignment, num_inputs } = synthesized;
             // A deferred partition (the daemon defers only for engines that
             // evaluate on a device) is evaluated here, as synthesis would.
             let [a, b, c] = match abc {

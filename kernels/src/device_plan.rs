@@ -83,10 +83,8 @@ impl Needs {
     pub fn from_counts(c: &Counts) -> Needs {
         let (n, m) = (c.domain as u64, c.assignment as u64);
         let h_step = FR_BYTES * (4 * n + m);
-        let gathered: u64 = (c.gathered.iter())
-            .filter(|&&g| (g as u64) < n / 2)
-            .map(|&g| FR_BYTES * g as u64)
-            .sum();
+        let gathered: u64 =
+            (c.gathered.iter()).filter(|&&g| (g as u64) < n / 2).map(|&g| FR_BYTES * g as u64).sum();
         let call = h_step + gathered + msm_bytes(c.domain) + CALL_SLACK;
         let key = [0, 1, 2, 3, 4].map(|i| {
             let per = if i == 4 { G2_BYTES } else { G1_BYTES };
@@ -230,7 +228,11 @@ impl Plan {
                 .filter(|((_, r), b)| *r == keep && *b > 0)
                 .map(|((name, _), _)| *name)
                 .collect();
-            if names.is_empty() { "none".to_string() } else { names.join(",") }
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(",")
+            }
         };
         let gb = |b: u64| b as f64 / 1e9;
         format!(
@@ -327,10 +329,7 @@ pub fn plan(device: &Device, needs: &Needs, reserve: Reserve) -> Result<Plan, To
     if let Some(slots) = (1..=general).rev().find(|&s| key <= cap && key + s as u64 * needs.call <= avail) {
         return Ok(make([true; 5], slots, 1));
     }
-    let room = avail
-        .checked_sub(needs.call + needs.stream)
-        .ok_or_else(refused)?
-        .min(cap);
+    let room = avail.checked_sub(needs.call + needs.stream).ok_or_else(refused)?.min(cap);
     // The set of parts with the most bytes that fits (32 sets).
     let resident = (0u32..32)
         .map(|bits| [0, 1, 2, 3, 4].map(|i| bits & (1 << i) != 0))
@@ -364,7 +363,8 @@ mod tests {
     fn shape(inputs: usize, aux: usize, a_dense: usize, b_dense: usize, constraints: usize) -> Counts {
         let domain = (constraints + inputs).next_power_of_two();
         let terms = constraints as u64 * 56 / 10;
-        let fixed = 2 * 32 * domain as u64 + 8 * terms + 12 * constraints as u64 + 4 * (a_dense + b_dense) as u64;
+        let fixed =
+            2 * 32 * domain as u64 + 8 * terms + 12 * constraints as u64 + 4 * (a_dense + b_dense) as u64;
         Counts {
             domain,
             assignment: inputs + aux,

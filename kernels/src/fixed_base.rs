@@ -41,9 +41,7 @@ pub fn table<C: CurveGroup>(g: C, c: u32) -> Vec<C::Affine> {
     .collect();
     let projective: Vec<C> = bases
         .par_iter()
-        .flat_map_iter(|&base| {
-            std::iter::successors(Some(base), move |p| Some(*p + base)).take(half)
-        })
+        .flat_map_iter(|&base| std::iter::successors(Some(base), move |p| Some(*p + base)).take(half))
         .collect();
     C::normalize_batch(&projective)
 }
@@ -89,13 +87,8 @@ mod tests {
         assert_eq!(t.len(), windows(c) as usize * 8);
         for w in [0usize, 1, windows(c) as usize - 1] {
             for d in [1u64, 5, 8] {
-                let want =
-                    g * crate::Fr::from(2u64).pow([(c as u64) * w as u64]) * crate::Fr::from(d);
-                assert_eq!(
-                    t[w * 8 + d as usize - 1],
-                    want.into_affine(),
-                    "window {w} digit {d}"
-                );
+                let want = g * crate::Fr::from(2u64).pow([(c as u64) * w as u64]) * crate::Fr::from(d);
+                assert_eq!(t[w * 8 + d as usize - 1], want.into_affine(), "window {w} digit {d}");
             }
         }
     }

@@ -77,9 +77,7 @@ impl Selection {
     pub fn gather<'a, T: Copy + Send + Sync>(&self, values: &'a [T]) -> Cow<'a, [T]> {
         match self {
             Selection::All => Cow::Borrowed(values),
-            Selection::Only(indices) => {
-                Cow::Owned(indices.par_iter().map(|&i| values[i as usize]).collect())
-            }
+            Selection::Only(indices) => Cow::Owned(indices.par_iter().map(|&i| values[i as usize]).collect()),
         }
     }
 
@@ -166,10 +164,7 @@ pub struct PhaseTiming {
 pub fn timed<T>(phases: &mut Vec<PhaseTiming>, phase: &'static str, f: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let out = f();
-    phases.push(PhaseTiming {
-        phase,
-        duration: start.elapsed(),
-    });
+    phases.push(PhaseTiming { phase, duration: start.elapsed() });
     out
 }
 
@@ -286,16 +281,13 @@ fn constraint_system(mode: SynthesisMode) -> ark_relations::r1cs::ConstraintSyst
 }
 
 /// Runs the circuit in setup mode and returns its R1CS matrices.
-pub fn extract_matrices(
-    instance: Box<dyn CircuitInstance>,
-) -> Result<ConstraintMatrices<Fr>, KernelError> {
+pub fn extract_matrices(instance: Box<dyn CircuitInstance>) -> Result<ConstraintMatrices<Fr>, KernelError> {
     let cs = constraint_system(SynthesisMode::Setup);
     InstanceCircuit(instance)
         .generate_constraints(cs.clone())
         .map_err(|e| KernelError::Synthesis(e.to_string()))?;
     cs.finalize();
-    cs.to_matrices()
-        .ok_or_else(|| KernelError::Synthesis("constraint system has no matrices".into()))
+    cs.to_matrices().ok_or_else(|| KernelError::Synthesis("constraint system has no matrices".into()))
 }
 
 /// The lengths of a key's queries and of its verifying key's input points,
@@ -492,7 +484,10 @@ impl PreparedCircuit {
     /// absent from a query has the identity there), so the MSMs skip them.
     pub fn compact(&self) -> Result<Self, KernelError> {
         if self.key_source.is_some() {
-            return Err(KernelError::Key(format!("{}: a key read from its source is compact already", self.circuit_id)));
+            return Err(KernelError::Key(format!(
+                "{}: a key read from its source is compact already",
+                self.circuit_id
+            )));
         }
         let pk = &self.pk;
         let variables = pk.a_query.len().saturating_sub(1);
@@ -502,9 +497,7 @@ impl PreparedCircuit {
         let a = kept(&|i| !pk.a_query[1 + i].is_zero());
         let b = kept(&|i| !pk.b_g1_query[1 + i].is_zero() || !pk.b_g2_query[1 + i].is_zero());
         fn pick<P: Copy>(query: &[P], indices: &[u32]) -> Vec<P> {
-            std::iter::once(query[0])
-                .chain(indices.iter().map(|&i| query[1 + i as usize]))
-                .collect()
+            std::iter::once(query[0]).chain(indices.iter().map(|&i| query[1 + i as usize])).collect()
         }
         let mut compact = pk.clone();
         compact.a_query = pick(&pk.a_query, &a);
@@ -535,11 +528,9 @@ impl PreparedCircuit {
         let g1 = std::mem::size_of::<ark_bls12_381::G1Affine>();
         let g2 = std::mem::size_of::<ark_bls12_381::G2Affine>();
         let pk = &self.pk;
-        let g1_points =
-            pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len();
+        let g1_points = pk.a_query.len() + pk.b_g1_query.len() + pk.h_query.len() + pk.l_query.len();
         let selected = self.a_selection.len(0) + self.b_selection.len(0);
-        (g1_points * g1 + pk.b_g2_query.len() * g2 + selected * 4) as u64
-            + self.matrices.resident_bytes()
+        (g1_points * g1 + pk.b_g2_query.len() * g2 + selected * 4) as u64 + self.matrices.resident_bytes()
     }
 }
 
@@ -554,19 +545,13 @@ pub fn synthesize(
 
 /// Witness generation without building constraints: the assignment
 /// (inputs, then aux), checked against the shape's counts.
-pub fn assign(
-    circuit: &PreparedCircuit,
-    instance: Box<dyn CircuitInstance>,
-) -> Result<Vec<Fr>, KernelError> {
-    let cs = constraint_system(SynthesisMode::Prove {
-        construct_matrices: false,
-    });
+pub fn assign(circuit: &PreparedCircuit, instance: Box<dyn CircuitInstance>) -> Result<Vec<Fr>, KernelError> {
+    let cs = constraint_system(SynthesisMode::Prove { construct_matrices: false });
     InstanceCircuit(instance)
         .generate_constraints(cs.clone())
         .map_err(|e| KernelError::Synthesis(e.to_string()))?;
-    let cs = cs
-        .into_inner()
-        .ok_or_else(|| KernelError::Synthesis("constraint system still borrowed".into()))?;
+    let cs =
+        cs.into_inner().ok_or_else(|| KernelError::Synthesis("constraint system still borrowed".into()))?;
     if cs.num_instance_variables != circuit.num_inputs || cs.num_constraints != circuit.num_constraints {
         return Err(KernelError::Synthesis(format!(
             "instance has {} inputs and {} constraints; shape {} has {} and {}",
@@ -586,11 +571,7 @@ pub fn assign(
 /// circuit's compiled matrices times the assignment, on every core.
 pub fn evaluate(circuit: &PreparedCircuit, assignment: Vec<Fr>) -> Result<Synthesized, KernelError> {
     let [a, b, c] = compiled(circuit)?.evaluate(&assignment, circuit.domain_size)?;
-    Ok(Synthesized {
-        abc: Abc::Host { a, b, c },
-        assignment,
-        num_inputs: circuit.num_inputs,
-    })
+    Ok(Synthesized { abc: Abc::Host { a, b, c }, assignment, num_inputs: circuit.num_inputs })
 }
 
 /// A partition from its assignment (inputs, then aux), a, b and c left to
@@ -598,21 +579,14 @@ pub fn evaluate(circuit: &PreparedCircuit, assignment: Vec<Fr>) -> Result<Synthe
 /// device. Its size is checked here; its rows, whether they hold, there.
 pub fn defer(circuit: &PreparedCircuit, assignment: Vec<Fr>) -> Result<Synthesized, KernelError> {
     compiled(circuit)?.check_assignment(assignment.len(), circuit.domain_size)?;
-    Ok(Synthesized {
-        abc: Abc::Deferred,
-        assignment,
-        num_inputs: circuit.num_inputs,
-    })
+    Ok(Synthesized { abc: Abc::Deferred, assignment, num_inputs: circuit.num_inputs })
 }
 
 /// The circuit's compiled matrices, or why it has none (Filecoin's direct
 /// evaluation records a, b and c instead).
 pub fn compiled(circuit: &PreparedCircuit) -> Result<&Matrices, KernelError> {
     if circuit.matrices.num_constraints() != circuit.num_constraints {
-        return Err(KernelError::Synthesis(format!(
-            "{} has no compiled matrices",
-            circuit.circuit_id
-        )));
+        return Err(KernelError::Synthesis(format!("{} has no compiled matrices", circuit.circuit_id)));
     }
     Ok(&circuit.matrices)
 }
@@ -620,9 +594,7 @@ pub fn compiled(circuit: &PreparedCircuit) -> Result<&Matrices, KernelError> {
 /// H = (a·b − c) / Z over the coset, from the seven NTTs of the libsnark
 /// reduction. Consumes a, b and c.
 pub fn compute_h_cpu(domain: &Domain, mut a: Vec<Fr>, mut b: Vec<Fr>, mut c: Vec<Fr>) -> Vec<Fr> {
-    let coset = domain
-        .get_coset(Fr::GENERATOR)
-        .expect("the generator spans a coset");
+    let coset = domain.get_coset(Fr::GENERATOR).expect("the generator spans a coset");
     domain.ifft_in_place(&mut a);
     domain.ifft_in_place(&mut b);
     domain.ifft_in_place(&mut c);
@@ -633,12 +605,9 @@ pub fn compute_h_cpu(domain: &Domain, mut a: Vec<Fr>, mut b: Vec<Fr>, mut c: Vec
         .evaluate_vanishing_polynomial(Fr::GENERATOR)
         .inverse()
         .expect("the vanishing polynomial is nonzero off the domain");
-    a.par_iter_mut()
-        .zip(b.par_iter())
-        .zip(c.par_iter())
-        .for_each(|((a, b), c)| {
-            *a = (*a * b - c) * z_inv;
-        });
+    a.par_iter_mut().zip(b.par_iter()).zip(c.par_iter()).for_each(|((a, b), c)| {
+        *a = (*a * b - c) * z_inv;
+    });
     drop(b);
     drop(c);
     coset.ifft_in_place(&mut a);
@@ -647,10 +616,7 @@ pub fn compute_h_cpu(domain: &Domain, mut a: Vec<Fr>, mut b: Vec<Fr>, mut c: Vec
 
 /// MSM of the assignment (without the constant one) against query[1..].
 pub fn assignment_bigints(assignment: &[Fr]) -> Vec<<Fr as PrimeField>::BigInt> {
-    assignment[1..]
-        .par_iter()
-        .map(|s| s.into_bigint())
-        .collect()
+    assignment[1..].par_iter().map(|s| s.into_bigint()).collect()
 }
 
 /// B's G2 query whole on the host: the key's, or read from its source (the
@@ -659,7 +625,9 @@ pub fn assignment_bigints(assignment: &[Fr]) -> Vec<<Fr as PrimeField>::BigInt> 
 fn b_g2_query(circuit: &PreparedCircuit) -> Result<Cow<'_, [G2Affine]>, KernelError> {
     match &circuit.key_source {
         None => Ok(Cow::Borrowed(&circuit.pk.b_g2_query)),
-        Some(source) => read_all(source.b2_len(), 1 << 20, |start, out| source.g2(start, out)).map(Cow::Owned),
+        Some(source) => {
+            read_all(source.b2_len(), 1 << 20, |start, out| source.g2(start, out)).map(Cow::Owned)
+        }
     }
 }
 
@@ -692,11 +660,7 @@ pub fn prove_finish(
         let g2_b = pk.vk.delta_g2 * s + pk.b_g2_query[0] + b2_acc + pk.vk.beta_g2;
         let g_c = g_a * s + g1_b * r - pk.delta_g1 * (r * s) + start.l_acc + start.h_acc;
         let affine = G1Projective::normalize_batch(&[g_a, g_c]);
-        Proof {
-            a: affine[0],
-            b: g2_b.into_affine(),
-            c: affine[1],
-        }
+        Proof { a: affine[0], b: g2_b.into_affine(), c: affine[1] }
     });
     Ok((proof, phases))
 }

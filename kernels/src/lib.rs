@@ -121,18 +121,12 @@ impl DeviceError {
     /// A call the device's memory plan cannot hold (see
     /// [`DeviceCause::Memory`]).
     pub fn memory(call: impl Into<String>, why: impl std::fmt::Display) -> KernelError {
-        KernelError::Device(DeviceError {
-            call: call.into(),
-            cause: DeviceCause::Memory(why.to_string()),
-        })
+        KernelError::Device(DeviceError { call: call.into(), cause: DeviceCause::Memory(why.to_string()) })
     }
 
     /// A failure of `call` inside the engine (not from the driver).
     pub fn engine(call: impl Into<String>, error: impl std::fmt::Display) -> KernelError {
-        KernelError::Device(DeviceError {
-            call: call.into(),
-            cause: DeviceCause::Engine(error.to_string()),
-        })
+        KernelError::Device(DeviceError { call: call.into(), cause: DeviceCause::Engine(error.to_string()) })
     }
 
     /// Whether another attempt can succeed. Driver errors are retryable

@@ -74,12 +74,7 @@ pub struct Matrices {
 impl Matrices {
     /// No rows: for circuits whose a, b and c are computed elsewhere.
     pub fn empty(num_inputs: usize, num_aux: usize) -> Self {
-        Self {
-            num_inputs,
-            num_aux,
-            coeffs: vec![Fr::one()],
-            rows: Default::default(),
-        }
+        Self { num_inputs, num_aux, coeffs: vec![Fr::one()], rows: Default::default() }
     }
 
     /// Matrices from rows compressed elsewhere than in a constraint system
@@ -118,12 +113,7 @@ impl Matrices {
             }
         }
         let rows = parts.map(|(ends, terms)| Rows { ends, terms });
-        Ok(Self {
-            num_inputs,
-            num_aux,
-            coeffs,
-            rows,
-        })
+        Ok(Self { num_inputs, num_aux, coeffs, rows })
     }
 
     /// arkworks' matrices (variable i < num_instance_variables is input i).
@@ -155,10 +145,7 @@ impl Matrices {
     /// Row `i` of matrix `k` (0 = A, 1 = B, 2 = C) as (coefficient,
     /// assignment index) pairs.
     pub fn row(&self, k: usize, i: usize) -> impl Iterator<Item = (&Fr, usize)> + '_ {
-        self.rows[k]
-            .row(i)
-            .iter()
-            .map(|t| (&self.coeffs[t.coeff as usize], t.var as usize))
+        self.rows[k].row(i).iter().map(|t| (&self.coeffs[t.coeff as usize], t.var as usize))
     }
 
     /// The coefficient table (index 0 is one).
@@ -203,11 +190,7 @@ impl Matrices {
     /// Whether an assignment of `variables` values fits these matrices and
     /// their rows and the input constraints fit a domain of `domain_size`:
     /// what every evaluation of them, on the host or a device, needs.
-    pub fn check_assignment(
-        &self,
-        variables: usize,
-        domain_size: usize,
-    ) -> Result<(), KernelError> {
+    pub fn check_assignment(&self, variables: usize, domain_size: usize) -> Result<(), KernelError> {
         let m = self.num_constraints();
         if variables != self.num_inputs + self.num_aux || m + self.num_inputs > domain_size {
             return Err(KernelError::Synthesis(format!(
@@ -220,36 +203,26 @@ impl Matrices {
 
     /// Host bytes held.
     pub fn resident_bytes(&self) -> u64 {
-        let rows: usize = self
-            .rows
-            .iter()
-            .map(|r| r.ends.len() * 8 + r.terms.len() * std::mem::size_of::<Term>())
-            .sum();
+        let rows: usize =
+            self.rows.iter().map(|r| r.ends.len() * 8 + r.terms.len() * std::mem::size_of::<Term>()).sum();
         (rows + self.coeffs.len() * std::mem::size_of::<Fr>()) as u64
     }
 
     /// a, b and c for `assignment` (inputs, then aux): every row, then the
     /// input constraints (A = x_i, B = C = 0), zero-padded to `domain_size`.
     /// Fails at the first row the assignment does not satisfy.
-    pub fn evaluate(
-        &self,
-        assignment: &[Fr],
-        domain_size: usize,
-    ) -> Result<[Vec<Fr>; 3], KernelError> {
+    pub fn evaluate(&self, assignment: &[Fr], domain_size: usize) -> Result<[Vec<Fr>; 3], KernelError> {
         let m = self.num_constraints();
         self.check_assignment(assignment.len(), domain_size)?;
         let mut abc: [Vec<Fr>; 3] = std::array::from_fn(|_| vec![Fr::zero(); domain_size]);
         let [a, b, c] = &mut abc;
-        a[..m]
-            .par_iter_mut()
-            .zip(b[..m].par_iter_mut())
-            .zip(c[..m].par_iter_mut())
-            .enumerate()
-            .for_each(|(i, ((a, b), c))| {
+        a[..m].par_iter_mut().zip(b[..m].par_iter_mut()).zip(c[..m].par_iter_mut()).enumerate().for_each(
+            |(i, ((a, b), c))| {
                 *a = self.evaluate_row(0, i, assignment);
                 *b = self.evaluate_row(1, i, assignment);
                 *c = self.evaluate_row(2, i, assignment);
-            });
+            },
+        );
         if let Some(row) = (0..m).into_par_iter().find_first(|&i| a[i] * b[i] != c[i]) {
             return Err(KernelError::Unsatisfied(row));
         }
@@ -314,22 +287,15 @@ impl<'m> Flattened<'m> {
                 starts[3]
             )));
         }
-        let minus_one = (matrices.coeffs.iter())
-            .position(|c| *c == -Fr::one())
-            .map_or(u32::MAX, |i| i as u32);
+        let minus_one =
+            (matrices.coeffs.iter()).position(|c| *c == -Fr::one()).map_or(u32::MAX, |i| i as u32);
         let mut long_rows = Vec::new();
         for (k, rows) in matrices.rows.iter().enumerate() {
             let long = |&i: &usize| rows.row(i).len() > long_len as usize;
             let tag = (k as u32) << LONG_ROW_BITS;
             long_rows.par_extend((0..m).into_par_iter().filter(long).map(|i| tag | i as u32));
         }
-        Ok(Self {
-            matrices,
-            starts,
-            minus_one,
-            long_rows,
-            long_len,
-        })
+        Ok(Self { matrices, starts, minus_one, long_rows, long_len })
     }
 
     /// Rows per matrix (m; the flat array has 3m).
@@ -412,11 +378,7 @@ pub struct MatricesBuilder {
 
 impl Default for MatricesBuilder {
     fn default() -> Self {
-        Self {
-            coeffs: vec![Fr::one()],
-            index: HashMap::from([(Fr::one(), 0)]),
-            rows: Default::default(),
-        }
+        Self { coeffs: vec![Fr::one()], index: HashMap::from([(Fr::one(), 0)]), rows: Default::default() }
     }
 }
 
@@ -462,12 +424,7 @@ impl MatricesBuilder {
                 }
             });
         }
-        Matrices {
-            num_inputs,
-            num_aux,
-            coeffs: self.coeffs,
-            rows: self.rows,
-        }
+        Matrices { num_inputs, num_aux, coeffs: self.coeffs, rows: self.rows }
     }
 }
 

@@ -147,9 +147,11 @@ mod tests {
     #[test]
     fn the_key_is_ark_groth16s_for_the_same_randomness() {
         let ours = generate_key(circuit(14), &mut ChaCha20Rng::seed_from_u64(7), &|| false).unwrap();
-        let theirs =
-            Groth16::<Bls12_381>::generate_random_parameters_with_reduction(circuit(14), &mut ChaCha20Rng::seed_from_u64(7))
-                .unwrap();
+        let theirs = Groth16::<Bls12_381>::generate_random_parameters_with_reduction(
+            circuit(14),
+            &mut ChaCha20Rng::seed_from_u64(7),
+        )
+        .unwrap();
         assert!(ours.a_query.len() > SETUP_CHUNK, "more than one chunk");
         assert!(ours == theirs, "a different key");
     }

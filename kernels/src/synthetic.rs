@@ -70,39 +70,21 @@ pub fn porep_like(rows: usize, inputs: usize, seed: u64) -> (Matrices, Vec<Fr>) 
                 let [a, b, c] = &mut out;
                 if i % 256 == 255 {
                     let len = 64 + r.gen_range(0..200);
-                    a.1.extend((0..len).map(|j| Term {
-                        var: var(&mut r),
-                        coeff: 2 + j % 253,
-                    }));
+                    a.1.extend((0..len).map(|j| Term { var: var(&mut r), coeff: 2 + j % 253 }));
                 } else {
                     let len = [1, 1, 1, 1, 1, 1, 1, 2, 2, 3][r.gen_range(0..10)];
-                    a.1.extend((0..len).map(|_| Term {
-                        var: var(&mut r),
-                        coeff: coeff(&mut r),
-                    }));
+                    a.1.extend((0..len).map(|_| Term { var: var(&mut r), coeff: coeff(&mut r) }));
                 }
                 if r.gen_range(0..100) < 40 {
                     b.1.push(Term { var: 0, coeff: 0 });
-                    b.1.push(Term {
-                        var: var(&mut r),
-                        coeff: 1,
-                    });
+                    b.1.push(Term { var: var(&mut r), coeff: 1 });
                 } else {
-                    b.1.push(Term {
-                        var: var(&mut r),
-                        coeff: coeff(&mut r),
-                    });
+                    b.1.push(Term { var: var(&mut r), coeff: coeff(&mut r) });
                 }
                 let w = (inputs + free + i) as u32;
-                c.1.push(Term {
-                    var: w,
-                    coeff: r.gen_range(0..2),
-                });
+                c.1.push(Term { var: w, coeff: r.gen_range(0..2) });
                 let extra = r.gen_range(0..3);
-                c.1.extend((0..extra).map(|_| Term {
-                    var: var(&mut r),
-                    coeff: coeff(&mut r),
-                }));
+                c.1.extend((0..extra).map(|_| Term { var: var(&mut r), coeff: coeff(&mut r) }));
                 for (ends, terms) in [a, b, c] {
                     ends.push(terms.len() as u64);
                 }
@@ -154,19 +136,11 @@ pub fn mixed(rows: usize, seed: u64) -> (Matrices, Vec<Fr>) {
             (coeff, var)
         };
         let short = |r: &mut ChaCha8Rng| [0, 1, 1, 1, 2, 3, 5][r.gen_range(0..7)];
-        let a_len = if i % 7 == 0 {
-            r.gen_range(33..400)
-        } else {
-            short(&mut r)
-        };
+        let a_len = if i % 7 == 0 { r.gen_range(33..400) } else { short(&mut r) };
         let b_len = if i % 50 == 1 { 2000 } else { short(&mut r) };
         let a: Vec<_> = (0..a_len).map(|_| term(&mut r)).collect();
         let bv: Vec<_> = (0..b_len).map(|_| term(&mut r)).collect();
-        let sign = if r.gen_bool(0.5) {
-            Fr::one()
-        } else {
-            -Fr::one()
-        };
+        let sign = if r.gen_bool(0.5) { Fr::one() } else { -Fr::one() };
         let mut c = vec![(sign, Var::Aux(free + i))];
         c.extend((0..short(&mut r)).map(|_| term(&mut r)));
         for (k, row) in [a, bv, c].into_iter().enumerate() {
@@ -218,39 +192,24 @@ mod tests {
         assert_eq!((m.num_inputs(), m.num_aux()), (inputs, rows / 4 + rows));
         let terms: usize = (0..3).map(|k| m.num_terms(k)).sum();
         let per_row = terms as f64 / rows as f64;
-        assert!(
-            (5.0..6.0).contains(&per_row),
-            "{per_row} terms per constraint"
-        );
+        assert!((5.0..6.0).contains(&per_row), "{per_row} terms per constraint");
         assert_eq!(m.coeffs().len(), 295);
         let flat = Flattened::new(&m, 32).unwrap();
         assert_eq!(flat.long_rows().len(), rows / 256, "the bit packings");
         // Deterministic per seed, different across seeds.
-        assert_eq!(
-            porep_like(1000, 3, 3).0.fingerprint(),
-            porep_like(1000, 3, 3).0.fingerprint()
-        );
-        assert_ne!(
-            porep_like(1000, 3, 3).0.fingerprint(),
-            porep_like(1000, 3, 4).0.fingerprint()
-        );
+        assert_eq!(porep_like(1000, 3, 3).0.fingerprint(), porep_like(1000, 3, 3).0.fingerprint());
+        assert_ne!(porep_like(1000, 3, 3).0.fingerprint(), porep_like(1000, 3, 4).0.fingerprint());
         // A changed witness value breaks the row that reads it.
         let mut bad = z.clone();
         bad[inputs + rows / 4 + 77] += Fr::one();
-        assert!(matches!(
-            m.evaluate(&bad, n),
-            Err(crate::KernelError::Unsatisfied(77))
-        ));
+        assert!(matches!(m.evaluate(&bad, n), Err(crate::KernelError::Unsatisfied(77))));
     }
 
     #[test]
     fn mixed_matrices_are_satisfied_and_hold_every_case() {
         let (m, z) = mixed(700, 5);
         assert!(m.evaluate(&z, 1024).is_ok(), "every row holds");
-        assert!(
-            m.coeffs().len() > 256,
-            "a table beyond a block's shared copy"
-        );
+        assert!(m.coeffs().len() > 256, "a table beyond a block's shared copy");
         let flat = Flattened::new(&m, 32).unwrap();
         assert!(flat.long_rows().len() >= 100);
         let empty = (0..700).filter(|&i| m.row(0, i).next().is_none()).count();

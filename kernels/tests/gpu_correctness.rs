@@ -150,9 +150,7 @@ fn gpu_field_ops() {
             assert_eq!(got, want, "Fq2 op {op} at {i}");
         }
     }
-    eprintln!(
-        "field ops: Fr, Fq, Fq2 add/sub/mul/sqr/neg/dbl (+ Fr from_mont) on {n} random inputs: OK"
-    );
+    eprintln!("field ops: Fr, Fq, Fq2 add/sub/mul/sqr/neg/dbl (+ Fr from_mont) on {n} random inputs: OK");
 }
 
 #[test]
@@ -220,33 +218,21 @@ fn gpu_ntt_all_sizes() {
             }
         }
     }
-    eprintln!(
-        "NTT forward/inverse/coset/coset-inverse at 2^1..=2^22, 2^25, 2^26 equal ark-poly: OK"
-    );
+    eprintln!("NTT forward/inverse/coset/coset-inverse at 2^1..=2^22, 2^25, 2^26 equal ark-poly: OK");
 }
 
 /// A group's affine points, as the host holds them.
 type Affine<G> = <<G as MsmGroup>::Curve as CurveGroup>::Affine;
 
 /// The device's MSM equals arkworks' under each rule for the 0/1 split.
-fn check_msm<G: MsmGroup>(
-    e: &CudaEngine,
-    bases: &[Affine<G>],
-    scalars: &[Fr],
-    rules: &[ZeroOne],
-    what: &str,
-) where
+fn check_msm<G: MsmGroup>(e: &CudaEngine, bases: &[Affine<G>], scalars: &[Fr], rules: &[ZeroOne], what: &str)
+where
     G::Curve: VariableBaseMSM<MulBase = Affine<G>, ScalarField = Fr>,
 {
     let want = G::Curve::msm(bases, scalars).unwrap();
     for &rule in rules {
         let got = e.msm::<G>(bases, scalars, rule).unwrap();
-        assert_eq!(
-            got.into_affine(),
-            want.into_affine(),
-            "MSM {what} (n = {}, {rule:?})",
-            bases.len()
-        );
+        assert_eq!(got.into_affine(), want.into_affine(), "MSM {what} (n = {}, {rule:?})", bases.len());
     }
 }
 
@@ -262,21 +248,7 @@ fn gpu_msm_g1() {
     let max = 1usize << 22;
     let pool = inputs::random_g1(max, s);
     let sc = inputs::random_fr(max, s ^ 77);
-    for n in [
-        1usize,
-        2,
-        3,
-        5,
-        17,
-        100,
-        1000,
-        4096,
-        1 << 14,
-        1 << 16,
-        1 << 18,
-        1 << 20,
-        1 << 22,
-    ] {
+    for n in [1usize, 2, 3, 5, 17, 100, 1000, 4096, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22] {
         check_msm_g1(e, &pool[..n], &sc[..n], "random");
     }
     let n = 5000;
@@ -298,12 +270,7 @@ fn gpu_msm_g1() {
     for (i, d) in (4..n).step_by(13).zip([0i64, 1, -1, 2].iter().cycle()) {
         mixed[i] = half + Fr::from(*d);
     }
-    check_msm_g1(
-        e,
-        &pool[..n],
-        &mixed,
-        "zero, one, r-1 and (r-1)/2 + {-1, 0, 1, 2}",
-    );
+    check_msm_g1(e, &pool[..n], &mixed, "zero, one, r-1 and (r-1)/2 + {-1, 0, 1, 2}");
     let ident = with_identity(pool[..n].to_vec(), &[0, 1, 2, 100, 4999]);
     check_msm_g1(e, &ident, &sc[..n], "identity points");
     let repeated: Vec<G1Affine> = (0..n).map(|i| pool[i % 7]).collect();
@@ -311,12 +278,7 @@ fn gpu_msm_g1() {
     let same_scalar = vec![sc[0]; n];
     check_msm_g1(e, &repeated, &same_scalar, "repeated points, one scalar");
     let all_minus_one = vec![minus_one(); 1 << 16];
-    check_msm_g1(
-        e,
-        &pool[..1 << 16],
-        &all_minus_one,
-        "all r-1 (one bucket per window)",
-    );
+    check_msm_g1(e, &pool[..1 << 16], &all_minus_one, "all r-1 (one bucket per window)");
     let ones = vec![Fr::from(1u64); 1 << 20];
     check_msm_g1(e, &pool[..1 << 20], &ones, "2^20 ones (one huge bucket)");
     // The 20-bit windows the engine takes from 1.5 x 2^26 points (too many
@@ -338,12 +300,7 @@ fn gpu_msm_g1() {
         std::env::set_var("CUZK_MSM_K0", k0);
         let what = format!("level-0 items of {k0}");
         check_msm_g1(e, &pool[..1 << 20], &sc[..1 << 20], &what);
-        check_msm_g1(
-            e,
-            &pool[..1 << 20],
-            &ones,
-            &format!("{what}, one huge bucket"),
-        );
+        check_msm_g1(e, &pool[..1 << 20], &ones, &format!("{what}, one huge bucket"));
         check_msm_g1(e, &pool[..n], &mixed, &format!("{what}, edge scalars"));
         check_msm_g1(e, &repeated, &same_scalar, &format!("{what}, one scalar"));
     }
@@ -393,13 +350,7 @@ where
     let both = [ZeroOne::Auto, ZeroOne::Off];
     let one = Fr::from(1u64);
     let check = |b: &[Affine<G>], x: &[Fr], what: &str| check_msm::<G>(e, b, x, &both, what);
-    for (n, pct) in [
-        (big, 90),
-        (1 << 14, 99),
-        (5000, 50),
-        (5000, 10),
-        (4096, 100),
-    ] {
+    for (n, pct) in [(big, 90), (1 << 14, 99), (5000, 50), (5000, 10), (4096, 100)] {
         let sc = inputs::mostly_bits(n, pct, seed ^ n as u64 ^ pct);
         check(&pool[..n], &sc, &format!("{pct}% bits"));
     }
@@ -449,12 +400,7 @@ fn chain_circuit(steps: usize, seed: u64) -> PreparedCircuit {
     let x = Fr::rand(&mut r);
     // The same id for every shape on purpose: the engine must notice a
     // different key under a known id and re-upload.
-    PreparedCircuit::setup(
-        "gpu-test-chain",
-        || Box::new(ChainInstance { steps, x }),
-        &mut r,
-    )
-    .unwrap()
+    PreparedCircuit::setup("gpu-test-chain", || Box::new(ChainInstance { steps, x }), &mut r).unwrap()
 }
 
 #[test]
@@ -474,43 +420,17 @@ fn gpu_prove_start_equals_cpu() {
         // same accumulators from the gathered scalars.
         let compact = circuit.compact().unwrap();
         let gs = e.prove_start(&compact, syn()).unwrap();
-        assert_eq!(
-            gs.a_acc.into_affine(),
-            c.a_acc.into_affine(),
-            "compact a_acc"
-        );
-        assert_eq!(
-            gs.b1_acc.into_affine(),
-            c.b1_acc.into_affine(),
-            "compact b1_acc"
-        );
-        assert_eq!(
-            gs.b2_acc.map(|b| b.into_affine()),
-            g.b2_acc.map(|b| b.into_affine()),
-            "compact b2_acc"
-        );
-        assert_eq!(
-            g.a_acc.into_affine(),
-            c.a_acc.into_affine(),
-            "a_acc, {steps} steps"
-        );
+        assert_eq!(gs.a_acc.into_affine(), c.a_acc.into_affine(), "compact a_acc");
+        assert_eq!(gs.b1_acc.into_affine(), c.b1_acc.into_affine(), "compact b1_acc");
+        assert_eq!(gs.b2_acc.map(|b| b.into_affine()), g.b2_acc.map(|b| b.into_affine()), "compact b2_acc");
+        assert_eq!(g.a_acc.into_affine(), c.a_acc.into_affine(), "a_acc, {steps} steps");
         assert_eq!(g.b1_acc.into_affine(), c.b1_acc.into_affine(), "b1_acc");
         assert_eq!(g.l_acc.into_affine(), c.l_acc.into_affine(), "l_acc");
         assert_eq!(g.h_acc.into_affine(), c.h_acc.into_affine(), "h_acc");
-        let b2_cpu = G2Projective::msm_bigint(
-            &circuit.pk.b_g2_query[1..],
-            &assignment_bigints(&c.assignment),
-        );
-        assert_eq!(
-            g.b2_acc.unwrap().into_affine(),
-            b2_cpu.into_affine(),
-            "b2_acc"
-        );
-        let phases: Vec<_> = g
-            .phases
-            .iter()
-            .map(|p| format!("{}={:?}", p.phase, p.duration))
-            .collect();
+        let b2_cpu =
+            G2Projective::msm_bigint(&circuit.pk.b_g2_query[1..], &assignment_bigints(&c.assignment));
+        assert_eq!(g.b2_acc.unwrap().into_affine(), b2_cpu.into_affine(), "b2_acc");
+        let phases: Vec<_> = g.phases.iter().map(|p| format!("{}={:?}", p.phase, p.duration)).collect();
         eprintln!("prove_start {steps} steps: {}", phases.join(" "));
         let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
         // With B's G2 MSM done, only the public part of the assignment
@@ -521,20 +441,10 @@ fn gpu_prove_start_equals_cpu() {
         let (pc, _) = groth16::prove_finish(&circuit, c, rr, ss).unwrap();
         assert_eq!(pg, pc, "GPU proof equals CPU proof");
         let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
-        assert!(
-            ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs)
-                .unwrap()
-        );
+        assert!(ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs).unwrap());
     }
     // without G2 on the GPU: b2_acc left to the finalizer
-    let e2 = CudaEngine::new(
-        0,
-        CudaOptions {
-            g2_on_gpu: false,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let e2 = CudaEngine::new(0, CudaOptions { g2_on_gpu: false, ..Default::default() }).unwrap();
     let circuit = chain_circuit(300, s ^ 4242);
     let x = Fr::from(7u64);
     let g = e2
@@ -544,16 +454,11 @@ fn gpu_prove_start_equals_cpu() {
         )
         .unwrap();
     assert!(g.b2_acc.is_none());
-    assert!(
-        g.assignment.len() > g.num_inputs,
-        "the finalizer's G2 MSM needs the whole assignment"
-    );
+    assert!(g.assignment.len() > g.num_inputs, "the finalizer's G2 MSM needs the whole assignment");
     let inputs = g.public_inputs().to_vec();
     let (p, _) = groth16::prove_finish(&circuit, g, Fr::from(3u64), Fr::from(5u64)).unwrap();
     let pvk = ark_groth16::prepare_verifying_key(circuit.vk());
-    assert!(
-        ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs).unwrap()
-    );
+    assert!(ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs).unwrap());
     assert!(e.resident_bytes() > 0);
     eprintln!("GPU prove_start equals CPU, proofs verify (G2 on GPU and on CPU): OK");
 }
@@ -579,11 +484,7 @@ fn gpu_streamed_equals_resident() {
     for limit in [0, 5 << 20] {
         let streamed = CudaEngine::new(
             0,
-            CudaOptions {
-                resident_budget: Some(limit),
-                stream_chunk: 3000,
-                ..Default::default()
-            },
+            CudaOptions { resident_budget: Some(limit), stream_chunk: 3000, ..Default::default() },
         )
         .unwrap();
         for steps in [10000usize, 20000] {
@@ -627,10 +528,8 @@ fn gpu_streamed_equals_resident() {
                 let (pw, _) = groth16::prove_finish(c, want, rr, ss).unwrap();
                 assert_eq!(pg, pw, "{what}: the streamed proof equals the resident one");
                 let pvk = ark_groth16::prepare_verifying_key(c.vk());
-                assert!(
-                    ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs)
-                        .unwrap()
-                );
+                assert!(ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &pg, &inputs)
+                    .unwrap());
             }
         }
     }
@@ -673,8 +572,7 @@ fn gpu_pass_shares_a_streamed_key() {
             let (p, _) = groth16::prove_finish(c, got, Fr::rand(&mut r), Fr::rand(&mut r)).unwrap();
             let pvk = ark_groth16::prepare_verifying_key(c.vk());
             assert!(
-                ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs)
-                    .unwrap(),
+                ark_groth16::Groth16::<ark_bls12_381::Bls12_381>::verify_proof(&pvk, &p, &inputs).unwrap(),
                 "{what}: a proof from a shared pass verifies"
             );
         }
@@ -684,10 +582,7 @@ fn gpu_pass_shares_a_streamed_key() {
     let urgent = streamed.prove_start_as(&circuit, syn(Fr::from(9u64)), Urgency::Urgent);
     let want = e.prove_start(&circuit, syn(Fr::from(9u64))).unwrap();
     assert_same_start(&urgent.unwrap(), &want, "urgent");
-    assert!(
-        t.elapsed() < Duration::from_secs(50),
-        "the urgent call waited"
-    );
+    assert!(t.elapsed() < Duration::from_secs(50), "the urgent call waited");
     let after = streamed.pass_counts();
     assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1));
     eprintln!("two calls on a streamed key share one pass, proofs verify: OK");
@@ -737,11 +632,7 @@ fn gpu_r1cs_eval_equals_host() {
     let (m, z) = synthetic::porep_like(1_000_000, 328, s);
     check("r1cs-porep", &m, &z, domain(&m), "porep-like 2^20");
     let flat = Flattened::new(&m, cuzk_kernels::cuda::r1cs::LONG_ROW).unwrap();
-    assert_eq!(
-        e.resident_bytes() - before,
-        flat.device_bytes(),
-        "the matrices count in the resident bytes"
-    );
+    assert_eq!(e.resident_bytes() - before, flat.device_bytes(), "the matrices count in the resident bytes");
     // A row that does not hold: the first one, as the host finds it.
     let mut bad = z.clone();
     let w = |i: usize| 328 + 250_000 + i;
@@ -804,11 +695,7 @@ fn gpu_prove_start_deferred_equals_host_abc() {
             other => panic!("{what}: the host found {:?}", other.err()),
         };
         let failed = e.prove_start(c, groth16::defer(c, bad).unwrap());
-        assert!(
-            matches!(failed, Err(KernelError::Unsatisfied(r)) if r == row),
-            "{what}: {:?}",
-            failed.err()
-        );
+        assert!(matches!(failed, Err(KernelError::Unsatisfied(r)) if r == row), "{what}: {:?}", failed.err());
     }
     // In a shared pass over a streamed key, the partition that does not
     // hold fails alone; the other's output is whole. The budget holds the
@@ -885,10 +772,7 @@ fn gpu_concurrent_prove_start() {
     let xs: Vec<Fr> = (0..6).map(|_| Fr::rand(&mut r)).collect();
     let syn = |x: Fr| groth16::synthesize(&circuit, Box::new(ChainInstance { steps, x })).unwrap();
     let cpu = CpuEngine::new(0).unwrap();
-    let want: Vec<_> = xs
-        .iter()
-        .map(|&x| cpu.prove_start(&circuit, syn(x)).unwrap())
-        .collect();
+    let want: Vec<_> = xs.iter().map(|&x| cpu.prove_start(&circuit, syn(x)).unwrap()).collect();
     let got: Vec<Vec<_>> = std::thread::scope(|sc| {
         let workers: Vec<_> = (0..2)
             .map(|w| {
@@ -906,39 +790,14 @@ fn gpu_concurrent_prove_start() {
     });
     for (i, g) in got.into_iter().flatten() {
         let c = &want[i];
-        assert_eq!(
-            g.a_acc.into_affine(),
-            c.a_acc.into_affine(),
-            "a_acc of job {i}"
-        );
-        assert_eq!(
-            g.b1_acc.into_affine(),
-            c.b1_acc.into_affine(),
-            "b1_acc of job {i}"
-        );
-        assert_eq!(
-            g.l_acc.into_affine(),
-            c.l_acc.into_affine(),
-            "l_acc of job {i}"
-        );
-        assert_eq!(
-            g.h_acc.into_affine(),
-            c.h_acc.into_affine(),
-            "h_acc of job {i}"
-        );
-        let b2 = G2Projective::msm_bigint(
-            &circuit.pk.b_g2_query[1..],
-            &assignment_bigints(&c.assignment),
-        );
-        assert_eq!(
-            g.b2_acc.unwrap().into_affine(),
-            b2.into_affine(),
-            "b2_acc of job {i}"
-        );
+        assert_eq!(g.a_acc.into_affine(), c.a_acc.into_affine(), "a_acc of job {i}");
+        assert_eq!(g.b1_acc.into_affine(), c.b1_acc.into_affine(), "b1_acc of job {i}");
+        assert_eq!(g.l_acc.into_affine(), c.l_acc.into_affine(), "l_acc of job {i}");
+        assert_eq!(g.h_acc.into_affine(), c.h_acc.into_affine(), "h_acc of job {i}");
+        let b2 = G2Projective::msm_bigint(&circuit.pk.b_g2_query[1..], &assignment_bigints(&c.assignment));
+        assert_eq!(g.b2_acc.unwrap().into_affine(), b2.into_affine(), "b2_acc of job {i}");
     }
-    eprintln!(
-        "6 prove_starts on 2 threads sharing the engine, normal and urgent, equal the CPU's: OK"
-    );
+    eprintln!("6 prove_starts on 2 threads sharing the engine, normal and urgent, equal the CPU's: OK");
 }
 
 /// A small real circuit: a chain v_{i+1} = v_i^2 + i with v_0 secret and the
@@ -972,16 +831,8 @@ impl CircuitInstance for ChainInstance {
         let mut v = cs.new_witness_variable(|| Ok(v_val))?;
         for i in 0..self.steps {
             let next_val = v_val * v_val + Fr::from(i as u64);
-            let next = if i + 1 == self.steps {
-                out
-            } else {
-                cs.new_witness_variable(|| Ok(next_val))?
-            };
-            cs.enforce_constraint(
-                lc!() + v,
-                lc!() + v,
-                lc!() + next - (Fr::from(i as u64), Variable::One),
-            )?;
+            let next = if i + 1 == self.steps { out } else { cs.new_witness_variable(|| Ok(next_val))? };
+            cs.enforce_constraint(lc!() + v, lc!() + v, lc!() + next - (Fr::from(i as u64), Variable::One))?;
             // a boolean wire: b * (1 - b) = 0
             let bit = next_val.into_bigint().0[0] & 1;
             let b = cs.new_witness_variable(|| Ok(Fr::from(bit)))?;
@@ -1081,7 +932,11 @@ fn gpu_key_source_equals_held_key() {
     let (rr, ss) = (Fr::rand(&mut r), Fr::rand(&mut r));
     assert!(e.reads_key_by_range());
     // A resident budget of 8 MiB streams the 25 MB key; no pass to wait for.
-    let streamed = &CudaEngine::new(0, CudaOptions { resident_budget: Some(8 << 20), stream_chunk: 3000, ..Default::default() }).unwrap();
+    let streamed = &CudaEngine::new(
+        0,
+        CudaOptions { resident_budget: Some(8 << 20), stream_chunk: 3000, ..Default::default() },
+    )
+    .unwrap();
     let no_g2 = &CudaEngine::new(0, CudaOptions { g2_on_gpu: false, ..Default::default() }).unwrap();
     assert!(!no_g2.reads_key_by_range(), "B's G2 query would be read whole per proof");
     for (what, engine) in [("resident", e), ("streamed", streamed), ("G2 in the finalizer", no_g2)] {
@@ -1103,8 +958,15 @@ fn gpu_key_source_equals_held_key() {
         assert!(verify(&pvk, &pg, &z[1..held.num_inputs]).unwrap(), "{what}: verifies");
     }
     let broken = from_source(&held, "chain-source-broken", true);
-    assert!(matches!(e.warm(&broken, Urgency::Normal), Err(KernelError::Key(_))), "a warm reads the source too");
+    assert!(
+        matches!(e.warm(&broken, Urgency::Normal), Err(KernelError::Key(_))),
+        "a warm reads the source too"
+    );
     let failed = e.prove_start(&broken, groth16::defer(&broken, z).unwrap());
-    assert!(matches!(failed, Err(KernelError::Key(ref why)) if why.contains("unreadable")), "{:?}", failed.err());
+    assert!(
+        matches!(failed, Err(KernelError::Key(ref why)) if why.contains("unreadable")),
+        "{:?}",
+        failed.err()
+    );
     eprintln!("a key read by range from its source proves what the held key proves: OK");
 }

@@ -143,11 +143,7 @@ fn configure(args: ServeArgs, env_tokens: Option<Vec<TokenConfig>>) -> Result<Co
     if let Some(scale) = time_scale {
         config.sim.time_scale = scale;
     }
-    config.auth.sources = TokenSources {
-        config_file: config_path,
-        token_file,
-        from_env: env_tokens,
-    };
+    config.auth.sources = TokenSources { config_file: config_path, token_file, from_env: env_tokens };
     config.auth.add_source_tokens()?;
     if metrics_listen.is_some() {
         config.metrics_listen = metrics_listen;

@@ -72,10 +72,7 @@ fn verify_document(args: VerifyArgs) -> Result<(), CliError> {
     let vk = client::fetch_vk(&server, circuit_id, token.as_deref())?;
     let results = client::verify_proofs(&vk, &doc)?;
     for (partition, valid) in &results {
-        println!(
-            "partition {partition}: {}",
-            if *valid { "valid" } else { "INVALID" }
-        );
+        println!("partition {partition}: {}", if *valid { "valid" } else { "INVALID" });
     }
     match results.iter().filter(|(_, valid)| !valid).count() {
         0 => {

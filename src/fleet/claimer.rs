@@ -134,22 +134,37 @@ impl Claimer {
         let (answer, held) = mpsc::channel();
         self.tracker.do_send(GetHeld(answer));
         let Ok(held) = held.recv_timeout(Duration::from_secs(2)) else { return };
-        let unstarted: Vec<PartitionKey> =
-            held.into_iter().filter(|(_, stage)| *stage <= Stage::WaitingBudget).map(|(key, _)| key).collect();
+        let unstarted: Vec<PartitionKey> = held
+            .into_iter()
+            .filter(|(_, stage)| *stage <= Stage::WaitingBudget)
+            .map(|(key, _)| key)
+            .collect();
         if unstarted.is_empty() {
             return;
         }
         self.tracker.do_send(LeasesLost(unstarted.clone()));
         let partitions: Vec<(JobId, u32)> = unstarted.into_iter().map(|key| (key.job, key.index)).collect();
         match leases.release(&partitions) {
-            Ok(()) => log::info!("fleet: shutting down; {} partitions not started put back for the other nodes", partitions.len()),
-            Err(e) => log::warn!("fleet: shutting down; putting back {} partitions failed ({e}): their leases run out instead", partitions.len()),
+            Ok(()) => log::info!(
+                "fleet: shutting down; {} partitions not started put back for the other nodes",
+                partitions.len()
+            ),
+            Err(e) => log::warn!(
+                "fleet: shutting down; putting back {} partitions failed ({e}): their leases run out instead",
+                partitions.len()
+            ),
         }
     }
 
     /// Rebuilds the claimed partitions' jobs and gives them to the tracker.
-    fn hand_over(&self, leases: &mut Leases, state: &mut State, claims: Vec<Claim>) -> Result<(), StoreError> {
-        FleetClaimed { partitions: claims.len(), reclaimed: claims.iter().filter(|c| c.attempt > 1).count() }.emit();
+    fn hand_over(
+        &self,
+        leases: &mut Leases,
+        state: &mut State,
+        claims: Vec<Claim>,
+    ) -> Result<(), StoreError> {
+        FleetClaimed { partitions: claims.len(), reclaimed: claims.iter().filter(|c| c.attempt > 1).count() }
+            .emit();
         let mut by_job: Vec<(JobId, Vec<(u32, u32)>)> = Vec::new();
         for claim in claims {
             if claim.attempt > self.max_attempts {
@@ -158,7 +173,11 @@ impl Claimer {
                     claim.attempt - 1,
                     self.max_attempts
                 );
-                drop(self.store.write(StoreWrite::PartitionFailed { job: claim.job, index: claim.index, error }));
+                drop(self.store.write(StoreWrite::PartitionFailed {
+                    job: claim.job,
+                    index: claim.index,
+                    error,
+                }));
                 continue;
             }
             match by_job.iter_mut().find(|(job, _)| *job == claim.job) {
@@ -173,7 +192,11 @@ impl Claimer {
         for (job, partitions) in by_job {
             // Ended (cancelled) between the claim and this read.
             let Some(record) = records.remove(&job) else { continue };
-            if !crate::filecoin::has_parameter_file(&record.circuit, &record.circuit_id, &self.parser.params_dir) {
+            if !crate::filecoin::has_parameter_file(
+                &record.circuit,
+                &record.circuit_id,
+                &self.parser.params_dir,
+            ) {
                 log::warn!(
                     "fleet: passing by {} for {UNPROVABLE_FOR:?}: its parameter file is not in {}",
                     record.circuit_id,
@@ -195,11 +218,18 @@ impl Claimer {
                 }),
             };
             match work {
-                Ok((work, reservation)) => self.tracker.do_send(Claimed { record, work, reservation, partitions }),
+                Ok((work, reservation)) => {
+                    self.tracker.do_send(Claimed { record, work, reservation, partitions })
+                }
                 Err(error) => {
-                    let error = format!("its request no longer parses on node {}: {error}", self.settings.node);
+                    let error =
+                        format!("its request no longer parses on node {}: {error}", self.settings.node);
                     for (index, _) in partitions {
-                        drop(self.store.write(StoreWrite::PartitionFailed { job: job.clone(), index, error: error.clone() }));
+                        drop(self.store.write(StoreWrite::PartitionFailed {
+                            job: job.clone(),
+                            index,
+                            error: error.clone(),
+                        }));
                     }
                 }
             }

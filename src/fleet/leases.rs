@@ -80,10 +80,8 @@ impl Leases {
         if node.is_empty() {
             return Err(LeasesError::Nameless);
         }
-        let lease_ms = i64::try_from(lease.as_millis())
-            .ok()
-            .filter(|&ms| ms > 0)
-            .ok_or(LeasesError::BadLease(lease))?;
+        let lease_ms =
+            i64::try_from(lease.as_millis()).ok().filter(|&ms| ms > 0).ok_or(LeasesError::BadLease(lease))?;
         let place = Place::new("leases on", url);
         let mut client = client_config(url)?.connect().map_err(|e| place.failed("cannot connect", e))?;
         migrate(&mut client, &place)?;
@@ -211,7 +209,9 @@ impl Leases {
 
     /// Subscribes this connection to the wake-ups sent when work is added.
     pub fn listen(&mut self) -> Result<(), StoreError> {
-        self.client.batch_execute("LISTEN cuzk_work").map_err(|e| self.unavailable("cannot listen for work", e))
+        self.client
+            .batch_execute("LISTEN cuzk_work")
+            .map_err(|e| self.unavailable("cannot listen for work", e))
     }
 
     /// Waits up to `timeout` for a wake-up; true if one (or several) came.

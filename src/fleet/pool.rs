@@ -46,7 +46,11 @@ impl Pool {
     /// `cuzk_fleet_db_seconds`. A connection that failed is closed, not
     /// reused: the next caller connects afresh (the database may have
     /// restarted).
-    pub fn with<T>(&self, op: &'static str, work: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
+    pub fn with<T>(
+        &self,
+        op: &'static str,
+        work: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
         let mut client = self.take()?;
         let started = Instant::now();
         let result = work(&mut client);

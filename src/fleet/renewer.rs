@@ -15,8 +15,8 @@ use cuzk_actors::store::StoreError;
 use cuzk_actors::tracker::Tracker;
 
 use super::leases::{Leases, LeasesError};
-use crate::telemetry::{FleetLeaseLost, FleetRenewed};
 use super::Settings;
+use crate::telemetry::{FleetLeaseLost, FleetRenewed};
 
 /// Why a round of renewals did not happen; the next round tries again.
 #[derive(Debug, thiserror::Error)]

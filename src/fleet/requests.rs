@@ -7,20 +7,22 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use cuzk_actors::messages::{CircuitLoad, JobStatus, JobView, ProofsError, ProofsView, QueueFull, SubmitOutcome};
+use cuzk_actors::messages::{
+    CircuitLoad, JobStatus, JobView, ProofsError, ProofsView, QueueFull, SubmitOutcome,
+};
+use cuzk_actors::model::ProofRecord;
 use cuzk_actors::store::{JobOutcome, JobRecord, StoreError};
 use cuzk_actors::telemetry::JobSubmitted;
 use cuzk_actors::time::unix_ms;
-use cuzk_actors::model::ProofRecord;
 use cuzk_actors::{JobId, NewJob, Stage, TenantScope};
 use postgres::error::SqlState;
 use postgres::types::Json;
 use postgres::Transaction;
 use serde::Serialize;
 
+use super::leases::queue_partitions;
 use super::stored::{read_end, read_job};
 use super::Fleet;
-use super::leases::queue_partitions;
 use crate::store::{end_job, END_JOB};
 
 /// `GET /v1/status?scope=fleet`: what the database knows of every node.
@@ -99,13 +101,24 @@ impl Fleet {
     /// A job's view: partitions from their results and leases, a finished
     /// one with the detail its node recorded, one this node holds with the
     /// tracker's (`local`).
-    pub fn view(&self, id: &JobId, scope: &TenantScope, local: Option<JobView>) -> Result<Option<JobView>, StoreError> {
+    pub fn view(
+        &self,
+        id: &JobId,
+        scope: &TenantScope,
+        local: Option<JobView>,
+    ) -> Result<Option<JobView>, StoreError> {
         let stored = self.pool.with("read", |client| read_job(client, id))?;
-        Ok(stored.filter(|stored| scope.sees(&stored.record.tenant)).map(|stored| stored.view(&self.node, local)))
+        Ok(stored
+            .filter(|stored| scope.sees(&stored.record.tenant))
+            .map(|stored| stored.view(&self.node, local)))
     }
 
     /// A done job's proofs, in partition order.
-    pub fn proofs(&self, id: &JobId, scope: &TenantScope) -> Result<Result<ProofsView, ProofsError>, StoreError> {
+    pub fn proofs(
+        &self,
+        id: &JobId,
+        scope: &TenantScope,
+    ) -> Result<Result<ProofsView, ProofsError>, StoreError> {
         self.pool.with("read", |client| {
             let Some(stored) = read_job(client, id)?.filter(|s| scope.sees(&s.record.tenant)) else {
                 return Ok(Err(ProofsError::NotFound));
@@ -126,7 +139,11 @@ impl Fleet {
                     Ok((row.try_get::<_, i64>(0)? as u32, record))
                 })
                 .collect::<Result<_, postgres::Error>>()?;
-            Ok(Ok(ProofsView { circuit: stored.record.circuit, circuit_id: stored.record.circuit_id, proofs }))
+            Ok(Ok(ProofsView {
+                circuit: stored.record.circuit,
+                circuit_id: stored.record.circuit_id,
+                proofs,
+            }))
         })
     }
 
@@ -158,7 +175,10 @@ impl Fleet {
     pub fn status(&self) -> Result<FleetStatus, StoreError> {
         self.pool.with("status", |client| {
             let jobs = client
-                .query("SELECT coalesce(outcome->>'stage', 'unfinished'), count(*) FROM cuzk_jobs GROUP BY 1", &[])?
+                .query(
+                    "SELECT coalesce(outcome->>'stage', 'unfinished'), count(*) FROM cuzk_jobs GROUP BY 1",
+                    &[],
+                )?
                 .iter()
                 .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
                 .collect::<Result<_, postgres::Error>>()?;
@@ -207,7 +227,11 @@ impl Fleet {
 }
 
 /// The job `key` names for `tenant`: its id, request digest and status.
-fn keyed(txn: &mut Transaction<'_>, tenant: &str, key: &str) -> Result<Option<(JobId, [u8; 32], JobStatus)>, postgres::Error> {
+fn keyed(
+    txn: &mut Transaction<'_>,
+    tenant: &str,
+    key: &str,
+) -> Result<Option<(JobId, [u8; 32], JobStatus)>, postgres::Error> {
     let Some(row) = txn.query_opt(
         "SELECT id, record FROM cuzk_jobs WHERE tenant = $1 AND idempotency_key = $2",
         &[&tenant, &key],
@@ -222,7 +246,11 @@ fn keyed(txn: &mut Transaction<'_>, tenant: &str, key: &str) -> Result<Option<(J
 }
 
 /// The fleet-wide limit, then the tenant's, counted over unfinished jobs.
-fn queue_full(txn: &mut Transaction<'_>, job: &NewJob, max_unfinished: Option<usize>) -> Result<Option<QueueFull>, postgres::Error> {
+fn queue_full(
+    txn: &mut Transaction<'_>,
+    job: &NewJob,
+    max_unfinished: Option<usize>,
+) -> Result<Option<QueueFull>, postgres::Error> {
     if max_unfinished.is_none() && job.tenant_max_unfinished.is_none() {
         return Ok(None);
     }

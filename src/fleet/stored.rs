@@ -39,7 +39,10 @@ pub(super) struct Lease {
     pub(super) attempts: u32,
 }
 
-pub(super) fn read_job(client: &mut impl GenericClient, id: &JobId) -> Result<Option<StoredJob>, postgres::Error> {
+pub(super) fn read_job(
+    client: &mut impl GenericClient,
+    id: &JobId,
+) -> Result<Option<StoredJob>, postgres::Error> {
     let Some(row) = client.query_opt("SELECT record, outcome FROM cuzk_jobs WHERE id = $1", &[&id.0])? else {
         return Ok(None);
     };
@@ -66,7 +69,11 @@ pub(super) fn read_job(client: &mut impl GenericClient, id: &JobId) -> Result<Op
          FROM cuzk_leases WHERE job = $1",
         &[&id.0],
     )? {
-        let lease = Lease { owner: row.try_get(1)?, stage: row.try_get(2)?, attempts: row.try_get::<_, i32>(3)? as u32 };
+        let lease = Lease {
+            owner: row.try_get(1)?,
+            stage: row.try_get(2)?,
+            attempts: row.try_get::<_, i32>(3)? as u32,
+        };
         leases.insert(row.try_get::<_, i64>(0)? as u32, lease);
     }
     Ok(Some(StoredJob { record, outcome, results, leases }))
@@ -103,7 +110,9 @@ impl StoredJob {
     pub(super) fn status(&self) -> JobStatus {
         match &self.outcome {
             Some(outcome) => status_of(outcome.stage),
-            None if self.results.is_empty() && self.leases.values().all(|l| l.owner.is_none()) => JobStatus::Queued,
+            None if self.results.is_empty() && self.leases.values().all(|l| l.owner.is_none()) => {
+                JobStatus::Queued
+            }
             None => JobStatus::Running,
         }
     }

@@ -55,7 +55,11 @@ impl Calls {
     /// the call and held until it ends.
     pub fn place(self: &Arc<Self>) -> Result<Place, TooManyCalls> {
         // The semaphore is never closed: every refusal is a full house.
-        let permit = self.permits.clone().try_acquire_owned().map_err(|_: TryAcquireError| TooManyCalls(self.limit))?;
+        let permit = self
+            .permits
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_: TryAcquireError| TooManyCalls(self.limit))?;
         GrpcWaiting { calls: self.waiting() }.emit();
         Ok(Place { calls: self.clone(), permit: Some(permit) })
     }
@@ -162,7 +166,9 @@ impl Drop for Waiting {
         runtime.spawn(async move {
             match jobs.cancel(&job, &TenantScope::All).await {
                 Ok(()) => log::info!("gRPC: job {job} cancelled: its last caller left before it ended"),
-                Err(error) => log::debug!("gRPC: job {job}, left by its last caller, was not cancelled: {error}"),
+                Err(error) => {
+                    log::debug!("gRPC: job {job}, left by its last caller, was not cancelled: {error}")
+                }
             }
             calls.forget(&job);
         });

@@ -83,7 +83,9 @@ pub fn submission(request: SubmitProofRequest) -> Result<Submission, CurioError>
     let kind = kind_of(request.proof_kind)?;
     let prover_id = hex::encode(prover_id(request.miner_id));
     let input = match kind {
-        Kind::Porep => FilecoinInput::Porep(porep_input(&request.vanilla_proof, request.sector_number, prover_id)?),
+        Kind::Porep => {
+            FilecoinInput::Porep(porep_input(&request.vanilla_proof, request.sector_number, prover_id)?)
+        }
         Kind::EmptySectorUpdate => {
             let proof = registered_update(request.registered_proof)?;
             check_sector_size(request.sector_size, request.registered_proof)?;
@@ -173,7 +175,12 @@ fn porep_input(envelope: &[u8], sector_number: u64, prover_id: String) -> Result
             return Err(CurioError::SectorMismatch { envelope: envelope.sector_num, request });
         }
     };
-    Ok(PorepInput { c1: None, c1_base64: Some(envelope.phase1_out.into_owned()), prover_id, sector_id: sector })
+    Ok(PorepInput {
+        c1: None,
+        c1_base64: Some(envelope.phase1_out.into_owned()),
+        prover_id,
+        sector_id: sector,
+    })
 }
 
 /// A PoSt proof in Curio's numbering: WinningPoSt V1 is 0 to 4,
@@ -206,17 +213,27 @@ fn registered_post(number: u64, winning: bool) -> Result<RegisteredPoStProof, Cu
     };
     table.copied().ok_or(match winning {
         true => CurioError::RegisteredProof { number, kind: "WinningPoSt", more: "" },
-        false => CurioError::RegisteredProof { number, kind: "WindowPoSt", more: " are WinningPoSt; WindowPoSt is 5 to 14" },
+        false => CurioError::RegisteredProof {
+            number,
+            kind: "WindowPoSt",
+            more: " are WinningPoSt; WindowPoSt is 5 to 14",
+        },
     })
 }
 
 /// A SnapDeals proof in Curio's numbering: 0 to 4.
 fn registered_update(number: u64) -> Result<RegisteredUpdateProof, CurioError> {
     use RegisteredUpdateProof as U;
-    [U::StackedDrg2KiBV1, U::StackedDrg8MiBV1, U::StackedDrg512MiBV1, U::StackedDrg32GiBV1, U::StackedDrg64GiBV1]
-        .get(number as usize)
-        .copied()
-        .ok_or(CurioError::RegisteredProof { number, kind: "SnapDeals", more: "" })
+    [
+        U::StackedDrg2KiBV1,
+        U::StackedDrg8MiBV1,
+        U::StackedDrg512MiBV1,
+        U::StackedDrg32GiBV1,
+        U::StackedDrg64GiBV1,
+    ]
+    .get(number as usize)
+    .copied()
+    .ok_or(CurioError::RegisteredProof { number, kind: "SnapDeals", more: "" })
 }
 
 /// A `sector_size` Curio set must be the registered proof's (a PSProve
@@ -316,7 +333,10 @@ mod tests {
         porep.sector_number = 7;
         assert!(submission(porep.clone()).is_ok());
         porep.sector_number = 8;
-        assert!(matches!(submission(porep.clone()), Err(CurioError::SectorMismatch { envelope: 7, request: 8 })));
+        assert!(matches!(
+            submission(porep.clone()),
+            Err(CurioError::SectorMismatch { envelope: 7, request: 8 })
+        ));
         porep.vanilla_proof = b"{\"SectorNum\":7}".to_vec();
         assert!(matches!(submission(porep), Err(CurioError::Envelope(_))));
     }
@@ -332,7 +352,10 @@ mod tests {
         let submitted = submission(window).unwrap();
         assert_eq!(submitted.priority, Some(JobPriority::High));
         let FilecoinInput::Post(input) = filecoin_input(&submitted) else { panic!("a PoSt input") };
-        assert_eq!(input.registered_proof, RegisteredProof::of(RegisteredPoStProof::StackedDrgWindow2KiBV1_2));
+        assert_eq!(
+            input.registered_proof,
+            RegisteredProof::of(RegisteredPoStProof::StackedDrgWindow2KiBV1_2)
+        );
         assert_eq!(input.partition_index, Some(1));
         assert_eq!(input.randomness, "ab".repeat(32));
         assert_eq!(input.vanilla_proofs, ["0102", "03"]);

@@ -75,13 +75,23 @@ enum Socket {
 
 /// Binds `listen` by the rules above. `tls`: the API's rustls config, if
 /// `[tls]` is set; `tokens`: whether any API token is configured.
-pub fn bind(listen: &str, tls: Option<&rustls::ServerConfig>, tokens: bool, insecure: bool) -> Result<GrpcListener, ListenError> {
+pub fn bind(
+    listen: &str,
+    tls: Option<&rustls::ServerConfig>,
+    tokens: bool,
+    insecure: bool,
+) -> Result<GrpcListener, ListenError> {
     let io_error = |source| ListenError::Io { address: listen.to_string(), source };
     if let Some(path) = listen.strip_prefix("unix://").or_else(|| listen.strip_prefix("unix:")) {
         let path = PathBuf::from(path);
         let listener = bind_unix(&path).map_err(io_error)?;
         let address = format!("unix://{}", path.display());
-        return Ok(GrpcListener { socket: Socket::Unix { listener, path }, tls: None, address, trusted: true });
+        return Ok(GrpcListener {
+            socket: Socket::Unix { listener, path },
+            tls: None,
+            address,
+            trusted: true,
+        });
     }
     let loopback = crate::auth::is_loopback(listen)?;
     if !loopback && !insecure && (tls.is_none() || !tokens) {
@@ -113,11 +123,19 @@ fn bind_unix(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(io::Error::new(io::ErrorKind::AddrInUse, "another process answers on this socket"));
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "another process answers on this socket",
+                ));
             }
             std::fs::remove_file(path)?;
         }
-        Ok(_) => return Err(io::Error::new(io::ErrorKind::AlreadyExists, "a file that is not a socket is in the way")),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "a file that is not a socket is in the way",
+            ))
+        }
         Err(error) if error.kind() == io::ErrorKind::NotFound => {}
         Err(error) => return Err(error),
     }
@@ -183,11 +201,13 @@ async fn accept(
                 let (server, tls) = (server.clone(), tls.clone());
                 tokio::spawn(async move {
                     match tls {
-                        Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
-                            Ok(Ok(stream)) => connection(stream, server, streams).await,
-                            Ok(Err(error)) => log::debug!("gRPC: TLS handshake failed: {error}"),
-                            Err(_) => log::debug!("gRPC: TLS handshake timed out"),
-                        },
+                        Some(tls) => {
+                            match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
+                                Ok(Ok(stream)) => connection(stream, server, streams).await,
+                                Ok(Err(error)) => log::debug!("gRPC: TLS handshake failed: {error}"),
+                                Err(_) => log::debug!("gRPC: TLS handshake timed out"),
+                            }
+                        }
                         None => connection(stream, server, streams).await,
                     }
                 });

@@ -20,14 +20,14 @@ use cuzk_actors::{JobId, Stage, Tenant, TenantScope};
 use sha2::{Digest, Sha256};
 use tonic::Status;
 
+use super::calls::Waiting;
 use super::curio::{self, CurioError};
 use super::error::{jobs_status, too_many_status};
 use super::proto::await_proof_response::Status as Outcome;
 use super::proto::{
-    AwaitProofRequest, AwaitProofResponse, CancelProofRequest, CancelProofResponse, ProveRequest, ProveResponse,
-    SubmitProofRequest, SubmitProofResponse,
+    AwaitProofRequest, AwaitProofResponse, CancelProofRequest, CancelProofResponse, ProveRequest,
+    ProveResponse, SubmitProofRequest, SubmitProofResponse,
 };
-use super::calls::Waiting;
 use super::state::GrpcState;
 use crate::job_input::Submission;
 use crate::jobs::{JobsError, Offered};
@@ -41,9 +41,14 @@ const MAX_REQUEST_ID_BYTES: usize = 1024;
 /// Queues the request and answers its job id at once. Inputs the daemon
 /// cannot prove are refused here (INVALID_ARGUMENT, with the reason): the
 /// answer has no result to carry a FAILED status.
-pub async fn submit(state: &GrpcState, caller: Caller, request: SubmitProofRequest) -> Result<SubmitProofResponse, Status> {
+pub async fn submit(
+    state: &GrpcState,
+    caller: Caller,
+    request: SubmitProofRequest,
+) -> Result<SubmitProofResponse, Status> {
     let request_id = checked_request_id(&request.request_id)?;
-    let submission = curio::submission(request).map_err(|error| Status::invalid_argument(error.to_string()))?;
+    let submission =
+        curio::submission(request).map_err(|error| Status::invalid_argument(error.to_string()))?;
     let circuit = submission.circuit.name().to_string();
     let text_bytes = submission.text().len();
     let admission = state.jobs.admit(tenant(&caller)?, caller.limits, text_bytes).map_err(jobs_status)?;
@@ -93,7 +98,10 @@ pub async fn prove(
     if !status.has_ended() {
         // Unbounded waits end only with the job, or when the tracker
         // stops watching: the daemon is stopping.
-        return Err(Status::unavailable(format!("job {job} is {}: the daemon stopped watching it", status.as_str())));
+        return Err(Status::unavailable(format!(
+            "job {job} is {}: the daemon stopped watching it",
+            status.as_str()
+        )));
     }
     waiting.ended();
     Ok(ProveResponse { result: Some(result(state, &job, &scope, status).await?) })
@@ -168,7 +176,11 @@ pub async fn await_proof(
     let timeout = (request.timeout_ms > 0).then(|| Duration::from_millis(request.timeout_ms));
     let status = within(deadline, &job, state.jobs.wait(&job, &scope, timeout)).await?;
     if !status.has_ended() {
-        return Ok(AwaitProofResponse { job_id: job.0, status: Outcome::Timeout as i32, ..Default::default() });
+        return Ok(AwaitProofResponse {
+            job_id: job.0,
+            status: Outcome::Timeout as i32,
+            ..Default::default()
+        });
     }
     if let Some(waiting) = waiting {
         waiting.ended();
@@ -179,7 +191,11 @@ pub async fn await_proof(
 /// Cancels a job: queued partitions are dropped, running ones stop at their
 /// next stage boundary. `was_running`: a partition was in a stage (past the
 /// queue and the budget) when it was cancelled.
-pub async fn cancel(state: &GrpcState, caller: Caller, request: CancelProofRequest) -> Result<CancelProofResponse, Status> {
+pub async fn cancel(
+    state: &GrpcState,
+    caller: Caller,
+    request: CancelProofRequest,
+) -> Result<CancelProofResponse, Status> {
     let (job, scope) = (JobId(request.job_id), caller.jobs());
     let view = state.jobs.view(&job, &scope).await.map_err(jobs_status)?;
     let in_stage = view.partitions.iter().any(|p| p.stage >= Stage::Synthesizing && !p.stage.is_terminal());
@@ -194,7 +210,12 @@ pub async fn cancel(state: &GrpcState, caller: Caller, request: CancelProofReque
 /// An ended job's answer: its proof (the partitions' proofs concatenated in
 /// partition order), or why it failed, and its timings (each stage's
 /// milliseconds summed over partitions; `total_ms` the job's wall time).
-async fn result(state: &GrpcState, job: &JobId, scope: &TenantScope, status: JobStatus) -> Result<AwaitProofResponse, Status> {
+async fn result(
+    state: &GrpcState,
+    job: &JobId,
+    scope: &TenantScope,
+    status: JobStatus,
+) -> Result<AwaitProofResponse, Status> {
     let view = state.jobs.view(job, scope).await.map_err(jobs_status)?;
     let ms = |stage: &str| view.timings_ms.get(stage).map_or(0, |ms| *ms as u64);
     let mut answer = AwaitProofResponse {
@@ -234,9 +255,9 @@ async fn within(
     wait: impl std::future::Future<Output = Result<JobStatus, JobsError>>,
 ) -> Result<JobStatus, Status> {
     let waited = match deadline {
-        Some(deadline) => tokio::time::timeout(deadline, wait)
-            .await
-            .map_err(|_| Status::deadline_exceeded(format!("the call's deadline passed before job {job} ended")))?,
+        Some(deadline) => tokio::time::timeout(deadline, wait).await.map_err(|_| {
+            Status::deadline_exceeded(format!("the call's deadline passed before job {job} ended"))
+        })?,
         None => wait.await,
     };
     waited.map_err(jobs_status)
@@ -246,7 +267,12 @@ async fn within(
 /// whose result is FAILED, with the reason.
 fn failed(job_id: String, error_message: String) -> ProveResponse {
     ProveResponse {
-        result: Some(AwaitProofResponse { job_id, status: Outcome::Failed as i32, error_message, ..Default::default() }),
+        result: Some(AwaitProofResponse {
+            job_id,
+            status: Outcome::Failed as i32,
+            error_message,
+            ..Default::default()
+        }),
     }
 }
 

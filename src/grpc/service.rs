@@ -12,8 +12,9 @@ use super::error::token_status;
 use super::proto::proving_engine_server::ProvingEngine;
 use super::proto::{
     AwaitProofRequest, AwaitProofResponse, CancelProofRequest, CancelProofResponse, EvictSrsRequest,
-    EvictSrsResponse, GetMetricsRequest, GetMetricsResponse, GetStatusRequest, GetStatusResponse, PreloadSrsRequest,
-    PreloadSrsResponse, ProveRequest, ProveResponse, SubmitProofRequest, SubmitProofResponse,
+    EvictSrsResponse, GetMetricsRequest, GetMetricsResponse, GetStatusRequest, GetStatusResponse,
+    PreloadSrsRequest, PreloadSrsResponse, ProveRequest, ProveResponse, SubmitProofRequest,
+    SubmitProofResponse,
 };
 use super::state::GrpcState;
 use super::{prove, srs, status};
@@ -28,7 +29,10 @@ pub struct ProvingService {
 
 #[tonic::async_trait]
 impl ProvingEngine for ProvingService {
-    async fn submit_proof(&self, request: Request<SubmitProofRequest>) -> Result<Response<SubmitProofResponse>, Status> {
+    async fn submit_proof(
+        &self,
+        request: Request<SubmitProofRequest>,
+    ) -> Result<Response<SubmitProofResponse>, Status> {
         answer("SubmitProof", async {
             let caller = self.caller(&request, Scope::Submit)?;
             prove::submit(&self.state, caller, request.into_inner()).await
@@ -36,7 +40,10 @@ impl ProvingEngine for ProvingService {
         .await
     }
 
-    async fn await_proof(&self, request: Request<AwaitProofRequest>) -> Result<Response<AwaitProofResponse>, Status> {
+    async fn await_proof(
+        &self,
+        request: Request<AwaitProofRequest>,
+    ) -> Result<Response<AwaitProofResponse>, Status> {
         answer("AwaitProof", async {
             let caller = self.caller(&request, Scope::Read)?;
             let deadline = deadline(&request);
@@ -54,7 +61,10 @@ impl ProvingEngine for ProvingService {
         .await
     }
 
-    async fn cancel_proof(&self, request: Request<CancelProofRequest>) -> Result<Response<CancelProofResponse>, Status> {
+    async fn cancel_proof(
+        &self,
+        request: Request<CancelProofRequest>,
+    ) -> Result<Response<CancelProofResponse>, Status> {
         answer("CancelProof", async {
             let caller = self.caller(&request, Scope::Submit)?;
             prove::cancel(&self.state, caller, request.into_inner()).await
@@ -62,7 +72,10 @@ impl ProvingEngine for ProvingService {
         .await
     }
 
-    async fn get_status(&self, request: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
+    async fn get_status(
+        &self,
+        request: Request<GetStatusRequest>,
+    ) -> Result<Response<GetStatusResponse>, Status> {
         answer("GetStatus", async {
             let caller = self.caller(&request, Scope::Read)?;
             status::status(&self.state, &caller).await
@@ -70,7 +83,10 @@ impl ProvingEngine for ProvingService {
         .await
     }
 
-    async fn get_metrics(&self, request: Request<GetMetricsRequest>) -> Result<Response<GetMetricsResponse>, Status> {
+    async fn get_metrics(
+        &self,
+        request: Request<GetMetricsRequest>,
+    ) -> Result<Response<GetMetricsResponse>, Status> {
         answer("GetMetrics", async {
             self.caller(&request, Scope::Read)?;
             Ok(status::metrics(&self.state).await)
@@ -78,7 +94,10 @@ impl ProvingEngine for ProvingService {
         .await
     }
 
-    async fn preload_srs(&self, request: Request<PreloadSrsRequest>) -> Result<Response<PreloadSrsResponse>, Status> {
+    async fn preload_srs(
+        &self,
+        request: Request<PreloadSrsRequest>,
+    ) -> Result<Response<PreloadSrsResponse>, Status> {
         answer("PreloadSRS", async {
             self.caller(&request, Scope::Admin)?;
             srs::preload(&self.state, &request.get_ref().circuit_id).await
@@ -86,7 +105,10 @@ impl ProvingEngine for ProvingService {
         .await
     }
 
-    async fn evict_srs(&self, request: Request<EvictSrsRequest>) -> Result<Response<EvictSrsResponse>, Status> {
+    async fn evict_srs(
+        &self,
+        request: Request<EvictSrsRequest>,
+    ) -> Result<Response<EvictSrsResponse>, Status> {
         answer("EvictSRS", async {
             self.caller(&request, Scope::Admin)?;
             srs::evict(&self.state, &request.get_ref().circuit_id)
@@ -109,7 +131,10 @@ impl ProvingService {
 
 /// Runs a handler and counts its answer; a call dropped before it answers
 /// (its caller went away) is counted as CANCELLED.
-async fn answer<T>(method: &'static str, handler: impl Future<Output = Result<T, Status>>) -> Result<Response<T>, Status> {
+async fn answer<T>(
+    method: &'static str,
+    handler: impl Future<Output = Result<T, Status>>,
+) -> Result<Response<T>, Status> {
     let mut counted = Unanswered(Some(method));
     let answered = handler.await;
     counted.0 = None;

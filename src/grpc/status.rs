@@ -40,7 +40,12 @@ pub async fn status(state: &GrpcState, caller: &Caller) -> Result<GetStatusRespo
         .params
         .loaded()
         .into_iter()
-        .map(|(circuit_id, bytes)| SrsStatus { circuit_id, tier: Tier::Hot as i32, size_bytes: bytes, ref_count: 0 })
+        .map(|(circuit_id, bytes)| SrsStatus {
+            circuit_id,
+            tier: Tier::Hot as i32,
+            size_bytes: bytes,
+            ref_count: 0,
+        })
         .collect();
     let queues = loads
         .into_iter()

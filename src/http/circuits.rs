@@ -45,10 +45,7 @@ pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
     ),
     security((), ("bearer" = ["read"]))
 )]
-pub async fn get_vk(
-    state: web::Data<AppState>,
-    id: web::Path<String>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn get_vk(state: web::Data<AppState>, id: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let id = id.into_inner();
     let lookup_state = state.clone();
     let lookup_id = id.clone();

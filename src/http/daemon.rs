@@ -28,13 +28,20 @@ pub struct StatusQuery {
     ),
     security((), ("bearer" = ["read"]))
 )]
-pub async fn status(state: web::Data<AppState>, query: web::Query<StatusQuery>) -> Result<HttpResponse, ApiError> {
+pub async fn status(
+    state: web::Data<AppState>,
+    query: web::Query<StatusQuery>,
+) -> Result<HttpResponse, ApiError> {
     // Both answers go through a Value, whose keys are sorted: the order
     // they have always had.
     let body = match query.scope.as_deref() {
         None | Some("node") => serde_json::to_value(state.jobs.status().await?),
         Some("fleet") => serde_json::to_value(state.jobs.fleet_status().await?),
-        Some(other) => return Err(ApiError::bad_request(format!("unknown scope {other:?}: node (the default) or fleet"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown scope {other:?}: node (the default) or fleet"
+            )))
+        }
     };
     Ok(HttpResponse::Ok().json(body.map_err(|e| ApiError::internal(e.to_string()))?))
 }
@@ -51,10 +58,14 @@ pub async fn status(state: web::Data<AppState>, query: web::Query<StatusQuery>) 
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     match state.jobs.readiness() {
         Ok(()) => Ok(HttpResponse::Ok().json(json!({ "status": "ok" }))),
-        Err(Unready::ShuttingDown) => Err(ApiError::unavailable("shutting down").because(ErrorReason::ShuttingDown)),
-        Err(Unready::Recovering { retry_after_s }) => Err(ApiError::unavailable("stored jobs are still being rebuilt")
-            .because(ErrorReason::Recovering)
-            .retry_after(retry_after_s)),
+        Err(Unready::ShuttingDown) => {
+            Err(ApiError::unavailable("shutting down").because(ErrorReason::ShuttingDown))
+        }
+        Err(Unready::Recovering { retry_after_s }) => {
+            Err(ApiError::unavailable("stored jobs are still being rebuilt")
+                .because(ErrorReason::Recovering)
+                .retry_after(retry_after_s))
+        }
         Err(Unready::StoreFailing { why, retry_after_s }) => {
             Err(ApiError::unavailable(format!("the job store cannot write: {why}"))
                 .because(ErrorReason::StoreFailing)

@@ -178,7 +178,9 @@ impl From<JobsError> for ApiError {
             JobsError::RateLimited { retry_after_s, .. } | JobsError::QueueFull { retry_after_s, .. } => {
                 ApiError::too_many_requests(message, retry_after_s)
             }
-            JobsError::NoSpace { retry_after_s, .. } => ApiError::insufficient_storage(message).retry_after(retry_after_s),
+            JobsError::NoSpace { retry_after_s, .. } => {
+                ApiError::insufficient_storage(message).retry_after(retry_after_s)
+            }
             // A body that is not JSON is a bad request; JSON that is not a
             // job is unprocessable.
             JobsError::Rejected(SubmitError::NotJson(_)) => ApiError::bad_request(message),
@@ -189,7 +191,9 @@ impl From<JobsError> for ApiError {
             JobsError::NotStored { retry_after_s, .. } | JobsError::Database { retry_after_s, .. } => {
                 ApiError::unavailable(message).because(ErrorReason::StoreFailing).retry_after(retry_after_s)
             }
-            JobsError::NotDone { status, .. } | JobsError::AlreadyEnded { status, .. } => ApiError::conflict(message, status),
+            JobsError::NotDone { status, .. } | JobsError::AlreadyEnded { status, .. } => {
+                ApiError::conflict(message, status)
+            }
             JobsError::SchedulerGone(_) => ApiError::unavailable(message),
             JobsError::Thread { .. } => ApiError::internal(message),
         }
@@ -209,9 +213,7 @@ pub fn json_errors<B: actix_web::body::MessageBody + 'static>(
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     if is_json {
-        return Ok(actix_web::middleware::ErrorHandlerResponse::Response(
-            res.map_into_left_body(),
-        ));
+        return Ok(actix_web::middleware::ErrorHandlerResponse::Response(res.map_into_left_body()));
     }
     let status = res.status();
     let message = match res.response().error() {
@@ -219,10 +221,8 @@ pub fn json_errors<B: actix_web::body::MessageBody + 'static>(
         None => status.canonical_reason().unwrap_or("error").to_string(),
     };
     let (req, _) = res.into_parts();
-    let response = HttpResponse::build(status)
-        .json(ErrorBody::new(message))
-        .map_into_right_body();
-    Ok(actix_web::middleware::ErrorHandlerResponse::Response(
-        actix_web::dev::ServiceResponse::new(req, response),
-    ))
+    let response = HttpResponse::build(status).json(ErrorBody::new(message)).map_into_right_body();
+    Ok(actix_web::middleware::ErrorHandlerResponse::Response(actix_web::dev::ServiceResponse::new(
+        req, response,
+    )))
 }

@@ -50,12 +50,10 @@ pub async fn submit_job(
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
     // The gate lets a submission through only with a tenant.
-    let tenant = caller
-        .tenant
-        .clone()
-        .ok_or_else(|| ApiError::unauthorized("submitting needs a token"))?;
+    let tenant = caller.tenant.clone().ok_or_else(|| ApiError::unauthorized("submitting needs a token"))?;
     let limit = state.max_body_bytes;
-    let too_large = || ApiError::payload_too_large(format!("the body exceeds limits.max_body_bytes ({limit} bytes)"));
+    let too_large =
+        || ApiError::payload_too_large(format!("the body exceeds limits.max_body_bytes ({limit} bytes)"));
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -69,7 +67,9 @@ pub async fn submit_job(
     // limit) while it arrives, so a body that stalls holds its share.
     let expected = declared.unwrap_or(limit);
     let admission = state.jobs.admit(tenant, caller.limits, expected)?;
-    let body = read_body(payload, expected, state.body_read_timeout).await.map_err(|e| e.unwrap_or_else(too_large))?;
+    let body = read_body(payload, expected, state.body_read_timeout)
+        .await
+        .map_err(|e| e.unwrap_or_else(too_large))?;
     let header_key = match req.headers().get("Idempotency-Key") {
         Some(value) => Some(
             value
@@ -84,11 +84,7 @@ pub async fn submit_job(
         return Err(ApiError::unprocessable("Idempotency-Key must not be empty"));
     }
     let submitted = state.jobs.submit(admission, Offered::Body(Box::new(body)), header_key).await?;
-    let mut response = if submitted.created {
-        HttpResponse::Accepted()
-    } else {
-        HttpResponse::Ok()
-    };
+    let mut response = if submitted.created { HttpResponse::Accepted() } else { HttpResponse::Ok() };
     Ok(response
         .insert_header((header::LOCATION, format!("/v1/jobs/{}", submitted.id)))
         .json(json!({ "id": submitted.id, "status": submitted.status })))
@@ -108,7 +104,9 @@ async fn read_body(
             timeout.as_secs()
         )))),
         Ok(Err(_)) => Err(None),
-        Ok(Ok(read)) => read.map_err(|e| Some(ApiError::bad_request(format!("reading the body failed: {e}")))),
+        Ok(Ok(read)) => {
+            read.map_err(|e| Some(ApiError::bad_request(format!("reading the body failed: {e}"))))
+        }
     }
 }
 

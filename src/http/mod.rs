@@ -88,14 +88,10 @@ mod tests {
         let paths = openapi::document()["paths"].as_object().expect("paths");
         let routes = routes();
         for (method, path, _) in &routes {
-            let operation = &paths
-                .get(*path)
-                .unwrap_or_else(|| panic!("{path} is not in the OpenAPI document"))
-                [method.as_str().to_lowercase()];
-            assert!(
-                operation.is_object(),
-                "{method} {path} is not in the OpenAPI document"
-            );
+            let operation =
+                &paths.get(*path).unwrap_or_else(|| panic!("{path} is not in the OpenAPI document"))
+                    [method.as_str().to_lowercase()];
+            assert!(operation.is_object(), "{method} {path} is not in the OpenAPI document");
             let responses = operation["responses"].as_object().unwrap();
             let needs_token = operation["security"]
                 .as_array()
@@ -110,18 +106,11 @@ mod tests {
             let errors = responses.keys().filter(|code| !code.starts_with('2'));
             for code in errors {
                 let schema = &responses[code]["content"]["application/json"]["schema"]["$ref"];
-                assert_eq!(
-                    schema, "#/components/schemas/ErrorBody",
-                    "{method} {path} {code}"
-                );
+                assert_eq!(schema, "#/components/schemas/ErrorBody", "{method} {path} {code}");
             }
         }
         let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
-        assert_eq!(
-            documented,
-            routes.len(),
-            "the document has operations no route serves"
-        );
+        assert_eq!(documented, routes.len(), "the document has operations no route serves");
     }
 
     /// The error body's `reason` is a schema of its own listing exactly

@@ -20,10 +20,7 @@ impl Modify for BearerAuth {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         doc.components
             .get_or_insert_with(Default::default)
-            .add_security_scheme(
-                "bearer",
-                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-            );
+            .add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
     }
 }
 
@@ -95,8 +92,7 @@ fn add_job_links(doc: &mut Value) {
         })
         .collect();
     for code in ["200", "202"] {
-        if let Some(response) = doc.pointer_mut(&format!("/paths/~1v1~1jobs/post/responses/{code}"))
-        {
+        if let Some(response) = doc.pointer_mut(&format!("/paths/~1v1~1jobs/post/responses/{code}")) {
             response["links"] = Value::Object(links.clone());
         }
     }

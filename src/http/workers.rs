@@ -82,7 +82,9 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
     match format {
         Some("csv") => Ok(true),
         Some("json") => Ok(false),
-        Some(other) => Err(ApiError::bad_request(format!("format must be \"csv\" or \"json\", got {other:?}"))),
+        Some(other) => {
+            Err(ApiError::bad_request(format!("format must be \"csv\" or \"json\", got {other:?}")))
+        }
         None => Ok(req
             .headers()
             .get(header::ACCEPT)
@@ -121,7 +123,9 @@ pub async fn timeline(
     let until = query.until;
     let valid = |t: f64| t.is_finite() && t >= 0.0 && t <= now + DEFAULT_WINDOW_MS;
     if !valid(since) || !until.is_none_or(valid) {
-        return Err(ApiError::bad_request("since and until are Unix times in milliseconds, not in the future"));
+        return Err(ApiError::bad_request(
+            "since and until are Unix times in milliseconds, not in the future",
+        ));
     }
     if until.is_some_and(|until| until < since) {
         return Err(ApiError::bad_request("until is before since"));
@@ -129,19 +133,14 @@ pub async fn timeline(
     let mut entries = state
         .system
         .monitor
-        .send(GetTimeline {
-            since_unix_ms: since,
-            until_unix_ms: until,
-        })
+        .send(GetTimeline { since_unix_ms: since, until_unix_ms: until })
         .await
         .map_err(|e| ApiError::actor_gone(WORKER_MONITOR, e))?;
     if !caller.admin {
         entries.iter_mut().for_each(hide_job);
     }
     if csv {
-        return Ok(HttpResponse::Ok()
-            .content_type("text/csv; charset=utf-8")
-            .body(timeline_csv(&entries)));
+        return Ok(HttpResponse::Ok().content_type("text/csv; charset=utf-8").body(timeline_csv(&entries)));
     }
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "since_unix_ms": since,

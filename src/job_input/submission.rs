@@ -138,29 +138,14 @@ impl Submission {
                     return Err(InvalidJob::FamilyField { kind, field });
                 }
                 let input = input.ok_or(InvalidJob::NoInput(kind))?;
-                (
-                    Circuit::Filecoin(kind),
-                    Input::Filecoin(FilecoinInput::decode(kind, input.as_str())?),
-                )
+                (Circuit::Filecoin(kind), Input::Filecoin(FilecoinInput::decode(kind, input.as_str())?))
             }
             None if input.is_some() => return Err(InvalidJob::InputForFamily(circuit)),
-            None => (
-                Circuit::Family(circuit),
-                Input::Family(FamilyInput {
-                    params,
-                    partitions,
-                    seed,
-                    inputs,
-                }),
-            ),
+            None => {
+                (Circuit::Family(circuit), Input::Family(FamilyInput { params, partitions, seed, inputs }))
+            }
         };
-        Ok(Submission {
-            circuit,
-            priority,
-            input,
-            request_id,
-            deadline_ms,
-        })
+        Ok(Submission { circuit, priority, input, request_id, deadline_ms })
     }
 
     /// The canonical JSON text `parse` reads this submission from: compact,
@@ -187,10 +172,7 @@ impl Submission {
             }
             job.member_if("priority", self.priority.as_ref());
             job.member_if("request_id", self.request_id.as_ref());
-            if let Input::Family(FamilyInput {
-                seed: Some(seed), ..
-            }) = &self.input
-            {
+            if let Input::Family(FamilyInput { seed: Some(seed), .. }) = &self.input {
                 job.member("seed", seed);
             }
         });
@@ -209,11 +191,7 @@ mod tests {
     /// text, and that text is canonical (what the canonical pass makes of it).
     fn round_trip(submission: &Submission) -> String {
         let text = submission.text();
-        assert_eq!(
-            canonical(text.as_bytes(), usize::MAX).unwrap(),
-            text,
-            "not canonical"
-        );
+        assert_eq!(canonical(text.as_bytes(), usize::MAX).unwrap(), text, "not canonical");
         let read = Submission::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
         assert_eq!(&read, submission, "{text}");
         text
@@ -243,9 +221,7 @@ mod tests {
             circuit: Circuit::Filecoin(Kind::WindowPost),
             priority: Some(Priority::High),
             input: Input::Filecoin(FilecoinInput::Post(PostInput {
-                registered_proof: RegisteredProof::of(
-                    RegisteredPoStProof::StackedDrgWindow2KiBV1_2,
-                ),
+                registered_proof: RegisteredProof::of(RegisteredPoStProof::StackedDrgWindow2KiBV1_2),
                 randomness: "ab".into(),
                 prover_id: "e807".into(),
                 vanilla_proofs: vec!["0102".into(), "03".into()],
@@ -271,29 +247,19 @@ mod tests {
     /// input is read, in the order the parser has always checked them.
     #[test]
     fn fields_of_the_other_sort_are_refused() {
-        let refused = |text: &str| {
-            Submission::parse(text)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default()
-        };
+        let refused = |text: &str| Submission::parse(text).err().map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(
             refused(r#"{"circuit":"porep-c2","params":{"a":1},"input":{}}"#),
             "porep-c2 takes its work from input; params is not allowed"
         );
-        assert_eq!(
-            refused(r#"{"circuit":"winning-post"}"#),
-            "winning-post needs an input object"
-        );
+        assert_eq!(refused(r#"{"circuit":"winning-post"}"#), "winning-post needs an input object");
         assert_eq!(
             refused(r#"{"circuit":"mimc-chain","input":{}}"#),
             "mimc-chain is a circuit family: give seed or inputs, not input"
         );
-        assert!(refused(r#"{"circuit":"snap-prove","input":{}}"#)
-            .contains("missing field `registered_proof`"));
-        assert!(matches!(
-            Submission::parse("[]"),
-            Err(InvalidJob::NotAnObject)
-        ));
+        assert!(
+            refused(r#"{"circuit":"snap-prove","input":{}}"#).contains("missing field `registered_proof`")
+        );
+        assert!(matches!(Submission::parse("[]"), Err(InvalidJob::NotAnObject)));
     }
 }

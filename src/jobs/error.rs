@@ -100,7 +100,12 @@ fn queue_full(full: &QueueFull) -> String {
 #[derive(Debug)]
 pub enum Unready {
     ShuttingDown,
-    Recovering { retry_after_s: u64 },
+    Recovering {
+        retry_after_s: u64,
+    },
     /// The job store cannot write; the text says why.
-    StoreFailing { why: String, retry_after_s: u64 },
+    StoreFailing {
+        why: String,
+        retry_after_s: u64,
+    },
 }

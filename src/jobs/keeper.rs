@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cuzk_actors::messages::{
-    CancelJob, CircuitLoad, GetCircuitLoad, GetJob, GetProofs, GetTrackerStatus, JobEnding,
-    JobStatus, JobView, ProofsError, ProofsView, SubmitJob, SubmitOutcome, WatchJob,
+    CancelJob, CircuitLoad, GetCircuitLoad, GetJob, GetProofs, GetTrackerStatus, JobEnding, JobStatus,
+    JobView, ProofsError, ProofsView, SubmitJob, SubmitOutcome, WatchJob,
 };
 use cuzk_actors::{JobId, NewJob, TenantScope};
 
@@ -37,17 +37,12 @@ impl Keeper {
     }
 
     /// Records a new job (or finds the one its idempotency key names).
-    pub(super) async fn submit(
-        &self,
-        jobs: &Jobs,
-        job: NewJob,
-    ) -> Result<SubmitOutcome, JobsError> {
+    pub(super) async fn submit(&self, jobs: &Jobs, job: NewJob) -> Result<SubmitOutcome, JobsError> {
         match self {
             Keeper::Tracker => jobs.ask(SubmitJob(job)).await,
             Keeper::Fleet(fleet) => {
                 let max = jobs.max_queued_jobs;
-                jobs.database(fleet, move |fleet| fleet.submit(&job, max))
-                    .await
+                jobs.database(fleet, move |fleet| fleet.submit(&job, max)).await
             }
         }
     }
@@ -66,8 +61,7 @@ impl Keeper {
             // those this node holds.
             Keeper::Fleet(fleet) => {
                 let (job, scope) = (id.clone(), scope.clone());
-                jobs.database(fleet, move |fleet| fleet.view(&job, &scope, local))
-                    .await
+                jobs.database(fleet, move |fleet| fleet.view(&job, &scope, local)).await
             }
         }
     }
@@ -82,10 +76,7 @@ impl Keeper {
         let (job, scope) = (id.clone(), scope.clone());
         match self {
             Keeper::Tracker => jobs.ask(GetProofs(job, scope)).await,
-            Keeper::Fleet(fleet) => {
-                jobs.database(fleet, move |fleet| fleet.proofs(&job, &scope))
-                    .await
-            }
+            Keeper::Fleet(fleet) => jobs.database(fleet, move |fleet| fleet.proofs(&job, &scope)).await,
         }
     }
 
@@ -99,10 +90,7 @@ impl Keeper {
         let (job, scope) = (id.clone(), scope.clone());
         match self {
             Keeper::Tracker => jobs.ask(CancelJob(job, scope)).await,
-            Keeper::Fleet(fleet) => {
-                jobs.database(fleet, move |fleet| fleet.cancel(&job, &scope))
-                    .await
-            }
+            Keeper::Fleet(fleet) => jobs.database(fleet, move |fleet| fleet.cancel(&job, &scope)).await,
         }
     }
 
@@ -116,18 +104,12 @@ impl Keeper {
         let (job, scope) = (id.clone(), scope.clone());
         match self {
             Keeper::Tracker => jobs.ask(WatchJob(job, scope)).await,
-            Keeper::Fleet(fleet) => {
-                jobs.database(fleet, move |fleet| fleet.watch(&job, &scope))
-                    .await
-            }
+            Keeper::Fleet(fleet) => jobs.database(fleet, move |fleet| fleet.watch(&job, &scope)).await,
         }
     }
 
     /// Unfinished jobs per circuit, queued and running.
-    pub(super) async fn circuit_load(
-        &self,
-        jobs: &Jobs,
-    ) -> Result<BTreeMap<String, CircuitLoad>, JobsError> {
+    pub(super) async fn circuit_load(&self, jobs: &Jobs) -> Result<BTreeMap<String, CircuitLoad>, JobsError> {
         match self {
             Keeper::Tracker => jobs.ask(GetCircuitLoad).await,
             Keeper::Fleet(fleet) => jobs.database(fleet, |fleet| fleet.circuit_load()).await,
@@ -139,18 +121,9 @@ impl Keeper {
         match self {
             Keeper::Tracker => {
                 let status = jobs.ask(GetTrackerStatus).await?;
-                Ok(status
-                    .jobs
-                    .get(JobStatus::Queued.as_str())
-                    .copied()
-                    .unwrap_or(0))
+                Ok(status.jobs.get(JobStatus::Queued.as_str()).copied().unwrap_or(0))
             }
-            Keeper::Fleet(_) => Ok(self
-                .circuit_load(jobs)
-                .await?
-                .values()
-                .map(|load| load.queued)
-                .sum()),
+            Keeper::Fleet(_) => Ok(self.circuit_load(jobs).await?.values().map(|load| load.queued).sum()),
         }
     }
 }

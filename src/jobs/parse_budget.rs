@@ -105,11 +105,7 @@ impl ParseBudget {
                 max_requests: limits.max_parsing_requests,
             });
         }
-        Ok(Self {
-            in_use: Arc::default(),
-            limit_bytes,
-            max_requests: limits.max_parsing_requests,
-        })
+        Ok(Self { in_use: Arc::default(), limit_bytes, max_requests: limits.max_parsing_requests })
     }
 
     /// Reserves the estimate of a `body_bytes` body, or refuses when it
@@ -121,7 +117,12 @@ impl ParseBudget {
             return Err(ParseBudgetFull::Requests { limit: self.max_requests });
         }
         if in_use.bytes.saturating_add(needed) > self.limit_bytes {
-            return Err(ParseBudgetFull::Bytes { body_bytes, needed, in_use: in_use.bytes, limit: self.limit_bytes });
+            return Err(ParseBudgetFull::Bytes {
+                body_bytes,
+                needed,
+                in_use: in_use.bytes,
+                limit: self.limit_bytes,
+            });
         }
         in_use.bytes += needed;
         in_use.requests += 1;

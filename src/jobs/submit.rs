@@ -17,7 +17,7 @@ use cuzk_actors::messages::{CancelJob, JobStatus};
 use cuzk_actors::{JobId, NewJob, RecordedRequest, Tenant, TenantScope};
 
 use super::{Jobs, JobsError, ParsePermit};
-use crate::job_input::{SubmitError, Submission};
+use crate::job_input::{Submission, SubmitError};
 use crate::telemetry::{TenantLimit, TenantRefused};
 use crate::tenants::TenantLimits;
 
@@ -55,7 +55,12 @@ impl Jobs {
     /// Takes one submission from the tenant's rate bucket, then reserves
     /// the parse of a body of at most `body_bytes` (its declared length, or
     /// the body limit when it has none) from the parse budget.
-    pub fn admit(&self, tenant: Tenant, limits: TenantLimits, body_bytes: usize) -> Result<Admission, JobsError> {
+    pub fn admit(
+        &self,
+        tenant: Tenant,
+        limits: TenantLimits,
+        body_bytes: usize,
+    ) -> Result<Admission, JobsError> {
         if let Err(retry_after_s) = self.rates.take(&tenant, &limits, Instant::now()) {
             TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });

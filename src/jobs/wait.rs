@@ -15,7 +15,12 @@ impl Jobs {
     /// Waits until job `id` ends, or `timeout` passes (None: no limit), and
     /// answers its status then: done, failed or cancelled once it ended,
     /// queued or running if the time ran out first.
-    pub async fn wait(&self, id: &JobId, scope: &TenantScope, timeout: Option<Duration>) -> Result<JobStatus, JobsError> {
+    pub async fn wait(
+        &self,
+        id: &JobId,
+        scope: &TenantScope,
+        timeout: Option<Duration>,
+    ) -> Result<JobStatus, JobsError> {
         let was_recovering = self.recovering.is_set();
         let ending = self.keeper.watch(self, id, scope).await?;
         let ending = ending.ok_or_else(|| self.missing(was_recovering, id))?;

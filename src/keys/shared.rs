@@ -107,7 +107,9 @@ impl SharedKeys {
         // s. A live holder's kernel answers the probes however long its
         // setup runs.
         client
-            .batch_execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3")
+            .batch_execute(
+                "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3",
+            )
             .map_err(|e| self.place.failed("cannot set up the lock's connection", e))?;
         // The two-key form, keyed by the schema too: fleets in other schemas
         // of the database do not wait for this one, and no key meets the

@@ -47,13 +47,9 @@ pub fn migrate(client: &mut Client, place: &Place) -> Result<(), PgError> {
         return Err(place.error(PgFailure::NewerSchema { found: newest, known }));
     }
     for &(version, name, sql) in MIGRATIONS.iter().filter(|(version, _, _)| *version > newest) {
-        txn.batch_execute(sql)
-            .map_err(|error| place.error(PgFailure::Migration { version, name, error }))?;
-        txn.execute(
-            "INSERT INTO cuzk_schema_migrations (version, name) VALUES ($1, $2)",
-            &[&version, &name],
-        )
-        .map_err(failed)?;
+        txn.batch_execute(sql).map_err(|error| place.error(PgFailure::Migration { version, name, error }))?;
+        txn.execute("INSERT INTO cuzk_schema_migrations (version, name) VALUES ($1, $2)", &[&version, &name])
+            .map_err(failed)?;
         log::info!("{place}: schema migrated to version {version} ({name})");
     }
     txn.commit().map_err(failed)

@@ -126,11 +126,17 @@ fn take_tls_options(url: &str) -> (String, Option<String>, Option<String>) {
                 let mut kept = Vec::new();
                 for pair in query.split('&') {
                     match pair.split_once('=') {
-                        Some((key, value)) if is_tls(key) => taken.push((key.to_string(), percent_decoded(value))),
+                        Some((key, value)) if is_tls(key) => {
+                            taken.push((key.to_string(), percent_decoded(value)))
+                        }
                         _ => kept.push(pair),
                     }
                 }
-                if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) }
+                if kept.is_empty() {
+                    base.to_string()
+                } else {
+                    format!("{base}?{}", kept.join("&"))
+                }
             }
             None => url.to_string(),
         }

@@ -58,10 +58,8 @@ pub(super) fn backend(config: &Config, store: Arc<KeyStore>) -> Result<Built, Ba
         };
         let engines = devices.iter().map(|d| d.engine.clone()).collect();
         let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving, loading);
-        let reservation = job_input::proving_reservation(
-            config.proving.filecoin_evaluation,
-            backend.device_evaluation(),
-        );
+        let reservation =
+            job_input::proving_reservation(config.proving.filecoin_evaluation, backend.device_evaluation());
         let loading = backend.loading().clone();
         Built { backend: Arc::new(backend), reservation, loading, engines }
     };
@@ -71,10 +69,7 @@ pub(super) fn backend(config: &Config, store: Arc<KeyStore>) -> Result<Built, Ba
         BackendKind::Sim => {
             let sim = SimBackend::from_config(&config.sim).map_err(BackendError::Simulation)?;
             let reservation = sim.profile().reservation;
-            log::warn!(
-                "simulated backend ({}): proofs are not real",
-                sim.profile().name
-            );
+            log::warn!("simulated backend ({}): proofs are not real", sim.profile().name);
             Ok(Built {
                 backend: Arc::new(sim),
                 reservation: Arc::new(move |_: &ProofJob| reservation),
@@ -93,10 +88,7 @@ fn cpu_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
     (0..config.cpu.devices.max(1))
         .map(|i| {
             let engine = cuzk_kernels::cpu::CpuEngine::new(threads)?;
-            Ok(Device {
-                name: format!("cpu{i}"),
-                engine: Arc::new(engine),
-            })
+            Ok(Device { name: format!("cpu{i}"), engine: Arc::new(engine) })
         })
         .collect()
 }
@@ -132,15 +124,10 @@ fn cuda_devices(config: &Config) -> Result<Vec<Device>, BackendError> {
     ordinals
         .into_iter()
         .map(|ordinal| {
-            let info = detected
-                .iter()
-                .find(|d| d.ordinal == ordinal)
-                .ok_or(BackendError::NoSuchDevice(ordinal))?;
+            let info =
+                detected.iter().find(|d| d.ordinal == ordinal).ok_or(BackendError::NoSuchDevice(ordinal))?;
             let engine = CudaEngine::new(ordinal, options.clone())?;
-            Ok(Device {
-                name: format!("cuda{ordinal} {}", info.name),
-                engine: Arc::new(engine),
-            })
+            Ok(Device { name: format!("cuda{ordinal} {}", info.name), engine: Arc::new(engine) })
         })
         .collect()
 }

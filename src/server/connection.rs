@@ -199,7 +199,10 @@ mod tests {
 
     #[test]
     fn the_answer_keeps_the_head_and_carries_the_reason() {
-        let bytes = answer(431, b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        let bytes = answer(
+            431,
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
         let mut headers = [httparse::EMPTY_HEADER; 8];
         let mut response = httparse::Response::new(&mut headers);
         let httparse::Status::Complete(head) = response.parse(&bytes).expect("a valid head") else {

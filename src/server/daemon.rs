@@ -81,7 +81,15 @@ impl Daemon {
         let fleet = fleet_store
             .zip(load)
             .map(|(fleet_store, load)| {
-                Fleet::start(&config, fleet_store, &system, parser.clone(), job_store.clone(), load, intake.clone())
+                Fleet::start(
+                    &config,
+                    fleet_store,
+                    &system,
+                    parser.clone(),
+                    job_store.clone(),
+                    load,
+                    intake.clone(),
+                )
             })
             .transpose()?;
         let jobs = Arc::new(Jobs::new(
@@ -183,10 +191,8 @@ fn check_settings(config: &mut Config) -> Result<Checked, ServerError> {
     let tls = crate::tls::server_config(&config.tls)?;
     let metrics_listener = match &config.metrics_listen {
         Some(listen) => {
-            let not_listening = |source| ServerError::Listen {
-                address: format!("{listen} (metrics_listen)"),
-                source,
-            };
+            let not_listening =
+                |source| ServerError::Listen { address: format!("{listen} (metrics_listen)"), source };
             let listener = TcpListener::bind(listen).map_err(not_listening)?;
             let addr = listener.local_addr().map_err(not_listening)?;
             gate = gate.with_metrics_listener(addr);
@@ -231,8 +237,10 @@ fn start_telemetry(gates: &Gates) -> PrometheusHandle {
 fn open_keys(config: &Config) -> Result<Arc<KeyStore>, ServerError> {
     let keys = match &config.store.url {
         // The database client blocks: it connects off this (actix) thread.
-        Some(url) => std::thread::scope(|scope| scope.spawn(|| KeyStore::open_shared(&config.data_dir, url)).join())
-            .map_err(|_| ServerError::KeysPanicked)?,
+        Some(url) => {
+            std::thread::scope(|scope| scope.spawn(|| KeyStore::open_shared(&config.data_dir, url)).join())
+                .map_err(|_| ServerError::KeysPanicked)?
+        }
         None => KeyStore::open(&config.data_dir),
     };
     Ok(Arc::new(keys?))
@@ -294,9 +302,7 @@ fn start_actors(
     );
     log::info!("scheduler: {:?}", system.config);
     let max_queued = config.limits.max_queued_jobs;
-    system
-        .tracker
-        .do_send(SetMaxUnfinished((max_queued > 0).then_some(max_queued)));
+    system.tracker.do_send(SetMaxUnfinished((max_queued > 0).then_some(max_queued)));
     (system, load)
 }
 
@@ -318,9 +324,7 @@ fn job_parser(
         max_input_bytes: config.limits.max_input_bytes,
         reservation,
         // The simulated backend sets nothing up.
-        setups: (config.backend != BackendKind::Sim).then(|| SetupLimits {
-            keys: keys.clone(),
-            budget_bytes: config.budget_bytes(),
-        }),
+        setups: (config.backend != BackendKind::Sim)
+            .then(|| SetupLimits { keys: keys.clone(), budget_bytes: config.budget_bytes() }),
     })
 }

@@ -67,21 +67,14 @@ pub(super) fn http_server(
                 let call = srv.call(req);
                 async move {
                     let res = call.await?;
-                    crate::telemetry::HttpRequest {
-                        route: &route,
-                        status: res.status().as_u16(),
-                    }
-                    .emit();
+                    crate::telemetry::HttpRequest { route: &route, status: res.status().as_u16() }.emit();
                     Ok(res)
                 }
             })
             .wrap(from_fn(http::head_as_get))
             .configure(http::configure)
     };
-    let listen_error = |source| ServerError::Listen {
-        address: config.listen.clone(),
-        source,
-    };
+    let listen_error = |source| ServerError::Listen { address: config.listen.clone(), source };
     let mut builder = Server::build().workers(2).disable_signals().shutdown_timeout(5);
     let settings = Settings {
         head_timeout: Duration::from_secs(config.limits.header_read_timeout_s),
@@ -114,18 +107,12 @@ pub(super) fn http_server(
         let reached = Reached { addr, tls: false };
         let (app, settings) = (app.clone(), settings.clone());
         builder = builder
-            .listen(format!("cuzk-metrics-{addr}"), listener, move || serve(tcp(), tcp_peer, app(), reached, &settings))
-            .map_err(|source| ServerError::Listen {
-                address: format!("{addr} (metrics_listen)"),
-                source,
-            })?;
+            .listen(format!("cuzk-metrics-{addr}"), listener, move || {
+                serve(tcp(), tcp_peer, app(), reached, &settings)
+            })
+            .map_err(|source| ServerError::Listen { address: format!("{addr} (metrics_listen)"), source })?;
     }
-    let bound = Bound {
-        addr,
-        metrics_addr,
-        tls: tls_enabled,
-        grpc,
-    };
+    let bound = Bound { addr, metrics_addr, tls: tls_enabled, grpc };
     Ok((builder.run(), bound))
 }
 
@@ -151,7 +138,8 @@ fn tcp_peer(io: &TcpStream) -> Option<SocketAddr> {
 /// TLS (actix-tls's acceptor: 3 s for a handshake).
 fn tls_acceptor(
     tls: rustls::ServerConfig,
-) -> impl ServiceFactory<TcpStream, Config = (), Response = TlsStream<TcpStream>, Error = (), InitError = ()> {
+) -> impl ServiceFactory<TcpStream, Config = (), Response = TlsStream<TcpStream>, Error = (), InitError = ()>
+{
     Acceptor::new(tls).map_init_err(|_| ()).map_err(|_| ())
 }
 
@@ -170,7 +158,13 @@ where
     A: ServiceFactory<TcpStream, Config = (), Response = T, Error = (), InitError = ()>,
     T: AsyncRead + AsyncWrite + Unpin + 'static,
     I: IntoServiceFactory<S, Request>,
-    S: ServiceFactory<Request, Config = AppConfig, Response = ServiceResponse<B>, Error = actix_web::Error, InitError = ()> + 'static,
+    S: ServiceFactory<
+            Request,
+            Config = AppConfig,
+            Response = ServiceResponse<B>,
+            Error = actix_web::Error,
+            InitError = (),
+        > + 'static,
     B: MessageBody + 'static,
 {
     let shutdown = settings.shutdown.clone();
@@ -203,8 +197,15 @@ fn bind(listen: &str) -> std::io::Result<Vec<(TcpListener, SocketAddr)>> {
     let mut bound = Vec::new();
     let mut last_error = None;
     for addr in listen.to_socket_addrs()? {
-        let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
-        let listening = socket.set_reuse_address(true).and_then(|()| socket.bind(&addr.into())).and_then(|()| socket.listen(BACKLOG));
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        let listening = socket
+            .set_reuse_address(true)
+            .and_then(|()| socket.bind(&addr.into()))
+            .and_then(|()| socket.listen(BACKLOG));
         match listening {
             Ok(()) => {
                 let listener = TcpListener::from(socket);

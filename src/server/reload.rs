@@ -24,7 +24,11 @@ enum ReloadError {
 /// `[auth]`, the token file; the environment's tokens as read at start) and
 /// puts a new gate in force; requests already admitted finish under the
 /// old one. A reload that fails leaves the old gate in force.
-pub(super) fn reload_tokens_on_sighup(gates: web::Data<Gates>, auth: AuthConfig, listen: String) -> std::io::Result<()> {
+pub(super) fn reload_tokens_on_sighup(
+    gates: web::Data<Gates>,
+    auth: AuthConfig,
+    listen: String,
+) -> std::io::Result<()> {
     use crate::telemetry::{TenantsConfigured, TokensReloaded};
     let mut hangup = actix_rt::signal::unix::signal(actix_rt::signal::unix::SignalKind::hangup())?;
     actix_rt::spawn(async move {

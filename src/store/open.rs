@@ -177,7 +177,8 @@ pub struct HeldFile {
 impl HeldFile {
     /// Holds the file at `path`, just opened or written by redb.
     pub fn open(path: &Path) -> Result<Self, FileError> {
-        let file = fs::OpenOptions::new().read(true).write(true).open(path).map_err(io_error("open", path))?;
+        let file =
+            fs::OpenOptions::new().read(true).write(true).open(path).map_err(io_error("open", path))?;
         let meta = file.metadata().map_err(io_error("look at", path))?;
         Ok(Self { identity: FileIdentity::from(&meta), file })
     }
@@ -227,9 +228,7 @@ pub fn write_back(db: &Database, path: &Path) -> Result<WrittenBack, FileError> 
     // the path after.
     let held = HeldFile::open(&staging)?;
     fs::rename(&staging, path).map_err(io_error("rename the copy to", path))?;
-    fs::File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(io_error("sync the directory of", path))?;
+    fs::File::open(dir).and_then(|dir| dir.sync_all()).map_err(io_error("sync the directory of", path))?;
     write_marker(path)?;
     let incident = format!(
         "a copy of the open job store ({count} records, every job acknowledged until now) was written back to {}{}; new jobs are taken again",

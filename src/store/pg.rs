@@ -44,7 +44,8 @@ impl PgJobStore {
         super::start(move || {
             let mut client = config.connect().map_err(|e| place.failed("cannot connect", e))?;
             migrate(&mut client, &place)?;
-            let connection = Connection::prepare(client).map_err(|e| place.failed("cannot prepare its statements", e))?;
+            let connection =
+                Connection::prepare(client).map_err(|e| place.failed("cannot prepare its statements", e))?;
             log::info!("{place}: connected");
             // StoreError's own text says "job store".
             let place = Place::url(&url);
@@ -169,7 +170,11 @@ enum Failed {
 }
 
 impl Engine for Pg {
-    fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError> {
+    fn commit<'a>(
+        &mut self,
+        writes: impl Iterator<Item = &'a StoreWrite>,
+        probe: bool,
+    ) -> Result<(), StoreError> {
         let writes: Vec<&StoreWrite> = writes.collect();
         let reused = self.connection.is_some();
         let mut result = self.transact(&writes, probe);
@@ -199,7 +204,8 @@ impl Engine for Pg {
 
     /// One round trip on the connection, reconnecting if it was lost.
     fn check(&mut self) -> Result<(), StoreError> {
-        let result = connected(&mut self.connection, &self.config).and_then(|conn| conn.client.batch_execute("SELECT 1"));
+        let result = connected(&mut self.connection, &self.config)
+            .and_then(|conn| conn.client.batch_execute("SELECT 1"));
         result.map_err(|e| {
             self.connection = None;
             StoreError::unavailable(self.place.failed("cannot reach the database", e))
@@ -290,10 +296,8 @@ impl Pg {
                 }
             }
         }
-        let partitions = txn.query(
-            "SELECT job, partition_index, proof, public_inputs, failure FROM cuzk_partitions",
-            &[],
-        )?;
+        let partitions = txn
+            .query("SELECT job, partition_index, proof, public_inputs, failure FROM cuzk_partitions", &[])?;
         for row in partitions {
             let Some(&at) = by_id.get(row.try_get::<_, &str>(0)?) else {
                 continue;
@@ -323,7 +327,8 @@ impl Pg {
 fn settle(conn: &mut Connection, in_doubt: &[InDoubt]) -> Result<Vec<i64>, postgres::Error> {
     let mut settled = Vec::new();
     for doubt in in_doubt {
-        let status: Option<String> = conn.client.query_one("SELECT txid_status($1)", &[&doubt.xid])?.try_get(0)?;
+        let status: Option<String> =
+            conn.client.query_one("SELECT txid_status($1)", &[&doubt.xid])?.try_get(0)?;
         match status.as_deref() {
             Some("in progress") => continue,
             Some("committed") => {
@@ -357,15 +362,22 @@ fn apply_leased(conn: &mut Connection, node: &str, write: &StoreWrite) -> Result
         _ => return apply(conn, write),
     };
     let (client, sql) = (&mut conn.client, &conn.leased);
-    if client.query_opt(&sql.lock_job, &[&job.0])?.is_none() || client.execute(&sql.take_lease, &[&job.0, &index, &node])? == 0 {
-        crate::telemetry::FleetLeaseLost { partition: &format!("{job}/{index}"), when: "recording its result" }.emit();
+    if client.query_opt(&sql.lock_job, &[&job.0])?.is_none()
+        || client.execute(&sql.take_lease, &[&job.0, &index, &node])? == 0
+    {
+        crate::telemetry::FleetLeaseLost {
+            partition: &format!("{job}/{index}"),
+            when: "recording its result",
+        }
+        .emit();
         return Ok(());
     }
     let now = unix_ms(std::time::SystemTime::now());
     match write {
         StoreWrite::PartitionProved { proof, detail, .. } => {
             let detail = detail.as_ref().map(Json);
-            client.execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node, &detail])?;
+            client
+                .execute(&sql.prove, &[&job.0, &index, &proof.proof, &proof.public_inputs, &node, &detail])?;
             let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: now };
             end_job(client, &sql.end_if_done, job, &done)?;
         }
@@ -409,11 +421,19 @@ pub fn end_job<S: ?Sized + postgres::ToStatement>(
 /// node reports the ends it recorded, so the nodes' counts sum to the
 /// fleet's.
 fn report_end(record: &JobRecord, outcome: &JobOutcome) {
-    let elapsed = std::time::Duration::from_millis(outcome.finished_unix_ms.saturating_sub(record.submitted_unix_ms));
+    let elapsed =
+        std::time::Duration::from_millis(outcome.finished_unix_ms.saturating_sub(record.submitted_unix_ms));
     if record.deadline_ms.is_some_and(|deadline| elapsed.as_millis() > u128::from(deadline)) {
-        telemetry::DeadlineMissed { job: &record.id.0, priority: record.priority, outcome: outcome.stage }.emit();
+        telemetry::DeadlineMissed { job: &record.id.0, priority: record.priority, outcome: outcome.stage }
+            .emit();
     }
-    telemetry::JobFinished { job: &record.id.0, outcome: outcome.stage, elapsed, error: outcome.error.as_deref() }.emit();
+    telemetry::JobFinished {
+        job: &record.id.0,
+        outcome: outcome.stage,
+        elapsed,
+        error: outcome.error.as_deref(),
+    }
+    .emit();
 }
 
 fn apply(conn: &mut Connection, write: &StoreWrite) -> Result<(), postgres::Error> {

@@ -78,7 +78,14 @@ impl RedbJobStore {
         super::start(move || {
             let opened = open::open(&path)?;
             let held = HeldFile::open(&path)?;
-            let file = RedbFile { db: Some(opened.db), path, damaged: None, held, departed: None, incidents: Vec::new() };
+            let file = RedbFile {
+                db: Some(opened.db),
+                path,
+                damaged: None,
+                held,
+                departed: None,
+                incidents: Vec::new(),
+            };
             Ok((file, opened.incidents))
         })
     }
@@ -110,7 +117,11 @@ impl Engine for RedbFile {
     /// A panic inside redb (a page damaged since the store was opened)
     /// fails the commit like an I/O error, so the writer keeps its writes
     /// and the store reports itself failing instead of its thread dying.
-    fn commit<'a>(&mut self, writes: impl Iterator<Item = &'a StoreWrite>, probe: bool) -> Result<(), StoreError> {
+    fn commit<'a>(
+        &mut self,
+        writes: impl Iterator<Item = &'a StoreWrite>,
+        probe: bool,
+    ) -> Result<(), StoreError> {
         let db = self.database()?;
         match open::unpanicked(|| apply(db, writes, probe)) {
             Ok(Ok(())) => Ok(()),
@@ -206,8 +217,9 @@ impl RedbFile {
             Ok(written) => written,
             Err(panic) => return Err(self.abandon(panic)),
         };
-        let written = written
-            .map_err(|cause| StoreError::unavailable(NotWrittenBack { path: self.path.clone(), departure, cause }))?;
+        let written = written.map_err(|cause| {
+            StoreError::unavailable(NotWrittenBack { path: self.path.clone(), departure, cause })
+        })?;
         log::warn!("job store: {}", written.incident);
         self.incidents.push(written.incident);
         self.held = written.held;
@@ -222,7 +234,10 @@ impl RedbFile {
     /// rebuilt: redb answered an error while reading, or panicked while
     /// reading or removing (a damaged page it does not check); an error
     /// while repairing (the disk) is the store's error, inside.
-    fn read_and_repair(&mut self, incidents: &mut Vec<String>) -> Result<Result<Vec<StoredJob>, StoreError>, Damage> {
+    fn read_and_repair(
+        &mut self,
+        incidents: &mut Vec<String>,
+    ) -> Result<Result<Vec<StoredJob>, StoreError>, Damage> {
         let path = self.path.clone();
         let db = match self.database() {
             Ok(db) => db,
@@ -241,7 +256,12 @@ impl RedbFile {
 /// Copies the file aside when rows are damaged, removes them, and records
 /// what damage meant: a proof that failed its check or was lost fails its
 /// partition (and a done job with it), so it is never served.
-fn repair(db: &Database, path: &Path, loaded: &Loaded, incidents: &mut Vec<String>) -> Result<(), StoreError> {
+fn repair(
+    db: &Database,
+    path: &Path,
+    loaded: &Loaded,
+    incidents: &mut Vec<String>,
+) -> Result<(), StoreError> {
     let aside = match loaded.damaged.is_empty() {
         true => PathBuf::new(),
         false => open::copy_aside(path).map_err(StoreError::unavailable)?,
@@ -280,20 +300,14 @@ fn repair(db: &Database, path: &Path, loaded: &Loaded, incidents: &mut Vec<Strin
 type Rows<'txn> = redb::Table<'txn, (&'static str, u8, u32), &'static [u8]>;
 
 fn put(table: &mut Rows<'_>, row: &Row) -> Result<(), StoreError> {
-    table
-        .insert(row.key(), rows::seal(row).as_slice())
-        .map(drop)
-        .map_err(StoreError::unavailable)
+    table.insert(row.key(), rows::seal(row).as_slice()).map(drop).map_err(StoreError::unavailable)
 }
 
 /// Whether the job's record is there: rows of a job that was never
 /// recorded (its commit failed, then it was cancelled) are not written,
 /// since nothing would ever remove them.
 fn recorded(table: &Rows<'_>, job: &JobId) -> Result<bool, StoreError> {
-    Ok(table
-        .get((job.0.as_str(), rows::JOB, 0))
-        .map_err(StoreError::unavailable)?
-        .is_some())
+    Ok(table.get((job.0.as_str(), rows::JOB, 0)).map_err(StoreError::unavailable)?.is_some())
 }
 
 /// Where a failing store's transactions write their probe (`Engine::commit`):

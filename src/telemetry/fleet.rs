@@ -6,9 +6,8 @@ use std::time::Duration;
 use cuzk_actors::telemetry::{counter, gauge, histogram, MetricDef};
 
 /// Database round trips: 100 µs (loopback) to 10 s (a database in trouble).
-const DATABASE_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 10.0,
-];
+const DATABASE_BUCKETS: &[f64] =
+    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 10.0];
 
 pub const FLEET_CLAIMED: MetricDef = counter(
     "cuzk_fleet_claimed_partitions_total",
@@ -34,12 +33,8 @@ pub const FLEET_LEASES_LOST: MetricDef = counter(
     &[],
     "Partitions this node held whose lease it found gone (run out and taken over, or the job ended elsewhere): their work stops and its result is not recorded.",
 );
-pub const FLEET_HELD: MetricDef = gauge(
-    "cuzk_fleet_held_partitions",
-    "partitions",
-    &[],
-    "Partitions this node holds leases on now.",
-);
+pub const FLEET_HELD: MetricDef =
+    gauge("cuzk_fleet_held_partitions", "partitions", &[], "Partitions this node holds leases on now.");
 pub const FLEET_DB: MetricDef = MetricDef {
     buckets: DATABASE_BUCKETS,
     ..histogram(

@@ -20,8 +20,16 @@ pub const GRPC_WAITING: MetricDef = gauge(
 );
 
 /// The service's methods, as calls are counted by.
-pub const GRPC_METHODS: [&str; 8] =
-    ["SubmitProof", "AwaitProof", "Prove", "CancelProof", "GetStatus", "GetMetrics", "PreloadSRS", "EvictSRS"];
+pub const GRPC_METHODS: [&str; 8] = [
+    "SubmitProof",
+    "AwaitProof",
+    "Prove",
+    "CancelProof",
+    "GetStatus",
+    "GetMetrics",
+    "PreloadSRS",
+    "EvictSRS",
+];
 
 /// Starts every method's OK count and the waiting calls at zero, so that
 /// rates and dashboards have a series before the first call (and a daemon
@@ -74,6 +82,12 @@ pub struct GrpcJob<'a> {
 
 impl GrpcJob<'_> {
     pub fn emit(&self) {
-        log::info!("gRPC {}: request {:?} ({}) is job {}", self.call, self.request_id, self.circuit, self.job);
+        log::info!(
+            "gRPC {}: request {:?} ({}) is job {}",
+            self.call,
+            self.request_id,
+            self.circuit,
+            self.job
+        );
     }
 }

@@ -63,11 +63,8 @@ pub struct TestDaemon {
 }
 
 pub fn test_config(dir: &std::path::Path) -> Config {
-    let mut config = Config {
-        listen: "127.0.0.1:0".into(),
-        data_dir: dir.to_path_buf(),
-        ..Config::default()
-    };
+    let mut config =
+        Config { listen: "127.0.0.1:0".into(), data_dir: dir.to_path_buf(), ..Config::default() };
     config.scheduler.synthesis_threads = 2;
     config.scheduler.budget = Budget::Bytes(1 << 30);
     config.cpu.threads_per_device = 2;
@@ -83,7 +80,9 @@ pub fn start_with(edit: impl FnOnce(&mut Config)) -> TestDaemon {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut config = test_config(dir.path());
     let schema = match std::env::var("CUZK_TEST_STORE").as_deref() {
-        Ok("postgres") => Some(PgSchema::create("a test daemon").expect("CUZK_TEST_STORE=postgres needs CUZK_TEST_PG_URL")),
+        Ok("postgres") => {
+            Some(PgSchema::create("a test daemon").expect("CUZK_TEST_STORE=postgres needs CUZK_TEST_PG_URL"))
+        }
         _ => None,
     };
     if let Some(schema) = &schema {
@@ -93,12 +92,7 @@ pub fn start_with(edit: impl FnOnce(&mut Config)) -> TestDaemon {
     edit(&mut config);
     let daemon = spawn(config, CircuitRegistry::builtin()).expect("daemon starts");
     let url = daemon.url();
-    TestDaemon {
-        daemon,
-        url,
-        _dir: dir,
-        _schema: schema,
-    }
+    TestDaemon { daemon, url, _dir: dir, _schema: schema }
 }
 
 pub fn start() -> TestDaemon {
@@ -106,9 +100,7 @@ pub fn start() -> TestDaemon {
 }
 
 pub fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(30))
-        .build()
+    ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build()
 }
 
 /// (status, JSON body) of any response, errors included.
@@ -135,10 +127,7 @@ impl TestDaemon {
 
     pub fn post_raw(&self, path: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
         response(
-            agent()
-                .post(&format!("{}{path}", self.url))
-                .set("Content-Type", content_type)
-                .send_bytes(body),
+            agent().post(&format!("{}{path}", self.url)).set("Content-Type", content_type).send_bytes(body),
         )
     }
 
@@ -148,36 +137,22 @@ impl TestDaemon {
         loop {
             let (status, job) = self.get(&format!("/v1/jobs/{id}"));
             assert_eq!(status, 200, "{job}");
-            if matches!(
-                job["status"].as_str(),
-                Some("done" | "failed" | "cancelled")
-            ) {
+            if matches!(job["status"].as_str(), Some("done" | "failed" | "cancelled")) {
                 return job;
             }
-            assert!(
-                Instant::now() < deadline,
-                "job {id} still {} after {timeout:?}",
-                job["status"]
-            );
+            assert!(Instant::now() < deadline, "job {id} still {} after {timeout:?}", job["status"]);
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
     pub fn metrics(&self) -> String {
-        agent()
-            .get(&format!("{}/metrics", self.url))
-            .call()
-            .expect("metrics")
-            .into_string()
-            .expect("text")
+        agent().get(&format!("{}/metrics", self.url)).call().expect("metrics").into_string().expect("text")
     }
 }
 
 /// The value of one series in Prometheus text (0 when absent).
 pub fn metric_value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
+    text.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
 }
 
 /// A schema of its own in the test database, so that tests run in parallel
@@ -202,7 +177,8 @@ impl PgSchema {
             return None;
         };
         let name = format!("t_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).expect("the test database is up");
+        let mut admin =
+            postgres::Client::connect(&admin_url, postgres::NoTls).expect("the test database is up");
         admin.batch_execute(&format!("CREATE SCHEMA {name}")).expect("schema created");
         let separator = if admin_url.contains('?') { '&' } else { '?' };
         let url = format!("{admin_url}{separator}options=-c%20search_path%3D{name}");
@@ -257,8 +233,5 @@ pub fn record(id: &str, seq: u64) -> JobRecord {
 
 /// A proof whose bytes say which write it came from.
 pub fn proof(byte: u8) -> ProofRecord {
-    ProofRecord {
-        proof: vec![byte; 192],
-        public_inputs: vec![vec![byte, 1], vec![byte, 2]],
-    }
+    ProofRecord { proof: vec![byte; 192], public_inputs: vec![vec![byte, 1], vec![byte, 2]] }
 }

@@ -23,10 +23,7 @@ fn small_job() -> Value {
 #[test]
 fn submit_poll_fetch_verify() {
     let d = start();
-    let res = agent()
-        .post(&format!("{}/v1/jobs", d.url))
-        .send_json(small_job())
-        .expect("submit");
+    let res = agent().post(&format!("{}/v1/jobs", d.url)).send_json(small_job()).expect("submit");
     assert_eq!(res.status(), 202);
     let location = res.header("Location").expect("Location header").to_string();
     let body: Value = res.into_json().unwrap();
@@ -39,18 +36,8 @@ fn submit_poll_fetch_verify() {
     assert_eq!(job["circuit_id"], "poseidon-merkle-d4-c2");
     for p in job["partitions"].as_array().unwrap() {
         assert_eq!(p["stage"], "done");
-        for timing in [
-            "queue_wait",
-            "synthesis",
-            "gpu_wait",
-            "gpu",
-            "finalize",
-            "total",
-        ] {
-            assert!(
-                p["timings_ms"][timing].as_f64().is_some(),
-                "{timing} missing in {p}"
-            );
+        for timing in ["queue_wait", "synthesis", "gpu_wait", "gpu", "finalize", "total"] {
+            assert!(p["timings_ms"][timing].as_f64().is_some(), "{timing} missing in {p}");
         }
     }
 
@@ -58,13 +45,7 @@ fn submit_poll_fetch_verify() {
     assert_eq!(status, 200);
     assert_eq!(proofs["proofs"].as_array().unwrap().len(), 2);
     // Public inputs: the root, then one index per challenge.
-    assert_eq!(
-        proofs["proofs"][0]["public_inputs"]
-            .as_array()
-            .unwrap()
-            .len(),
-        3
-    );
+    assert_eq!(proofs["proofs"][0]["public_inputs"].as_array().unwrap().len(), 3);
 
     let vk = cuzk::client::fetch_vk(&d.url, "poseidon-merkle-d4-c2", None).expect("vk served");
     let results = cuzk::client::verify_proofs(&vk, &proofs).expect("proofs decode");
@@ -78,29 +59,19 @@ fn submit_poll_fetch_verify() {
 
     let (status, circuits) = d.get("/v1/circuits");
     assert_eq!(status, 200);
-    let merkle = circuits["circuits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "poseidon-merkle")
-        .unwrap();
+    let merkle =
+        circuits["circuits"].as_array().unwrap().iter().find(|c| c["name"] == "poseidon-merkle").unwrap();
     assert_eq!(merkle["known_shapes"], json!(["poseidon-merkle-d4-c2"]));
 
     // The recorder is process-wide and other tests run beside this one, so
     // only what this job must have added is checked.
     let metrics = d.metrics();
-    assert!(
-        common::metric_value(&metrics, "cuzk_jobs_finished_total{outcome=\"done\"}") >= 1.0,
-        "{metrics}"
-    );
+    assert!(common::metric_value(&metrics, "cuzk_jobs_finished_total{outcome=\"done\"}") >= 1.0, "{metrics}");
     assert!(
         common::metric_value(&metrics, "cuzk_partitions_finished_total{outcome=\"done\"}") >= 2.0,
         "{metrics}"
     );
-    assert!(
-        metrics.contains("# TYPE cuzk_gpu_busy_seconds_total counter"),
-        "{metrics}"
-    );
+    assert!(metrics.contains("# TYPE cuzk_gpu_busy_seconds_total counter"), "{metrics}");
     assert!(
         metrics.contains("cuzk_stage_duration_seconds_bucket{stage=\"synthesis\",le=\"0.001\"}"),
         "{metrics}"
@@ -117,25 +88,18 @@ fn proofs_conflict_while_running_and_idempotency_returns_the_same_job() {
     let id = first["id"].as_str().unwrap();
     let (status, conflict) = d.get(&format!("/v1/jobs/{id}/proofs"));
     assert_eq!(status, 409, "{conflict}");
-    assert!(conflict["error"]
-        .as_str()
-        .unwrap()
-        .contains("only once it is done"));
+    assert!(conflict["error"].as_str().unwrap().contains("only once it is done"));
 
     let (status, again) = d.post("/v1/jobs", &body);
     assert_eq!(status, 200);
     assert_eq!(again["id"], first["id"]);
 
-    let res = agent()
-        .post(&format!("{}/v1/jobs", d.url))
-        .set("Idempotency-Key", "hdr-1")
-        .send_json(small_job());
+    let res =
+        agent().post(&format!("{}/v1/jobs", d.url)).set("Idempotency-Key", "hdr-1").send_json(small_job());
     let (status, by_header) = response(res);
     assert_eq!(status, 202);
-    let res = agent()
-        .post(&format!("{}/v1/jobs", d.url))
-        .set("Idempotency-Key", "hdr-1")
-        .send_json(small_job());
+    let res =
+        agent().post(&format!("{}/v1/jobs", d.url)).set("Idempotency-Key", "hdr-1").send_json(small_job());
     let (status, repeat) = response(res);
     assert_eq!(status, 200);
     assert_eq!(repeat["id"], by_header["id"]);
@@ -152,10 +116,7 @@ fn proofs_conflict_while_running_and_idempotency_returns_the_same_job() {
     let mut empty = small_job();
     empty["request_id"] = json!("");
     assert_eq!(d.post("/v1/jobs", &empty).0, 422);
-    let res = agent()
-        .post(&format!("{}/v1/jobs", d.url))
-        .set("Idempotency-Key", " ")
-        .send_json(small_job());
+    let res = agent().post(&format!("{}/v1/jobs", d.url)).set("Idempotency-Key", " ").send_json(small_job());
     let (status, refused) = response(res);
     assert_eq!(status, 422, "{refused}");
     assert!(refused["error"].as_str().unwrap().contains("must not be empty"), "{refused}");
@@ -189,7 +150,10 @@ fn status_scope_fleet_needs_a_fleet_node_and_unknown_scopes_are_refused() {
         Some(node) => {
             assert_eq!(status, 200, "{body}");
             assert_eq!((&body["scope"], &body["node"]), (&json!("fleet"), node), "{body}");
-            assert!(body["fleet"]["jobs"].is_object() && body["fleet"]["partitions_waiting"].is_number(), "{body}");
+            assert!(
+                body["fleet"]["jobs"].is_object() && body["fleet"]["partitions_waiting"].is_number(),
+                "{body}"
+            );
         }
         None => {
             assert_eq!(status, 422, "{body}");
@@ -215,10 +179,7 @@ fn client_inputs_are_proved_and_checked() {
     assert_eq!(status, 202, "{accepted}");
     let job = d.wait(accepted["id"].as_str().unwrap(), Duration::from_secs(120));
     assert_eq!(job["status"], "done", "{job}");
-    let (_, proofs) = d.get(&format!(
-        "/v1/jobs/{}/proofs",
-        accepted["id"].as_str().unwrap()
-    ));
+    let (_, proofs) = d.get(&format!("/v1/jobs/{}/proofs", accepted["id"].as_str().unwrap()));
     let inputs = &proofs["proofs"][0]["public_inputs"];
     // Leaf indices 3 and 12 as little-endian field elements.
     assert_eq!(inputs[1].as_str().unwrap(), format!("03{}", "0".repeat(62)));
@@ -240,20 +201,12 @@ fn status_flood_does_not_stall_the_job() {
                 let agent = agent();
                 let mut served = 0;
                 loop {
-                    let status: Value = agent
-                        .get(&format!("{url}/v1/status"))
-                        .call()
-                        .unwrap()
-                        .into_json()
-                        .unwrap();
+                    let status: Value =
+                        agent.get(&format!("{url}/v1/status")).call().unwrap().into_json().unwrap();
                     assert!(status["workers"].is_array());
                     served += 1;
-                    let job: Value = agent
-                        .get(&format!("{url}/v1/jobs/{id}"))
-                        .call()
-                        .unwrap()
-                        .into_json()
-                        .unwrap();
+                    let job: Value =
+                        agent.get(&format!("{url}/v1/jobs/{id}")).call().unwrap().into_json().unwrap();
                     if job["status"] != "queued" && job["status"] != "running" {
                         return served;
                     }
@@ -264,10 +217,7 @@ fn status_flood_does_not_stall_the_job() {
     let job = d.wait(&id, Duration::from_secs(120));
     assert_eq!(job["status"], "done");
     let served: usize = flooders.into_iter().map(|t| t.join().unwrap()).sum();
-    assert!(
-        served > 20,
-        "only {served} status requests were served during the job"
-    );
+    assert!(served > 20, "only {served} status requests were served during the job");
 }
 
 #[test]
@@ -283,21 +233,10 @@ fn cancel_stops_a_queued_job() {
     assert_eq!(cancelled["status"], "cancelled");
     // Cancelling is idempotent.
     let (status, again) = d.post(&format!("/v1/jobs/{second_id}/cancel"), &json!({}));
-    assert_eq!(
-        (status, &again["status"]),
-        (200, &json!("cancelled")),
-        "{again}"
-    );
+    assert_eq!((status, &again["status"]), (200, &json!("cancelled")), "{again}");
     let job = d.wait(second_id, Duration::from_secs(5));
     assert_eq!(job["status"], "cancelled");
-    assert!(
-        job["partitions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|p| p["stage"] == "cancelled"),
-        "{job}"
-    );
+    assert!(job["partitions"].as_array().unwrap().iter().all(|p| p["stage"] == "cancelled"), "{job}");
     let first_id = first["id"].as_str().unwrap();
     assert_eq!(d.wait(first_id, Duration::from_secs(180))["status"], "done");
     let (status, late) = d.post(&format!("/v1/jobs/{first_id}/cancel"), &json!({}));
@@ -365,7 +304,9 @@ fn waiting_on_the_job_seam_hears_the_end() {
             .collect();
         let cancelled = {
             let (jobs, second) = (jobs.clone(), second.clone());
-            actix_rt::spawn(async move { jobs.wait(&second, &TenantScope::All, Some(Duration::from_secs(60))).await })
+            actix_rt::spawn(async move {
+                jobs.wait(&second, &TenantScope::All, Some(Duration::from_secs(60))).await
+            })
         };
         // Queued behind the first (one synthesis thread): cancelled before it starts.
         jobs.cancel(&second, &all).await.unwrap();

@@ -107,7 +107,11 @@ impl<'de> de::Deserializer<'de> for Probe<'_> {
     }
 
     /// A newtype (`StoreUrl`) is its content.
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _: &'static str, visitor: V) -> Result<V::Value, Self::Error> {
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
         visitor.visit_newtype_struct(self)
     }
 
@@ -141,7 +145,10 @@ struct OneElement<'a>(Option<Probe<'a>>);
 impl<'de> SeqAccess<'de> for OneElement<'_> {
     type Error = de::value::Error;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Self::Error> {
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Self::Error> {
         self.0.take().map(|probe| seed.deserialize(probe)).transpose()
     }
 }
@@ -205,7 +212,11 @@ fn tables() -> Vec<Table> {
         let mut settings = Vec::new();
         for field in fields {
             let at = |steps: &[&str]| -> Vec<String> {
-                path.iter().cloned().chain([field.to_string()]).chain(steps.iter().map(|s| s.to_string())).collect()
+                path.iter()
+                    .cloned()
+                    .chain([field.to_string()])
+                    .chain(steps.iter().map(|s| s.to_string()))
+                    .collect()
             };
             let table = match asked_at(&at(&[])) {
                 Asked::Struct(_) => Some(at(&[])),
@@ -281,7 +292,8 @@ impl Section<'_> {
     /// The section's text with its commented-out header and settings
     /// uncommented, as an operator would to use them all.
     fn uncommented(&self) -> String {
-        let lines = self.header.into_iter().chain(self.lines.iter().copied().filter(|line| setting(line).is_some()));
+        let lines =
+            self.header.into_iter().chain(self.lines.iter().copied().filter(|line| setting(line).is_some()));
         lines.map(|line| format!("{}\n", uncommented(line))).collect()
     }
 }
@@ -303,7 +315,8 @@ fn assert_lists_every_setting(file: &str, toml: &str, tables: &[Table], required
             assert!(!required, "{file} has no [{name}] (not even commented out)");
             continue;
         }
-        let named: Vec<&str> = sections.iter().flat_map(|s| s.lines.iter().filter_map(|line| setting(line))).collect();
+        let named: Vec<&str> =
+            sections.iter().flat_map(|s| s.lines.iter().filter_map(|line| setting(line))).collect();
         let missing: Vec<_> = table.settings.iter().filter(|field| !named.contains(field)).collect();
         assert!(missing.is_empty(), "{file}'s [{name}] does not list {missing:?}");
         for section in &sections {
@@ -336,12 +349,18 @@ fn configmap_toml() -> String {
 fn config_has_the_tables_a_deploy_file_writes() {
     // The walk itself: a table missed here would go unchecked below.
     let names: Vec<(String, bool)> = tables().iter().map(|table| (table.name(), table.is_array())).collect();
-    for expected in ["", "scheduler.pacer", "sim.faults.prove", "auth.tenant_defaults", "auth.tenants.*", "tls"] {
+    for expected in
+        ["", "scheduler.pacer", "sim.faults.prove", "auth.tenant_defaults", "auth.tenants.*", "tls"]
+    {
         assert!(names.contains(&(expected.to_string(), false)), "no [{expected}] in {names:?}");
     }
     assert!(names.contains(&("auth.tokens".to_string(), true)), "no [[auth.tokens]] in {names:?}");
     let top = tables().into_iter().find(|table| table.path.is_empty()).unwrap();
-    assert!(top.settings.contains(&"params_dir") && !top.settings.contains(&"scheduler"), "{:?}", top.settings);
+    assert!(
+        top.settings.contains(&"params_dir") && !top.settings.contains(&"scheduler"),
+        "{:?}",
+        top.settings
+    );
 }
 
 #[test]
@@ -367,7 +386,9 @@ fn the_configmap_lists_every_setting_of_its_tables() {
     for name in SAME_IN_BOTH {
         let table = tables.iter().find(|table| table.name() == name).unwrap();
         let (theirs, ours) = (sections(&embedded, table), sections(CUZK_TOML, table));
-        let lines = |sections: &[Section]| sections.iter().map(|section| section.lines.join("\n")).collect::<Vec<_>>();
+        let lines = |sections: &[Section]| {
+            sections.iter().map(|section| section.lines.join("\n")).collect::<Vec<_>>()
+        };
         assert_eq!(lines(&theirs), lines(&ours), "the ConfigMap's [{name}] differs from deploy/cuzk.toml's");
     }
 }

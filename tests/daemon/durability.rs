@@ -41,12 +41,7 @@ fn get(d: &RunningDaemon, path: &str) -> (u16, Value) {
 }
 
 fn submit(d: &RunningDaemon, key: &str, body: &Value) -> (u16, Value) {
-    response(
-        agent()
-            .post(&format!("{}/v1/jobs", d.url()))
-            .set("Idempotency-Key", key)
-            .send_json(body),
-    )
+    response(agent().post(&format!("{}/v1/jobs", d.url())).set("Idempotency-Key", key).send_json(body))
 }
 
 fn job(d: &RunningDaemon, id: &str) -> Value {
@@ -56,12 +51,7 @@ fn job(d: &RunningDaemon, id: &str) -> Value {
 }
 
 fn stages(job: &Value) -> Vec<String> {
-    job["partitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["stage"].as_str().unwrap().to_string())
-        .collect()
+    job["partitions"].as_array().unwrap().iter().map(|p| p["stage"].as_str().unwrap().to_string()).collect()
 }
 
 fn count_done(job: &Value) -> usize {
@@ -90,12 +80,7 @@ fn wait_done(d: &RunningDaemon, id: &str) -> Value {
 
 fn stored_job_ids(dir: &Path) -> Vec<String> {
     let store = cuzk::store::RedbJobStore::open(&dir.join("jobs.redb")).expect("store opens");
-    let ids = store
-        .load()
-        .expect("store loads")
-        .into_iter()
-        .map(|job| job.record.id.0)
-        .collect();
+    let ids = store.load().expect("store loads").into_iter().map(|job| job.record.id.0).collect();
     store.close().expect("store closes");
     ids
 }
@@ -119,9 +104,7 @@ fn a_restarted_daemon_resumes_unfinished_jobs_and_keeps_finished_ones() {
     let (status, accepted) = submit(&first, "resume-me", &body);
     assert_eq!(status, 202, "{accepted}");
     let id = accepted["id"].as_str().unwrap().to_string();
-    poll("a first proved partition", Duration::from_secs(120), || {
-        count_done(&job(&first, &id)) > 0
-    });
+    poll("a first proved partition", Duration::from_secs(120), || count_done(&job(&first, &id)) > 0);
     first.stop();
 
     let second = start(config());
@@ -138,12 +121,8 @@ fn a_restarted_daemon_resumes_unfinished_jobs_and_keeps_finished_ones() {
     assert_eq!(finished["status"], "done", "{finished}");
     let (status, proofs) = get(&second, &format!("/v1/jobs/{id}/proofs"));
     assert_eq!(status, 200, "{proofs}");
-    let indices: Vec<u64> = proofs["proofs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["partition"].as_u64().unwrap())
-        .collect();
+    let indices: Vec<u64> =
+        proofs["proofs"].as_array().unwrap().iter().map(|p| p["partition"].as_u64().unwrap()).collect();
     assert_eq!(indices, (0..8).collect::<Vec<_>>());
     let vk = cuzk::client::fetch_vk(&second.url(), "poseidon-merkle-d4-c2", None).unwrap();
     let results = cuzk::client::verify_proofs(&vk, &proofs).unwrap();
@@ -181,9 +160,7 @@ fn finished_jobs_are_forgotten_after_retention() {
     assert_eq!(status, 202);
     let id = accepted["id"].as_str().unwrap().to_string();
     assert_eq!(wait_done(&d, &id)["status"], "done");
-    poll("the job to be forgotten", Duration::from_secs(10), || {
-        get(&d, &format!("/v1/jobs/{id}")).0 == 404
-    });
+    poll("the job to be forgotten", Duration::from_secs(10), || get(&d, &format!("/v1/jobs/{id}")).0 == 404);
     assert_eq!(get(&d, &format!("/v1/jobs/{id}/proofs")).0, 404);
     // Its idempotency key is free again.
     let (status, again) = submit(&d, "short-lived", &body);
@@ -238,7 +215,8 @@ fn shutdown_refuses_new_jobs_finishes_started_partitions_and_keeps_the_rest() {
 
 #[test]
 fn a_daemon_on_postgres_restarts_and_serves_the_same_jobs() {
-    let Some(schema) = common::PgSchema::create("a_daemon_on_postgres_restarts_and_serves_the_same_jobs") else {
+    let Some(schema) = common::PgSchema::create("a_daemon_on_postgres_restarts_and_serves_the_same_jobs")
+    else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -297,7 +275,8 @@ fn a_daemon_on_postgres_restarts_and_serves_the_same_jobs() {
 /// child's environment) once it has read it.
 #[test]
 fn a_postgres_url_from_the_environment_is_gone_from_proc_environ() {
-    let Some(schema) = common::PgSchema::create("a_postgres_url_from_the_environment_is_gone_from_proc_environ")
+    let Some(schema) =
+        common::PgSchema::create("a_postgres_url_from_the_environment_is_gone_from_proc_environ")
     else {
         return;
     };

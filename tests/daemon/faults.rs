@@ -50,12 +50,7 @@ fn budget_drained(d: &TestDaemon) -> Value {
 
 #[test]
 fn errors_panics_and_stalls_everywhere_end_every_job_and_leak_nothing() {
-    let faulty = StageFaults {
-        error_rate: 0.1,
-        panic_rate: 0.1,
-        stall_rate: 0.1,
-        stall_ms: 30,
-    };
+    let faulty = StageFaults { error_rate: 0.1, panic_rate: 0.1, stall_rate: 0.1, stall_ms: 30 };
     let d = sim_daemon(|c| {
         c.scheduler.max_attempts = 3;
         c.sim.faults.seed = 7;
@@ -105,10 +100,7 @@ fn errors_panics_and_stalls_everywhere_end_every_job_and_leak_nothing() {
 
     // The restarted actors still work.
     let after = submit(&d, 2, 1000);
-    assert!(matches!(
-        d.wait(&after, Duration::from_secs(60))["status"].as_str(),
-        Some("done" | "failed")
-    ));
+    assert!(matches!(d.wait(&after, Duration::from_secs(60))["status"].as_str(), Some("done" | "failed")));
 }
 
 /// Partitions past the GPU are counted too: with a stalling finalizer,
@@ -141,10 +133,7 @@ fn an_exhausted_budget_fails_jobs_with_a_reason_and_holds_nothing() {
     let id = submit(&d, 2, 1);
     let job = d.wait(&id, Duration::from_secs(60));
     assert_eq!(job["status"], "failed", "{job}");
-    assert!(
-        job["error"].as_str().unwrap().contains("resident"),
-        "the reason names the budget: {job}"
-    );
+    assert!(job["error"].as_str().unwrap().contains("resident"), "the reason names the budget: {job}");
     let partitions = job["partitions"].as_array().unwrap();
     assert!(partitions.iter().all(|p| p["attempts"] == 1), "a request that cannot fit is not retried: {job}");
     budget_drained(&d);

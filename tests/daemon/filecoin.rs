@@ -65,10 +65,7 @@ fn prove(d: &TestDaemon, kind: &str, input: Value) -> Vec<u8> {
 }
 
 fn public_replicas(proof: RegisteredPoStProof, sectors: &[&Sector]) -> BTreeMap<SectorId, PublicReplicaInfo> {
-    sectors
-        .iter()
-        .map(|s| (s.id, PublicReplicaInfo::new(proof, s.p2.comm_r)))
-        .collect()
+    sectors.iter().map(|s| (s.id, PublicReplicaInfo::new(proof, s.p2.comm_r))).collect()
 }
 
 fn post_input(proof: RegisteredPoStProof, randomness: [u8; 32], sectors: &[&Sector]) -> Value {
@@ -138,7 +135,10 @@ fn porep_c2_on(d: &TestDaemon) {
         (json!({ "c1": c1, "prover_id": hex::encode([8u8; 32]), "sector_id": 1 }), "replica id"),
         (json!({ "c1": c1, "prover_id": hex::encode(PROVER_ID), "sector_id": 2 }), "replica id"),
         (json!({ "c1": bad_seed, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 }), "vanilla"),
-        (json!({ "c1": {"registered_proof": "StackedDrg2KiBV1_1"}, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 }), "not a SealCommitPhase1Output"),
+        (
+            json!({ "c1": {"registered_proof": "StackedDrg2KiBV1_1"}, "prover_id": hex::encode(PROVER_ID), "sector_id": 1 }),
+            "not a SealCommitPhase1Output",
+        ),
         (json!({ "c1_base64": "%%%", "prover_id": hex::encode(PROVER_ID), "sector_id": 1 }), "not base64"),
     ] {
         let (status, body) = d.post("/v1/jobs", &json!({ "circuit": "porep-c2", "input": input }));
@@ -167,8 +167,17 @@ fn generated_c1_proves_what_verify_seal_accepts() {
     let proof = prove(&daemon(), "porep-c2", input);
     assert_eq!(proof.len(), 192, "one partition at 2 KiB");
     let verify = |sector: u64, seed: [u8; 32]| {
-        seal::verify_seal(fixtures::SEAL, c1.comm_r, c1.comm_d, PROVER_ID, SectorId::from(sector), TICKET, seed, &proof)
-            .unwrap_or(false)
+        seal::verify_seal(
+            fixtures::SEAL,
+            c1.comm_r,
+            c1.comm_d,
+            PROVER_ID,
+            SectorId::from(sector),
+            TICKET,
+            seed,
+            &proof,
+        )
+        .unwrap_or(false)
     };
     assert!(verify(sector_id, SEED));
     assert!(!verify(sector_id + 1, SEED), "another sector's replica id");
@@ -227,10 +236,12 @@ fn post_on(d: &TestDaemon) {
     swapped.extend_from_slice(&window[..192]);
     assert!(!verify(&randomness, &swapped, &replicas), "partitions out of order");
     // What `cuzk verify --kind window-post --input FILE` runs.
-    let public = |r: [u8; 32]| json!({
-        "registered_proof": WINDOW, "randomness": hex::encode(r), "prover_id": hex::encode(PROVER_ID),
-        "replicas": all.iter().map(|s| json!({ "sector_id": u64::from(s.id), "comm_r": hex::encode(s.p2.comm_r) })).collect::<Vec<_>>(),
-    });
+    let public = |r: [u8; 32]| {
+        json!({
+            "registered_proof": WINDOW, "randomness": hex::encode(r), "prover_id": hex::encode(PROVER_ID),
+            "replicas": all.iter().map(|s| json!({ "sector_id": u64::from(s.id), "comm_r": hex::encode(s.p2.comm_r) })).collect::<Vec<_>>(),
+        })
+    };
     assert!(cuzk::filecoin::verify(Kind::WindowPost, &public(randomness), &window).unwrap());
     assert!(!cuzk::filecoin::verify(Kind::WindowPost, &public(other), &window).unwrap());
     // `--kind winning-post` for a WindowPoSt proof is refused by name.
@@ -293,13 +304,41 @@ fn bad_filecoin_inputs_are_refused_before_any_partition_runs() {
         ("winning-post", post("StackedDrgWindow2KiBV1_2"), "is a window-post proof, not winning-post"),
         ("window-post", post("StackedDrgWinning2KiBV1"), "is a winning-post proof, not window-post"),
         ("winning-post", post("StackedDrgWinning3KiBV1"), "registered_proof"),
-        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": "00", "prover_id": hex32, "vanilla_proofs": [] }), "randomness must be 32 bytes"),
-        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": ["zz"] }), "vanilla_proofs[0] is not hex"),
-        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": ["00ff"] }), "vanilla"),
-        ("winning-post", json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": [], "partition_index": 0 }), "partition_index"),
-        ("snap-prove", json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32, "comm_r_new": hex32, "comm_d_new": "0x12", "vanilla_proofs": [] }), "comm_d_new must be 32 bytes"),
-        ("snap-prove", json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32, "comm_r_new": hex32, "comm_d_new": hex32, "vanilla_proofs": ["00"] }), "invalid request"),
-        ("snap-prove", json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32 }), "missing field"),
+        (
+            "winning-post",
+            json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": "00", "prover_id": hex32, "vanilla_proofs": [] }),
+            "randomness must be 32 bytes",
+        ),
+        (
+            "winning-post",
+            json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": ["zz"] }),
+            "vanilla_proofs[0] is not hex",
+        ),
+        (
+            "winning-post",
+            json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": ["00ff"] }),
+            "vanilla",
+        ),
+        (
+            "winning-post",
+            json!({ "registered_proof": "StackedDrgWinning2KiBV1", "randomness": hex32, "prover_id": hex32, "vanilla_proofs": [], "partition_index": 0 }),
+            "partition_index",
+        ),
+        (
+            "snap-prove",
+            json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32, "comm_r_new": hex32, "comm_d_new": "0x12", "vanilla_proofs": [] }),
+            "comm_d_new must be 32 bytes",
+        ),
+        (
+            "snap-prove",
+            json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32, "comm_r_new": hex32, "comm_d_new": hex32, "vanilla_proofs": ["00"] }),
+            "invalid request",
+        ),
+        (
+            "snap-prove",
+            json!({ "registered_proof": "StackedDrg2KiBV1", "comm_r_old": hex32 }),
+            "missing field",
+        ),
         ("porep-c2", json!({ "prover_id": hex32, "sector_id": 1 }), "needs c1 or c1_base64"),
         ("porep-c2", json!({ "c1": {}, "c1_base64": "", "prover_id": hex32, "sector_id": 1 }), "not both"),
     ];
@@ -309,12 +348,19 @@ fn bad_filecoin_inputs_are_refused_before_any_partition_runs() {
         assert!(body["error"].as_str().unwrap().contains(reason), "{kind} {reason}: {body}");
     }
     let (_, status) = d.get("/v1/status");
-    assert_eq!(status["jobs"].as_object().map(|j| j.values().filter_map(Value::as_u64).sum::<u64>()), Some(0), "{status}");
+    assert_eq!(
+        status["jobs"].as_object().map(|j| j.values().filter_map(Value::as_u64).sum::<u64>()),
+        Some(0),
+        "{status}"
+    );
 
     // A valid request whose parameter file is missing names the file.
     fixtures::ensure_params(&[Kind::WinningPost]).unwrap();
     let sector = fixtures::seal(31).unwrap();
-    let (status, body) = bare.post("/v1/jobs", &json!({ "circuit": "winning-post", "input": post_input(WINNING, [7; 32], &[&sector]) }));
+    let (status, body) = bare.post(
+        "/v1/jobs",
+        &json!({ "circuit": "winning-post", "input": post_input(WINNING, [7; 32], &[&sector]) }),
+    );
     assert_eq!(status, 422, "{body}");
     let reason = body["error"].as_str().unwrap();
     assert!(reason.contains("is missing") && reason.contains(".params"), "{reason}");
@@ -336,7 +382,8 @@ fn bad_filecoin_inputs_are_refused_before_any_partition_runs() {
 /// reach synthesis and panic there.
 #[test]
 fn malformed_vanilla_proofs_and_commitments_are_refused_at_submit() {
-    fixtures::ensure_params(&[Kind::Porep, Kind::WinningPost, Kind::WindowPost, Kind::EmptySectorUpdate]).unwrap();
+    fixtures::ensure_params(&[Kind::Porep, Kind::WinningPost, Kind::WindowPost, Kind::EmptySectorUpdate])
+        .unwrap();
     let d = daemon();
     let sectors: Vec<Sector> = (41..44).map(|id| fixtures::seal(id).unwrap()).collect();
     let all: Vec<&Sector> = sectors.iter().collect();
@@ -361,48 +408,93 @@ fn malformed_vanilla_proofs_and_commitments_are_refused_at_submit() {
         v["vanilla_proof"]["sectors"][0]["inclusion_proofs"][n]["data"]["Single"] = single;
     };
     let mut cases: Vec<(&str, &str, Value, &str)> = vec![
-        ("winning-post", "an absurd path index", winning(&|v| {
-            let mut p = inclusion(v, 0);
-            p["path"]["path"][0]["index"] = json!(1u64 << 40);
-            set_inclusion(v, 0, p);
-        }), "index"),
-        ("winning-post", "a path index past its node's arity", winning(&|v| {
-            let mut p = inclusion(v, 3);
-            p["path"]["path"][1]["index"] = json!(8);
-            set_inclusion(v, 3, p);
-        }), "index"),
-        ("winning-post", "a path one level short", winning(&|v| {
-            let mut p = inclusion(v, 0);
-            p["path"]["path"].as_array_mut().unwrap().pop();
-            set_inclusion(v, 0, p);
-        }), "path"),
-        ("winning-post", "a sibling that is not a field element", winning(&|v| {
-            let mut p = inclusion(v, 5);
-            p["path"]["path"][0]["hashes"][2] = not_fr.clone();
-            set_inclusion(v, 5, p);
-        }), "field element"),
-        ("winning-post", "comm_c that is not a field element", winning(&|v| {
-            v["vanilla_proof"]["sectors"][0]["comm_c"] = not_fr.clone();
-        }), "field element"),
-        ("winning-post", "comm_r_last other than the paths' root", winning(&|v| {
-            let comm_c = v["vanilla_proof"]["sectors"][0]["comm_c"].clone();
-            v["vanilla_proof"]["sectors"][0]["comm_r_last"] = comm_c;
-        }), "comm_r_last"),
+        (
+            "winning-post",
+            "an absurd path index",
+            winning(&|v| {
+                let mut p = inclusion(v, 0);
+                p["path"]["path"][0]["index"] = json!(1u64 << 40);
+                set_inclusion(v, 0, p);
+            }),
+            "index",
+        ),
+        (
+            "winning-post",
+            "a path index past its node's arity",
+            winning(&|v| {
+                let mut p = inclusion(v, 3);
+                p["path"]["path"][1]["index"] = json!(8);
+                set_inclusion(v, 3, p);
+            }),
+            "index",
+        ),
+        (
+            "winning-post",
+            "a path one level short",
+            winning(&|v| {
+                let mut p = inclusion(v, 0);
+                p["path"]["path"].as_array_mut().unwrap().pop();
+                set_inclusion(v, 0, p);
+            }),
+            "path",
+        ),
+        (
+            "winning-post",
+            "a sibling that is not a field element",
+            winning(&|v| {
+                let mut p = inclusion(v, 5);
+                p["path"]["path"][0]["hashes"][2] = not_fr.clone();
+                set_inclusion(v, 5, p);
+            }),
+            "field element",
+        ),
+        (
+            "winning-post",
+            "comm_c that is not a field element",
+            winning(&|v| {
+                v["vanilla_proof"]["sectors"][0]["comm_c"] = not_fr.clone();
+            }),
+            "field element",
+        ),
+        (
+            "winning-post",
+            "comm_r_last other than the paths' root",
+            winning(&|v| {
+                let comm_c = v["vanilla_proof"]["sectors"][0]["comm_c"].clone();
+                v["vanilla_proof"]["sectors"][0]["comm_r_last"] = comm_c;
+            }),
+            "comm_r_last",
+        ),
         // filecoin-proofs verifies the first of the 66 challenges only; the
         // circuit proves them all.
-        ("winning-post", "a later challenge answered with another's path", winning(&|v| {
-            let other = inclusion(v, 4);
-            set_inclusion(v, 4, other.clone());
-            set_inclusion(v, 9, other);
-        }), "challenges do not all verify"),
-        ("window-post", "a sector id the proof was not drawn for", window(&|v| {
-            v["sector_id"] = json!(999);
-        }), "verify"),
-        ("window-post", "an absurd path index", window(&|v| {
-            let mut p = inclusion(v, 1);
-            p["path"]["path"][0]["index"] = json!(u64::MAX);
-            set_inclusion(v, 1, p);
-        }), "index"),
+        (
+            "winning-post",
+            "a later challenge answered with another's path",
+            winning(&|v| {
+                let other = inclusion(v, 4);
+                set_inclusion(v, 4, other.clone());
+                set_inclusion(v, 9, other);
+            }),
+            "challenges do not all verify",
+        ),
+        (
+            "window-post",
+            "a sector id the proof was not drawn for",
+            window(&|v| {
+                v["sector_id"] = json!(999);
+            }),
+            "verify",
+        ),
+        (
+            "window-post",
+            "an absurd path index",
+            window(&|v| {
+                let mut p = inclusion(v, 1);
+                p["path"]["path"][0]["index"] = json!(u64::MAX);
+                set_inclusion(v, 1, p);
+            }),
+            "index",
+        ),
     ];
     let mut other_randomness = post_input(WINDOW, [46; 32], &all);
     other_randomness["randomness"] = json!(hex::encode(randomness));
@@ -418,7 +510,8 @@ fn malformed_vanilla_proofs_and_commitments_are_refused_at_submit() {
     };
     let snap = |edit: &dyn Fn(&mut Value)| {
         let mut input = snap_input.clone();
-        let edited = fixtures::edit_vanilla(Kind::EmptySectorUpdate, &up.vanilla_proofs[0], |v| edit(v)).unwrap();
+        let edited =
+            fixtures::edit_vanilla(Kind::EmptySectorUpdate, &up.vanilla_proofs[0], |v| edit(v)).unwrap();
         input["vanilla_proofs"][0] = json!(hex::encode(edited));
         input
     };
@@ -426,15 +519,34 @@ fn malformed_vanilla_proofs_and_commitments_are_refused_at_submit() {
         ("snap-prove", "comm_d_new that is not a field element", snap_field("comm_d_new"), "comm_d_new"),
         ("snap-prove", "comm_r_old that is not a field element", snap_field("comm_r_old"), "comm_r_old"),
         ("snap-prove", "comm_r_new that is not a field element", snap_field("comm_r_new"), "comm_r_new"),
-        ("snap-prove", "a TreeD path one level short", snap(&|v| {
-            v["challenge_proofs"][0]["proof_d_new"]["data"]["Single"]["path"]["path"].as_array_mut().unwrap().pop();
-        }), "path"),
-        ("snap-prove", "an absurd path index", snap(&|v| {
-            v["challenge_proofs"][2]["proof_r_new"]["data"]["Single"]["path"]["path"][0]["index"] = json!(1u64 << 33);
-        }), "index"),
-        ("snap-prove", "an apex leaf that is not a field element", snap(&|v| {
-            v["apex_leafs"][0] = not_fr.clone();
-        }), "field element"),
+        (
+            "snap-prove",
+            "a TreeD path one level short",
+            snap(&|v| {
+                v["challenge_proofs"][0]["proof_d_new"]["data"]["Single"]["path"]["path"]
+                    .as_array_mut()
+                    .unwrap()
+                    .pop();
+            }),
+            "path",
+        ),
+        (
+            "snap-prove",
+            "an absurd path index",
+            snap(&|v| {
+                v["challenge_proofs"][2]["proof_r_new"]["data"]["Single"]["path"]["path"][0]["index"] =
+                    json!(1u64 << 33);
+            }),
+            "index",
+        ),
+        (
+            "snap-prove",
+            "an apex leaf that is not a field element",
+            snap(&|v| {
+                v["apex_leafs"][0] = not_fr.clone();
+            }),
+            "field element",
+        ),
     ]);
 
     // PoRep: the C1 output is JSON already.
@@ -445,22 +557,50 @@ fn malformed_vanilla_proofs_and_commitments_are_refused_at_submit() {
         json!({ "c1": c1, "prover_id": hex::encode(PROVER_ID), "sector_id": 41 })
     };
     cases.extend([
-        ("porep-c2", "a replica id that is not a field element", porep(&|c1| c1["replica_id"] = not_fr.clone()), "replica_id"),
-        ("porep-c2", "comm_d that is not a field element", porep(&|c1| c1["comm_d"] = not_fr.clone()), "comm_d"),
-        ("porep-c2", "an absurd comm_d path index", porep(&|c1| {
-            let proof = first_challenge(c1);
-            proof["comm_d_proofs"]["data"]["Single"]["path"]["path"][0]["index"] = json!(1u64 << 40);
-        }), "index"),
+        (
+            "porep-c2",
+            "a replica id that is not a field element",
+            porep(&|c1| c1["replica_id"] = not_fr.clone()),
+            "replica_id",
+        ),
+        (
+            "porep-c2",
+            "comm_d that is not a field element",
+            porep(&|c1| c1["comm_d"] = not_fr.clone()),
+            "comm_d",
+        ),
+        (
+            "porep-c2",
+            "an absurd comm_d path index",
+            porep(&|c1| {
+                let proof = first_challenge(c1);
+                proof["comm_d_proofs"]["data"]["Single"]["path"]["path"][0]["index"] = json!(1u64 << 40);
+            }),
+            "index",
+        ),
         // The reference zips the openings with the graph's parents: one
         // missing at the end verifies, and the circuit slices on the count.
-        ("porep-c2", "an expander parent's opening missing", porep(&|c1| {
-            let proof = first_challenge(c1);
-            proof["replica_column_proofs"]["exp_parents"].as_array_mut().unwrap().pop();
-        }), "7 expander parent columns; the graph has 8 expander parents"),
-        ("porep-c2", "a parent column a row short", porep(&|c1| {
-            let proof = first_challenge(c1);
-            proof["replica_column_proofs"]["drg_parents"][2]["column"]["rows"].as_array_mut().unwrap().pop();
-        }), "DRG parent 2's column has"),
+        (
+            "porep-c2",
+            "an expander parent's opening missing",
+            porep(&|c1| {
+                let proof = first_challenge(c1);
+                proof["replica_column_proofs"]["exp_parents"].as_array_mut().unwrap().pop();
+            }),
+            "7 expander parent columns; the graph has 8 expander parents",
+        ),
+        (
+            "porep-c2",
+            "a parent column a row short",
+            porep(&|c1| {
+                let proof = first_challenge(c1);
+                proof["replica_column_proofs"]["drg_parents"][2]["column"]["rows"]
+                    .as_array_mut()
+                    .unwrap()
+                    .pop();
+            }),
+            "DRG parent 2's column has",
+        ),
     ]);
 
     let mut wrong = Vec::new();

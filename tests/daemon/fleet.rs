@@ -80,7 +80,14 @@ impl Node {
     fn run(&mut self, schema: &PgSchema) {
         let log = std::fs::File::create(self.dir.path().join("log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{}", self.port), "--node", &self.name, "--config"])
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{}", self.port),
+                "--node",
+                &self.name,
+                "--config",
+            ])
             .arg(self.dir.path().join("cuzk.toml"))
             .arg("--data-dir")
             .arg(self.dir.path().join("data"))
@@ -108,7 +115,11 @@ impl Node {
             std::thread::sleep(Duration::from_millis(100));
             child.try_wait().unwrap()
         });
-        assert!(exited.is_some_and(|status| status.success()), "node {} exits 0 after SIGTERM: {exited:?}", self.name);
+        assert!(
+            exited.is_some_and(|status| status.success()),
+            "node {} exits 0 after SIGTERM: {exited:?}",
+            self.name
+        );
         self.serve.take();
     }
 
@@ -194,7 +205,12 @@ fn proved_once(schema: &PgSchema, ids: &[String], partitions: u32, nodes: &[&Nod
     assert_eq!(rows.len(), ids.len(), "every job has its partitions recorded");
     for row in rows {
         let counts: [i64; 3] = [row.get(1), row.get(2), row.get(3)];
-        assert_eq!(counts, [i64::from(partitions); 3], "job {}: one proved row per partition", row.get::<_, String>(0));
+        assert_eq!(
+            counts,
+            [i64::from(partitions); 3],
+            "job {}: one proved row per partition",
+            row.get::<_, String>(0)
+        );
     }
     let names: HashSet<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let by_node: BTreeMap<String, i64> = client
@@ -204,7 +220,8 @@ fn proved_once(schema: &PgSchema, ids: &[String], partitions: u32, nodes: &[&Nod
         .map(|row| (row.get::<_, Option<String>>(0).unwrap_or_default(), row.get(1)))
         .collect();
     assert!(by_node.keys().all(|n| names.contains(n.as_str())), "proved by the fleet's nodes: {by_node:?}");
-    let leases: i64 = client.query_one("SELECT count(*) FROM cuzk_leases WHERE job = ANY($1)", &[&ids]).unwrap().get(0);
+    let leases: i64 =
+        client.query_one("SELECT count(*) FROM cuzk_leases WHERE job = ANY($1)", &[&ids]).unwrap().get(0);
     assert_eq!(leases, 0, "no lease outlives its partition");
     by_node
 }
@@ -227,7 +244,12 @@ fn postgres_fleet_of_three_proves_300_jobs_submitted_round_robin_each_partition_
             assert!(p["worker"].is_string() && p["attempts"] == 1, "{view}");
             assert!(p["timings_ms"]["synthesis"].as_f64().is_some_and(|ms| ms >= 0.0), "{view}");
         }
-        let synthesis: f64 = view["partitions"].as_array().unwrap().iter().map(|p| p["timings_ms"]["synthesis"].as_f64().unwrap()).sum();
+        let synthesis: f64 = view["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["timings_ms"]["synthesis"].as_f64().unwrap())
+            .sum();
         assert!((view["timings_ms"]["synthesis"].as_f64().unwrap() - synthesis).abs() < 1e-6, "{view}");
     }
     let by_node = proved_once(&schema, &ids, 2, &all);
@@ -254,8 +276,10 @@ fn postgres_fleet_takes_over_a_killed_nodes_partitions_and_the_node_rejoins() {
     let lease = Duration::from_secs(3);
     // Slower partitions than the other tests': node a must still hold some
     // when it is killed (at 0.01 it can finish what it held in between).
-    let mut nodes: Vec<Node> =
-        ["a", "b", "c"].iter().map(|name| Node::start_on(&schema, name, "sim", lease.as_secs(), 0.05)).collect();
+    let mut nodes: Vec<Node> = ["a", "b", "c"]
+        .iter()
+        .map(|name| Node::start_on(&schema, name, "sim", lease.as_secs(), 0.05))
+        .collect();
     let ids = submit_round_robin(&nodes.iter().collect::<Vec<_>>(), 0..60, 3);
     // Kill node a while it holds leases.
     let mut client = schema.client();
@@ -303,7 +327,11 @@ fn postgres_fleet_takes_over_a_killed_nodes_partitions_and_the_node_rejoins() {
     nodes[0].run(&schema);
     let again = submit_round_robin(&[&nodes[0]], 100..130, 1);
     wait_all(&[&nodes[0]], &again, Duration::from_secs(120));
-    assert!(nodes[0].metric("cuzk_fleet_claimed_partitions_total") > 0.0, "node a rejoined: {}", nodes[0].log());
+    assert!(
+        nodes[0].metric("cuzk_fleet_claimed_partitions_total") > 0.0,
+        "node a rejoined: {}",
+        nodes[0].log()
+    );
 }
 
 #[test]
@@ -355,8 +383,10 @@ fn postgres_restart_under_fleet_load_costs_503s_and_no_acknowledged_job() {
 fn postgres_fleet_proves_one_job_on_two_cpu_nodes_under_one_key() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(schema) = PgSchema::create("postgres_fleet_cpu") else { return };
-    let nodes: Vec<Node> = ["a", "b"].iter().map(|name| Node::start_on(&schema, name, "cpu", 30, 0.01)).collect();
-    let body = json!({"circuit": "mimc-chain", "params": {"log2_constraints": 6}, "partitions": 8, "seed": 11});
+    let nodes: Vec<Node> =
+        ["a", "b"].iter().map(|name| Node::start_on(&schema, name, "cpu", 30, 0.01)).collect();
+    let body =
+        json!({"circuit": "mimc-chain", "params": {"log2_constraints": 6}, "partitions": 8, "seed": 11});
     let (status, accepted) = nodes[0].submit(&body);
     assert_eq!(status, 202, "{accepted}");
     let id = accepted["id"].as_str().unwrap().to_string();
@@ -369,7 +399,8 @@ fn postgres_fleet_proves_one_job_on_two_cpu_nodes_under_one_key() {
     let (status, proofs) = nodes[1].get(&format!("/v1/jobs/{id}/proofs"));
     assert_eq!(status, 200, "{proofs}");
     let circuit_id = proofs["circuit_id"].as_str().unwrap();
-    let vks: Vec<_> = nodes.iter().map(|n| cuzk::client::fetch_vk(&n.url, circuit_id, None).unwrap()).collect();
+    let vks: Vec<_> =
+        nodes.iter().map(|n| cuzk::client::fetch_vk(&n.url, circuit_id, None).unwrap()).collect();
     assert_eq!(vks[0], vks[1], "every node serves the fleet's key");
     let results = cuzk::client::verify_proofs(&vks[0], &proofs).unwrap();
     assert_eq!(results.len(), 8);
@@ -385,14 +416,17 @@ fn postgres_fleet_proves_one_job_on_two_cpu_nodes_under_one_key() {
 fn postgres_a_node_stopped_gracefully_puts_back_what_it_did_not_start() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(schema) = PgSchema::create("postgres_fleet_sigterm") else { return };
-    let mut nodes: Vec<Node> = ["a", "b"].iter().map(|name| Node::start_on(&schema, name, "sim", 30, 0.05)).collect();
+    let mut nodes: Vec<Node> =
+        ["a", "b"].iter().map(|name| Node::start_on(&schema, name, "sim", 30, 0.05)).collect();
     let ids = submit_round_robin(&nodes.iter().collect::<Vec<_>>(), 0..40, 2);
     let mut client = schema.client();
     let held_by_a = |client: &mut postgres::Client| -> i64 {
         client.query_one("SELECT count(*) FROM cuzk_leases WHERE owner = 'a'", &[]).unwrap().get(0)
     };
     // Its claim room (synthesis threads + 1) waiting, and more running.
-    poll("node a to hold partitions it has not started", Duration::from_secs(30), || held_by_a(&mut client) >= 3);
+    poll("node a to hold partitions it has not started", Duration::from_secs(30), || {
+        held_by_a(&mut client) >= 3
+    });
     nodes[0].terminate();
     // Those it ran finished during the drain (their leases went with their
     // proofs); the others went back: none is left under its name.

@@ -87,11 +87,7 @@ fn by_id<'a>(jobs: &'a [StoredJob], id: &str) -> Option<&'a StoredJob> {
 
 fn jobs_survive_a_reopen_and_removal_takes_all_of_a_job(place: &Place) {
     let store = place.open();
-    let done = JobOutcome {
-        stage: Stage::Done,
-        error: None,
-        finished_unix_ms: 1_700_000_100_000,
-    };
+    let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: 1_700_000_100_000 };
     write_all(
         &*store,
         vec![
@@ -145,9 +141,8 @@ fn a_burst_of_writes_shares_few_commits(place: &Place) {
     const JOBS: u64 = 10_000;
     let store = place.open();
     let started = Instant::now();
-    let pending: Vec<_> = (0..JOBS)
-        .map(|seq| store.write(StoreWrite::Accepted(record(&format!("job-{seq}"), seq))))
-        .collect();
+    let pending: Vec<_> =
+        (0..JOBS).map(|seq| store.write(StoreWrite::Accepted(record(&format!("job-{seq}"), seq)))).collect();
     for committed in pending {
         committed.wait_blocking().expect("committed");
     }
@@ -233,7 +228,12 @@ mod redb_only {
             writes.push(StoreWrite::Accepted(record(id, seq as u64)));
             for index in 0..3 {
                 let job = JobId((*id).into());
-                writes.push(StoreWrite::PartitionProved { job, index, proof: proof(0x40 + index as u8), detail: None });
+                writes.push(StoreWrite::PartitionProved {
+                    job,
+                    index,
+                    proof: proof(0x40 + index as u8),
+                    detail: None,
+                });
             }
             writes.push(StoreWrite::Finished { job: JobId((*id).into()), outcome: done.clone() });
         }
@@ -252,7 +252,8 @@ mod redb_only {
         let txn = db.begin_write().unwrap();
         {
             let mut table = txn.open_table(rows).unwrap();
-            let mut value = redb::ReadableTable::get(&table, key).unwrap().expect("the row is stored").value().to_vec();
+            let mut value =
+                redb::ReadableTable::get(&table, key).unwrap().expect("the row is stored").value().to_vec();
             let middle = value.len() / 2;
             value[middle] ^= 0x01;
             table.insert(key, value.as_slice()).unwrap();
@@ -489,7 +490,8 @@ mod redb_only {
         let refused = store.write(StoreWrite::Accepted(record("refused", 2))).wait_blocking();
         assert!(refused.is_err(), "a new job is refused while its record cannot be kept");
         let job = JobId("acked".into());
-        let proved = store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(0x40), detail: None });
+        let proved =
+            store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(0x40), detail: None });
         std::fs::remove_file(&dir).unwrap();
         proved.wait_blocking().expect("written once the store is back at its path");
         let health = store.health();
@@ -559,7 +561,8 @@ mod redb_only {
 
         std::fs::remove_dir_all(&dir).unwrap();
         let job = JobId("acked".into());
-        let proved = store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(0x41), detail: None });
+        let proved =
+            store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(0x41), detail: None });
         std::fs::remove_file(&filler).unwrap();
         let started = Instant::now();
         while store.health().failing.is_some() {
@@ -613,7 +616,10 @@ mod postgres_only {
         let (failure, tls) = refused(&format!("host=db password={SECRET} sslmode=verify-full"));
         assert!(matches!(failure, PgFailure::Tls(_)), "{tls}");
         assert!(tls.contains("sslrootcert"), "{tls}");
-        assert_eq!(format!("{:?}", StoreUrl::new(format!("postgres://u:{SECRET}@h/d"))), "StoreUrl(postgres://u:***@h/d)");
+        assert_eq!(
+            format!("{:?}", StoreUrl::new(format!("postgres://u:{SECRET}@h/d"))),
+            "StoreUrl(postgres://u:***@h/d)"
+        );
     }
 
     #[test]
@@ -630,9 +636,12 @@ mod postgres_only {
 
     #[test]
     fn daemons_starting_at_once_migrate_the_schema_once() {
-        let Some(schema) = PgSchema::create("daemons_starting_at_once_migrate_the_schema_once") else { return };
+        let Some(schema) = PgSchema::create("daemons_starting_at_once_migrate_the_schema_once") else {
+            return;
+        };
         let stores: Vec<_> = std::thread::scope(|scope| {
-            let opening: Vec<_> = (0..4).map(|_| scope.spawn(|| PgJobStore::connect(&schema.url, None))).collect();
+            let opening: Vec<_> =
+                (0..4).map(|_| scope.spawn(|| PgJobStore::connect(&schema.url, None))).collect();
             opening.into_iter().map(|t| t.join().unwrap().expect("every daemon starts")).collect()
         });
         // One shared database: what one store writes, another loads.
@@ -641,11 +650,8 @@ mod postgres_only {
         for store in &stores {
             store.close().unwrap();
         }
-        let versions: i64 = schema
-            .client()
-            .query_one("SELECT count(*) FROM cuzk_schema_migrations", &[])
-            .unwrap()
-            .get(0);
+        let versions: i64 =
+            schema.client().query_one("SELECT count(*) FROM cuzk_schema_migrations", &[]).unwrap().get(0);
         let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap().count();
         assert_eq!(versions as usize, files, "each migration recorded once");
     }
@@ -674,7 +680,11 @@ mod postgres_only {
             &store,
             vec![
                 StoreWrite::Accepted(odd.clone()),
-                StoreWrite::PartitionFailed { job: odd.id.clone(), index: 0, error: "bad input \0 here".into() },
+                StoreWrite::PartitionFailed {
+                    job: odd.id.clone(),
+                    index: 0,
+                    error: "bad input \0 here".into(),
+                },
             ],
         );
         let jobs = store.load().unwrap();

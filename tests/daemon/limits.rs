@@ -33,25 +33,16 @@ fn a_full_queue_answers_429_with_retry_after_and_queues_nothing() {
     assert_eq!(status, 202, "{first}");
     assert_eq!(d.post("/v1/jobs", &job(2)).0, 202);
 
-    let refused = agent()
-        .post(&format!("{}/v1/jobs", d.url))
-        .send_json(job(3));
+    let refused = agent().post(&format!("{}/v1/jobs", d.url)).send_json(job(3));
     let Err(ureq::Error::Status(429, response)) = refused else {
         panic!("expected 429, got {refused:?}");
     };
     assert_eq!(response.header("Retry-After"), Some("7"));
     let body: Value = response.into_json().unwrap();
     let error = body["error"].as_str().unwrap();
-    assert!(
-        error.contains("queue full") && error.contains("max_queued_jobs = 2"),
-        "{error}"
-    );
+    assert!(error.contains("queue full") && error.contains("max_queued_jobs = 2"), "{error}");
     let jobs = d.get("/v1/status").1["jobs"].clone();
-    assert_eq!(
-        jobs["queued"].as_u64().unwrap() + jobs["running"].as_u64().unwrap(),
-        2,
-        "{jobs}"
-    );
+    assert_eq!(jobs["queued"].as_u64().unwrap() + jobs["running"].as_u64().unwrap(), 2, "{jobs}");
 
     // A repeated idempotency key still finds its job.
     let (status, again) = d.post(
@@ -81,13 +72,7 @@ fn partitions_body_size_and_no_queue_limit() {
     body["partitions"] = json!(4);
     let (status, answer) = d.post("/v1/jobs", &body);
     assert_eq!(status, 422);
-    assert!(
-        answer["error"]
-            .as_str()
-            .unwrap()
-            .contains("between 1 and 3"),
-        "{answer}"
-    );
+    assert!(answer["error"].as_str().unwrap().contains("between 1 and 3"), "{answer}");
     body["partitions"] = json!(3);
     assert_eq!(d.post("/v1/jobs", &body).0, 202);
 
@@ -177,7 +162,9 @@ fn a_setup_whose_only_job_is_cancelled_stops_and_returns_its_budget() {
 /// (`timings_ms.total`) starts again, and a reading falls below the one
 /// before. Asked again every 500 ms, each ask restarts it.
 fn asked_for_the_key(d: &TestDaemon, job: &str) {
-    let total = || d.get(&format!("/v1/jobs/{job}")).1["partitions"][0]["timings_ms"]["total"].as_f64().unwrap_or(0.0);
+    let total = || {
+        d.get(&format!("/v1/jobs/{job}")).1["partitions"][0]["timings_ms"]["total"].as_f64().unwrap_or(0.0)
+    };
     let mut before = total();
     let started = Instant::now();
     loop {
@@ -246,9 +233,7 @@ fn a_queued_job_of_the_shape_keeps_its_setup_through_a_cancel_until_it_is_cancel
         key_file = mimc_key_file(&c.data_dir, 16);
     });
     let submit = |body: Value| d.post("/v1/jobs", &body).1["id"].as_str().unwrap().to_string();
-    let large = |seed, priority| {
-        json!({"circuit": "mimc-chain", "params": {"log2_constraints": 16}, "seed": seed, "priority": priority})
-    };
+    let large = |seed, priority| json!({"circuit": "mimc-chain", "params": {"log2_constraints": 16}, "seed": seed, "priority": priority});
     // Jobs of higher priority queued ahead of the shape's second job keep
     // it in the queue: 16 partitions of a small shape, set up first, proved
     // one after another while their own remain queued.
@@ -306,16 +291,23 @@ fn a_queued_job_of_the_shape_keeps_its_setup_through_a_cancel_until_it_is_cancel
             break;
         }
         let (_, ahead_now) = d.get(&format!("/v1/jobs/{holder}"));
-        let ahead_queued = ahead_now["partitions"].as_array().unwrap().iter().filter(|p| p["stage"] == "queued").count();
+        let ahead_queued =
+            ahead_now["partitions"].as_array().unwrap().iter().filter(|p| p["stage"] == "queued").count();
         if ahead_queued > 0 {
             held += 1;
             // The queued job has not asked for the key (partitions ahead
             // of it in the queue are still waiting): only its being
             // expected keeps the setup, and its estimate in the budget
             // until the key replaces it.
-            assert!(budget_in_use(&d).1 > small_key, "the setup stopped while a job of its shape was queued: {job}");
+            assert!(
+                budget_in_use(&d).1 > small_key,
+                "the setup stopped while a job of its shape was queued: {job}"
+            );
         }
-        assert!(held > 0 || ahead_queued > 0, "the holder's partitions were all taken before the first reading: nothing tested");
+        assert!(
+            held > 0 || ahead_queued > 0,
+            "the holder's partitions were all taken before the first reading: nothing tested"
+        );
         assert!(Instant::now() < deadline, "{job}");
         std::thread::sleep(Duration::from_millis(20));
     }

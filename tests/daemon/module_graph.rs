@@ -32,15 +32,8 @@ type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The actors of the actors crate, by the first segment of their module
 /// path; a module below one (`tracker::views`) belongs to that actor.
-const ACTORS: [&str; 7] = [
-    "budget",
-    "dispatcher",
-    "finalizer",
-    "gpu_worker",
-    "synthesis",
-    "tracker",
-    "worker_monitor",
-];
+const ACTORS: [&str; 7] =
+    ["budget", "dispatcher", "finalizer", "gpu_worker", "synthesis", "tracker", "worker_monitor"];
 
 /// What the checker needs of Rust's tokens.
 #[derive(Debug, Clone, PartialEq)]
@@ -270,9 +263,7 @@ fn read_module(module: &[String], text: &str) -> Reading {
                             i += 2;
                         }
                         Some(Token::Punct(';')) => {
-                            reading
-                                .declared
-                                .push(here.iter().cloned().chain([name.to_string()]).collect());
+                            reading.declared.push(here.iter().cloned().chain([name.to_string()]).collect());
                         }
                         _ => {}
                     }
@@ -315,9 +306,7 @@ fn read_module(module: &[String], text: &str) -> Reading {
 
 /// The file of a module: `a/b.rs` or `a/b/mod.rs` under `src`.
 fn module_file(src: &Path, module: &[String]) -> PathBuf {
-    let base = module
-        .iter()
-        .fold(src.to_path_buf(), |dir, segment| dir.join(segment));
+    let base = module.iter().fold(src.to_path_buf(), |dir, segment| dir.join(segment));
     let flat = base.with_extension("rs");
     if flat.is_file() {
         flat
@@ -336,11 +325,7 @@ fn module_graph(root: &Path) -> Graph {
         if readings.contains_key(&module) {
             continue;
         }
-        let file = if module.is_empty() {
-            root.to_path_buf()
-        } else {
-            module_file(src, &module)
-        };
+        let file = if module.is_empty() { root.to_path_buf() } else { module_file(src, &module) };
         let text = std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("module {} ({}): {e}", module.join("::"), file.display()));
         let reading = read_module(&module, &text);
@@ -356,9 +341,7 @@ fn module_graph(root: &Path) -> Graph {
                 .map(|n| &path[..n])
                 .find(|candidate| readings.contains_key(*candidate));
             if let Some(target) = target.filter(|t| t != module) {
-                edges
-                    .entry(target.join("::"))
-                    .or_insert_with(|| written.clone());
+                edges.entry(target.join("::")).or_insert_with(|| written.clone());
             }
         }
     }
@@ -393,26 +376,16 @@ fn circles(graph: &Graph) -> Vec<BTreeSet<String>> {
                 }
             }
             if self.low[node] == index {
-                let at = self
-                    .stack
-                    .iter()
-                    .position(|n| *n == node)
-                    .expect("on the stack");
-                let component: BTreeSet<String> =
-                    self.stack.drain(at..).map(String::from).collect();
+                let at = self.stack.iter().position(|n| *n == node).expect("on the stack");
+                let component: BTreeSet<String> = self.stack.drain(at..).map(String::from).collect();
                 if component.len() > 1 {
                     self.found.push(component);
                 }
             }
         }
     }
-    let mut search = Search {
-        graph,
-        index: BTreeMap::new(),
-        low: BTreeMap::new(),
-        stack: Vec::new(),
-        found: Vec::new(),
-    };
+    let mut search =
+        Search { graph, index: BTreeMap::new(), low: BTreeMap::new(), stack: Vec::new(), found: Vec::new() };
     for node in graph.keys() {
         if !search.index.contains_key(node.as_str()) {
             search.visit(node);
@@ -439,8 +412,7 @@ fn describe(graph: &Graph, circle: &BTreeSet<String>) -> String {
 /// `src/lib.rs` and `src/main.rs`, read from the members of the workspace's
 /// Cargo.toml so that a new crate is checked without editing this test.
 fn crate_roots() -> Vec<String> {
-    let manifest =
-        std::fs::read_to_string(workspace_file("Cargo.toml")).expect("workspace Cargo.toml");
+    let manifest = std::fs::read_to_string(workspace_file("Cargo.toml")).expect("workspace Cargo.toml");
     let members = manifest
         .split_once("members = [")
         .and_then(|(_, rest)| rest.split_once(']'))
@@ -451,11 +423,7 @@ fn crate_roots() -> Vec<String> {
         .map(|member| member.trim().trim_matches('"'))
         .filter(|member| !member.is_empty())
         .flat_map(|member| {
-            let src = if member == "." {
-                "src".to_string()
-            } else {
-                format!("{member}/src")
-            };
+            let src = if member == "." { "src".to_string() } else { format!("{member}/src") };
             ["lib.rs", "main.rs"].map(|root| format!("{src}/{root}"))
         })
         .filter(|root| workspace_file(root).is_file())
@@ -482,10 +450,7 @@ fn no_crate_of_the_workspace_has_an_import_circle() {
             failures.push(format!("{root}: {}", describe(&graph, &circle)));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "modules reference each other in a circle: {failures:#?}"
-    );
+    assert!(failures.is_empty(), "modules reference each other in a circle: {failures:#?}");
 }
 
 #[test]
@@ -498,11 +463,7 @@ fn every_crate_graph_holds_its_modules() {
         ("bench/src/lib.rs", 10),
     ] {
         let graph = module_graph(&workspace_file(root));
-        assert!(
-            graph.len() >= at_least,
-            "{root}: {} modules: {graph:?}",
-            graph.len()
-        );
+        assert!(graph.len() >= at_least, "{root}: {} modules: {graph:?}", graph.len());
     }
 }
 
@@ -519,10 +480,7 @@ fn references_from_outside_the_server(room: &str) -> Vec<String> {
             .flat_map(|(from, targets)| targets.iter().map(move |(to, written)| (from, to, written)))
             .filter(|(_, to, _)| within(to, room))
     };
-    assert!(
-        edges().any(|(from, _, _)| within(from, "server")),
-        "the server references no module of {room}"
-    );
+    assert!(edges().any(|(from, _, _)| within(from, "server")), "the server references no module of {room}");
     edges()
         .filter(|(from, _, _)| !within(from, "server") && !within(from, room))
         .map(|(from, to, written)| format!("{from} -> {to} ({written})"))
@@ -532,10 +490,7 @@ fn references_from_outside_the_server(room: &str) -> Vec<String> {
 #[test]
 fn only_the_server_references_the_http_layer() {
     let below = references_from_outside_the_server("http");
-    assert!(
-        below.is_empty(),
-        "modules below the HTTP layer reference it: {below:?}"
-    );
+    assert!(below.is_empty(), "modules below the HTTP layer reference it: {below:?}");
 }
 
 /// The gRPC front end as the HTTP one: below the server, beside HTTP
@@ -543,10 +498,7 @@ fn only_the_server_references_the_http_layer() {
 #[test]
 fn only_the_server_references_the_grpc_layer() {
     let below = references_from_outside_the_server("grpc");
-    assert!(
-        below.is_empty(),
-        "modules below the gRPC layer reference it: {below:?}"
-    );
+    assert!(below.is_empty(), "modules below the gRPC layer reference it: {below:?}");
 }
 
 #[test]
@@ -555,15 +507,10 @@ fn no_actor_file_references_another_actor_file() {
     let crossings: Vec<String> = graph
         .iter()
         .flat_map(|(from, targets)| targets.iter().map(move |(to, written)| (from, to, written)))
-        .filter(
-            |(from, to, _)| matches!((actor_of(from), actor_of(to)), (Some(a), Some(b)) if a != b),
-        )
+        .filter(|(from, to, _)| matches!((actor_of(from), actor_of(to)), (Some(a), Some(b)) if a != b))
         .map(|(from, to, written)| format!("{from} -> {to} ({written})"))
         .collect();
-    assert!(
-        crossings.is_empty(),
-        "actor files reference other actors: {crossings:?}"
-    );
+    assert!(crossings.is_empty(), "actor files reference other actors: {crossings:?}");
 }
 
 /// The checker itself, on a small crate: grouped, nested and inline paths;
@@ -578,61 +525,28 @@ fn the_graph_sees_use_trees_and_inline_paths() {
         std::fs::create_dir_all(file.parent().unwrap()).expect("module dir");
         std::fs::write(file, text).expect("write");
     };
-    write(
-        "lib.rs",
-        "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\n",
-    );
+    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\n");
     // `crate::d` in the binary is the binary's own module, not the library's.
     write("main.rs", "mod d;\nfn main() { crate::d::run() }\n");
-    write(
-        "a/mod.rs",
-        "//! a: `use crate::c;` in a comment\nmod inner;\nfn f() { inner::g() }\n",
-    );
+    write("a/mod.rs", "//! a: `use crate::c;` in a comment\nmod inner;\nfn f() { inner::g() }\n");
     write("a/inner.rs", "use super::super::{b::{self, Thing as T}};\n");
-    write(
-        "b.rs",
-        "fn f() -> crate::c::Item { todo!() }\n/* crate::e:: /* nested */ crate::e */\n",
-    );
+    write("b.rs", "fn f() -> crate::c::Item { todo!() }\n/* crate::e:: /* nested */ crate::e */\n");
     write(
         "c.rs",
         "pub fn f() { let url = \"http://x\"; super::a::inner::g(); }\n\
          const S: &str = r#\"crate::e\"#;\nconst Q: char = '\"'; fn g<'a>(x: &'a str) {}\n",
     );
-    write(
-        "d.rs",
-        "#[cfg(test)]\nmod tests { use super::*; fn t() { self::helper(); crate::e::h(); } }\n",
-    );
+    write("d.rs", "#[cfg(test)]\nmod tests { use super::*; fn t() { self::helper(); crate::e::h(); } }\n");
     write("e.rs", "pub(super) fn h() { let _ = self::h; }\n");
     let graph = module_graph(&src.join("lib.rs"));
     let targets = |module: &str| graph[module].keys().cloned().collect::<BTreeSet<String>>();
-    let set = |modules: &[&str]| {
-        modules
-            .iter()
-            .map(|m| m.to_string())
-            .collect::<BTreeSet<String>>()
-    };
+    let set = |modules: &[&str]| modules.iter().map(|m| m.to_string()).collect::<BTreeSet<String>>();
     let expected: [(&str, &[&str], &str); 6] = [
-        (
-            "a",
-            &[],
-            "comments and a parent's bare paths to its children are no edge",
-        ),
+        ("a", &[], "comments and a parent's bare paths to its children are no edge"),
         ("a::inner", &["b"], "a nested super in a use tree"),
-        (
-            "b",
-            &["c"],
-            "an inline crate path, not one in a block comment",
-        ),
-        (
-            "c",
-            &["a::inner"],
-            "an inline super path after a string with //",
-        ),
-        (
-            "d",
-            &["e"],
-            "super and self in an inline module name the file's own module",
-        ),
+        ("b", &["c"], "an inline crate path, not one in a block comment"),
+        ("c", &["a::inner"], "an inline super path after a string with //"),
+        ("d", &["e"], "super and self in an inline module name the file's own module"),
         ("e", &[], "pub(super) and self::item name no other module"),
     ];
     for (module, edges, why) in expected {
@@ -652,14 +566,10 @@ fn the_graph_sees_use_trees_and_inline_paths() {
 #[test]
 fn an_inline_path_closes_a_circle() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let write =
-        |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).expect("write");
     write("lib.rs", "mod pg;\nmod migrate;\n");
     write("pg.rs", "use super::migrate;\npub fn describe() {}\n");
-    write(
-        "migrate.rs",
-        "pub fn run() { let _ = format!(\"{}\", super::pg::describe()); }\n",
-    );
+    write("migrate.rs", "pub fn run() { let _ = format!(\"{}\", super::pg::describe()); }\n");
     let graph = module_graph(&dir.path().join("lib.rs"));
     let found = circles(&graph);
     assert_eq!(found.len(), 1);

@@ -16,8 +16,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::PgSchema;
-use cuzk_actors::Abandonment;
 use cuzk::keys::{KeyError, KeyStore, Preparation, SharedKeyError, SharedKeys};
+use cuzk_actors::Abandonment;
 use cuzk_kernels::circuits::mimc_chain::MimcChain;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, InputError, WitnessSource};
 use cuzk_kernels::groth16::PreparedCircuit;
@@ -40,7 +40,11 @@ impl CircuitFamily for Counted {
     fn shape(&self, params: &Value) -> Result<CircuitShape, InputError> {
         MimcChain.shape(params)
     }
-    fn instance(&self, shape: &CircuitShape, source: &WitnessSource) -> Result<Box<dyn CircuitInstance>, InputError> {
+    fn instance(
+        &self,
+        shape: &CircuitShape,
+        source: &WitnessSource,
+    ) -> Result<Box<dyn CircuitInstance>, InputError> {
         self.instances.fetch_add(1, Ordering::SeqCst);
         MimcChain.instance(shape, source)
     }
@@ -53,7 +57,11 @@ fn family() -> (Arc<Counted>, Arc<dyn CircuitFamily>, CircuitShape) {
 }
 
 /// The shape's key as the store prepares it for a partition.
-fn prepare(store: &Arc<KeyStore>, family: &Arc<dyn CircuitFamily>, shape: &CircuitShape) -> Arc<PreparedCircuit> {
+fn prepare(
+    store: &Arc<KeyStore>,
+    family: &Arc<dyn CircuitFamily>,
+    shape: &CircuitShape,
+) -> Arc<PreparedCircuit> {
     let started = Instant::now();
     loop {
         match store.prepared(family, shape, &Abandonment::default()).unwrap() {
@@ -93,7 +101,9 @@ fn vk_bytes(circuit: &PreparedCircuit) -> Vec<u8> {
 
 #[test]
 fn postgres_nodes_needing_a_shape_at_once_set_it_up_once() {
-    let Some(schema) = PgSchema::create("postgres_nodes_needing_a_shape_at_once_set_it_up_once") else { return };
+    let Some(schema) = PgSchema::create("postgres_nodes_needing_a_shape_at_once_set_it_up_once") else {
+        return;
+    };
     let (counted, family, shape) = family();
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (a, b) = (node(&schema, dir_a.path()), node(&schema, dir_b.path()));
@@ -119,7 +129,9 @@ fn postgres_nodes_needing_a_shape_at_once_set_it_up_once() {
 
 #[test]
 fn postgres_a_node_whose_own_key_differs_takes_the_fleets() {
-    let Some(schema) = PgSchema::create("postgres_a_node_whose_own_key_differs_takes_the_fleets") else { return };
+    let Some(schema) = PgSchema::create("postgres_a_node_whose_own_key_differs_takes_the_fleets") else {
+        return;
+    };
     let (_, family, shape) = family();
     let (fleet_dir, own_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // A node that proved alone has a key of its own; the fleet has another.
@@ -141,7 +153,9 @@ fn postgres_a_node_whose_own_key_differs_takes_the_fleets() {
 
 #[test]
 fn postgres_a_node_that_proved_alone_publishes_its_key_to_an_empty_fleet() {
-    let Some(schema) = PgSchema::create("postgres_a_node_that_proved_alone_publishes_its_key") else { return };
+    let Some(schema) = PgSchema::create("postgres_a_node_that_proved_alone_publishes_its_key") else {
+        return;
+    };
     let (counted, family, shape) = family();
     let (own_dir, other_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let own = prepare(&Arc::new(KeyStore::open(own_dir.path()).unwrap()), &family, &shape);
@@ -163,7 +177,9 @@ fn postgres_a_node_that_proved_alone_publishes_its_key_to_an_empty_fleet() {
 
 #[test]
 fn postgres_a_failing_key_store_fails_the_partition_retryably_and_is_asked_again() {
-    let Some(schema) = PgSchema::create("postgres_a_failing_key_store_fails_the_partition_retryably") else { return };
+    let Some(schema) = PgSchema::create("postgres_a_failing_key_store_fails_the_partition_retryably") else {
+        return;
+    };
     let (_, family, shape) = family();
     let dir = tempfile::tempdir().unwrap();
     let store = node(&schema, dir.path());
@@ -178,7 +194,10 @@ fn postgres_a_failing_key_store_fails_the_partition_retryably_and_is_asked_again
         assert!(started.elapsed() < Duration::from_secs(60), "the failure was never answered");
     };
     assert!(matches!(error, KeyError::Unavailable(_)), "{error:?}");
-    assert!(error.to_string().contains("the fleet's key store") && error.to_string().contains("cuzk_keys"), "{error}");
+    assert!(
+        error.to_string().contains("the fleet's key store") && error.to_string().contains("cuzk_keys"),
+        "{error}"
+    );
     // The database is back: the shape's next partition prepares again.
     schema.client().batch_execute(include_str!("../../migrations/0004_keys.sql")).unwrap();
     let key = prepare(&store, &family, &shape);
@@ -210,7 +229,10 @@ fn postgres_chunked_keys_come_back_whole_and_the_first_publication_stands() {
     // A damaged chunk: the download fails and leaves the local file as it was.
     schema
         .client()
-        .execute("UPDATE cuzk_key_chunks SET bytes = set_byte(bytes, 4, 255 - get_byte(bytes, 4)) WHERE n = 1", &[])
+        .execute(
+            "UPDATE cuzk_key_chunks SET bytes = set_byte(bytes, 4, 255 - get_byte(bytes, 4)) WHERE n = 1",
+            &[],
+        )
         .unwrap();
     std::fs::write(path("copy.pk"), b"as it was").unwrap();
     let error = lock.download(&key, &path("copy.pk")).unwrap_err();
@@ -222,8 +244,11 @@ fn postgres_chunked_keys_come_back_whole_and_the_first_publication_stands() {
 
 #[test]
 fn postgres_a_shapes_lock_is_held_by_one_node_at_a_time() {
-    let Some(schema) = PgSchema::create("postgres_a_shapes_lock_is_held_by_one_node_at_a_time") else { return };
-    let (first, second) = (SharedKeys::connect(&schema.url).unwrap(), SharedKeys::connect(&schema.url).unwrap());
+    let Some(schema) = PgSchema::create("postgres_a_shapes_lock_is_held_by_one_node_at_a_time") else {
+        return;
+    };
+    let (first, second) =
+        (SharedKeys::connect(&schema.url).unwrap(), SharedKeys::connect(&schema.url).unwrap());
     let held = first.lock("shape").unwrap();
     // Another shape's lock is free meanwhile.
     drop(second.lock("another-shape").unwrap());

@@ -32,7 +32,8 @@ fn queued(schema: &PgSchema, jobs: &[(&str, u64, Priority, u32)]) {
 /// `node` does; whether it was recorded, as that node's.
 fn proved_as(schema: &PgSchema, node: &str, job: &str) -> bool {
     let store = PgJobStore::connect(&schema.url, Some(node)).unwrap();
-    let write = StoreWrite::PartitionProved { job: JobId(job.into()), index: 0, proof: proof(1), detail: None };
+    let write =
+        StoreWrite::PartitionProved { job: JobId(job.into()), index: 0, proof: proof(1), detail: None };
     store.write(write).wait_blocking().unwrap();
     store.close().unwrap();
     let row = schema
@@ -48,17 +49,27 @@ fn at(claims: &[Claim]) -> Vec<(String, u32, u32)> {
 
 #[test]
 fn postgres_claims_follow_priority_then_age_and_never_overlap() {
-    let Some(schema) = PgSchema::create("postgres_claims_follow_priority_then_age_and_never_overlap") else { return };
+    let Some(schema) = PgSchema::create("postgres_claims_follow_priority_then_age_and_never_overlap") else {
+        return;
+    };
     let lease = Duration::from_secs(60);
     let mut a = Leases::connect(&schema.url, "node-a", lease).unwrap();
     queued(
         &schema,
-        &[("old-normal", 1, Priority::Normal, 2), ("new-high", 2, Priority::High, 2), ("older-low", 0, Priority::Low, 1)],
+        &[
+            ("old-normal", 1, Priority::Normal, 2),
+            ("new-high", 2, Priority::High, 2),
+            ("older-low", 0, Priority::Low, 1),
+        ],
     );
     let s = |id: &str, index, attempt| (id.to_string(), index, attempt);
-    assert_eq!(at(&a.claim(3, &[]).unwrap()), [s("new-high", 0, 1), s("new-high", 1, 1), s("old-normal", 0, 1)]);
+    assert_eq!(
+        at(&a.claim(3, &[]).unwrap()),
+        [s("new-high", 0, 1), s("new-high", 1, 1), s("old-normal", 0, 1)]
+    );
     // Queuing again changes nothing: a held partition stays held.
-    let again = cuzk_actors::store::JobRecord { priority: Priority::High, partitions: 2, ..record("new-high", 2) };
+    let again =
+        cuzk_actors::store::JobRecord { priority: Priority::High, partitions: 2, ..record("new-high", 2) };
     queue_partitions(&mut schema.client(), &again).unwrap();
     assert_eq!(at(&a.claim(10, &[]).unwrap()), [s("old-normal", 1, 1), s("older-low", 0, 1)]);
     assert!(a.claim(10, &[]).unwrap().is_empty(), "everything is held");
@@ -93,7 +104,9 @@ fn postgres_claims_follow_priority_then_age_and_never_overlap() {
 
 #[test]
 fn postgres_leases_renew_expire_and_return_to_the_queue_with_the_attempt_counted() {
-    let Some(schema) = PgSchema::create("postgres_leases_renew_expire_and_return_to_the_queue") else { return };
+    let Some(schema) = PgSchema::create("postgres_leases_renew_expire_and_return_to_the_queue") else {
+        return;
+    };
     // The leases' ends are the database's clock, which a test cannot move:
     // each check falls a whole second or more from the end it is about, so
     // that a slow round trip on a busy machine cannot put it on the other
@@ -119,7 +132,11 @@ fn postgres_leases_renew_expire_and_return_to_the_queue_with_the_attempt_counted
     // queue, and the next claim is its second attempt.
     std::thread::sleep(lease + Duration::from_millis(300));
     assert_eq!(at(&b.claim(1, &[]).unwrap()), [("x".to_string(), 0, 2)]);
-    assert_eq!(a.renew(std::slice::from_ref(&x)).unwrap(), std::slice::from_ref(&x.0), "node a learns it lost x");
+    assert_eq!(
+        a.renew(std::slice::from_ref(&x)).unwrap(),
+        std::slice::from_ref(&x.0),
+        "node a learns it lost x"
+    );
     assert!(!proved_as(&schema, "node-a", "x"), "and cannot record its result");
     assert!(proved_as(&schema, "node-b", "x"));
     assert!(b.claim(1, &[]).unwrap().is_empty(), "a finished partition is out of the queue");
@@ -128,7 +145,9 @@ fn postgres_leases_renew_expire_and_return_to_the_queue_with_the_attempt_counted
 
 #[test]
 fn postgres_leases_refuse_a_nameless_node_or_an_empty_lease() {
-    let Some(schema) = PgSchema::create("postgres_leases_refuse_a_nameless_node_or_an_empty_lease") else { return };
+    let Some(schema) = PgSchema::create("postgres_leases_refuse_a_nameless_node_or_an_empty_lease") else {
+        return;
+    };
     let refused = |node: &str, lease| match Leases::connect(&schema.url, node, lease) {
         Ok(_) => panic!("{node:?} with {lease:?} was accepted"),
         Err(error) => error,

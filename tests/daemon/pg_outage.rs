@@ -41,7 +41,8 @@ fn postgres_down_refuses_new_jobs_keeps_the_rest_and_the_store_reconnects_by_its
     let failing = store.health().failing.expect("health reports the outage");
     assert!(failing.contains("127.0.0.1"), "{failing}");
     // The acknowledged job's progress waits for the database.
-    let proved = store.write(StoreWrite::PartitionProved { job: a.clone(), index: 0, proof: proof(7), detail: None });
+    let proved =
+        store.write(StoreWrite::PartitionProved { job: a.clone(), index: 0, proof: proof(7), detail: None });
     let done = JobOutcome { stage: Stage::Done, error: None, finished_unix_ms: 1_700_000_100_000 };
     let finished = store.write(StoreWrite::Finished { job: a.clone(), outcome: done.clone() });
     std::thread::sleep(Duration::from_millis(1500));
@@ -66,7 +67,11 @@ fn postgres_down_refuses_new_jobs_keeps_the_rest_and_the_store_reconnects_by_its
 }
 
 /// What `health()` says once `until` returns Some, polled for up to `timeout`.
-fn health_within<T>(store: &PgJobStore, timeout: Duration, until: impl Fn(Option<String>) -> Option<T>) -> Option<T> {
+fn health_within<T>(
+    store: &PgJobStore,
+    timeout: Duration,
+    until: impl Fn(Option<String>) -> Option<T>,
+) -> Option<T> {
     let started = Instant::now();
     while started.elapsed() < timeout {
         if let Some(found) = until(store.health().failing) {
@@ -96,11 +101,8 @@ fn an_idle_store_reports_postgres_gone_and_back() {
     pg_ctl("start");
     health_within(&store, Duration::from_secs(15), |failing| failing.is_none().then_some(()))
         .expect("health clears without any write once the database is back");
-    let probe: i32 = schema
-        .client()
-        .query_one("SELECT octet_length(bytes) FROM cuzk_probe", &[])
-        .unwrap()
-        .get(0);
+    let probe: i32 =
+        schema.client().query_one("SELECT octet_length(bytes) FROM cuzk_probe", &[]).unwrap().get(0);
     assert_eq!(probe, 64 << 10, "the retry that found the database back wrote the probe");
     store.close().unwrap();
 }
@@ -121,7 +123,15 @@ fn postgres_restarted_under_load_loses_no_acknowledged_write() {
         accepted.push((id.clone(), store.write(StoreWrite::Accepted(record(&id, seq)))));
         if seq >= 1 {
             let job = JobId(format!("job-{}", seq - 1));
-            proved.push((job.clone(), store.write(StoreWrite::PartitionProved { job, index: 0, proof: proof(seq as u8), detail: None })));
+            proved.push((
+                job.clone(),
+                store.write(StoreWrite::PartitionProved {
+                    job,
+                    index: 0,
+                    proof: proof(seq as u8),
+                    detail: None,
+                }),
+            ));
         }
         std::thread::sleep(Duration::from_millis(5));
         if restart.is_none() && started.elapsed() > Duration::from_millis(500) {

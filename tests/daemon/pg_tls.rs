@@ -73,9 +73,11 @@ fn postgres_tls_require_and_verify_full_connect_encrypted() {
     assert!(!encrypted(&with_query(&url, "sslmode=disable")), "disable");
 
     // The job store over verify-full: migrated, written and read back.
-    let schema = PgSchema::create("postgres_tls_require_and_verify_full_connect_encrypted").expect("the cluster is up");
+    let schema = PgSchema::create("postgres_tls_require_and_verify_full_connect_encrypted")
+        .expect("the cluster is up");
     let store_url = format!("{}&sslmode=verify-full&sslrootcert={}", schema.url.secret(), ca());
-    let store = PgJobStore::connect(&StoreUrl::new(store_url), None).expect("the store connects over verify-full");
+    let store =
+        PgJobStore::connect(&StoreUrl::new(store_url), None).expect("the store connects over verify-full");
     let record = common::record("tls", 1);
     let written = store.write(StoreWrite::Accepted(record));
     written.wait_blocking().expect("written over TLS");
@@ -92,8 +94,12 @@ fn postgres_tls_verify_full_refuses_a_wrong_ca_or_a_wrong_host() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let other_ca = dir.path().join("other-ca.pem");
     std::fs::write(&other_ca, other.cert.pem()).expect("written");
-    let wrong_ca = refusal(&with_query(&url, &format!("sslmode=verify-full&sslrootcert={}", other_ca.display())));
-    assert!(wrong_ca.contains("invalid peer certificate") && wrong_ca.contains("UnknownIssuer"), "{wrong_ca}");
+    let wrong_ca =
+        refusal(&with_query(&url, &format!("sslmode=verify-full&sslrootcert={}", other_ca.display())));
+    assert!(
+        wrong_ca.contains("invalid peer certificate") && wrong_ca.contains("UnknownIssuer"),
+        "{wrong_ca}"
+    );
 
     // The right CA, but a name the certificate does not hold (the server
     // reached by its address).
@@ -128,7 +134,9 @@ impl TlsOff {
     /// Runs `statement`, reloads and waits until a new session sees `ssl`
     /// as `expected`.
     fn set(&self, statement: &str, expected: &str) {
-        let connect = || client_config(&StoreUrl::new(self.url.as_str())).unwrap().connect().expect("connects in clear");
+        let connect = || {
+            client_config(&StoreUrl::new(self.url.as_str())).unwrap().connect().expect("connects in clear")
+        };
         let mut admin = connect();
         admin.batch_execute(statement).expect("an ALTER SYSTEM");
         admin.batch_execute("SELECT pg_reload_conf()").expect("a reload");
@@ -165,9 +173,15 @@ fn postgres_tls_require_refuses_a_server_without_tls() {
         Ok(_) => panic!("the store connected in clear under sslmode=require"),
         Err(error) => {
             let message = error.to_string();
-            assert!(message.contains("cannot connect") && message.contains("server does not support TLS"), "{message}");
+            assert!(
+                message.contains("cannot connect") && message.contains("server does not support TLS"),
+                "{message}"
+            );
             assert!(message.contains("postgres://cuzk:***@"), "the password is hidden: {message}");
-            assert!(matches!(error, OpenError::Database(PgError { failure: PgFailure::Failed { .. }, .. })), "{error:?}");
+            assert!(
+                matches!(error, OpenError::Database(PgError { failure: PgFailure::Failed { .. }, .. })),
+                "{error:?}"
+            );
         }
     }
     // prefer falls back to clear text, as libpq's does.
@@ -190,14 +204,22 @@ fn postgres_tls_settings_that_cannot_be_used_are_refused_before_connecting() {
     };
     let url = "postgres://cuzk:s3cret@127.0.0.1:1/jobs";
     assert!(matches!(refused(&format!("{url}?sslmode=verify-full")), TlsSettingError::NoRootCert));
-    assert!(matches!(refused(&format!("{url}?sslmode=verify-ca&sslrootcert=x")), TlsSettingError::Mode(m) if m == "verify-ca"));
+    assert!(
+        matches!(refused(&format!("{url}?sslmode=verify-ca&sslrootcert=x")), TlsSettingError::Mode(m) if m == "verify-ca")
+    );
     assert!(matches!(refused(&format!("{url}?sslmode=allow")), TlsSettingError::Mode(_)));
     let unused = refused(&format!("{url}?sslmode=require&sslrootcert={}", missing.display()));
     assert!(matches!(unused, TlsSettingError::RootCertUnused(ref m) if m == "require"), "{unused}");
     let unreadable = refused(&format!("{url}?sslmode=verify-full&sslrootcert={}", missing.display()));
-    assert!(matches!(&unreadable, TlsSettingError::Unreadable { path, .. } if *path == missing), "{unreadable}");
+    assert!(
+        matches!(&unreadable, TlsSettingError::Unreadable { path, .. } if *path == missing),
+        "{unreadable}"
+    );
     assert!(unreadable.to_string().contains("missing.pem"), "{unreadable}");
-    let no_cert = refused(&format!("host=127.0.0.1 password=s3cret sslmode=verify-full sslrootcert='{}'", empty.display()));
+    let no_cert = refused(&format!(
+        "host=127.0.0.1 password=s3cret sslmode=verify-full sslrootcert='{}'",
+        empty.display()
+    ));
     assert!(matches!(no_cert, TlsSettingError::NoCertificate { .. }), "{no_cert}");
     // Usable settings still go to the client's own parser.
     assert!(client_config(&StoreUrl::new(format!("{url}?sslmode=require&connect_timeout=3"))).is_ok());

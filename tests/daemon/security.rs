@@ -39,21 +39,12 @@ fn job() -> Value {
     json!({"circuit": "mimc-chain", "params": {"log2_constraints": 4}, "seed": 1})
 }
 
-fn call(
-    d: &TestDaemon,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-) -> (u16, Value, Option<String>) {
+fn call(d: &TestDaemon, method: &str, path: &str, token: Option<&str>) -> (u16, Value, Option<String>) {
     let mut request = agent().request(method, &format!("{}{path}", d.url));
     if let Some(token) = token {
         request = request.set("Authorization", &format!("Bearer {token}"));
     }
-    let result = if method == "POST" {
-        request.send_json(job())
-    } else {
-        request.call()
-    };
+    let result = if method == "POST" { request.send_json(job()) } else { request.call() };
     let challenge = match &result {
         Ok(r) | Err(ureq::Error::Status(_, r)) => r.header("WWW-Authenticate").map(str::to_string),
         Err(_) => None,
@@ -76,16 +67,9 @@ fn submit_and_cancel_need_a_token_with_the_submit_scope() {
 
     let (status, body, challenge) = call(&d, "POST", "/v1/jobs", Some(READER));
     assert_eq!(status, 403, "{body}");
-    assert!(
-        body["error"].as_str().unwrap().contains("submit scope"),
-        "{body}"
-    );
+    assert!(body["error"].as_str().unwrap().contains("submit scope"), "{body}");
     assert!(challenge.unwrap().contains("insufficient_scope"));
-    assert_eq!(
-        d.get("/v1/status").1["jobs"]["queued"],
-        0,
-        "refused jobs are not queued"
-    );
+    assert_eq!(d.get("/v1/status").1["jobs"]["queued"], 0, "refused jobs are not queued");
 
     let (status, body, _) = call(&d, "POST", "/v1/jobs", Some(SUBMITTER));
     assert_eq!(status, 202, "{body}");
@@ -136,10 +120,7 @@ fn hashed_tokens_from_the_config_file() {
          [[auth.tokens]]\ntoken = \"{READER}\"\nscopes = [\"read\"]\n"
     ))
     .unwrap();
-    assert_eq!(
-        config.auth.tokens[0].scopes,
-        vec![Scope::Submit, Scope::Read]
-    );
+    assert_eq!(config.auth.tokens[0].scopes, vec![Scope::Submit, Scope::Read]);
     let d = start_with(|c| {
         sim(c);
         c.auth = config.auth;
@@ -209,14 +190,21 @@ fn without_tokens_browsers_cannot_forge_requests() {
 
     // Another service of this host is another origin: a page on another
     // port, or over the other scheme, may not change state either.
-    for origin in [format!("http://localhost:{}", port.parse::<u16>().unwrap() ^ 1), format!("https://localhost:{port}"), "http://localhost".into()] {
+    for origin in [
+        format!("http://localhost:{}", port.parse::<u16>().unwrap() ^ 1),
+        format!("https://localhost:{port}"),
+        "http://localhost".into(),
+    ] {
         let (status, body) = raw(&d, &post_job(&local, "application/json", Some(&origin)));
         assert_eq!(status, 403, "{origin}: {body}");
         assert!(body["error"].as_str().unwrap().contains("CSRF"), "{body}");
     }
     // A proxy that forwarded the request names a client elsewhere.
-    let forwarded = post_job(&local, "application/json", None)
-        .replacen("\r\n", "\r\nX-Forwarded-For: 203.0.113.9\r\n", 1);
+    let forwarded = post_job(&local, "application/json", None).replacen(
+        "\r\n",
+        "\r\nX-Forwarded-For: 203.0.113.9\r\n",
+        1,
+    );
     let (status, body) = raw(&d, &forwarded);
     assert_eq!(status, 403, "{body}");
     assert!(body["error"].as_str().unwrap().contains("came through a proxy"), "{body}");
@@ -276,7 +264,9 @@ fn json_refusal(answer: &str) -> (u16, String) {
     // A status line: the reason of a 400 names HTTP/1.1 too.
     let (at, _) = answer
         .rmatch_indices("HTTP/1.1 ")
-        .find(|(i, _)| answer.as_bytes().get(i + 9..i + 12).is_some_and(|code| code.iter().all(u8::is_ascii_digit)))
+        .find(|(i, _)| {
+            answer.as_bytes().get(i + 9..i + 12).is_some_and(|code| code.iter().all(u8::is_ascii_digit))
+        })
         .expect("an answer");
     let last = &answer[at..];
     let (head, body) = last.split_once("\r\n\r\n").expect("a whole head");
@@ -288,7 +278,10 @@ fn json_refusal(answer: &str) -> (u16, String) {
     };
     assert_eq!(header("content-type").as_deref(), Some("application/json"), "{last}");
     assert_eq!(header("content-length"), Some(body.len().to_string()), "{last}");
-    let reason = serde_json::from_str::<Value>(body).expect("a JSON body")["error"].as_str().expect("an error").to_string();
+    let reason = serde_json::from_str::<Value>(body).expect("a JSON body")["error"]
+        .as_str()
+        .expect("an error")
+        .to_string();
     let named = ["not valid HTTP/1.1", "96 headers", "header_read_timeout_s"];
     (status, named.into_iter().find(|n| reason.contains(n)).map_or(reason, str::to_string))
 }
@@ -316,7 +309,8 @@ fn protocol_refusals_carry_the_json_body() {
     for addr in [&api, &metrics] {
         let bad_header = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nno colon\r\n\r\n");
         assert_eq!(json_refusal(&bad_header), (400, "not valid HTTP/1.1".into()), "{bad_header}");
-        let too_many = exchange(addr, format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\n{many}\r\n").as_bytes());
+        let too_many =
+            exchange(addr, format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\n{many}\r\n").as_bytes());
         assert_eq!(json_refusal(&too_many), (431, "96 headers".into()), "{too_many}");
     }
     let good = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
@@ -335,12 +329,9 @@ fn without_tokens_only_loopback_unless_insecure() {
     let mut config = common::test_config(dir.path());
     sim(&mut config);
     config.listen = "0.0.0.0:0".into();
-    let error = cuzk::server::spawn(
-        config.clone(),
-        cuzk_kernels::circuits::CircuitRegistry::builtin(),
-    )
-    .err()
-    .expect("refuses a non-loopback listener without tokens");
+    let error = cuzk::server::spawn(config.clone(), cuzk_kernels::circuits::CircuitRegistry::builtin())
+        .err()
+        .expect("refuses a non-loopback listener without tokens");
     assert!(
         matches!(&error, ServerError::Auth(AuthError::NoTokensOffLoopback { .. }))
             && error.to_string().contains("--insecure"),
@@ -348,11 +339,8 @@ fn without_tokens_only_loopback_unless_insecure() {
     );
 
     config.auth.insecure = true;
-    let daemon = cuzk::server::spawn(
-        config.clone(),
-        cuzk_kernels::circuits::CircuitRegistry::builtin(),
-    )
-    .expect("--insecure lets it listen");
+    let daemon = cuzk::server::spawn(config.clone(), cuzk_kernels::circuits::CircuitRegistry::builtin())
+        .expect("--insecure lets it listen");
     let url = format!("http://127.0.0.1:{}", daemon.addr.port());
     let (status, _) = response(agent().post(&format!("{url}/v1/jobs")).send_json(job()));
     assert_eq!(status, 202);
@@ -373,7 +361,8 @@ fn no_tokens_from_a_named_source_or_behind_a_proxy_is_refused_unless_insecure() 
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("tokens");
     std::fs::write(&empty, "# every token was removed\n").unwrap();
-    let spawn = |config: Config| cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin());
+    let spawn =
+        |config: Config| cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin());
     let mut config = common::test_config(dir.path());
     sim(&mut config);
     config.auth.sources.token_file = Some(empty.clone());
@@ -468,24 +457,14 @@ fn a_reload_to_no_tokens_keeps_the_tokens_in_force() {
 fn the_cli_refuses_clearly_and_sends_its_token() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args([
-            "serve",
-            "--backend",
-            "sim",
-            "--listen",
-            "0.0.0.0:0",
-            "--data-dir",
-        ])
+        .args(["serve", "--backend", "sim", "--listen", "0.0.0.0:0", "--data-dir"])
         .arg(dir.path())
         .env_remove("CUZK_API_TOKENS")
         .output()
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("without API tokens") && stderr.contains("--insecure"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("without API tokens") && stderr.contains("--insecure"), "{stderr}");
 
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, format!("# comment\n{READER}:owner\n")).unwrap();
@@ -502,14 +481,7 @@ fn the_cli_refuses_clearly_and_sends_its_token() {
     let submit = |token: &str| {
         Command::new(env!("CARGO_BIN_EXE_cuzk"))
             .args(["submit", "--server", &d.url, "--circuit", "mimc-chain"])
-            .args([
-                "--params",
-                r#"{"log2_constraints": 4}"#,
-                "--seed",
-                "3",
-                "--timeout",
-                "60",
-            ])
+            .args(["--params", r#"{"log2_constraints": 4}"#, "--seed", "3", "--timeout", "60"])
             .arg("--out")
             .arg(&proofs)
             .env("CUZK_TOKEN", token)
@@ -520,11 +492,7 @@ fn the_cli_refuses_clearly_and_sends_its_token() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 403"));
     let out = submit(BOTH);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(proofs.exists());
 }
 
@@ -534,21 +502,10 @@ fn metrics_listener_serves_only_metrics() {
         with_tokens(c);
         c.metrics_listen = Some("127.0.0.1:0".into());
     });
-    let metrics_url = format!(
-        "http://{}",
-        d.daemon.metrics_addr.expect("metrics listener")
-    );
-    let text = agent()
-        .get(&format!("{metrics_url}/metrics"))
-        .call()
-        .unwrap()
-        .into_string()
-        .unwrap();
+    let metrics_url = format!("http://{}", d.daemon.metrics_addr.expect("metrics listener"));
+    let text = agent().get(&format!("{metrics_url}/metrics")).call().unwrap().into_string().unwrap();
     assert!(text.contains("# TYPE"), "{text}");
-    assert_eq!(
-        response(agent().get(&format!("{metrics_url}/healthz")).call()).0,
-        200
-    );
+    assert_eq!(response(agent().get(&format!("{metrics_url}/healthz")).call()).0, 200);
     for path in ["/v1/status", "/v1/jobs"] {
         let (status, body) = response(agent().get(&format!("{metrics_url}{path}")).call());
         assert_eq!(status, 404, "{path}: {body}");
@@ -570,9 +527,7 @@ fn https_get(addr: std::net::SocketAddr, cert_pem: &str, path: &str) -> String {
 fn https_raw(addr: std::net::SocketAddr, cert_pem: &str, request: &str) -> String {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap())
-        .unwrap();
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes()).unwrap()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -609,13 +564,14 @@ fn tls_with_a_self_signed_certificate() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with(r#"{"status":"ok"}"#), "{answer}");
     // actix-http's own refusal, under TLS too, carries the JSON body.
-    let answer = https_raw(d.daemon.addr, &cert.cert.pem(), "GET /healthz HTTP/1.1\r\nHost: localhost\r\nno colon\r\n\r\n");
+    let answer = https_raw(
+        d.daemon.addr,
+        &cert.cert.pem(),
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nno colon\r\n\r\n",
+    );
     assert_eq!(json_refusal(&answer), (400, "not valid HTTP/1.1".into()), "{answer}");
     // Plain HTTP to the TLS port gets no answer.
-    assert!(agent()
-        .get(&format!("http://{}/healthz", d.daemon.addr))
-        .call()
-        .is_err());
+    assert!(agent().get(&format!("http://{}/healthz", d.daemon.addr)).call().is_err());
 
     let mut config = common::test_config(dir.path());
     config.tls.cert = Some(dir.path().join("missing.pem"));
@@ -642,9 +598,8 @@ fn token_config_rejects_ambiguity() {
     let dir = tempfile::tempdir().unwrap();
     config.data_dir = dir.path().to_path_buf();
     config.listen = "127.0.0.1:0".into();
-    let error = cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
-        .err()
-        .unwrap();
+    let error =
+        cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin()).err().unwrap();
     assert!(
         matches!(&error, ServerError::Auth(AuthError::TokenOrDigest))
             && error.to_string().contains("exactly one of token and sha256"),

@@ -24,7 +24,8 @@ fn a_setup_that_cannot_fit_the_budget_is_refused_with_its_estimate() {
     assert_eq!(status, 422, "{answer}");
     let error = answer["error"].as_str().unwrap();
     assert!(
-        error.contains("mimc-chain-k20 has no key yet") && error.contains("over this daemon's budget of 1.0 GiB"),
+        error.contains("mimc-chain-k20 has no key yet")
+            && error.contains("over this daemon's budget of 1.0 GiB"),
         "{error}"
     );
     assert_eq!(d.post("/v1/jobs", &mimc(10, 1)).0, 202);

@@ -35,14 +35,10 @@ fn sim(c: &mut Config, fast: bool) {
 /// Tokens of tenants `alpha` and `beta` and an admin of tenant `ops`;
 /// every read needs a token, so that reads are kept apart too.
 fn tenants(c: &mut Config) {
-    c.auth.tokens = [
-        format!("{ALPHA}@alpha"),
-        format!("{BETA}@beta"),
-        format!("{ADMIN}@ops:admin"),
-    ]
-    .iter()
-    .map(|entry| parse_token_entry(entry).unwrap())
-    .collect();
+    c.auth.tokens = [format!("{ALPHA}@alpha"), format!("{BETA}@beta"), format!("{ADMIN}@ops:admin")]
+        .iter()
+        .map(|entry| parse_token_entry(entry).unwrap())
+        .collect();
     c.auth.read_requires_token = true;
 }
 
@@ -59,9 +55,8 @@ fn call(
     token: &str,
     body: Option<(&Value, Option<&str>)>,
 ) -> (u16, Value, Option<u64>) {
-    let mut request = agent()
-        .request(method, &format!("{url}{path}"))
-        .set("Authorization", &format!("Bearer {token}"));
+    let mut request =
+        agent().request(method, &format!("{url}{path}")).set("Authorization", &format!("Bearer {token}"));
     let result = match body {
         Some((body, key)) => {
             if let Some(key) = key {
@@ -216,7 +211,8 @@ fn a_tenant_submit_rate_answers_429_with_the_wait() {
             parse_token_entry(&format!("{ALPHA}@delta")).unwrap(),
             parse_token_entry(&format!("{BETA}@zeta")).unwrap(),
         ];
-        c.auth.tenant_defaults = TenantLimits { submit_rate_per_s: 0.25, submit_burst: 2, ..Default::default() };
+        c.auth.tenant_defaults =
+            TenantLimits { submit_rate_per_s: 0.25, submit_burst: 2, ..Default::default() };
     });
     assert_eq!(submit(&d.url, ALPHA, 1, None).0, 202);
     assert_eq!(submit(&d.url, ALPHA, 2, None).0, 202);
@@ -240,7 +236,8 @@ fn a_restart_keeps_each_jobs_tenant() {
         // Gate::new takes the tokens out of the config it is given.
         let mut config = config.clone();
         tenants(&mut config);
-        cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin()).expect("daemon starts")
+        cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
+            .expect("daemon starts")
     };
     let daemon = start();
     let url = daemon.url();
@@ -297,7 +294,8 @@ fn sighup_reloads_tokens_and_the_environment_token_is_gone() {
         "the token is still in /proc/{pid}/environ"
     );
 
-    let hangup = || assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+    let hangup =
+        || assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
     let until = |what: &str, check: &dyn Fn() -> bool| {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !check() {

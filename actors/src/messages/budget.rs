@@ -53,10 +53,7 @@ pub struct SetResident {
 impl SetResident {
     /// What `backend` holds now.
     pub fn of(backend: &dyn Backend) -> Self {
-        Self {
-            bytes: backend.resident_bytes(),
-            transient: backend.transient_bytes(),
-        }
+        Self { bytes: backend.resident_bytes(), transient: backend.transient_bytes() }
     }
 }
 

@@ -154,13 +154,8 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
-    pub const ALL: [JobStatus; 5] = [
-        JobStatus::Queued,
-        JobStatus::Running,
-        JobStatus::Done,
-        JobStatus::Failed,
-        JobStatus::Cancelled,
-    ];
+    pub const ALL: [JobStatus; 5] =
+        [JobStatus::Queued, JobStatus::Running, JobStatus::Done, JobStatus::Failed, JobStatus::Cancelled];
 
     /// Done, failed or cancelled: nothing about the job changes any more.
     pub fn has_ended(self) -> bool {

@@ -34,10 +34,7 @@ pub struct IdleCauses {
 
 impl IdleCauses {
     /// Before any work: nothing to wait for in either lane.
-    pub const NO_WORK: IdleCauses = IdleCauses {
-        general: IdleCause::NoWork,
-        critical: IdleCause::NoWork,
-    };
+    pub const NO_WORK: IdleCauses = IdleCauses { general: IdleCause::NoWork, critical: IdleCause::NoWork };
 
     pub fn of(self, lane: Lane) -> IdleCause {
         match lane {

@@ -29,8 +29,8 @@ pub const GPU_IDLE: MetricDef = seconds_counter(
 );
 /// Idle gaps: 100 microseconds to 5 minutes.
 const GAP_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0, 60.0, 120.0, 300.0,
 ];
 pub const GPU_IDLE_GAP: MetricDef = MetricDef {
     buckets: GAP_BUCKETS,
@@ -131,12 +131,10 @@ impl WorkerTimeAccounted {
         let seconds = self.elapsed.as_secs_f64();
         match self.time {
             WorkerTime::Busy => {
-                metrics::gauge!(GPU_BUSY.name, "device" => device, "worker" => worker)
-                    .increment(seconds)
+                metrics::gauge!(GPU_BUSY.name, "device" => device, "worker" => worker).increment(seconds)
             }
             WorkerTime::Failed => {
-                metrics::gauge!(GPU_FAILED.name, "device" => device, "worker" => worker)
-                    .increment(seconds)
+                metrics::gauge!(GPU_FAILED.name, "device" => device, "worker" => worker).increment(seconds)
             }
             WorkerTime::Idle(cause) => metrics::gauge!(
                 GPU_IDLE.name,
@@ -245,7 +243,6 @@ pub struct WorkerUtilization {
 impl WorkerUtilization {
     pub fn emit(&self) {
         let (device, worker) = worker_labels(self.worker);
-        metrics::gauge!(GPU_UTILIZATION.name, "device" => device, "worker" => worker)
-            .set(self.ratio);
+        metrics::gauge!(GPU_UTILIZATION.name, "device" => device, "worker" => worker).set(self.ratio);
     }
 }

@@ -6,12 +6,8 @@ use std::time::Duration;
 use super::metric::{counter, histogram, MetricDef};
 use crate::model::{Priority, Stage};
 
-pub const JOBS_SUBMITTED: MetricDef = counter(
-    "cuzk_jobs_submitted_total",
-    "jobs",
-    &["priority"],
-    "Jobs accepted, by priority.",
-);
+pub const JOBS_SUBMITTED: MetricDef =
+    counter("cuzk_jobs_submitted_total", "jobs", &["priority"], "Jobs accepted, by priority.");
 pub const JOBS_FINISHED: MetricDef = counter(
     "cuzk_jobs_finished_total",
     "jobs",
@@ -30,11 +26,8 @@ pub const DEADLINES_MISSED: MetricDef = counter(
     &["priority"],
     "Jobs that ended after their deadline, by priority.",
 );
-pub const JOB_DURATION: MetricDef = histogram(
-    "cuzk_job_duration_seconds",
-    &["outcome"],
-    "Time from submission to a job's final state.",
-);
+pub const JOB_DURATION: MetricDef =
+    histogram("cuzk_job_duration_seconds", &["outcome"], "Time from submission to a job's final state.");
 pub const STAGE_DURATION: MetricDef = histogram(
     "cuzk_stage_duration_seconds",
     &["stage"],
@@ -153,17 +146,10 @@ pub struct PartitionFinished<'a> {
 
 impl PartitionFinished<'_> {
     pub fn emit(&self) {
-        log::debug!(
-            "partition {} {} {:?}",
-            self.partition,
-            self.outcome.as_str(),
-            self.stages
-        );
-        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => self.outcome.as_str())
-            .increment(1);
+        log::debug!("partition {} {} {:?}", self.partition, self.outcome.as_str(), self.stages);
+        metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => self.outcome.as_str()).increment(1);
         for (stage, duration) in self.stages {
-            metrics::histogram!(STAGE_DURATION.name, "stage" => *stage)
-                .record(duration.as_secs_f64());
+            metrics::histogram!(STAGE_DURATION.name, "stage" => *stage).record(duration.as_secs_f64());
         }
     }
 }

@@ -47,8 +47,8 @@ pub struct MetricDef {
 
 /// Stage and latency buckets: 1 ms to 10 minutes.
 const DURATION_BUCKETS: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-    120.0, 300.0, 600.0,
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    600.0,
 ];
 
 /// A metric of a kind without buckets.
@@ -91,17 +91,6 @@ pub const fn gauge(
 
 /// A histogram of seconds, bucketed from 1 ms to 10 minutes; a metric with
 /// other buckets replaces them (`MetricDef { buckets, ..histogram(...) }`).
-pub const fn histogram(
-    name: &'static str,
-    labels: &'static [&'static str],
-    help: &'static str,
-) -> MetricDef {
-    MetricDef {
-        name,
-        kind: MetricKind::Histogram,
-        unit: "seconds",
-        labels,
-        help,
-        buckets: DURATION_BUCKETS,
-    }
+pub const fn histogram(name: &'static str, labels: &'static [&'static str], help: &'static str) -> MetricDef {
+    MetricDef { name, kind: MetricKind::Histogram, unit: "seconds", labels, help, buckets: DURATION_BUCKETS }
 }

@@ -17,24 +17,16 @@ pub const PARTITIONS_ACTIVE: MetricDef = gauge(
     &["stage"],
     "Partitions being worked on in each stage (synthesis, gpu, finalize).",
 );
-pub const BUDGET_USED: MetricDef = gauge(
-    "cuzk_budget_used_bytes",
-    "bytes",
-    &[],
-    "Bytes of the memory budget currently reserved.",
-);
+pub const BUDGET_USED: MetricDef =
+    gauge("cuzk_budget_used_bytes", "bytes", &[], "Bytes of the memory budget currently reserved.");
 pub const BUDGET_RESIDENT: MetricDef = gauge(
     "cuzk_budget_resident_bytes",
     "bytes",
     &[],
     "Bytes of the budget held by the backend across partitions (proving keys, matrices).",
 );
-pub const BUDGET_LIMIT: MetricDef = gauge(
-    "cuzk_budget_limit_bytes",
-    "bytes",
-    &[],
-    "Size of the memory budget.",
-);
+pub const BUDGET_LIMIT: MetricDef =
+    gauge("cuzk_budget_limit_bytes", "bytes", &[], "Size of the memory budget.");
 pub const PACER_INTERVAL: MetricDef = gauge(
     "cuzk_pacer_interval_seconds",
     "seconds",
@@ -47,12 +39,8 @@ pub const PACER_GPU_EMA: MetricDef = gauge(
     &[],
     "EMA of GPU worker busy time per partition (the pacer's feed-forward, before dividing by workers).",
 );
-pub const PACER_INTEGRAL: MetricDef = gauge(
-    "cuzk_pacer_integral",
-    "partitions",
-    &[],
-    "The pacer's accumulated buffer error.",
-);
+pub const PACER_INTEGRAL: MetricDef =
+    gauge("cuzk_pacer_integral", "partitions", &[], "The pacer's accumulated buffer error.");
 pub const PACER_TARGET: MetricDef = gauge(
     "cuzk_pacer_buffer_target",
     "partitions",
@@ -99,8 +87,7 @@ impl QueueDepths {
         metrics::gauge!(QUEUE_DEPTH.name, "stage" => "synthesis").set(self.synthesis as f64);
         metrics::gauge!(QUEUE_DEPTH.name, "stage" => "budget").set(self.budget as f64);
         metrics::gauge!(QUEUE_DEPTH.name, "stage" => "gpu").set(self.gpu as f64);
-        metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "synthesis")
-            .set(self.synthesizing as f64);
+        metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "synthesis").set(self.synthesizing as f64);
         metrics::gauge!(PARTITIONS_ACTIVE.name, "stage" => "gpu").set(self.proving as f64);
     }
 }

@@ -45,7 +45,8 @@ impl Handler<Claimed> for Tracker {
             let others = (0..spec.partitions)
                 .map(|_| PartitionState { elsewhere: true, ..PartitionState::queued(spec.submitted.at) })
                 .collect();
-            let job = JobState { spec, tenant: record.tenant, partitions: others, error: None, finished: None };
+            let job =
+                JobState { spec, tenant: record.tenant, partitions: others, error: None, finished: None };
             self.insert_job(job, None);
         }
         let job = self.jobs.get_mut(&id).expect("inserted above");
@@ -57,7 +58,9 @@ impl Handler<Claimed> for Tracker {
             // longer than a lease) and this node claimed it again before its
             // renewer noticed. The attempt under way goes on, its result now
             // this node's to record again.
-            let Some(p) = job.partitions.get_mut(index as usize).filter(|p| p.elsewhere || p.stage.is_terminal()) else {
+            let Some(p) =
+                job.partitions.get_mut(index as usize).filter(|p| p.elsewhere || p.stage.is_terminal())
+            else {
                 continue;
             };
             *p = PartitionState { attempts: attempt.max(1), ..PartitionState::queued(now) };
@@ -102,9 +105,11 @@ impl Handler<GetHeld> for Tracker {
             .jobs
             .iter()
             .flat_map(|(id, job)| {
-                job.partitions.iter().enumerate().filter(|(_, p)| !p.elsewhere && !p.stage.is_terminal()).map(
-                    move |(index, p)| (PartitionKey { job: id.clone(), index: index as u32 }, p.stage),
-                )
+                job.partitions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| !p.elsewhere && !p.stage.is_terminal())
+                    .map(move |(index, p)| (PartitionKey { job: id.clone(), index: index as u32 }, p.stage))
             })
             .collect();
         // The renewer may have given up waiting; nothing to do then.

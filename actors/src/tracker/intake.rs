@@ -22,17 +22,15 @@ impl Handler<SubmitJob> for Tracker {
             .idempotency_key
             .clone()
             .map(|key| (key, job.request.as_ref().map(|r| r.digest).unwrap_or_default()));
-        let repeat = keyed
-            .as_ref()
-            .and_then(|(k, _)| self.by_idempotency_key.get(&(job.tenant.clone(), k.clone())));
+        let repeat =
+            keyed.as_ref().and_then(|(k, _)| self.by_idempotency_key.get(&(job.tenant.clone(), k.clone())));
         if let Some((existing, body)) = repeat {
             let conflict = keyed.as_ref().is_some_and(|(_, digest)| digest != body);
             let status = self.jobs[existing].status();
             // The original may still be on its way to disk: a repeat is
             // answered only once it is there too.
-            let durable = (!conflict)
-                .then(|| self.store().map(|store| store.write(StoreWrite::Barrier)))
-                .flatten();
+            let durable =
+                (!conflict).then(|| self.store().map(|store| store.write(StoreWrite::Barrier))).flatten();
             return MessageResult(SubmitOutcome {
                 id: existing.clone(),
                 created: false,
@@ -75,9 +73,7 @@ impl Handler<SubmitJob> for Tracker {
             abandoned: Default::default(),
         });
         self.next_seq += 1;
-        let partitions = (0..spec.partitions)
-            .map(|_| PartitionState::queued(spec.submitted.at))
-            .collect();
+        let partitions = (0..spec.partitions).map(|_| PartitionState::queued(spec.submitted.at)).collect();
         telemetry::JobSubmitted {
             job: &job.id.0,
             tenant: job.tenant.as_str(),
@@ -96,13 +92,7 @@ impl Handler<SubmitJob> for Tracker {
             _ => None,
         };
         self.insert_job(
-            JobState {
-                spec: spec.clone(),
-                tenant: job.tenant,
-                partitions,
-                error: None,
-                finished: None,
-            },
+            JobState { spec: spec.clone(), tenant: job.tenant, partitions, error: None, finished: None },
             keyed,
         );
         self.backend.accepted(&spec);

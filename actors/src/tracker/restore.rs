@@ -28,9 +28,7 @@ impl Tracker {
         let digest = record.request_digest();
         let spec = Arc::new(record.spec(reservation, work));
         self.next_seq = self.next_seq.max(record.seq + 1);
-        let finished = outcome
-            .as_ref()
-            .map(|o| (o.stage, instant_at(from_unix_ms(o.finished_unix_ms))));
+        let finished = outcome.as_ref().map(|o| (o.stage, instant_at(from_unix_ms(o.finished_unix_ms))));
         let now = Instant::now();
         let partitions = (0..record.partitions)
             .map(|index| {
@@ -44,8 +42,7 @@ impl Tracker {
                     (None, None, None) => Stage::Queued,
                 };
                 if partition.stage != Stage::Queued {
-                    partition.entered[partition.stage as usize] =
-                        Some(finished.map_or(now, |(_, at)| at));
+                    partition.entered[partition.stage as usize] = Some(finished.map_or(now, |(_, at)| at));
                 }
                 partition
             })

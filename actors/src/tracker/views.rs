@@ -12,8 +12,8 @@ use tokio::sync::oneshot;
 
 use super::{stage_durations, JobState, PartitionState, Tracker};
 use crate::messages::{
-    CircuitLoad, CountRunningPartitions, GetCircuitLoad, GetJob, GetProofs, GetTrackerStatus,
-    JobEnding, JobStatus, JobView, PartitionView, ProofsError, ProofsView, TrackerStatus, WatchJob,
+    CircuitLoad, CountRunningPartitions, GetCircuitLoad, GetJob, GetProofs, GetTrackerStatus, JobEnding,
+    JobStatus, JobView, PartitionView, ProofsError, ProofsView, TrackerStatus, WatchJob,
 };
 use crate::model::{JobId, Stage, STAGES};
 use crate::store::PartitionDetail;
@@ -31,12 +31,8 @@ impl JobState {
     }
 
     fn view(&self) -> JobView {
-        let partitions: Vec<PartitionView> = self
-            .partitions
-            .iter()
-            .enumerate()
-            .map(|(index, p)| p.view(index as u32))
-            .collect();
+        let partitions: Vec<PartitionView> =
+            self.partitions.iter().enumerate().map(|(index, p)| p.view(index as u32)).collect();
         let end = self.finished.map(|(_, at)| at).unwrap_or_else(Instant::now);
         JobView {
             id: self.spec.id.clone(),
@@ -79,10 +75,8 @@ impl PartitionState {
 }
 
 fn partition_timings(p: &PartitionState) -> BTreeMap<String, f64> {
-    let mut timings: BTreeMap<_, _> = stage_durations(p)
-        .into_iter()
-        .map(|(name, d)| (name.to_string(), ms(d)))
-        .collect();
+    let mut timings: BTreeMap<_, _> =
+        stage_durations(p).into_iter().map(|(name, d)| (name.to_string(), ms(d))).collect();
     if let Some(queued) = p.entered[Stage::Queued as usize] {
         let end = [Stage::Done, Stage::Failed, Stage::Cancelled]
             .iter()
@@ -105,11 +99,7 @@ impl Handler<GetProofs> for Tracker {
     type Result = Result<ProofsView, ProofsError>;
 
     fn handle(&mut self, GetProofs(id, scope): GetProofs, _: &mut Context<Self>) -> Self::Result {
-        let job = self
-            .jobs
-            .get(&id)
-            .filter(|job| scope.sees(&job.tenant))
-            .ok_or(ProofsError::NotFound)?;
+        let job = self.jobs.get(&id).filter(|job| scope.sees(&job.tenant)).ok_or(ProofsError::NotFound)?;
         let status = job.status();
         if status != JobStatus::Done {
             return Err(ProofsError::NotReady(status));
@@ -166,10 +156,7 @@ impl Handler<GetTrackerStatus> for Tracker {
     type Result = MessageResult<GetTrackerStatus>;
 
     fn handle(&mut self, _: GetTrackerStatus, _: &mut Context<Self>) -> Self::Result {
-        let jobs = JobStatus::ALL
-            .iter()
-            .map(|s| (s.as_str(), self.tally.jobs[*s as usize]))
-            .collect();
+        let jobs = JobStatus::ALL.iter().map(|s| (s.as_str(), self.tally.jobs[*s as usize])).collect();
         let partitions = STAGES
             .iter()
             .filter(|stage| !stage.is_terminal())

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cuzk_actors::messages::{GetJob, GetTimeline, GetWorkers, JobStatus, SubmitJob, TimelineEntry, WorkerReport};
+use cuzk_actors::messages::{
+    GetJob, GetTimeline, GetWorkers, JobStatus, SubmitJob, TimelineEntry, WorkerReport,
+};
 use cuzk_actors::{
     Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, StageError,
     Started, Synthesized,
@@ -85,7 +87,12 @@ pub async fn submit(system: &ProvingSystem, job: NewJob) {
 pub async fn wait_done(system: &ProvingSystem, id: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let view = system.tracker.send(GetJob(JobId(id.into()), cuzk_actors::TenantScope::All)).await.unwrap().unwrap();
+        let view = system
+            .tracker
+            .send(GetJob(JobId(id.into()), cuzk_actors::TenantScope::All))
+            .await
+            .unwrap()
+            .unwrap();
         if view.status == JobStatus::Done {
             return;
         }
@@ -122,7 +129,8 @@ pub async fn accounts_when_idle(
     let asked = Instant::now();
     let workers = system.monitor.send(GetWorkers { spans: 1000 }).await.unwrap();
     let answered = Instant::now();
-    let wall = Wall { min: (asked - after_start).as_secs_f64(), max: (answered - before_start).as_secs_f64() };
+    let wall =
+        Wall { min: (asked - after_start).as_secs_f64(), max: (answered - before_start).as_secs_f64() };
     (workers, wall)
 }
 

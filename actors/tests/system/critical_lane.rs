@@ -33,7 +33,8 @@ fn start(critical_workers_per_device: usize) -> ProvingSystem {
         max_attempts: 1,
     };
     // Bulk partitions slow, critical ones fast, as on the H200.
-    let backend = Timed { critical_prove: CRITICAL_PROVE, ..Timed::new(Duration::from_millis(5), BULK_PROVE) };
+    let backend =
+        Timed { critical_prove: CRITICAL_PROVE, ..Timed::new(Duration::from_millis(5), BULK_PROVE) };
     ProvingSystem::start(config, Arc::new(backend))
 }
 
@@ -97,7 +98,11 @@ async fn critical_during_stream(system: &ProvingSystem) -> (TimelineEntry, Vec<T
     let critical = busy_of(&timeline, "winning");
     assert_eq!(critical.len(), 1, "{critical:?}");
     let running: Vec<TimelineEntry> = general_spans_at(&timeline, submitted).into_iter().cloned().collect();
-    assert_eq!(running.len(), GENERAL_WORKERS, "both general workers were proving at submission: {running:?}");
+    assert_eq!(
+        running.len(),
+        GENERAL_WORKERS,
+        "both general workers were proving at submission: {running:?}"
+    );
     (critical[0].clone(), running, submitted)
 }
 
@@ -176,11 +181,15 @@ fn the_lane_worker_is_accounted_and_idle_for_no_work_while_only_bulk_work_exists
         let after_start = Instant::now();
         submit(&system, "bulk", Priority::Normal, 6).await;
         wait_done(&system, "bulk").await;
-        let lane = |workers: Vec<WorkerReport>| workers.into_iter().find(|w| w.lane == Lane::Critical).unwrap();
+        let lane =
+            |workers: Vec<WorkerReport>| workers.into_iter().find(|w| w.lane == Lane::Critical).unwrap();
         let report = lane(system.monitor.send(GetWorkers { spans: 0 }).await.unwrap());
         let idle: f64 = report.idle_seconds.values().sum();
         assert!(idle > 0.5, "{report:?}");
-        assert_eq!(report.idle_seconds["no_work"], idle, "only no_work while only bulk work exists: {report:?}");
+        assert_eq!(
+            report.idle_seconds["no_work"], idle,
+            "only no_work while only bulk work exists: {report:?}"
+        );
 
         // Once it has proved a critical partition, its busy, failed (none)
         // and idle time still add up to its whole life.

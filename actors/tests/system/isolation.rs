@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::messages::{GetTrackerStatus, SubmitJob};
+use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{
-    Backend, Finished, StageError, JobSpec, Payload, Priority, ProvingSystem, Reservation, Started, Synthesized,
-    SystemConfig,
+    Backend, Finished, JobSpec, Payload, Priority, ProvingSystem, Reservation, StageError, Started,
+    Synthesized, SystemConfig,
 };
 
 #[derive(Default)]
@@ -66,7 +66,12 @@ fn gpu_workers_prove_on_while_finalizers_are_stuck_and_status_is_flooded() {
             },
             backend.clone(),
         );
-        let job = common::job("stuck", Priority::Normal, PARTITIONS, Reservation { abc_bytes: 1, retained_bytes: 1 });
+        let job = common::job(
+            "stuck",
+            Priority::Normal,
+            PARTITIONS,
+            Reservation { abc_bytes: 1, retained_bytes: 1 },
+        );
         system.tracker.send(SubmitJob(job)).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut queries = 0;

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::messages::{CancelJob, GetJob, JobStatus, SubmitJob};
+use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{
-    Backend, Finished, StageError, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
+    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, StageError,
     Started, Synthesized, SystemConfig,
 };
 use proptest::prelude::*;
@@ -47,10 +47,7 @@ struct ScriptedBackend {
 }
 
 fn fail_here(job: &JobSpec, partition: u32, stage: FailAt) -> Result<(), StageError> {
-    let plan = job
-        .work
-        .downcast_ref::<Option<(u32, FailAt)>>()
-        .expect("test jobs carry their failure plan");
+    let plan = job.work.downcast_ref::<Option<(u32, FailAt)>>().expect("test jobs carry their failure plan");
     match plan {
         Some((p, FailAt::Panic)) if *p == partition && stage == FailAt::ProveStart => {
             panic!("scripted panic")
@@ -76,18 +73,11 @@ impl Backend for ScriptedBackend {
                 open = self.gate_opened.wait(open).unwrap();
             }
         } else {
-            self.record
-                .lock()
-                .unwrap()
-                .synthesized
-                .push((job.id.0.clone(), partition));
+            self.record.lock().unwrap().synthesized.push((job.id.0.clone(), partition));
         }
         std::thread::sleep(Duration::from_micros(300));
         fail_here(job, partition, FailAt::Synthesis)?;
-        Ok(Synthesized {
-            payload: Payload::new(partition),
-            phases: vec![],
-        })
+        Ok(Synthesized { payload: Payload::new(partition), phases: vec![] })
     }
     fn prove_start(
         &self,
@@ -96,11 +86,7 @@ impl Backend for ScriptedBackend {
         partition: u32,
         input: Payload,
     ) -> Result<Started, StageError> {
-        assert_eq!(
-            input.take::<u32>()?,
-            partition,
-            "payloads stay with their partition"
-        );
+        assert_eq!(input.take::<u32>()?, partition, "payloads stay with their partition");
         std::thread::sleep(Duration::from_micros(500));
         fail_here(job, partition, FailAt::ProveStart)?;
         Ok(Started {
@@ -112,18 +98,8 @@ impl Backend for ScriptedBackend {
     }
     fn prove_finish(&self, job: &JobSpec, partition: u32, _: Payload) -> Result<Finished, StageError> {
         fail_here(job, partition, FailAt::ProveFinish)?;
-        *self
-            .record
-            .lock()
-            .unwrap()
-            .finished
-            .entry((job.id.0.clone(), partition))
-            .or_default() += 1;
-        Ok(Finished {
-            proof: vec![partition as u8],
-            public_inputs: vec![],
-            phases: vec![],
-        })
+        *self.record.lock().unwrap().finished.entry((job.id.0.clone(), partition)).or_default() += 1;
+        Ok(Finished { proof: vec![partition as u8], public_inputs: vec![], phases: vec![] })
     }
 }
 
@@ -142,34 +118,21 @@ fn job_plan() -> impl Strategy<Value = JobPlan> {
     ];
     let failure = prop_oneof![4 => Just(None), 1 => (0u32..4, stage).prop_map(Some)];
     let cancel = prop_oneof![4 => Just(None), 1 => (0u64..20).prop_map(Some)];
-    (priority, 1u32..5, failure, cancel).prop_map(
-        |(priority, partitions, failure, cancel_after_ms)| JobPlan {
-            priority,
-            partitions,
-            failure,
-            cancel_after_ms,
-        },
-    )
+    (priority, 1u32..5, failure, cancel).prop_map(|(priority, partitions, failure, cancel_after_ms)| {
+        JobPlan { priority, partitions, failure, cancel_after_ms }
+    })
 }
 
 const PARTITION_BYTES: u64 = 100;
 
-fn new_job(
-    id: &str,
-    priority: Priority,
-    partitions: u32,
-    failure: Option<(u32, FailAt)>,
-) -> NewJob {
+fn new_job(id: &str, priority: Priority, partitions: u32, failure: Option<(u32, FailAt)>) -> NewJob {
     NewJob {
         id: JobId(id.into()),
         priority,
         partitions,
         circuit: "scripted".into(),
         circuit_id: "scripted".into(),
-        reservation: Reservation {
-            abc_bytes: 60,
-            retained_bytes: PARTITION_BYTES - 60,
-        },
+        reservation: Reservation { abc_bytes: 60, retained_bytes: PARTITION_BYTES - 60 },
         idempotency_key: None,
         tenant: cuzk_actors::Tenant::default(),
         tenant_max_unfinished: None,
@@ -205,10 +168,7 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
                 critical_workers_per_device: 1,
                 gpu_lookahead: 1,
                 budget_bytes: limit,
-                pacer: PacerConfig {
-                    enabled: false,
-                    ..PacerConfig::default()
-                },
+                pacer: PacerConfig { enabled: false, ..PacerConfig::default() },
                 // Each planned failure fails its job: retries are tested apart.
                 max_attempts: 1,
             },
@@ -216,28 +176,16 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
         );
         // Hold synthesis until every job is queued, so that the order it
         // then follows is the queues' order alone.
-        system
-            .tracker
-            .send(SubmitJob(new_job("gate", Priority::Critical, 1, None)))
-            .await
-            .unwrap();
+        system.tracker.send(SubmitJob(new_job("gate", Priority::Critical, 1, None))).await.unwrap();
         for (i, plan) in plans.iter().enumerate() {
-            let job = new_job(
-                &format!("j{i}"),
-                plan.priority,
-                plan.partitions,
-                plan.failure,
-            );
+            let job = new_job(&format!("j{i}"), plan.priority, plan.partitions, plan.failure);
             system.tracker.send(SubmitJob(job)).await.unwrap();
         }
         let start = Instant::now();
         *backend.gate.lock().unwrap() = true;
         backend.gate_opened.notify_all();
-        let mut cancels: Vec<(u64, usize)> = plans
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.cancel_after_ms.map(|ms| (ms, i)))
-            .collect();
+        let mut cancels: Vec<(u64, usize)> =
+            plans.iter().enumerate().filter_map(|(i, p)| p.cancel_after_ms.map(|ms| (ms, i))).collect();
         cancels.sort();
         for (ms, i) in cancels {
             let at = start + Duration::from_millis(ms);
@@ -262,16 +210,10 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
                         .status,
                 );
             }
-            if statuses
-                .iter()
-                .all(|s| !matches!(s, JobStatus::Queued | JobStatus::Running))
-            {
+            if statuses.iter().all(|s| !matches!(s, JobStatus::Queued | JobStatus::Running)) {
                 break statuses;
             }
-            assert!(
-                Instant::now() < deadline,
-                "deadlock: jobs still {statuses:?}"
-            );
+            assert!(Instant::now() < deadline, "deadlock: jobs still {statuses:?}");
             actix_rt::time::sleep(Duration::from_millis(5)).await;
         };
         // Stage threads may still be handing back budget of abandoned work.
@@ -288,12 +230,7 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
             "budget leaked: {budget:?}"
         );
         let record = std::mem::take(&mut *backend.record.lock().unwrap());
-        Outcome {
-            statuses,
-            record,
-            peak: budget.peak_bytes,
-            limit,
-        }
+        Outcome { statuses, record, peak: budget.peak_bytes, limit }
     })
 }
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use cuzk_actors::messages::{GetJob, JobStatus, JobView, SubmitJob};
 use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{
-    Backend, ErrorKind, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem,
-    Reservation, StageError, Started, Synthesized, SystemConfig,
+    Backend, ErrorKind, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
+    StageError, Started, Synthesized, SystemConfig,
 };
 
 /// Fails the first prove_start of every job with the kind the job carries,
@@ -75,7 +75,12 @@ fn run(kind: ErrorKind) -> JobView {
         system.tracker.send(SubmitJob(job)).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let view = system.tracker.send(GetJob(JobId("j".into()), cuzk_actors::TenantScope::All)).await.unwrap().unwrap();
+            let view = system
+                .tracker
+                .send(GetJob(JobId("j".into()), cuzk_actors::TenantScope::All))
+                .await
+                .unwrap()
+                .unwrap();
             if matches!(view.status, JobStatus::Done | JobStatus::Failed) {
                 return view;
             }
@@ -91,10 +96,7 @@ fn a_retryable_failure_is_tried_again() {
     assert_eq!(view.status, JobStatus::Done, "{view:?}");
     let partition = &view.partitions[0];
     assert_eq!(partition.detail.attempts, 2);
-    assert_eq!(
-        partition.detail.retried_after.as_deref(),
-        Some("scripted Retryable device failure")
-    );
+    assert_eq!(partition.detail.retried_after.as_deref(), Some("scripted Retryable device failure"));
 }
 
 #[test]
@@ -104,8 +106,5 @@ fn a_permanent_failure_fails_the_job_with_attempts_left() {
     let partition = &view.partitions[0];
     assert_eq!(partition.detail.attempts, 1, "not retried");
     assert_eq!(partition.error.as_deref(), Some("scripted Permanent device failure"));
-    assert_eq!(
-        view.error.as_deref(),
-        Some("partition 0: scripted Permanent device failure")
-    );
+    assert_eq!(view.error.as_deref(), Some("partition 0: scripted Permanent device failure"));
 }

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{accounts_when_idle, assert_accounted_is_wall_time, timeline, Timed};
-use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
+use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{
     Backend, ErrorKind, Finished, JobId, JobSpec, Payload, Priority, ProvingSystem, Reservation, StageError,
     Started, Synthesized, SystemConfig,
@@ -134,10 +134,7 @@ fn slow_synthesis_shows_as_synthesis_and_a_full_budget_as_budget() {
 #[test]
 fn a_pacer_holding_work_back_shows_as_paced() {
     let backend = Arc::new(Timed::new(Duration::from_millis(1), Duration::from_millis(1)));
-    let pacer = PacerConfig {
-        min_interval_ms: 100,
-        ..PacerConfig::default()
-    };
+    let pacer = PacerConfig { min_interval_ms: 100, ..PacerConfig::default() };
     actix_rt::System::new().block_on(async {
         let system = ProvingSystem::start(config(1 << 40, pacer), backend);
         // 12 partitions, not 8: the pacer's bootstrap admits 6 at once
@@ -160,13 +157,13 @@ fn a_pacer_holding_work_back_shows_as_paced() {
 /// spans must still sum to the busy counter. (CI once saw a 3 µs overlap.)
 #[actix::test]
 async fn a_start_reported_after_a_later_event_still_tiles() {
+    use actix::Actor;
     use cuzk_actors::messages::{
         HandedOver, IdleCauseChanged, IdleCauses, SpanFinished, SpanReport, SpanStarted,
     };
     use cuzk_actors::model::IdleCause;
     use cuzk_actors::worker_monitor::WorkerMonitor;
     use cuzk_actors::{Lane, PartitionKey, WorkerId};
-    use actix::Actor;
 
     let worker = WorkerId { device: 0, worker: 0 };
     let monitor = WorkerMonitor::new([(worker, Lane::General)]).start();
@@ -218,10 +215,10 @@ fn stage_seconds(entries: &[&TimelineEntry], ok: bool) -> (f64, usize) {
 /// whatever the machine's speed.
 #[actix::test]
 async fn a_failed_stage_is_failed_time_not_busy() {
+    use actix::Actor;
     use cuzk_actors::messages::{HandedOver, SpanFinished, SpanReport, SpanStarted};
     use cuzk_actors::worker_monitor::WorkerMonitor;
     use cuzk_actors::{Lane, PartitionKey, WorkerId};
-    use actix::Actor;
 
     let worker = WorkerId { device: 0, worker: 0 };
     let monitor = WorkerMonitor::new([(worker, Lane::General)]).start();
@@ -256,8 +253,11 @@ async fn a_failed_stage_is_failed_time_not_busy() {
     }
 
     // The timeline up to a minute from now, past the reports.
-    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64() * 1e3 + 60e3;
-    let timeline = monitor.send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: Some(until) }).await.unwrap();
+    let until = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+        * 1e3
+        + 60e3;
+    let timeline =
+        monitor.send(GetTimeline { since_unix_ms: 0.0, until_unix_ms: Some(until) }).await.unwrap();
     let report = &monitor.send(GetWorkers { spans: 10 }).await.unwrap()[0];
     assert_eq!(report.failed_seconds, 0.005, "{report:?}");
     assert_eq!(report.busy_seconds, 0.003, "{report:?}");
@@ -273,7 +273,10 @@ async fn a_failed_stage_is_failed_time_not_busy() {
     let life = (segments.last().unwrap().end_unix_ms - segments[0].start_unix_ms) / 1e3;
     let accounted = report.busy_seconds + report.failed_seconds + idle_total(report);
     // Each figure is rounded to the microsecond.
-    assert!((accounted - life).abs() < 1e-5, "busy + failed + idle = {accounted} s, life {life} s: {report:?}");
+    assert!(
+        (accounted - life).abs() < 1e-5,
+        "busy + failed + idle = {accounted} s, life {life} s: {report:?}"
+    );
     // Utilization counts the proved stage only.
     let busy_share = report.utilization_ratio * life;
     assert!((busy_share - 0.003).abs() < 1e-6, "utilization {} over {life} s", report.utilization_ratio);
@@ -297,10 +300,19 @@ impl Backend for FailsFirstAttempt {
     fn synthesize(&self, job: &JobSpec, index: u32) -> Result<Synthesized, StageError> {
         self.timed.synthesize(job, index)
     }
-    fn prove_start(&self, device: usize, job: &JobSpec, index: u32, input: Payload) -> Result<Started, StageError> {
+    fn prove_start(
+        &self,
+        device: usize,
+        job: &JobSpec,
+        index: u32,
+        input: Payload,
+    ) -> Result<Started, StageError> {
         let started = self.timed.prove_start(device, job, index, input)?;
         if self.tried.lock().unwrap().insert(index) {
-            return Err(StageError::new(ErrorKind::Retryable, format!("scripted failure of partition {index}")));
+            return Err(StageError::new(
+                ErrorKind::Retryable,
+                format!("scripted failure of partition {index}"),
+            ));
         }
         Ok(started)
     }

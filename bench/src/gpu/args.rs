@@ -119,12 +119,7 @@ where
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         (s.split(',').map(str::trim).filter(|item| !item.is_empty()))
-            .map(|item| {
-                item.parse().map_err(|source| ListItemError {
-                    item: item.to_string(),
-                    source,
-                })
-            })
+            .map(|item| item.parse().map_err(|source| ListItemError { item: item.to_string(), source }))
             .collect::<Result<_, _>>()
             .map(List)
     }
@@ -153,10 +148,7 @@ mod tests {
         assert_eq!(args.g1, List(vec![]));
         assert_eq!(args.g2, List(vec![]));
         assert_eq!(args.ntt, List(vec![20]));
-        assert_eq!(
-            parse(&["--partition", "20, 22,"]).unwrap().partition.0,
-            [20, 22]
-        );
+        assert_eq!(parse(&["--partition", "20, 22,"]).unwrap().partition.0, [20, 22]);
         // Lists not given keep their defaults; those without one are empty.
         assert_eq!(args.zero_one, List(vec![20, 22, 24]));
         assert_eq!(args.pass, List(vec![1, 2, 4]));

@@ -25,12 +25,7 @@ const BANDWIDTH: f64 = 4e12;
 /// One table row per log2 domain in `logs`: the evaluation's median of
 /// `runs` (CUDA events) after the first call, which also uploads the
 /// matrices; the host's evaluation for domains up to 2^`cpu_max_log`.
-pub fn run(
-    device: usize,
-    logs: &[u32],
-    runs: usize,
-    cpu_max_log: u32,
-) -> Result<String, KernelError> {
+pub fn run(device: usize, logs: &[u32], runs: usize, cpu_max_log: u32) -> Result<String, KernelError> {
     let engine = CudaEngine::new(device, CudaOptions::default())?;
     let mut out = String::from(
         "\n| eval 2^k | rows | terms | device MB | generate s | matrices upload ms | assignment upload ms | eval ms | predicted ms | GB/s | host ms |\n|---|---|---|---|---|---|---|---|---|---|---|\n",

@@ -55,10 +55,7 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
     let mut out = String::new();
     let devices = detect_devices()?;
     let dev = devices.get(args.device).ok_or_else(|| {
-        DeviceError::engine(
-            "choosing the device",
-            format!("no CUDA device {}", args.device),
-        )
+        DeviceError::engine("choosing the device", format!("no CUDA device {}", args.device))
     })?;
     let threads = rayon::current_num_threads();
     line(
@@ -80,27 +77,16 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
         .copied()
         .max()
         .unwrap_or(16);
-    let max_g2 = (args.g2.0.iter())
-        .chain(args.partition.0.iter())
-        .copied()
-        .max()
-        .unwrap_or(16);
+    let max_g2 = (args.g2.0.iter()).chain(args.partition.0.iter()).copied().max().unwrap_or(16);
     // PoRep-shaped partitions tile pools of 2^20 points (partitions.rs).
     let tiled = !args.porep.0.is_empty() || args.saturate.is_some();
-    let (max_g1, max_g2) = if tiled {
-        (max_g1.max(20), max_g2.max(20))
-    } else {
-        (max_g1, max_g2)
-    };
+    let (max_g1, max_g2) = if tiled { (max_g1.max(20), max_g2.max(20)) } else { (max_g1, max_g2) };
     let t = Instant::now();
     let g1_pool = inputs::random_g1(1 << max_g1, seed);
     let g2_pool = inputs::random_g2(1 << max_g2, seed ^ 1);
     line(
         &mut out,
-        format!(
-            "random bases: 2^{max_g1} G1 + 2^{max_g2} G2 in {:.1} s",
-            t.elapsed().as_secs_f64()
-        ),
+        format!("random bases: 2^{max_g1} G1 + 2^{max_g2} G2 in {:.1} s", t.elapsed().as_secs_f64()),
     );
 
     line(&mut out, "| op | size | median ms | runs |".into());
@@ -113,34 +99,22 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
         let (ms, scalars) = time_ms(|| engine.upload_fr(&host))?;
         let gbs = (maxn * 32) as f64 / ms / 1e6;
         let k = maxn.trailing_zeros();
-        line(
-            &mut out,
-            format!("| upload Fr, pinned staging ({gbs:.1} GB/s) | 2^{k} | {ms:.2} | 1 |"),
-        );
+        line(&mut out, format!("| upload Fr, pinned staging ({gbs:.1} GB/s) | 2^{k} | {ms:.2} | 1 |"));
         for &k in &args.g1.0 {
             let ms = time_msm::<G1>(&engine, &bases, &scalars, 1 << k, ZeroOne::Auto, runs)?;
             line(&mut out, format!("| G1 MSM | 2^{k} | {ms:.2} | {runs} |"));
         }
         // Sweeps at the largest size (maxn = 2^k): window widths, level-0
         // item lengths.
-        let sweeps = [
-            ("CUZK_MSM_C", "c", &args.sweep_c.0),
-            ("CUZK_MSM_K0", "k0", &args.sweep_k0.0),
-        ];
+        let sweeps = [("CUZK_MSM_C", "c", &args.sweep_c.0), ("CUZK_MSM_K0", "k0", &args.sweep_k0.0)];
         for (var, name, values) in sweeps {
             for &v in values {
                 std::env::set_var(var, v.to_string());
                 let r = time_msm::<G1>(&engine, &bases, &scalars, maxn, ZeroOne::Auto, 3);
                 std::env::remove_var(var);
                 match r {
-                    Ok(ms) => line(
-                        &mut out,
-                        format!("| G1 MSM {name}={v} | 2^{k} | {ms:.2} | 3 |"),
-                    ),
-                    Err(e) => line(
-                        &mut out,
-                        format!("| G1 MSM {name}={v} | 2^{k} | error: {e} | |"),
-                    ),
+                    Ok(ms) => line(&mut out, format!("| G1 MSM {name}={v} | 2^{k} | {ms:.2} | 3 |")),
+                    Err(e) => line(&mut out, format!("| G1 MSM {name}={v} | 2^{k} | error: {e} | |")),
                 }
             }
         }
@@ -177,15 +151,11 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
                 Ok::<_, KernelError>(())
             };
             if k <= max_g1 {
-                row("G1", &|rule| {
-                    time_msm::<G1>(&engine, &g1, &scalars, n, rule, runs)
-                })?;
+                row("G1", &|rule| time_msm::<G1>(&engine, &g1, &scalars, n, rule, runs))?;
             }
             if k <= g2_top.min(max_g2) {
                 let r = runs.min(3);
-                row("G2", &|rule| {
-                    time_msm::<G2>(&engine, &g2, &scalars, n, rule, r)
-                })?;
+                row("G2", &|rule| time_msm::<G2>(&engine, &g2, &scalars, n, rule, r))?;
             }
         }
     }
@@ -195,49 +165,27 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
         let data = engine.upload_fr(&inputs::random_fr(n, seed ^ 4))?;
         let scratch = engine.upload_fr(&vec![Fr::from(0u64); n])?;
         engine.ntt_device_with(&data, &scratch, n, false, false)?;
-        for (name, inv, coset) in [
-            ("NTT", false, false),
-            ("iNTT", true, false),
-            ("coset NTT", false, true),
-        ] {
+        for (name, inv, coset) in [("NTT", false, false), ("iNTT", true, false), ("coset NTT", false, true)] {
             // Host wall clock around the call, and the passes alone on the
             // stream (CUDA events, as sppark's tool measures its NTT).
             let (mut wall, mut gpu) = (Vec::new(), Vec::new());
             for _ in 0..runs.max(5) {
-                let (ms, on_stream) =
-                    time_ms(|| engine.ntt_device_with(&data, &scratch, n, inv, coset))?;
+                let (ms, on_stream) = time_ms(|| engine.ntt_device_with(&data, &scratch, n, inv, coset))?;
                 wall.push(ms);
                 gpu.push(on_stream);
             }
             let r = runs.max(5);
-            line(
-                &mut out,
-                format!("| {name} | 2^{k} | {:.3} | {r} |", median(wall)),
-            );
-            line(
-                &mut out,
-                format!("| {name}, CUDA events | 2^{k} | {:.3} | {r} |", median(gpu)),
-            );
+            line(&mut out, format!("| {name} | 2^{k} | {:.3} | {r} |", median(wall)));
+            line(&mut out, format!("| {name}, CUDA events | 2^{k} | {:.3} | {r} |", median(gpu)));
         }
     }
     // partitions
     if !args.partition.0.is_empty() {
         let cpu = CpuEngine::new(0)?;
-        let engine_g2cpu = CudaEngine::new(
-            args.device,
-            CudaOptions {
-                g2_on_gpu: false,
-                ..Default::default()
-            },
-        )?;
+        let engine_g2cpu =
+            CudaEngine::new(args.device, CudaOptions { g2_on_gpu: false, ..Default::default() })?;
         let engine_unpooled = if args.pool_compare {
-            Some(CudaEngine::new(
-                args.device,
-                CudaOptions {
-                    pool: false,
-                    ..Default::default()
-                },
-            )?)
+            Some(CudaEngine::new(args.device, CudaOptions { pool: false, ..Default::default() })?)
         } else {
             None
         };
@@ -263,10 +211,7 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
                     .iter()
                     .map(|p| format!("fin:{} {:.1}", p.phase, p.duration.as_secs_f64() * 1e3))
                     .collect();
-                Ok((
-                    t.elapsed().as_secs_f64() * 1e3,
-                    format!("{} {}", phases.join(", "), fins.join(", ")),
-                ))
+                Ok((t.elapsed().as_secs_f64() * 1e3, format!("{} {}", phases.join(", "), fins.join(", "))))
             };
             prove(&engine, 100)?; // upload bases, tables; warm-up
             let mut ts = Vec::new();
@@ -285,22 +230,14 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
             } else {
                 None
             };
-            let cpu_ms = if k <= args.cpu_max_log {
-                Some(prove(&cpu, 300)?.0)
-            } else {
-                None
-            };
+            let cpu_ms = if k <= args.cpu_max_log { Some(prove(&cpu, 300)?.0) } else { None };
             if let Some(unpooled) = &engine_unpooled {
                 // Throughput: `workers` threads share one engine, each proving
                 // `per` partitions synthesized beforehand.
                 let per = runs.min(3);
                 let throughput = |e: &CudaEngine, workers: usize| -> Result<f64, KernelError> {
                     let jobs: Vec<Vec<_>> = (0..workers)
-                        .map(|w| {
-                            (0..per)
-                                .map(|i| make(seed ^ (1000 + w * per + i) as u64))
-                                .collect()
-                        })
+                        .map(|w| (0..per).map(|i| make(seed ^ (1000 + w * per + i) as u64)).collect())
                         .collect();
                     let t = Instant::now();
                     std::thread::scope(|sc| {
@@ -316,9 +253,7 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
                                 })
                             })
                             .collect();
-                        handles
-                            .into_iter()
-                            .try_for_each(|h| h.join().expect("a worker thread"))
+                        handles.into_iter().try_for_each(|h| h.join().expect("a worker thread"))
                     })?;
                     Ok(t.elapsed().as_secs_f64() * 1e3 / (workers * per) as f64)
                 };
@@ -326,10 +261,7 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
                 for workers in [1, 2] {
                     let on = throughput(&engine, workers)?;
                     let off = throughput(unpooled, workers)?;
-                    pool_rows.push(format!(
-                        "| 2^{k} | {workers} | {on:.1} | {off:.1} | {:.2} |",
-                        on / off
-                    ));
+                    pool_rows.push(format!("| 2^{k} | {workers} | {on:.1} | {off:.1} | {:.2} |", on / off));
                 }
                 unpooled.evict(&circuit.circuit_id);
             }
@@ -348,8 +280,7 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
             line(&mut out, String::new());
             line(
                 &mut out,
-                "| partition 2^k | workers | ms per partition, pool on | pool off | on / off |"
-                    .into(),
+                "| partition 2^k | workers | ms per partition, pool on | pool off | on / off |".into(),
             );
             line(&mut out, "|---|---|---|---|---|".into());
             for row in pool_rows {
@@ -357,16 +288,8 @@ pub(super) fn run(args: &GpuBenchArgs) -> Result<String, KernelError> {
             }
         }
     }
-    let (p1, p2) = (
-        &g1_pool[..1 << 20.min(max_g1)],
-        &g2_pool[..1 << 20.min(max_g2)],
-    );
-    let shaped = PorepInputs {
-        args,
-        g1_pool: p1,
-        g2_pool: p2,
-        seed,
-    };
+    let (p1, p2) = (&g1_pool[..1 << 20.min(max_g1)], &g2_pool[..1 << 20.min(max_g2)]);
+    let shaped = PorepInputs { args, g1_pool: p1, g2_pool: p2, seed };
     porep::porep_rows(&shaped, &mut out)?;
     pass::pass_rows(&shaped, &mut out)?;
     porep::saturate_rows(&shaped, &mut out)?;

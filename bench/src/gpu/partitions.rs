@@ -35,9 +35,7 @@ pub(super) fn fabricated_partition(
     let num_inputs = 2;
     let num_vars = n; // witness count close to the constraint count
     let take1 = |len: usize, off: usize| -> Vec<G1Affine> {
-        (0..len)
-            .map(|i| g1_pool[(i + off) % g1_pool.len()])
-            .collect()
+        (0..len).map(|i| g1_pool[(i + off) % g1_pool.len()]).collect()
     };
     let pk = ProvingKey::<Bls12_381> {
         vk: VerifyingKey::default(),
@@ -62,11 +60,8 @@ pub(super) fn fabricated_partition(
         b_selection: Selection::All,
     };
     let make = move |s: u64| {
-        let assignment = if bits_pct == 0 {
-            random_fr(num_vars, s)
-        } else {
-            mostly_bits(num_vars, bits_pct, s)
-        };
+        let assignment =
+            if bits_pct == 0 { random_fr(num_vars, s) } else { mostly_bits(num_vars, bits_pct, s) };
         with_random_abc(n, assignment, num_inputs, s)
     };
     (circuit, make)
@@ -81,10 +76,7 @@ const POREP_32G: [usize; 5] = [130_278_869, 328, 130_169_893, 129_753_292, 33_11
 /// `n` of `of` indices, spread evenly (the densities' pattern is not what
 /// the kernels' time depends on; their counts are).
 fn spread(n: usize, of: usize, first: u32) -> Vec<u32> {
-    (0..of)
-        .filter(|&i| (i + 1) * n / of > i * n / of)
-        .map(|i| first + i as u32)
-        .collect()
+    (0..of).filter(|&i| (i + 1) * n / of > i * n / of).map(|i| first + i as u32).collect()
 }
 
 /// A partition of PoRep's shape at domain 2^log_n: the 32 GiB counts
@@ -98,15 +90,10 @@ fn porep_shaped_partition(
     g1_pool: &[G1Affine],
     g2_pool: &[G2Affine],
     bits_pct: u64,
-) -> (
-    PreparedCircuit,
-    TiledKey,
-    impl Fn(u64) -> Synthesized + Sync,
-) {
+) -> (PreparedCircuit, TiledKey, impl Fn(u64) -> Synthesized + Sync) {
     let [constraints, inputs, aux, a_aux, b_vars] = POREP_32G;
     let scale = |x: usize| ((x as u128 * (1u128 << log_n)) >> 27) as usize;
-    let (num_constraints, aux, a_aux, b_vars) =
-        (scale(constraints), scale(aux), scale(a_aux), scale(b_vars));
+    let (num_constraints, aux, a_aux, b_vars) = (scale(constraints), scale(aux), scale(a_aux), scale(b_vars));
     let n = 1usize << log_n;
     let num_inputs = inputs;
     let m = num_inputs + aux;
@@ -151,11 +138,7 @@ fn porep_shaped_partition(
 fn with_random_abc(n: usize, mut assignment: Vec<Fr>, num_inputs: usize, s: u64) -> Synthesized {
     assignment[0] = Fr::from(1u64);
     Synthesized {
-        abc: Abc::Host {
-            a: random_fr(n, s ^ 1),
-            b: random_fr(n, s ^ 2),
-            c: random_fr(n, s ^ 3),
-        },
+        abc: Abc::Host { a: random_fr(n, s ^ 1), b: random_fr(n, s ^ 2), c: random_fr(n, s ^ 3) },
         assignment,
         num_inputs,
     }
@@ -182,11 +165,7 @@ impl PorepInputs<'_> {
     pub(super) fn partition(
         &self,
         log_n: u32,
-    ) -> (
-        PreparedCircuit,
-        TiledKey,
-        impl Fn(u64) -> Synthesized + Sync,
-    ) {
+    ) -> (PreparedCircuit, TiledKey, impl Fn(u64) -> Synthesized + Sync) {
         let pct = self.args.porep_bits_pct;
         porep_shaped_partition(log_n, self.g1_pool, self.g2_pool, pct)
     }
@@ -211,10 +190,7 @@ impl KeyBases for TiledKey {
         self.lens[q as usize]
     }
     fn fingerprint(&self) -> Fingerprint {
-        Fingerprint {
-            lens: self.lens,
-            points: self.g1[..2.min(self.g1.len())].to_vec(),
-        }
+        Fingerprint { lens: self.lens, points: self.g1[..2.min(self.g1.len())].to_vec() }
     }
     fn g1(&self, q: Query, start: usize, out: &mut [DevG1Affine]) -> Result<(), KernelError> {
         let offset = [0, 7, 29, 13][q as usize];
@@ -228,7 +204,5 @@ impl KeyBases for TiledKey {
 }
 
 fn tile<T: Copy + Send + Sync>(pool: &[T], start: usize, out: &mut [T]) {
-    out.par_iter_mut()
-        .enumerate()
-        .for_each(|(i, o)| *o = pool[(start + i) % pool.len()]);
+    out.par_iter_mut().enumerate().for_each(|(i, o)| *o = pool[(start + i) % pool.len()]);
 }

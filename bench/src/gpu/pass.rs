@@ -87,9 +87,7 @@ fn one_pass(
         let calls: Vec<_> = (syns.into_iter())
             .map(|syn| sc.spawn(move || prove_once(engine, circuit, key, syn, Urgency::Normal)))
             .collect();
-        calls
-            .into_iter()
-            .try_for_each(|h| h.join().expect("a call's thread").map(|_| ()))
+        calls.into_iter().try_for_each(|h| h.join().expect("a call's thread").map(|_| ()))
     })?;
     Ok(t.elapsed().as_secs_f64() * 1e3)
 }

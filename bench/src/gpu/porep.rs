@@ -11,9 +11,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use cuzk_kernels::cuda::{newly_covered, CudaEngine, CudaOptions};
-use cuzk_kernels::groth16::{
-    prove_finish, PreparedCircuit, ProveStartEngine, Synthesized, Urgency,
-};
+use cuzk_kernels::groth16::{prove_finish, PreparedCircuit, ProveStartEngine, Synthesized, Urgency};
 use cuzk_kernels::{Fr, KernelError};
 
 use super::partitions::{PorepInputs, TiledKey};
@@ -30,11 +28,8 @@ pub(super) fn prove_once(
 ) -> Result<(f64, String), KernelError> {
     let t = Instant::now();
     let st = engine.prove_start_with(circuit, key, syn, urgency)?;
-    let phases: Vec<String> = st
-        .phases
-        .iter()
-        .map(|p| format!("{} {:.0}", p.phase, p.duration.as_secs_f64() * 1e3))
-        .collect();
+    let phases: Vec<String> =
+        st.phases.iter().map(|p| format!("{} {:.0}", p.phase, p.duration.as_secs_f64() * 1e3)).collect();
     prove_finish(circuit, st, Fr::from(3u64), Fr::from(5u64))?;
     Ok((t.elapsed().as_secs_f64() * 1e3, phases.join(", ")))
 }
@@ -61,13 +56,7 @@ pub(super) fn porep_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), K
         let budget = args.stream_budget_gib << 30;
         let mut medians = Vec::new();
         for (name, resident_budget) in [("resident", None), ("streamed", Some(budget))] {
-            let engine = CudaEngine::new(
-                args.device,
-                CudaOptions {
-                    resident_budget,
-                    ..Default::default()
-                },
-            )?;
+            let engine = CudaEngine::new(args.device, CudaOptions { resident_budget, ..Default::default() })?;
             // The first call uploads (or pins) the key: the setup column.
             let t = Instant::now();
             prove_once(&engine, &circuit, &key, make(seed ^ 900), Urgency::Normal)?;
@@ -90,18 +79,9 @@ pub(super) fn porep_rows(inputs: &PorepInputs, out: &mut String) -> Result<(), K
                     engine.pinned_bytes() as f64 / 1e9
                 ),
             };
-            line(
-                out,
-                format!("| 2^{k} | {label} | {setup:.1} (first call) | {ms:.0} | {phases} |"),
-            );
+            line(out, format!("| 2^{k} | {label} | {setup:.1} (first call) | {ms:.0} | {phases} |"));
         }
-        line(
-            out,
-            format!(
-                "| 2^{k} | streamed / resident | | {:.2} | |",
-                medians[1] / medians[0]
-            ),
-        );
+        line(out, format!("| 2^{k} | streamed / resident | | {:.2} | |", medians[1] / medians[0]));
     }
     Ok(())
 }
@@ -116,16 +96,11 @@ pub(super) fn saturate_rows(inputs: &PorepInputs, out: &mut String) -> Result<()
     let Some(k) = args.saturate else {
         return Ok(());
     };
-    let devices = if args.saturate_devices.0.is_empty() {
-        vec![args.device]
-    } else {
-        args.saturate_devices.0.clone()
-    };
+    let devices =
+        if args.saturate_devices.0.is_empty() { vec![args.device] } else { args.saturate_devices.0.clone() };
     let (circuit, key, make) = inputs.partition(k);
-    let engines: Vec<CudaEngine> = devices
-        .iter()
-        .map(|&d| CudaEngine::new(d, CudaOptions::default()))
-        .collect::<Result<_, _>>()?;
+    let engines: Vec<CudaEngine> =
+        devices.iter().map(|&d| CudaEngine::new(d, CudaOptions::default())).collect::<Result<_, _>>()?;
     for e in &engines {
         prove_once(e, &circuit, &key, make(seed ^ 77), Urgency::Normal)?; // key upload, warm-up
     }
@@ -140,11 +115,8 @@ pub(super) fn saturate_rows(inputs: &PorepInputs, out: &mut String) -> Result<()
     line(out, "|---|---|---|---|---|".into());
     let per_worker = args.saturate_per_worker.max(1);
     let mut alone = 0.0;
-    let sets: Vec<&[CudaEngine]> = if engines.len() > 1 {
-        vec![&engines[..1], &engines[..]]
-    } else {
-        vec![&engines[..]]
-    };
+    let sets: Vec<&[CudaEngine]> =
+        if engines.len() > 1 { vec![&engines[..1], &engines[..]] } else { vec![&engines[..]] };
     for set in sets {
         let results: Vec<Result<(f64, f64, f64), KernelError>> = std::thread::scope(|sc| {
             let handles: Vec<_> = set
@@ -153,15 +125,10 @@ pub(super) fn saturate_rows(inputs: &PorepInputs, out: &mut String) -> Result<()
                 .map(|(di, e)| {
                     let (circuit, key, make) = (&circuit, &key, &make);
                     let seed = seed ^ ((di as u64) << 32);
-                    sc.spawn(move || {
-                        saturate_device(e, circuit, key, make, per_worker, seed, |_| ())
-                    })
+                    sc.spawn(move || saturate_device(e, circuit, key, make, per_worker, seed, |_| ()))
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a device thread"))
-                .collect()
+            handles.into_iter().map(|h| h.join().expect("a device thread")).collect()
         });
         let mut total = 0.0;
         for (e, r) in set.iter().zip(results) {
@@ -169,21 +136,14 @@ pub(super) fn saturate_rows(inputs: &PorepInputs, out: &mut String) -> Result<()
             total += rate;
             let n = set.len();
             let name = e.name();
-            line(
-                out,
-                format!("| {n} device(s) | {name} | {rate:.3} | {active:.4} | {wall:.1} |"),
-            );
+            line(out, format!("| {n} device(s) | {name} | {rate:.3} | {active:.4} | {wall:.1} |"));
         }
         if set.len() == 1 {
             alone = total;
         } else {
             line(
                 out,
-                format!(
-                    "| {} devices together / the first alone | | {:.3} | | |",
-                    set.len(),
-                    total / alone
-                ),
+                format!("| {} devices together / the first alone | | {:.3} | | |", set.len(), total / alone),
             );
         }
     }
@@ -205,11 +165,7 @@ pub(super) fn saturate_device(
     beside: impl FnOnce(&dyn Fn() -> bool) + Send,
 ) -> Result<(f64, f64, f64), KernelError> {
     let total = 2 * per_worker;
-    let queue = Mutex::new(
-        (0..total)
-            .map(|i| make(seed ^ (1000 + i as u64)))
-            .collect::<Vec<_>>(),
-    );
+    let queue = Mutex::new((0..total).map(|i| make(seed ^ (1000 + i as u64))).collect::<Vec<_>>());
     let before = engine.kernel_spans().len();
     let t = Instant::now();
     std::thread::scope(|sc| {
@@ -227,9 +183,7 @@ pub(super) fn saturate_device(
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .try_for_each(|h| h.join().expect("a worker thread"))
+        workers.into_iter().try_for_each(|h| h.join().expect("a worker thread"))
     })?;
     let wall = t.elapsed().as_secs_f64();
     let spans: Vec<(f64, f64)> = engine.kernel_spans().into_iter().skip(before).collect();
@@ -244,9 +198,7 @@ pub(super) fn active_fraction(spans: &[(f64, f64)]) -> f64 {
     let (Some(first), Some(last)) = (first, last) else {
         return 0.0;
     };
-    let covered: f64 = (0..spans.len())
-        .map(|i| newly_covered(&spans[..i], spans[i]))
-        .sum();
+    let covered: f64 = (0..spans.len()).map(|i| newly_covered(&spans[..i], spans[i])).sum();
     if last > first {
         covered / (last - first)
     } else {

@@ -38,20 +38,8 @@ pub(super) fn urgency_rows(inputs: &PorepInputs, out: &mut String) -> Result<(),
     let (small, small_key, make_small) = inputs.partition(j);
     let engine = CudaEngine::new(args.device, CudaOptions::default())?;
     // Key uploads and warm-up of both shapes.
-    prove_once(
-        &engine,
-        &big,
-        &big_key,
-        make_big(seed ^ 60),
-        Urgency::Normal,
-    )?;
-    prove_once(
-        &engine,
-        &small,
-        &small_key,
-        make_small(seed ^ 61),
-        Urgency::Urgent,
-    )?;
+    prove_once(&engine, &big, &big_key, make_big(seed ^ 60), Urgency::Normal)?;
+    prove_once(&engine, &small, &small_key, make_small(seed ^ 61), Urgency::Urgent)?;
     line(out, String::new());
     line(
         out,
@@ -70,19 +58,12 @@ pub(super) fn urgency_rows(inputs: &PorepInputs, out: &mut String) -> Result<(),
         let worst = ms.iter().copied().fold(0.0, f64::max);
         let n = ms.len();
         let m = if n > 0 { median(ms) } else { f64::NAN };
-        line(
-            out,
-            format!(
-                "| {name} | {n} | {m:.1} | {worst:.1} | {:.2} |",
-                m / idle_median
-            ),
-        );
+        line(out, format!("| {name} | {n} | {m:.1} | {worst:.1} | {:.2} |", m / idle_median));
     };
     row(out, "idle device", idle);
-    for (name, urgency) in [
-        ("busy device, urgent", Urgency::Urgent),
-        ("busy device, normal", Urgency::Normal),
-    ] {
+    for (name, urgency) in
+        [("busy device, urgent", Urgency::Urgent), ("busy device, normal", Urgency::Normal)]
+    {
         let times = Mutex::new(Vec::new());
         let failed = Mutex::new(None);
         let inject = |waiting: &dyn Fn() -> bool| {

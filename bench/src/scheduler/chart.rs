@@ -45,12 +45,7 @@ fn failed(e: impl std::fmt::Display) -> Failure {
 /// device (merged device phases); two views of them (the whole run, and
 /// around the longest idle gap of the measured window); then the pacer
 /// interval and the buffer against its target over time.
-pub(super) fn draw(
-    path: &Path,
-    plan: &Plan,
-    run: &Run,
-    report: &SchedulerReport,
-) -> Result<(), Failure> {
+pub(super) fn draw(path: &Path, plan: &Plan, run: &Run, report: &SchedulerReport) -> Result<(), Failure> {
     let lanes = lanes(plan, run);
     let end = plan.window().1;
     let root = SVGBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
@@ -69,61 +64,25 @@ pub(super) fn draw(
     );
     let root = root.titled(&title, ("sans-serif", 22)).map_err(failed)?;
     let panels = root.split_evenly((4, 1));
-    draw_lanes(
-        &panels[0],
-        "worker and device lanes, whole run (grey: warm-up)",
-        &lanes,
-        (0.0, end),
-        plan,
-    )?;
+    draw_lanes(&panels[0], "worker and device lanes, whole run (grey: warm-up)", &lanes, (0.0, end), plan)?;
     let zoom = zoom_window(report, run, plan);
-    draw_lanes(
-        &panels[1],
-        "zoom on the measured window's longest device idle gap",
-        &lanes,
-        zoom,
-        plan,
-    )?;
-    let interval: Vec<(f64, f64)> = run
-        .samples
-        .iter()
-        .map(|s| (s.at, s.pacer.interval_ms))
-        .collect();
+    draw_lanes(&panels[1], "zoom on the measured window's longest device idle gap", &lanes, zoom, plan)?;
+    let interval: Vec<(f64, f64)> = run.samples.iter().map(|s| (s.at, s.pacer.interval_ms)).collect();
     draw_lines(
         &panels[2],
         "pacer interval (ms)",
-        &[Series {
-            name: "interval_ms",
-            points: &interval,
-            colour: RED,
-        }],
+        &[Series { name: "interval_ms", points: &interval, colour: RED }],
         end,
         plan,
     )?;
-    let waiting: Vec<(f64, f64)> = run
-        .samples
-        .iter()
-        .map(|s| (s.at, s.waiting_gpu as f64))
-        .collect();
-    let target: Vec<(f64, f64)> = run
-        .samples
-        .iter()
-        .map(|s| (s.at, s.pacer.target_buffer as f64))
-        .collect();
+    let waiting: Vec<(f64, f64)> = run.samples.iter().map(|s| (s.at, s.waiting_gpu as f64)).collect();
+    let target: Vec<(f64, f64)> = run.samples.iter().map(|s| (s.at, s.pacer.target_buffer as f64)).collect();
     draw_lines(
         &panels[3],
         "synthesized partitions waiting for a GPU worker",
         &[
-            Series {
-                name: "waiting_gpu",
-                points: &waiting,
-                colour: BLUE,
-            },
-            Series {
-                name: "target",
-                points: &target,
-                colour: BLACK,
-            },
+            Series { name: "waiting_gpu", points: &waiting, colour: BLUE },
+            Series { name: "target", points: &target, colour: BLACK },
         ],
         end,
         plan,
@@ -136,38 +95,16 @@ fn lanes(plan: &Plan, run: &Run) -> Vec<Lane> {
     for device in 0..plan.args.devices {
         for worker in 0..plan.args.workers_per_device {
             let mut bars = Vec::new();
-            for span in run
-                .spans
-                .iter()
-                .filter(|s| s.worker.device == device && s.worker.worker == worker)
-            {
-                bars.push((
-                    Interval {
-                        start: run.seconds(span.start),
-                        end: run.seconds(span.end),
-                    },
-                    STAGING,
-                ));
+            for span in run.spans.iter().filter(|s| s.worker.device == device && s.worker.worker == worker) {
+                bars.push((Interval { start: run.seconds(span.start), end: run.seconds(span.end) }, STAGING));
                 bars.extend(device_phase(span, run).map(|phase| (phase, DEVICE_PHASE)));
             }
-            lanes.push(Lane {
-                name: format!("gpu{device}/w{worker}"),
-                bars,
-            });
+            lanes.push(Lane { name: format!("gpu{device}/w{worker}"), bars });
         }
-        let phases = run
-            .spans
-            .iter()
-            .filter(|s| s.worker.device == device)
-            .filter_map(|s| device_phase(s, run));
-        let bars = merge(phases.collect())
-            .into_iter()
-            .map(|i| (i, DEVICE_BUSY))
-            .collect();
-        lanes.push(Lane {
-            name: format!("device {device}"),
-            bars,
-        });
+        let phases =
+            run.spans.iter().filter(|s| s.worker.device == device).filter_map(|s| device_phase(s, run));
+        let bars = merge(phases.collect()).into_iter().map(|i| (i, DEVICE_BUSY)).collect();
+        lanes.push(Lane { name: format!("device {device}"), bars });
     }
     lanes
 }
@@ -211,30 +148,19 @@ fn draw_lanes<DB: DrawingBackend>(
         .x_desc("seconds since start")
         .y_labels(lanes.len())
         .y_label_formatter(&|v| match v {
-            SegmentValue::CenterOf(i) => names
-                .get(*i as usize)
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
+            SegmentValue::CenterOf(i) => names.get(*i as usize).map(|n| n.to_string()).unwrap_or_default(),
             _ => String::new(),
         })
         .draw()
         .map_err(failed)?;
     let warmup_end = plan.window().0.min(to);
     if warmup_end > from {
-        let whole = [
-            (from, SegmentValue::Exact(0)),
-            (warmup_end, SegmentValue::Exact(lanes.len() as i32)),
-        ];
-        chart
-            .draw_series(std::iter::once(Rectangle::new(whole, WARMUP.filled())))
-            .map_err(failed)?;
+        let whole = [(from, SegmentValue::Exact(0)), (warmup_end, SegmentValue::Exact(lanes.len() as i32))];
+        chart.draw_series(std::iter::once(Rectangle::new(whole, WARMUP.filled()))).map_err(failed)?;
     }
     for (row, lane) in lanes.iter().enumerate() {
         let row = row as i32;
-        let visible = lane
-            .bars
-            .iter()
-            .filter(|(i, _)| i.end > from && i.start < to);
+        let visible = lane.bars.iter().filter(|(i, _)| i.end > from && i.start < to);
         chart
             .draw_series(visible.map(|(interval, colour)| {
                 let corners = [
@@ -257,11 +183,7 @@ fn draw_lines<DB: DrawingBackend>(
     end: f64,
     plan: &Plan,
 ) -> Result<(), Failure> {
-    let top = series
-        .iter()
-        .flat_map(|line| line.points.iter().map(|p| p.1))
-        .fold(1.0, f64::max)
-        * 1.1;
+    let top = series.iter().flat_map(|line| line.points.iter().map(|p| p.1)).fold(1.0, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 16))
         .margin(8)
@@ -269,27 +191,16 @@ fn draw_lines<DB: DrawingBackend>(
         .y_label_area_size(80)
         .build_cartesian_2d(0.0..end, 0.0..top)
         .map_err(failed)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since start")
-        .draw()
-        .map_err(failed)?;
+    chart.configure_mesh().x_desc("seconds since start").draw().map_err(failed)?;
     let warmup = [(0.0, 0.0), (plan.window().0, top)];
-    chart
-        .draw_series(std::iter::once(Rectangle::new(warmup, WARMUP.filled())))
-        .map_err(failed)?;
+    chart.draw_series(std::iter::once(Rectangle::new(warmup, WARMUP.filled()))).map_err(failed)?;
     for line in series {
         let colour = line.colour;
         chart
-            .draw_series(LineSeries::new(
-                line.points.iter().copied(),
-                colour.stroke_width(2),
-            ))
+            .draw_series(LineSeries::new(line.points.iter().copied(), colour.stroke_width(2)))
             .map_err(failed)?
             .label(line.name)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
     }
     chart
         .configure_series_labels()

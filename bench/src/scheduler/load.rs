@@ -18,9 +18,7 @@ pub(super) struct QueueGauge {
 }
 
 fn agent() -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(30))
-        .build()
+    ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build()
 }
 
 /// Submits jobs whenever the last queue sample shows fewer than `low_water`
@@ -42,10 +40,7 @@ pub(super) fn keep_queue_full(
         if sample != seen_sample {
             seen_sample = sample;
             let waiting = gauge.waiting_synthesis.load(Ordering::Acquire) as usize;
-            for _ in 0..low_water
-                .saturating_sub(waiting)
-                .div_ceil(partitions_per_job)
-            {
+            for _ in 0..low_water.saturating_sub(waiting).div_ceil(partitions_per_job) {
                 body["seed"] = json!(ids.len());
                 let job: Value = agent
                     .post(&format!("{url}/v1/jobs"))
@@ -53,12 +48,7 @@ pub(super) fn keep_queue_full(
                     .map_err(|e| format!("submitting a job: {e}"))?
                     .into_json()
                     .map_err(|e| format!("submitting a job: {e}"))?;
-                ids.push(
-                    job["id"]
-                        .as_str()
-                        .ok_or("the daemon answered no job id")?
-                        .to_string(),
-                );
+                ids.push(job["id"].as_str().ok_or("the daemon answered no job id")?.to_string());
             }
         }
         std::thread::sleep(Duration::from_millis(5));

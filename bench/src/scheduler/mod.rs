@@ -83,10 +83,7 @@ pub struct SchedulerBenchArgs {
 pub fn run(args: &SchedulerBenchArgs) -> Result<(), String> {
     let report = measure(args)?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&report).expect("the report serializes")
-        );
+        println!("{}", serde_json::to_string(&report).expect("the report serializes"));
     } else {
         print!("{report}");
     }
@@ -100,8 +97,8 @@ pub fn measure(args: &SchedulerBenchArgs) -> Result<SchedulerReport, String> {
         .prefix("cuzk-bench-scheduler-")
         .tempdir()
         .map_err(|e| format!("cannot create the daemon's data directory: {e}"))?;
-    let daemon = server::spawn(plan.config(data_dir.path()), CircuitRegistry::builtin())
-        .map_err(|e| e.to_string())?;
+    let daemon =
+        server::spawn(plan.config(data_dir.path()), CircuitRegistry::builtin()).map_err(|e| e.to_string())?;
     let observed = actix::System::new().block_on(observe::observe(&daemon, &plan));
     let finished = observed.and_then(|run| {
         let synthesis = load::mean_synthesis_seconds(&daemon.url(), &run.job_ids);

@@ -11,8 +11,7 @@ use std::time::Instant;
 use actix::prelude::*;
 use cuzk::server::RunningDaemon;
 use cuzk_actors::messages::{
-    BudgetStatus, GetBudgetStatus, GetQueueStatus, GetWorkers, SpanFinished, SubscribeSpans,
-    WorkerReport,
+    BudgetStatus, GetBudgetStatus, GetQueueStatus, GetWorkers, SpanFinished, SubscribeSpans, WorkerReport,
 };
 use cuzk_actors::pacer::PacerStatus;
 
@@ -60,10 +59,7 @@ impl Run {
 /// are over; returns what was recorded.
 pub(super) async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, String> {
     let collector = SpanCollector::default().start();
-    daemon
-        .system
-        .monitor
-        .do_send(SubscribeSpans(collector.clone().recipient()));
+    daemon.system.monitor.do_send(SubscribeSpans(collector.clone().recipient()));
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let gauge = Arc::new(QueueGauge::default());
@@ -78,9 +74,7 @@ pub(super) async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, 
     let status_load = match plan.args.status_load {
         rps if rps > 0.0 => {
             let (url, stop) = (daemon.url(), stop.clone());
-            Some(spawn_named("bench-status-load", move || {
-                Ok(query_status(&url, rps, &stop))
-            })?)
+            Some(spawn_named("bench-status-load", move || Ok(query_status(&url, rps, &stop)))?)
         }
         _ => None,
     };
@@ -111,9 +105,7 @@ pub(super) async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, 
                     waiting_gpu: queues.waiting_gpu,
                     pacer: queues.pacer,
                 };
-                gauge
-                    .waiting_synthesis
-                    .store(sample.waiting_synthesis as u64, Ordering::Release);
+                gauge.waiting_synthesis.store(sample.waiting_synthesis as u64, Ordering::Release);
                 gauge.samples.fetch_add(1, Ordering::AcqRel);
                 samples.push(sample);
             }
@@ -124,39 +116,18 @@ pub(super) async fn observe(daemon: &RunningDaemon, plan: &Plan) -> Result<Run, 
     let job_ids = join(feeder);
     let status_served_per_s = status_load.map(join).transpose()?;
     sampled?;
-    let spans = collector
-        .send(TakeSpans)
-        .await
-        .map_err(|e| format!("span collector: {e}"))?;
-    let budget = daemon
-        .system
-        .budget
-        .send(GetBudgetStatus)
-        .await
-        .map_err(|e| format!("budget: {e}"))?;
-    Ok(Run {
-        started,
-        spans,
-        samples,
-        job_ids: job_ids?,
-        budget,
-        status_served_per_s,
-        accounts,
-    })
+    let spans = collector.send(TakeSpans).await.map_err(|e| format!("span collector: {e}"))?;
+    let budget = daemon.system.budget.send(GetBudgetStatus).await.map_err(|e| format!("budget: {e}"))?;
+    Ok(Run { started, spans, samples, job_ids: job_ids?, budget, status_served_per_s, accounts })
 }
 
 fn spawn_named<T: Send + 'static>(
     name: &str,
     body: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> Result<JoinHandle<Result<T, String>>, String> {
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(body)
-        .map_err(|e| format!("cannot start {name}: {e}"))
+    std::thread::Builder::new().name(name.into()).spawn(body).map_err(|e| format!("cannot start {name}: {e}"))
 }
 
 fn join<T>(handle: JoinHandle<Result<T, String>>) -> Result<T, String> {
-    handle
-        .join()
-        .map_err(|_| "a benchmark thread panicked".to_string())?
+    handle.join().map_err(|_| "a benchmark thread panicked".to_string())?
 }

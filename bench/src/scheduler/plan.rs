@@ -44,16 +44,10 @@ impl Plan {
             return Err("--devices and --workers-per-device must be at least 1".into());
         }
         if !(args.duration > 0.0 && args.duration.is_finite()) {
-            return Err(format!(
-                "--duration must be positive, got {}",
-                args.duration
-            ));
+            return Err(format!("--duration must be positive, got {}", args.duration));
         }
         if !(args.status_load >= 0.0 && args.status_load.is_finite()) {
-            return Err(format!(
-                "--status-load must be 0 or more, got {}",
-                args.status_load
-            ));
+            return Err(format!("--status-load must be 0 or more, got {}", args.status_load));
         }
         let scaled = |d: Duration| d.as_secs_f64() * args.time_scale;
         let (gpu_low, gpu_high) = profile.gpu;
@@ -62,18 +56,16 @@ impl Plan {
             (CAPACITY_MARGIN * gpu_demand_per_s * scaled(profile.synthesis)).ceil() as usize
         });
         let finalize_s = scaled(profile.finalize) + args.finalizer_stall_ms as f64 / 1e3;
-        let finalizer_threads = args.finalizer_threads.unwrap_or_else(|| {
-            ((CAPACITY_MARGIN * gpu_demand_per_s * finalize_s).ceil() as usize).max(2)
-        });
+        let finalizer_threads = args
+            .finalizer_threads
+            .unwrap_or_else(|| ((CAPACITY_MARGIN * gpu_demand_per_s * finalize_s).ceil() as usize).max(2));
         let workers = args.devices * args.workers_per_device;
         let lookahead = Config::default().scheduler.gpu_lookahead;
         // Every partition that can hold bytes at once: one per synthesis
         // thread, twice what the workers hold (running and lookahead) for
         // the buffer and the workers, and one per finalizer thread.
         let holders = synthesis_threads + 2 * workers * (1 + lookahead) + finalizer_threads;
-        let budget_bytes = args
-            .budget
-            .unwrap_or(profile.reservation.total() * holders as u64);
+        let budget_bytes = args.budget.unwrap_or(profile.reservation.total() * holders as u64);
         // Enough that neither every synthesis thread starting at once nor
         // two sample intervals of GPU demand can empty the queue.
         let queued_low_water = [
@@ -85,9 +77,7 @@ impl Plan {
         .max()
         .expect("three candidates");
         let warmup = match args.warmup {
-            Some(seconds) if seconds >= 0.0 && seconds.is_finite() => {
-                Duration::from_secs_f64(seconds)
-            }
+            Some(seconds) if seconds >= 0.0 && seconds.is_finite() => Duration::from_secs_f64(seconds),
             Some(seconds) => return Err(format!("--warmup must be 0 or more, got {seconds}")),
             None => Duration::from_secs_f64((10.0 * scaled(profile.synthesis + gpu_high)).max(1.0)),
         };
@@ -125,10 +115,7 @@ impl Plan {
                 // stay comparable with runs from before it existed.
                 critical_workers_per_device: 0,
                 budget: Budget::Bytes(self.budget_bytes),
-                pacer: PacerConfig {
-                    enabled: !self.args.no_pacer,
-                    ..PacerConfig::default()
-                },
+                pacer: PacerConfig { enabled: !self.args.no_pacer, ..PacerConfig::default() },
                 ..SchedulerConfig::default()
             },
             ..Config::default()
@@ -148,10 +135,7 @@ impl Plan {
     /// Time after the window for spans running at its end to report: a
     /// worker may wait for its device's other worker before its own turn.
     pub(super) fn grace(&self) -> Duration {
-        self.profile
-            .gpu
-            .1
-            .mul_f64(2.0 * self.args.time_scale * (1.0 + self.args.jitter))
+        self.profile.gpu.1.mul_f64(2.0 * self.args.time_scale * (1.0 + self.args.jitter))
             + 2 * SAMPLE_INTERVAL
     }
 
@@ -165,4 +149,3 @@ impl Plan {
         })
     }
 }
-

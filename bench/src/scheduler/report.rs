@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use cuzk_actors::pacer::PacerStatus;
 use cuzk_actors::messages::{SpanFinished, WorkerReport};
+use cuzk_actors::pacer::PacerStatus;
 use serde::Serialize;
 
 use super::observe::{QueueSample, Run};
@@ -27,10 +27,7 @@ pub(super) fn device_phase(span: &SpanFinished, run: &Run) -> Option<Interval> {
     let position = span.phases.iter().position(|(name, _)| *name == "device")?;
     let before: Duration = span.phases[..position].iter().map(|(_, d)| *d).sum();
     let start = run.seconds(span.start) + before.as_secs_f64();
-    Some(Interval {
-        start,
-        end: start + span.phases[position].1.as_secs_f64(),
-    })
+    Some(Interval { start, end: start + span.phases[position].1.as_secs_f64() })
 }
 
 /// Sorted, overlapping intervals merged: when a device was busy.
@@ -176,11 +173,8 @@ impl SchedulerReport {
         let window = plan.window();
         let seconds = window.1 - window.0;
         let in_window = |at: f64| at >= window.0 && at <= window.1;
-        let finished: Vec<&SpanFinished> = run
-            .spans
-            .iter()
-            .filter(|s| s.ok && in_window(run.seconds(s.end)))
-            .collect();
+        let finished: Vec<&SpanFinished> =
+            run.spans.iter().filter(|s| s.ok && in_window(run.seconds(s.end))).collect();
         let devices: Vec<DeviceFigures> = (0..plan.args.devices)
             .map(|device| {
                 let busy = merge(
@@ -190,10 +184,8 @@ impl SchedulerReport {
                         .filter_map(|s| device_phase(s, run))
                         .collect(),
                 );
-                let busy_seconds: f64 = busy
-                    .iter()
-                    .map(|i| (i.end.min(window.1) - i.start.max(window.0)).max(0.0))
-                    .sum();
+                let busy_seconds: f64 =
+                    busy.iter().map(|i| (i.end.min(window.1) - i.start.max(window.0)).max(0.0)).sum();
                 let mut gaps = idle_gaps(&busy, window);
                 gaps.sort_by(f64::total_cmp);
                 DeviceFigures {
@@ -203,28 +195,20 @@ impl SchedulerReport {
                     idle_gap_p99_ms: percentile(&gaps, 0.99) * 1e3,
                     idle_gap_max_ms: gaps.last().copied().unwrap_or(0.0) * 1e3,
                     idle_gaps: gaps.len(),
-                    partitions: finished
-                        .iter()
-                        .filter(|s| s.worker.device == device)
-                        .count(),
+                    partitions: finished.iter().filter(|s| s.worker.device == device).count(),
                 }
             })
             .collect();
-        let device_seconds: Vec<f64> = finished
-            .iter()
-            .filter_map(|s| device_phase(s, run))
-            .map(|i| i.end - i.start)
-            .collect();
+        let device_seconds: Vec<f64> =
+            finished.iter().filter_map(|s| device_phase(s, run)).map(|i| i.end - i.start).collect();
         let mean_device_s = mean(&device_seconds);
         let gpu_capacity_per_s = plan.args.devices as f64 / mean_device_s;
         let synthesis_capacity_per_s = plan.synthesis_threads as f64 / mean_synthesis_s;
         let throughput_per_s = finished.len() as f64 / seconds;
-        let window_samples: Vec<&QueueSample> =
-            run.samples.iter().filter(|s| in_window(s.at)).collect();
+        let window_samples: Vec<&QueueSample> = run.samples.iter().filter(|s| in_window(s.at)).collect();
         Self {
             devices,
-            throughput_ratio_to_bound: throughput_per_s
-                / gpu_capacity_per_s.min(synthesis_capacity_per_s),
+            throughput_ratio_to_bound: throughput_per_s / gpu_capacity_per_s.min(synthesis_capacity_per_s),
             budget_peak_bytes: run.budget.peak_bytes,
             budget_limit_bytes: run.budget.limit_bytes,
             throughput_per_s,
@@ -290,8 +274,7 @@ fn pacer_numbers(pacer: &PacerStatus) -> [(&'static str, Option<f64>); 6] {
 
 impl BufferFigures {
     fn new(samples: &[&QueueSample], workers: usize) -> Self {
-        let queued: Vec<&&QueueSample> =
-            samples.iter().filter(|s| s.waiting_synthesis > 0).collect();
+        let queued: Vec<&&QueueSample> = samples.iter().filter(|s| s.waiting_synthesis > 0).collect();
         let excess = samples
             .iter()
             .map(|s| s.waiting_gpu as f64 - s.pacer.target_buffer as f64 - workers as f64)
@@ -320,11 +303,8 @@ fn pacer_spreads(samples: &[&QueueSample]) -> BTreeMap<String, Spread> {
         .into_iter()
         .map(|(name, mut values)| {
             values.sort_by(f64::total_cmp);
-            let spread = Spread {
-                min: values[0],
-                p50: percentile(&values, 0.5),
-                max: values[values.len() - 1],
-            };
+            let spread =
+                Spread { min: values[0], p50: percentile(&values, 0.5), max: values[values.len() - 1] };
             (name, spread)
         })
         .collect()
@@ -337,7 +317,13 @@ impl fmt::Display for SchedulerReport {
             f,
             "scheduler benchmark: {}, {} devices x {} workers, {} synthesis / {} finalizer threads, \
              time scale {}, jitter {}",
-            s.profile, s.devices, s.workers_per_device, s.synthesis_threads, s.finalizer_threads, s.time_scale, s.jitter
+            s.profile,
+            s.devices,
+            s.workers_per_device,
+            s.synthesis_threads,
+            s.finalizer_threads,
+            s.time_scale,
+            s.jitter
         )?;
         writeln!(
             f,
@@ -406,11 +392,8 @@ impl fmt::Display for SchedulerReport {
         if let Some(served) = self.status_served_per_s {
             writeln!(f, "status      {served:.0} requests/s answered")?;
         }
-        let shares: Vec<String> = self
-            .worker_time
-            .iter()
-            .map(|(name, share)| format!("{name} {:.2}%", 100.0 * share))
-            .collect();
+        let shares: Vec<String> =
+            self.worker_time.iter().map(|(name, share)| format!("{name} {:.2}%", 100.0 * share)).collect();
         writeln!(f, "worker time {}", shares.join(", "))?;
         Ok(())
     }
@@ -426,22 +409,13 @@ mod tests {
 
     #[test]
     fn merging_joins_overlapping_device_phases() {
-        let merged = merge(vec![
-            interval(3.0, 4.0),
-            interval(0.0, 1.0),
-            interval(0.5, 2.0),
-        ]);
+        let merged = merge(vec![interval(3.0, 4.0), interval(0.0, 1.0), interval(0.5, 2.0)]);
         assert_eq!(merged, vec![interval(0.0, 2.0), interval(3.0, 4.0)]);
     }
 
     #[test]
     fn idle_gaps_cover_the_window_outside_busy_time() {
-        let busy = [
-            interval(0.0, 1.0),
-            interval(1.5, 2.0),
-            interval(2.0, 3.5),
-            interval(5.0, 6.0),
-        ];
+        let busy = [interval(0.0, 1.0), interval(1.5, 2.0), interval(2.0, 3.5), interval(5.0, 6.0)];
         let gaps = idle_gaps(&busy, (0.5, 4.0));
         assert_eq!(gaps, vec![0.5, 0.5]);
         assert_eq!(idle_gaps(&[], (1.0, 2.0)), vec![1.0]);

@@ -18,13 +18,8 @@ use crate::Error;
 const G1_BYTES: usize = 96;
 const G2_BYTES: usize = 192;
 /// The five queries after the verifying key, in file order.
-pub(super) const SECTIONS: [(&str, usize); 5] = [
-    ("h", G1_BYTES),
-    ("l", G1_BYTES),
-    ("a", G1_BYTES),
-    ("b_g1", G1_BYTES),
-    ("b_g2", G2_BYTES),
-];
+pub(super) const SECTIONS: [(&str, usize); 5] =
+    [("h", G1_BYTES), ("l", G1_BYTES), ("a", G1_BYTES), ("b_g1", G1_BYTES), ("b_g2", G2_BYTES)];
 
 /// How many points each query of a parameter file holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,48 +79,27 @@ impl MappedParams {
         // a concurrent writer is outside filecoin-proofs' conventions too.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
         let (vk, mut offset) = decode_vk(&map).map_err(|reason| malformed(path, reason))?;
-        let mut sections = [Section {
-            offset: 0,
-            count: 0,
-        }; 5];
+        let mut sections = [Section { offset: 0, count: 0 }; 5];
         for (section, (name, size)) in sections.iter_mut().zip(SECTIONS) {
             let count = read_count(&map, offset)
                 .ok_or_else(|| malformed(path, format!("file ends before the {name} count")))?;
             offset += 4;
             let end = offset + count * size;
             if end > map.len() {
-                return Err(malformed(
-                    path,
-                    format!("{name} holds {count} points but the file ends first"),
-                ));
+                return Err(malformed(path, format!("{name} holds {count} points but the file ends first")));
             }
             *section = Section { offset, count };
             offset = end;
         }
         if offset != map.len() {
-            return Err(malformed(
-                path,
-                format!("{} bytes after the last query", map.len() - offset),
-            ));
+            return Err(malformed(path, format!("{} bytes after the last query", map.len() - offset)));
         }
-        Ok(MappedParams {
-            path: path.to_path_buf(),
-            map,
-            vk,
-            sections,
-        })
+        Ok(MappedParams { path: path.to_path_buf(), map, vk, sections })
     }
 
     pub fn counts(&self) -> QueryCounts {
         let [h, l, a, b_g1, b_g2] = self.sections.map(|s| s.count);
-        QueryCounts {
-            ic: self.vk.ic.len(),
-            h,
-            l,
-            a,
-            b_g1,
-            b_g2,
-        }
+        QueryCounts { ic: self.vk.ic.len(), h, l, a, b_g1, b_g2 }
     }
 
     pub fn h(&self) -> Result<Vec<G1Affine>, Error> {
@@ -202,10 +176,7 @@ impl MappedParams {
 }
 
 fn malformed(path: &Path, reason: impl Into<String>) -> Error {
-    Error::Malformed {
-        path: path.to_path_buf(),
-        reason: reason.into(),
-    }
+    Error::Malformed { path: path.to_path_buf(), reason: reason.into() }
 }
 
 fn read_count(bytes: &[u8], offset: usize) -> Option<usize> {
@@ -233,35 +204,25 @@ pub(super) fn decode_into<C: SWCurveConfig, O: IndexedParallelIterator>(
     out: O,
     put: impl Fn(Affine<C>, O::Item) + Sync + Send,
 ) -> Result<(), String> {
-    bytes
-        .par_chunks_exact(size)
-        .zip(out)
-        .enumerate()
-        .try_for_each(|(i, (chunk, out))| {
-            let p = Affine::<C>::deserialize_with_mode(chunk, Compress::No, Validate::No)
-                .map_err(|e| format!("point {}: {e}", first + i))?;
-            if p.infinity {
-                return Err(format!("point {} is at infinity", first + i));
-            }
-            if !p.is_on_curve() {
-                return Err(format!("point {} is not on the curve", first + i));
-            }
-            put(p, out);
-            Ok(())
-        })
+    bytes.par_chunks_exact(size).zip(out).enumerate().try_for_each(|(i, (chunk, out))| {
+        let p = Affine::<C>::deserialize_with_mode(chunk, Compress::No, Validate::No)
+            .map_err(|e| format!("point {}: {e}", first + i))?;
+        if p.infinity {
+            return Err(format!("point {} is at infinity", first + i));
+        }
+        if !p.is_on_curve() {
+            return Err(format!("point {} is not on the curve", first + i));
+        }
+        put(p, out);
+        Ok(())
+    })
 }
 
 /// Decodes the verifying key at the start of `bytes`; returns it and its length.
 /// Its few points get the full check (on the curve, in the subgroup).
 fn decode_vk(bytes: &[u8]) -> Result<(VerifyingKey, usize), String> {
-    fn point<P: CanonicalDeserialize>(
-        bytes: &[u8],
-        at: &mut usize,
-        size: usize,
-    ) -> Result<P, String> {
-        let chunk = bytes
-            .get(*at..*at + size)
-            .ok_or("file ends inside the verifying key")?;
+    fn point<P: CanonicalDeserialize>(bytes: &[u8], at: &mut usize, size: usize) -> Result<P, String> {
+        let chunk = bytes.get(*at..*at + size).ok_or("file ends inside the verifying key")?;
         *at += size;
         P::deserialize_with_mode(chunk, Compress::No, Validate::Yes)
             .map_err(|e| format!("verifying key point: {e}"))
@@ -275,21 +236,8 @@ fn decode_vk(bytes: &[u8]) -> Result<(VerifyingKey, usize), String> {
     let delta_g2 = point(bytes, &mut at, G2_BYTES)?;
     let count = read_count(bytes, at).ok_or("file ends before the ic count")?;
     at += 4;
-    let ic = (0..count)
-        .map(|_| point(bytes, &mut at, G1_BYTES))
-        .collect::<Result<Vec<G1Affine>, _>>()?;
-    Ok((
-        VerifyingKey {
-            alpha_g1,
-            beta_g1,
-            beta_g2,
-            gamma_g2,
-            delta_g1,
-            delta_g2,
-            ic,
-        },
-        at,
-    ))
+    let ic = (0..count).map(|_| point(bytes, &mut at, G1_BYTES)).collect::<Result<Vec<G1Affine>, _>>()?;
+    Ok((VerifyingKey { alpha_g1, beta_g1, beta_g2, gamma_g2, delta_g1, delta_g2, ic }, at))
 }
 
 fn encode_vk(vk: &VerifyingKey) -> Vec<u8> {
@@ -308,8 +256,7 @@ fn encode_vk(vk: &VerifyingKey) -> Vec<u8> {
 }
 
 fn encode_into<P: CanonicalSerialize>(p: &P, out: &mut Vec<u8>) {
-    p.serialize_with_mode(out, Compress::No)
-        .expect("writing to a Vec cannot fail");
+    p.serialize_with_mode(out, Compress::No).expect("writing to a Vec cannot fail");
 }
 
 /// Reads a `.vk` file.
@@ -345,14 +292,8 @@ impl ParamsWriter {
     pub fn create(path: &Path, vk: &VerifyingKey) -> Result<Self, Error> {
         let file = File::create(path).map_err(|e| Error::io(path, e))?;
         let mut out = BufWriter::with_capacity(8 << 20, file);
-        out.write_all(&encode_vk(vk))
-            .map_err(|e| Error::io(path, e))?;
-        Ok(ParamsWriter {
-            path: path.to_path_buf(),
-            out,
-            sections: 0,
-            remaining: 0,
-        })
+        out.write_all(&encode_vk(vk)).map_err(|e| Error::io(path, e))?;
+        Ok(ParamsWriter { path: path.to_path_buf(), out, sections: 0, remaining: 0 })
     }
 
     /// Starts the next query, announcing `count` points.
@@ -365,51 +306,32 @@ impl ParamsWriter {
             .map_err(|_| malformed(&self.path, format!("{count} points exceed a u32 count")))?;
         self.sections += 1;
         self.remaining = count;
-        self.out
-            .write_all(&count32.to_be_bytes())
-            .map_err(|e| Error::io(&self.path, e))
+        self.out.write_all(&count32.to_be_bytes()).map_err(|e| Error::io(&self.path, e))
     }
 
     /// Appends points to the current query (G1 for h, l, a, b_g1; G2 for b_g2).
     pub fn points<P: CanonicalSerialize + Sync>(&mut self, points: &[P]) -> Result<(), Error> {
         let size = SECTIONS[self.sections.saturating_sub(1)].1;
-        let wrong_group = points
-            .first()
-            .is_some_and(|p| p.serialized_size(Compress::No) != size);
+        let wrong_group = points.first().is_some_and(|p| p.serialized_size(Compress::No) != size);
         if self.sections == 0 || points.len() > self.remaining || wrong_group {
-            return Err(malformed(
-                &self.path,
-                "points beyond the announced count or of the wrong group",
-            ));
+            return Err(malformed(&self.path, "points beyond the announced count or of the wrong group"));
         }
         let mut bytes = vec![0u8; points.len() * size];
-        bytes
-            .par_chunks_exact_mut(size)
-            .zip(points.par_iter())
-            .for_each(|(chunk, p)| {
-                p.serialize_with_mode(chunk, Compress::No)
-                    .expect("the chunk has the point's size");
-            });
+        bytes.par_chunks_exact_mut(size).zip(points.par_iter()).for_each(|(chunk, p)| {
+            p.serialize_with_mode(chunk, Compress::No).expect("the chunk has the point's size");
+        });
         self.remaining -= points.len();
-        self.out
-            .write_all(&bytes)
-            .map_err(|e| Error::io(&self.path, e))
+        self.out.write_all(&bytes).map_err(|e| Error::io(&self.path, e))
     }
 
     /// Checks that all five queries were written in full and flushes the file.
     pub fn finish(mut self) -> Result<(), Error> {
         self.check_complete()?;
         if self.sections != SECTIONS.len() {
-            return Err(malformed(
-                &self.path,
-                format!("only {} queries written", self.sections),
-            ));
+            return Err(malformed(&self.path, format!("only {} queries written", self.sections)));
         }
         self.out.flush().map_err(|e| Error::io(&self.path, e))?;
-        self.out
-            .get_ref()
-            .sync_all()
-            .map_err(|e| Error::io(&self.path, e))
+        self.out.get_ref().sync_all().map_err(|e| Error::io(&self.path, e))
     }
 
     fn check_complete(&self) -> Result<(), Error> {

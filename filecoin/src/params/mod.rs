@@ -72,10 +72,7 @@ pub fn params_file(dir: &Path, cache_id: &str) -> Result<PathBuf, crate::Error> 
     if path.is_file() {
         Ok(path)
     } else {
-        Err(crate::Error::MissingParams {
-            path,
-            dir: dir.to_path_buf(),
-        })
+        Err(crate::Error::MissingParams { path, dir: dir.to_path_buf() })
     }
 }
 

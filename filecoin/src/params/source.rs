@@ -141,7 +141,8 @@ impl QueryFile {
             read_range(&self.file, span.0, &mut bytes)?;
         }
         if let Some(next) = next {
-            let mut buffer = std::mem::take(&mut *self.spare.lock().map_err(|_| io::Error::other("spare lock poisoned"))?);
+            let mut buffer =
+                std::mem::take(&mut *self.spare.lock().map_err(|_| io::Error::other("spare lock poisoned"))?);
             let file = self.file.clone();
             let read = std::thread::Builder::new().name("cuzk-key-read".into()).spawn(move || {
                 buffer.resize(next.1, 0);
@@ -190,7 +191,12 @@ impl QueryFile {
     }
 
     /// Points of section `s` from `start` into `out`, arkworks points.
-    fn points<C: SWCurveConfig>(&self, s: usize, start: usize, out: &mut [Affine<C>]) -> Result<(), KernelError> {
+    fn points<C: SWCurveConfig>(
+        &self,
+        s: usize,
+        start: usize,
+        out: &mut [Affine<C>],
+    ) -> Result<(), KernelError> {
         self.read(s, start, out.len(), |bytes, first, at_lead| {
             let out = match out.split_first_mut() {
                 Some((lead, rest)) if at_lead => {

@@ -76,29 +76,16 @@ impl<H: Hasher> BlockTree<H> {
                 rows
             })
             .collect::<Vec<_>>();
-        let roots = placement
-            .iter()
-            .map(|&entry| pool[entry][segment_rows][0])
-            .collect();
+        let roots = placement.iter().map(|&entry| pool[entry][segment_rows][0]).collect();
         let mut upper: Vec<Vec<H::Domain>> = vec![roots];
         for level in &levels[segment_rows..] {
             let row = upper.last().expect("the segments' row");
-            let parents = row
-                .chunks(level.arity)
-                .map(|children| hash_children::<H>(children, level.height))
-                .collect();
+            let parents =
+                row.chunks(level.arity).map(|children| hash_children::<H>(children, level.height)).collect();
             upper.push(parents);
         }
         assert_eq!(upper.last().map(Vec::len), Some(1), "the segments fill the tree");
-        BlockTree {
-            levels,
-            covers,
-            block_rows,
-            segment_rows,
-            pool,
-            placement,
-            upper,
-        }
+        BlockTree { levels, covers, block_rows, segment_rows, pool, placement, upper }
     }
 
     /// The root.
@@ -134,10 +121,8 @@ impl<H: Hasher> BlockTree<H> {
             .enumerate()
             .map(|(row, level)| {
                 let first = at / level.arity * level.arity;
-                let siblings = (first..first + level.arity)
-                    .filter(|&i| i != at)
-                    .map(|i| self.node(row, i))
-                    .collect();
+                let siblings =
+                    (first..first + level.arity).filter(|&i| i != at).map(|i| self.node(row, i)).collect();
                 let step = (siblings, at - first);
                 at /= level.arity;
                 step
@@ -161,13 +146,9 @@ mod tests {
 
     /// Every leaf, hashed row by row: the tree the block structure stands for.
     fn full_root<H: Hasher>(levels: &[Level], leaves: Vec<H::Domain>) -> H::Domain {
-        levels
-            .iter()
-            .fold(leaves, |row, level| {
-                row.chunks(level.arity)
-                    .map(|c| hash_children::<H>(c, level.height))
-                    .collect()
-            })[0]
+        levels.iter().fold(leaves, |row, level| {
+            row.chunks(level.arity).map(|c| hash_children::<H>(c, level.height)).collect()
+        })[0]
     }
 
     #[test]
@@ -178,7 +159,8 @@ mod tests {
             .map(|_| (0..8).map(|_| <Sha256Hasher as Hasher>::Domain::random(&mut rng)).collect())
             .collect();
         let placement: Vec<usize> = (0..32).map(|s| (s * 7) % 3).collect();
-        let tree = BlockTree::<Sha256Hasher>::new(binary_levels(1 << 10), 3, 5, blocks.clone(), placement.clone());
+        let tree =
+            BlockTree::<Sha256Hasher>::new(binary_levels(1 << 10), 3, 5, blocks.clone(), placement.clone());
         let leaves: Vec<_> = (0..1 << 10).map(|i| blocks[placement[i / 32]][i % 8]).collect();
         assert_eq!(tree.root(), full_root::<Sha256Hasher>(&binary_levels(1 << 10), leaves.clone()));
         for index in [0, 7, 8, 31, 32, 500, 1023] {
@@ -200,7 +182,13 @@ mod tests {
             assert!(proof.validate(index) && proof.validate_data(leaves[index]), "leaf {index}");
         }
         // One block over the whole tree.
-        let one = BlockTree::<PoseidonHasher>::new(levels::<U8, U0, U0>(64), 1, 2, vec![blocks[0].clone()], vec![0]);
+        let one = BlockTree::<PoseidonHasher>::new(
+            levels::<U8, U0, U0>(64),
+            1,
+            2,
+            vec![blocks[0].clone()],
+            vec![0],
+        );
         let leaves: Vec<_> = (0..64).map(|i| blocks[0][i % 8]).collect();
         assert_eq!(one.root(), full_root::<PoseidonHasher>(&levels::<U8, U0, U0>(64), leaves));
     }

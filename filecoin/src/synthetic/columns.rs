@@ -47,9 +47,7 @@ impl LayerBuffer {
             .map_err(|source| Error::LayerBuffer { bytes, source })?;
         // A huge page per touched node would back gigabytes.
         #[cfg(target_os = "linux")]
-        mapped
-            .advise(memmap2::Advice::NoHugePage)
-            .map_err(|source| Error::LayerBuffer { bytes, source })?;
+        mapped.advise(memmap2::Advice::NoHugePage).map_err(|source| Error::LayerBuffer { bytes, source })?;
         Ok(LayerBuffer(mapped))
     }
 
@@ -113,8 +111,7 @@ impl<H: Hasher> Columns<H> {
                 };
                 labelled.map_err(super::filecoin)?;
                 let label = current.get(node)?;
-                rows.get_mut(&node).expect("every challenged node has a column")[layer - 1] =
-                    label;
+                rows.get_mut(&node).expect("every challenged node has a column")[layer - 1] = label;
             }
         }
         Ok(Columns { rows })
@@ -142,12 +139,7 @@ impl<H: Hasher> Columns<H> {
     /// from this layer, then (after layer 1) the expander parents' from the
     /// previous one, repeated in order to `TOTAL_PARENTS`. `parents` is the
     /// graph's list for the node, its first `base` entries the base parents.
-    pub fn parent_labels(
-        &self,
-        parents: &[u32],
-        base: usize,
-        layer: usize,
-    ) -> Result<Vec<H::Domain>, Error> {
+    pub fn parent_labels(&self, parents: &[u32], base: usize, layer: usize) -> Result<Vec<H::Domain>, Error> {
         let used = if layer == 1 { &parents[..base] } else { parents };
         let labels = used
             .iter()

@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 use blstrs::Scalar as Fr;
 use filecoin_hashers::{Domain, HashFunction, Hasher};
 use filecoin_proofs::constants::{
-    DefaultPieceHasher, SECTOR_SIZE_2_KIB, SECTOR_SIZE_32_GIB, SECTOR_SIZE_512_MIB,
-    SECTOR_SIZE_64_GIB, SECTOR_SIZE_8_MIB,
+    DefaultPieceHasher, SECTOR_SIZE_2_KIB, SECTOR_SIZE_32_GIB, SECTOR_SIZE_512_MIB, SECTOR_SIZE_64_GIB,
+    SECTOR_SIZE_8_MIB,
 };
 use filecoin_proofs::parameters::setup_params;
 use filecoin_proofs::types::VanillaSealProof;
@@ -64,12 +64,7 @@ pub struct SealInputs {
 /// filecoin-proofs checks its own before returning it.
 pub fn generate_c1(inputs: &SealInputs) -> Result<SealCommitPhase1Output, Error> {
     let proof = inputs.registered_proof;
-    let unsupported = |reason| {
-        Err(Error::Unsupported {
-            proof: format!("{proof:?}"),
-            reason,
-        })
-    };
+    let unsupported = |reason| Err(Error::Unsupported { proof: format!("{proof:?}"), reason });
     if proof.major_version() != 1 {
         return unsupported("only V1 seal proofs are known");
     }
@@ -81,11 +76,7 @@ pub fn generate_c1(inputs: &SealInputs) -> Result<SealCommitPhase1Output, Error>
         return unsupported("its challenges depend on comm_r; only interactive PoRep is generated");
     }
     let c1 = with_shape!(u64::from(proof.sector_size()), generate, inputs)?;
-    let request = crate::porep::PorepRequest {
-        c1,
-        prover_id: inputs.prover_id,
-        sector_id: inputs.sector_id,
-    };
+    let request = crate::porep::PorepRequest { c1, prover_id: inputs.prover_id, sector_id: inputs.sector_id };
     request.check().map_err(Error::SelfCheck)?;
     Ok(request.c1)
 }
@@ -125,9 +116,7 @@ fn random_data<R: RngCore>(nodes: usize, rng: &mut R) -> BlockTree<DefaultPieceH
     BlockTree::new(binary_levels(nodes), rows, rows, blocks, placement)
 }
 
-fn generate<Tree: 'static + MerkleTreeTrait>(
-    inputs: &SealInputs,
-) -> Result<SealCommitPhase1Output, Error> {
+fn generate<Tree: 'static + MerkleTreeTrait>(inputs: &SealInputs) -> Result<SealCommitPhase1Output, Error> {
     let config = inputs.registered_proof.as_v1_config();
     let partitions = usize::from(config.partitions);
     let setup = compound_proof::SetupParams {
@@ -159,9 +148,8 @@ fn generate<Tree: 'static + MerkleTreeTrait>(
         tau: None,
         k: None,
     };
-    let challenges: Vec<Vec<usize>> = (0..partitions)
-        .map(|k| public.challenges(&params.challenges, nodes, Some(k)))
-        .collect();
+    let challenges: Vec<Vec<usize>> =
+        (0..partitions).map(|k| public.challenges(&params.challenges, nodes, Some(k))).collect();
     let challenged: BTreeSet<u32> = challenges.iter().flatten().map(|&c| c as u32).collect();
 
     let layers = params.num_layers;
@@ -181,16 +169,9 @@ fn generate<Tree: 'static + MerkleTreeTrait>(
         })
         .collect::<Result<_, Error>>()?;
     let tree_r = SparseTree::build(shape, replica, &mut rng);
-    let comm_r =
-        <Tree::Hasher as Hasher>::Function::hash2(&tree_c.root(), &tree_r.root());
+    let comm_r = <Tree::Hasher as Hasher>::Function::hash2(&tree_c.root(), &tree_r.root());
 
-    let sector = Sector {
-        params,
-        data,
-        columns,
-        tree_c,
-        tree_r,
-    };
+    let sector = Sector { params, data, columns, tree_c, tree_r };
     let vanilla = challenges
         .iter()
         .map(|partition| partition.iter().map(|&c| sector.proof(c)).collect())
@@ -210,10 +191,7 @@ fn generate<Tree: 'static + MerkleTreeTrait>(
 impl<Tree: 'static + MerkleTreeTrait> Sector<Tree> {
     /// Node `node`'s column and its path in tree C.
     fn column(&self, node: u32) -> Result<ColumnProof<TreeProof<Tree>>, Error> {
-        let rows = self
-            .columns
-            .rows(node)
-            .ok_or(Error::Inconsistent("an opened node without a column"))?;
+        let rows = self.columns.rows(node).ok_or(Error::Inconsistent("an opened node without a column"))?;
         let path = self
             .tree_c
             .proof(u64::from(node))
@@ -236,19 +214,14 @@ impl<Tree: 'static + MerkleTreeTrait> Sector<Tree> {
                 Ok(LabelingProof::new(layer as u32, c as u64, labels))
             })
             .collect::<Result<Vec<_>, Error>>()?;
-        let encoding_proof = EncodingProof::new(
-            layers as u32,
-            c as u64,
-            self.columns.parent_labels(&parents, base, layers)?,
-        );
+        let encoding_proof =
+            EncodingProof::new(layers as u32, c as u64, self.columns.parent_labels(&parents, base, layers)?);
         // The path checks `prove_layers` makes as it opens trees D and R (the
         // vanilla verification only compares their leaves, indices and roots;
         // the circuit hashes them).
         let comm_d_proofs = self.data.proof(c);
-        let comm_r_last_proof = self
-            .tree_r
-            .proof(c as u64)
-            .ok_or(Error::Inconsistent("a challenge without a path in tree R"))?;
+        let comm_r_last_proof =
+            self.tree_r.proof(c as u64).ok_or(Error::Inconsistent("a challenge without a path in tree R"))?;
         if !comm_d_proofs.validate(c) || !comm_r_last_proof.validate(c) {
             return Err(Error::Inconsistent("a tree D or tree R path does not verify"));
         }

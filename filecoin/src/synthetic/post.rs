@@ -61,11 +61,7 @@ pub struct GeneratedPost {
 /// parallel), each inclusion proof validated as
 /// `generate_single_vanilla_proof` validates its own.
 pub fn generate_post(inputs: &PostInputs) -> Result<GeneratedPost, Error> {
-    with_shape!(
-        u64::from(inputs.registered_proof.sector_size()),
-        generate,
-        inputs
-    )
+    with_shape!(u64::from(inputs.registered_proof.sector_size()), generate, inputs)
 }
 
 fn generate<Tree: 'static + MerkleTreeTrait>(inputs: &PostInputs) -> Result<GeneratedPost, Error> {
@@ -82,17 +78,12 @@ fn generate<Tree: 'static + MerkleTreeTrait>(inputs: &PostInputs) -> Result<Gene
     let sectors = ids
         .par_iter()
         .map(|&id| {
-            let leaves = challenges
-                .get(&id)
-                .ok_or(Error::Inconsistent("a sector without challenges"))?;
+            let leaves = challenges.get(&id).ok_or(Error::Inconsistent("a sector without challenges"))?;
             sector_proof::<Tree>(id, leaves, shape.clone(), inputs.rng_seed)
         })
         .collect::<Result<Vec<_>, Error>>()?;
     let (replicas, vanilla_proofs) = sectors.into_iter().unzip();
-    Ok(GeneratedPost {
-        replicas,
-        vanilla_proofs,
-    })
+    Ok(GeneratedPost { replicas, vanilla_proofs })
 }
 
 /// Sector `id`'s public replica and encoded vanilla proof at the challenged
@@ -107,10 +98,8 @@ fn sector_proof<Tree: 'static + MerkleTreeTrait>(
 ) -> Result<(Replica, Vec<u8>), Error> {
     let mut rng = ChaCha20Rng::seed_from_u64(rng_seed);
     rng.set_stream(u64::from(id));
-    let replica = leaves
-        .iter()
-        .map(|&leaf| (leaf, <Tree::Hasher as Hasher>::Domain::random(&mut rng)))
-        .collect();
+    let replica =
+        leaves.iter().map(|&leaf| (leaf, <Tree::Hasher as Hasher>::Domain::random(&mut rng))).collect();
     let tree_r = SparseTree::<Tree::Hasher>::build(shape, replica, &mut rng);
     let comm_c = <Tree::Hasher as Hasher>::Domain::random(&mut rng);
     let comm_r_last = tree_r.root();
@@ -130,14 +119,10 @@ fn sector_proof<Tree: 'static + MerkleTreeTrait>(
         sector_id: id,
         comm_r,
         vanilla_proof: VanillaProof::<Tree> {
-            sectors: vec![SectorProof {
-                inclusion_proofs,
-                comm_c,
-                comm_r_last,
-            }],
+            sectors: vec![SectorProof { inclusion_proofs, comm_c, comm_r_last }],
         },
     };
-    let encoded = bincode::serialize(&proof)
-        .map_err(|e| Error::Filecoin(format!("encoding a vanilla proof: {e}")))?;
+    let encoded =
+        bincode::serialize(&proof).map_err(|e| Error::Filecoin(format!("encoding a vanilla proof: {e}")))?;
     Ok(((u64::from(id), commitment_from_fr(comm_r.into())), encoded))
 }

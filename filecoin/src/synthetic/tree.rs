@@ -40,12 +40,7 @@ pub struct Level {
 /// storage-proofs' `MerkleTreeWrapper<H, _, A, B, C>` and of its proofs.
 pub fn levels<A: PoseidonArity, B: PoseidonArity, C: PoseidonArity>(leaves: usize) -> Vec<Level> {
     let base = base_path_length::<A, B, C>(leaves);
-    let mut levels: Vec<Level> = (0..base)
-        .map(|height| Level {
-            arity: A::to_usize(),
-            height,
-        })
-        .collect();
+    let mut levels: Vec<Level> = (0..base).map(|height| Level { arity: A::to_usize(), height }).collect();
     levels.extend(
         [B::to_usize(), C::to_usize()]
             .into_iter()
@@ -57,9 +52,7 @@ pub fn levels<A: PoseidonArity, B: PoseidonArity, C: PoseidonArity>(leaves: usiz
 
 /// A binary tree's levels over `leaves` (a power of two): tree D's shape.
 pub fn binary_levels(leaves: usize) -> Vec<Level> {
-    (0..leaves.ilog2() as usize)
-        .map(|height| Level { arity: 2, height })
-        .collect()
+    (0..leaves.ilog2() as usize).map(|height| Level { arity: 2, height }).collect()
 }
 
 /// A parent node from its children, hashed as `InclusionPath::root` hashes
@@ -81,11 +74,7 @@ impl<H: Hasher> SparseTree<H> {
     /// Builds the tree over `leaves` (index → value); every sibling that is
     /// not itself on a path is drawn from `rng`, in index order, so the tree
     /// is a function of the leaves and the generator's state.
-    pub fn build<R: RngCore>(
-        levels: Vec<Level>,
-        leaves: BTreeMap<u64, H::Domain>,
-        rng: &mut R,
-    ) -> Self {
+    pub fn build<R: RngCore>(levels: Vec<Level>, leaves: BTreeMap<u64, H::Domain>, rng: &mut R) -> Self {
         let mut rows = vec![leaves];
         for level in &levels {
             let arity = level.arity as u64;

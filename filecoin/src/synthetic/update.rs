@@ -22,13 +22,12 @@ use filecoin_proofs::{commitment_from_fr, with_shape, SectorUpdateConfig};
 use filecoin_proofs_api::RegisteredUpdateProof;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::{TreeDDomain, TreeDHasher, TreeRDomain, TreeRHasher};
 use storage_proofs_update::{
-    phi, rho, ChallengeProof, Challenges, EmptySectorUpdate, PartitionProof, PublicInputs,
-    PublicParams,
+    phi, rho, ChallengeProof, Challenges, EmptySectorUpdate, PartitionProof, PublicInputs, PublicParams,
 };
-use storage_proofs_core::merkle::MerkleTreeTrait;
 
 use super::blocks::BlockTree;
 use super::tree::{binary_levels, levels};
@@ -69,11 +68,7 @@ pub fn generate_update(inputs: &UpdateInputs) -> Result<GeneratedUpdate, Error> 
             reason: "only V1 update proofs are known",
         });
     }
-    with_shape!(
-        u64::from(inputs.registered_proof.sector_size()),
-        generate,
-        inputs
-    )
+    with_shape!(u64::from(inputs.registered_proof.sector_size()), generate, inputs)
 }
 
 fn generate<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
@@ -93,12 +88,8 @@ fn generate<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             Some(*cover)
         }))
         .collect();
-    let top_row_within = |leaves: usize| {
-        covers
-            .iter()
-            .rposition(|&cover| cover <= leaves)
-            .expect("row 0 covers one leaf")
-    };
+    let top_row_within =
+        |leaves: usize| covers.iter().rposition(|&cover| cover <= leaves).expect("row 0 covers one leaf");
     // The new replica's segments: the largest subtrees of tree R inside a
     // bucket; the blocks: at most BLOCK nodes.
     let segment_rows = top_row_within(bucket);
@@ -111,10 +102,17 @@ fn generate<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let data_block: Vec<TreeDDomain> = (0..block).map(|_| TreeDDomain::random(&mut rng)).collect();
     let comm_c = TreeRDomain::random(&mut rng);
 
-    let tree_r_old = BlockTree::<TreeRHasher>::new(r_levels.clone(), block_rows, whole, vec![old_block.clone()], vec![0]);
+    let tree_r_old =
+        BlockTree::<TreeRHasher>::new(r_levels.clone(), block_rows, whole, vec![old_block.clone()], vec![0]);
     let d_levels = binary_levels(nodes);
     let d_rows = block.ilog2() as usize;
-    let tree_d_new = BlockTree::<TreeDHasher>::new(d_levels.clone(), d_rows, d_levels.len(), vec![data_block.clone()], vec![0]);
+    let tree_d_new = BlockTree::<TreeDHasher>::new(
+        d_levels.clone(),
+        d_rows,
+        d_levels.len(),
+        vec![data_block.clone()],
+        vec![0],
+    );
     let comm_r_old = <TreeRHasher as Hasher>::Function::hash2(&comm_c, &tree_r_old.root());
     let comm_d_new = tree_d_new.root();
     let phi = phi(&comm_d_new, &comm_r_old);
@@ -151,23 +149,12 @@ fn generate<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
                     proof_r_new: tree_r_new.proof(c as usize),
                 })
                 .collect();
-            let proof = PartitionProof::<Tree> {
-                comm_c,
-                apex_leafs,
-                challenge_proofs,
-            };
-            let public = PublicInputs {
-                k,
-                comm_r_old,
-                comm_d_new,
-                comm_r_new,
-                h,
-            };
+            let proof = PartitionProof::<Tree> { comm_c, apex_leafs, challenge_proofs };
+            let public = PublicInputs { k, comm_r_old, comm_d_new, comm_r_new, h };
             if !EmptySectorUpdate::<Tree>::verify(&params, &public, &proof).map_err(filecoin)? {
                 return Err(Error::Inconsistent("a generated update partition does not verify"));
             }
-            bincode::serialize(&proof)
-                .map_err(|e| Error::Filecoin(format!("encoding a vanilla proof: {e}")))
+            bincode::serialize(&proof).map_err(|e| Error::Filecoin(format!("encoding a vanilla proof: {e}")))
         })
         .collect::<Result<Vec<_>, Error>>()?;
     Ok(GeneratedUpdate {

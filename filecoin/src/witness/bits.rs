@@ -189,11 +189,7 @@ pub struct Word {
 impl Word {
     /// `UInt32::constant`.
     pub fn constant(value: u32) -> Word {
-        Word {
-            value,
-            constant: u32::MAX,
-            negated: 0,
-        }
+        Word { value, constant: u32::MAX, negated: 0 }
     }
 
     /// `UInt32::from_bits_be`: `bits[0]` is the most significant.
@@ -226,11 +222,7 @@ impl Word {
 
     /// A word of 32 bits given least significant first.
     fn from_fn(mut bit: impl FnMut(u32) -> Bit) -> Word {
-        let mut word = Word {
-            value: 0,
-            constant: 0,
-            negated: 0,
-        };
+        let mut word = Word { value: 0, constant: 0, negated: 0 };
         for i in 0..32 {
             let at = 1u32 << i;
             match bit(i) {
@@ -266,16 +258,10 @@ impl Word {
         let constant = self.constant & other.constant;
         // A constant true operand negates the other bit; two non-constant
         // bits give a negation when exactly one of them is one.
-        let negated = (self.negated
-            ^ other.negated
-            ^ (self.value & self.constant)
-            ^ (other.value & other.constant))
-            & !constant;
-        Word {
-            value: self.value ^ other.value,
-            constant,
-            negated,
-        }
+        let negated =
+            (self.negated ^ other.negated ^ (self.value & self.constant) ^ (other.value & other.constant))
+                & !constant;
+        Word { value: self.value ^ other.value, constant, negated }
     }
 
     /// `UInt32::sha256_ch(a, b, c)`.
@@ -283,11 +269,7 @@ impl Word {
         if a.constant | b.constant | c.constant == 0 {
             let value = (a.value & b.value) ^ (!a.value & c.value);
             push_low(aux, u64::from(value), 32);
-            return Word {
-                value,
-                constant: 0,
-                negated: 0,
-            };
+            return Word { value, constant: 0, negated: 0 };
         }
         Word::from_fn(|i| ch_bit(a.bit(i), b.bit(i), c.bit(i), aux))
     }
@@ -301,32 +283,21 @@ impl Word {
                 push(aux, (value >> i) & 1 == 1);
                 push(aux, (bc >> i) & 1 == 1);
             }
-            return Word {
-                value,
-                constant: 0,
-                negated: 0,
-            };
+            return Word { value, constant: 0, negated: 0 };
         }
         Word::from_fn(|i| maj_bit(a.bit(i), b.bit(i), c.bit(i), aux))
     }
 
     /// `UInt32::addmany` of 2 to 10 words.
     pub fn addmany(operands: &[Word], aux: &mut Aux<'_>) -> Word {
-        assert!(
-            (2..=10).contains(&operands.len()),
-            "addmany takes 2 to 10 operands"
-        );
+        assert!((2..=10).contains(&operands.len()), "addmany takes 2 to 10 operands");
         let sum: u64 = operands.iter().map(|w| u64::from(w.value)).sum();
         if operands.iter().all(|w| w.constant == u32::MAX) {
             return Word::constant(sum as u32);
         }
         let max = operands.len() as u64 * u64::from(u32::MAX);
         push_low(aux, sum, u64::BITS - max.leading_zeros());
-        Word {
-            value: sum as u32,
-            constant: 0,
-            negated: 0,
-        }
+        Word { value: sum as u32, constant: 0, negated: 0 }
     }
 }
 
@@ -365,19 +336,14 @@ mod tests {
             .map(|&bit| match bit {
                 Bit::Constant(v) => Boolean::constant(v),
                 Bit::Is(v) => AllocatedBit::alloc(&mut scratch, Some(v)).unwrap().into(),
-                Bit::Not(v) => {
-                    Boolean::from(AllocatedBit::alloc(&mut scratch, Some(!v)).unwrap()).not()
-                }
+                Bit::Not(v) => Boolean::from(AllocatedBit::alloc(&mut scratch, Some(!v)).unwrap()).not(),
             })
             .collect();
         UInt32::from_bits(&booleans)
     }
 
     fn light_bits(word: UInt32) -> Vec<Bit> {
-        word.into_bits()
-            .iter()
-            .map(|b| Bit::from_boolean(b).unwrap())
-            .collect()
+        word.into_bits().iter().map(|b| Bit::from_boolean(b).unwrap()).collect()
     }
 
     /// Words a, b, c whose bits together hold every triple of kinds and
@@ -398,9 +364,7 @@ mod tests {
         });
         let free = [2, 4].map(|kinds| {
             let at = |k: usize| -> Vec<Bit> {
-                (0..32)
-                    .map(|i| ALL[2 + (i * 5 + k * 3 + i / 7) % kinds])
-                    .collect()
+                (0..32).map(|i| ALL[2 + (i * 5 + k * 3 + i / 7) % kinds]).collect()
             };
             [at(0), at(1), at(2)]
         });
@@ -417,15 +381,8 @@ mod tests {
         let (mut our_aux, mut their_cs) = (Aux::default(), AssignmentCs::default());
         let word = ours(&mut our_aux);
         let expected = light_bits(theirs(&mut their_cs));
-        assert_eq!(
-            (0..32).map(|i| word.bit(i)).collect::<Vec<_>>(),
-            expected,
-            "{what}"
-        );
-        assert!(
-            our_aux.values() == their_cs.aux.values(),
-            "{what} allocates differently"
-        );
+        assert_eq!((0..32).map(|i| word.bit(i)).collect::<Vec<_>>(), expected, "{what}");
+        assert!(our_aux.values() == their_cs.aux.values(), "{what} allocates differently");
     }
 
     #[test]
@@ -435,11 +392,7 @@ mod tests {
             let (wa, wb, wc) = (word(&a), word(&b), word(&c));
             let (ga, gb, gc) = (gadget_word(&a), gadget_word(&b), gadget_word(&c));
             same("xor", |aux| wa.xor(wb, aux), |cs| ga.xor(cs, &gb).unwrap());
-            same(
-                "ch",
-                |aux| Word::ch(wa, wb, wc, aux),
-                |cs| UInt32::sha256_ch(cs, &ga, &gb, &gc).unwrap(),
-            );
+            same("ch", |aux| Word::ch(wa, wb, wc, aux), |cs| UInt32::sha256_ch(cs, &ga, &gb, &gc).unwrap());
             same(
                 "maj",
                 |aux| Word::maj(wa, wb, wc, aux),
@@ -447,12 +400,7 @@ mod tests {
             );
             for n in 2..=10 {
                 let words: Vec<Word> = [wa, wb, wc].into_iter().cycle().take(n).collect();
-                let gadgets: Vec<UInt32> = [&ga, &gb, &gc]
-                    .into_iter()
-                    .cycle()
-                    .take(n)
-                    .cloned()
-                    .collect();
+                let gadgets: Vec<UInt32> = [&ga, &gb, &gc].into_iter().cycle().take(n).cloned().collect();
                 same(
                     &format!("addmany of {n}"),
                     |aux| Word::addmany(&words, aux),
@@ -464,19 +412,12 @@ mod tests {
 
     #[test]
     fn constant_words_allocate_nothing() {
-        let (a, b, c) = (
-            Word::constant(0x1234_5678),
-            Word::constant(0x9abc_def0),
-            Word::constant(7),
-        );
+        let (a, b, c) = (Word::constant(0x1234_5678), Word::constant(0x9abc_def0), Word::constant(7));
         let mut aux = Aux::default();
         let sum = Word::addmany(&[a, b, c], &mut aux);
         let mixed = Word::ch(a, b, c, &mut aux).xor(Word::maj(a, b, c, &mut aux), &mut aux);
         assert!(aux.is_empty());
-        assert_eq!(
-            sum,
-            Word::constant(0x1234_5678u32.wrapping_add(0x9abc_def0).wrapping_add(7))
-        );
+        assert_eq!(sum, Word::constant(0x1234_5678u32.wrapping_add(0x9abc_def0).wrapping_add(7)));
         assert_eq!(
             mixed.value(),
             ((a.value() & b.value()) ^ (!a.value() & c.value()))

@@ -41,18 +41,14 @@ use crate::Error;
 
 /// The light bits of gadget-made booleans.
 fn light(bits: &[Boolean]) -> Result<Vec<Bit>, Error> {
-    bits.iter()
-        .map(|b| Bit::from_boolean(b).map_err(synthesis))
-        .collect()
+    bits.iter().map(|b| Bit::from_boolean(b).map_err(synthesis)).collect()
 }
 
 /// `reverse_bit_numbering(num.to_bits_le(cs))`: the 255 allocated bits of
 /// `num`, padded with a constant to 32 bytes, each byte most significant bit
 /// first; how both the labels and tree D's hash read a field element.
 fn byte_bits(cs: &mut AssignmentCs, num: &AllocatedNum<Scalar>) -> Result<Vec<Bit>, Error> {
-    light(&reverse_bit_numbering(
-        num.to_bits_le(&mut *cs).map_err(synthesis)?,
-    ))
+    light(&reverse_bit_numbering(num.to_bits_le(&mut *cs).map_err(synthesis)?))
 }
 
 /// `multipack::pack_bits` of the digest's first 254 bits taken least
@@ -135,15 +131,9 @@ impl TreeHash {
     ) -> Result<AllocatedNum<Scalar>, Error> {
         match (self, children.len()) {
             (TreeHash::Sha256, _) => sha256_leaves(cs, children),
-            (TreeHash::Poseidon, 2) => {
-                poseidon_hash(cs, children, &POSEIDON_CONSTANTS_2).map_err(synthesis)
-            }
-            (TreeHash::Poseidon, 4) => {
-                poseidon_hash(cs, children, &POSEIDON_CONSTANTS_4).map_err(synthesis)
-            }
-            (TreeHash::Poseidon, 8) => {
-                poseidon_hash(cs, children, &POSEIDON_CONSTANTS_8).map_err(synthesis)
-            }
+            (TreeHash::Poseidon, 2) => poseidon_hash(cs, children, &POSEIDON_CONSTANTS_2).map_err(synthesis),
+            (TreeHash::Poseidon, 4) => poseidon_hash(cs, children, &POSEIDON_CONSTANTS_4).map_err(synthesis),
+            (TreeHash::Poseidon, 8) => poseidon_hash(cs, children, &POSEIDON_CONSTANTS_8).map_err(synthesis),
             (TreeHash::Poseidon, n) => Err(Error::Invalid(format!("a tree node of {n} children"))),
         }
     }
@@ -180,15 +170,11 @@ fn inclusion(
             _ => top,
         };
         if hashes.len() + 1 != arity || !arity.is_power_of_two() {
-            return Err(Error::Invalid(format!(
-                "{} siblings at a level of arity {arity}",
-                hashes.len()
-            )));
+            return Err(Error::Invalid(format!("{} siblings at a level of arity {arity}", hashes.len())));
         }
         let bits = (0..arity.trailing_zeros())
             .map(|i| {
-                AllocatedBit::alloc(&mut *cs, index.map(|index| (index >> i) & 1 == 1))
-                    .map(Boolean::from)
+                AllocatedBit::alloc(&mut *cs, index.map(|index| (index >> i) & 1 == 1)).map(Boolean::from)
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(synthesis)?;
@@ -213,11 +199,7 @@ fn tree_shape<Tree: MerkleTreeTrait>() -> Result<[usize; 3], Error> {
             <Tree::Hasher as Hasher>::name()
         )));
     }
-    Ok([
-        Tree::Arity::to_usize(),
-        Tree::SubTreeArity::to_usize(),
-        Tree::TopTreeArity::to_usize(),
-    ])
+    Ok([Tree::Arity::to_usize(), Tree::SubTreeArity::to_usize(), Tree::TopTreeArity::to_usize()])
 }
 
 /// `hash_single_column` (private in `hash.rs`): Poseidon over the column's
@@ -229,11 +211,7 @@ fn column_hash(
     match column.len() {
         2 => poseidon_hash(cs, column, &POSEIDON_CONSTANTS_2),
         11 => poseidon_hash(cs, column, &POSEIDON_CONSTANTS_11),
-        n => {
-            return Err(Error::Invalid(format!(
-                "a column of {n} layers (2 or 11 are hashed)"
-            )))
-        }
+        n => return Err(Error::Invalid(format!("a column of {n} layers (2 or 11 are hashed)"))),
     }
     .map_err(synthesis)
 }
@@ -285,9 +263,7 @@ pub fn synthesize<Tree: MerkleTreeTrait>(
         exp_parents,
     } = proof;
     if drg_parents.is_empty() || exp_parents.is_empty() {
-        return Err(Error::Invalid(
-            "a PoRep challenge without DRG or expander parents".into(),
-        ));
+        return Err(Error::Invalid("a PoRep challenge without DRG or expander parents".into()));
     }
 
     let tree = tree_shape::<Tree>()?;
@@ -326,10 +302,7 @@ pub fn synthesize<Tree: MerkleTreeTrait>(
         let mut expanded: Vec<&[Bit]> = parents.iter().map(Vec::as_slice).collect();
         if layer > 1 {
             let first_nine = parents.get(..9).ok_or_else(|| {
-                Error::Invalid(format!(
-                    "{} parents of a label, fewer than 9",
-                    parents.len()
-                ))
+                Error::Invalid(format!("{} parents of a label, fewer than 9", parents.len()))
             })?;
             expanded.extend(parents.iter().map(Vec::as_slice));
             expanded.extend(first_nine.iter().map(Vec::as_slice));
@@ -342,9 +315,7 @@ pub fn synthesize<Tree: MerkleTreeTrait>(
         labels.push(label(cs, replica_id, &expanded, layer as u32, &node_bits)?);
     }
 
-    let key = labels
-        .last()
-        .ok_or_else(|| Error::Invalid("a PoRep challenge of no layers".into()))?;
+    let key = labels.last().ok_or_else(|| Error::Invalid("a PoRep challenge of no layers".into()))?;
     let encoded = encode(&mut *cs, key, &data_leaf).map_err(synthesis)?;
     inclusion(cs, comm_r_last_path, &encoded, tree, TreeHash::Poseidon)?;
 
@@ -377,9 +348,7 @@ mod tests {
     {
         let arities = [U::to_usize(), V::to_usize(), W::to_usize()];
         let level = |arity: usize, rng: &mut ChaCha8Rng| {
-            let siblings = (1..arity)
-                .map(|_| Some(Scalar::random(&mut *rng)))
-                .collect();
+            let siblings = (1..arity).map(|_| Some(Scalar::random(&mut *rng))).collect();
             (siblings, Some(rng.gen_range(0..arity)))
         };
         let mut path: PathOptions = (0..base_levels).map(|_| level(arities[0], rng)).collect();
@@ -405,10 +374,7 @@ mod tests {
         inclusion(&mut ours, path, &leaf, arities, hash).unwrap();
         assert!(ours.inputs == theirs.inputs, "{arities:?}: inputs differ");
         assert_eq!(ours.aux.len(), theirs.aux.len(), "{arities:?}");
-        assert!(
-            ours.aux.values() == theirs.aux.values(),
-            "{arities:?}: aux differs"
-        );
+        assert!(ours.aux.values() == theirs.aux.values(), "{arities:?}: aux differs");
     }
 
     #[test]

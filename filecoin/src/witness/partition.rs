@@ -30,10 +30,8 @@ use crate::record::Recorded;
 use crate::Error;
 
 /// A seal proof's public inputs, as `porep` builds them for the circuit.
-pub type SealInputs<Tree> = PublicInputs<
-    <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain,
-    <Sha256Hasher as Hasher>::Domain,
->;
+pub type SealInputs<Tree> =
+    PublicInputs<<<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain, <Sha256Hasher as Hasher>::Domain>;
 
 /// The assignment of the partition whose challenges' vanilla proofs are
 /// `proofs`: equal, value for value, to what the reference circuit
@@ -62,8 +60,7 @@ pub fn record_partition<Tree: 'static + MerkleTreeTrait>(
     // The prefix of `StackedCircuit::synthesize`, as the recording system
     // sees it: ONE first.
     let mut cs = AssignmentCs::default();
-    cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))
-        .map_err(synthesis)?;
+    cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).map_err(synthesis)?;
     let replica_id = public(&mut cs, public_inputs.replica_id.into())?;
     let replica_id_bits = reverse_bit_numbering(replica_id.to_bits_le(&mut cs).map_err(synthesis)?);
     public(&mut cs, tau.comm_d.into())?;
@@ -71,13 +68,9 @@ pub fn record_partition<Tree: 'static + MerkleTreeTrait>(
     let comm_r_last = AllocatedNum::alloc(&mut cs, || Ok(comm_r_last.into())).map_err(synthesis)?;
     let comm_c = AllocatedNum::alloc(&mut cs, || Ok(comm_c.into())).map_err(synthesis)?;
     // comm_r = H(comm_c || comm_r_last); the equality allocates nothing.
-    <Tree::Hasher as Hasher>::Function::hash2_circuit(&mut cs, &comm_c, &comm_r_last)
-        .map_err(synthesis)?;
-    let replica_id: Vec<Bit> = replica_id_bits
-        .iter()
-        .map(Bit::from_boolean)
-        .collect::<Result<_, _>>()
-        .map_err(synthesis)?;
+    <Tree::Hasher as Hasher>::Function::hash2_circuit(&mut cs, &comm_c, &comm_r_last).map_err(synthesis)?;
+    let replica_id: Vec<Bit> =
+        replica_id_bits.iter().map(Bit::from_boolean).collect::<Result<_, _>>().map_err(synthesis)?;
 
     // The first challenge into its own buffers: its counts size every
     // other challenge's window (all challenges are the same circuit), so
@@ -134,10 +127,7 @@ fn record_challenge<'a, Tree: MerkleTreeTrait>(
     replica_id: &[Bit],
     aux: Aux<'a>,
 ) -> Result<AssignmentCs<'a>, Error> {
-    let mut cs = AssignmentCs {
-        inputs: Vec::new(),
-        aux,
-    };
+    let mut cs = AssignmentCs { inputs: Vec::new(), aux };
     challenge::synthesize::<Tree>(&mut cs, ChallengeProof::open(proof)?, replica_id)?;
     Ok(cs)
 }

@@ -44,11 +44,7 @@ pub fn poseidon_hash<A: Arity<Scalar>>(
     constants: &PoseidonConstants<Scalar, A>,
 ) -> Result<AllocatedNum<Scalar>, SynthesisError> {
     let width = constants.width();
-    assert_eq!(
-        preimage.len() + 1,
-        width,
-        "a preimage of the constants' arity"
-    );
+    assert_eq!(preimage.len() + 1, width, "a preimage of the constants' arity");
     let mut state = Vec::with_capacity(width);
     state.push(constants.domain_tag);
     for num in preimage {
@@ -62,10 +58,7 @@ pub fn poseidon_hash<A: Arity<Scalar>>(
     let mut round = 0;
 
     // The first full round: pre- and post-round keys.
-    let (pre, post) = (
-        &keys[offset..offset + width],
-        &keys[offset + width..offset + 2 * width],
-    );
+    let (pre, post) = (&keys[offset..offset + width], &keys[offset + width..offset + 2 * width]);
     offset += 2 * width;
     for (i, x) in state.iter_mut().enumerate() {
         let shifted = *x + pre[i];
@@ -123,17 +116,12 @@ fn s_box(cs: &mut AssignmentCs, x: Scalar, key: Option<Scalar>) -> Scalar {
 }
 
 /// The MDS step after round `round` (`PoseidonCircuit::product_mds`).
-fn mix<A: Arity<Scalar>>(
-    state: &mut Vec<Scalar>,
-    constants: &PoseidonConstants<Scalar, A>,
-    round: usize,
-) {
+fn mix<A: Arity<Scalar>>(state: &mut Vec<Scalar>, constants: &PoseidonConstants<Scalar, A>, round: usize) {
     let half = constants.half_full_rounds;
     let sparse_offset = half - 1;
     let dense = |state: &mut Vec<Scalar>, matrix: &[Vec<Scalar>]| {
-        let product = (0..state.len())
-            .map(|j| state.iter().zip(matrix).map(|(x, row)| *x * row[j]).sum())
-            .collect();
+        let product =
+            (0..state.len()).map(|j| state.iter().zip(matrix).map(|(x, row)| *x * row[j]).sum()).collect();
         *state = product;
     };
     if round == sparse_offset {
@@ -168,22 +156,12 @@ mod tests {
             .map(|_| AllocatedNum::alloc(&mut inputs, || Ok(Scalar::random(&mut *rng))).unwrap())
             .collect();
         let mut theirs = AssignmentCs::default();
-        let expected =
-            neptune::circuit::poseidon_hash(&mut theirs, preimage.clone(), constants).unwrap();
+        let expected = neptune::circuit::poseidon_hash(&mut theirs, preimage.clone(), constants).unwrap();
         let mut ours = AssignmentCs::default();
         let hash = poseidon_hash(&mut ours, &preimage, constants).unwrap();
         assert_eq!(hash.get_value(), expected.get_value());
-        assert_eq!(
-            ours.aux.len(),
-            theirs.aux.len(),
-            "width {}",
-            constants.width()
-        );
-        assert!(
-            ours.aux.values() == theirs.aux.values(),
-            "width {}: aux differs",
-            constants.width()
-        );
+        assert_eq!(ours.aux.len(), theirs.aux.len(), "width {}", constants.width());
+        assert!(ours.aux.values() == theirs.aux.values(), "width {}: aux differs", constants.width());
     }
 
     #[test]

@@ -23,9 +23,8 @@ const K: [u32; 64] = [
 ];
 
 /// SHA-256's initial hash value (FIPS 180-4, 5.3.3).
-const H0: [u32; 8] = [
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-];
+const H0: [u32; 8] =
+    [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
 
 /// The digest of `input` (a whole number of bytes, most significant bit of
 /// each byte first) as eight words; the allocated bits go onto `aux`.
@@ -72,10 +71,7 @@ impl Pending {
     fn sum(words: &[Word]) -> Pending {
         let mut terms = [Word::constant(0); 8];
         terms[..words.len()].copy_from_slice(words);
-        Pending::Sum {
-            terms,
-            len: words.len(),
-        }
+        Pending::Sum { terms, len: words.len() }
     }
 
     /// The word, adding `more` to the addends (the gadget's
@@ -106,14 +102,8 @@ fn compress(block: &[Word; 16], state: &[Word; 8], aux: &mut Aux<'_>) -> [Word; 
     let mut w = [Word::constant(0); 64];
     w[..16].copy_from_slice(block);
     for i in 16..64 {
-        let s0 = w[i - 15]
-            .rotr(7)
-            .xor(w[i - 15].rotr(18), aux)
-            .xor(w[i - 15] >> 3, aux);
-        let s1 = w[i - 2]
-            .rotr(17)
-            .xor(w[i - 2].rotr(19), aux)
-            .xor(w[i - 2] >> 10, aux);
+        let s0 = w[i - 15].rotr(7).xor(w[i - 15].rotr(18), aux).xor(w[i - 15] >> 3, aux);
+        let s1 = w[i - 2].rotr(17).xor(w[i - 2].rotr(19), aux).xor(w[i - 2] >> 10, aux);
         w[i] = Word::addmany(&[w[i - 16], s0, w[i - 7], s1], aux);
     }
 
@@ -176,11 +166,7 @@ mod tests {
 
     /// Random input bits of every kind, allocated through the gadgets (so
     /// bellperson's gadget sees real `Boolean`s) and mirrored as light bits.
-    fn random_input(
-        rng: &mut ChaCha8Rng,
-        bytes: usize,
-        kinds: &[u8],
-    ) -> (Vec<Boolean>, Vec<Bit>, Vec<u8>) {
+    fn random_input(rng: &mut ChaCha8Rng, bytes: usize, kinds: &[u8]) -> (Vec<Boolean>, Vec<Bit>, Vec<u8>) {
         let mut cs = AssignmentCs::default();
         let mut booleans = Vec::with_capacity(bytes * 8);
         let mut message = vec![0u8; bytes];
@@ -196,10 +182,7 @@ mod tests {
                 });
             }
         }
-        let bits = booleans
-            .iter()
-            .map(|b| Bit::from_boolean(b).unwrap())
-            .collect();
+        let bits = booleans.iter().map(|b| Bit::from_boolean(b).unwrap()).collect();
         (booleans, bits, message)
     }
 
@@ -208,43 +191,24 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(27);
         // Kind patterns: all allocated, all constant, negations, and mixes
         // whose words hold constant and allocated bits side by side.
-        let patterns: [&[u8]; 6] = [
-            &[1],
-            &[0],
-            &[2],
-            &[0, 1, 2],
-            &[1, 1, 0, 2, 2],
-            &[0, 0, 0, 1],
-        ];
+        let patterns: [&[u8]; 6] = [&[1], &[0], &[2], &[0, 1, 2], &[1, 1, 0, 2, 2], &[0, 0, 0, 1]];
         // 0 to 3 blocks after padding, and lengths near the block edges.
         for bytes in [0, 1, 32, 55, 56, 64, 100, 119, 120, 191] {
             for kinds in patterns {
                 let (booleans, bits, message) = random_input(&mut rng, bytes, kinds);
 
                 let mut reference = AssignmentCs::default();
-                let expected =
-                    bellperson::gadgets::sha256::sha256(&mut reference, &booleans).unwrap();
+                let expected = bellperson::gadgets::sha256::sha256(&mut reference, &booleans).unwrap();
                 let mut ours = Aux::default();
                 let digest = sha256(&bits, &mut ours);
 
-                assert_eq!(
-                    ours.len(),
-                    reference.aux.len(),
-                    "{bytes} bytes, kinds {kinds:?}"
-                );
+                assert_eq!(ours.len(), reference.aux.len(), "{bytes} bytes, kinds {kinds:?}");
                 assert!(
                     ours.values() == reference.aux.values(),
                     "{bytes} bytes, kinds {kinds:?}: aux differs"
                 );
-                let expected: Vec<Bit> = expected
-                    .iter()
-                    .map(|b| Bit::from_boolean(b).unwrap())
-                    .collect();
-                assert_eq!(
-                    digest_bits(&digest),
-                    expected,
-                    "{bytes} bytes, kinds {kinds:?}"
-                );
+                let expected: Vec<Bit> = expected.iter().map(|b| Bit::from_boolean(b).unwrap()).collect();
+                assert_eq!(digest_bits(&digest), expected, "{bytes} bytes, kinds {kinds:?}");
                 assert_eq!(
                     digest_bytes(&digest)[..],
                     sha2::Sha256::digest(&message)[..],

@@ -89,9 +89,10 @@ impl ChallengeProof {
         proof: &VanillaProof<Tree, G>,
     ) -> Result<ChallengeProof, Error> {
         let columns = &proof.replica_column_proofs;
-        let first_label = proof.labeling_proofs.first().ok_or_else(|| {
-            Error::Invalid("a PoRep vanilla proof without labeling proofs".into())
-        })?;
+        let first_label = proof
+            .labeling_proofs
+            .first()
+            .ok_or_else(|| Error::Invalid("a PoRep vanilla proof without labeling proofs".into()))?;
         let labeling: LabelingProofFields<<Tree::Hasher as Hasher>::Domain> =
             reread(first_label, "labeling proof")?;
         Ok(ChallengeProof {
@@ -100,16 +101,8 @@ impl ChallengeProof {
             challenge: labeling.node,
             comm_r_last_path: proof.comm_r_last_proof.as_options(),
             comm_c_path: column(&columns.c_x)?.path,
-            drg_parents: columns
-                .drg_parents
-                .iter()
-                .map(column)
-                .collect::<Result<_, _>>()?,
-            exp_parents: columns
-                .exp_parents
-                .iter()
-                .map(column)
-                .collect::<Result<_, _>>()?,
+            drg_parents: columns.drg_parents.iter().map(column).collect::<Result<_, _>>()?,
+            exp_parents: columns.exp_parents.iter().map(column).collect::<Result<_, _>>()?,
         })
     }
 }

@@ -45,18 +45,12 @@ fn generated_files_carry_filecoin_proofs_names() {
         for path in [&paths.params, &paths.vk, &paths.meta] {
             assert!(path.exists(), "{} missing", path.display());
         }
-        let meta: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&paths.meta).unwrap()).unwrap();
+        let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&paths.meta).unwrap()).unwrap();
         assert_eq!(meta, serde_json::json!({ "sector_size": 2048 }));
     }
     assert_eq!(
         WINDOW.cache_params_path().unwrap().file_name(),
-        ParamPaths::new(
-            fixtures::params_dir(),
-            &Kind::WindowPost.cache_id(2048).unwrap()
-        )
-        .params
-        .file_name()
+        ParamPaths::new(fixtures::params_dir(), &Kind::WindowPost.cache_id(2048).unwrap()).params.file_name()
     );
 }
 
@@ -107,8 +101,7 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
     };
     assert_eq!(witness.unsatisfied(), 0);
     let (comm_r, comm_d) = (f.p2.comm_r, f.p2.comm_d);
-    let expected =
-        seal::get_seal_inputs(SEAL, comm_r, comm_d, PROVER_ID, f.id, TICKET, SEED).unwrap();
+    let expected = seal::get_seal_inputs(SEAL, comm_r, comm_d, PROVER_ID, f.id, TICKET, SEED).unwrap();
     let expected: Vec<_> = expected[0].iter().map(fr_from_blstrs).collect();
     assert_eq!(witness.public_inputs(), &expected[..]);
     // The input constraints close the evaluations: A = x_i, B = C = 0.
@@ -123,8 +116,7 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
 
     // The compiled evaluation: the blank circuit's matrices times the
     // assignment alone give the same a, b and c.
-    let Ok(Recorded::Assignment { values, .. }) = request.record_partition(0, Evaluation::Compiled)
-    else {
+    let Ok(Recorded::Assignment { values, .. }) = request.record_partition(0, Evaluation::Compiled) else {
         panic!("compiled evaluation records an assignment");
     };
     let [a, b, c] = blank.shape.matrices.evaluate(&values, witness.a.len()).unwrap();
@@ -138,11 +130,7 @@ fn recorded_porep_partition_is_satisfied_with_filecoin_public_inputs() {
 
 /// The fixture's C1 output as `seal_commit_phase2`'s arguments.
 fn porep_request(f: &Sector) -> PorepRequest {
-    PorepRequest {
-        c1: f.c1.clone(),
-        prover_id: PROVER_ID,
-        sector_id: u64::from(f.id),
-    }
+    PorepRequest { c1: f.c1.clone(), prover_id: PROVER_ID, sector_id: u64::from(f.id) }
 }
 
 #[test]
@@ -195,17 +183,7 @@ fn porep_seal_verifies_with_generated_parameters() {
     let proof = seal::seal_commit_phase2(f.c1.clone(), PROVER_ID, f.id).unwrap();
     let (comm_r, comm_d) = (f.p2.comm_r, f.p2.comm_d);
     let verify = |seed: [u8; 32]| {
-        seal::verify_seal(
-            SEAL,
-            comm_r,
-            comm_d,
-            PROVER_ID,
-            f.id,
-            TICKET,
-            seed,
-            &proof.proof,
-        )
-        .unwrap_or(false)
+        seal::verify_seal(SEAL, comm_r, comm_d, PROVER_ID, f.id, TICKET, seed, &proof.proof).unwrap_or(false)
     };
     assert!(verify(SEED));
     let mut other = SEED;

@@ -35,7 +35,11 @@ fn winning_params() -> (String, PathBuf) {
 
 /// Reads `len` points through `read` in ranges of `step` (odd, so ranges
 /// straddle the lead and end short).
-fn by_range<P: Clone + Default>(len: usize, step: usize, read: impl Fn(usize, &mut [P]) -> Result<(), KernelError>) -> Vec<P> {
+fn by_range<P: Clone + Default>(
+    len: usize,
+    step: usize,
+    read: impl Fn(usize, &mut [P]) -> Result<(), KernelError>,
+) -> Vec<P> {
     let mut out = vec![P::default(); len];
     for (i, chunk) in out.chunks_mut(step).enumerate() {
         read(i * step, chunk).unwrap();
@@ -60,7 +64,10 @@ fn the_file_read_by_range_gives_the_decoded_points() {
         let mut b2 = vec![G2Affine::zero(); lead];
         b2.extend(&whole.b_g2);
         assert_eq!((source.len(Query::B1), source.b2_len()), (b1.len(), b2.len()));
-        assert!(by_range::<G1Affine>(b1.len(), 977, |s, o| source.g1(Query::B1, s, o)) == b1, "b_g1, lead {b_lead}");
+        assert!(
+            by_range::<G1Affine>(b1.len(), 977, |s, o| source.g1(Query::B1, s, o)) == b1,
+            "b_g1, lead {b_lead}"
+        );
         assert!(by_range::<G2Affine>(b2.len(), 331, |s, o| source.g2(s, o)) == b2, "b_g2, lead {b_lead}");
         // In the kernels' layout, as the CUDA engine takes them.
         let words = |want: &[G1Affine], read: &ReadWords<'_>| {
@@ -74,11 +81,14 @@ fn the_file_read_by_range_gives_the_decoded_points() {
         assert!(words(&whole.h, &|s, o| source.g1_words(Query::H, s, o)), "h as words");
         assert!(words(&b1, &|s, o| source.g1_words(Query::B1, s, o)), "b_g1 as words, lead {b_lead}");
         let got = by_range::<[u64; G2_WORDS]>(b2.len(), 331, |s, o| source.g2_words(s, o.as_flattened_mut()));
-        assert!(b2.iter().zip(&got).all(|(p, w)| {
-            let mut expected = [0u64; G2_WORDS];
-            g2_words(p, &mut expected);
-            expected == *w
-        }), "b_g2 as words, lead {b_lead}");
+        assert!(
+            b2.iter().zip(&got).all(|(p, w)| {
+                let mut expected = [0u64; G2_WORDS];
+                g2_words(p, &mut expected);
+                expected == *w
+            }),
+            "b_g2 as words, lead {b_lead}"
+        );
         // Ranges out of order (the range read ahead is not the one asked
         // for): the same points.
         let step = 613;
@@ -133,15 +143,31 @@ fn a_circuit_with_its_key_in_the_file_pairs_the_same_points() {
     assert_eq!(head.b_g1_query[..], pk.b_g1_query[..1]);
     assert_eq!(head.b_g2_query[..], pk.b_g2_query[..1]);
     assert!(head.h_query.is_empty() && head.l_query.is_empty());
-    assert_eq!((in_file.a_selection.clone(), in_file.b_selection.clone()), (decoded.a_selection.clone(), decoded.b_selection.clone()));
-    assert_eq!((in_file.num_constraints, in_file.domain_size), (decoded.num_constraints, decoded.domain_size));
+    assert_eq!(
+        (in_file.a_selection.clone(), in_file.b_selection.clone()),
+        (decoded.a_selection.clone(), decoded.b_selection.clone())
+    );
+    assert_eq!(
+        (in_file.num_constraints, in_file.domain_size),
+        (decoded.num_constraints, decoded.domain_size)
+    );
     // The source pairs point i with what the decoded key pairs it with.
-    for (q, want) in [(Query::A, &pk.a_query), (Query::B1, &pk.b_g1_query), (Query::L, &pk.l_query), (Query::H, &pk.h_query)] {
+    for (q, want) in [
+        (Query::A, &pk.a_query),
+        (Query::B1, &pk.b_g1_query),
+        (Query::L, &pk.l_query),
+        (Query::H, &pk.h_query),
+    ] {
         assert!(&by_range::<G1Affine>(want.len(), 4099, |s, o| source.g1(q, s, o)) == want, "{q:?}");
     }
     assert!(by_range::<G2Affine>(pk.b_g2_query.len(), 4099, |s, o| source.g2(s, o)) == pk.b_g2_query);
     // Held on the host: the matrices and three points, not the key.
-    assert!(in_file.resident_bytes() < decoded.resident_bytes() / 2, "{} vs {}", in_file.resident_bytes(), decoded.resident_bytes());
+    assert!(
+        in_file.resident_bytes() < decoded.resident_bytes() / 2,
+        "{} vs {}",
+        in_file.resident_bytes(),
+        decoded.resident_bytes()
+    );
     // An engine that reads whole queries refuses it instead of proving with
     // an empty key.
     let nothing = Synthesized { abc: Abc::Deferred, assignment: Vec::new(), num_inputs: 0 };
@@ -161,11 +187,18 @@ fn a_kept_shape_is_read_back_and_a_damaged_one_is_removed() {
     let file = cache.path(&id);
     let read = cache.load(&id).expect("the kept shape");
     assert_eq!(read.matrices.fingerprint(), recorded.matrices.fingerprint());
-    assert_eq!((read.constraints, read.matrices.num_constraints()), (recorded.constraints, recorded.matrices.num_constraints()));
+    assert_eq!(
+        (read.constraints, read.matrices.num_constraints()),
+        (recorded.constraints, recorded.matrices.num_constraints())
+    );
     for k in 0..3 {
         assert!(read.matrices.parts(k) == recorded.matrices.parts(k), "matrix {k}");
     }
-    assert!(read.densities.a_aux == recorded.densities.a_aux && read.densities.b_input == recorded.densities.b_input && read.densities.b_aux == recorded.densities.b_aux);
+    assert!(
+        read.densities.a_aux == recorded.densities.a_aux
+            && read.densities.b_input == recorded.densities.b_input
+            && read.densities.b_aux == recorded.densities.b_aux
+    );
     // A load through the cache gives the circuit the recording gives.
     let options = LoadOptions { key_in_file: false, shapes: Some(&cache) };
     let loaded = load_circuit(&id, &path, Kind::WinningPost, SECTOR, None, options).unwrap();

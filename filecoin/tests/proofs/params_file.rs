@@ -38,8 +38,7 @@ fn g2_from_compressed(p: &blstrs::G2Affine) -> ark_bls12_381::G2Affine {
 fn bellperson_files_read_and_rewrite_exactly() {
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(7);
     let params =
-        groth16::generate_random_parameters::<blstrs::Bls12, _, _>(blank_window_post(), &mut rng)
-            .unwrap();
+        groth16::generate_random_parameters::<blstrs::Bls12, _, _>(blank_window_post(), &mut rng).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let original = dir.path().join("bellperson.params");
     let mut bytes = Vec::new();
@@ -60,10 +59,7 @@ fn bellperson_files_read_and_rewrite_exactly() {
         assert_eq!(loaded.h[i], g1_from_compressed(&p));
     }
     assert_eq!(loaded.l[3], g1_from_compressed(&params.l[3]));
-    assert_eq!(
-        loaded.a.last().copied(),
-        params.a.last().map(g1_from_compressed)
-    );
+    assert_eq!(loaded.a.last().copied(), params.a.last().map(g1_from_compressed));
     assert_eq!(loaded.b_g1[1], g1_from_compressed(&params.b_g1[1]));
     assert_eq!(loaded.b_g2[1], g2_from_compressed(&params.b_g2[1]));
 
@@ -85,9 +81,6 @@ fn bellperson_files_read_and_rewrite_exactly() {
     std::fs::write(&truncated, &bytes[..bytes.len() - 1]).unwrap();
     match MappedParams::open(&truncated) {
         Err(Error::Malformed { reason, .. }) => assert!(reason.contains("b_g2"), "{reason}"),
-        other => panic!(
-            "expected a malformed-file error, got {:?}",
-            other.map(|m| m.counts())
-        ),
+        other => panic!("expected a malformed-file error, got {:?}", other.map(|m| m.counts())),
     }
 }

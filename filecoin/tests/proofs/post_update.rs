@@ -38,10 +38,7 @@ fn sectors() -> &'static [Sector] {
 fn blank_shape(kind: Kind) -> Arc<Shape> {
     static BLANKS: Mutex<BTreeMap<Kind, Arc<Shape>>> = Mutex::new(BTreeMap::new());
     let mut blanks = BLANKS.lock().unwrap();
-    blanks
-        .entry(kind)
-        .or_insert_with(|| Arc::new(kind.blank(2048).unwrap().shape))
-        .clone()
+    blanks.entry(kind).or_insert_with(|| Arc::new(kind.blank(2048).unwrap().shape)).clone()
 }
 
 /// A partition recorded both ways: the direct witness, once the blank
@@ -81,11 +78,8 @@ fn request(
 fn verifier_post_inputs(proof: RegisteredPoStProof, sectors: &[&Sector], k: usize) -> Vec<Fr> {
     let config = proof.as_v1_config();
     let winning = config.typ == PoStType::Winning;
-    let setup = if winning {
-        winning_post_setup_params(&config).unwrap()
-    } else {
-        window_post_setup_params(&config)
-    };
+    let setup =
+        if winning { winning_post_setup_params(&config).unwrap() } else { window_post_setup_params(&config) };
     let params = FallbackPoSt::<Tree>::setup(&setup).unwrap();
     let copies = if winning { params.sector_count } else { 1 };
     let public = fallback::PublicInputs {
@@ -93,10 +87,7 @@ fn verifier_post_inputs(proof: RegisteredPoStProof, sectors: &[&Sector], k: usiz
         prover_id: as_safe_commitment(&PROVER_ID, "prover_id").unwrap(),
         sectors: (0..copies)
             .flat_map(|_| sectors.iter())
-            .map(|s| PublicSector {
-                id: s.id,
-                comm_r: as_safe_commitment(&s.p2.comm_r, "comm_r").unwrap(),
-            })
+            .map(|s| PublicSector { id: s.id, comm_r: as_safe_commitment(&s.p2.comm_r, "comm_r").unwrap() })
             .collect(),
         k: None,
     };
@@ -211,9 +202,7 @@ fn snap_deals_partitions_are_the_verifiers() {
         let expected: Vec<Fr> = <EmptySectorUpdateCompound<Tree> as CompoundProof<
             EmptySectorUpdate<Tree>,
             _,
-        >>::generate_public_inputs(
-            &public, &pp.vanilla_params, Some(k)
-        )
+        >>::generate_public_inputs(&public, &pp.vanilla_params, Some(k))
         .unwrap()
         .iter()
         .map(fr_from_blstrs)
@@ -264,29 +253,18 @@ fn bad_post_requests_are_refused_with_the_reason() {
     // as admits only its own registered proofs.
     let proof_of = |req: PostRequest| req.registered_proof();
     let err = refusal(Kind::WindowPost.admit(proof_of(request(WINNING, winning.clone(), None))));
-    assert!(
-        err.contains("StackedDrgWinning2KiBV1 is a winning-post proof, not window-post"),
-        "{err}"
-    );
+    assert!(err.contains("StackedDrgWinning2KiBV1 is a winning-post proof, not window-post"), "{err}");
     let err = refusal(Kind::WinningPost.admit(proof_of(request(WINDOW, window.clone(), None))));
-    assert!(
-        err.contains("is a window-post proof, not winning-post"),
-        "{err}"
-    );
+    assert!(err.contains("is a window-post proof, not winning-post"), "{err}");
 
     let err = refused(request(WINNING, vec![vec![1; 64]], None));
     assert!(
-        err.contains(
-            "vanilla proof 0 does not deserialize as a StackedDrgWinning2KiBV1 sector proof"
-        ),
+        err.contains("vanilla proof 0 does not deserialize as a StackedDrgWinning2KiBV1 sector proof"),
         "{err}"
     );
     // A WindowPoSt vanilla proof answers 10 challenges, a WinningPoSt one 66.
     let err = refused(request(WINNING, vec![window[0].clone()], None));
-    assert!(
-        err.contains("holds 1 sector proofs with 10 challenges"),
-        "{err}"
-    );
+    assert!(err.contains("holds 1 sector proofs with 10 challenges"), "{err}");
 
     let two = vec![winning[0].clone(), winning[0].clone()];
     let err = refused(request(WINNING, two, None));
@@ -295,23 +273,15 @@ fn bad_post_requests_are_refused_with_the_reason() {
     assert!(err.contains("no vanilla proofs"), "{err}");
     let err = refused(request(WINDOW, window.clone(), Some(0)));
     assert!(
-        err.contains(
-            "partition 0: a StackedDrgWindow2KiBV1_2 partition holds at most 2 sectors, got 3"
-        ),
+        err.contains("partition 0: a StackedDrgWindow2KiBV1_2 partition holds at most 2 sectors, got 3"),
         "{err}"
     );
     let twice = vec![window[0].clone(), window[0].clone()];
     let err = refused(request(WINDOW, twice, None));
-    assert!(
-        err.contains("sector 1 has more than one vanilla proof"),
-        "{err}"
-    );
+    assert!(err.contains("sector 1 has more than one vanilla proof"), "{err}");
 
     let err = refused(request(WINNING, winning.clone(), Some(1)));
-    assert!(
-        err.contains("partition_index 1 given for StackedDrgWinning2KiBV1"),
-        "{err}"
-    );
+    assert!(err.contains("partition_index 1 given for StackedDrgWinning2KiBV1"), "{err}");
     let single = request(WINDOW, window[2..].to_vec(), Some(1));
     let err = refusal(single.record_partition(1, Evaluation::Direct));
     assert!(err.contains("partition 1 of a 1-partition"), "{err}");
@@ -322,9 +292,6 @@ fn bad_post_requests_are_refused_with_the_reason() {
     let mut other = request(WINDOW, window, None);
     other.randomness[0] ^= 1;
     for err in [refused(other.clone()), refusal(other.record_partition(0, Evaluation::Direct))] {
-        assert!(
-            err.contains("partition 0: partitioned vanilla proofs failed to verify"),
-            "{err}"
-        );
+        assert!(err.contains("partition 0: partitioned vanilla proofs failed to verify"), "{err}");
     }
 }

@@ -19,15 +19,15 @@ use std::time::Instant;
 
 use cuzk_filecoin::convert::fr_from_blstrs;
 use cuzk_filecoin::fixtures::{self, PROVER_ID, SEED, TICKET};
-use cuzk_filecoin::record::{record_witness, Evaluation, Recorded};
+use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::post::PostRequest;
+use cuzk_filecoin::record::{record_witness, Evaluation, Recorded};
 use cuzk_filecoin::synthetic::{
     generate_c1, generate_post, generate_update, GeneratedPost, GeneratedUpdate, PostInputs, SealInputs,
     UpdateInputs,
 };
 use cuzk_filecoin::update::UpdateRequest;
 use cuzk_filecoin::Kind;
-use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::ProofRequest;
 use filecoin_hashers::Hasher;
 use filecoin_proofs::constants::{DefaultPieceHasher, DefaultTreeHasher, SectorShape32GiB, SectorShape64GiB};
@@ -96,8 +96,7 @@ fn generated_2kib_circuit_is_satisfied_with_the_verifiers_inputs() {
     let c1 = generated(&i);
     porep(&c1).check().unwrap();
 
-    let Recorded::Witness(witness) = porep(&c1).record_partition(0, Evaluation::Direct).unwrap()
-    else {
+    let Recorded::Witness(witness) = porep(&c1).record_partition(0, Evaluation::Direct).unwrap() else {
         panic!("direct evaluation records a witness");
     };
     assert_eq!(witness.unsatisfied(), 0);
@@ -132,11 +131,9 @@ fn shape_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
             }
             x.iter().find_map(|(k, v)| shape_difference(v, &y[k], &format!("{at}/{k}")))
         }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (v, w))| shape_difference(v, w, &format!("{at}/{i}"))),
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).enumerate().find_map(|(i, (v, w))| shape_difference(v, w, &format!("{at}/{i}")))
+        }
         (Value::Number(_), Value::Number(_))
         | (Value::String(_), Value::String(_))
         | (Value::Null, Value::Null) => None,
@@ -160,11 +157,7 @@ fn generated_json_has_a_sealed_sectors_shape() {
     });
     let (a, b) = (serde_json::to_value(&sealed.c1).unwrap(), serde_json::to_value(&c1).unwrap());
     assert_eq!(shape_difference(&a, &b, ""), None);
-    eprintln!(
-        "JSON: sealed {} bytes, generated {} bytes",
-        a.to_string().len(),
-        b.to_string().len()
-    );
+    eprintln!("JSON: sealed {} bytes, generated {} bytes", a.to_string().len(), b.to_string().len());
 }
 
 #[test]
@@ -201,8 +194,7 @@ fn tampered_outputs_are_refused() {
     ] {
         let bad = flipped(&c1, &pointer);
         assert_eq!(porep(&bad).check().is_ok(), vanilla_accepts, "{what}");
-        let Recorded::Witness(witness) = porep(&bad).record_partition(0, Evaluation::Direct).unwrap()
-        else {
+        let Recorded::Witness(witness) = porep(&bad).record_partition(0, Evaluation::Direct).unwrap() else {
             panic!("direct evaluation records a witness");
         };
         assert!(witness.unsatisfied() > 0, "{what}");
@@ -226,8 +218,7 @@ fn challenges_at_32gib_are_the_crates_for_every_partition() {
         panic!("V1_1 challenges are interactive");
     };
     let nodes = (u64::from(i.registered_proof.sector_size()) / 32) as usize;
-    let proofs: Vec<Vec<VanillaSealProof<SectorShape32GiB>>> =
-        c1.vanilla_proofs.clone().try_into().unwrap();
+    let proofs: Vec<Vec<VanillaSealProof<SectorShape32GiB>>> = c1.vanilla_proofs.clone().try_into().unwrap();
     assert_eq!(proofs.len(), 10);
     for (k, partition) in proofs.iter().enumerate() {
         let expected = challenges.derive(nodes, &replica_id, &i.seed, k as u8);
@@ -244,7 +235,10 @@ fn challenges_at_32gib_are_the_crates_for_every_partition() {
     // verification does not hash them; the circuit does).
     for (k, partition) in proofs.iter().enumerate() {
         for (p, c) in partition.iter().zip(challenges.derive(nodes, &replica_id, &i.seed, k as u8)) {
-            assert!(p.comm_d_proofs.validate(c) && p.comm_r_last_proof.validate(c), "partition {k}, node {c}");
+            assert!(
+                p.comm_d_proofs.validate(c) && p.comm_r_last_proof.validate(c),
+                "partition {k}, node {c}"
+            );
         }
     }
     // ONE comm_c and comm_r_last across every partition, hashing to comm_r.
@@ -271,13 +265,7 @@ fn generated_64gib_output_passes_the_submit_check() {
 
 fn post_inputs(registered_proof: RegisteredPoStProof, sector_ids: Vec<u64>) -> PostInputs {
     fixtures::params_dir();
-    PostInputs {
-        registered_proof,
-        randomness: [44; 32],
-        prover_id: PROVER_ID,
-        sector_ids,
-        rng_seed: 3,
-    }
+    PostInputs { registered_proof, randomness: [44; 32], prover_id: PROVER_ID, sector_ids, rng_seed: 3 }
 }
 
 fn replica_map(
@@ -309,9 +297,15 @@ fn generated_post_proves_what_the_post_verifiers_accept() {
     };
     request.check().unwrap();
     assert_eq!(request.partition_count().unwrap(), 2);
-    let proofs = post::generate_window_post_with_vanilla(i.registered_proof, &i.randomness, i.prover_id, &window.vanilla_proofs)
-        .unwrap();
-    let proofs: Vec<(RegisteredPoStProof, &[u8])> = proofs.iter().map(|(p, bytes)| (*p, &bytes[..])).collect();
+    let proofs = post::generate_window_post_with_vanilla(
+        i.registered_proof,
+        &i.randomness,
+        i.prover_id,
+        &window.vanilla_proofs,
+    )
+    .unwrap();
+    let proofs: Vec<(RegisteredPoStProof, &[u8])> =
+        proofs.iter().map(|(p, bytes)| (*p, &bytes[..])).collect();
     let replicas = replica_map(i.registered_proof, &window);
     let verify = |randomness: &[u8; 32]| {
         post::verify_window_post(randomness, &proofs, &replicas, i.prover_id).unwrap_or(false)
@@ -322,8 +316,13 @@ fn generated_post_proves_what_the_post_verifiers_accept() {
     // WinningPoSt: one sector.
     let i = post_inputs(fixtures::WINNING, vec![7]);
     let winning = generate_post(&i).unwrap();
-    let proofs = post::generate_winning_post_with_vanilla(i.registered_proof, &i.randomness, i.prover_id, &winning.vanilla_proofs)
-        .unwrap();
+    let proofs = post::generate_winning_post_with_vanilla(
+        i.registered_proof,
+        &i.randomness,
+        i.prover_id,
+        &winning.vanilla_proofs,
+    )
+    .unwrap();
     let replicas = replica_map(i.registered_proof, &winning);
     assert!(post::verify_winning_post(&i.randomness, &proofs[0].1, &replicas, i.prover_id).unwrap());
     assert!(!post::verify_winning_post(&other, &proofs[0].1, &replicas, i.prover_id).unwrap_or(false));
@@ -366,7 +365,9 @@ fn window_post_at_32gib(sectors: u64) {
 
     // What filecoin-proofs' prover runs on a partition's vanilla proofs
     // before proving: arranged per partition and verified (FallbackPoSt::verify).
-    let domain = |bytes: &[u8; 32]| as_safe_commitment::<<DefaultTreeHasher as Hasher>::Domain, _>(bytes, "value").unwrap();
+    let domain = |bytes: &[u8; 32]| {
+        as_safe_commitment::<<DefaultTreeHasher as Hasher>::Domain, _>(bytes, "value").unwrap()
+    };
     let pub_params = FallbackPoSt::<SectorShape32GiB>::setup(&window_post_setup_params(&config)).unwrap();
     let pub_inputs = fallback::PublicInputs {
         randomness: domain(&i.randomness),
@@ -391,7 +392,8 @@ fn window_post_at_32gib(sectors: u64) {
 #[test]
 fn generated_update_proves_what_the_update_verifier_accepts() {
     fixtures::ensure_params(&[Kind::EmptySectorUpdate]).unwrap();
-    let generated = generate_update(&UpdateInputs { registered_proof: fixtures::UPDATE, rng_seed: 4 }).unwrap();
+    let generated =
+        generate_update(&UpdateInputs { registered_proof: fixtures::UPDATE, rng_seed: 4 }).unwrap();
     let request = update_request(fixtures::UPDATE, &generated);
     request.check().unwrap();
     let proof = update::generate_empty_sector_update_proof_with_vanilla(
@@ -403,8 +405,14 @@ fn generated_update_proves_what_the_update_verifier_accepts() {
     )
     .unwrap();
     let verify = |comm_r_new| {
-        update::verify_empty_sector_update_proof(fixtures::UPDATE, &proof.0, generated.comm_r_old, comm_r_new, generated.comm_d_new)
-            .unwrap_or(false)
+        update::verify_empty_sector_update_proof(
+            fixtures::UPDATE,
+            &proof.0,
+            generated.comm_r_old,
+            comm_r_new,
+            generated.comm_d_new,
+        )
+        .unwrap_or(false)
     };
     assert!(verify(generated.comm_r_new));
     assert!(!verify(generated.comm_r_old), "another comm_r_new");
@@ -457,7 +465,8 @@ fn challenges_are_satisfied<Tree: 'static + MerkleTreeTrait>(
     };
     type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
     type Scheme<'a, Tree> = StackedDrg<'a, Tree, DefaultPieceHasher>;
-    let params = <Compound<Tree> as CompoundProof<Scheme<'_, Tree>, _>>::setup(&setup).unwrap().vanilla_params;
+    let params =
+        <Compound<Tree> as CompoundProof<Scheme<'_, Tree>, _>>::setup(&setup).unwrap().vanilla_params;
     let replica_id: blstrs::Scalar = c1.replica_id.into();
     let public = stacked::PublicInputs {
         replica_id: replica_id.into(),
@@ -471,8 +480,14 @@ fn challenges_are_satisfied<Tree: 'static + MerkleTreeTrait>(
     let expected = verifier_inputs(&i, &c1, k);
     for j in challenges {
         let one = vec![proofs[k][j].clone()];
-        let circuit =
-            <Compound<Tree> as CompoundProof<Scheme<'_, Tree>, _>>::circuit(&public, (), &one, &params, Some(k)).unwrap();
+        let circuit = <Compound<Tree> as CompoundProof<Scheme<'_, Tree>, _>>::circuit(
+            &public,
+            (),
+            &one,
+            &params,
+            Some(k),
+        )
+        .unwrap();
         let start = Instant::now();
         let witness = record_witness(circuit).unwrap();
         eprintln!(

@@ -22,11 +22,7 @@ fn assignment(recorded: Result<Recorded, Error>) -> (Vec<ark_bls12_381::Fr>, usi
 #[test]
 fn fast_porep_assignment_equals_the_reference_circuits() {
     let sector = fixtures::seal(27).unwrap();
-    let request = PorepRequest {
-        c1: sector.c1,
-        prover_id: PROVER_ID,
-        sector_id: u64::from(sector.id),
-    };
+    let request = PorepRequest { c1: sector.c1, prover_id: PROVER_ID, sector_id: u64::from(sector.id) };
     let partitions = request.partition_count().unwrap();
     assert!(partitions >= 1);
     for k in 0..partitions {
@@ -35,11 +31,8 @@ fn fast_porep_assignment_equals_the_reference_circuits() {
             assignment(request.record_partition(k, Evaluation::CompiledReference));
         assert_eq!(fast_inputs, reference_inputs, "partition {k}: inputs");
         if let Some(i) = fast.iter().zip(&reference).position(|(x, y)| x != y) {
-            let (part, index) = if i < reference_inputs {
-                ("input", i)
-            } else {
-                ("aux", i - reference_inputs)
-            };
+            let (part, index) =
+                if i < reference_inputs { ("input", i) } else { ("aux", i - reference_inputs) };
             panic!(
                 "partition {k}: {part} {index} is {} where the reference has {} ({} values in all)",
                 fast[i],

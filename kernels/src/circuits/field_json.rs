@@ -52,11 +52,7 @@ pub fn fr_to_json(value: &Fr) -> Value {
 }
 
 /// Parses a JSON integer within `range`.
-pub fn parse_integer(
-    value: &Value,
-    path: &str,
-    range: RangeInclusive<u64>,
-) -> Result<u64, InputError> {
+pub fn parse_integer(value: &Value, path: &str, range: RangeInclusive<u64>) -> Result<u64, InputError> {
     value.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
         InputError::new(format!(
             "{path} must be an integer in {}..={}, got {value}",
@@ -72,16 +68,10 @@ pub fn parse_object<'a>(
     path: &str,
     allowed_keys: &[&str],
 ) -> Result<&'a Map<String, Value>, InputError> {
-    let object = value.as_object().ok_or_else(|| {
-        InputError::new(format!(
-            "{path} must be an object, got {}",
-            json_type_name(value)
-        ))
-    })?;
-    if let Some(unknown) = object
-        .keys()
-        .find(|key| !allowed_keys.contains(&key.as_str()))
-    {
+    let object = value
+        .as_object()
+        .ok_or_else(|| InputError::new(format!("{path} must be an object, got {}", json_type_name(value))))?;
+    if let Some(unknown) = object.keys().find(|key| !allowed_keys.contains(&key.as_str())) {
         return Err(InputError::new(format!(
             "{path} has an unknown key \"{unknown}\"; allowed: {}",
             allowed_keys.join(", ")
@@ -91,14 +81,8 @@ pub fn parse_object<'a>(
 }
 
 /// The value under `key`, which must be present.
-pub fn required<'a>(
-    object: &'a Map<String, Value>,
-    path: &str,
-    key: &str,
-) -> Result<&'a Value, InputError> {
-    object
-        .get(key)
-        .ok_or_else(|| InputError::new(format!("{path}.{key} is required")))
+pub fn required<'a>(object: &'a Map<String, Value>, path: &str, key: &str) -> Result<&'a Value, InputError> {
+    object.get(key).ok_or_else(|| InputError::new(format!("{path}.{key} is required")))
 }
 
 /// Reads `value` as a JSON array of exactly `expected_len` elements, each
@@ -109,23 +93,16 @@ pub fn parse_array<T>(
     expected_len: usize,
     parse_element: impl Fn(&Value, &str) -> Result<T, InputError>,
 ) -> Result<Vec<T>, InputError> {
-    let items = value.as_array().ok_or_else(|| {
-        InputError::new(format!(
-            "{path} must be an array, got {}",
-            json_type_name(value)
-        ))
-    })?;
+    let items = value
+        .as_array()
+        .ok_or_else(|| InputError::new(format!("{path} must be an array, got {}", json_type_name(value))))?;
     if items.len() != expected_len {
         return Err(InputError::new(format!(
             "{path} must have {expected_len} elements, got {}",
             items.len()
         )));
     }
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| parse_element(item, &format!("{path}[{i}]")))
-        .collect()
+    items.iter().enumerate().map(|(i, item)| parse_element(item, &format!("{path}[{i}]"))).collect()
 }
 
 /// The most digits a field element may be written with: the modulus has 78
@@ -150,11 +127,7 @@ fn parse_digits(digits: &str, radix: u32, path: &str) -> Result<Fr, InputError> 
             max_digits(radix)
         )));
     }
-    let too_large = || {
-        InputError::new(format!(
-            "{path}: not less than the BLS12-381 scalar field modulus"
-        ))
-    };
+    let too_large = || InputError::new(format!("{path}: not less than the BLS12-381 scalar field modulus"));
     let mut limbs = [0u64; 4];
     for ch in digits.chars() {
         let digit = ch.to_digit(radix).ok_or_else(|| {
@@ -205,10 +178,7 @@ mod tests {
     fn parses_the_three_forms() {
         assert_eq!(parse_fr(&json!("12345"), "x").unwrap(), Fr::from(12345u64));
         assert_eq!(parse_fr(&json!("0x3039"), "x").unwrap(), Fr::from(12345u64));
-        assert_eq!(
-            parse_fr(&json!("0x0000AbCd"), "x").unwrap(),
-            Fr::from(0xabcdu64)
-        );
+        assert_eq!(parse_fr(&json!("0x0000AbCd"), "x").unwrap(), Fr::from(0xabcdu64));
         assert_eq!(parse_fr(&json!(12345), "x").unwrap(), Fr::from(12345u64));
         assert_eq!(parse_fr(&json!(u64::MAX), "x").unwrap(), Fr::from(u64::MAX));
         assert_eq!(parse_fr(&json!("0"), "x").unwrap(), Fr::from(0u64));
@@ -238,10 +208,7 @@ mod tests {
         let err = parse_fr(&json!(modulus_decimal()), "inputs.x").unwrap_err();
         assert!(err.0.starts_with("inputs.x: not less than"), "{err}");
         let hex = format!("0x{}", hex::encode(Fr::MODULUS.to_bytes_be()));
-        assert!(parse_fr(&json!(hex), "x")
-            .unwrap_err()
-            .0
-            .contains("modulus"));
+        assert!(parse_fr(&json!(hex), "x").unwrap_err().0.contains("modulus"));
         // At the widest form allowed: overflow is caught, not wrapped.
         let err = parse_fr(&json!(format!("0x{}", "f".repeat(64))), "x").unwrap_err();
         assert!(err.0.contains("modulus"), "{err}");
@@ -279,18 +246,12 @@ mod tests {
         assert_eq!(parse_integer(&json!(7), "p.k", 2..=24).unwrap(), 7);
         for bad in [json!(1), json!(25), json!(-3), json!(7.0), json!("7")] {
             let err = parse_integer(&bad, "p.k", 2..=24).unwrap_err();
-            assert!(
-                err.0.starts_with("p.k must be an integer in 2..=24, got"),
-                "{err}"
-            );
+            assert!(err.0.starts_with("p.k must be an integer in 2..=24, got"), "{err}");
         }
         let value = json!({"a": 1});
         let object = parse_object(&value, "params", &["a", "b"]).unwrap();
         assert_eq!(required(object, "params", "a").unwrap(), &json!(1));
-        assert_eq!(
-            required(object, "params", "b").unwrap_err().0,
-            "params.b is required"
-        );
+        assert_eq!(required(object, "params", "b").unwrap_err().0, "params.b is required");
         let err = parse_object(&json!({"c": 1}), "params", &["a", "b"]).unwrap_err();
         assert_eq!(err.0, "params has an unknown key \"c\"; allowed: a, b");
         let err = parse_object(&json!([]), "params", &["a"]).unwrap_err();

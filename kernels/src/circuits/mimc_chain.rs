@@ -122,11 +122,7 @@ impl CircuitFamily for MimcChain {
             WitnessSource::Seed(seed) => Fr::rand(&mut ChaCha20Rng::seed_from_u64(*seed)),
             WitnessSource::Inputs(inputs) => parse_start(inputs)?,
         };
-        Ok(Box::new(MimcInstance {
-            rounds,
-            x,
-            y: evaluate_chain(x, rounds),
-        }))
+        Ok(Box::new(MimcInstance { rounds, x, y: evaluate_chain(x, rounds) }))
     }
 }
 
@@ -163,9 +159,7 @@ mod tests {
     use ark_relations::r1cs::ConstraintSystem;
 
     fn shape(log2: u64) -> CircuitShape {
-        MimcChain
-            .shape(&json!({ "log2_constraints": log2 }))
-            .unwrap()
+        MimcChain.shape(&json!({ "log2_constraints": log2 })).unwrap()
     }
 
     fn shape_error(params: Value) -> String {
@@ -192,47 +186,23 @@ mod tests {
     #[test]
     fn bad_params_name_the_problem() {
         let range = "params.log2_constraints must be an integer in 2..=24";
-        assert_eq!(
-            shape_error(json!({ "log2_constraints": 1 })),
-            format!("{range}, got 1")
-        );
-        assert_eq!(
-            shape_error(json!({ "log2_constraints": 25 })),
-            format!("{range}, got 25")
-        );
-        assert_eq!(
-            shape_error(json!({ "log2_constraints": -3 })),
-            format!("{range}, got -3")
-        );
-        assert_eq!(
-            shape_error(json!({ "log2_constraints": "10" })),
-            format!("{range}, got \"10\"")
-        );
-        assert_eq!(
-            shape_error(json!({ "log2_constraints": 10.5 })),
-            format!("{range}, got 10.5")
-        );
-        assert_eq!(
-            shape_error(json!({})),
-            "params.log2_constraints is required"
-        );
+        assert_eq!(shape_error(json!({ "log2_constraints": 1 })), format!("{range}, got 1"));
+        assert_eq!(shape_error(json!({ "log2_constraints": 25 })), format!("{range}, got 25"));
+        assert_eq!(shape_error(json!({ "log2_constraints": -3 })), format!("{range}, got -3"));
+        assert_eq!(shape_error(json!({ "log2_constraints": "10" })), format!("{range}, got \"10\""));
+        assert_eq!(shape_error(json!({ "log2_constraints": 10.5 })), format!("{range}, got 10.5"));
+        assert_eq!(shape_error(json!({})), "params.log2_constraints is required");
         assert_eq!(
             shape_error(json!({ "log2_constraints": 10, "rounds": 3 })),
             "params has an unknown key \"rounds\"; allowed: log2_constraints"
         );
-        assert_eq!(
-            shape_error(json!(null)),
-            "params must be an object, got null"
-        );
+        assert_eq!(shape_error(json!(null)), "params must be an object, got null");
     }
 
     #[test]
     fn bad_inputs_name_the_problem() {
         assert_eq!(instance_error(json!({})), "inputs.x is required");
-        assert_eq!(
-            instance_error(json!({ "x": 1, "y": 2 })),
-            "inputs has an unknown key \"y\"; allowed: x"
-        );
+        assert_eq!(instance_error(json!({ "x": 1, "y": 2 })), "inputs has an unknown key \"y\"; allowed: x");
         assert!(instance_error(json!({ "x": "12z" })).starts_with("inputs.x: 'z' is not"));
     }
 
@@ -243,10 +213,7 @@ mod tests {
             let instance = MimcChain.instance(&shape, &WitnessSource::Seed(0)).unwrap();
             let matrices = extract_matrices(instance).unwrap();
             assert_eq!(matrices.num_instance_variables, 2);
-            assert_eq!(
-                matrices.num_constraints + matrices.num_instance_variables,
-                1 << log2
-            );
+            assert_eq!(matrices.num_constraints + matrices.num_instance_variables, 1 << log2);
             assert_eq!(shape.estimated_constraints, 1 << log2);
         }
     }
@@ -254,50 +221,33 @@ mod tests {
     #[test]
     fn instances_satisfy_their_circuit() {
         let shape = shape(5);
-        for source in [
-            WitnessSource::Seed(3),
-            WitnessSource::Inputs(json!({ "x": "0x1234" })),
-        ] {
+        for source in [WitnessSource::Seed(3), WitnessSource::Inputs(json!({ "x": "0x1234" }))] {
             let instance = MimcChain.instance(&shape, &source).unwrap();
             let cs = ConstraintSystem::<Fr>::new_ref();
             let public_inputs = instance.public_inputs();
             instance.generate(cs.clone()).unwrap();
             assert!(cs.is_satisfied().unwrap());
-            assert_eq!(
-                cs.borrow().unwrap().instance_assignment[1..],
-                public_inputs[..]
-            );
+            assert_eq!(cs.borrow().unwrap().instance_assignment[1..], public_inputs[..]);
         }
     }
 
     #[test]
     fn inputs_set_the_start_of_the_chain() {
-        let instance = MimcChain
-            .instance(&shape(4), &WitnessSource::Inputs(json!({ "x": 5 })))
-            .unwrap();
-        assert_eq!(
-            instance.public_inputs(),
-            vec![evaluate_chain(Fr::from(5u64), rounds(4))]
-        );
+        let instance = MimcChain.instance(&shape(4), &WitnessSource::Inputs(json!({ "x": 5 }))).unwrap();
+        assert_eq!(instance.public_inputs(), vec![evaluate_chain(Fr::from(5u64), rounds(4))]);
     }
 
     #[test]
     fn round_constants_are_pinned() {
         // Stored proving keys bake the constants in: they must never change.
-        let expected =
-            "34375767301569131947738953682507782691265339571688086389508079611072622965235";
+        let expected = "34375767301569131947738953682507782691265339571688086389508079611072622965235";
         assert_eq!(evaluate_chain(Fr::from(1u64), 3).to_string(), expected);
     }
 
     #[test]
     fn seeds_are_deterministic_and_distinct() {
         let shape = shape(4);
-        let public = |seed| {
-            MimcChain
-                .instance(&shape, &WitnessSource::Seed(seed))
-                .unwrap()
-                .public_inputs()
-        };
+        let public = |seed| MimcChain.instance(&shape, &WitnessSource::Seed(seed)).unwrap().public_inputs();
         assert_eq!(public(7), public(7));
         assert_ne!(public(7), public(8));
     }

@@ -122,19 +122,13 @@ impl Wire {
     /// A new public input.
     pub fn input(cs: &ConstraintSystemRef<Fr>, value: Fr) -> Result<Self, SynthesisError> {
         let variable = cs.new_input_variable(|| Ok(value))?;
-        Ok(Self {
-            lc: variable.into(),
-            value,
-        })
+        Ok(Self { lc: variable.into(), value })
     }
 
     /// A new private witness variable.
     pub fn witness(cs: &ConstraintSystemRef<Fr>, value: Fr) -> Result<Self, SynthesisError> {
         let variable = cs.new_witness_variable(|| Ok(value))?;
-        Ok(Self {
-            lc: variable.into(),
-            value,
-        })
+        Ok(Self { lc: variable.into(), value })
     }
 
     pub fn value(&self) -> Fr {
@@ -143,14 +137,10 @@ impl Wire {
 
     /// Σ coefficient·wire: free, no constraint.
     pub fn weighted_sum<'a>(terms: impl IntoIterator<Item = (Fr, &'a Wire)>) -> Self {
-        terms
-            .into_iter()
-            .fold(Self::constant(Fr::zero()), |sum, (coefficient, wire)| {
-                Self {
-                    lc: sum.lc + (coefficient, &wire.lc),
-                    value: sum.value + coefficient * wire.value,
-                }
-            })
+        terms.into_iter().fold(Self::constant(Fr::zero()), |sum, (coefficient, wire)| Self {
+            lc: sum.lc + (coefficient, &wire.lc),
+            value: sum.value + coefficient * wire.value,
+        })
     }
 
     /// self + constant: free, no constraint.
@@ -165,11 +155,7 @@ impl Wire {
     }
 
     /// A new witness holding self·other, enforced by one constraint.
-    pub fn product(
-        &self,
-        other: &Wire,
-        cs: &ConstraintSystemRef<Fr>,
-    ) -> Result<Self, SynthesisError> {
+    pub fn product(&self, other: &Wire, cs: &ConstraintSystemRef<Fr>) -> Result<Self, SynthesisError> {
         let product = Self::witness(cs, self.value * other.value)?;
         Self::enforce_product(cs, self, other, &product)?;
         Ok(product)
@@ -186,18 +172,9 @@ impl Wire {
     }
 
     /// One constraint: (self − other)·1 = 0.
-    pub fn enforce_equal(
-        &self,
-        other: &Wire,
-        cs: &ConstraintSystemRef<Fr>,
-    ) -> Result<(), SynthesisError> {
+    pub fn enforce_equal(&self, other: &Wire, cs: &ConstraintSystemRef<Fr>) -> Result<(), SynthesisError> {
         let difference = Self::weighted_sum([(Fr::ONE, self), (-Fr::ONE, other)]);
-        Self::enforce_product(
-            cs,
-            &difference,
-            &Self::constant(Fr::ONE),
-            &Self::constant(Fr::zero()),
-        )
+        Self::enforce_product(cs, &difference, &Self::constant(Fr::ONE), &Self::constant(Fr::zero()))
     }
 }
 

@@ -37,18 +37,10 @@ pub struct PoseidonConstants {
 pub fn constants() -> &'static PoseidonConstants {
     static CONSTANTS: OnceLock<PoseidonConstants> = OnceLock::new();
     CONSTANTS.get_or_init(|| {
-        let (ark, mds) = find_poseidon_ark_and_mds::<Fr>(
-            PRIME_BITS,
-            RATE,
-            FULL_ROUNDS as u64,
-            PARTIAL_ROUNDS as u64,
-            0,
-        );
+        let (ark, mds) =
+            find_poseidon_ark_and_mds::<Fr>(PRIME_BITS, RATE, FULL_ROUNDS as u64, PARTIAL_ROUNDS as u64, 0);
         let row = |values: &Vec<Fr>| -> [Fr; WIDTH] {
-            values
-                .as_slice()
-                .try_into()
-                .expect("Grain LFSR rows have the state width")
+            values.as_slice().try_into().expect("Grain LFSR rows have the state width")
         };
         PoseidonConstants {
             round_constants: ark.iter().map(row).collect(),
@@ -80,9 +72,7 @@ pub fn permute(state: &mut [Fr; WIDTH]) {
         for element in &mut state[..sbox_width(round)] {
             *element = element.pow([ALPHA]);
         }
-        *state = constants
-            .mds
-            .map(|mds_row| mds_row.iter().zip(state.iter()).map(|(m, x)| *m * x).sum());
+        *state = constants.mds.map(|mds_row| mds_row.iter().zip(state.iter()).map(|(m, x)| *m * x).sum());
     }
 }
 
@@ -105,26 +95,16 @@ fn sbox_gadget(x: &Wire, cs: &ConstraintSystemRef<Fr>) -> Result<Wire, Synthesis
 /// [`hash2`] in R1CS: [`HASH2_CONSTRAINTS`] constraints, as many new
 /// witnesses. Round constants and the MDS matrix only reshape linear
 /// combinations.
-pub fn hash2_gadget(
-    left: &Wire,
-    right: &Wire,
-    cs: &ConstraintSystemRef<Fr>,
-) -> Result<Wire, SynthesisError> {
+pub fn hash2_gadget(left: &Wire, right: &Wire, cs: &ConstraintSystemRef<Fr>) -> Result<Wire, SynthesisError> {
     let constants = constants();
     let mut state = [Wire::constant(Fr::zero()), left.clone(), right.clone()];
     for (round, round_constants) in constants.round_constants.iter().enumerate() {
         let sboxed_elements = sbox_width(round);
         for (index, element) in state.iter_mut().enumerate() {
             let shifted = element.clone().plus_constant(round_constants[index]);
-            *element = if index < sboxed_elements {
-                sbox_gadget(&shifted, cs)?
-            } else {
-                shifted
-            };
+            *element = if index < sboxed_elements { sbox_gadget(&shifted, cs)? } else { shifted };
         }
-        state = constants
-            .mds
-            .map(|mds_row| Wire::weighted_sum(mds_row.into_iter().zip(&state)));
+        state = constants.mds.map(|mds_row| Wire::weighted_sum(mds_row.into_iter().zip(&state)));
     }
     let [_, output, _] = state;
     Ok(output)
@@ -141,22 +121,9 @@ mod tests {
     use rand_chacha::ChaCha20Rng;
 
     fn sponge_hash2(left: Fr, right: Fr) -> Fr {
-        let (ark, mds) = find_poseidon_ark_and_mds::<Fr>(
-            PRIME_BITS,
-            RATE,
-            FULL_ROUNDS as u64,
-            PARTIAL_ROUNDS as u64,
-            0,
-        );
-        let config = PoseidonConfig::new(
-            FULL_ROUNDS,
-            PARTIAL_ROUNDS,
-            ALPHA,
-            mds,
-            ark,
-            RATE,
-            WIDTH - RATE,
-        );
+        let (ark, mds) =
+            find_poseidon_ark_and_mds::<Fr>(PRIME_BITS, RATE, FULL_ROUNDS as u64, PARTIAL_ROUNDS as u64, 0);
+        let config = PoseidonConfig::new(FULL_ROUNDS, PARTIAL_ROUNDS, ALPHA, mds, ark, RATE, WIDTH - RATE);
         let mut sponge = PoseidonSponge::new(&config);
         sponge.absorb(&vec![left, right]);
         sponge.squeeze_field_elements::<Fr>(1)[0]
@@ -169,17 +136,13 @@ mod tests {
             let (left, right) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
             assert_eq!(hash2(left, right), sponge_hash2(left, right));
         }
-        assert_eq!(
-            hash2(Fr::zero(), Fr::zero()),
-            sponge_hash2(Fr::zero(), Fr::zero())
-        );
+        assert_eq!(hash2(Fr::zero(), Fr::zero()), sponge_hash2(Fr::zero(), Fr::zero()));
     }
 
     #[test]
     fn hash2_is_pinned() {
         // Roots clients computed and stored proving keys depend on the constants.
-        let expected =
-            "37068251774887509885063625701815026138353041152735229476479055620962268601796";
+        let expected = "37068251774887509885063625701815026138353041152735229476479055620962268601796";
         assert_eq!(hash2(Fr::from(1u64), Fr::from(2u64)).to_string(), expected);
     }
 

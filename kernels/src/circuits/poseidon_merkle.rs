@@ -18,9 +18,7 @@ use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use super::field_json::{
-    parse_array, parse_fr, parse_integer, parse_object, required, FIELD_ELEMENT_FORMAT,
-};
+use super::field_json::{parse_array, parse_fr, parse_integer, parse_object, required, FIELD_ELEMENT_FORMAT};
 use super::poseidon::{hash2, hash2_gadget, HASH2_CONSTRAINTS};
 use super::{CircuitFamily, CircuitInstance, CircuitShape, InputError, Wire, WitnessSource};
 use crate::Fr;
@@ -44,20 +42,13 @@ struct MerkleParams {
 impl MerkleParams {
     fn parse(params: &Value) -> Result<Self, InputError> {
         let object = parse_object(params, "params", &["depth", "challenges"])?;
-        let depth = parse_integer(
-            required(object, "params", "depth")?,
-            "params.depth",
-            1..=MAX_DEPTH,
-        )?;
+        let depth = parse_integer(required(object, "params", "depth")?, "params.depth", 1..=MAX_DEPTH)?;
         let challenges = parse_integer(
             required(object, "params", "challenges")?,
             "params.challenges",
             1..=MAX_CHALLENGES,
         )?;
-        Ok(Self {
-            depth: depth as u32,
-            challenges: challenges as usize,
-        })
+        Ok(Self { depth: depth as u32, challenges: challenges as usize })
     }
 
     fn leaf_count(&self) -> u64 {
@@ -89,16 +80,13 @@ impl MerklePath {
     /// The root this path hashes to: bit `level` of the index says whether
     /// the node at that level is a right child.
     pub fn root(&self) -> Fr {
-        self.siblings
-            .iter()
-            .enumerate()
-            .fold(self.leaf, |node, (level, sibling)| {
-                if (self.index >> level) & 1 == 0 {
-                    hash2(node, *sibling)
-                } else {
-                    hash2(*sibling, node)
-                }
-            })
+        self.siblings.iter().enumerate().fold(self.leaf, |node, (level, sibling)| {
+            if (self.index >> level) & 1 == 0 {
+                hash2(node, *sibling)
+            } else {
+                hash2(*sibling, node)
+            }
+        })
     }
 }
 
@@ -114,10 +102,7 @@ impl MerkleInstance {
         // levels[0] holds the leaves, every next level the hashes of the pairs below.
         let mut levels = vec![leaves];
         while let Some(below) = levels.last().filter(|level| level.len() > 1) {
-            let above = below
-                .par_chunks(2)
-                .map(|pair| hash2(pair[0], pair[1]))
-                .collect();
+            let above = below.par_chunks(2).map(|pair| hash2(pair[0], pair[1])).collect();
             levels.push(above);
         }
         let root = levels.pop().expect("the top level holds the root")[0];
@@ -140,9 +125,8 @@ impl MerkleInstance {
     /// no challenge enters is represented by a random node. Challenges that
     /// share a subtree share its nodes, so all paths meet in one root.
     fn random(params: MerkleParams, rng: &mut ChaCha20Rng) -> Self {
-        let indices: Vec<u64> = (0..params.challenges)
-            .map(|_| rng.gen_range(0..params.leaf_count()))
-            .collect();
+        let indices: Vec<u64> =
+            (0..params.challenges).map(|_| rng.gen_range(0..params.leaf_count())).collect();
         // The known nodes of the current level, by index.
         let mut nodes = BTreeMap::new();
         for &index in &indices {
@@ -160,25 +144,15 @@ impl MerkleInstance {
             }
             // Every node now has its sibling: the keys run in pairs (2j, 2j+1).
             let pairs: Vec<(u64, Fr)> = nodes.into_iter().collect();
-            nodes = pairs
-                .chunks(2)
-                .map(|pair| (pair[0].0 >> 1, hash2(pair[0].1, pair[1].1)))
-                .collect();
+            nodes = pairs.chunks(2).map(|pair| (pair[0].0 >> 1, hash2(pair[0].1, pair[1].1))).collect();
         }
         let paths = indices
             .into_iter()
             .zip(leaves)
             .zip(siblings)
-            .map(|((index, leaf), siblings)| MerklePath {
-                index,
-                leaf,
-                siblings,
-            })
+            .map(|((index, leaf), siblings)| MerklePath { index, leaf, siblings })
             .collect();
-        Self {
-            root: nodes[&0],
-            paths,
-        }
+        Self { root: nodes[&0], paths }
     }
 
     fn from_inputs(params: MerkleParams, inputs: &Value) -> Result<Self, InputError> {
@@ -200,10 +174,7 @@ impl MerkleInstance {
     }
 
     /// The leaves form's values, parsed and range-checked, the tree not built.
-    fn leaves_and_indices(
-        params: MerkleParams,
-        inputs: &Value,
-    ) -> Result<(Vec<Fr>, Vec<u64>), InputError> {
+    fn leaves_and_indices(params: MerkleParams, inputs: &Value) -> Result<(Vec<Fr>, Vec<u64>), InputError> {
         if params.depth > MAX_LEAVES_DEPTH {
             return Err(InputError::new(format!(
                 "inputs.leaves: a depth-{} tree has too many leaves to send (the limit is \
@@ -251,11 +222,7 @@ fn parse_index(params: MerkleParams, value: &Value, path: &str) -> Result<u64, I
 
 fn parse_path(params: MerkleParams, value: &Value, path: &str) -> Result<MerklePath, InputError> {
     let object = parse_object(value, path, &["index", "leaf", "siblings"])?;
-    let index = parse_index(
-        params,
-        required(object, path, "index")?,
-        &format!("{path}.index"),
-    )?;
+    let index = parse_index(params, required(object, path, "index")?, &format!("{path}.index"))?;
     let leaf = parse_fr(required(object, path, "leaf")?, &format!("{path}.leaf"))?;
     let siblings = parse_array(
         required(object, path, "siblings")?,
@@ -263,11 +230,7 @@ fn parse_path(params: MerkleParams, value: &Value, path: &str) -> Result<MerkleP
         params.depth as usize,
         parse_fr,
     )?;
-    Ok(MerklePath {
-        index,
-        leaf,
-        siblings,
-    })
+    Ok(MerklePath { index, leaf, siblings })
 }
 
 impl CircuitFamily for PoseidonMerkle {
@@ -408,11 +371,7 @@ fn order_children(
     sibling: &Wire,
     cs: &ConstraintSystemRef<Fr>,
 ) -> Result<(Wire, Wire), SynthesisError> {
-    let left_value = if is_right.value().is_zero() {
-        node.value()
-    } else {
-        sibling.value()
-    };
+    let left_value = if is_right.value().is_zero() { node.value() } else { sibling.value() };
     let left = Wire::witness(cs, left_value)?;
     let sibling_minus_node = Wire::weighted_sum([(Fr::ONE, sibling), (-Fr::ONE, node)]);
     let left_minus_node = Wire::weighted_sum([(Fr::ONE, &left), (-Fr::ONE, node)]);
@@ -429,9 +388,7 @@ mod tests {
     use ark_relations::r1cs::ConstraintSystem;
 
     fn shape(depth: u32, challenges: usize) -> CircuitShape {
-        PoseidonMerkle
-            .shape(&json!({ "depth": depth, "challenges": challenges }))
-            .unwrap()
+        PoseidonMerkle.shape(&json!({ "depth": depth, "challenges": challenges })).unwrap()
     }
 
     fn shape_error(params: Value) -> String {
@@ -470,10 +427,7 @@ mod tests {
         let cs = ConstraintSystem::<Fr>::new_ref();
         let public_inputs = instance.public_inputs();
         instance.generate(cs.clone()).unwrap();
-        assert_eq!(
-            cs.borrow().unwrap().instance_assignment[1..],
-            public_inputs[..]
-        );
+        assert_eq!(cs.borrow().unwrap().instance_assignment[1..], public_inputs[..]);
         cs.is_satisfied().unwrap()
     }
 
@@ -489,9 +443,7 @@ mod tests {
     fn estimate_is_the_exact_count() {
         for (depth, challenges) in [(1, 1), (3, 2)] {
             let shape = shape(depth, challenges);
-            let instance = PoseidonMerkle
-                .instance(&shape, &WitnessSource::Seed(1))
-                .unwrap();
+            let instance = PoseidonMerkle.instance(&shape, &WitnessSource::Seed(1)).unwrap();
             let matrices = extract_matrices(instance).unwrap();
             assert_eq!(matrices.num_instance_variables, 2 + challenges);
             assert_eq!(
@@ -503,14 +455,8 @@ mod tests {
 
     #[test]
     fn bad_params_name_the_problem() {
-        assert_eq!(
-            shape_error(json!({ "challenges": 2 })),
-            "params.depth is required"
-        );
-        assert_eq!(
-            shape_error(json!({ "depth": 2 })),
-            "params.challenges is required"
-        );
+        assert_eq!(shape_error(json!({ "challenges": 2 })), "params.depth is required");
+        assert_eq!(shape_error(json!({ "depth": 2 })), "params.challenges is required");
         assert_eq!(
             shape_error(json!({ "depth": 0, "challenges": 2 })),
             "params.depth must be an integer in 1..=32, got 0"
@@ -531,29 +477,21 @@ mod tests {
             shape_error(json!({ "depth": 8, "challenges": 2, "arity": 2 })),
             "params has an unknown key \"arity\"; allowed: depth, challenges"
         );
-        assert_eq!(
-            shape_error(json!([8, 2])),
-            "params must be an object, got an array"
-        );
+        assert_eq!(shape_error(json!([8, 2])), "params must be an object, got an array");
     }
 
     #[test]
     fn seed_instances_satisfy_the_circuit() {
         let shape = shape(5, 3);
         for seed in [0, 1] {
-            let instance = PoseidonMerkle
-                .instance(&shape, &WitnessSource::Seed(seed))
-                .unwrap();
+            let instance = PoseidonMerkle.instance(&shape, &WitnessSource::Seed(seed)).unwrap();
             assert!(is_satisfied(instance));
         }
     }
 
     #[test]
     fn deep_seed_instances_share_one_root() {
-        let params = MerkleParams {
-            depth: 32,
-            challenges: 64,
-        };
+        let params = MerkleParams { depth: 32, challenges: 64 };
         let instance = MerkleInstance::random(params, &mut ChaCha20Rng::seed_from_u64(9));
         assert_eq!(instance.paths.len(), 64);
         for path in &instance.paths {
@@ -566,10 +504,7 @@ mod tests {
     fn challenges_on_neighbouring_leaves_share_siblings() {
         // Depth 1 with many challenges: indices repeat and are each other's
         // siblings, which exercises the sharing of drawn nodes.
-        let params = MerkleParams {
-            depth: 1,
-            challenges: 8,
-        };
+        let params = MerkleParams { depth: 1, challenges: 8 };
         let instance = MerkleInstance::random(params, &mut ChaCha20Rng::seed_from_u64(4));
         for path in &instance.paths {
             assert_eq!(path.root(), instance.root);
@@ -579,12 +514,8 @@ mod tests {
     #[test]
     fn seeds_are_deterministic_and_distinct() {
         let shape = shape(6, 2);
-        let public = |seed| {
-            PoseidonMerkle
-                .instance(&shape, &WitnessSource::Seed(seed))
-                .unwrap()
-                .public_inputs()
-        };
+        let public =
+            |seed| PoseidonMerkle.instance(&shape, &WitnessSource::Seed(seed)).unwrap().public_inputs();
         assert_eq!(public(5), public(5));
         assert_ne!(public(5), public(6));
     }
@@ -595,16 +526,10 @@ mod tests {
         let leaves = leaves(8);
         let leaves_json: Vec<Value> = leaves.iter().map(fr_to_json).collect();
         let from_leaves = PoseidonMerkle
-            .instance(
-                &shape,
-                &WitnessSource::Inputs(json!({ "leaves": leaves_json, "indices": [6, 1] })),
-            )
+            .instance(&shape, &WitnessSource::Inputs(json!({ "leaves": leaves_json, "indices": [6, 1] })))
             .unwrap();
         let tree = MerkleInstance::from_leaves(leaves, &[6, 1]);
-        assert_eq!(
-            from_leaves.public_inputs(),
-            vec![tree.root, Fr::from(6u64), Fr::from(1u64)]
-        );
+        assert_eq!(from_leaves.public_inputs(), vec![tree.root, Fr::from(6u64), Fr::from(1u64)]);
         assert_eq!(tree.paths[0].leaf, Fr::from(6u64 * 6 + 7));
         assert!(is_satisfied(from_leaves));
 
@@ -615,13 +540,8 @@ mod tests {
         let leaves_form = json!({ "leaves": leaves_json, "indices": [6, 1] });
         assert_eq!(PoseidonMerkle.check_inputs(&shape, &leaves_form), Ok(()));
         assert_eq!(PoseidonMerkle.check_inputs(&shape, &paths), Ok(()));
-        let from_paths = PoseidonMerkle
-            .instance(&shape, &WitnessSource::Inputs(paths))
-            .unwrap();
-        assert_eq!(
-            from_paths.public_inputs(),
-            vec![tree.root, Fr::from(6u64), Fr::from(1u64)]
-        );
+        let from_paths = PoseidonMerkle.instance(&shape, &WitnessSource::Inputs(paths)).unwrap();
+        assert_eq!(from_paths.public_inputs(), vec![tree.root, Fr::from(6u64), Fr::from(1u64)]);
         assert!(is_satisfied(from_paths));
     }
 
@@ -641,20 +561,11 @@ mod tests {
             inputs_error(&shape, json!({ "leaves": four, "indices": [0] })),
             "inputs.indices must have 2 elements, got 1"
         );
+        assert_eq!(inputs_error(&shape, json!({ "leaves": four })), "inputs.indices is required");
+        assert!(inputs_error(&shape, json!({ "leaves": [1, 2, "x", 4], "indices": [0, 1] }))
+            .starts_with("inputs.leaves[2]: 'x' is not a decimal digit"));
         assert_eq!(
-            inputs_error(&shape, json!({ "leaves": four })),
-            "inputs.indices is required"
-        );
-        assert!(inputs_error(
-            &shape,
-            json!({ "leaves": [1, 2, "x", 4], "indices": [0, 1] })
-        )
-        .starts_with("inputs.leaves[2]: 'x' is not a decimal digit"));
-        assert_eq!(
-            inputs_error(
-                &shape,
-                json!({ "leaves": four, "indices": [0, 1], "root": 1 })
-            ),
+            inputs_error(&shape, json!({ "leaves": four, "indices": [0, 1], "root": 1 })),
             "inputs must hold either \"leaves\" and \"indices\", or \"root\" and \"paths\""
         );
         assert_eq!(
@@ -669,8 +580,7 @@ mod tests {
     fn bad_paths_inputs_name_the_problem() {
         let shape = shape(3, 2);
         let tree = MerkleInstance::from_leaves(leaves(8), &[2, 5]);
-        let with_paths =
-            |paths: Vec<Value>| json!({ "root": fr_to_json(&tree.root), "paths": paths });
+        let with_paths = |paths: Vec<Value>| json!({ "root": fr_to_json(&tree.root), "paths": paths });
         let good: Vec<Value> = tree.paths.iter().map(path_json).collect();
 
         let mut wrong_leaf = good.clone();
@@ -705,18 +615,12 @@ mod tests {
         );
         let mut missing_leaf = good.clone();
         missing_leaf[0].as_object_mut().unwrap().remove("leaf");
-        assert_eq!(
-            inputs_error(&shape, with_paths(missing_leaf)),
-            "inputs.paths[0].leaf is required"
-        );
+        assert_eq!(inputs_error(&shape, with_paths(missing_leaf)), "inputs.paths[0].leaf is required");
         assert_eq!(
             inputs_error(&shape, with_paths(good[..1].to_vec())),
             "inputs.paths must have 2 elements, got 1"
         );
-        assert_eq!(
-            inputs_error(&shape, json!({ "paths": good })),
-            "inputs.root is required"
-        );
+        assert_eq!(inputs_error(&shape, json!({ "paths": good })), "inputs.root is required");
     }
 
     #[test]
@@ -725,10 +629,7 @@ mod tests {
         let tree = MerkleInstance::from_leaves(leaves(4), &[1]);
         let mut paths = tree.paths;
         paths[0].index = 0;
-        let instance = MerkleInstance {
-            root: tree.root,
-            paths,
-        };
+        let instance = MerkleInstance { root: tree.root, paths };
         assert!(!is_satisfied(Box::new(instance)));
     }
 }

@@ -61,10 +61,7 @@ fn g1_query(pk: &ProvingKey<Bls12_381>, q: Query) -> &[G1Affine] {
 /// A key's identity from its lengths and the two points every key of a
 /// setup has apart (delta and beta in G1).
 fn fingerprint_of(lens: [usize; 4], pk: &ProvingKey<Bls12_381>) -> Fingerprint {
-    Fingerprint {
-        lens,
-        points: G1::to_device(&[pk.delta_g1, pk.beta_g1]),
-    }
+    Fingerprint { lens, points: G1::to_device(&[pk.delta_g1, pk.beta_g1]) }
 }
 
 impl KeyBases for ProvingKey<Bls12_381> {

@@ -220,9 +220,7 @@ fn exhausted(what: &str, need: u64, budget: u64, held: u64) -> KernelError {
 
 impl CudaEngine {
     pub(super) fn cache(&self) -> Res<std::sync::MutexGuard<'_, Cache>> {
-        self.cache
-            .lock()
-            .map_err(|e| DeviceError::engine("locking the engine cache", e))
+        self.cache.lock().map_err(|e| DeviceError::engine("locking the engine cache", e))
     }
 
     /// Device bytes held by resident proving keys, NTT tables, selections
@@ -300,20 +298,11 @@ impl CudaEngine {
             buf.copy_from_host(idx)?;
             Ok(Some(buf))
         };
-        let limit = (ia.into_iter().chain(ib))
-            .filter_map(|v| v.iter().max())
-            .max()
-            .map_or(0, |&m| m as usize + 1);
-        let sel = Arc::new(DeviceSelections {
-            a: upload(ia)?,
-            b: upload(ib)?,
-            limit,
-            sample: id,
-            bytes: need,
-        });
-        cache
-            .selections
-            .insert(circuit_id.to_string(), (sel.clone(), tick));
+        let limit =
+            (ia.into_iter().chain(ib)).filter_map(|v| v.iter().max()).max().map_or(0, |&m| m as usize + 1);
+        let sel =
+            Arc::new(DeviceSelections { a: upload(ia)?, b: upload(ib)?, limit, sample: id, bytes: need });
+        cache.selections.insert(circuit_id.to_string(), (sel.clone(), tick));
         Ok(Some(sel))
     }
 
@@ -400,8 +389,8 @@ impl CudaEngine {
             Ok((g1, b2))
         };
         let (g1, b2) = self.upload_with_room(ws, upload)?;
-        let bytes = g1.iter().flatten().map(|b| b.bytes()).sum::<u64>()
-            + b2.as_ref().map_or(0, |b| b.bytes());
+        let bytes =
+            g1.iter().flatten().map(|b| b.bytes()).sum::<u64>() + b2.as_ref().map_or(0, |b| b.bytes());
         let key = Arc::new(ResidentKey {
             g1: g1.try_into().map_err(|_| ()).expect("four queries"),
             b2,
@@ -409,9 +398,7 @@ impl CudaEngine {
             fingerprint: fp,
             bytes,
         });
-        cache
-            .keys
-            .insert(circuit_id.to_string(), (key.clone(), tick));
+        cache.keys.insert(circuit_id.to_string(), (key.clone(), tick));
         Ok(key)
     }
 
@@ -453,9 +440,7 @@ impl CudaEngine {
         let flat = Flattened::new(matrices, LONG_ROW)?;
         self.make_room(&mut cache, flat.device_bytes(), room)?;
         let d = Arc::new(self.upload_with_room(ws, || DeviceMatrices::upload(&flat, fp, ws))?);
-        cache
-            .matrices
-            .insert(circuit_id.to_string(), (d.clone(), tick));
+        cache.matrices.insert(circuit_id.to_string(), (d.clone(), tick));
         Ok(d)
     }
 
@@ -472,19 +457,12 @@ impl CudaEngine {
         let need = part_bytes(bases, parts);
         while cache.pinned_bytes() + need > self.pinned_budget {
             let Some((id, _)) = idle_lru(&cache.streamed, &cache.kept.0) else {
-                return Err(exhausted(
-                    "pinned",
-                    need,
-                    self.pinned_budget,
-                    cache.pinned_bytes(),
-                ));
+                return Err(exhausted("pinned", need, self.pinned_budget, cache.pinned_bytes()));
             };
             cache.streamed.remove(&id);
         }
         let key = Arc::new(HostKey::new(bases, parts)?);
-        cache
-            .streamed
-            .insert(circuit_id.to_string(), (key.clone(), tick));
+        cache.streamed.insert(circuit_id.to_string(), (key.clone(), tick));
         Ok(key)
     }
 }
@@ -492,10 +470,7 @@ impl CudaEngine {
 /// Bytes of a key's `parts` (device_plan::PARTS order) in the kernels'
 /// layout.
 fn part_bytes(bases: &dyn KeyBases, parts: [bool; 5]) -> u64 {
-    let g1: usize = (Query::ALL.iter())
-        .filter(|&&q| parts[q as usize])
-        .map(|&q| bases.len(q))
-        .sum();
+    let g1: usize = (Query::ALL.iter()).filter(|&&q| parts[q as usize]).map(|&q| bases.len(q)).sum();
     let g2 = if parts[4] { bases.b2_len() } else { 0 };
     (g1 * std::mem::size_of::<DevG1Affine>() + g2 * std::mem::size_of::<DevG2Affine>()) as u64
 }

@@ -15,9 +15,7 @@ use ark_ec::{CurveGroup, PrimeGroup};
 use rayon::prelude::*;
 use rustacuda::stream::Stream;
 
-use super::gpu::{
-    DBuf, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu, Launch, Res, Workspace,
-};
+use super::gpu::{DBuf, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu, Launch, Res, Workspace};
 use super::msm::{fr_dev, from_mont, MsmGroup, G1, G2};
 use crate::fixed_base::{g1_from_words, g2_from_words, table, windows, WINDOW_BITS};
 use crate::{Fr, G1Projective, G2Projective};
@@ -36,8 +34,7 @@ const SEGMENT: usize = 16;
 const THREADS: u32 = 128;
 
 /// A `k_g*_fixed_base` launcher.
-type Mul<A, J> =
-    fn(&Gpu, &Stream, Launch, DevPtr<DevFr>, DevPtr<A>, u32, u32, u32, DevPtr<J>) -> Res<()>;
+type Mul<A, J> = fn(&Gpu, &Stream, Launch, DevPtr<DevFr>, DevPtr<A>, u32, u32, u32, DevPtr<J>) -> Res<()>;
 /// A `k_g*_to_affine` launcher.
 type ToAffine<A, J> = fn(&Gpu, &Stream, Launch, DevPtr<J>, DevPtr<A>, u32, u32) -> Res<()>;
 
@@ -83,21 +80,10 @@ impl FixedBase {
         let gpu = Gpu::new(ordinal)?;
         gpu.enter()?;
         let ws = Workspace::new(true, 0)?;
-        let g1_table = ws.upload_owned(&G1::to_device(&table(
-            G1Projective::generator(),
-            WINDOW_BITS,
-        )))?;
-        let g2_table = ws.upload_owned(&G2::to_device(&table(
-            G2Projective::generator(),
-            WINDOW_BITS,
-        )))?;
+        let g1_table = ws.upload_owned(&G1::to_device(&table(G1Projective::generator(), WINDOW_BITS)))?;
+        let g2_table = ws.upload_owned(&G2::to_device(&table(G2Projective::generator(), WINDOW_BITS)))?;
         ws.synchronize("uploading the generators' tables")?;
-        Ok(Self {
-            g1_table,
-            g2_table,
-            ws,
-            gpu,
-        })
+        Ok(Self { g1_table, g2_table, ws, gpu })
     }
 
     /// The device's name, for the log.
@@ -132,29 +118,11 @@ impl FixedBase {
             let jac = ws.buffer::<G::Jac>(n)?;
             let nwin = windows(WINDOW_BITS);
             let launch = Launch::over(n, THREADS);
-            (G::MUL)(
-                gpu,
-                &ws.stream,
-                launch,
-                sc.ptr(),
-                table.ptr(),
-                WINDOW_BITS,
-                nwin,
-                n as u32,
-                jac.ptr(),
-            )?;
+            (G::MUL)(gpu, &ws.stream, launch, sc.ptr(), table.ptr(), WINDOW_BITS, nwin, n as u32, jac.ptr())?;
             let aff = ws.buffer::<G::Affine>(n)?;
             let stride = n.div_ceil(SEGMENT);
             let launch = Launch::over(stride, THREADS);
-            (G::TO_AFFINE)(
-                gpu,
-                &ws.stream,
-                launch,
-                jac.ptr(),
-                aff.ptr(),
-                n as u32,
-                stride as u32,
-            )?;
+            (G::TO_AFFINE)(gpu, &ws.stream, launch, jac.ptr(), aff.ptr(), n as u32, stride as u32)?;
             aff.download(&mut host[..n], &ws.stream)?;
             ws.synchronize("fixed-base multiplication")?;
             out.par_extend(host[..n].par_iter().map(G::from_affine));

@@ -14,8 +14,7 @@ use rustacuda::device::Device;
 use rustacuda::error::CudaError;
 use rustacuda::event::{Event, EventFlags};
 use rustacuda::memory::{
-    AsyncCopyDestination, CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice,
-    LockedBuffer,
+    AsyncCopyDestination, CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice, LockedBuffer,
 };
 use rustacuda::module::Module;
 use rustacuda::stream::{Stream, StreamFlags, StreamWaitEventFlags};
@@ -30,12 +29,7 @@ pub type Res<T> = Result<T, KernelError>;
 
 /// Maps a driver error of `call` to `KernelError::Device`, keeping the code.
 pub fn driver(call: &str) -> impl Fn(CudaError) -> KernelError + '_ {
-    move |e| {
-        KernelError::Device(DeviceError {
-            call: call.to_string(),
-            cause: DeviceCause::Driver(e),
-        })
-    }
+    move |e| KernelError::Device(DeviceError { call: call.to_string(), cause: DeviceCause::Driver(e) })
 }
 
 static INIT: std::sync::OnceLock<Result<(), CudaError>> = std::sync::OnceLock::new();
@@ -77,9 +71,7 @@ pub trait DeviceElement: DeviceCopy + Copy {
         assert_eq!(std::mem::size_of::<Self>(), 8 * Self::WORDS);
         // SAFETY: every implementor is #[repr(transparent)] over [u64; WORDS]
         // (checked above), so it has u64's alignment and no padding.
-        unsafe {
-            std::slice::from_raw_parts(words.as_ptr() as *const Self, words.len() / Self::WORDS)
-        }
+        unsafe { std::slice::from_raw_parts(words.as_ptr() as *const Self, words.len() / Self::WORDS) }
     }
 
     /// The words of elements, to be written in place (a key's points
@@ -89,10 +81,7 @@ pub trait DeviceElement: DeviceCopy + Copy {
         // SAFETY: as in `from_words`: plain u64 words without padding, and
         // any words are a valid element.
         unsafe {
-            std::slice::from_raw_parts_mut(
-                elements.as_mut_ptr() as *mut u64,
-                elements.len() * Self::WORDS,
-            )
+            std::slice::from_raw_parts_mut(elements.as_mut_ptr() as *mut u64, elements.len() * Self::WORDS)
         }
     }
 
@@ -100,12 +89,7 @@ pub trait DeviceElement: DeviceCopy + Copy {
     fn as_words(elements: &[Self]) -> &[u64] {
         assert_eq!(std::mem::size_of::<Self>(), 8 * Self::WORDS);
         // SAFETY: as in `from_words`: plain u64 words without padding.
-        unsafe {
-            std::slice::from_raw_parts(
-                elements.as_ptr() as *const u64,
-                elements.len() * Self::WORDS,
-            )
-        }
+        unsafe { std::slice::from_raw_parts(elements.as_ptr() as *const u64, elements.len() * Self::WORDS) }
     }
 }
 
@@ -154,18 +138,12 @@ impl<T> Copy for DevPtr<T> {}
 impl<T> DevPtr<T> {
     /// The null pointer, for a kernel's optional array (`map ? map[i] : i`).
     pub fn null() -> Self {
-        Self {
-            addr: 0,
-            _elem: PhantomData,
-        }
+        Self { addr: 0, _elem: PhantomData }
     }
 
     /// The address of element `i` after this one.
     pub fn offset(self, i: usize) -> Self {
-        Self {
-            addr: self.addr + (i * std::mem::size_of::<T>()) as u64,
-            _elem: PhantomData,
-        }
+        Self { addr: self.addr + (i * std::mem::size_of::<T>()) as u64, _elem: PhantomData }
     }
 }
 
@@ -196,11 +174,7 @@ pub struct Launch {
 impl Launch {
     /// `grid` blocks of `block` threads, no dynamic shared memory.
     pub fn new(grid: u32, block: u32) -> Self {
-        Self {
-            grid,
-            block,
-            shared: 0,
-        }
+        Self { grid, block, shared: 0 }
     }
 
     /// Enough blocks of `block` threads for one thread per item of `n`.
@@ -210,10 +184,7 @@ impl Launch {
 
     /// The same launch with `bytes` of dynamic shared memory per block.
     pub fn shared(self, bytes: u32) -> Self {
-        Self {
-            shared: bytes,
-            ..self
-        }
+        Self { shared: bytes, ..self }
     }
 }
 
@@ -241,21 +212,14 @@ impl Gpu {
     pub fn new(ordinal: usize) -> Res<Self> {
         init()?;
         let device = Device::get_device(ordinal as u32).map_err(driver("cuDeviceGet"))?;
-        let ctx =
-            Context::create_and_push(ContextFlags::SCHED_AUTO | ContextFlags::MAP_HOST, device)
-                .map_err(driver("cuCtxCreate"))?;
+        let ctx = Context::create_and_push(ContextFlags::SCHED_AUTO | ContextFlags::MAP_HOST, device)
+            .map_err(driver("cuCtxCreate"))?;
         let unowned = ctx.get_unowned();
         let module = Module::load_from_bytes(FATBIN).map_err(driver("loading the cuzk fatbin"));
         // Leave the context current nowhere in particular: callers `enter`.
         let _ = ContextStack::pop();
         let module = module?;
-        Ok(Self {
-            device,
-            ordinal,
-            ctx: Some(ctx),
-            unowned,
-            module: Some(module),
-        })
+        Ok(Self { device, ordinal, ctx: Some(ctx), unowned, module: Some(module) })
     }
 
     /// The device's free and total memory as the driver reports them now
@@ -284,13 +248,8 @@ impl Gpu {
             return Ok(());
         }
         let cname = CString::new(name).expect("kernel names have no NUL");
-        let module = self
-            .module
-            .as_ref()
-            .expect("module lives as long as the Gpu");
-        let f = module
-            .get_function(&cname)
-            .map_err(driver(&format!("finding kernel {name}")))?;
+        let module = self.module.as_ref().expect("module lives as long as the Gpu");
+        let f = module.get_function(&cname).map_err(driver(&format!("finding kernel {name}")))?;
         unsafe { stream.launch(&f, l.grid, l.block, l.shared, args) }
             .map_err(driver(&format!("launching {name}")))
     }
@@ -466,19 +425,10 @@ unsafe impl<T: DeviceCopy> Sync for DBuf<T> {}
 impl<T: DeviceCopy> DBuf<T> {
     /// An owned allocation (cuMemAlloc now, cuMemFree on drop).
     pub fn new(len: usize) -> Res<Self> {
-        Ok(Self::from_words(
-            alloc_words(words_for::<T>(len))?,
-            len,
-            None,
-        ))
+        Ok(Self::from_words(alloc_words(words_for::<T>(len))?, len, None))
     }
     fn from_words(mem: Words, len: usize, home: Option<FreeList>) -> Self {
-        Self {
-            mem: Some(mem),
-            len,
-            home,
-            _elem: PhantomData,
-        }
+        Self { mem: Some(mem), len, home, _elem: PhantomData }
     }
     fn mem(&self) -> &Words {
         self.mem.as_ref().expect("memory is held until drop")
@@ -495,10 +445,7 @@ impl<T: DeviceCopy> DBuf<T> {
     }
     /// Device address of the first element, as the kernels take it.
     pub fn ptr(&self) -> DevPtr<T> {
-        DevPtr {
-            addr: self.mem().0.as_ptr() as u64,
-            _elem: PhantomData,
-        }
+        DevPtr { addr: self.mem().0.as_ptr() as u64, _elem: PhantomData }
     }
     /// Device address of element `i`.
     pub fn ptr_at(&self, i: usize) -> DevPtr<T> {
@@ -513,9 +460,8 @@ impl<T: DeviceCopy> DBuf<T> {
         assert!(dst.len() <= self.len, "a download within the buffer");
         // SAFETY: the allocation holds self.len elements of T (words_for) at
         // an 8-byte aligned address; the slice lives for this call only.
-        let src: &DeviceSlice<T> = unsafe {
-            DeviceSlice::from_raw_parts(DevicePointer::wrap(self.ptr().addr as *mut T), dst.len())
-        };
+        let src: &DeviceSlice<T> =
+            unsafe { DeviceSlice::from_raw_parts(DevicePointer::wrap(self.ptr().addr as *mut T), dst.len()) };
         unsafe { src.async_copy_to(dst, stream) }.map_err(driver("cuMemcpyDtoHAsync"))
     }
     /// Copies `src` (any host memory) to the first `src.len()` elements and
@@ -538,17 +484,12 @@ impl<T: DeviceCopy> DBuf<T> {
         assert!(src.len() <= self.len, "a copy within the buffer");
         // SAFETY: as in `download`; the device memory is this buffer's.
         let dst: &mut DeviceSlice<T> = unsafe {
-            DeviceSlice::from_raw_parts_mut(
-                DevicePointer::wrap(self.ptr().addr as *mut T),
-                src.len(),
-            )
+            DeviceSlice::from_raw_parts_mut(DevicePointer::wrap(self.ptr().addr as *mut T), src.len())
         };
         match stream {
             // SAFETY: the caller keeps `src` (pinned) alive until the
             // stream has passed the copy.
-            Some(stream) => {
-                unsafe { dst.async_copy_from(src, stream) }.map_err(driver("cuMemcpyHtoDAsync"))
-            }
+            Some(stream) => unsafe { dst.async_copy_from(src, stream) }.map_err(driver("cuMemcpyHtoDAsync")),
             None => dst.copy_from(src).map_err(driver("cuMemcpyHtoD")),
         }
     }
@@ -612,8 +553,8 @@ impl Workspace {
     pub fn new(pool: bool, rank: usize) -> Res<Self> {
         // Lower numbers are greater priorities: rank 0 gets the greatest,
         // each further rank one step less, down to the least (the default).
-        let range = CurrentContext::get_stream_priority_range()
-            .map_err(driver("cuCtxGetStreamPriorityRange"))?;
+        let range =
+            CurrentContext::get_stream_priority_range().map_err(driver("cuCtxGetStreamPriorityRange"))?;
         let step = i32::try_from(rank).unwrap_or(i32::MAX);
         let priority = range.greatest.saturating_add(step).min(range.least);
         Ok(Self {
@@ -639,10 +580,7 @@ impl Workspace {
         }
         let words = words_for::<T>(len);
         let reused = {
-            let mut free = self
-                .free
-                .lock()
-                .map_err(|e| DeviceError::engine("locking a workspace", e))?;
+            let mut free = self.free.lock().map_err(|e| DeviceError::engine("locking a workspace", e))?;
             let fit = free
                 .iter()
                 .enumerate()
@@ -674,10 +612,7 @@ impl Workspace {
     /// Frees the idle allocations (cuMemFree: waits for the context's work).
     pub fn release(&self) -> Res<()> {
         let idle = std::mem::take(
-            &mut *self
-                .free
-                .lock()
-                .map_err(|e| DeviceError::engine("locking a workspace", e))?,
+            &mut *self.free.lock().map_err(|e| DeviceError::engine("locking a workspace", e))?,
         );
         let bytes: u64 = idle.iter().map(|m| 8 * m.0.len() as u64).sum();
         drop(idle);
@@ -693,9 +628,7 @@ impl Workspace {
 
     /// Bytes of device memory held idle.
     pub fn idle_bytes(&self) -> u64 {
-        self.free
-            .lock()
-            .map_or(0, |f| f.iter().map(|m| 8 * m.0.len() as u64).sum())
+        self.free.lock().map_or(0, |f| f.iter().map(|m| 8 * m.0.len() as u64).sum())
     }
 
     /// Copies `src` to `dst[..src.len()]` through the pinned staging buffers,
@@ -719,10 +652,7 @@ impl Workspace {
         src: &[T],
     ) -> Res<()> {
         assert!(at + src.len() <= dst.len, "an upload within the buffer");
-        let mut staging = self
-            .staging
-            .lock()
-            .map_err(|e| DeviceError::engine("locking a workspace", e))?;
+        let mut staging = self.staging.lock().map_err(|e| DeviceError::engine("locking a workspace", e))?;
         staging.upload(dst, at * T::WORDS, T::as_words(src), stream)
     }
 
@@ -816,16 +746,11 @@ impl Staging {
         let mut events = Vec::new();
         for _ in 0..2 {
             bufs.push(
-                unsafe { LockedBuffer::uninitialized(STAGING_WORDS) }
-                    .map_err(driver("cuMemAllocHost"))?,
+                unsafe { LockedBuffer::uninitialized(STAGING_WORDS) }.map_err(driver("cuMemAllocHost"))?,
             );
             events.push(Event::new(EventFlags::DISABLE_TIMING).map_err(driver("cuEventCreate"))?);
         }
-        Ok(Self {
-            bufs,
-            events,
-            turn: 0,
-        })
+        Ok(Self { bufs, events, turn: 0 })
     }
 
     /// Copies `src` words to `dst`'s memory from word `at` on, stream-ordered.
@@ -842,9 +767,7 @@ impl Staging {
             // last read this buffer (an unrecorded event is complete).
             let k = self.turn;
             self.turn = 1 - self.turn;
-            self.events[k]
-                .synchronize()
-                .map_err(driver("staging wait"))?;
+            self.events[k].synchronize().map_err(driver("staging wait"))?;
             let buf = &mut self.bufs[k].as_mut_slice()[..piece.len()];
             buf.par_chunks_mut(1 << 15)
                 .zip(piece.par_chunks(1 << 15))
@@ -853,9 +776,7 @@ impl Staging {
             let d: &mut DeviceSlice<u64> = &mut mem.0[off..off + piece.len()];
             unsafe { d.async_copy_from(&self.bufs[k].as_slice()[..piece.len()], stream) }
                 .map_err(driver("cuMemcpyHtoDAsync"))?;
-            self.events[k]
-                .record(stream)
-                .map_err(driver("cuEventRecord"))?;
+            self.events[k].record(stream).map_err(driver("cuEventRecord"))?;
         }
         Ok(())
     }
@@ -867,15 +788,9 @@ mod tests {
 
     #[test]
     fn pointers_step_by_their_element_size() {
-        let p = DevPtr::<DevG2Jac> {
-            addr: 4096,
-            _elem: PhantomData,
-        };
+        let p = DevPtr::<DevG2Jac> { addr: 4096, _elem: PhantomData };
         assert_eq!(p.offset(2).addr, 4096 + 2 * 8 * G2_JAC_WORDS as u64);
-        let q = DevPtr::<u32> {
-            addr: 4096,
-            _elem: PhantomData,
-        };
+        let q = DevPtr::<u32> { addr: 4096, _elem: PhantomData };
         assert_eq!(q.offset(3).addr, 4096 + 12);
     }
 

@@ -14,9 +14,7 @@ use rayon::prelude::*;
 use crate::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
 pub fn fresh_seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap();
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     t.as_nanos() as u64 ^ (std::process::id() as u64) << 40
 }
 
@@ -31,9 +29,7 @@ where
     const CHUNK: usize = 4096;
     let mut r = rng(seed);
     let step = G::generator() * G::ScalarField::rand(&mut r);
-    let starts: Vec<G::ScalarField> = (0..n.div_ceil(CHUNK))
-        .map(|_| G::ScalarField::rand(&mut r))
-        .collect();
+    let starts: Vec<G::ScalarField> = (0..n.div_ceil(CHUNK)).map(|_| G::ScalarField::rand(&mut r)).collect();
     let proj: Vec<G> = starts
         .par_iter()
         .enumerate()
@@ -89,13 +85,11 @@ pub fn mostly_bits(n: usize, bits_pct: u64, seed: u64) -> Vec<Fr> {
 fn scalars(n: usize, seed: u64, draw: impl Fn(&mut ChaCha20Rng, usize) -> Fr + Sync) -> Vec<Fr> {
     const CHUNK: usize = 1 << 14;
     let mut out = vec![Fr::from(0u64); n];
-    out.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(ci, chunk)| {
-            let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
-            for (i, x) in chunk.iter_mut().enumerate() {
-                *x = draw(&mut r, i);
-            }
-        });
+    out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, chunk)| {
+        let mut r = rng(seed ^ (ci as u64).wrapping_mul(0x9e3779b97f4a7c15));
+        for (i, x) in chunk.iter_mut().enumerate() {
+            *x = draw(&mut r, i);
+        }
+    });
     out
 }

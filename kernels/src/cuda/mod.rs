@@ -29,8 +29,8 @@ pub mod ntt;
 mod passes;
 mod plan;
 mod prove;
-mod spans;
 pub mod r1cs;
+mod spans;
 mod streamed;
 
 // Public for the benchmark, which computes the kernel-active fraction from
@@ -53,8 +53,8 @@ use crate::{device_plan, DeviceError, Fr, G1Affine, G2Affine, KernelError};
 use bases::SourceBases;
 use cache::Cache;
 use gpu::{
-    driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu,
-    Launch, Res, Workspace,
+    driver, DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG2Affine, DevPtr, DeviceElement, Gpu, Launch, Res,
+    Workspace,
 };
 use msm::{MsmGroup, Results, ZeroOne, G1, G2};
 use passes::Passes;
@@ -80,21 +80,9 @@ pub fn detect_devices() -> Result<Vec<DeviceInfo>, KernelError> {
         let name = d.name().map_err(driver("cuDeviceGetName"))?;
         let u = d.uuid().map_err(driver("cuDeviceGetUuid"))?;
         let h = hex::encode(u);
-        let uuid = format!(
-            "GPU-{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        );
+        let uuid = format!("GPU-{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]);
         let total_memory = d.total_memory().map_err(driver("cuDeviceTotalMem"))? as u64;
-        out.push(DeviceInfo {
-            ordinal: ordinal as usize,
-            name,
-            uuid,
-            total_memory,
-        });
+        out.push(DeviceInfo { ordinal: ordinal as usize, name, uuid, total_memory });
     }
     Ok(out)
 }
@@ -222,12 +210,11 @@ impl Workspaces {
         let taken = match best {
             Some(i) => Ok(self.idle.swap_remove(i)),
             // Of these, at least one is not held.
-            None => Err((from..=from + self.leased.len() + self.idle.len())
-                .find(|r| !held(r))
-                .unwrap_or(from)),
+            None => {
+                Err((from..=from + self.leased.len() + self.idle.len()).find(|r| !held(r)).unwrap_or(from))
+            }
         };
-        self.leased
-            .push(taken.as_ref().map_or_else(|&r| r, |w| w.rank));
+        self.leased.push(taken.as_ref().map_or_else(|&r| r, |w| w.rank));
         taken
     }
 
@@ -243,9 +230,7 @@ impl Workspaces {
 /// caller, who joins the thread where the memory must be back; here if no
 /// thread can be started (the failed spawn drops it).
 fn free_elsewhere<T: Send + 'static>(x: T) -> Option<std::thread::JoinHandle<()>> {
-    (std::thread::Builder::new().name("cuzk-free".into()))
-        .spawn(move || drop(x))
-        .ok()
+    (std::thread::Builder::new().name("cuzk-free".into())).spawn(move || drop(x)).ok()
 }
 
 /// Device bytes kept out of the plan for the driver's own allocations
@@ -297,9 +282,7 @@ impl CudaEngine {
         // are loaded, less a margin for the driver's own allocations as
         // streams and events come (cuMemGetInfo).
         let (free, _) = gpu.memory()?;
-        let usable = free
-            .saturating_sub(DRIVER_MARGIN)
-            .min(options.memory_limit.unwrap_or(u64::MAX));
+        let usable = free.saturating_sub(DRIVER_MARGIN).min(options.memory_limit.unwrap_or(u64::MAX));
         let device = device_plan::Device {
             usable,
             general: options.general_calls.max(1),
@@ -307,15 +290,13 @@ impl CudaEngine {
             pass_limit: options.pass_partitions.max(1),
             resident_limit: options.resident_budget.unwrap_or(u64::MAX),
         };
-        let pinned_budget = options
-            .pinned_budget
-            .unwrap_or_else(|| crate::host::physical_memory().unwrap_or(128 << 30) / 2);
+        let pinned_budget =
+            options.pinned_budget.unwrap_or_else(|| crate::host::physical_memory().unwrap_or(128 << 30) / 2);
         let dev_name = gpu.device.name().unwrap_or_else(|_| "?".into());
         gpu.enter()?;
         let epoch = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
         {
-            let s =
-                Stream::new(StreamFlags::NON_BLOCKING, None).map_err(driver("cuStreamCreate"))?;
+            let s = Stream::new(StreamFlags::NON_BLOCKING, None).map_err(driver("cuStreamCreate"))?;
             epoch.record(&s).map_err(driver("cuEventRecord"))?;
             s.synchronize().map_err(driver("cuStreamSynchronize"))?;
         }
@@ -359,10 +340,7 @@ impl CudaEngine {
                 }
             })?,
         };
-        Ok(Lease {
-            engine: self,
-            ws: Some(ws),
-        })
+        Ok(Lease { engine: self, ws: Some(ws) })
     }
 
     /// Frees the idle device buffers of the pooled workspaces (cuMemFree:
@@ -377,9 +355,7 @@ impl CudaEngine {
 
     /// Device bytes held idle by the pooled workspaces.
     pub fn pooled_bytes(&self) -> u64 {
-        self.workspaces
-            .lock()
-            .map_or(0, |v| v.idle.iter().map(|w| w.idle_bytes()).sum())
+        self.workspaces.lock().map_or(0, |v| v.idle.iter().map(|w| w.idle_bytes()).sum())
     }
 
     /// Keeps a call's kernel span and returns how much of it (ms) no kept
@@ -404,9 +380,7 @@ impl CudaEngine {
     /// call's host round trips inside its span, the 0/1 counts' reads,
     /// count as active).
     pub fn kernel_spans(&self) -> Vec<(f64, f64)> {
-        self.spans
-            .lock()
-            .map_or(Vec::new(), |s| s.iter().copied().collect())
+        self.spans.lock().map_or(Vec::new(), |s| s.iter().copied().collect())
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -492,8 +466,7 @@ impl CudaEngine {
     /// In-place NTT of device data of size n (a power of two).
     pub fn ntt_device(&self, data: &DBuf<DevFr>, n: usize, inverse: bool, coset: bool) -> Res<()> {
         let scratch = DBuf::<DevFr>::new(n)?;
-        self.ntt_device_with(data, &scratch, n, inverse, coset)
-            .map(|_| ())
+        self.ntt_device_with(data, &scratch, n, inverse, coset).map(|_| ())
     }
 
     /// As `ntt_device`, with a caller-held scratch buffer of n elements.
@@ -515,19 +488,10 @@ impl CudaEngine {
         let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
         let (start, stop) = (ev()?, ev()?);
         start.record(&ws.stream).map_err(driver("cuEventRecord"))?;
-        t.ntt(
-            &self.gpu,
-            &ws.stream,
-            data.ptr(),
-            scratch.ptr(),
-            inverse,
-            coset,
-        )?;
+        t.ntt(&self.gpu, &ws.stream, data.ptr(), scratch.ptr(), inverse, coset)?;
         stop.record(&ws.stream).map_err(driver("cuEventRecord"))?;
         ws.synchronize("ntt")?;
-        let ms = stop
-            .elapsed_time_f32(&start)
-            .map_err(driver("cuEventElapsedTime"))?;
+        let ms = stop.elapsed_time_f32(&start).map_err(driver("cuEventElapsedTime"))?;
         Ok(ms as f64)
     }
 
@@ -569,9 +533,7 @@ impl CudaEngine {
         if first[0] != u32::MAX {
             return Err(KernelError::Unsatisfied(first[0] as usize));
         }
-        let ms = stop
-            .elapsed_time_f32(&start)
-            .map_err(driver("cuEventElapsedTime"))?;
+        let ms = stop.elapsed_time_f32(&start).map_err(driver("cuEventElapsedTime"))?;
         Ok(ms as f64)
     }
 
@@ -580,12 +542,10 @@ impl CudaEngine {
     /// Fq2). Returns the words of the n results.
     pub fn field_op(&self, field: FieldTest, op: u32, a: &[u64], b: &[u64]) -> Res<Vec<u64>> {
         match field {
-            FieldTest::Fr => self.field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFr>, n| {
-                g.test_fr_op(st, l, op, x, y, o, n)
-            }),
-            FieldTest::Fq => self.field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFq>, n| {
-                g.test_fq_op(st, l, op, x, y, o, n)
-            }),
+            FieldTest::Fr => self
+                .field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFr>, n| g.test_fr_op(st, l, op, x, y, o, n)),
+            FieldTest::Fq => self
+                .field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFq>, n| g.test_fq_op(st, l, op, x, y, o, n)),
             FieldTest::Fq2 => self.field_test(a, b, |g, st, l, x, y, o: DevPtr<DevFq2>, n| {
                 g.test_fq2_op(st, l, op, x, y, o, n)
             }),
@@ -630,15 +590,7 @@ impl CudaEngine {
         ws.upload(&mut da, a)?;
         ws.upload(&mut db, b)?;
         let dout = ws.buffer::<O>(per_input * n)?;
-        kernel(
-            &self.gpu,
-            &ws.stream,
-            Launch::over(n, 128),
-            da.ptr(),
-            db.ptr(),
-            dout.ptr(),
-            n as u32,
-        )?;
+        kernel(&self.gpu, &ws.stream, Launch::over(n, 128), da.ptr(), db.ptr(), dout.ptr(), n as u32)?;
         let mut host = vec![O::ZERO; per_input * n];
         dout.download(&mut host, &ws.stream)?;
         ws.synchronize("test kernel")?;

@@ -11,8 +11,8 @@ use rayon::prelude::*;
 use rustacuda::stream::Stream;
 
 use super::gpu::{
-    DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace, NTT_SCALE_LOAD, NTT_SCALE_NONE,
-    NTT_SCALE_STORE, NTT_THREADS,
+    DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace, NTT_SCALE_LOAD, NTT_SCALE_NONE, NTT_SCALE_STORE,
+    NTT_THREADS,
 };
 use super::msm::fr_dev;
 use crate::groth16::Domain;
@@ -36,15 +36,13 @@ const MAX_PASS_STAGES: u32 = 8;
 pub fn powers(base: Fr, scale: Fr, len: usize) -> Vec<Fr> {
     let mut out = vec![Fr::one(); len];
     const CHUNK: usize = 1 << 14;
-    out.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(ci, chunk)| {
-            let mut x = scale * base.pow([(ci * CHUNK) as u64]);
-            for o in chunk.iter_mut() {
-                *o = x;
-                x *= base;
-            }
-        });
+    out.par_chunks_mut(CHUNK).enumerate().for_each(|(ci, chunk)| {
+        let mut x = scale * base.pow([(ci * CHUNK) as u64]);
+        for o in chunk.iter_mut() {
+            *o = x;
+            x *= base;
+        }
+    });
     out
 }
 
@@ -80,11 +78,7 @@ impl Scaling {
         let logl = l.trailing_zeros();
         let lo = powers(base, Fr::one(), l);
         let hi = powers(base.pow([l as u64]), scale, n / l);
-        Ok(Self {
-            lo: ws.upload_owned(fr_dev(&lo))?,
-            hi: ws.upload_owned(fr_dev(&hi))?,
-            logl,
-        })
+        Ok(Self { lo: ws.upload_owned(fr_dev(&lo))?, hi: ws.upload_owned(fr_dev(&hi))?, logl })
     }
     fn bytes(&self) -> u64 {
         self.lo.bytes() + self.hi.bytes()
@@ -129,8 +123,8 @@ pub struct NttTables {
 impl NttTables {
     /// The tables of size n, uploaded through `ws` (waits for the upload).
     pub fn new(n: usize, ws: &Workspace) -> Res<Self> {
-        let domain = Domain::new(n)
-            .ok_or_else(|| KernelError::Synthesis(format!("no NTT domain of size {n}")))?;
+        let domain =
+            Domain::new(n).ok_or_else(|| KernelError::Synthesis(format!("no NTT domain of size {n}")))?;
         assert_eq!(domain.size(), n);
         let half = (n / 2).max(1);
         let fwd = stage_twiddles(&powers(domain.group_gen, Fr::one(), half), n);
@@ -148,16 +142,7 @@ impl NttTables {
             .expect("the vanishing polynomial is nonzero off the domain");
         let consts = ws.upload_owned(fr_dev(&[domain.size_inv, z_inv]))?;
         ws.synchronize("uploading NTT tables")?;
-        Ok(Self {
-            n,
-            logn: n.trailing_zeros(),
-            tw_fwd,
-            tw_inv,
-            coset,
-            coset_ninv,
-            coset_inv_ninv,
-            consts,
-        })
+        Ok(Self { n, logn: n.trailing_zeros(), tw_fwd, tw_inv, coset, coset_ninv, coset_inv_ninv, consts })
     }
 
     /// Device bytes the tables of size n take (what `bytes` will report),
@@ -194,11 +179,7 @@ impl NttTables {
         if n <= 1 {
             return Ok(());
         }
-        let tw = if inverse {
-            self.tw_inv.ptr()
-        } else {
-            self.tw_fwd.ptr()
-        };
+        let tw = if inverse { self.tw_inv.ptr() } else { self.tw_fwd.ptr() };
         // First pass: the bit-reversal gather and up to SHARED_LOG stages,
         // one column; then the remaining stages in one pass if they fit,
         // else split evenly over the fewest passes of at most
@@ -209,11 +190,7 @@ impl NttTables {
         let mut p = first;
         while p < logn {
             let left = logn - p;
-            let count = if left <= SHARED_LOG {
-                1
-            } else {
-                left.div_ceil(MAX_PASS_STAGES)
-            };
+            let count = if left <= SHARED_LOG { 1 } else { left.div_ceil(MAX_PASS_STAGES) };
             let s = left.div_ceil(count);
             passes.push((p, s, SHARED_LOG - s));
             p += s;
@@ -237,9 +214,7 @@ impl NttTables {
                 _ => NTT_SCALE_NONE,
             };
             let l = Launch::new(n / chunk, (chunk / 4).max(1)).shared(shared);
-            gpu.k_ntt_pass(
-                stream, l, input, out, tw, logn, p, s, c, gather, lo, hi, logl, scale_at,
-            )?;
+            gpu.k_ntt_pass(stream, l, input, out, tw, logn, p, s, c, gather, lo, hi, logl, scale_at)?;
         }
         Ok(())
     }
@@ -268,13 +243,7 @@ impl NttTables {
     /// its evaluations on the domain become those on the coset. Each input
     /// can go as soon as its own upload has arrived; `h_from_cosets` follows
     /// once all three have.
-    pub fn to_coset(
-        &self,
-        gpu: &Gpu,
-        stream: &Stream,
-        x: DevPtr<DevFr>,
-        scratch: DevPtr<DevFr>,
-    ) -> Res<()> {
+    pub fn to_coset(&self, gpu: &Gpu, stream: &Stream, x: DevPtr<DevFr>, scratch: DevPtr<DevFr>) -> Res<()> {
         self.ntt_raw(gpu, stream, x, scratch, true, Fold::After(&self.coset_ninv))?;
         self.ntt_raw(gpu, stream, x, scratch, false, Fold::None)
     }

@@ -88,9 +88,8 @@ impl Passes {
         limit: usize,
     ) -> Res<Role> {
         let mut open = self.lock()?;
-        let open_to = |o: &&mut Open| {
-            o.circuit_id == circuit_id && o.fingerprint == *fingerprint && o.members < limit
-        };
+        let open_to =
+            |o: &&mut Open| o.circuit_id == circuit_id && o.fingerprint == *fingerprint && o.members < limit;
         if let Some(pass) = open.1.iter_mut().find(open_to) {
             let (reply, rx) = mpsc::channel();
             pass.members += 1;
@@ -107,10 +106,7 @@ impl Passes {
             members: 1,
             joiners: Vec::new(),
         });
-        let lead = Lead {
-            id,
-            passes: self.clone(),
-        };
+        let lead = Lead { id, passes: self.clone() };
         Ok(Role::Lead(syn, lead))
     }
 
@@ -180,15 +176,13 @@ impl CudaEngine {
         let limit = plan.pass;
         let first = |outputs: Vec<Res<ProveStartOutput>>| outputs.into_iter().next().expect("one");
         if urgency == Urgency::Urgent || limit == 1 || !plan.streams() {
-            let alone = self.prove_pass(circuit, bases, syn, urgency, (&plan, urgent), &mut |_, _| Vec::new());
+            let alone =
+                self.prove_pass(circuit, bases, syn, urgency, (&plan, urgent), &mut |_, _| Vec::new());
             return alone.and_then(first);
         }
         prove::check(circuit, &syn)?;
         let fingerprint = bases.fingerprint();
-        let (syn, lead) = match self
-            .passes
-            .enter(&circuit.circuit_id, &fingerprint, syn, limit)?
-        {
+        let (syn, lead) = match self.passes.enter(&circuit.circuit_id, &fingerprint, syn, limit)? {
             Role::Lead(syn, lead) => (syn, lead),
             Role::Join(output) => {
                 return output.recv().unwrap_or_else(|_| {
@@ -255,18 +249,11 @@ mod tests {
     use std::time::{Duration, Instant};
 
     fn syn() -> Synthesized {
-        Synthesized {
-            abc: Abc::Deferred,
-            assignment: vec![],
-            num_inputs: 1,
-        }
+        Synthesized { abc: Abc::Deferred, assignment: vec![], num_inputs: 1 }
     }
 
     fn key(k: usize) -> Fingerprint {
-        Fingerprint {
-            lens: [k; 4],
-            points: vec![],
-        }
+        Fingerprint { lens: [k; 4], points: vec![] }
     }
 
     #[test]
@@ -281,9 +268,7 @@ mod tests {
         // of their own.
         let _other = lead(passes.enter("d", &key(1), syn(), 3).unwrap());
         let _new_key = lead(passes.enter("c", &key(2), syn(), 3).unwrap());
-        let joined: Vec<Role> = (0..2)
-            .map(|_| passes.enter("c", &key(1), syn(), 3).unwrap())
-            .collect();
+        let joined: Vec<Role> = (0..2).map(|_| passes.enter("c", &key(1), syn(), 3).unwrap()).collect();
         assert!(joined.iter().all(|r| matches!(r, Role::Join(_))));
         // Full: the fourth call opens a pass of its own.
         let fourth = lead(passes.enter("c", &key(1), syn(), 3).unwrap());
@@ -293,18 +278,13 @@ mod tests {
         // Full and nothing left to take: closed at once, without waiting.
         assert!(passes.take(first.id, far, 3).unwrap().is_empty());
         // Closed: a call now joins the fourth call's pass.
-        assert!(matches!(
-            passes.enter("c", &key(1), syn(), 3).unwrap(),
-            Role::Join(_)
-        ));
+        assert!(matches!(passes.enter("c", &key(1), syn(), 3).unwrap(), Role::Join(_)));
     }
 
     #[test]
     fn a_pass_with_room_waits_for_calls_until_its_deadline_then_closes() {
         let passes = Arc::new(Passes::default());
-        let Role::Lead(_, first) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
-            panic!("joined")
-        };
+        let Role::Lead(_, first) = passes.enter("c", &key(1), syn(), 2).unwrap() else { panic!("joined") };
         std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(Duration::from_millis(50));
@@ -327,26 +307,16 @@ mod tests {
     #[test]
     fn a_pass_whose_first_call_ends_closes_and_its_calls_hear_it() {
         let passes = Arc::new(Passes::default());
-        let Role::Lead(_, lead) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
-            panic!("joined")
-        };
-        let Role::Join(output) = passes.enter("c", &key(1), syn(), 2).unwrap() else {
-            panic!("led")
-        };
+        let Role::Lead(_, lead) = passes.enter("c", &key(1), syn(), 2).unwrap() else { panic!("joined") };
+        let Role::Join(output) = passes.enter("c", &key(1), syn(), 2).unwrap() else { panic!("led") };
         // The first call fails or unwinds before taking the joined call.
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let _held = lead;
             panic!("a bug in the pass");
         }));
         assert!(unwound.is_err());
-        assert!(
-            output.recv().is_err(),
-            "the joined call is not left waiting"
-        );
+        assert!(output.recv().is_err(), "the joined call is not left waiting");
         // The next call opens a pass of its own instead of joining a dead one.
-        assert!(matches!(
-            passes.enter("c", &key(1), syn(), 2).unwrap(),
-            Role::Lead(..)
-        ));
+        assert!(matches!(passes.enter("c", &key(1), syn(), 2).unwrap(), Role::Lead(..)));
     }
 }

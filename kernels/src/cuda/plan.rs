@@ -64,10 +64,8 @@ impl Plans {
             .filter(|(other, e)| e.urgent && other.as_str() != id)
             .map(|(_, e)| e.needs())
             .collect();
-        let lane_call = (others.iter().map(|n| n.call))
-            .chain(urgent.then_some(needs.call))
-            .max()
-            .unwrap_or(0);
+        let lane_call =
+            (others.iter().map(|n| n.call)).chain(urgent.then_some(needs.call)).max().unwrap_or(0);
         let reserve = Reserve::new(&self.device, &others, lane_call);
         device_plan::plan(&self.device, needs, reserve)
             .map_err(|e| DeviceError::memory(format!("planning device memory for {id}"), e))
@@ -256,7 +254,9 @@ impl CudaEngine {
                     plans.revise_others(circuit_id);
                 }
             }
-            Err(e) => log::warn!("{circuit_id}: a call held {peak} bytes of workspace, more than the device can plan for: {e}"),
+            Err(e) => log::warn!(
+                "{circuit_id}: a call held {peak} bytes of workspace, more than the device can plan for: {e}"
+            ),
         }
     }
 

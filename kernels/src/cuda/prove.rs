@@ -19,10 +19,8 @@ use super::msm::{self, GroupResults, Results, ZeroOne, G1, G2};
 use super::ntt::NttTables;
 use super::r1cs::DeviceMatrices;
 use super::{free_elsewhere, streamed, CudaEngine};
-use crate::groth16::{
-    compiled, Abc, PhaseTiming, PreparedCircuit, ProveStartOutput, Selection, Synthesized,
-};
 use crate::device_plan::Plan;
+use crate::groth16::{compiled, Abc, PhaseTiming, PreparedCircuit, ProveStartOutput, Selection, Synthesized};
 use crate::{DeviceError, Fr, KernelError};
 
 /// What a pass returns: the pass's own failure, or each partition's output
@@ -193,10 +191,8 @@ impl CudaEngine {
         // upload, 0.3 s at 2^26 that a streamed key's H chunks could not
         // hide: run 45).
         let mut sels = Vec::with_capacity(parts.len());
-        let lists = [
-            selections.as_ref().and_then(|s| s.a.as_ref()),
-            selections.as_ref().and_then(|s| s.b.as_ref()),
-        ];
+        let lists =
+            [selections.as_ref().and_then(|s| s.a.as_ref()), selections.as_ref().and_then(|s| s.b.as_ref())];
         let chosen = [&circuit.a_selection, &circuit.b_selection];
         for p in &parts {
             let mut sel = [None, None];
@@ -324,11 +320,7 @@ impl CudaEngine {
     ) -> Res<(Part, DBuf<DevFr>)> {
         let (gpu, stream, n) = (&self.gpu, &ws.stream, tables.n);
         let freed_bytes = syn.abc_bytes();
-        let Synthesized {
-            abc,
-            assignment,
-            num_inputs,
-        } = syn;
+        let Synthesized { abc, assignment, num_inputs } = syn;
         let m = assignment.len();
         let mut da = ws.buffer::<DevFr>(n)?;
         let mut db = ws.buffer::<DevFr>(n)?;
@@ -389,15 +381,7 @@ impl CudaEngine {
         marks.mark("ntt")?;
         // db, dc and scratch go back to the workspace here: later buffers
         // reuse them after the NTT, in stream order.
-        let part = Part {
-            z: dz,
-            assignment,
-            num_inputs,
-            freed_bytes,
-            freeing,
-            bad,
-            _matrices: matrices,
-        };
+        let part = Part { z: dz, assignment, num_inputs, freed_bytes, freeing, bad, _matrices: matrices };
         Ok((part, da))
     }
 
@@ -457,15 +441,19 @@ impl CudaEngine {
         let mut from_host = Vec::new();
         if !streamed.is_empty() || b2_streamed.is_some() {
             let host = key.host.as_ref().ok_or_else(|| {
-                DeviceError::engine("streaming a key's parts", "the plan streams parts the engine holds nowhere")
+                DeviceError::engine(
+                    "streaming a key's parts",
+                    "the plan streams parts the engine holds nowhere",
+                )
             })?;
             let part = |q: Query| host.query(q).map(|b| &b[first(q)..]);
-            let hosts = (streamed.iter())
-                .map(|&&(q, _)| part(q))
-                .collect::<Option<Vec<&[DevG1Affine]>>>();
+            let hosts = (streamed.iter()).map(|&&(q, _)| part(q)).collect::<Option<Vec<&[DevG1Affine]>>>();
             let host2 = b2_streamed.and(host.b2()).map(|b| &b[1..]);
             let (Some(hosts), true) = (hosts, b2_streamed.is_none() || host2.is_some()) else {
-                return Err(DeviceError::engine("streaming a key's parts", "a streamed part is missing from pinned memory"));
+                return Err(DeviceError::engine(
+                    "streaming a key's parts",
+                    "a streamed part is missing from pinned memory",
+                ));
             };
             let chunk = self.options.stream_chunk;
             from_host = streamed::msm(&self.gpu, ws, scalars, n, rule, chunk, &hosts, host2)?;
@@ -520,11 +508,7 @@ impl<'s> Marks<'s> {
     fn new(stream: &'s Stream) -> Res<Self> {
         let start = Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"))?;
         start.record(stream).map_err(driver("cuEventRecord"))?;
-        Ok(Self {
-            stream,
-            start,
-            marks: Vec::new(),
-        })
+        Ok(Self { stream, start, marks: Vec::new() })
     }
 
     /// Ends phase `name` at this point of the stream.
@@ -539,8 +523,7 @@ impl<'s> Marks<'s> {
     /// since `epoch` (after the stream has passed them).
     fn kernel_span(&self, epoch: &Event) -> Res<Option<(f64, f64)>> {
         let at = |e: &Event| -> Res<f64> {
-            Ok(e.elapsed_time_f32(epoch)
-                .map_err(driver("cuEventElapsedTime"))? as f64)
+            Ok(e.elapsed_time_f32(epoch).map_err(driver("cuEventElapsedTime"))? as f64)
         };
         let first = self.marks.iter().find(|(n, _)| *n == "upload");
         let last = self.marks.iter().rev().find(|(n, _)| n.starts_with("msm"));
@@ -557,16 +540,11 @@ impl<'s> Marks<'s> {
         let mut prev = &self.start;
         let mut out: Vec<PhaseTiming> = Vec::new();
         for (name, e) in &self.marks {
-            let ms = e
-                .elapsed_time_f32(prev)
-                .map_err(driver("cuEventElapsedTime"))?;
+            let ms = e.elapsed_time_f32(prev).map_err(driver("cuEventElapsedTime"))?;
             let d = Duration::from_secs_f64(ms as f64 / 1e3);
             match out.iter_mut().find(|p| p.phase == *name) {
                 Some(p) => p.duration += d,
-                None => out.push(PhaseTiming {
-                    phase: name,
-                    duration: d,
-                }),
+                None => out.push(PhaseTiming { phase: name, duration: d }),
             }
             prev = e;
         }

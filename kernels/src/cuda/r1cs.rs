@@ -7,9 +7,7 @@
 
 use rayon::prelude::*;
 
-use super::gpu::{
-    DBuf, DevFr, DevPtr, DevRowEnds, DevTerm, Gpu, Launch, Res, Workspace, R1CS_THREADS,
-};
+use super::gpu::{DBuf, DevFr, DevPtr, DevRowEnds, DevTerm, Gpu, Launch, Res, Workspace, R1CS_THREADS};
 use super::msm::fr_dev;
 use crate::r1cs::{Flattened, Matrices};
 
@@ -53,8 +51,7 @@ impl DeviceMatrices {
     /// other calls' streams read it).
     pub fn upload(flat: &Flattened, fingerprint: u64, ws: &Workspace) -> Res<Self> {
         let ends = ws.upload_filled(flat.end_words(), |start, out: &mut [DevRowEnds]| {
-            (out.par_iter_mut().enumerate())
-                .for_each(|(j, o)| *o = DevRowEnds([flat.end_pair(start + j)]));
+            (out.par_iter_mut().enumerate()).for_each(|(j, o)| *o = DevRowEnds([flat.end_pair(start + j)]));
             Ok(())
         })?;
         let terms = ws.upload_filled(flat.terms(), |start, out: &mut [DevTerm]| {

@@ -5,14 +5,9 @@
 
 /// How much of `span` (start, end) none of `others` covers: its share of
 /// their union once all of them are counted, in whatever order.
-pub fn newly_covered<'s>(
-    others: impl IntoIterator<Item = &'s (f64, f64)>,
-    (a, b): (f64, f64),
-) -> f64 {
-    let mut cut: Vec<(f64, f64)> = (others.into_iter())
-        .map(|&(x, y)| (x.max(a), y.min(b)))
-        .filter(|(x, y)| x < y)
-        .collect();
+pub fn newly_covered<'s>(others: impl IntoIterator<Item = &'s (f64, f64)>, (a, b): (f64, f64)) -> f64 {
+    let mut cut: Vec<(f64, f64)> =
+        (others.into_iter()).map(|&(x, y)| (x.max(a), y.min(b))).filter(|(x, y)| x < y).collect();
     cut.sort_by(|p, q| p.0.total_cmp(&q.0));
     let (mut covered, mut end) = (0.0, a);
     for (x, y) in cut {
@@ -36,9 +31,7 @@ mod tests {
         assert_eq!(newly_covered(&kept, (1.0, 3.0)), 0.0);
         assert_eq!(newly_covered(&[], (1.0, 3.0)), 2.0);
         // Shares in any order add up to the union (0-9 with a gap 4-6: 7).
-        let total: f64 = (0..kept.len())
-            .map(|i| newly_covered(&kept[..i], kept[i]))
-            .sum();
+        let total: f64 = (0..kept.len()).map(|i| newly_covered(&kept[..i], kept[i])).sum();
         assert_eq!(total, 7.0);
     }
 }

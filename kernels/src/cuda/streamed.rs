@@ -15,9 +15,7 @@ use rustacuda::memory::{DeviceCopy, LockedBuffer};
 use rustacuda::stream::StreamWaitEventFlags;
 
 use super::bases::{Fingerprint, KeyBases, Query};
-use super::gpu::{
-    driver, recorded, DBuf, DevFr, DevG1Affine, DevG2Affine, DevPtr, Gpu, Res, Workspace,
-};
+use super::gpu::{driver, recorded, DBuf, DevFr, DevG1Affine, DevG2Affine, DevPtr, Gpu, Res, Workspace};
 use super::msm::{self, GroupResults, Results, ZeroOne, G1, G2};
 
 /// Points of one query copied and converted at a time while a key is
@@ -88,13 +86,7 @@ impl HostKey {
         let g1: [Option<Pinned<DevG1Affine>>; 4] = g1.try_into().map_err(|_| ()).expect("four queries");
         let bytes = g1.iter().flatten().map(|p| std::mem::size_of_val(p.as_slice()) as u64).sum::<u64>()
             + b2.as_ref().map_or(0, |p| std::mem::size_of_val(p.as_slice()) as u64);
-        Ok(Self {
-            g1,
-            b2,
-            parts,
-            fingerprint: bases.fingerprint(),
-            bytes,
-        })
+        Ok(Self { g1, b2, parts, fingerprint: bases.fingerprint(), bytes })
     }
 
     /// G1 query `q`, when streamed.
@@ -141,9 +133,7 @@ impl<A: DeviceCopy> Slots<A> {
         let k = self.turn;
         self.turn = 1 - k;
         if let Some(e) = self.free[k].take() {
-            ws.copy
-                .wait_event(e, StreamWaitEventFlags::DEFAULT)
-                .map_err(driver("cuStreamWaitEvent"))?;
+            ws.copy.wait_event(e, StreamWaitEventFlags::DEFAULT).map_err(driver("cuStreamWaitEvent"))?;
         }
         self.bufs[k].copy_from_pinned(host, &ws.copy)?;
         self.loaded[k] = Some(recorded(&ws.copy)?);
@@ -153,9 +143,7 @@ impl<A: DeviceCopy> Slots<A> {
     /// The compute stream waits for buffer k's copy; its device address.
     fn take(&mut self, k: usize, ws: &Workspace) -> Res<DevPtr<A>> {
         if let Some(e) = self.loaded[k].take() {
-            ws.stream
-                .wait_event(e, StreamWaitEventFlags::DEFAULT)
-                .map_err(driver("cuStreamWaitEvent"))?;
+            ws.stream.wait_event(e, StreamWaitEventFlags::DEFAULT).map_err(driver("cuStreamWaitEvent"))?;
         }
         Ok(self.bufs[k].ptr())
     }

@@ -29,9 +29,7 @@ fn harness() -> &'static Path {
 }
 
 fn seed() -> u64 {
-    let s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
+    let s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
     eprintln!("seed {s}");
     s
 }
@@ -49,11 +47,7 @@ fn scalars(n: usize, c: u32, rng: &mut ChaCha20Rng) -> Vec<Fr> {
         all_ones * Fr::from(1u64 << c) + all_ones,
         -half,
     ];
-    special
-        .into_iter()
-        .chain(std::iter::repeat_with(|| Fr::rand(rng)))
-        .take(n)
-        .collect()
+    special.into_iter().chain(std::iter::repeat_with(|| Fr::rand(rng))).take(n).collect()
 }
 
 /// The harness's products of `g` by `scalars` (c-bit windows, `stride`
@@ -67,19 +61,13 @@ fn device_products(
     name: &str,
 ) -> Vec<u64> {
     let mut bytes = Vec::new();
-    [group, c, windows(c), scalars.len() as u32]
-        .iter()
-        .for_each(|h| bytes.extend(h.to_le_bytes()));
-    table_words
-        .iter()
-        .for_each(|w| bytes.extend(w.to_le_bytes()));
+    [group, c, windows(c), scalars.len() as u32].iter().for_each(|h| bytes.extend(h.to_le_bytes()));
+    table_words.iter().for_each(|w| bytes.extend(w.to_le_bytes()));
     for s in scalars {
         bytes.extend(s.into_bigint().to_bytes_le());
     }
     let out = cxx::run(harness(), name, &bytes, &stride.to_string());
-    out.chunks_exact(8)
-        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
-        .collect()
+    out.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().unwrap())).collect()
 }
 
 /// One group's cases (window bits, scalars, conversion threads) against
@@ -98,10 +86,7 @@ fn check<C: CurveGroup<ScalarField = Fr> + PrimeGroup>(
         let t = tables.entry(c).or_insert_with(|| {
             let points = table(g, c);
             let mut w = vec![0u64; points.len() * words];
-            points
-                .iter()
-                .zip(w.chunks_mut(words))
-                .for_each(|(p, w)| to_words(p, w));
+            points.iter().zip(w.chunks_mut(words)).for_each(|(p, w)| to_words(p, w));
             w
         });
         let s = scalars(n, c, &mut rng);
@@ -128,11 +113,6 @@ fn the_kernels_g1_products_equal_arkworks() {
 
 #[test]
 fn the_kernels_g2_products_equal_arkworks() {
-    let cases = [
-        (WINDOW_BITS, 1, 1),
-        (WINDOW_BITS, 2, 2),
-        (WINDOW_BITS, 200, 9),
-        (5, 60, 1),
-    ];
+    let cases = [(WINDOW_BITS, 1, 1), (WINDOW_BITS, 2, 2), (WINDOW_BITS, 200, 9), (5, 60, 1)];
     check::<G2Projective>(2, G2_WORDS, g2_words, g2_from_words, &cases);
 }

@@ -18,24 +18,14 @@ fn ptx_field_arithmetic_equals_the_portable_code() {
     let exe = cxx::harness("ptx_host");
     // A new seed each run (printed, so that a failure can be replayed with
     // `ptx_host SEED CASES`).
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    let run = Command::new(&exe)
-        .arg(seed.to_string())
-        .arg(CASES.to_string())
-        .output()
-        .expect("running ptx_host");
+    let seed = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+    let run =
+        Command::new(&exe).arg(seed.to_string()).arg(CASES.to_string()).output().expect("running ptx_host");
     let report = String::from_utf8_lossy(&run.stdout);
     eprintln!("{report}");
+    assert!(run.status.success(), "emulated PTX arithmetic differs:\n{report}");
     assert!(
-        run.status.success(),
-        "emulated PTX arithmetic differs:\n{report}"
-    );
-    assert!(
-        report.contains(&format!(
-            "{CASES} cases per operation, 0 mismatches, 0 carries lost"
-        )),
+        report.contains(&format!("{CASES} cases per operation, 0 mismatches, 0 carries lost")),
         "unexpected report: {report}"
     );
 }

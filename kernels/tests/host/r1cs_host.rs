@@ -31,9 +31,7 @@ fn harness() -> &'static Path {
 }
 
 fn seed() -> u64 {
-    let s = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
+    let s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
     eprintln!("seed {s}");
     s
 }
@@ -65,9 +63,7 @@ fn device_rows(
         flat.end_words(),
         flat.terms(),
     ];
-    header
-        .iter()
-        .for_each(|&h| bytes.extend((h as u32).to_le_bytes()));
+    header.iter().for_each(|&h| bytes.extend((h as u32).to_le_bytes()));
     (0..flat.end_words()).for_each(|w| bytes.extend(flat.end_pair(w).to_le_bytes()));
     (0..flat.terms()).for_each(|t| bytes.extend(flat.term(t).to_le_bytes()));
     let elements = |bytes: &mut Vec<u8>, xs: &[Fr]| {
@@ -76,16 +72,13 @@ fn device_rows(
         }
     };
     elements(&mut bytes, flat.coeffs());
-    flat.long_rows()
-        .iter()
-        .for_each(|r| bytes.extend(r.to_le_bytes()));
+    flat.long_rows().iter().for_each(|r| bytes.extend(r.to_le_bytes()));
     elements(&mut bytes, z);
     let out = cxx::run(harness(), name, &bytes, &nsh.to_string());
     assert_eq!(out.len(), 3 * n * 32 + 4);
     let element = |j: usize| -> Fr {
-        let w: [u64; 4] = std::array::from_fn(|l| {
-            u64::from_le_bytes(out[32 * j + 8 * l..][..8].try_into().unwrap())
-        });
+        let w: [u64; 4] =
+            std::array::from_fn(|l| u64::from_le_bytes(out[32 * j + 8 * l..][..8].try_into().unwrap()));
         Fp::new_unchecked(BigInt(w))
     };
     let abc = std::array::from_fn(|k| (0..n).map(|i| element(k * n + i)).collect());
@@ -95,9 +88,7 @@ fn device_rows(
 
 /// The harness's a, b, c equal the host's for a satisfying assignment.
 fn check_equal(m: &Matrices, z: &[Fr], n: usize, long_len: u32, nsh: u32, name: &str) {
-    let want = m
-        .evaluate(z, n)
-        .expect("the assignment satisfies the matrices");
+    let want = m.evaluate(z, n).expect("the assignment satisfies the matrices");
     let (got, bad) = device_rows(m, z, n, long_len, nsh, name);
     assert_eq!(bad, None, "{name}: a row found unsatisfied");
     for k in 0..3 {
@@ -133,22 +124,14 @@ fn the_kernels_report_the_first_row_the_host_finds_unsatisfied() {
     // w_i, the variable only row i reads: variables are the 5 inputs, then
     // rows / 2 + 8 free ones, then w.
     let w = |i: usize| 5 + rows / 2 + 8 + i;
-    for (name, broken) in [
-        ("one", vec![1733]),
-        ("two", vec![1900, 411]),
-        ("long", vec![0]),
-    ] {
+    for (name, broken) in [("one", vec![1733]), ("two", vec![1900, 411]), ("long", vec![0])] {
         let mut bad = z.clone();
         broken.iter().for_each(|&i| bad[w(i)] += Fr::one());
         let first = *broken.iter().min().unwrap();
         assert!(matches!(m.evaluate(&bad, n), Err(KernelError::Unsatisfied(r)) if r == first));
         for long_len in [LONG_ROW, 0] {
             let (_, found) = device_rows(&m, &bad, n, long_len, SHARED, name);
-            assert_eq!(
-                found,
-                Some(first),
-                "{name}, long rows above {long_len} terms"
-            );
+            assert_eq!(found, Some(first), "{name}, long rows above {long_len} terms");
         }
     }
 }

@@ -7,9 +7,7 @@ use ark_groth16::{prepare_verifying_key, Groth16, PreparedVerifyingKey, Proof, P
 use ark_relations::r1cs::{ConstraintSystemRef, SynthesisError};
 use ark_serialize::{CanonicalDeserialize, CanonicalSerialize};
 use ark_std::UniformRand;
-use cuzk_kernels::circuits::{
-    CircuitInstance, CircuitRegistry, InstanceCircuit, Wire, WitnessSource,
-};
+use cuzk_kernels::circuits::{CircuitInstance, CircuitRegistry, InstanceCircuit, Wire, WitnessSource};
 use cuzk_kernels::cpu::CpuEngine;
 use cuzk_kernels::groth16::{prove_finish, synthesize, PreparedCircuit, ProveStartEngine};
 use cuzk_kernels::{Bls12_381, Fr, KernelError};
@@ -30,31 +28,19 @@ fn prove_in_three_stages(
     Ok(prove_finish(circuit, started, r, s)?.0)
 }
 
-fn verifies(
-    vk: &PreparedVerifyingKey<Bls12_381>,
-    proof: &Proof<Bls12_381>,
-    public_inputs: &[Fr],
-) -> bool {
+fn verifies(vk: &PreparedVerifyingKey<Bls12_381>, proof: &Proof<Bls12_381>, public_inputs: &[Fr]) -> bool {
     Groth16::<Bls12_381>::verify_proof(vk, proof, public_inputs).unwrap()
 }
 
 /// Proves `make()` with each (r, s), comparing each proof with ark-groth16's
 /// and verifying it, also against every single tampered public input.
-fn assert_matches_arkworks(
-    circuit: &PreparedCircuit,
-    make: &MakeInstance,
-    randomizers: &[(Fr, Fr)],
-) {
+fn assert_matches_arkworks(circuit: &PreparedCircuit, make: &MakeInstance, randomizers: &[(Fr, Fr)]) {
     let vk = prepare_verifying_key(circuit.vk());
     for &(r, s) in randomizers {
         let proof = prove_in_three_stages(circuit, make(), r, s).unwrap();
-        let expected = Groth16::<Bls12_381>::create_proof_with_reduction(
-            InstanceCircuit(make()),
-            &circuit.pk,
-            r,
-            s,
-        )
-        .unwrap();
+        let expected =
+            Groth16::<Bls12_381>::create_proof_with_reduction(InstanceCircuit(make()), &circuit.pk, r, s)
+                .unwrap();
         assert_eq!(proof, expected, "r = {r}, s = {s}");
 
         let public_inputs = make().public_inputs();
@@ -84,11 +70,7 @@ fn check_family(
     assert_eq!(circuit.circuit_id, shape.circuit_id);
     assert_eq!(circuit.num_constraints + circuit.num_inputs, shape.estimated_constraints);
     for source in sources {
-        assert_matches_arkworks(
-            &circuit,
-            &|| family.instance(&shape, source).unwrap(),
-            randomizers,
-        );
+        assert_matches_arkworks(&circuit, &|| family.instance(&shape, source).unwrap(), randomizers);
     }
     circuit
 }

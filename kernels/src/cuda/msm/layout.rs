@@ -14,8 +14,7 @@ use rayon::prelude::*;
 use rustacuda::stream::Stream;
 
 use crate::cuda::gpu::{
-    DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch, Res,
-    Workspace,
+    DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DeviceElement, Gpu, Launch, Res, Workspace,
 };
 use crate::key_source::{g1_words, g2_words};
 use crate::Fr;
@@ -61,31 +60,11 @@ pub trait MsmGroup {
 }
 
 /// A k_*_level0 launcher: bases of `A`, partial sums of `J` out.
-type Level0<A, J> = fn(
-    &Gpu,
-    &Stream,
-    Launch,
-    DevPtr<A>,
-    DevPtr<u32>,
-    DevPtr<u32>,
-    u32,
-    u32,
-    u32,
-    DevPtr<J>,
-) -> Res<()>;
+type Level0<A, J> =
+    fn(&Gpu, &Stream, Launch, DevPtr<A>, DevPtr<u32>, DevPtr<u32>, u32, u32, u32, DevPtr<J>) -> Res<()>;
 /// A k_*_spans launcher.
-type Spans<J> = fn(
-    &Gpu,
-    &Stream,
-    Launch,
-    DevPtr<J>,
-    DevPtr<u32>,
-    u32,
-    u32,
-    u32,
-    DevPtr<u32>,
-    DevPtr<u32>,
-) -> Res<()>;
+type Spans<J> =
+    fn(&Gpu, &Stream, Launch, DevPtr<J>, DevPtr<u32>, u32, u32, u32, DevPtr<u32>, DevPtr<u32>) -> Res<()>;
 /// A k_*_level_n launcher.
 type LevelN<J> = fn(
     &Gpu,
@@ -168,15 +147,9 @@ impl MsmGroup for G2 {
 
 /// Points in the kernels' layout into `out`, in parallel: `fill` writes a
 /// whole element (`key_source::g1_words`: the identity all zeros).
-fn points_to_device<P: Sync, D: Send>(
-    points: &[P],
-    out: &mut [D],
-    fill: impl Fn(&P, &mut D) + Sync + Send,
-) {
+fn points_to_device<P: Sync, D: Send>(points: &[P], out: &mut [D], fill: impl Fn(&P, &mut D) + Sync + Send) {
     assert_eq!(points.len(), out.len(), "one element per point");
-    out.par_iter_mut()
-        .zip(points.par_iter())
-        .for_each(|(o, p)| fill(p, o));
+    out.par_iter_mut().zip(points.par_iter()).for_each(|(o, p)| fill(p, o));
 }
 
 /// Field elements as the kernels read them (Montgomery form), without copying.
@@ -199,13 +172,7 @@ fn fq_from(w: &[u64]) -> Fq {
 }
 
 /// Converts n Montgomery scalars at `mont` into plain integers at `plain`.
-pub fn from_mont(
-    gpu: &Gpu,
-    ws: &Workspace,
-    mont: DevPtr<DevFr>,
-    plain: DevPtr<DevFr>,
-    n: usize,
-) -> Res<()> {
+pub fn from_mont(gpu: &Gpu, ws: &Workspace, mont: DevPtr<DevFr>, plain: DevPtr<DevFr>, n: usize) -> Res<()> {
     gpu.k_msm_from_mont(&ws.stream, Launch::over(n, THREADS), mont, plain, n as u32)
 }
 
@@ -219,12 +186,5 @@ pub fn gather(
     out: DevPtr<DevFr>,
     n: usize,
 ) -> Res<()> {
-    gpu.k_msm_gather(
-        &ws.stream,
-        Launch::over(n, THREADS),
-        values,
-        idx,
-        out,
-        n as u32,
-    )
+    gpu.k_msm_gather(&ws.stream, Launch::over(n, THREADS), values, idx, out, n as u32)
 }

@@ -48,10 +48,7 @@ pub struct Plan {
 
 impl Plan {
     pub fn bytes(&self) -> u64 {
-        let ones = self
-            .ones
-            .as_ref()
-            .map_or(0, |o| o.list.bytes() + o.off.bytes());
+        let ones = self.ones.as_ref().map_or(0, |o| o.list.bytes() + o.off.bytes());
         self.buckets.off.bytes() + self.buckets.list.bytes() + ones
     }
     fn nb(&self) -> u32 {
@@ -61,32 +58,16 @@ impl Plan {
 
 /// Sorts n plain scalars at `scalars` into buckets, after splitting off
 /// the zeros and ones where `rule` says so.
-pub fn plan(
-    gpu: &Gpu,
-    ws: &Workspace,
-    scalars: DevPtr<DevFr>,
-    n: usize,
-    rule: ZeroOne,
-) -> Res<Plan> {
+pub fn plan(gpu: &Gpu, ws: &Workspace, scalars: DevPtr<DevFr>, n: usize, rule: ZeroOne) -> Res<Plan> {
     let Some(split) = split::split(gpu, ws, scalars, n, rule)? else {
         let (shape, buckets) = sort::sort(gpu, ws, scalars, DevPtr::null(), n)?;
-        return Ok(Plan {
-            n,
-            shape,
-            buckets,
-            ones: None,
-        });
+        return Ok(Plan { n, shape, buckets, ones: None });
     };
     let n = split.n_others;
     let (mut shape, buckets) = sort::sort(gpu, ws, split.others.ptr(), split.others_idx.ptr(), n)?;
     let ones = split.ones_bucket(gpu, ws)?;
     shape.ones = ones.is_some();
-    Ok(Plan {
-        n,
-        shape,
-        buckets,
-        ones,
-    })
+    Ok(Plan { n, shape, buckets, ones })
 }
 
 /// One MSM over the plan's scalars: its `shape.outputs()` results written to
@@ -149,10 +130,7 @@ pub struct Results<G: MsmGroup> {
 impl<G: MsmGroup> Results<G> {
     /// Room for `parts` parts.
     pub fn new(ws: &Workspace, parts: usize) -> Res<Self> {
-        Ok(Self {
-            out: ws.buffer::<G::Jac>(parts.max(1) * OUT_SLOTS)?,
-            shapes: Vec::with_capacity(parts),
-        })
+        Ok(Self { out: ws.buffer::<G::Jac>(parts.max(1) * OUT_SLOTS)?, shapes: Vec::with_capacity(parts) })
     }
 
     /// Accumulates the next part: `plan`'s scalars against `bases`.
@@ -174,10 +152,7 @@ impl<G: MsmGroup> Results<G> {
     pub fn fetch(self, stream: &Stream) -> Res<Fetched<G>> {
         let mut host = vec![G::Jac::ZERO; self.shapes.len() * OUT_SLOTS];
         self.out.download(&mut host, stream)?;
-        Ok(Fetched {
-            host,
-            shapes: self.shapes,
-        })
+        Ok(Fetched { host, shapes: self.shapes })
     }
 }
 

@@ -125,15 +125,7 @@ pub(super) fn reduce_buckets<G: MsmGroup>(
             let cnt_nxt = ws.buffer::<u32>(nb + 1)?;
             let off_nxt = ws.buffer::<u32>(nb + 1)?;
             let need = filled(gpu, ws, 1, 0)?;
-            gpu.k_msm_items(
-                &ws.stream,
-                items_launch,
-                cnt_cur.ptr(),
-                cnt_nxt.ptr(),
-                nb32,
-                k,
-                need.ptr(),
-            )?;
+            gpu.k_msm_items(&ws.stream, items_launch, cnt_cur.ptr(), cnt_nxt.ptr(), nb32, k, need.ptr())?;
             scan(gpu, ws, cnt_nxt.ptr(), off_nxt.ptr(), nb + 1, &sums)?;
             cap = cap.div_ceil(ku) + nb;
             let nxt = ws.buffer::<G::Jac>(cap)?;
@@ -158,11 +150,7 @@ pub(super) fn reduce_buckets<G: MsmGroup>(
             compact = 1;
         }
     }
-    Ok(Partials {
-        pts,
-        off: off_cur,
-        cnt: cnt_cur,
-    })
+    Ok(Partials { pts, off: off_cur, cnt: cnt_cur })
 }
 
 /// Threads per block of the window sums (`k_*_window_sum`: a block adds its
@@ -192,16 +180,7 @@ pub(super) fn ones_sum<G: MsmGroup>(
     ones: &OnesBucket,
     out: DevPtr<G::Jac>,
 ) -> Res<()> {
-    let partials = reduce_buckets::<G>(
-        gpu,
-        ws,
-        bases,
-        ones.list.ptr(),
-        ones.off.ptr(),
-        1,
-        ones.n,
-        ones.n,
-    )?;
+    let partials = reduce_buckets::<G>(gpu, ws, bases, ones.list.ptr(), ones.off.ptr(), 1, ones.n, ones.n)?;
     // The one bucket ends as one point at pts[0] (its partials start
     // there at every level); a window sum over a single segment moves
     // it into its slot.
@@ -238,14 +217,7 @@ pub(super) fn window_sums<G: MsmGroup>(
     let slices = (segs / (2 * WINDOW_SUM_BLOCK as usize)).max(1);
     if slices > 1 && segs.is_multiple_of(slices) {
         let part = ws.buffer::<G::Jac>(nwin * slices)?;
-        block_sums::<G>(
-            gpu,
-            ws,
-            seg_buf.ptr(),
-            segs / slices,
-            nwin * slices,
-            part.ptr(),
-        )?;
+        block_sums::<G>(gpu, ws, seg_buf.ptr(), segs / slices, nwin * slices, part.ptr())?;
         block_sums::<G>(gpu, ws, part.ptr(), slices, nwin, out)
     } else {
         block_sums::<G>(gpu, ws, seg_buf.ptr(), segs, nwin, out)

@@ -5,9 +5,7 @@
 //! fill are also the later steps' (the 0/1 split's cursors, the bucket
 //! levels' offsets).
 
-use crate::cuda::gpu::{
-    DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace, SCAN_PER_THREAD, SCAN_THREADS,
-};
+use crate::cuda::gpu::{DBuf, DevFr, DevPtr, Gpu, Launch, Res, Workspace, SCAN_PER_THREAD, SCAN_THREADS};
 
 use super::layout::THREADS;
 use super::window::{window_bits, Shape};
@@ -36,20 +34,8 @@ pub fn scan(
     let tiles = len.div_ceil((SCAN_THREADS * SCAN_PER_THREAD) as usize);
     assert!(sums.bytes() >= (tiles * std::mem::size_of::<u32>()) as u64);
     let n = len as u32;
-    gpu.k_scan_tiles(
-        &ws.stream,
-        Launch::new(tiles as u32, SCAN_THREADS),
-        input,
-        out,
-        n,
-        sums.ptr(),
-    )?;
-    gpu.k_scan_sums(
-        &ws.stream,
-        Launch::new(1, SCAN_THREADS),
-        sums.ptr(),
-        tiles as u32,
-    )?;
+    gpu.k_scan_tiles(&ws.stream, Launch::new(tiles as u32, SCAN_THREADS), input, out, n, sums.ptr())?;
+    gpu.k_scan_sums(&ws.stream, Launch::new(1, SCAN_THREADS), sums.ptr(), tiles as u32)?;
     gpu.k_scan_add(&ws.stream, Launch::over(len, THREADS), out, n, sums.ptr())
 }
 
@@ -61,13 +47,7 @@ pub(super) fn scan_sums(ws: &Workspace, len: usize) -> Res<DBuf<u32>> {
 /// A buffer of `len` u32 set to `v` (stream-ordered).
 pub(super) fn filled(gpu: &Gpu, ws: &Workspace, len: usize, v: u32) -> Res<DBuf<u32>> {
     let b = ws.buffer::<u32>(len)?;
-    gpu.k_fill_u32(
-        &ws.stream,
-        Launch::over(len, THREADS),
-        b.ptr(),
-        len as u32,
-        v,
-    )?;
+    gpu.k_fill_u32(&ws.stream, Launch::over(len, THREADS), b.ptr(), len as u32, v)?;
     Ok(b)
 }
 
@@ -93,11 +73,7 @@ pub(super) fn sort(
     let off = ws.buffer::<u32>(nb + 1)?;
     let list = ws.buffer::<u32>(n * nwin as usize)?;
     let sorted = |off, list| {
-        let shape = Shape {
-            c,
-            nwin,
-            ones: false,
-        };
+        let shape = Shape { c, nwin, ones: false };
         (shape, Buckets { nbw, off, list })
     };
     if n == 0 {
@@ -105,26 +81,12 @@ pub(super) fn sort(
     }
     let sums = scan_sums(ws, nb + 1)?;
     let n32 = n as u32;
-    gpu.k_msm_histogram(
-        &ws.stream,
-        Launch::over(n, THREADS),
-        scalars,
-        n32,
-        c,
-        nwin,
-        cnt.ptr(),
-    )?;
+    gpu.k_msm_histogram(&ws.stream, Launch::over(n, THREADS), scalars, n32, c, nwin, cnt.ptr())?;
     scan(gpu, ws, cnt.ptr(), off.ptr(), nb + 1, &sums)?;
     // The scatter advances a cursor per bucket: a copy of the offsets, in
     // the counts' buffer, which the scan has read.
     let cursor = cnt;
-    gpu.k_copy_u32(
-        &ws.stream,
-        Launch::over(nb + 1, THREADS),
-        off.ptr(),
-        cursor.ptr(),
-        (nb + 1) as u32,
-    )?;
+    gpu.k_copy_u32(&ws.stream, Launch::over(nb + 1, THREADS), off.ptr(), cursor.ptr(), (nb + 1) as u32)?;
     gpu.k_msm_scatter(
         &ws.stream,
         Launch::over(n, THREADS),

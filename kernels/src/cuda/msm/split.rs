@@ -92,14 +92,7 @@ pub(super) fn split(
         others_idx.ptr(),
         others.ptr(),
     )?;
-    Ok(Some(Split {
-        n_ones,
-        n_others,
-        ones,
-        others_idx,
-        others,
-        _cursor: cursor,
-    }))
+    Ok(Some(Split { n_ones, n_others, ones, others_idx, others, _cursor: cursor }))
 }
 
 impl Split {
@@ -112,33 +105,18 @@ impl Split {
         // [0, n]: n in both words, then 0 into the first.
         let off = filled(gpu, ws, 2, self.n_ones as u32)?;
         gpu.k_fill_u32(&ws.stream, Launch::new(1, 32), off.ptr(), 1, 0)?;
-        Ok(Some(OnesBucket {
-            n: self.n_ones,
-            list: self.ones,
-            off,
-        }))
+        Ok(Some(OnesBucket { n: self.n_ones, list: self.ones, off }))
     }
 }
 
 /// How many of n plain scalars are 1 and how many are neither 0 nor 1
 /// (waits for the stream).
-fn count_classes(
-    gpu: &Gpu,
-    ws: &Workspace,
-    scalars: DevPtr<DevFr>,
-    n: usize,
-) -> Res<(usize, usize)> {
+fn count_classes(gpu: &Gpu, ws: &Workspace, scalars: DevPtr<DevFr>, n: usize) -> Res<(usize, usize)> {
     let counts = filled(gpu, ws, 2, 0)?;
     // A grid of a few blocks per SM's worth: each thread strides over many
     // scalars, so the counters see few atomics.
     let blocks = n.div_ceil(THREADS as usize).min(1024) as u32;
-    gpu.k_msm_count_classes(
-        &ws.stream,
-        Launch::new(blocks, THREADS),
-        scalars,
-        n as u32,
-        counts.ptr(),
-    )?;
+    gpu.k_msm_count_classes(&ws.stream, Launch::new(blocks, THREADS), scalars, n as u32, counts.ptr())?;
     let mut host = [0u32; 2];
     counts.download(&mut host, &ws.stream)?;
     ws.synchronize("counting 0/1 scalars")?;
