@@ -2,10 +2,14 @@
 # Runs on the GPU machine (issue 27, item 3): real-shape PoRep C2 jobs of a
 # 32 GiB (or 64 GiB) sector through the daemon on the CUDA engine, then
 # supraseal-c2 on the same C1 output and the same key, one call after the
-# other. Inputs are made on the machine itself: a TIMING-ONLY key of the real
-# shape (`cuzk-bench key`: random points, so proofs are checked for length,
-# not verified) and synthetic C1 outputs (`cuzk-bench c1`), so nothing large
-# is copied to it.
+# other. Inputs are made on the machine itself: synthetic C1 outputs
+# (`cuzk-bench c1`) and a key of the real shape, so nothing large is copied
+# to it. KEY=timing (the default): a TIMING-ONLY key (`cuzk-bench key`:
+# random points, so proofs are checked for length, not verified).
+# KEY=genuine (issue 38): a test-only key made on the device (`cuzk params
+# generate --engine cuda`, its compiled shapes kept in the data directory),
+# the finalizer's verification on, and every proof served then checked by
+# filecoin-proofs-api's verifier (`cuzk verify --kind`).
 #
 # Needs, under $DEVICE_DIR (default .device): cuzk and cuzk-bench built with
 # --features cuda, and optionally supraseal/supraseal-bench
@@ -32,6 +36,9 @@
 # BUDGET: the scheduler's host memory budget in bytes (default "auto", the
 # host's memory less 5 GiB). EXTRA_TOML: settings appended to the daemon's
 # configuration (a [cuda] table, say).
+# STOP_AFTER_INPUTS=1 KEEP_WORK=1: stop once the keys and inputs are made
+# (with KEY=genuine the shapes are in the data directory already, so a
+# second call with KEEP_DATA=1 preloads as a restart would).
 # A run split over two device calls on one machine (the second started
 # within its idle release, so /var/tmp is still there): the first with
 # STOP_AFTER_PRELOAD=1 KEEP_WORK=1 makes the inputs, preloads (the compiled
@@ -61,26 +68,37 @@ seconds() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 
 log "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
 
-# 1. The timing-only key (reused when a complete one is already there).
+# 1. The keys (reused when a complete one is already there): timing-only
+#    (`cuzk-bench key`, seeded) or genuine (`cuzk params generate`).
+KEY="${KEY:-timing}"
+key_command() { # kind seed: the command that writes the key, as an array
+    if [ "$KEY" = genuine ]; then
+        key=("$BIN/cuzk" params generate --engine "${BACKEND:-cuda}" --kinds "$1" --sector-size "$SIZE" --out "$PARAMS"
+            --force --data-dir "$DATA")
+    else
+        key=("$BIN/cuzk-bench" key --kinds "$1" --sector-size "$SIZE" --out "$PARAMS" --seed "$2")
+    fi
+}
 if ! ls "$PARAMS"/*.params >/dev/null 2>&1; then
-    log "key: writing the $SIZE PoRep timing-only key"
+    log "key: writing the $SIZE PoRep $KEY key"
     t=$(seconds)
-    /usr/bin/time -v "$BIN/cuzk-bench" key --kinds porep --sector-size "$SIZE" --out "$PARAMS" \
-        --seed 0101010101010101010101010101010101010101010101010101010101010101 \
-        > "$OUT/key.log" 2> "$OUT/key.time" || { log "key failed"; tail -20 "$OUT/key.time"; exit 1; }
+    key_command porep-c2 0101010101010101010101010101010101010101010101010101010101010101
+    /usr/bin/time -v "${key[@]}" > "$OUT/key.log" 2> "$OUT/key.time" || { log "key failed"; tail -20 "$OUT/key.time"; exit 1; }
     log "key: $(python3 -c "print(round($(seconds) - $t, 1))") s, peak RSS $(awk '/Maximum resident/{print $6}' "$OUT/key.time") KB"
+    grep -h "recorded in\|at tau in\|G2 points in" "$OUT/key.time" | cut -c1-300 | tee -a "$OUT/steps.log"
 fi
 # filecoin-proofs names PoSt keys proof-of-spacetime-fallback-*: only the
 # WinningPoSt one is ever written here.
 if [ -n "${WINNING_AT-60}" ] && ! ls "$PARAMS"/*proof-of-spacetime-fallback*.params >/dev/null 2>&1; then
-    log "key: the $SIZE WinningPoSt timing-only key"
-    "$BIN/cuzk-bench" key --kinds winning-post --sector-size "$SIZE" --out "$PARAMS" \
-        --seed 0202020202020202020202020202020202020202020202020202020202020202 >> "$OUT/key.log" 2>&1 \
+    log "key: the $SIZE WinningPoSt $KEY key"
+    key_command winning-post 0202020202020202020202020202020202020202020202020202020202020202
+    "${key[@]}" >> "$OUT/key.log" 2>&1 \
         || { log "winning key failed"; tail -5 "$OUT/key.log"; exit 1; }
 fi
 if [ -n "${WINNING_AT-60}" ]; then
     "$BIN/cuzk-bench" vanilla --kind winning-post --sector-size "$SIZE" --out "$WORK/winning-$SIZE.json" \
-        >> "$OUT/c1.log" 2>&1 || { log "winning vanilla failed"; tail "$OUT/c1.log"; exit 1; }
+        --public "$WORK/winning-$SIZE-public.json" >> "$OUT/c1.log" 2>&1 \
+        || { log "winning vanilla failed"; tail "$OUT/c1.log"; exit 1; }
 fi
 du -sb "$PARAMS" | tee -a "$OUT/steps.log"
 
@@ -91,6 +109,12 @@ for i in $(seq "$JOBS"); do
         --out "$WORK/c1-$SIZE-$i.json" >> "$OUT/c1.log" 2>&1 || { log "c1 $i failed"; tail "$OUT/c1.log"; exit 1; }
 done
 log "c1: $JOBS outputs, $(du -sh "$WORK"/c1-"$SIZE"-1.json | cut -f1) each"
+if [ "${STOP_AFTER_INPUTS:-0}" = 1 ]; then
+    du -sb "$DATA" "$PARAMS" "$WORK" | tee "$OUT/disk.txt"
+    log "stopped after the inputs; they are kept for the next call"
+    bundle
+    exit 0
+fi
 
 # 3. The daemon: CUDA engine, the key's directory, bodies large enough for a
 #    C1 (about 40 MB of JSON at 32 GiB).
@@ -105,10 +129,10 @@ synthesis_threads = ${SYNTH_THREADS:-0}
 budget = ${BUDGET:-\"auto\"}
 critical_workers_per_device = ${CRITICAL_WORKERS:-1}
 
-# The timing-only key's proofs do not verify: the finalizer must not check
-# them (their length is checked below instead).
+# A timing-only key's proofs do not verify: the finalizer must not check
+# them (their length is checked below instead); a genuine key's it does.
 [proving]
-verify_proofs = false
+verify_proofs = $([ "$KEY" = genuine ] && echo true || echo false)
 
 [limits]
 max_body_bytes = 268435456
@@ -207,12 +231,17 @@ results = []
 for job in ids:
     end, view = done.get(job) or (None, call("GET", f"/v1/jobs/{job}"))
     proofs = call("GET", f"/v1/jobs/{job}/proofs") if view["status"] == "done" else {}
+    if proofs:
+        open(f"{work}/proof-{job}.bin", "wb").write(bytes.fromhex(proofs["proof"]))
     results.append({"id": job, "ended_s": end - started if end else None, "view": view,
                     "proof_bytes": len(bytes.fromhex(proofs.get("proof", "")))})
 for winning in winnings:
     if winning["id"] in done:
         end, view = done[winning["id"]]
         winning.update(ended_s=end - started, latency_s=end - started - winning["submitted_s"], view=view)
+        if view["status"] == "done":
+            proof = call("GET", f"/v1/jobs/{winning['id']}/proofs")["proof"]
+            open(f"{work}/proof-{winning['id']}.bin", "wb").write(bytes.fromhex(proof))
 json.dump({"started": started, "jobs": results, "winnings": winnings}, open(f"{out}/jobs.json", "w"), indent=1)
 open(f"{out}/polled_s", "w").write(f"{time.time() - started:.3f}")
 PY
@@ -225,6 +254,34 @@ curl -s "localhost:$PORT/v1/status" > "$OUT/status.json"
 du -sb "$DATA" "$PARAMS" "$WORK" > "$OUT/disk.txt" 2>/dev/null
 kill $daemon 2>/dev/null; wait $daemon 2>/dev/null
 trap - EXIT
+
+# 4b. KEY=genuine: every proof served checked by filecoin-proofs-api's
+#     verifier, against the C1 it was made from (PoRep) or the vanilla
+#     proofs' public values (WinningPoSt).
+if [ "$KEY" = genuine ]; then
+    python3 - "$OUT/jobs.json" > "$WORK/verify.list" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+for i, j in enumerate(run["jobs"], 1):
+    print(j["id"], "porep", i)
+for w in run.get("winnings", []):
+    print(w["id"], "winning", 0)
+PY
+    while read -r id what i; do
+        [ -s "$WORK/proof-$id.bin" ] || { echo "$what $id: no proof served" >> "$OUT/verify.txt"; continue; }
+        if [ "$what" = porep ]; then
+            args=(--kind porep-c2 --c1 "$WORK/c1-$SIZE-$i.json" --prover-id e803000000000000000000000000000000000000000000000000000000000000 --sector-id "$i")
+        else
+            args=(--kind winning-post --input "$WORK/winning-$SIZE-public.json")
+        fi
+        if FIL_PROOFS_PARAMETER_CACHE="$PARAMS" "$BIN/cuzk" verify "${args[@]}" "$WORK/proof-$id.bin" > "$WORK/verify.out" 2>&1; then
+            echo "$what $id: accepted by filecoin-proofs-api" >> "$OUT/verify.txt"
+        else
+            echo "$what $id: REJECTED: $(tail -1 "$WORK/verify.out" | cut -c1-300)" >> "$OUT/verify.txt"
+        fi
+    done < "$WORK/verify.list"
+    log "verified: $(grep -c accepted "$OUT/verify.txt") accepted, $(grep -vc accepted "$OUT/verify.txt") not"
+fi
 
 # 5. supraseal-c2 on the first job's C1, same key: one cold call, then the
 #    warm calls one after the other.
@@ -312,6 +369,10 @@ for d in json.load(open(f"{out}/status.json")).get("devices", []):
               f"{p['device_bytes'] / 1e9:.1f} of {p['usable'] / 1e9:.1f} GB planned")
 print("\n" + open(f"{out}/daemon-memory.txt").read().strip())
 print(open(f"{out}/disk.txt").read().strip())
+try:
+    print("\nfilecoin-proofs-api's verifier on every proof served:\n" + open(f"{out}/verify.txt").read())
+except OSError:
+    pass
 try:
     print("\nsupraseal-c2, same C1 and key:\n" + open(f"{out}/supraseal.md").read())
 except OSError:

@@ -31,7 +31,7 @@ use serde::Serialize;
 use storage_proofs_update::PartitionProof;
 
 use crate::params::ParamPaths;
-use crate::{generate, Kind};
+use crate::{generate, CpuFixedBase, Generate, Kind};
 
 /// The seal proof every fixture sector uses.
 pub const SEAL: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
@@ -123,7 +123,10 @@ pub fn ensure_params(kinds: &[Kind]) -> anyhow::Result<()> {
         }
     }
     if !missing.is_empty() {
-        generate(2048, &missing, d.params.path(), true)?;
+        generate(
+            &Generate { force: true, ..Generate::new(2048, &missing, d.params.path()) },
+            &CpuFixedBase::default(),
+        )?;
         generated.extend(missing);
     }
     Ok(())

@@ -9,7 +9,7 @@ use cuzk_kernels::cuda::fixed_base::{FixedBase, BATCH};
 use crate::setup::FixedBaseMul;
 use crate::Error;
 
-/// The device's fixed-base multiplier, for [`crate::setup::generate_with`].
+/// The device's fixed-base multiplier, for [`crate::setup::generate`].
 pub struct CudaFixedBase(FixedBase);
 
 impl CudaFixedBase {

@@ -38,4 +38,4 @@ pub use error::Error;
 pub use filecoin_proofs_api as api;
 pub use kinds::{parse_sector_size, Kind, Lateness};
 pub use request::ProofRequest;
-pub use setup::{generate, generate_with, CpuFixedBase, FixedBaseMul, GeneratedFile};
+pub use setup::{generate, CpuFixedBase, FixedBaseMul, Generate, GeneratedFile};

@@ -28,6 +28,7 @@ use rayon::prelude::*;
 
 use crate::params::{write_vk, ParamPaths, ParamsWriter, QueryCounts, VerifyingKey};
 use crate::record::Shape;
+use crate::shape_cache::ShapeCache;
 use crate::{Error, Kind};
 
 /// Outputs above this size are refused unless forced (the 2 KiB PoRep file is
@@ -95,45 +96,53 @@ pub struct GeneratedFile {
     pub bytes: u64,
 }
 
-/// Writes test-only `.params`, `.vk` and `.meta` files for each kind at
-/// `sector_size` into `out`, named as filecoin-proofs names them, with the
-/// CPU's multiplications. A `.params` file larger than [`SIZE_LIMIT`] is
-/// refused unless `force`.
-pub fn generate(
-    sector_size: u64,
-    kinds: &[Kind],
-    out: &Path,
-    force: bool,
-) -> Result<Vec<GeneratedFile>, Error> {
-    generate_with(sector_size, kinds, out, force, &CpuFixedBase::default())
+/// What one setup writes: which circuits, at what size, where.
+#[derive(Clone, Copy)]
+pub struct Generate<'a> {
+    /// The sector size of every circuit.
+    pub sector_size: u64,
+    /// The circuits, one key each, made in this order.
+    pub kinds: &'a [Kind],
+    /// The directory written, named as filecoin-proofs names its files
+    /// (what it reads as `FIL_PROOFS_PARAMETER_CACHE`).
+    pub out: &'a Path,
+    /// Write `.params` files larger than [`SIZE_LIMIT`] too.
+    pub force: bool,
+    /// Also keep each blank circuit's compiled shape here, recorded anyway
+    /// for the evaluation at tau: a daemon whose shape cache this is reads
+    /// it back at its first preload instead of recording the circuit again
+    /// (about two minutes for a 32 GiB PoRep).
+    pub shapes: Option<&'a ShapeCache<'a>>,
 }
 
-/// [`generate`] with the multiplications done by `mul`; the toxic waste
-/// comes from the operating system's generator.
-pub fn generate_with(
-    sector_size: u64,
-    kinds: &[Kind],
-    out: &Path,
-    force: bool,
-    mul: &dyn FixedBaseMul,
-) -> Result<Vec<GeneratedFile>, Error> {
+impl<'a> Generate<'a> {
+    /// `kinds` at `sector_size` into `out`, within [`SIZE_LIMIT`], no shape kept.
+    pub fn new(sector_size: u64, kinds: &'a [Kind], out: &'a Path) -> Self {
+        Self { sector_size, kinds, out, force: false, shapes: None }
+    }
+}
+
+/// Writes test-only `.params`, `.vk` and `.meta` files for each of
+/// `what`'s kinds, the toxic waste from the operating system's generator
+/// and the multiplications done by `mul` ([`CpuFixedBase`] unless a device
+/// is at hand). A `.params` file larger than [`SIZE_LIMIT`] is refused
+/// unless `what.force`.
+pub fn generate(what: &Generate<'_>, mul: &dyn FixedBaseMul) -> Result<Vec<GeneratedFile>, Error> {
     let mut seed = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut seed);
-    generate_from_seed(seed, sector_size, kinds, out, force, mul)
+    generate_from_seed(seed, what, mul)
 }
 
-/// [`generate_with`] with the toxic waste drawn from `seed`: for tests
+/// [`generate`] with the toxic waste drawn from `seed`: for tests
 /// that compare two engines' files (the same seed gives the same toxic
 /// waste, so the same bytes). Never for keys anyone uses: whoever knows the
 /// seed can forge proofs.
 pub fn generate_from_seed(
     seed: [u8; 32],
-    sector_size: u64,
-    kinds: &[Kind],
-    out: &Path,
-    force: bool,
+    what: &Generate<'_>,
     mul: &dyn FixedBaseMul,
 ) -> Result<Vec<GeneratedFile>, Error> {
+    let Generate { sector_size, kinds, out, force, shapes } = *what;
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     log::warn!(
         "generating TEST-ONLY Filecoin parameters: random toxic waste from seed {} (anyone with it can forge proofs)",
@@ -158,6 +167,9 @@ pub fn generate_from_seed(
             start.elapsed()
         );
         let vk = write_params(&blank.shape, &paths.params, &mut rng, mul)?;
+        if let Some(cache) = shapes {
+            cache.store(&blank.cache_id, &blank.shape);
+        }
         write_vk(&paths.vk, &vk)?;
         let meta = serde_json::to_vec(&blank.meta).map_err(|e| Error::Setup(e.to_string()))?;
         std::fs::write(&paths.meta, meta).map_err(|e| Error::io(&paths.meta, e))?;

@@ -15,7 +15,7 @@ use ark_ec::scalar_mul::BatchMulPreprocessing;
 use ark_ec::PrimeGroup;
 use ark_ff::UniformRand;
 use cuzk_filecoin::gpu_setup::CudaFixedBase;
-use cuzk_filecoin::setup::{generate_from_seed, CpuFixedBase, FixedBaseMul};
+use cuzk_filecoin::setup::{generate_from_seed, CpuFixedBase, FixedBaseMul, Generate};
 use cuzk_filecoin::Kind;
 use cuzk_kernels::cuda::detect_devices;
 use cuzk_kernels::cuda::fixed_base::BATCH;
@@ -99,10 +99,12 @@ fn gpu_setup_writes_the_cpu_files() {
     let kinds = [Kind::WindowPost, Kind::WinningPost];
     let (cpu, gpu) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let started = std::time::Instant::now();
-    let want = generate_from_seed(seed, 2048, &kinds, cpu.path(), false, &CpuFixedBase::default()).unwrap();
+    let want =
+        generate_from_seed(seed, &Generate::new(2048, &kinds, cpu.path()), &CpuFixedBase::default()).unwrap();
     eprintln!("CPU engine: {:.1?}", started.elapsed());
     let started = std::time::Instant::now();
-    let got = generate_from_seed(seed, 2048, &kinds, gpu.path(), false, d as &dyn FixedBaseMul).unwrap();
+    let got =
+        generate_from_seed(seed, &Generate::new(2048, &kinds, gpu.path()), d as &dyn FixedBaseMul).unwrap();
     eprintln!("CUDA engine: {:.1?}", started.elapsed());
     assert_eq!(want.len(), got.len());
     for (w, g) in want.iter().zip(&got) {

@@ -4,6 +4,9 @@
 
 use std::path::PathBuf;
 
+use cuzk_filecoin::shape_cache::ShapeCache;
+use cuzk_filecoin::Generate;
+
 use super::CliError;
 
 /// What `cuzk params` does.
@@ -30,6 +33,11 @@ pub(super) enum ParamsCommand {
         /// cuda (CUDA device 0; a `--features cuda` build only).
         #[arg(long, value_enum, default_value = "cpu")]
         engine: EngineArg,
+        /// A daemon's data directory: each circuit's compiled shape, recorded
+        /// here anyway, is also kept in its shapes/ so that the daemon's first
+        /// preload reads it back instead of recording the circuit again.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
 }
 
@@ -55,9 +63,19 @@ fn multiplier(engine: EngineArg) -> Result<Box<dyn cuzk_filecoin::FixedBaseMul>,
 
 /// Runs `cuzk params`' subcommand.
 pub(super) fn run(which: ParamsCommand) -> Result<(), CliError> {
-    let ParamsCommand::Generate { sector_size, kinds, out, force, engine } = which;
+    let ParamsCommand::Generate { sector_size, kinds, out, force, engine, data_dir } = which;
     let mul = multiplier(engine)?;
-    let files = cuzk_filecoin::generate_with(sector_size, &kinds, &out, force, mul.as_ref())?;
+    let dir = data_dir.map(|d| d.join("shapes"));
+    // The daemon's own rule: a shape is kept only while the filesystem keeps
+    // the store's default free-space floor.
+    let floor = crate::config::StoreConfig::default().min_free_bytes;
+    let room = |bytes: u64| {
+        let at = dir.as_deref().unwrap_or(&out);
+        crate::store::free_bytes(at).is_some_and(|free| free >= bytes.saturating_add(floor))
+    };
+    let shapes = dir.as_deref().map(|dir| ShapeCache { dir, room: &room });
+    let what = Generate { force, shapes: shapes.as_ref(), ..Generate::new(sector_size, &kinds, &out) };
+    let files = cuzk_filecoin::generate(&what, mul.as_ref())?;
     for file in files {
         println!("{} {} bytes {} (TEST-ONLY)", file.kind.cli_name(), file.bytes, file.path.display());
     }

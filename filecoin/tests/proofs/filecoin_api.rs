@@ -11,7 +11,7 @@ use cuzk_filecoin::fixtures::{self, Sector, PROVER_ID, SEAL, SEED, TICKET, WINDO
 use cuzk_filecoin::params::ParamPaths;
 use cuzk_filecoin::porep::PorepRequest;
 use cuzk_filecoin::record::{Evaluation, Recorded};
-use cuzk_filecoin::{generate, Error, Kind, ProofRequest};
+use cuzk_filecoin::{generate, CpuFixedBase, Error, Generate, Kind, ProofRequest};
 use filecoin_proofs_api::seal;
 use filecoin_proofs_api::{post, PublicReplicaInfo, RegisteredPoStProof, SectorId};
 
@@ -168,7 +168,7 @@ fn porep_check_accepts_the_c1_output_and_refuses_a_tampered_one() {
 #[test]
 fn porep_parameters_above_the_limit_need_force() {
     let dir = tempfile::tempdir().unwrap();
-    match generate(2048, &[Kind::Porep], dir.path(), false) {
+    match generate(&Generate::new(2048, &[Kind::Porep], dir.path()), &CpuFixedBase::default()) {
         Err(Error::TooLarge { bytes, limit, .. }) => assert!(bytes > limit),
         other => panic!("expected TooLarge, got {other:?}"),
     }

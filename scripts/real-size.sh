@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (issue 38, item 2): Filecoin kinds at a real
+# sector size proved with GENUINE test-only keys and checked by
+# filecoin-proofs-api. For each kind, one after another (the machine's disk
+# is 64 GiB, so each key is deleted before the next is made):
+#   1. its key made on the device (`cuzk params generate --engine cuda`,
+#      random toxic waste known only to that process), its compiled shape
+#      kept in the daemon's data directory (`--data-dir`);
+#   2. its input made here, without sealing (`cuzk-bench c1` for PoRep,
+#      `cuzk-bench vanilla` for the others);
+#   3. one job through the daemon's CUDA engine with the finalizer's
+#      verification on (the default), after a preload;
+#   4. the proof checked by filecoin-proofs-api's own verifier
+#      (`cuzk verify --kind`).
+#
+#   KINDS=winning-post,window-post SIZE=32GiB bash scripts/real-size.sh
+#
+# Needs cuzk and cuzk-bench built with --features cuda under $DEVICE_DIR
+# (default .device). KINDS: porep-c2, winning-post, window-post, snap-prove
+# (default winning-post). WINDOW_SECTORS: sectors of the WindowPoSt job
+# (default one full partition, 2,349 at 32 GiB; one more gives a second,
+# short partition). EXTRA_TOML: settings appended to the daemon's
+# configuration. ENGINE=cpu runs the same steps on the CPU (the key made on
+# every core, the CPU engine proving): the script checked at 2 KiB on any
+# machine. Results under $OUT: summary.md (also printed), each kind's
+# key log, job view and daemon log.
+set -uo pipefail
+OUT="${OUT:-$PWD/real-size-out}"
+BIN="${DEVICE_DIR:-.device}"
+WORK="${WORK:-/var/tmp/cuzk-real-size}"
+SIZE="${SIZE:-32GiB}"
+KINDS="${KINDS:-winning-post}"
+PORT="${PORT:-9832}"
+ENGINE="${ENGINE:-cuda}"
+PROVER=e803000000000000000000000000000000000000000000000000000000000000
+PARAMS="$WORK/params"
+DATA="$WORK/data"
+mkdir -p "$OUT"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/steps.log"; }
+# A kind that stopped before its job: its row says where.
+failed() { log "$kind: $1 failed"; tail -20 "$2"; echo "| $kind | $SIZE | $1 failed | | | | | | | | |" >> "$OUT/summary.md"; }
+seconds() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+since() { python3 -c "print(round($(seconds) - $1, 1))"; }
+log "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB; $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null)"
+echo "| kind | sector | key s | key GB | key peak RSS GB | input s | preload s | job s | daemon peak RSS GB | finalizer | filecoin-proofs-api |" > "$OUT/summary.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|" >> "$OUT/summary.md"
+
+for kind in ${KINDS//,/ }; do
+    rm -rf "$WORK"; mkdir -p "$PARAMS" "$DATA"
+    log "$kind $SIZE: key"
+    t=$(seconds)
+    /usr/bin/time -v "$BIN/cuzk" params generate --engine "$ENGINE" --sector-size "$SIZE" --kinds "$kind" \
+        --out "$PARAMS" --force --data-dir "$DATA" > "$OUT/key-$kind.log" 2> "$OUT/key-$kind.time" \
+        || { failed key "$OUT/key-$kind.time"; continue; }
+    key_s=$(since "$t")
+    key_gb=$(du -sb "$PARAMS" | awk '{printf "%.2f", $1 / 1e9}')
+    key_rss=$(awk '/Maximum resident/{printf "%.1f", $6 / 1e6}' "$OUT/key-$kind.time")
+    grep -h "recorded in\|at tau in\|G2 points in\|wrote TEST-ONLY" "$OUT/key-$kind.time" | cut -c1-300 | tee -a "$OUT/steps.log"
+
+    log "$kind: input"
+    t=$(seconds)
+    case "$kind" in
+    porep-c2)
+        "$BIN/cuzk-bench" c1 --sector-size "$SIZE" --out "$WORK/c1.json" > "$OUT/input-$kind.log" 2>&1 \
+            || { failed c1 "$OUT/input-$kind.log"; continue; }
+        python3 - "$WORK" "$PROVER" <<'PY'
+import sys
+work, prover = sys.argv[1], sys.argv[2]
+c1 = open(f"{work}/c1.json").read()
+open(f"{work}/job.json", "w").write('{"circuit":"porep-c2","input":{"prover_id":"%s","sector_id":1,"c1":%s}}' % (prover, c1))
+PY
+        verify_args=(--c1 "$WORK/c1.json" --prover-id "$PROVER" --sector-id 1)
+        ;;
+    *)
+        sectors=()
+        [ "$kind" = window-post ] && [ -n "${WINDOW_SECTORS:-}" ] && sectors=(--sectors "$WINDOW_SECTORS")
+        "$BIN/cuzk-bench" vanilla --kind "$kind" --sector-size "$SIZE" "${sectors[@]}" --out "$WORK/job.json" \
+            --public "$WORK/public.json" > "$OUT/input-$kind.log" 2>&1 \
+            || { failed vanilla "$OUT/input-$kind.log"; continue; }
+        verify_args=(--input "$WORK/public.json")
+        ;;
+    esac
+    input_s=$(since "$t")
+    log "$kind: input in $input_s s, $(du -sh "$WORK/job.json" | cut -f1)"
+
+    cat > "$WORK/cuzk.toml" <<TOML
+listen = "127.0.0.1:$PORT"
+data_dir = "$DATA"
+params_dir = "$PARAMS"
+backend = "$ENGINE"
+
+[limits]
+max_body_bytes = 1073741824
+max_input_bytes = 1073741824
+max_partitions = 16
+TOML
+    [ -n "${EXTRA_TOML:-}" ] && printf '%s\n' "$EXTRA_TOML" >> "$WORK/cuzk.toml"
+    RUST_LOG="${RUST_LOG:-info}" "$BIN/cuzk" serve --config "$WORK/cuzk.toml" > "$OUT/daemon-$kind.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 100); do curl -sf "localhost:$PORT/healthz" > /dev/null && break; sleep 0.2; done
+    t=$(seconds)
+    for id in $(curl -s "localhost:$PORT/v1/params" | python3 -c 'import json,sys; print(" ".join(f["id"] for f in json.load(sys.stdin)["files"]))'); do
+        curl -s -m 550 -X POST "localhost:$PORT/v1/params/$id/preload" > "$OUT/preload-$kind.json"
+    done
+    preload_s=$(since "$t")
+    log "$kind: preload in $preload_s s: $(cut -c1-300 "$OUT/preload-$kind.json")"
+    python3 - "$PORT" "$WORK" "$OUT/job-$kind.json" <<'PY'
+import json, sys, time, urllib.request
+port, work, out = sys.argv[1], sys.argv[2], sys.argv[3]
+def call(method, path, body=None):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+started = time.time()
+job = call("POST", "/v1/jobs", open(f"{work}/job.json", "rb").read())["id"]
+while (view := call("GET", f"/v1/jobs/{job}"))["status"] not in ("done", "failed", "cancelled"):
+    time.sleep(0.2)
+took = time.time() - started
+if view["status"] == "done":
+    open(f"{work}/proof.bin", "wb").write(bytes.fromhex(call("GET", f"/v1/jobs/{job}/proofs")["proof"]))
+json.dump({"seconds": took, "view": view}, open(out, "w"), indent=1)
+print(f"{view['status']} in {took:.1f} s {view.get('error') or ''}")
+PY
+    job_s=$(python3 -c "import json; print(round(json.load(open('$OUT/job-$kind.json'))['seconds'], 1))")
+    status=$(python3 -c "import json; print(json.load(open('$OUT/job-$kind.json'))['view']['status'])")
+    rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1e6}' /proc/$daemon/status)
+    kill $daemon; wait $daemon 2>/dev/null
+    verdict="no proof"
+    if [ -s "$WORK/proof.bin" ]; then
+        if FIL_PROOFS_PARAMETER_CACHE="$PARAMS" "$BIN/cuzk" verify --kind "$kind" "${verify_args[@]}" "$WORK/proof.bin" \
+            > "$OUT/verify-$kind.log" 2>&1; then
+            verdict="accepted"
+        else
+            verdict="REJECTED"
+        fi
+    fi
+    log "$kind: job $status in $job_s s; filecoin-proofs-api: $verdict ($(tail -1 "$OUT/verify-$kind.log" 2>/dev/null | cut -c1-200))"
+    echo "| $kind | $SIZE | $key_s | $key_gb | $key_rss | $input_s | $preload_s | $job_s | $rss | $status | $verdict |" >> "$OUT/summary.md"
+done
+rm -rf "$WORK"
+cat "$OUT/summary.md"
