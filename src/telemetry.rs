@@ -8,7 +8,7 @@
 //! | file | subject |
 //! | --- | --- |
 //! | `http` | requests served, by route and status |
-//! | `grpc` | gRPC calls answered, by method and code; calls waiting on jobs; Curio requests given jobs |
+//! | `grpc` | gRPC calls answered, by method, code and result; refusals and FAILED answers logged; calls waiting on jobs; ignored sector sizes; Curio requests given jobs |
 //! | `store` | the job store: failed commits, writable or not, damage found on start |
 //! | `tenants` | tenants' refusals, token reloads on SIGHUP |
 //! | `fleet` | a fleet node: claims, renewals, lost leases, held partitions, database round trips |
@@ -29,7 +29,10 @@ pub use fleet::{
     FleetClaimed, FleetDb, FleetLeaseLost, FleetRenewed, FLEET_CLAIMED, FLEET_DB, FLEET_DB_OPS, FLEET_HELD,
     FLEET_LEASES_LOST, FLEET_RECLAIMED, FLEET_RENEWALS,
 };
-pub use grpc::{GrpcCall, GrpcJob, GrpcWaiting, GRPC_CALLS, GRPC_WAITING};
+pub use grpc::{
+    GrpcCall, GrpcJob, GrpcNotProved, GrpcWaiting, SectorSizeIgnored, GRPC_CALLS, GRPC_SECTOR_SIZE_IGNORED,
+    GRPC_WAITING,
+};
 pub use http::{HttpRequest, HTTP_REQUESTS};
 pub use store::{
     StoreDamage, StoreDamageKind, StoreWritable, StoreWriteFailed, STORE_DAMAGE, STORE_WRITABLE,
@@ -44,6 +47,7 @@ pub use tenants::{
 pub const DAEMON_METRICS: &[MetricDef] = &[
     HTTP_REQUESTS,
     GRPC_CALLS,
+    GRPC_SECTOR_SIZE_IGNORED,
     GRPC_WAITING,
     STORE_WRITE_FAILURES,
     STORE_WRITABLE,
