@@ -10,7 +10,7 @@
 //! | `http` | requests served, by route and status |
 //! | `grpc` | gRPC calls answered, by method, code and result; refusals and FAILED answers logged; calls waiting on jobs; ignored sector sizes; Curio requests given jobs |
 //! | `store` | the job store: failed commits, writable or not, damage found on start |
-//! | `tenants` | tenants' refusals, token reloads on SIGHUP |
+//! | `tenants` | tenants' refusals, critical priorities lowered, token reloads on SIGHUP |
 //! | `fleet` | a fleet node: claims, renewals, lost leases, held partitions, database round trips |
 //!
 //! [`CATALOGUE`] is every metric `/metrics` exports, both parts in one list;
@@ -39,7 +39,8 @@ pub use store::{
     STORE_WRITE_FAILURES,
 };
 pub use tenants::{
-    TenantLimit, TenantRefused, TenantsConfigured, TokensReloaded, TENANT_REFUSALS, TOKEN_RELOADS,
+    PriorityLowered, TenantLimit, TenantRefused, TenantsConfigured, TokensReloaded, PRIORITY_LOWERED,
+    TENANT_REFUSALS, TOKEN_RELOADS,
 };
 
 /// The daemon's part of the catalogue, in the order docs/metrics.md lists
@@ -53,6 +54,7 @@ pub const DAEMON_METRICS: &[MetricDef] = &[
     STORE_WRITABLE,
     STORE_DAMAGE,
     TENANT_REFUSALS,
+    PRIORITY_LOWERED,
     TOKEN_RELOADS,
     FLEET_CLAIMED,
     FLEET_RECLAIMED,

@@ -533,6 +533,7 @@ def run(work, daemons):
 def sim_daemons(work, daemons, pb, pbg, inputs, options):
     step("B: the simulated backend, slow (a WinningPoSt partition synthesizes for about 90 s), with tokens")
     acme, reader, admin = "acme-submit-0123456789", "acme-reader-0123456789", "ops-admin-01234567890"
+    urgent = "lane-critical-0123456789"
     port = free_port()
     b = Daemon(work, "b", """
 backend = "sim"
@@ -547,7 +548,8 @@ max_queued_jobs = 4
 max_queued_jobs = 1
 [grpc]
 max_message_bytes = 1048576
-""", f"127.0.0.1:{port}", tokens=[f"{acme}@acme:submit", f"{reader}@acme:read", f"{admin}@ops:admin"])
+""", f"127.0.0.1:{port}", tokens=[f"{acme}@acme:submit", f"{reader}@acme:read", f"{admin}@ops:admin",
+                                  f"{urgent}@lane:submit,read,critical"])
     daemons.append(b)
     channel = grpc.insecure_channel(b.target(), options=options)
     stub = pbg.ProvingEngineStub(channel)
@@ -628,6 +630,26 @@ max_message_bytes = 1048576
           "the job was cancelled while another Prove waited on it", b)
     second.cancel()
     until("the shared job cancelled once both left", lambda: cancelled_count() == before + 3, 30, b)
+
+    step("B: CRITICAL is earned: Curio's priorities kept, a PoRep sent CRITICAL without the scope runs at normal")
+    until("the shared job ended", lambda: unfinished() == 0, 30, b)
+    lowered = 'cuzk_priority_lowered_total{kind="porep-c2"}'
+    check(metric(stub, pb, lowered) == 0, f"{lowered} is not exported at 0 from the start", b)
+    as_urgent = (("authorization", f"Bearer {urgent}"),)
+    jobs = {}
+    for name, request, metadata in [
+        ("bulk PoRep", inputs.porep(pb, "bulk-critical", priority=pb.CRITICAL), ()),
+        ("PoRep with the scope", inputs.porep(pb, "lane-critical", priority=pb.CRITICAL), as_urgent),
+        ("WinningPoSt", inputs.winning(pb, request_id="winning-critical"), ()),
+        ("WindowPoSt", inputs.window(pb, 0), ()),
+    ]:
+        jobs[name] = stub.SubmitProof(request, metadata=metadata, timeout=120).job_id
+    priorities = {name: b.job(job)["priority"] for name, job in jobs.items()}
+    check(priorities == {"bulk PoRep": "normal", "PoRep with the scope": "critical", "WinningPoSt": "critical",
+                         "WindowPoSt": "high"}, f"priorities: {priorities}", b)
+    check(metric(stub, pb, lowered) == 1, f"{lowered} did not count the bulk PoRep", b)
+    for job in jobs.values():
+        stub.CancelProof(pb.CancelProofRequest(job_id=job), metadata=as_admin, timeout=30)
 
     step("B: a message over grpc.max_message_bytes is refused before it is read")
     oversized = inputs.porep(pb, "too-big", vanilla_proof=bytes(2 << 20))

@@ -83,9 +83,11 @@ fn labelled_counters_start_at_zero() {
         r#"cuzk_token_reloads_total{outcome="failed"} 0"#,
         // Without tokens every caller is the tenant "default".
         r#"cuzk_tenant_refusals_total{tenant="default",reason="rate_limited"} 0"#,
-        // Curio's answers and requests (issue 40), before the first.
+        // Curio's answers and requests, and critical priorities lowered
+        // (issue 40), before the first.
         r#"cuzk_grpc_calls_total{method="Prove",code="OK",result="failed"} 0"#,
         r#"cuzk_grpc_sector_size_ignored_total{kind="winning-post"} 0"#,
+        r#"cuzk_priority_lowered_total{kind="porep-c2"} 0"#,
     ] {
         assert!(text.lines().any(|l| l == series), "{series} missing:\n{text}");
     }

@@ -84,6 +84,8 @@ pub struct SubmitRequest {
     #[schema(default = 1)]
     pub partitions: Option<u32>,
     /// Default: normal; critical for winning-post, high for window-post.
+    /// Critical for another kind needs the critical scope, else it is
+    /// lowered to the kind's default.
     pub priority: Option<Priority>,
     /// Draw a random valid instance per partition.
     pub seed: Option<u64>,
