@@ -110,6 +110,7 @@ pub fn describe_all() {
     store::start_at_zero();
     fleet::start_at_zero();
     grpc::start_at_zero();
+    http::start_at_zero();
     tenants::start_at_zero();
     for def in CATALOGUE {
         match def.kind {
