@@ -27,8 +27,8 @@ use crate::tenants::{check_tenant_name, Caller, TenantError, TenantLimits};
 /// refused.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum TokenError {
-    /// A scope other than submit, read and admin.
-    #[error("unknown scope {0:?} (known: submit, read, admin)")]
+    /// A scope other than submit, read, admin and critical.
+    #[error("unknown scope {0:?} (known: submit, read, admin, critical)")]
     UnknownScope(String),
     /// Too short, or holding characters a bearer token cannot hold.
     #[error("a token must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / =")]
@@ -115,10 +115,16 @@ pub enum Scope {
     Submit,
     /// Reading job state, proofs, keys, status and metrics.
     Read,
-    /// Everything the other scopes allow, for every tenant's jobs (reading,
+    /// Everything submit and read allow, for every tenant's jobs (reading,
     /// cancelling, job ids in `/v1/workers` and `/v1/timeline`), and the
     /// operator's routes: preloading and evicting parameter files.
     Admin,
+    /// Asking for priority `critical` on any kind: without it, only the
+    /// kinds in `scheduler.critical_kinds` keep a critical priority, and
+    /// others are lowered to their default. Only a token that lists it has
+    /// it (admin does not imply it), so that the critical lane, which a
+    /// WinningPoSt needs within seconds, serves only whom the operator named.
+    Critical,
 }
 
 impl Scope {
@@ -127,6 +133,7 @@ impl Scope {
             Scope::Submit => "submit",
             Scope::Read => "read",
             Scope::Admin => "admin",
+            Scope::Critical => "critical",
         }
     }
 
@@ -135,6 +142,7 @@ impl Scope {
             "submit" => Ok(Scope::Submit),
             "read" => Ok(Scope::Read),
             "admin" => Ok(Scope::Admin),
+            "critical" => Ok(Scope::Critical),
             other => Err(TokenError::UnknownScope(other.to_string())),
         }
     }
@@ -436,9 +444,10 @@ impl Gate {
         self.tenants.get(tenant).copied().unwrap_or(self.tenant_defaults)
     }
 
-    /// A caller acting for `tenant`.
-    fn caller(&self, tenant: &Tenant, admin: bool) -> Caller {
-        Caller { tenant: Some(tenant.clone()), admin, limits: self.limits_of(tenant) }
+    /// A caller acting for `tenant`; `critical`: its token holds the
+    /// critical scope.
+    fn caller(&self, tenant: &Tenant, admin: bool, critical: bool) -> Caller {
+        Caller { tenant: Some(tenant.clone()), admin, critical, limits: self.limits_of(tenant) }
     }
 
     /// The token a digest was presented for. Every stored digest is
@@ -544,7 +553,7 @@ impl Gate {
             Some(needed) if !admin && !known.scopes.contains(&needed) => {
                 Err(TokenRefusal::LacksScope(needed))
             }
-            _ => Ok(self.caller(&known.tenant, admin)),
+            _ => Ok(self.caller(&known.tenant, admin, known.scopes.contains(&Scope::Critical))),
         }
     }
 
@@ -553,7 +562,7 @@ impl Gate {
     /// daemon runs it (tenant `default`, admin); with tokens, the tenant
     /// `default` without admin (a gRPC call on a unix socket or loopback).
     pub fn tokenless_caller(&self) -> Caller {
-        self.caller(&Tenant::default(), self.tokens.is_empty())
+        self.caller(&Tenant::default(), self.tokens.is_empty(), false)
     }
 
     /// The caller of a gRPC call: `presented` its bearer token, `needed`
@@ -591,7 +600,7 @@ impl Gate {
 /// without `read_requires_token`): no tenant, so it reads any job whose id
 /// it holds, and sees no job ids in listings.
 fn anonymous() -> Caller {
-    Caller { tenant: None, admin: false, limits: TenantLimits::default() }
+    Caller { tenant: None, admin: false, critical: false, limits: TenantLimits::default() }
 }
 
 /// Why a request's token does not admit it.
@@ -816,6 +825,8 @@ mod tests {
         assert_eq!(t.scopes, vec![Scope::Submit, Scope::Admin]);
         let t = parse_token_entry("abcdefghijklmnop@acme").unwrap();
         assert_eq!((t.tenant.as_str(), t.scopes), ("acme", all_scopes()));
+        let t = parse_token_entry("abcdefghijklmnop:submit,critical").unwrap();
+        assert_eq!(t.scopes, vec![Scope::Submit, Scope::Critical]);
         // An empty or odd tenant, a token too short once the tenant is
         // split off, a second `@`: refused, never guessed at.
         for bad in [

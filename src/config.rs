@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use cuzk_filecoin::record::Evaluation;
+use cuzk_filecoin::Kind;
+use cuzk_kernels::circuits::CircuitRegistry;
 use serde::{Deserialize, Serialize};
 
 /// Why the configuration cannot be used: the file, or the setting named,
@@ -46,6 +48,11 @@ pub enum ConfigError {
     /// More critical-lane workers per device than [`MAX_CRITICAL_WORKERS`].
     #[error("scheduler.critical_workers_per_device must be at most {MAX_CRITICAL_WORKERS}; it is {0}")]
     CriticalWorkers(usize),
+    /// A name in `scheduler.critical_kinds` that is no circuit this daemon proves.
+    #[error(
+        "scheduler.critical_kinds names {0:?}, which is neither a Filecoin kind (porep-c2, winning-post, window-post, snap-prove) nor a registered circuit family"
+    )]
+    CriticalKind(String),
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -201,6 +208,12 @@ pub struct SchedulerConfig {
     /// a WinningPoSt starts at once during a bulk stream (0: none; each
     /// holds one more workspace on the device while it proves).
     pub critical_workers_per_device: usize,
+    /// The kinds (a Filecoin kind's API name, or a registered family's)
+    /// any submitter may ask priority critical for. Elsewhere critical
+    /// takes a token with the `critical` scope, and is otherwise lowered to
+    /// the kind's default, so that bulk work cannot crowd the critical lane
+    /// (docs/api.md, "Priorities").
+    pub critical_kinds: Vec<String>,
     pub gpu_lookahead: usize,
     pub budget: Budget,
     pub pacer: cuzk_actors::pacer::PacerConfig,
@@ -277,6 +290,16 @@ pub const MAX_PASS_WAIT_MS: u64 = 10_000;
 pub const MAX_CRITICAL_WORKERS: usize = 4;
 
 impl SchedulerConfig {
+    /// `critical_kinds`, checked: each a Filecoin kind's API name or a
+    /// family `registry` holds.
+    pub fn critical_kinds(&self, registry: &CircuitRegistry) -> Result<&[String], ConfigError> {
+        let known = |name: &str| Kind::from_api_name(name).is_some() || registry.get(name).is_some();
+        match self.critical_kinds.iter().find(|name| !known(name)) {
+            Some(unknown) => Err(ConfigError::CriticalKind(unknown.clone())),
+            None => Ok(&self.critical_kinds),
+        }
+    }
+
     /// The critical lane's workers per device, checked.
     pub fn critical_workers(&self) -> Result<usize, ConfigError> {
         match self.critical_workers_per_device {
@@ -465,6 +488,7 @@ impl Default for SchedulerConfig {
             finalizer_threads: 2,
             workers_per_device: 2,
             critical_workers_per_device: 1,
+            critical_kinds: vec!["winning-post".into()],
             gpu_lookahead: 1,
             budget: Budget::Auto(AutoBudget::Auto),
             pacer: Default::default(),
@@ -552,9 +576,24 @@ fn cgroup_memory_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::{
-        ConfigError, CudaBudgets, CudaConfig, FleetConfig, SchedulerConfig, MAX_CRITICAL_WORKERS,
-        MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET,
+        CircuitRegistry, ConfigError, CudaBudgets, CudaConfig, FleetConfig, SchedulerConfig,
+        MAX_CRITICAL_WORKERS, MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET,
     };
+
+    #[test]
+    fn critical_kinds_are_known_circuits_and_winning_post_by_default() {
+        let registry = CircuitRegistry::builtin();
+        let defaults = SchedulerConfig::default();
+        assert_eq!(defaults.critical_kinds(&registry).unwrap(), ["winning-post"]);
+        let listed = |kinds: &[&str]| SchedulerConfig {
+            critical_kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            ..SchedulerConfig::default()
+        };
+        assert!(listed(&["window-post", "mimc-chain"]).critical_kinds(&registry).is_ok());
+        assert!(listed(&[]).critical_kinds(&registry).unwrap().is_empty());
+        let error = listed(&["porep-c2", "porep"]).critical_kinds(&registry).unwrap_err();
+        assert!(matches!(&error, ConfigError::CriticalKind(name) if name == "porep"), "{error}");
+    }
 
     #[test]
     fn critical_workers_are_bounded() {

@@ -227,6 +227,9 @@ pub struct ParsedJob {
     pub digest: [u8; 32],
     /// The request's priority, or its kind's default.
     pub priority: Priority,
+    /// Its kind's default: what a critical priority the caller may not ask
+    /// for is lowered to (`Jobs::submit`).
+    pub default_priority: Priority,
     /// Partitions: as asked for a family, from the input for Filecoin.
     pub partitions: u32,
     pub work: ProofJob,
@@ -328,6 +331,7 @@ impl JobParser {
             canonical,
             reservation: (self.reservation)(&work),
             priority: priority.unwrap_or(default_priority),
+            default_priority,
             partitions,
             circuit: name,
             request_id,

@@ -75,6 +75,9 @@ pub struct Jobs {
     /// Seconds a refused caller is told to wait before trying again
     /// (`limits.queue_full_retry_after_s`).
     retry_after_s: u64,
+    /// The kinds any caller may ask priority critical for
+    /// (`scheduler.critical_kinds`).
+    critical_kinds: Vec<String>,
 }
 
 /// `/v1/status`: this daemon's scheduler, job store and restore.
@@ -116,6 +119,7 @@ impl Jobs {
     ) -> Result<Self, ConfigError> {
         let min_free = config.store.min_free_bytes;
         let max_queued = config.limits.max_queued_jobs;
+        let critical_kinds = config.scheduler.critical_kinds(&parser.registry)?.to_vec();
         Ok(Self {
             system,
             keeper: fleet.map_or(Keeper::Tracker, Keeper::Fleet),
@@ -130,6 +134,7 @@ impl Jobs {
                 .then(|| (config.data_dir.clone(), min_free)),
             max_queued_jobs: (max_queued > 0).then_some(max_queued),
             retry_after_s: config.limits.queue_full_retry_after_s,
+            critical_kinds,
         })
     }
 

@@ -23,6 +23,7 @@ use crate::tls::TlsError;
 mod backend;
 mod connection;
 mod daemon;
+mod framing;
 mod listen;
 mod reload;
 

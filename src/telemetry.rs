@@ -8,9 +8,9 @@
 //! | file | subject |
 //! | --- | --- |
 //! | `http` | requests served, by route and status |
-//! | `grpc` | gRPC calls answered, by method and code; calls waiting on jobs; Curio requests given jobs |
+//! | `grpc` | gRPC calls answered, by method, code and result; refusals and FAILED answers logged; calls waiting on jobs; ignored sector sizes; Curio requests given jobs |
 //! | `store` | the job store: failed commits, writable or not, damage found on start |
-//! | `tenants` | tenants' refusals, token reloads on SIGHUP |
+//! | `tenants` | tenants' refusals, critical priorities lowered, token reloads on SIGHUP |
 //! | `fleet` | a fleet node: claims, renewals, lost leases, held partitions, database round trips |
 //!
 //! [`CATALOGUE`] is every metric `/metrics` exports, both parts in one list;
@@ -29,14 +29,18 @@ pub use fleet::{
     FleetClaimed, FleetDb, FleetLeaseLost, FleetRenewed, FLEET_CLAIMED, FLEET_DB, FLEET_DB_OPS, FLEET_HELD,
     FLEET_LEASES_LOST, FLEET_RECLAIMED, FLEET_RENEWALS,
 };
-pub use grpc::{GrpcCall, GrpcJob, GrpcWaiting, GRPC_CALLS, GRPC_WAITING};
+pub use grpc::{
+    GrpcCall, GrpcJob, GrpcNotProved, GrpcWaiting, SectorSizeIgnored, GRPC_CALLS, GRPC_SECTOR_SIZE_IGNORED,
+    GRPC_WAITING,
+};
 pub use http::{HttpRequest, HTTP_REQUESTS};
 pub use store::{
     StoreDamage, StoreDamageKind, StoreWritable, StoreWriteFailed, STORE_DAMAGE, STORE_WRITABLE,
     STORE_WRITE_FAILURES,
 };
 pub use tenants::{
-    TenantLimit, TenantRefused, TenantsConfigured, TokensReloaded, TENANT_REFUSALS, TOKEN_RELOADS,
+    PriorityLowered, TenantLimit, TenantRefused, TenantsConfigured, TokensReloaded, PRIORITY_LOWERED,
+    TENANT_REFUSALS, TOKEN_RELOADS,
 };
 
 /// The daemon's part of the catalogue, in the order docs/metrics.md lists
@@ -44,11 +48,13 @@ pub use tenants::{
 pub const DAEMON_METRICS: &[MetricDef] = &[
     HTTP_REQUESTS,
     GRPC_CALLS,
+    GRPC_SECTOR_SIZE_IGNORED,
     GRPC_WAITING,
     STORE_WRITE_FAILURES,
     STORE_WRITABLE,
     STORE_DAMAGE,
     TENANT_REFUSALS,
+    PRIORITY_LOWERED,
     TOKEN_RELOADS,
     FLEET_CLAIMED,
     FLEET_RECLAIMED,
@@ -104,6 +110,7 @@ pub fn describe_all() {
     store::start_at_zero();
     fleet::start_at_zero();
     grpc::start_at_zero();
+    http::start_at_zero();
     tenants::start_at_zero();
     for def in CATALOGUE {
         match def.kind {

@@ -78,6 +78,9 @@ pub struct Caller {
     /// The `admin` scope (or the daemon without tokens): sees, reads and
     /// cancels every tenant's jobs.
     pub admin: bool,
+    /// The `critical` scope: it may ask for priority critical on any kind
+    /// (others are lowered outside `scheduler.critical_kinds`).
+    pub critical: bool,
     /// Its tenant's limits as configured when the token was checked.
     pub limits: TenantLimits,
 }

@@ -297,6 +297,16 @@ def rpc_error(call, *args, **kwargs):
     fail(f"expected an error, got {answer}")
 
 
+def metric(stub, pb, series):
+    """A series' value in GetMetrics' Prometheus text; None when it is not
+    exported."""
+    text = stub.GetMetrics(pb.GetMetricsRequest(), timeout=30).prometheus_text
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
 def verify(work, kind, proof, args, public=None):
     """filecoin-proofs-api's verifier on `proof` (cuzk verify --kind)."""
     proof_path = os.path.join(work, f"proof-{kind}.bin")
@@ -401,6 +411,18 @@ def run(work, daemons):
     ok, said = verify(work, "winning-post", winning.proof, [], public)
     check(ok, f"verify_winning_post rejects the proof: {said}", a)
 
+    step("A: Curio's cuzk-bench sends sector_size 32 GiB for a 2 KiB proof: ignored, warned, counted")
+    ignored = 'cuzk_grpc_sector_size_ignored_total{kind="winning-post"}'
+    check(metric(stub, pb, ignored) == 0, f"{ignored} is not exported at 0 from the start", a)
+    bench = inputs.winning(pb, request_id="cuzk-bench-32g", sector_size=32 << 30)
+    answer = stub.Prove(pb.ProveRequest(submit=bench), timeout=PROOF_TIMEOUT).result
+    check(answer.status == pb.AwaitProofResponse.COMPLETED and len(answer.proof) == 192, f"{answer}", a)
+    ok, said = verify(work, "winning-post", answer.proof, [], public)
+    check(ok, f"verify_winning_post rejects the proof proved despite sector_size: {said}", a)
+    check(metric(stub, pb, ignored) == 1, f"{ignored} did not count the request", a)
+    check(any('"cuzk-bench-32g"' in line and f"sector_size {32 << 30} disagrees" in line and "WARN" in line
+              for line in a.log_text().splitlines()), "no warning names the request and its sector_size", a)
+
     step("A: Prove a WindowPoSt as Curio does: one call per partition, in parallel, the last partition short")
     w = inputs.m["window"]
     calls = [stub.Prove.future(pb.ProveRequest(submit=inputs.window(pb, i)), timeout=PROOF_TIMEOUT)
@@ -437,7 +459,8 @@ def run(work, daemons):
     check(again.status == pb.AwaitProofResponse.COMPLETED and again.job_id != twins[0].job_id,
           "a Prove answered from an ended job instead of proving", a)
 
-    step("A: errors as Curio expects them")
+    step("A: errors as Curio expects them, each logged once with its request and counted")
+    refused_before = metric(stub, pb, 'cuzk_grpc_calls_total{method="Prove",code="INVALID_ARGUMENT",result="none"}')
     e = rpc_error(stub.Prove, pb.ProveRequest(), timeout=30)
     check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "missing submit field" in e.details(), f"{e}", a)
     for kind in (0, 9):
@@ -446,19 +469,32 @@ def run(work, daemons):
         check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and f"invalid proof_kind: {kind}" in e.details(), f"{e}", a)
         e = rpc_error(stub.SubmitProof, bad, timeout=30)
         check(e.code() == grpc.StatusCode.INVALID_ARGUMENT, f"SubmitProof kind {kind}: {e}", a)
-    # Inputs it cannot prove: OK, with a FAILED result and the reason.
-    for reason, bad in [
-        ("randomness must be 32 bytes", inputs.winning(pb, randomness=bytes(31))),
-        ("registered_proof 99", inputs.winning(pb, registered_proof=99)),
-        ("not a WindowPoSt proof", inputs.winning(pb, proof_kind=pb.WINDOW_POST_PARTITION)),
-        ("comm_d_new must be 32 bytes", inputs.snap(pb, comm_d_new=bytes(31))),
+    check(metric(stub, pb, 'cuzk_grpc_calls_total{method="Prove",code="INVALID_ARGUMENT",result="none"}')
+          == (refused_before or 0) + 3, "the INVALID_ARGUMENT answers are not counted", a)
+    check(any("gRPC Prove of request" in line and "INVALID_ARGUMENT: invalid proof_kind: 9" in line
+              for line in a.log_text().splitlines()), "a refused Prove is not logged with its reason", a)
+    # Inputs it cannot prove: OK, with a FAILED result and the reason, each
+    # logged with its request id, counted, and in GetStatus' failed count.
+    failed_series = 'cuzk_grpc_calls_total{method="Prove",code="OK",result="failed"}'
+    check(metric(stub, pb, failed_series) == 0, f"{failed_series} is not exported at 0 from the start", a)
+    cases = [
+        ("randomness must be 32 bytes", inputs.winning(pb, request_id="short-randomness", randomness=bytes(31))),
+        ("registered_proof 99", inputs.winning(pb, request_id="proof-99", registered_proof=99)),
+        ("not a WindowPoSt proof", inputs.winning(pb, request_id="wrong-kind", proof_kind=pb.WINDOW_POST_PARTITION)),
+        ("comm_d_new must be 32 bytes", inputs.snap(pb, request_id="short-comm-d", comm_d_new=bytes(31))),
         ("C1 envelope", inputs.porep(pb, "porep-bad-envelope", vanilla_proof=b"{\"SectorNum\": 1}")),
         ("replica id", inputs.porep(pb, "porep-wrong-miner", miner_id=inputs.miner + 1)),
-        ("sector_size", inputs.winning(pb, sector_size=32 << 30)),
-    ]:
+    ]
+    for reason, bad in cases:
         answer = stub.Prove(pb.ProveRequest(submit=bad), timeout=120).result
         check(answer.status == pb.AwaitProofResponse.FAILED and reason in answer.error_message,
               f"{reason}: {answer}", a)
+        logged = [line for line in a.log_text().splitlines()
+                  if f'request "{bad.request_id}"' in line and "FAILED" in line and reason in line]
+        check(len(logged) == 1, f"{reason}: the FAILED answer is logged {len(logged)} times, not once", a)
+    check(metric(stub, pb, failed_series) == len(cases), "the FAILED answers are not counted", a)
+    failed = stub.GetStatus(pb.GetStatusRequest(), timeout=30).total_proofs_failed
+    check(failed == len(cases), f"GetStatus counts {failed} failed proofs, not {len(cases)}", a)
     e = rpc_error(stub.AwaitProof, pb.AwaitProofRequest(job_id="no-such-job", timeout_ms=1), timeout=30)
     check(e.code() == grpc.StatusCode.NOT_FOUND, f"AwaitProof of an unknown job: {e}", a)
     e = rpc_error(stub.CancelProof, pb.CancelProofRequest(job_id="no-such-job"), timeout=30)
@@ -475,7 +511,8 @@ def run(work, daemons):
           f"the PoRep parameters are not listed as loaded: {list(loaded)}", a)
     check(status.pinned_memory_limit_bytes > 0, f"{status}", a)
     text = stub.GetMetrics(pb.GetMetricsRequest(), timeout=30).prometheus_text
-    check('cuzk_grpc_calls_total{method="Prove",code="OK"}' in text, "GetMetrics lacks the gRPC calls", a)
+    check('cuzk_grpc_calls_total{method="Prove",code="OK",result="completed"}' in text,
+          "GetMetrics lacks the gRPC calls", a)
     evicted = stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-2k"), timeout=30)
     check(evicted.was_loaded and evicted.freed_bytes > 1 << 29, f"evicting the PoRep parameters: {evicted}", a)
     evicted = stub.EvictSRS(pb.EvictSrsRequest(circuit_id="porep-2k"), timeout=30)
@@ -496,6 +533,7 @@ def run(work, daemons):
 def sim_daemons(work, daemons, pb, pbg, inputs, options):
     step("B: the simulated backend, slow (a WinningPoSt partition synthesizes for about 90 s), with tokens")
     acme, reader, admin = "acme-submit-0123456789", "acme-reader-0123456789", "ops-admin-01234567890"
+    urgent = "lane-critical-0123456789"
     port = free_port()
     b = Daemon(work, "b", """
 backend = "sim"
@@ -510,7 +548,8 @@ max_queued_jobs = 4
 max_queued_jobs = 1
 [grpc]
 max_message_bytes = 1048576
-""", f"127.0.0.1:{port}", tokens=[f"{acme}@acme:submit", f"{reader}@acme:read", f"{admin}@ops:admin"])
+""", f"127.0.0.1:{port}", tokens=[f"{acme}@acme:submit", f"{reader}@acme:read", f"{admin}@ops:admin",
+                                  f"{urgent}@lane:submit,read,critical"])
     daemons.append(b)
     channel = grpc.insecure_channel(b.target(), options=options)
     stub = pbg.ProvingEngineStub(channel)
@@ -591,6 +630,26 @@ max_message_bytes = 1048576
           "the job was cancelled while another Prove waited on it", b)
     second.cancel()
     until("the shared job cancelled once both left", lambda: cancelled_count() == before + 3, 30, b)
+
+    step("B: CRITICAL is earned: Curio's priorities kept, a PoRep sent CRITICAL without the scope runs at normal")
+    until("the shared job ended", lambda: unfinished() == 0, 30, b)
+    lowered = 'cuzk_priority_lowered_total{kind="porep-c2"}'
+    check(metric(stub, pb, lowered) == 0, f"{lowered} is not exported at 0 from the start", b)
+    as_urgent = (("authorization", f"Bearer {urgent}"),)
+    jobs = {}
+    for name, request, metadata in [
+        ("bulk PoRep", inputs.porep(pb, "bulk-critical", priority=pb.CRITICAL), ()),
+        ("PoRep with the scope", inputs.porep(pb, "lane-critical", priority=pb.CRITICAL), as_urgent),
+        ("WinningPoSt", inputs.winning(pb, request_id="winning-critical"), ()),
+        ("WindowPoSt", inputs.window(pb, 0), ()),
+    ]:
+        jobs[name] = stub.SubmitProof(request, metadata=metadata, timeout=120).job_id
+    priorities = {name: b.job(job)["priority"] for name, job in jobs.items()}
+    check(priorities == {"bulk PoRep": "normal", "PoRep with the scope": "critical", "WinningPoSt": "critical",
+                         "WindowPoSt": "high"}, f"priorities: {priorities}", b)
+    check(metric(stub, pb, lowered) == 1, f"{lowered} did not count the bulk PoRep", b)
+    for job in jobs.values():
+        stub.CancelProof(pb.CancelProofRequest(job_id=job), metadata=as_admin, timeout=30)
 
     step("B: a message over grpc.max_message_bytes is refused before it is read")
     oversized = inputs.porep(pb, "too-big", vanilla_proof=bytes(2 << 20))

@@ -83,9 +83,58 @@ fn labelled_counters_start_at_zero() {
         r#"cuzk_token_reloads_total{outcome="failed"} 0"#,
         // Without tokens every caller is the tenant "default".
         r#"cuzk_tenant_refusals_total{tenant="default",reason="rate_limited"} 0"#,
+        // Curio's answers and requests, and critical priorities lowered
+        // (issue 40), before the first.
+        r#"cuzk_grpc_calls_total{method="Prove",code="OK",result="failed"} 0"#,
+        r#"cuzk_grpc_sector_size_ignored_total{kind="winning-post"} 0"#,
+        r#"cuzk_priority_lowered_total{kind="porep-c2"} 0"#,
     ] {
         assert!(text.lines().any(|l| l == series), "{series} missing:\n{text}");
     }
+}
+
+/// Every series a dashboard queries is in a fresh daemon's first scrape,
+/// histograms included (issue 40: the idle-gap panels said "No data" until
+/// the first gap). A process of its own: this binary's recorder is shared
+/// with tests that run jobs.
+#[test]
+fn a_fresh_daemon_exports_every_series_the_dashboards_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_serve, url, _log) = common::Serve::logged(
+        std::process::Command::new(env!("CARGO_BIN_EXE_cuzk"))
+            .args(["serve", "--backend", "sim", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data")),
+    );
+    let text = common::agent().get(&format!("{url}/metrics")).call().unwrap().into_string().unwrap();
+    let dashboards = concat!(env!("CARGO_MANIFEST_DIR"), "/dashboards");
+    let mut queried = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(dashboards).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let json = std::fs::read_to_string(&path).unwrap();
+            for (at, _) in json.match_indices("cuzk_") {
+                let name: String = json[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                queried.insert(name);
+            }
+        }
+    }
+    assert!(queried.contains("cuzk_gpu_idle_gap_seconds_bucket"), "{queried:?}");
+    let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    let missing: Vec<&String> = queried
+        .iter()
+        .filter(|name| {
+            // A histogram's own name (in a panel's description) is there as its buckets.
+            let prefixes = [format!("{name}{{"), format!("{name} "), format!("{name}_bucket{{")];
+            !prefixes.iter().any(|prefix| samples.iter().any(|l| l.starts_with(prefix.as_str())))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboards query {missing:?}, which have no series on a fresh daemon:\n{text}"
+    );
 }
 
 #[test]

@@ -205,6 +205,11 @@ impl Dispatcher {
         if self.pending.is_empty() && self.in_pipeline() == 0 {
             self.pacer.pipeline_empty();
         }
+        self.publish_depths();
+    }
+
+    /// Publishes the queue depths and the partitions in progress.
+    fn publish_depths(&self) {
         telemetry::QueueDepths {
             synthesis: self.pending.len(),
             budget: self.reserving,
@@ -321,6 +326,14 @@ fn nearest_cause(ready: bool, synthesizing: bool, reserving: bool, queued: bool,
 
 impl Actor for Dispatcher {
     type Context = Context<Self>;
+
+    /// The queues' and the pacer's gauges exist from the start (empty
+    /// queues, the pacer bootstrapping), so that their panels show the
+    /// idle state instead of "No data" before the first job.
+    fn started(&mut self, _: &mut Context<Self>) {
+        self.publish_depths();
+        self.pacer.emit();
+    }
 }
 
 impl Handler<Enqueue> for Dispatcher {

@@ -228,7 +228,9 @@ impl Pacer {
         }
     }
 
-    fn emit(&self) {
+    /// Publishes the pacer's state: on every change, and once at start so
+    /// that its gauges exist before the first change.
+    pub fn emit(&self) {
         telemetry::PacerUpdated {
             interval: self.interval,
             ema_gpu: self.ema_gpu.unwrap_or(0.0),

@@ -28,6 +28,7 @@ pub use gpu::{
 pub use jobs::{
     DeadlineMissed, JobFinished, JobSubmitted, PartitionFinished, PartitionRetried, DEADLINES_MISSED,
     JOBS_FINISHED, JOBS_SUBMITTED, JOB_DURATION, PARTITIONS_FINISHED, PARTITION_RETRIES, STAGE_DURATION,
+    STAGE_SPANS,
 };
 pub use metric::{counter, gauge, histogram, seconds_counter, MetricDef, MetricKind};
 pub use pipeline::{

@@ -430,15 +430,7 @@ fn emit_partition(job: &JobId, index: usize, p: &PartitionState, outcome: Stage)
 
 /// (timing name, duration) between consecutive stage entries.
 fn stage_durations(p: &PartitionState) -> Vec<(&'static str, Duration)> {
-    const SPANS: [(&str, Stage, Stage); 6] = [
-        ("queue_wait", Stage::Queued, Stage::Synthesizing),
-        ("synthesis", Stage::Synthesizing, Stage::WaitingGpu),
-        ("gpu_wait", Stage::WaitingGpu, Stage::Proving),
-        ("gpu", Stage::Proving, Stage::WaitingFinalizer),
-        ("finalize_wait", Stage::WaitingFinalizer, Stage::Finalizing),
-        ("finalize", Stage::Finalizing, Stage::Done),
-    ];
-    SPANS
+    telemetry::STAGE_SPANS
         .iter()
         .filter_map(|(name, from, to)| {
             let start = p.entered[*from as usize]?;

@@ -14,7 +14,10 @@
 //!   the three raw 32-byte commitments;
 //! - `registered_proof` in Curio's (Go abi) numbering, whose WindowPoSt
 //!   V1_1 is filecoin-proofs-api's V1_2;
-//! - the prover id derived from `miner_id` as Curio derives it.
+//! - the prover id derived from `miner_id` as Curio derives it;
+//! - `sector_size` ignored, as the original daemon ignores it: the
+//!   registered proof decides (Curio's cuzk-bench sends 32 GiB for every
+//!   request); a size that disagrees is logged and counted.
 //!
 //! Lengths, field elements and the proofs themselves are checked by the
 //! parser the submission goes to, not here: one set of checks for both
@@ -30,6 +33,7 @@ use serde::Deserialize;
 use super::proto::{Priority, ProofKind, SubmitProofRequest};
 use crate::filecoin::{FilecoinInput, PorepInput, PostInput, RegisteredProof, UpdateInput};
 use crate::job_input::{Circuit, Input, Submission};
+use crate::telemetry::SectorSizeIgnored;
 
 /// Why a request cannot become a submission. `UnknownKind` is a malformed
 /// call (INVALID_ARGUMENT); the others are inputs the daemon cannot prove,
@@ -48,9 +52,6 @@ pub enum CurioError {
     /// `registered_proof` is no number Curio gives a proof of this kind.
     #[error("registered_proof {number} is not a {kind} proof in Curio's numbering (0 to 4{more})")]
     RegisteredProof { number: u64, kind: &'static str, more: &'static str },
-    /// `sector_size` set and not the registered proof's.
-    #[error("sector_size {given} differs from registered_proof {number}'s {expected} bytes")]
-    SectorSize { given: u64, number: u64, expected: u64 },
 }
 
 /// The sector sizes Curio's numbers run through, five per proof version:
@@ -88,7 +89,7 @@ pub fn submission(request: SubmitProofRequest) -> Result<Submission, CurioError>
         }
         Kind::EmptySectorUpdate => {
             let proof = registered_update(request.registered_proof)?;
-            check_sector_size(request.sector_size, request.registered_proof)?;
+            note_sector_size(&request, kind);
             FilecoinInput::Update(UpdateInput {
                 registered_proof: RegisteredProof::of(proof),
                 comm_r_old: hex::encode(&request.comm_r_old),
@@ -100,7 +101,7 @@ pub fn submission(request: SubmitProofRequest) -> Result<Submission, CurioError>
         Kind::WinningPost | Kind::WindowPost => {
             let winning = kind == Kind::WinningPost;
             let proof = registered_post(request.registered_proof, winning)?;
-            check_sector_size(request.sector_size, request.registered_proof)?;
+            note_sector_size(&request, kind);
             FilecoinInput::Post(PostInput {
                 registered_proof: RegisteredProof::of(proof),
                 randomness: hex::encode(&request.randomness),
@@ -236,15 +237,29 @@ fn registered_update(number: u64) -> Result<RegisteredUpdateProof, CurioError> {
     .ok_or(CurioError::RegisteredProof { number, kind: "SnapDeals", more: "" })
 }
 
-/// A `sector_size` Curio set must be the registered proof's (a PSProve
-/// SnapDeals request leaves it 0). Every kind's numbers run through the
-/// five sizes in order, so the size is the number's place among them.
-fn check_sector_size(given: u64, number: u64) -> Result<(), CurioError> {
+/// The registered proof's sector size, when a `sector_size` set (a PSProve
+/// SnapDeals request leaves it 0) disagrees with it. Every kind's numbers
+/// run through the five sizes in order, so the size is the number's place
+/// among them.
+fn sector_size_mismatch(given: u64, number: u64) -> Option<u64> {
     let expected = SECTOR_SIZES[(number % 5) as usize];
-    if given != 0 && given != expected {
-        return Err(CurioError::SectorSize { given, number, expected });
+    (given != 0 && given != expected).then_some(expected)
+}
+
+/// Logs and counts a `sector_size` that disagrees with the request's
+/// registered proof (a valid one: the caller read it first), which the
+/// proof is then made for.
+fn note_sector_size(request: &SubmitProofRequest, kind: Kind) {
+    if let Some(expected) = sector_size_mismatch(request.sector_size, request.registered_proof) {
+        SectorSizeIgnored {
+            request_id: &request.request_id,
+            kind,
+            given: request.sector_size,
+            expected,
+            registered_proof: request.registered_proof,
+        }
+        .emit();
     }
-    Ok(())
 }
 
 fn hex_all(proofs: &[Vec<u8>]) -> Vec<String> {
@@ -283,9 +298,10 @@ mod tests {
         }
         assert_eq!(registered_update(3).unwrap(), RegisteredUpdateProof::StackedDrg32GiBV1);
         assert!(registered_update(5).is_err());
-        assert!(check_sector_size(0, 13).is_ok());
-        assert!(check_sector_size(32 << 30, 13).is_ok());
-        assert!(check_sector_size(64 << 30, 13).is_err());
+        assert_eq!(sector_size_mismatch(0, 13), None);
+        assert_eq!(sector_size_mismatch(32 << 30, 13), None);
+        assert_eq!(sector_size_mismatch(64 << 30, 13), Some(32 << 30));
+        assert_eq!(sector_size_mismatch(32 << 30, 0), Some(2 << 10));
     }
 
     #[test]
@@ -371,8 +387,15 @@ mod tests {
         let mut winning = request(ProofKind::WinningPost);
         winning.registered_proof = 0;
         winning.partition_index = 3;
+        // What Curio's cuzk-bench sends: 32 GiB whatever the proof.
+        winning.sector_size = 32 << 30;
         let winning = submission(winning).unwrap();
         let FilecoinInput::Post(input) = filecoin_input(&winning) else { panic!("a PoSt input") };
         assert_eq!(input.partition_index, None, "WinningPoSt has no partitions");
+        assert_eq!(
+            input.registered_proof,
+            RegisteredProof::of(RegisteredPoStProof::StackedDrgWinning2KiBV1),
+            "the registered proof decides the size"
+        );
     }
 }

@@ -1,14 +1,17 @@
 //! The `ProvingEngine` service: each RPC admits its caller (the token gate,
 //! the scope its method needs), runs its handler (`prove.rs`, `status.rs`,
-//! `srs.rs`) and is counted by method and status code.
+//! `srs.rs`) and is counted by method, status code and proof result; a
+//! refusal or a FAILED result is logged once, with the request it was for.
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::{Code, Request, Response, Status};
 
 use super::error::token_status;
+use super::proto::await_proof_response::Status as Outcome;
 use super::proto::proving_engine_server::ProvingEngine;
 use super::proto::{
     AwaitProofRequest, AwaitProofResponse, CancelProofRequest, CancelProofResponse, EvictSrsRequest,
@@ -19,7 +22,7 @@ use super::proto::{
 use super::state::GrpcState;
 use super::{prove, srs, status};
 use crate::auth::Scope;
-use crate::telemetry::GrpcCall;
+use crate::telemetry::{GrpcCall, GrpcNotProved};
 use crate::tenants::Caller;
 
 /// The service tonic's generated server dispatches to.
@@ -33,7 +36,8 @@ impl ProvingEngine for ProvingService {
         &self,
         request: Request<SubmitProofRequest>,
     ) -> Result<Response<SubmitProofResponse>, Status> {
-        answer("SubmitProof", async {
+        let subject = request_subject(&request.get_ref().request_id);
+        self.answer("SubmitProof", subject, async {
             let caller = self.caller(&request, Scope::Submit)?;
             prove::submit(&self.state, caller, request.into_inner()).await
         })
@@ -44,7 +48,8 @@ impl ProvingEngine for ProvingService {
         &self,
         request: Request<AwaitProofRequest>,
     ) -> Result<Response<AwaitProofResponse>, Status> {
-        answer("AwaitProof", async {
+        let subject = job_subject(&request.get_ref().job_id);
+        self.answer("AwaitProof", subject, async {
             let caller = self.caller(&request, Scope::Read)?;
             let deadline = deadline(&request);
             prove::await_proof(&self.state, caller, request.into_inner(), deadline).await
@@ -53,7 +58,11 @@ impl ProvingEngine for ProvingService {
     }
 
     async fn prove(&self, request: Request<ProveRequest>) -> Result<Response<ProveResponse>, Status> {
-        answer("Prove", async {
+        let subject = match &request.get_ref().submit {
+            Some(submit) => request_subject(&submit.request_id),
+            None => "a request without submit".into(),
+        };
+        self.answer("Prove", subject, async {
             let caller = self.caller(&request, Scope::Submit)?;
             let deadline = deadline(&request);
             prove::prove(&self.state, caller, request.into_inner(), deadline).await
@@ -65,7 +74,8 @@ impl ProvingEngine for ProvingService {
         &self,
         request: Request<CancelProofRequest>,
     ) -> Result<Response<CancelProofResponse>, Status> {
-        answer("CancelProof", async {
+        let subject = job_subject(&request.get_ref().job_id);
+        self.answer("CancelProof", subject, async {
             let caller = self.caller(&request, Scope::Submit)?;
             prove::cancel(&self.state, caller, request.into_inner()).await
         })
@@ -76,7 +86,7 @@ impl ProvingEngine for ProvingService {
         &self,
         request: Request<GetStatusRequest>,
     ) -> Result<Response<GetStatusResponse>, Status> {
-        answer("GetStatus", async {
+        self.answer("GetStatus", "the status".into(), async {
             let caller = self.caller(&request, Scope::Read)?;
             status::status(&self.state, &caller).await
         })
@@ -87,7 +97,7 @@ impl ProvingEngine for ProvingService {
         &self,
         request: Request<GetMetricsRequest>,
     ) -> Result<Response<GetMetricsResponse>, Status> {
-        answer("GetMetrics", async {
+        self.answer("GetMetrics", "the metrics".into(), async {
             self.caller(&request, Scope::Read)?;
             Ok(status::metrics(&self.state).await)
         })
@@ -98,7 +108,8 @@ impl ProvingEngine for ProvingService {
         &self,
         request: Request<PreloadSrsRequest>,
     ) -> Result<Response<PreloadSrsResponse>, Status> {
-        answer("PreloadSRS", async {
+        let subject = format!("circuit {}", shown(&request.get_ref().circuit_id));
+        self.answer("PreloadSRS", subject, async {
             self.caller(&request, Scope::Admin)?;
             srs::preload(&self.state, &request.get_ref().circuit_id).await
         })
@@ -109,7 +120,8 @@ impl ProvingEngine for ProvingService {
         &self,
         request: Request<EvictSrsRequest>,
     ) -> Result<Response<EvictSrsResponse>, Status> {
-        answer("EvictSRS", async {
+        let subject = format!("circuit {}", shown(&request.get_ref().circuit_id));
+        self.answer("EvictSRS", subject, async {
             self.caller(&request, Scope::Admin)?;
             srs::evict(&self.state, &request.get_ref().circuit_id)
         })
@@ -127,23 +139,111 @@ impl ProvingService {
         });
         self.state.gates.current().grpc_caller(presented, needed, self.state.trusted).map_err(token_status)
     }
+
+    /// Runs a handler and counts its answer by code and proof result; a
+    /// refusal (an error status) or a FAILED result is logged once with
+    /// `subject`, and a FAILED result that no job stands behind (inputs
+    /// that never became one) is kept for `GetStatus`' failed count. A call
+    /// dropped before it answers (its caller went away) is counted as
+    /// CANCELLED.
+    async fn answer<T: ProofResult>(
+        &self,
+        method: &'static str,
+        subject: String,
+        handler: impl Future<Output = Result<T, Status>>,
+    ) -> Result<Response<T>, Status> {
+        let mut counted = Unanswered(Some(method));
+        let answered = handler.await;
+        counted.0 = None;
+        match &answered {
+            Ok(answer) => {
+                let result = answer.proof_result();
+                let outcome = result.map(|r| Outcome::try_from(r.status).unwrap_or(Outcome::Unknown));
+                GrpcCall { method, code: "OK", result: outcome.map_or("none", result_name) }.emit();
+                if let Some(failed) = result.filter(|_| outcome == Some(Outcome::Failed)) {
+                    let subject = match failed.job_id.is_empty() {
+                        true => {
+                            self.state.failed_without_job.fetch_add(1, Ordering::Relaxed);
+                            subject
+                        }
+                        false => format!("{subject} (job {})", failed.job_id),
+                    };
+                    GrpcNotProved {
+                        method,
+                        subject: &subject,
+                        code: "FAILED",
+                        reason: &failed.error_message,
+                    }
+                    .emit();
+                }
+            }
+            Err(status) => {
+                let code = code_name(status.code());
+                GrpcCall { method, code, result: "none" }.emit();
+                GrpcNotProved { method, subject: &subject, code, reason: status.message() }.emit();
+            }
+        }
+        answered.map(Response::new)
+    }
 }
 
-/// Runs a handler and counts its answer; a call dropped before it answers
-/// (its caller went away) is counted as CANCELLED.
-async fn answer<T>(
-    method: &'static str,
-    handler: impl Future<Output = Result<T, Status>>,
-) -> Result<Response<T>, Status> {
-    let mut counted = Unanswered(Some(method));
-    let answered = handler.await;
-    counted.0 = None;
-    let code = match &answered {
-        Ok(_) => Code::Ok,
-        Err(status) => status.code(),
-    };
-    GrpcCall { method, code: code_name(code) }.emit();
-    answered.map(Response::new)
+/// The proof result an answer carries: Prove's and AwaitProof's; the other
+/// methods' answers carry none.
+trait ProofResult {
+    fn proof_result(&self) -> Option<&AwaitProofResponse> {
+        None
+    }
+}
+
+impl ProofResult for ProveResponse {
+    fn proof_result(&self) -> Option<&AwaitProofResponse> {
+        self.result.as_ref()
+    }
+}
+
+impl ProofResult for AwaitProofResponse {
+    fn proof_result(&self) -> Option<&AwaitProofResponse> {
+        Some(self)
+    }
+}
+
+impl ProofResult for SubmitProofResponse {}
+impl ProofResult for CancelProofResponse {}
+impl ProofResult for GetStatusResponse {}
+impl ProofResult for GetMetricsResponse {}
+impl ProofResult for PreloadSrsResponse {}
+impl ProofResult for EvictSrsResponse {}
+
+/// A proof result as the metric's label names it.
+fn result_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Completed => "completed",
+        Outcome::Failed => "failed",
+        Outcome::Cancelled => "cancelled",
+        Outcome::Timeout => "timeout",
+        Outcome::Unknown => "unknown",
+    }
+}
+
+/// The most characters of a client's id a log line shows: a refused
+/// request may carry a long one.
+const SHOWN_CHARS: usize = 128;
+
+fn shown(id: &str) -> String {
+    match id.char_indices().nth(SHOWN_CHARS) {
+        Some((end, _)) => format!("{}...", &id[..end]),
+        None => id.to_string(),
+    }
+}
+
+/// A call about a Curio request, as its log line names it.
+fn request_subject(request_id: &str) -> String {
+    format!("request {:?}", shown(request_id))
+}
+
+/// A call about a job, as its log line names it.
+fn job_subject(job_id: &str) -> String {
+    format!("job {:?}", shown(job_id))
 }
 
 /// Counts a call that was dropped before it answered.
@@ -152,7 +252,7 @@ struct Unanswered(Option<&'static str>);
 impl Drop for Unanswered {
     fn drop(&mut self) {
         if let Some(method) = self.0 {
-            GrpcCall { method, code: code_name(Code::Cancelled) }.emit();
+            GrpcCall { method, code: code_name(Code::Cancelled), result: "none" }.emit();
         }
     }
 }

@@ -1,8 +1,10 @@
 //! What every RPC shares: the daemon's front-end context (`FrontEnd`, the
-//! same one HTTP's handlers see), the waiting calls and whether the
-//! listener's reach is the credential, built once by the server.
+//! same one HTTP's handlers see), the waiting calls, whether the
+//! listener's reach is the credential and the FAILED answers without a
+//! job, built once by the server.
 
 use std::ops::Deref;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::calls::Calls;
@@ -19,6 +21,10 @@ pub struct GrpcState {
     /// Whether the listener's reach is the credential (a unix socket or
     /// loopback): a call without a token is then the `default` tenant's.
     pub trusted: bool,
+    /// FAILED answers no job stands behind (inputs that never became one):
+    /// `GetStatus` counts them with the failed jobs, as the original daemon
+    /// counted every failed proof.
+    pub failed_without_job: AtomicU64,
 }
 
 impl Deref for GrpcState {

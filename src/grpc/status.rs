@@ -3,6 +3,8 @@
 //! and the metrics text `/metrics` serves. Nothing is run outside
 //! the process per call (the original daemon ran nvidia-smi).
 
+use std::sync::atomic::Ordering;
+
 use cuzk_actors::messages::JobStatus;
 use cuzk_actors::{JobId, TenantScope};
 use tonic::Status;
@@ -15,7 +17,8 @@ use super::state::GrpcState;
 use crate::tenants::Caller;
 
 /// The devices and what each proves now, the keys loaded, the unfinished
-/// jobs per kind, the jobs kept by outcome, the uptime and the host memory
+/// jobs per kind, the jobs kept by outcome (failed ones with the requests
+/// answered FAILED before they became a job), the uptime and the host memory
 /// budget. A device's current job id is shown to admins only, as in
 /// `/v1/workers`; its kind to everyone.
 pub async fn status(state: &GrpcState, caller: &Caller) -> Result<GetStatusResponse, Status> {
@@ -62,7 +65,9 @@ pub async fn status(state: &GrpcState, caller: &Caller) -> Result<GetStatusRespo
         loaded_srs,
         queues,
         total_proofs_completed: jobs(JobStatus::Done),
-        total_proofs_failed: jobs(JobStatus::Failed),
+        // Failed jobs, and FAILED answers to requests that never became
+        // a job (this node's, since its start).
+        total_proofs_failed: jobs(JobStatus::Failed) + state.failed_without_job.load(Ordering::Relaxed),
         uptime_seconds: state.started.elapsed().as_secs(),
         pinned_memory_bytes: budget.used_bytes + budget.resident_bytes,
         pinned_memory_limit_bytes: budget.limit_bytes,

@@ -66,7 +66,7 @@ pub async fn submit_job(
     // the body's parse is counted (from its declared length, else the
     // limit) while it arrives, so a body that stalls holds its share.
     let expected = declared.unwrap_or(limit);
-    let admission = state.jobs.admit(tenant, caller.limits, expected)?;
+    let admission = state.jobs.admit(tenant, &caller, expected)?;
     let body = read_body(payload, expected, state.body_read_timeout)
         .await
         .map_err(|e| e.unwrap_or_else(too_large))?;

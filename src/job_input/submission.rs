@@ -76,24 +76,39 @@ pub struct SubmitRequest {
     /// A Filecoin kind's input: the arguments filecoin-proofs-api takes.
     #[schema(value_type = Option<Object>)]
     pub input: Option<JsonText>,
-    /// The family's params; they select the shape.
-    #[serde(default = "JsonText::empty_object")]
+    /// The family's params; they select the shape (default `{}`).
+    #[serde(default, deserialize_with = "given")]
     #[schema(value_type = Object)]
-    pub params: JsonText,
+    pub params: Option<JsonText>,
     /// 1 to `limits.max_partitions` (a Filecoin kind's follow from its input).
-    #[schema(default = 1)]
-    pub partitions: Option<u32>,
+    #[serde(default, deserialize_with = "given")]
+    #[schema(value_type = Option<u32>, default = 1)]
+    pub partitions: Option<Option<u32>>,
     /// Default: normal; critical for winning-post, high for window-post.
+    /// Critical for another kind needs the critical scope, else it is
+    /// lowered to the kind's default.
     pub priority: Option<Priority>,
     /// Draw a random valid instance per partition.
-    pub seed: Option<u64>,
+    #[serde(default, deserialize_with = "given")]
+    #[schema(value_type = Option<u64>)]
+    pub seed: Option<Option<u64>>,
     /// Witness inputs: one object for every partition, or an array with one per partition.
+    #[serde(default, deserialize_with = "given")]
     #[schema(value_type = Option<Value>)]
-    pub inputs: Option<JsonText>,
+    pub inputs: Option<Option<JsonText>>,
     /// Idempotency key (the `Idempotency-Key` header wins).
     pub request_id: Option<String>,
     /// Milliseconds after submission by which the job should be done.
     pub deadline_ms: Option<u64>,
+}
+
+/// A family's field as the body gives it: None when the body leaves it
+/// out, Some when it names it, even as null or `{}`, so that a Filecoin
+/// kind's body naming one is refused rather than read as its absence.
+fn given<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }
 
 impl Circuit {
@@ -128,8 +143,10 @@ impl Submission {
         } = request;
         let (circuit, input) = match Kind::from_api_name(&circuit) {
             Some(kind) => {
+                // Named at all, null and `{}` included: a client that sends
+                // them believes they mean something here.
                 let family_only = [
-                    ("params", params != JsonText::empty_object()),
+                    ("params", params.is_some()),
                     ("partitions", partitions.is_some()),
                     ("seed", seed.is_some()),
                     ("inputs", inputs.is_some()),
@@ -142,7 +159,13 @@ impl Submission {
             }
             None if input.is_some() => return Err(InvalidJob::InputForFamily(circuit)),
             None => {
-                (Circuit::Family(circuit), Input::Family(FamilyInput { params, partitions, seed, inputs }))
+                let family = FamilyInput {
+                    params: params.unwrap_or_else(JsonText::empty_object),
+                    partitions: partitions.flatten(),
+                    seed: seed.flatten(),
+                    inputs: inputs.flatten(),
+                };
+                (Circuit::Family(circuit), Input::Family(family))
             }
         };
         Ok(Submission { circuit, priority, input, request_id, deadline_ms })
@@ -252,6 +275,23 @@ mod tests {
             refused(r#"{"circuit":"porep-c2","params":{"a":1},"input":{}}"#),
             "porep-c2 takes its work from input; params is not allowed"
         );
+        // Named at all is given: `{}` and null too.
+        for (field, value) in [
+            ("params", "{}"),
+            ("params", "null"),
+            ("seed", "null"),
+            ("partitions", "null"),
+            ("inputs", "null"),
+        ] {
+            assert_eq!(
+                refused(&format!(r#"{{"circuit":"porep-c2","{field}":{value},"input":{{}}}}"#)),
+                format!("porep-c2 takes its work from input; {field} is not allowed"),
+                "{field}: {value}"
+            );
+        }
+        // A family's null is its absence, as it has always been.
+        let family = Submission::parse(r#"{"circuit":"mimc-chain","inputs":null,"seed":3}"#).unwrap();
+        assert_eq!(family.text(), r#"{"circuit":"mimc-chain","seed":3}"#);
         assert_eq!(refused(r#"{"circuit":"winning-post"}"#), "winning-post needs an input object");
         assert_eq!(
             refused(r#"{"circuit":"mimc-chain","input":{}}"#),

@@ -5,21 +5,22 @@
 //! `submit` (`Offered`: a JSON body as it arrived, or a `Submission` built
 //! typed), which does the rest in this order: intake, restore and free
 //! space checked; the submission read and checked by the one parser (off
-//! the async threads: a Filecoin input takes a while to check); the
-//! job given to the tracker or written to the fleet's database; a repeated
-//! idempotency key or a full queue answered; the new job waited for until
-//! it is durable, and cancelled if it could not be made so.
+//! the async threads: a Filecoin input takes a while to check); a critical
+//! priority the caller may not ask for lowered; the job given to the
+//! tracker or written to the fleet's database; a repeated idempotency key
+//! or a full queue answered; the new job waited for until it is durable,
+//! and cancelled if it could not be made so.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use cuzk_actors::messages::{CancelJob, JobStatus};
-use cuzk_actors::{JobId, NewJob, RecordedRequest, Tenant, TenantScope};
+use cuzk_actors::{JobId, NewJob, Priority, RecordedRequest, Tenant, TenantScope};
 
 use super::{Jobs, JobsError, ParsePermit};
-use crate::job_input::{Submission, SubmitError};
-use crate::telemetry::{TenantLimit, TenantRefused};
-use crate::tenants::TenantLimits;
+use crate::job_input::{ParsedJob, Submission, SubmitError};
+use crate::telemetry::{PriorityLowered, TenantLimit, TenantRefused};
+use crate::tenants::{Caller, TenantLimits};
 
 /// A submission its tenant's rate and the parse budget let through: what
 /// `submit` takes, so that no front end submits without the checks.
@@ -28,6 +29,8 @@ pub struct Admission {
     tenant: Tenant,
     /// The tenant's limits as configured when the caller was checked.
     limits: TenantLimits,
+    /// The caller's token holds the critical scope.
+    critical: bool,
     /// The body's share of the parse budget, held until it is parsed.
     parsing: ParsePermit,
 }
@@ -52,15 +55,12 @@ pub struct Submitted {
 }
 
 impl Jobs {
-    /// Takes one submission from the tenant's rate bucket, then reserves
-    /// the parse of a body of at most `body_bytes` (its declared length, or
-    /// the body limit when it has none) from the parse budget.
-    pub fn admit(
-        &self,
-        tenant: Tenant,
-        limits: TenantLimits,
-        body_bytes: usize,
-    ) -> Result<Admission, JobsError> {
+    /// Takes one submission of `caller`'s (as `tenant`, the one the front
+    /// end found for it) from the tenant's rate bucket, then reserves the
+    /// parse of a body of at most `body_bytes` (its declared length, or the
+    /// body limit when it has none) from the parse budget.
+    pub fn admit(&self, tenant: Tenant, caller: &Caller, body_bytes: usize) -> Result<Admission, JobsError> {
+        let (limits, critical) = (caller.limits, caller.critical);
         if let Err(retry_after_s) = self.rates.take(&tenant, &limits, Instant::now()) {
             TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });
@@ -69,7 +69,7 @@ impl Jobs {
             .parsing
             .reserve(body_bytes)
             .map_err(|full| JobsError::ParsingFull { full, retry_after_s: self.retry_after_s })?;
-        Ok(Admission { tenant, limits, parsing })
+        Ok(Admission { tenant, limits, critical, parsing })
     }
 
     /// Bytes and submissions the parse budget holds now.
@@ -98,7 +98,7 @@ impl Jobs {
                 return Err(JobsError::NoSpace { free, min_free: *min_free, retry_after_s });
             }
         }
-        let Admission { tenant, limits, parsing } = admission;
+        let Admission { tenant, limits, critical, parsing } = admission;
         let parser = self.parser.clone();
         // The permit goes with the submission: a caller that leaves while it
         // is parsed does not return the share before the parse ends.
@@ -117,9 +117,12 @@ impl Jobs {
         if idempotency_key.is_none() && parsed.request_id.as_deref().is_some_and(|k| k.trim().is_empty()) {
             return Err(JobsError::EmptyRequestId);
         }
+        let (priority, lowered) = self.allowed_priority(&parsed, critical);
+        // Who asked for what, for the count once the job is made.
+        let lowered = lowered.then(|| (tenant.clone(), parsed.circuit.clone()));
         let job = NewJob {
             id: JobId(uuid::Uuid::new_v4().simple().to_string()),
-            priority: parsed.priority,
+            priority,
             partitions: parsed.partitions,
             circuit: parsed.circuit,
             circuit_id: parsed.work.circuit_id().to_string(),
@@ -154,6 +157,26 @@ impl Jobs {
                 });
             }
         }
+        if let Some((tenant, kind)) = lowered.filter(|_| outcome.created) {
+            PriorityLowered { job: &outcome.id, tenant: tenant.as_str(), kind: &kind, to: priority }.emit();
+        }
         Ok(Submitted { id: outcome.id, created: outcome.created, status: outcome.status })
+    }
+
+    /// The priority `parsed` runs at, and whether it was lowered: critical
+    /// stays critical for a kind in `scheduler.critical_kinds` or a caller
+    /// whose token holds the critical scope; elsewhere it is lowered to the
+    /// kind's default (high where that is critical: the kind was taken off
+    /// the list). Lowered rather than refused, so that a client sending
+    /// critical for everything (as some of Curio's tools may) keeps working.
+    fn allowed_priority(&self, parsed: &ParsedJob, critical_scope: bool) -> (Priority, bool) {
+        let may = critical_scope || self.critical_kinds.contains(&parsed.circuit);
+        match parsed.priority {
+            Priority::Critical if !may => match parsed.default_priority {
+                Priority::Critical => (Priority::High, true),
+                default => (default, true),
+            },
+            asked => (asked, false),
+        }
     }
 }

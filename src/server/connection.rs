@@ -6,6 +6,16 @@
 //! (actix-http 3 has none), so this wrapper gives them the `{"error": ...}`
 //! body every other refusal has, on its way to the socket.
 //!
+//! And a HEAD is answered without a body however it is pipelined:
+//! actix-http frames an answer by the method of the request it decoded
+//! last, so a request decoded behind a HEAD before the HEAD's answer was
+//! encoded gave that answer the GET's body. The wrapper follows the
+//! framing of both directions (`framing.rs`) and, once a HEAD request has
+//! been read, hands the dispatcher nothing more until the HEAD's answer
+//! head has been written; the bytes read past it wait in the wrapper. Were
+//! the framing lost (a malformed request, which actix-http refuses and
+//! closes on), the wrapper stops following and holds nothing.
+//!
 //! How it knows them: the dispatcher encodes such an answer, head only, as
 //! the last thing before it closes the connection, so it is the tail of
 //! the buffer it asks to write, and it says `content-length: 0` with an
@@ -16,10 +26,11 @@
 
 use std::io;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::framing::{Requests, Responses};
 use crate::http::error::ErrorBody;
 
 /// The longest bodiless answer head looked for at a write's end; actix-http's
@@ -35,12 +46,61 @@ pub struct Connection<T> {
     staged: Vec<u8>,
     /// How much of `staged` `inner` has taken.
     sent: usize,
+    /// The requests read, followed to find where each HEAD ends.
+    requests: Requests,
+    /// The answers written, followed to tell when a HEAD's head is out.
+    responses: Responses,
+    /// A HEAD (its number among the requests) whose answer has not been
+    /// written: nothing more is handed to the dispatcher until it is.
+    awaiting: Option<u64>,
+    /// Bytes read past that HEAD, handed over once its answer is written.
+    held: Vec<u8>,
+    /// The dispatcher's read, parked while a HEAD's answer is awaited.
+    reader: Option<Waker>,
 }
 
 impl<T> Connection<T> {
     /// `inner` as the dispatcher will use it.
     pub fn new(inner: T) -> Self {
-        Self { inner, staged: Vec::new(), sent: 0 }
+        Self {
+            inner,
+            staged: Vec::new(),
+            sent: 0,
+            requests: Requests::default(),
+            responses: Responses::default(),
+            awaiting: None,
+            held: Vec::new(),
+            reader: None,
+        }
+    }
+
+    /// Follows the bytes a read just added to `buf` (from `before` on): if
+    /// a HEAD request ends within them, what follows it is taken back into
+    /// `held`, and reads wait for the HEAD's answer.
+    fn follow_read(&mut self, buf: &mut ReadBuf<'_>, before: usize) {
+        if self.requests.lost() || self.responses.lost() {
+            return;
+        }
+        let read = &buf.filled()[before..];
+        if let Some(end) = self.requests.feed(read) {
+            let rest = read[end..].to_vec();
+            self.held.splice(0..0, rest);
+            buf.set_filled(before + end);
+            self.awaiting = Some(self.requests.seen - 1);
+        }
+    }
+
+    /// Follows the bytes `inner` took of a write; once the awaited HEAD's
+    /// answer head is among them (or the framing is lost), reads resume.
+    fn follow_write(&mut self, written: &[u8]) {
+        self.responses.feed(written, &mut self.requests);
+        let answered = self.awaiting.is_some_and(|head| self.responses.seen > head);
+        if answered || self.responses.lost() {
+            self.awaiting = None;
+            if let Some(reader) = self.reader.take() {
+                reader.wake();
+            }
+        }
     }
 }
 
@@ -62,7 +122,21 @@ impl<T: AsyncWrite + Unpin> Connection<T> {
 
 impl<T: AsyncRead + Unpin> AsyncRead for Connection<T> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        if this.awaiting.is_some() {
+            this.reader = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let before = buf.filled().len();
+        if this.held.is_empty() {
+            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        } else {
+            let n = this.held.len().min(buf.remaining());
+            buf.put_slice(&this.held[..n]);
+            this.held.drain(..n);
+        }
+        this.follow_read(buf, before);
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -71,13 +145,18 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Connection<T> {
         let this = self.get_mut();
         ready!(this.poll_staged(cx))?;
         let Some(bare) = bare_refusal(buf) else {
-            return Pin::new(&mut this.inner).poll_write(cx, buf);
+            let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
+            this.follow_write(&buf[..n]);
+            return Poll::Ready(Ok(n));
         };
         if bare.start > 0 {
             // What comes before the refusal first; the dispatcher hands the
             // rest again, the refusal still at its end.
-            return Pin::new(&mut this.inner).poll_write(cx, &buf[..bare.start]);
+            let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..bare.start]))?;
+            this.follow_write(&buf[..n]);
+            return Poll::Ready(Ok(n));
         }
+        this.follow_write(buf);
         this.staged = answer(bare.status, buf);
         // The refusal is taken: the dispatcher flushes next, which writes
         // whatever `inner` did not take now (and a pending write has

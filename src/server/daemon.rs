@@ -6,6 +6,7 @@
 //! `listen.rs`). `Daemon::run` serves and drains.
 
 use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,6 +118,7 @@ impl Daemon {
                 front: front.clone(),
                 calls: Arc::new(Calls::new(config.grpc.max_waiting_calls, intake.clone())),
                 trusted: listener.trusted,
+                failed_without_job: AtomicU64::new(0),
             };
             grpc_server(&config, listener, state)
         });

@@ -4,8 +4,8 @@
 //! together from actix-server and actix-http rather than actix-web's
 //! `HttpServer` for one reason: each connection passes through
 //! `Connection`, which gives actix-http's own bodiless refusals (400, 408,
-//! 431) the JSON body every other error has, and `HttpServer` offers no way
-//! to wrap a connection. The settings are `HttpServer`'s (keep-alive 5 s,
+//! 431) the JSON body every other error has and keeps a pipelined HEAD's
+//! answer bodiless, and `HttpServer` offers no way to wrap a connection. The settings are `HttpServer`'s (keep-alive 5 s,
 //! 1 s to close, backlog 1024, TLS handshake 3 s, HTTP/1.1 only).
 
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};

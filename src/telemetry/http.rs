@@ -9,6 +9,13 @@ pub const HTTP_REQUESTS: MetricDef = counter(
     "HTTP requests served, by route pattern and status code.",
 );
 
+/// Starts the count of accepted submissions at zero, so that the request
+/// panels have a series before the first request is answered (a scrape is
+/// counted once it is answered, after its own text was rendered).
+pub(super) fn start_at_zero() {
+    metrics::counter!(HTTP_REQUESTS.name, "route" => "/v1/jobs", "status" => "202").absolute(0);
+}
+
 /// An HTTP request was answered.
 pub struct HttpRequest<'a> {
     /// The route pattern it matched (`unmatched` if none): never the path,

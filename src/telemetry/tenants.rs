@@ -1,13 +1,22 @@
-//! Tokens and tenants: submissions a tenant's own limit refused, and the
+//! Tokens and tenants: submissions a tenant's own limit refused, critical
+//! priorities lowered for callers that may not ask for them, and the
 //! reloads of tokens and tenants on SIGHUP.
 
 use cuzk_actors::telemetry::{counter, MetricDef};
+use cuzk_actors::{JobId, Priority};
+use cuzk_filecoin::Kind;
 
 pub const TENANT_REFUSALS: MetricDef = counter(
     "cuzk_tenant_refusals_total",
     "requests",
     &["tenant", "reason"],
     "Submissions refused (429) by a tenant's own limit, by tenant (the configured ones) and reason (queue_full: its max_queued_jobs; rate_limited: its submit rate).",
+);
+pub const PRIORITY_LOWERED: MetricDef = counter(
+    "cuzk_priority_lowered_total",
+    "jobs",
+    &["kind"],
+    "Jobs submitted as critical by a caller without the critical scope, for a kind outside scheduler.critical_kinds, and run at the kind's default priority instead, by kind (the circuit's API name).",
 );
 pub const TOKEN_RELOADS: MetricDef = counter(
     "cuzk_token_reloads_total",
@@ -16,11 +25,43 @@ pub const TOKEN_RELOADS: MetricDef = counter(
     "Reloads of the tokens and tenants on SIGHUP, by outcome (ok; failed: the old ones stay).",
 );
 
-/// Starts the reload counter of both outcomes at zero (a tenant's refusal
-/// counters start when it is configured: [`TenantsConfigured`]).
+/// Starts the reload counter of both outcomes, and the lowered priorities
+/// of every Filecoin kind, at zero (a tenant's refusal counters start when
+/// it is configured: [`TenantsConfigured`]; a family's lowered priorities
+/// with its first).
 pub(super) fn start_at_zero() {
     for outcome in [TokensReloaded::OK, TokensReloaded::FAILED] {
         metrics::counter!(TOKEN_RELOADS.name, "outcome" => outcome).absolute(0);
+    }
+    for kind in Kind::ALL {
+        metrics::counter!(PRIORITY_LOWERED.name, "kind" => kind.api_name()).absolute(0);
+    }
+}
+
+/// A job asked for as critical by a caller that may not ask for it (no
+/// critical scope, a kind outside `scheduler.critical_kinds`), made at a
+/// lower priority.
+pub struct PriorityLowered<'a> {
+    pub job: &'a JobId,
+    /// Who asked: a configured tenant's name.
+    pub tenant: &'a str,
+    /// The job's circuit (a kind's API name, or a registered family's).
+    pub kind: &'a str,
+    /// What it runs at.
+    pub to: Priority,
+}
+
+impl PriorityLowered<'_> {
+    pub fn emit(&self) {
+        log::info!(
+            "job {} ({}) of tenant {}: priority critical lowered to {}: the caller lacks the critical scope and {} is not in scheduler.critical_kinds",
+            self.job,
+            self.kind,
+            self.tenant,
+            self.to.as_str(),
+            self.kind
+        );
+        metrics::counter!(PRIORITY_LOWERED.name, "kind" => self.kind.to_string()).increment(1);
     }
 }
 

@@ -59,6 +59,19 @@ fn bad_submissions_are_rejected_with_reasons() {
         "{answer}"
     );
 
+    // A Filecoin kind takes its work from input: a family's field named at
+    // all is refused, `{}` and null included (issue 40).
+    for (field, value) in
+        [("params", json!({})), ("params", Value::Null), ("seed", Value::Null), ("partitions", Value::Null)]
+    {
+        let mut body = json!({"circuit": "porep-c2", "input": {"prover_id": "00", "sector_id": 1}});
+        body[field] = value.clone();
+        let (status, answer) = d.post("/v1/jobs", &body);
+        assert_eq!(status, 422, "{body} -> {answer}");
+        let expected = format!("porep-c2 takes its work from input; {field} is not allowed");
+        assert!(answer["error"].as_str().unwrap().contains(&expected), "{body} -> {answer}");
+    }
+
     let (status, answer) = d.post_raw("/v1/jobs", "application/json", b"{\"circuit\": ");
     assert_eq!(status, 400);
     assert!(answer["error"].as_str().unwrap().contains("invalid JSON"), "{answer}");

@@ -1,7 +1,8 @@
 //! Tenants (docs/security.md, "Tenants"), through the real server on the
 //! simulated backend: each tenant reads, cancels and keys only its own jobs,
 //! an admin sees all; per-tenant queue and rate limits answer 429 with
-//! Retry-After; a restart keeps each job's tenant; and the `cuzk` binary
+//! Retry-After; a restart keeps each job's tenant; critical is earned by
+//! the token's scope or the kind, else lowered; and the `cuzk` binary
 //! reloads its tokens on SIGHUP and keeps an environment token out of
 //! /proc/PID/environ.
 
@@ -256,6 +257,77 @@ fn a_restart_keeps_each_jobs_tenant() {
     assert_eq!((status, again["id"].as_str()), (200, Some(id.as_str())));
     assert_eq!(submit(&url, BETA, 1, Some("kept-key")).0, 202);
     daemon.stop();
+}
+
+/// Critical is earned, not claimed (issue 40): a bulk token asking for
+/// critical on a kind outside `scheduler.critical_kinds` gets the kind's
+/// default, counted, and keeps it across a restart; a token with the
+/// critical scope keeps critical on any kind; admin does not imply the
+/// scope; a kind on the list is critical for anyone; a list naming no
+/// known circuit is refused at start.
+#[test]
+fn critical_is_earned_by_the_token_or_the_kind() {
+    const URGENT: &str = "urgent-0123456789abcdef";
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    // Jobs that stay queued: their priorities are read, not run.
+    sim(&mut config, false);
+    config.scheduler.critical_kinds = vec!["poseidon-merkle".into()];
+    let start = || {
+        let mut config = config.clone();
+        tenants(&mut config);
+        config.auth.tokens.push(parse_token_entry(&format!("{URGENT}@alpha:submit,read,critical")).unwrap());
+        cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
+            .expect("daemon starts")
+    };
+    let daemon = start();
+    let url = daemon.url();
+    let lowered = r#"cuzk_priority_lowered_total{kind="mimc-chain"}"#;
+    let metrics = || {
+        let scrape = agent().get(&format!("{url}/metrics")).set("Authorization", &format!("Bearer {ADMIN}"));
+        scrape.call().unwrap().into_string().unwrap()
+    };
+    let before = metric_value(&metrics(), lowered);
+    let critical = |circuit: &str, token: &str, seed: u64| {
+        let body = match circuit {
+            "poseidon-merkle" => {
+                json!({"circuit": circuit, "params": {"depth": 8, "challenges": 2}, "seed": seed, "priority": "critical"})
+            }
+            _ => {
+                json!({"circuit": circuit, "params": {"log2_constraints": 4}, "seed": seed, "priority": "critical"})
+            }
+        };
+        let (status, accepted, _) = call(&url, "POST", "/v1/jobs", token, Some((&body, None)));
+        assert_eq!(status, 202, "{accepted}");
+        let id = accepted["id"].as_str().unwrap().to_string();
+        let (_, view) = get(&url, ADMIN, &format!("/v1/jobs/{id}"));
+        (id, view["priority"].as_str().unwrap().to_string())
+    };
+    let (bulk, priority) = critical("mimc-chain", ALPHA, 1);
+    assert_eq!(priority, "normal", "a bulk token's critical family job runs at its default");
+    assert_eq!(critical("mimc-chain", ADMIN, 2).1, "normal", "admin does not imply the critical scope");
+    assert_eq!(metric_value(&metrics(), lowered), before + 2.0, "each lowering is counted");
+    assert_eq!(critical("mimc-chain", URGENT, 3).1, "critical", "the critical scope keeps it");
+    assert_eq!(
+        critical("poseidon-merkle", BETA, 4).1,
+        "critical",
+        "a kind on the list is critical for anyone"
+    );
+    assert_eq!(metric_value(&metrics(), lowered), before + 2.0);
+    daemon.stop();
+    // Restored from the store, the job keeps the priority it was made at.
+    let daemon = start();
+    let (_, view) = get(&daemon.url(), ADMIN, &format!("/v1/jobs/{bulk}"));
+    assert_eq!(view["priority"], "normal", "{view}");
+    daemon.stop();
+
+    let mut unknown = test_config(dir.path());
+    unknown.scheduler.critical_kinds = vec!["winning-post".into(), "no-such-kind".into()];
+    let refused = cuzk::server::spawn(unknown, cuzk_kernels::circuits::CircuitRegistry::builtin())
+        .err()
+        .expect("an unknown kind is refused at start");
+    let said = refused.to_string();
+    assert!(said.contains("scheduler.critical_kinds") && said.contains("no-such-kind"), "{said}");
 }
 
 #[test]

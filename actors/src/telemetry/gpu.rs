@@ -98,7 +98,7 @@ impl GpuSpanFinished<'_> {
             self.busy.as_secs_f64(),
             self.phases
         );
-        let waited = [("wait_input", self.waited)];
+        let waited = [(WAIT_INPUT, self.waited)];
         for (phase, duration) in waited.iter().chain(self.phases) {
             metrics::histogram!(
                 GPU_PHASE_DURATION.name,
@@ -162,6 +162,9 @@ fn worker_state(worker: WorkerId, activity: Activity, value: f64) {
     .set(value);
 }
 
+/// The phase every span has, whatever the backend: the wait for its input.
+const WAIT_INPUT: &str = "wait_input";
+
 /// A GPU worker exists: every series it feeds starts at zero, so that rates
 /// and dashboards have data before the first partition.
 pub struct WorkerRegistered {
@@ -188,6 +191,16 @@ impl WorkerRegistered {
             )
             .increment(0.0);
         }
+        // Histograms exist once registered, with empty buckets: their
+        // panels show zero instead of "No data" until the first gap or span.
+        let _ =
+            metrics::histogram!(GPU_IDLE_GAP.name, "device" => device.clone(), "worker" => worker.clone());
+        let _ = metrics::histogram!(
+            GPU_PHASE_DURATION.name,
+            "device" => device.clone(),
+            "worker" => worker.clone(),
+            "phase" => WAIT_INPUT
+        );
         metrics::gauge!(GPU_UTILIZATION.name, "device" => device, "worker" => worker).set(0.0);
         for activity in Activity::ALL {
             worker_state(self.worker, activity, if activity == self.activity { 1.0 } else { 0.0 });

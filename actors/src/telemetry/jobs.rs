@@ -40,8 +40,24 @@ pub const PARTITION_RETRIES: MetricDef = counter(
     "Partitions queued again after a failed attempt, by the stage that failed (synthesizing, proving, finalizing).",
 );
 
-/// Starts the counters of every priority and outcome at zero.
+/// A partition's timings: each the time between entering two stages, by
+/// the name `cuzk_stage_duration_seconds` and the job view give it.
+pub const STAGE_SPANS: [(&str, Stage, Stage); 6] = [
+    ("queue_wait", Stage::Queued, Stage::Synthesizing),
+    ("synthesis", Stage::Synthesizing, Stage::WaitingGpu),
+    ("gpu_wait", Stage::WaitingGpu, Stage::Proving),
+    ("gpu", Stage::Proving, Stage::WaitingFinalizer),
+    ("finalize_wait", Stage::WaitingFinalizer, Stage::Finalizing),
+    ("finalize", Stage::Finalizing, Stage::Done),
+];
+
+/// Starts the counters of every priority and outcome at zero, and registers
+/// the histograms of every stage and outcome (empty buckets: their panels
+/// show zero instead of "No data" before the first job).
 pub(super) fn start_at_zero() {
+    for (stage, _, _) in STAGE_SPANS {
+        let _ = metrics::histogram!(STAGE_DURATION.name, "stage" => stage);
+    }
     for stage in [Stage::Synthesizing, Stage::Proving, Stage::Finalizing] {
         metrics::counter!(PARTITION_RETRIES.name, "stage" => stage.as_str()).absolute(0);
     }
@@ -50,6 +66,7 @@ pub(super) fn start_at_zero() {
         metrics::counter!(DEADLINES_MISSED.name, "priority" => priority.as_str()).absolute(0);
     }
     for outcome in [Stage::Done, Stage::Failed, Stage::Cancelled] {
+        let _ = metrics::histogram!(JOB_DURATION.name, "outcome" => outcome.as_str());
         metrics::counter!(JOBS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
         metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => outcome.as_str()).absolute(0);
     }
