@@ -20,6 +20,7 @@ use cuzk_kernels::{Bls12_381, Fr, KernelError};
 use crate::config::ProvingConfig;
 use crate::filecoin::{CircuitLoading, FilecoinJob};
 use crate::keys::{KeyError, KeyStore, Preparation};
+use crate::telemetry::ProofRejected;
 
 /// What a job asks the backend to prove.
 pub enum ProofJob {
@@ -294,7 +295,7 @@ impl Backend for ProvingBackend {
         }
     }
 
-    fn prove_finish(&self, _job: &JobSpec, _partition: u32, input: Payload) -> Result<Finished, StageError> {
+    fn prove_finish(&self, job: &JobSpec, partition: u32, input: Payload) -> Result<Finished, StageError> {
         let StartedPartition { circuit, output } = input.take()?;
         let mut rng = rand::thread_rng();
         let (r, s) = (Fr::rand(&mut rng), Fr::rand(&mut rng));
@@ -309,7 +310,16 @@ impl Backend for ProvingBackend {
                 Ok(true) => phases,
                 // A fault on the device can make a wrong proof from a good
                 // witness (checked at synthesis): worth another attempt.
-                Ok(false) => return Err(StageError::retryable("proof failed self-verification")),
+                Ok(false) => {
+                    ProofRejected {
+                        job: &job.id,
+                        partition,
+                        circuit: &job.circuit,
+                        circuit_id: &job.circuit_id,
+                    }
+                    .emit();
+                    return Err(StageError::retryable("proof failed self-verification"));
+                }
                 Err(e) => return Err(StageError::permanent(format!("self-verification error: {e}"))),
             }
         } else {

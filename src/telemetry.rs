@@ -9,6 +9,7 @@
 //! | --- | --- |
 //! | `http` | requests served, by route and status |
 //! | `grpc` | gRPC calls answered, by method, code and result; refusals and FAILED answers logged; calls waiting on jobs; ignored sector sizes; Curio requests given jobs |
+//! | `proofs` | proofs the finalizer's verification rejected, never served |
 //! | `store` | the job store: failed commits, writable or not, damage found on start |
 //! | `tenants` | tenants' refusals, critical priorities lowered, token reloads on SIGHUP |
 //! | `fleet` | a fleet node: claims, renewals, lost leases, held partitions, database round trips |
@@ -20,6 +21,7 @@
 mod fleet;
 mod grpc;
 mod http;
+mod proofs;
 mod store;
 mod tenants;
 
@@ -34,6 +36,7 @@ pub use grpc::{
     GRPC_WAITING,
 };
 pub use http::{HttpRequest, HTTP_REQUESTS};
+pub use proofs::{ProofRejected, PROOFS_REJECTED};
 pub use store::{
     StoreDamage, StoreDamageKind, StoreWritable, StoreWriteFailed, STORE_DAMAGE, STORE_WRITABLE,
     STORE_WRITE_FAILURES,
@@ -50,6 +53,7 @@ pub const DAEMON_METRICS: &[MetricDef] = &[
     GRPC_CALLS,
     GRPC_SECTOR_SIZE_IGNORED,
     GRPC_WAITING,
+    PROOFS_REJECTED,
     STORE_WRITE_FAILURES,
     STORE_WRITABLE,
     STORE_DAMAGE,
@@ -108,6 +112,7 @@ pub fn fix_exposition(text: &str) -> String {
 pub fn describe_all() {
     cuzk_actors::telemetry::start_at_zero();
     store::start_at_zero();
+    proofs::start_at_zero();
     fleet::start_at_zero();
     grpc::start_at_zero();
     http::start_at_zero();

@@ -257,6 +257,55 @@ fn post_on(d: &TestDaemon) {
     assert!(verify(&randomness, &part, &replicas));
 }
 
+/// A key whose points are all valid but two of them swapped (h's first
+/// two, tau^0 and tau^1 times t(tau)/delta): it loads, the witness checks,
+/// and every proof made with it is wrong. The finalizer's verification
+/// catches each one: the job fails with the reason after its attempts, no
+/// proof is served, and each rejection is counted.
+#[test]
+fn proofs_from_a_damaged_key_are_rejected_and_never_served() {
+    fixtures::ensure_params(&[Kind::WinningPost]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let id = Kind::WinningPost.cache_id(2048).unwrap();
+    for entry in std::fs::read_dir(fixtures::params_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().contains(&id) {
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let params = dir.path().join(format!("v28-{id}.params"));
+    let mut bytes = std::fs::read(&params).unwrap();
+    // bellperson's layout: the verifying key (alpha_g1, beta_g1, beta_g2,
+    // gamma_g2, delta_g1, delta_g2, then ic with its u32 count), then h
+    // with its count, uncompressed G1 points of 96 bytes.
+    let ic_at = 3 * 96 + 3 * 192;
+    let ic = u32::from_be_bytes(bytes[ic_at..ic_at + 4].try_into().unwrap()) as usize;
+    let h = ic_at + 4 + ic * 96 + 4;
+    let (first, second) = bytes[h..h + 192].split_at_mut(96);
+    assert_ne!(first, second);
+    first.swap_with_slice(second);
+    std::fs::write(&params, bytes).unwrap();
+
+    let d = start_with(|config| {
+        config.params_dir = Some(dir.path().to_path_buf());
+        config.proving.filecoin_evaluation = Evaluation::Direct;
+    });
+    let sector = fixtures::seal(11).unwrap();
+    let (status, body) = d.post(
+        "/v1/jobs",
+        &json!({ "circuit": "winning-post", "input": post_input(WINNING, [44; 32], &[&sector]) }),
+    );
+    assert_eq!(status, 202, "{body}");
+    let job = d.wait(body["id"].as_str().unwrap(), PROOF_TIMEOUT);
+    assert_eq!(job["status"], "failed", "{job}");
+    assert!(job["error"].as_str().unwrap().contains("self-verification"), "{job}");
+    let (status, proofs) = d.get(&format!("/v1/jobs/{}/proofs", body["id"].as_str().unwrap()));
+    assert!(status >= 400, "no proof served: {status} {proofs}");
+    let attempts = cuzk::config::Config::default().scheduler.max_attempts;
+    let rejected = common::metric_value(&d.metrics(), "cuzk_proofs_rejected_total{circuit=\"winning-post\"}");
+    assert_eq!(rejected, f64::from(attempts), "every attempt's proof rejected and counted");
+}
+
 #[test]
 fn snap_prove_makes_what_the_update_verifier_accepts() {
     snap_on(&daemon());
