@@ -3,9 +3,9 @@
 //!
 //! - Witness mode (a proof, direct evaluation): the input and aux assignments,
 //!   per constraint the evaluations of A, B and C, and the densities.
-//! - Assignment mode (a proof, compiled evaluation): the assignments only; no
-//!   linear combination is built, and a, b and c come from the shape's
-//!   compiled matrices (`cuzk_kernels::r1cs`) on every core.
+//! - Assignment mode (a proof, compiled evaluation; `AssignmentCs`): the
+//!   assignments only; no linear combination is built, and a, b and c come
+//!   from the shape's compiled matrices (`cuzk_kernels::r1cs`) on every core.
 //! - Shape mode (the setup and the compiled matrices, no witness): the R1CS
 //!   and the densities.
 //!
@@ -15,12 +15,17 @@
 //! the input constraints), B tracks inputs and aux; after synthesis each input
 //! x_i gets one constraint A = x_i, B = 0, C = 0.
 //!
-//! The system is not extensible (`is_extensible()` keeps bellperson's default
-//! `false`): the PoSt circuits then synthesize their sectors in sequence instead
-//! of in parallel chunks joined by `extend`. Both paths give the same
-//! constraints and variables in the same order (bellperson's own parameter
-//! generator takes the sequential one), so what is recorded matches the `.params`
-//! files either way.
+//! Assignment mode is extensible, as bellperson's prover is: the PoSt
+//! circuits then synthesize their sectors in parallel chunks (one per core,
+//! filecoin-proofs' `window_post_synthesis_num_cpus`) joined in order by
+//! `extend`, where one thread walked 2,349 sectors for a 32 GiB WindowPoSt
+//! partition (343 s on the H100 machine). Both paths give the same variables
+//! in the same order (bellperson's own parameter generator takes the
+//! sequential one, and says so), so the assignment matches the compiled
+//! matrices and the `.params` files either way. The other modes stay
+//! sequential (`is_extensible()` keeps bellperson's default `false`): their
+//! rows and densities name variables by index, which a join would have to
+//! renumber.
 
 use ark_bls12_381::Fr;
 use ark_ff::{One, Zero};
@@ -173,7 +178,7 @@ pub fn record<C: Circuit<Scalar>>(circuit: C, evaluation: Evaluation) -> Result<
     match evaluation {
         Evaluation::Direct => record_witness(circuit).map(Recorded::Witness),
         Evaluation::Compiled | Evaluation::CompiledReference => {
-            let cs = synthesize(circuit, Mode::Assignment)?;
+            let cs = synthesize(circuit, AssignmentCs::default())?;
             let num_inputs = cs.inputs.len();
             let mut values = Vec::with_capacity(num_inputs + cs.aux.len());
             values.par_extend(cs.inputs.par_iter().chain(cs.aux.par_iter()).map(fr_from_blstrs));
@@ -184,7 +189,7 @@ pub fn record<C: Circuit<Scalar>>(circuit: C, evaluation: Evaluation) -> Result<
 
 /// Synthesizes `circuit` with its witness and records it.
 pub fn record_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, Error> {
-    let cs = synthesize(circuit, Mode::Witness)?;
+    let cs = synthesize(circuit, RecordingCs::new_in(Mode::Witness))?;
     let to_fr = |v: &[Scalar]| -> Vec<Fr> { v.par_iter().map(fr_from_blstrs).collect() };
     let mut a = to_fr(&cs.a);
     let mut b = to_fr(&cs.b);
@@ -198,7 +203,7 @@ pub fn record_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, Error> 
 
 /// Synthesizes `circuit` without a witness and records its R1CS.
 pub fn record_shape<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
-    let mut cs = synthesize(circuit, Mode::Shape)?;
+    let mut cs = synthesize(circuit, RecordingCs::new_in(Mode::Shape))?;
     if let Some(e) = cs.failure.take() {
         return Err(e);
     }
@@ -212,7 +217,7 @@ pub fn record_shape<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
 /// Synthesizes `circuit` without a witness and counts it: constraints,
 /// variables and densities, no rows (memory of a few bits per variable).
 pub fn record_counts<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
-    let cs = synthesize(circuit, Mode::Count)?;
+    let cs = synthesize(circuit, RecordingCs::new_in(Mode::Count))?;
     Ok(Shape {
         matrices: Matrices::empty(cs.num_inputs, cs.num_aux),
         constraints: cs.num_constraints,
@@ -220,8 +225,8 @@ pub fn record_counts<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
     })
 }
 
-fn synthesize<C: Circuit<Scalar>>(circuit: C, mode: Mode) -> Result<RecordingCs, Error> {
-    let mut cs = RecordingCs { mode, ..RecordingCs::default() };
+/// `circuit` synthesized into `cs`, ONE allocated first as bellperson does.
+fn synthesize<C: Circuit<Scalar>, CS: ConstraintSystem<Scalar>>(circuit: C, mut cs: CS) -> Result<CS, Error> {
     let synth = |e: SynthesisError| Error::Synthesis(e.to_string());
     cs.alloc_input(|| "ONE", || Ok(Scalar::ONE)).map_err(synth)?;
     circuit.synthesize(&mut cs).map_err(synth)?;
@@ -233,7 +238,6 @@ fn synthesize<C: Circuit<Scalar>>(circuit: C, mode: Mode) -> Result<RecordingCs,
 enum Mode {
     #[default]
     Witness,
-    Assignment,
     Shape,
     /// Shape mode without the rows.
     Count,
@@ -242,7 +246,7 @@ enum Mode {
 impl Mode {
     /// Whether values are asked for (blank circuits have none).
     fn has_values(self) -> bool {
-        matches!(self, Mode::Witness | Mode::Assignment)
+        self == Mode::Witness
     }
 }
 
@@ -250,9 +254,9 @@ impl Mode {
 struct RecordingCs {
     /// What is recorded; shape mode never asks for values.
     mode: Mode,
-    /// Witness and assignment modes: input values, ONE first.
+    /// Witness mode: input values, ONE first.
     inputs: Vec<Scalar>,
-    /// Witness and assignment modes: aux values.
+    /// Witness mode: aux values.
     aux: Vec<Scalar>,
     /// Inputs allocated (also in shape mode, where no value exists).
     num_inputs: usize,
@@ -284,9 +288,14 @@ struct Tracking<'a> {
 }
 
 impl RecordingCs {
+    /// A system that records in `mode`.
+    fn new_in(mode: Mode) -> Self {
+        Self { mode, ..Self::default() }
+    }
+
     /// Evaluates `lc` (witness mode) or records it as a row (shape mode), and
-    /// marks its variables dense (every mode but assignment, which never
-    /// gets here), skipping zero coefficients as bellperson does.
+    /// marks its variables dense, skipping zero coefficients as bellperson
+    /// does.
     fn record(
         mode: Mode,
         lc: &LinearCombination<Scalar>,
@@ -331,10 +340,8 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         if self.mode.has_values() {
             self.aux.push(f()?);
         }
-        if self.mode != Mode::Assignment {
-            self.densities.a_aux.push(false);
-            self.densities.b_aux.push(false);
-        }
+        self.densities.a_aux.push(false);
+        self.densities.b_aux.push(false);
         self.num_aux += 1;
         Ok(Variable::new_unchecked(Index::Aux(self.num_aux - 1)))
     }
@@ -348,9 +355,7 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         if self.mode.has_values() {
             self.inputs.push(f()?);
         }
-        if self.mode != Mode::Assignment {
-            self.densities.b_input.push(false);
-        }
+        self.densities.b_input.push(false);
         self.num_inputs += 1;
         Ok(Variable::new_unchecked(Index::Input(self.num_inputs - 1)))
     }
@@ -364,10 +369,6 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
     {
         self.num_constraints += 1;
-        if self.mode == Mode::Assignment {
-            // The compiled matrices hold this constraint already.
-            return;
-        }
         let lcs = [a(LinearCombination::zero()), b(LinearCombination::zero()), c(LinearCombination::zero())];
         let values = (&self.inputs[..], &self.aux[..]);
         let d = &mut self.densities;
@@ -405,5 +406,80 @@ impl ConstraintSystem<Scalar> for RecordingCs {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
+    }
+}
+
+/// Assignment mode's system: the values only, in allocation order; its
+/// constraints are in the compiled matrices already. Extensible (see the
+/// module's text): a part synthesized on its own, with a temporary ONE of
+/// its own first, is joined after what precedes it.
+#[derive(Default)]
+struct AssignmentCs {
+    /// Input values, ONE first.
+    inputs: Vec<Scalar>,
+    /// Aux values.
+    aux: Vec<Scalar>,
+}
+
+impl ConstraintSystem<Scalar> for AssignmentCs {
+    type Root = Self;
+
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs.push(f()?);
+        Ok(Variable::new_unchecked(Index::Input(self.inputs.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// `other`'s values after this system's, less its temporary ONE (the
+    /// part's first input, as bellperson's `ProvingAssignment::extend`
+    /// skips it).
+    fn extend(&mut self, other: &Self) {
+        self.inputs.extend(other.inputs.iter().skip(1));
+        self.aux.extend_from_slice(&other.aux);
     }
 }
