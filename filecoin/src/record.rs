@@ -3,8 +3,8 @@
 //!
 //! - Witness mode (a proof, direct evaluation): the input and aux assignments,
 //!   per constraint the evaluations of A, B and C, and the densities.
-//! - Assignment mode (a proof, compiled evaluation; `AssignmentCs`): the
-//!   assignments only; no linear combination is built, and a, b and c come
+//! - Assignment mode (a proof, compiled evaluation; the values-only witness's
+//!   `AssignmentCs`): the assignments only; no linear combination is built, and a, b and c come
 //!   from the shape's compiled matrices (`cuzk_kernels::r1cs`) on every core.
 //! - Shape mode (the setup and the compiled matrices, no witness): the R1CS
 //!   and the densities.
@@ -35,6 +35,7 @@ use cuzk_kernels::r1cs::{Matrices, MatricesBuilder, Var};
 use ff::Field;
 use rayon::prelude::*;
 
+use crate::assignment::AssignmentCs;
 use crate::convert::fr_from_blstrs;
 use crate::Error;
 
@@ -180,8 +181,7 @@ pub fn record<C: Circuit<Scalar>>(circuit: C, evaluation: Evaluation) -> Result<
         Evaluation::Compiled | Evaluation::CompiledReference => {
             let cs = synthesize(circuit, AssignmentCs::default())?;
             let num_inputs = cs.inputs.len();
-            let mut values = Vec::with_capacity(num_inputs + cs.aux.len());
-            values.par_extend(cs.inputs.par_iter().chain(cs.aux.par_iter()).map(fr_from_blstrs));
+            let values = [&cs.inputs[..], cs.aux.values()].concat();
             Ok(Recorded::Assignment { values, num_inputs })
         }
     }
@@ -406,80 +406,5 @@ impl ConstraintSystem<Scalar> for RecordingCs {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
-    }
-}
-
-/// Assignment mode's system: the values only, in allocation order; its
-/// constraints are in the compiled matrices already. Extensible (see the
-/// module's text): a part synthesized on its own, with a temporary ONE of
-/// its own first, is joined after what precedes it.
-#[derive(Default)]
-struct AssignmentCs {
-    /// Input values, ONE first.
-    inputs: Vec<Scalar>,
-    /// Aux values.
-    aux: Vec<Scalar>,
-}
-
-impl ConstraintSystem<Scalar> for AssignmentCs {
-    type Root = Self;
-
-    fn new() -> Self {
-        Self::default()
-    }
-
-    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.aux.push(f()?);
-        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
-    }
-
-    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Scalar, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.inputs.push(f()?);
-        Ok(Variable::new_unchecked(Index::Input(self.inputs.len() - 1)))
-    }
-
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
-    {
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
-
-    fn is_extensible() -> bool {
-        true
-    }
-
-    /// `other`'s values after this system's, less its temporary ONE (the
-    /// part's first input, as bellperson's `ProvingAssignment::extend`
-    /// skips it).
-    fn extend(&mut self, other: &Self) {
-        self.inputs.extend(other.inputs.iter().skip(1));
-        self.aux.extend_from_slice(&other.aux);
     }
 }

@@ -27,7 +27,7 @@ use bellperson::gadgets::boolean::Boolean;
 use bellperson::SynthesisError;
 use std::ops::{Not, Shr};
 
-use super::assignment::Aux;
+use crate::assignment::Aux;
 
 /// One bit as bellpepper's `Boolean` knows it. The value is always the
 /// bit's own (for `Not`, the negation of the allocated bit's).
@@ -304,7 +304,7 @@ impl Word {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::witness::assignment::AssignmentCs;
+    use crate::assignment::AssignmentCs;
     use bellperson::gadgets::boolean::AllocatedBit;
     use bellperson::gadgets::multieq::MultiEq;
     use bellperson::gadgets::uint32::UInt32;

@@ -32,11 +32,11 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::TOTAL_PARENTS;
 
-use super::assignment::{synthesis, AssignmentCs};
 use super::bits::{Bit, Word};
 use super::poseidon::poseidon_hash;
 use super::sha256::{digest_bytes, sha256};
 use super::vanilla::{ChallengeProof, ColumnOpening, PathOptions};
+use crate::assignment::{synthesis, AssignmentCs};
 use crate::Error;
 
 /// The light bits of gadget-made booleans.

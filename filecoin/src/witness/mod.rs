@@ -11,12 +11,10 @@
 //! | `bits` | the light bit and 32-bit word, with the gadgets' allocation rules |
 //! | `sha256` | SHA-256 over them, allocating as bellperson's gadget does |
 //! | `poseidon` | Poseidon over field values, allocating as neptune's circuit does |
-//! | `assignment` | the values-only constraint system the reference gadgets run through |
 //! | `vanilla` | a challenge's vanilla proof opened into the circuit's values |
 //! | `challenge` | one challenge's assignment (the reference `Proof::synthesize`, mirrored) |
 //! | `partition` | a partition: the prefix once, the challenges in parallel, joined in order |
 
-pub mod assignment;
 pub mod bits;
 pub mod challenge;
 pub mod partition;

@@ -22,10 +22,10 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{Proof as VanillaProof, PublicInputs};
 
-use super::assignment::{synthesis, AssignmentCs, Aux};
 use super::bits::Bit;
 use super::challenge;
 use super::vanilla::ChallengeProof;
+use crate::assignment::{synthesis, AssignmentCs, Aux};
 use crate::record::Recorded;
 use crate::Error;
 

@@ -26,7 +26,7 @@ use blstrs::Scalar;
 use ff::Field;
 use neptune::poseidon::{Arity, PoseidonConstants};
 
-use super::assignment::AssignmentCs;
+use crate::assignment::AssignmentCs;
 use crate::convert::fr_from_blstrs;
 
 /// `value` appended to the aux assignment (an allocation whose variable

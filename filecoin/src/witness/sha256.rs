@@ -7,8 +7,8 @@
 //! into the chaining value. Used where the PoRep circuit hashes with SHA-256:
 //! the SDR labels and tree D's path (`super::challenge`).
 
-use super::assignment::Aux;
 use super::bits::{Bit, Word};
+use crate::assignment::Aux;
 
 /// SHA-256's round constants (FIPS 180-4, 4.2.2).
 const K: [u32; 64] = [
@@ -152,7 +152,7 @@ fn compress(block: &[Word; 16], state: &[Word; 8], aux: &mut Aux<'_>) -> [Word; 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::witness::assignment::AssignmentCs;
+    use crate::assignment::AssignmentCs;
     use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;

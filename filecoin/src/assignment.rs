@@ -8,6 +8,12 @@
 //! to it: nothing
 //! reads them, because no constraint is built (compiled evaluation takes the
 //! constraints from the circuit's matrices).
+//!
+//! It also records a whole reference circuit's assignment (compiled
+//! evaluation of the kinds other than PoRep, `record::record`), and is
+//! extensible as bellperson's prover is: a circuit made of independent
+//! parts (the PoSt circuits' sectors) synthesizes each part into a system
+//! of its own, with a temporary ONE first, and joins them in order.
 
 use ark_bls12_381::Fr;
 use bellperson::{ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
@@ -134,5 +140,23 @@ impl ConstraintSystem<Scalar> for AssignmentCs<'_> {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
+    }
+
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// `other`'s values after this system's, less its temporary ONE (the
+    /// part's first input, which bellperson's `ProvingAssignment::extend`
+    /// skips too).
+    fn extend(&mut self, other: &Self) {
+        self.inputs.extend(other.inputs.iter().skip(1));
+        for &value in other.aux.values() {
+            self.aux.push(value);
+        }
     }
 }
