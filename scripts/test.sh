@@ -96,8 +96,13 @@ if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kern
     # about 3 minutes per build on two cores.
     export CUZK_CUDA_ARCHS="${CUZK_CUDA_ARCHS:-90}"
     step "CUDA build: everything compiles with nvcc; the kernels' tests run"
-    # Only the kernels change with the feature: the rest of the suite ran above.
-    cargo build --workspace --locked --features cuda --bins 2>&1 | tail -n 1
+    # Only the kernels change with the feature: the rest of the suite ran
+    # above. Naming a test target (the kernels' GPU tests, run below) makes
+    # cargo resolve features with the dev-dependencies, as `cargo test` did:
+    # every dependency but the CUDA crates is the test build's. A plain
+    # `--bins` build resolved without them and compiled prost, tonic, regex
+    # and env_logger again (docs/benchmarks.md, "CI time").
+    cargo build --workspace --locked --features cuda --bins --test gpu_correctness 2>&1 | tail -n 1
     cargo test --locked --features cuda -p cuzk-kernels 2>&1
     step "GPU correctness tests: each says SKIPPED when no CUDA device exists"
     cargo test --locked --features cuda -p cuzk-kernels --test gpu_correctness -- --ignored --nocapture 2>&1
