@@ -481,7 +481,9 @@ mod redb_only {
             if let Some(why) = store.health().failing {
                 break why;
             }
-            assert!(started.elapsed().as_secs() < 10, "the removal was not noticed without a write");
+            // The check runs every 5 s; the bound only ends a test where
+            // the removal is never noticed.
+            assert!(started.elapsed().as_secs() < 60, "the removal was not noticed without a write");
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
         assert!(why.contains("cannot be written back") && why.contains("do not restart"), "{why}");
@@ -566,7 +568,7 @@ mod redb_only {
         std::fs::remove_file(&filler).unwrap();
         let started = Instant::now();
         while store.health().failing.is_some() {
-            assert!(started.elapsed().as_secs() < 10, "never written back: {:?}", store.health());
+            assert!(started.elapsed().as_secs() < 60, "never written back: {:?}", store.health());
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         proved.wait_blocking().expect("written once the store is back at its path");

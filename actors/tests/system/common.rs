@@ -1,11 +1,12 @@
 //! What several actor tests share: a backend that sleeps for fixed stage
-//! times, a job of the test circuit, waiting for a job to finish, and the
-//! workers' accounts checked against wall time.
+//! times, a gate a backend's stage waits at until the test opens it, a job
+//! of the test circuit, waiting for a job to finish, and the workers'
+//! accounts checked against wall time.
 
 // Each test file uses only a part of this module.
 #![allow(dead_code)]
 
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_actors::messages::{
@@ -55,6 +56,32 @@ impl Backend for Timed {
     }
     fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
         Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
+    }
+}
+
+/// A stage the test holds for as long as it needs: a test that waits for an
+/// event and holds the stage until it has seen it depends on no stage time.
+pub struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    pub fn new(open: bool) -> Self {
+        Self { open: Mutex::new(open), opened: Condvar::new() }
+    }
+
+    /// Returns once the gate is open (at once if it is).
+    pub fn pass(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    pub fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
     }
 }
 

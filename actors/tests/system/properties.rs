@@ -3,8 +3,10 @@
 //! math): the budget is never exceeded and returns to zero, every partition
 //! ends exactly once, dispatch follows priority, nothing deadlocks.
 
+use crate::common;
+
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cuzk_actors::messages::{CancelJob, GetJob, JobStatus, SubmitJob};
@@ -41,9 +43,8 @@ struct Record {
 
 struct ScriptedBackend {
     record: Mutex<Record>,
-    /// Synthesis of the job named "gate" blocks until this is set.
-    gate: Mutex<bool>,
-    gate_opened: Condvar,
+    /// Synthesis of the job named "gate" waits here.
+    gate: common::Gate,
 }
 
 fn fail_here(job: &JobSpec, partition: u32, stage: FailAt) -> Result<(), StageError> {
@@ -68,10 +69,7 @@ impl Backend for ScriptedBackend {
     }
     fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError> {
         if job.id.0 == "gate" {
-            let mut open = self.gate.lock().unwrap();
-            while !*open {
-                open = self.gate_opened.wait(open).unwrap();
-            }
+            self.gate.pass();
         } else {
             self.record.lock().unwrap().synthesized.push((job.id.0.clone(), partition));
         }
@@ -151,11 +149,7 @@ struct Outcome {
 
 /// Runs a mix to the end and checks that the budget came back whole.
 fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) -> Outcome {
-    let backend = Arc::new(ScriptedBackend {
-        record: Mutex::default(),
-        gate: Mutex::new(false),
-        gate_opened: Condvar::new(),
-    });
+    let backend = Arc::new(ScriptedBackend { record: Mutex::default(), gate: common::Gate::new(false) });
     let limit = budget_partitions * PARTITION_BYTES;
     actix_rt::System::new().block_on(async {
         let system = ProvingSystem::start(
@@ -182,8 +176,7 @@ fn run_mix(plans: &[JobPlan], budget_partitions: u64, synthesis_threads: usize) 
             system.tracker.send(SubmitJob(job)).await.unwrap();
         }
         let start = Instant::now();
-        *backend.gate.lock().unwrap() = true;
-        backend.gate_opened.notify_all();
+        backend.gate.open();
         let mut cancels: Vec<(u64, usize)> =
             plans.iter().enumerate().filter_map(|(i, p)| p.cancel_after_ms.map(|ms| (ms, i))).collect();
         cancels.sort();

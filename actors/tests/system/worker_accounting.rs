@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{accounts_when_idle, assert_accounted_is_wall_time, timeline, Timed};
-use cuzk_actors::messages::{GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
+use cuzk_actors::messages::{CancelJob, GetTimeline, GetWorkers, TimelineEntry, WorkerReport};
+use cuzk_actors::model::IdleCause;
 use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{
-    Backend, ErrorKind, Finished, JobId, JobSpec, Payload, Priority, ProvingSystem, Reservation, StageError,
-    Started, Synthesized, SystemConfig,
+    Backend, ErrorKind, Finished, JobId, JobSpec, Lane, Payload, Priority, ProvingSystem, Reservation,
+    StageError, Started, Synthesized, SystemConfig,
 };
 
 const RESERVATION: Reservation = Reservation { abc_bytes: 1000, retained_bytes: 1000 };
@@ -103,50 +104,148 @@ fn busy_plus_idle_is_wall_time_and_the_timeline_is_gapless() {
     });
 }
 
+/// Stages that wait at gates the test opens, and take no time otherwise: the
+/// test holds a stage while it watches the workers, so what it asserts
+/// follows from the events it saw, not from how fast the machine runs.
+struct Gated {
+    synthesis: common::Gate,
+    prove: common::Gate,
+}
+
+impl Backend for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+    fn devices(&self) -> Vec<String> {
+        vec!["d0".into()]
+    }
+    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
+        self.synthesis.pass();
+        Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
+    }
+    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
+        self.prove.pass();
+        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![], device_active: None })
+    }
+    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
+        Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
+    }
+}
+
+/// How long a test holds a stage once it has seen the workers wait for it:
+/// any length would do (the assertions are bounded by the time measured
+/// around it); long enough that time put on the wrong cause shows.
+const HOLD: Duration = Duration::from_millis(200);
+
+/// The general lane's workers once `seen` holds for them, and the instant
+/// just after the monitor answered (a state it reported began before then).
+/// The minute only ends a test whose event never comes.
+async fn general_workers_when(
+    system: &ProvingSystem,
+    what: &str,
+    seen: impl Fn(&[WorkerReport]) -> bool,
+) -> (Vec<WorkerReport>, Instant) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let workers: Vec<WorkerReport> = system
+            .monitor
+            .send(GetWorkers { spans: 0 })
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|w| w.lane == Lane::General)
+            .collect();
+        let answered = Instant::now();
+        if seen(&workers) {
+            return (workers, answered);
+        }
+        assert!(answered < deadline, "not seen within a minute: {what}: {workers:?}");
+        actix_rt::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn idle_for(report: &WorkerReport, cause: IdleCause) -> bool {
+    report.state == "idle" && report.idle_cause == Some(cause)
+}
+
 #[test]
-fn slow_synthesis_shows_as_synthesis_and_a_full_budget_as_budget() {
-    // Synthesis is five times slower than proving: the workers wait for it.
-    let backend = Arc::new(Timed::new(Duration::from_millis(50), Duration::from_millis(5)));
+fn held_synthesis_shows_as_synthesis_and_a_full_budget_as_budget() {
+    // Synthesis held: every general worker waits for it, and all of the
+    // time from seeing that to opening the gate is idle for synthesis.
+    let backend = Arc::new(Gated { synthesis: common::Gate::new(false), prove: common::Gate::new(true) });
     actix_rt::System::new().block_on(async {
-        let system = ProvingSystem::start(config(1 << 40, PacerConfig::default()), backend);
-        run_to_done(&system, "slow-synthesis", 12).await;
-        let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
-        let synthesis: f64 = workers.iter().map(|w| w.idle_seconds["synthesis"]).sum();
-        let others: f64 = workers
-            .iter()
-            .map(|w| w.idle_seconds["budget"] + w.idle_seconds["paced"] + w.idle_seconds["handoff"])
-            .sum();
-        assert!(synthesis > 0.2 && synthesis > 5.0 * others, "synthesis {synthesis} s, others {others} s");
+        let system = ProvingSystem::start(config(1 << 40, PacerConfig::default()), backend.clone());
+        common::submit(&system, common::job("held-synthesis", Priority::Normal, 4, RESERVATION)).await;
+        let (_, seen) = general_workers_when(&system, "every general worker idle for synthesis", |workers| {
+            workers.iter().all(|w| idle_for(w, IdleCause::Synthesis))
+        })
+        .await;
+        actix_rt::time::sleep(HOLD).await;
+        let opened = Instant::now();
+        backend.synthesis.open();
+        common::wait_done(&system, "held-synthesis").await;
+        let held = (opened - seen).as_secs_f64();
+        for worker in system.monitor.send(GetWorkers { spans: 0 }).await.unwrap() {
+            if worker.lane == Lane::General {
+                let synthesis = worker.idle_seconds["synthesis"];
+                assert!(synthesis >= held, "{}: synthesis {synthesis} s of {held} s held", worker.id);
+            }
+        }
     });
 
-    // Memory for one partition at a time: the second worker waits for budget.
-    let backend = Arc::new(Timed::new(Duration::from_millis(2), Duration::from_millis(30)));
+    // Memory for one partition at a time, its proof held: the other worker
+    // waits for budget from seeing that until the gate opens.
+    let backend = Arc::new(Gated { synthesis: common::Gate::new(true), prove: common::Gate::new(false) });
     actix_rt::System::new().block_on(async {
-        let system = ProvingSystem::start(config(RESERVATION.total(), PacerConfig::default()), backend);
-        run_to_done(&system, "one-at-a-time", 10).await;
+        let system =
+            ProvingSystem::start(config(RESERVATION.total(), PacerConfig::default()), backend.clone());
+        common::submit(&system, common::job("one-at-a-time", Priority::Normal, 3, RESERVATION)).await;
+        let (workers, seen) =
+            general_workers_when(&system, "one worker proving, another idle for budget", |workers| {
+                workers.iter().any(|w| w.state == "proving")
+                    && workers.iter().any(|w| idle_for(w, IdleCause::Budget))
+            })
+            .await;
+        let waiting = workers.iter().find(|w| idle_for(w, IdleCause::Budget)).unwrap().worker;
+        actix_rt::time::sleep(HOLD).await;
+        let opened = Instant::now();
+        backend.prove.open();
+        common::wait_done(&system, "one-at-a-time").await;
+        let held = (opened - seen).as_secs_f64();
         let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
-        let budget: f64 = workers.iter().map(|w| w.idle_seconds["budget"]).sum();
-        let busy: f64 = workers.iter().map(|w| w.busy_seconds).sum();
-        assert!(budget > 0.5 * busy, "budget idle {budget} s against {busy} s busy");
+        let report = workers.iter().find(|w| w.worker == waiting).unwrap();
+        let budget = report.idle_seconds["budget"];
+        assert!(budget >= held, "{}: budget {budget} s of {held} s held", report.id);
     });
 }
 
 #[test]
 fn a_pacer_holding_work_back_shows_as_paced() {
-    let backend = Arc::new(Timed::new(Duration::from_millis(1), Duration::from_millis(1)));
-    let pacer = PacerConfig { min_interval_ms: 100, ..PacerConfig::default() };
+    // Ten minutes between partitions once the bootstrap's are proved: the
+    // rest are held back far longer than the test looks.
+    let pacer = PacerConfig { min_interval_ms: 600_000, max_interval_ms: 600_000, ..PacerConfig::default() };
+    let backend = Arc::new(Gated { synthesis: common::Gate::new(true), prove: common::Gate::new(true) });
     actix_rt::System::new().block_on(async {
         let system = ProvingSystem::start(config(1 << 40, pacer), backend);
-        // 12 partitions, not 8: the pacer's bootstrap admits 6 at once
-        // (target buffer 4 + 2 workers), so 8 left only a few paced
-        // intervals, and in about 1 run in 20 the workers' timing left one
-        // (paced 0.2 s, under the 0.3 asserted; CI failed on it once). With
-        // 12, 60 runs here gave 0.99-1.39 s, 15 under full CPU load 0.96-1.59.
-        run_to_done(&system, "paced", 12).await;
+        // More partitions than the bootstrap admits (target buffer 4 + 2
+        // workers) and the one the first interval lets through.
+        common::submit(&system, common::job("paced", Priority::Normal, 12, RESERVATION)).await;
+        let (workers, seen) =
+            general_workers_when(&system, "a general worker idle for the pacer", |workers| {
+                workers.iter().any(|w| idle_for(w, IdleCause::Paced))
+            })
+            .await;
+        let paced_worker = workers.iter().find(|w| idle_for(w, IdleCause::Paced)).unwrap().worker;
+        actix_rt::time::sleep(HOLD).await;
+        let asked = Instant::now();
         let workers = system.monitor.send(GetWorkers { spans: 0 }).await.unwrap();
-        let paced: f64 = workers.iter().map(|w| w.idle_seconds["paced"]).sum();
-        let synthesis: f64 = workers.iter().map(|w| w.idle_seconds["synthesis"]).sum();
-        assert!(paced > 0.3 && paced > synthesis, "paced {paced} s, synthesis {synthesis} s");
+        let report = workers.iter().find(|w| w.worker == paced_worker).unwrap();
+        assert!(idle_for(report, IdleCause::Paced), "the pacer still holds the work back: {report:?}");
+        let paced = report.idle_seconds["paced"];
+        let watched = (asked - seen).as_secs_f64();
+        assert!(paced >= watched, "{}: paced {paced} s of {watched} s watched", report.id);
+        let cancel = CancelJob(JobId("paced".into()), cuzk_actors::TenantScope::All);
+        system.tracker.send(cancel).await.unwrap();
     });
 }
 
