@@ -8,7 +8,8 @@
 //! | --- | --- |
 //! | `proto.rs` | the messages and the service trait, generated from proto/cuzk/v1/proving.proto at build time |
 //! | `curio.rs` | Curio's encodings (the C1 envelope, bincode vanilla proofs, Go-numbered proof types, the prover id from `miner_id`) read into the daemon's submission |
-//! | `service.rs` | the service: each RPC's caller admitted, its handler run, its answer counted |
+//! | `admit.rs` | the token gate on each call's headers, before its message is read |
+//! | `service.rs` | the service: each RPC's handler run with the admitted caller, its answer counted |
 //! | `prove.rs` | SubmitProof, AwaitProof, Prove, CancelProof |
 //! | `status.rs` | GetStatus, GetMetrics |
 //! | `srs.rs` | PreloadSRS, EvictSRS |
@@ -21,6 +22,7 @@
 // the handlers' helpers return what the trait returns.
 #![allow(clippy::result_large_err)]
 
+mod admit;
 mod calls;
 pub mod curio;
 mod error;

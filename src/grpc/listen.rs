@@ -1,8 +1,8 @@
 //! Where gRPC listens and how its connections are served. `grpc.listen` is
 //! a TCP `host:port` or `unix:///path` (Curio's `[Cuzk] Address` forms).
-//! A unix socket's directory is created, a stale socket file (one nobody
-//! answers on) is removed, and the socket is made mode 0660, so its group
-//! is who may call. On loopback or a unix socket calls are plaintext and
+//! A unix socket's directory is created (mode 0700) if missing, a stale
+//! socket file (one nobody answers on) is removed, and the socket is made
+//! mode 0660, so its group is who may call. On loopback or a unix socket calls are plaintext and
 //! need no token; elsewhere the listener speaks TLS (`[tls]`) and calls
 //! need a token, unless `--insecure` (Curio speaks plaintext without
 //! credentials: a private network only). docs/security.md, docs/curio.md.
@@ -13,7 +13,7 @@
 //! thread.
 
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,8 +24,12 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 
+use super::admit::Admit;
 use super::proto::proving_engine_server::ProvingEngineServer;
 use super::service::ProvingService;
+
+/// What serves each connection: the service behind the token gate.
+type Server = Admit<ProvingEngineServer<ProvingService>>;
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -118,7 +122,10 @@ pub fn bind(
 /// removed; any other file there is left alone and refused.
 fn bind_unix(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        // 0700 whatever the umask (the umask only takes bits away): a
+        // directory made here is the daemon user's alone; one the operator
+        // made (0750 for the socket's group) is left as it is.
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
@@ -156,9 +163,11 @@ impl GrpcListener {
     /// Serves `service` until `stop`; messages up to `max_message_bytes`
     /// each way, and on one connection up to `max_streams` calls at once.
     pub fn serve(self, service: ProvingService, max_message_bytes: usize, max_streams: usize) -> GrpcServer {
-        let server = ProvingEngineServer::new(service)
+        let (gates, trusted) = (service.state.gates.clone(), service.state.trusted);
+        let inner = ProvingEngineServer::new(service)
             .max_decoding_message_size(max_message_bytes)
             .max_encoding_message_size(max_message_bytes);
+        let server = Admit { inner, gates, trusted };
         let streams = u32::try_from(max_streams).unwrap_or(u32::MAX).saturating_add(EXTRA_STREAMS);
         let socket_file = match &self.socket {
             Socket::Unix { path, .. } => Some(path.clone()),
@@ -187,12 +196,7 @@ impl GrpcServer {
 }
 
 /// Accepts connections for as long as the arbiter runs.
-async fn accept(
-    socket: Socket,
-    tls: Option<TlsAcceptor>,
-    server: ProvingEngineServer<ProvingService>,
-    streams: u32,
-) -> io::Result<()> {
+async fn accept(socket: Socket, tls: Option<TlsAcceptor>, server: Server, streams: u32) -> io::Result<()> {
     match socket {
         Socket::Tcp(listener) => {
             let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -238,7 +242,7 @@ async fn accepted<S, A>(result: io::Result<(S, A)>) -> Option<S> {
 }
 
 /// Serves one HTTP/2 connection until it closes.
-async fn connection<IO>(io: IO, server: ProvingEngineServer<ProvingService>, streams: u32)
+async fn connection<IO>(io: IO, server: Server, streams: u32)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -254,5 +258,28 @@ where
         .await;
     if let Err(error) = served {
         log::debug!("gRPC: connection ended: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_directory_made_here_is_the_daemon_users_alone_whatever_the_umask() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("run/cuzk/cuzk.sock");
+        // The umask is the process's: set to 000 only around the bind.
+        // SAFETY: umask has no memory-safety preconditions.
+        let old = unsafe { libc::umask(0) };
+        let bound = bind_unix(&path);
+        unsafe { libc::umask(old) };
+        drop(bound.unwrap());
+        for dir in [root.path().join("run"), root.path().join("run/cuzk")] {
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", dir.display());
+        }
+        let socket = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(socket, 0o660);
     }
 }
