@@ -16,7 +16,8 @@
 //! | `calls.rs` | the calls waiting on jobs: their bound, and the cancel of a `Prove`'s job its last caller left |
 //! | `error.rs` | the one mapping of the daemon's refusals to status codes |
 //! | `state.rs` | what every RPC shares |
-//! | `listen.rs` | the listener (TCP or unix socket, TLS and token rules) and the HTTP/2 connections |
+//! | `listen.rs` | the listener (TCP or unix socket, TLS and token rules) and the HTTP/2 connections (the preface's deadline) |
+//! | `peers.rs` | the connections a listener holds: a quarter of the file limit in all, 64 per remote address |
 
 // tonic's service trait answers `Result<_, tonic::Status>` (176 bytes);
 // the handlers' helpers return what the trait returns.
@@ -27,6 +28,7 @@ mod calls;
 pub mod curio;
 mod error;
 mod listen;
+mod peers;
 pub mod proto;
 mod prove;
 mod service;

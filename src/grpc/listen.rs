@@ -10,7 +10,9 @@
 //! Connections are served by hyper's HTTP/2 server on an arbiter (a thread
 //! and runtime) of their own, beside the HTTP API's workers: each call is a
 //! task, and a call waiting on a job costs its future and its stream, no
-//! thread.
+//! thread. A connection is accepted within the listener's bounds
+//! (`peers.rs`) and must send its HTTP/2 preface within 10 s (after a TLS
+//! handshake within 10 s), so silent connections cannot pile up.
 
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
@@ -21,10 +23,11 @@ use std::time::Duration;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
 
 use super::admit::Admit;
+use super::peers::{self, Peers};
 use super::proto::proving_engine_server::ProvingEngineServer;
 use super::service::ProvingService;
 
@@ -33,6 +36,12 @@ type Server = Admit<ProvingEngineServer<ProvingService>>;
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send the HTTP/2 preface (after its
+/// TLS handshake) before it is closed: one that never does holds a file
+/// descriptor and a place for nothing.
+const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The client preface every HTTP/2 connection opens with (RFC 9113, 3.4).
+const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Streams a connection may hold beyond the waiting calls (status and
 /// metrics calls while every waiting place is taken).
 const EXTRA_STREAMS: u32 = 64;
@@ -195,13 +204,16 @@ impl GrpcServer {
     }
 }
 
-/// Accepts connections for as long as the arbiter runs.
+/// Accepts connections for as long as the arbiter runs, each within the
+/// listener's bounds (`peers.rs`).
 async fn accept(socket: Socket, tls: Option<TlsAcceptor>, server: Server, streams: u32) -> io::Result<()> {
+    let peers = Arc::new(Peers::new());
     match socket {
         Socket::Tcp(listener) => {
             let listener = tokio::net::TcpListener::from_std(listener)?;
             loop {
-                let Some(stream) = accepted(listener.accept().await).await else { continue };
+                let Some((stream, address)) = accepted(listener.accept().await).await else { continue };
+                let Some(place) = placed(&peers, Some(address.ip())) else { continue };
                 let (server, tls) = (server.clone(), tls.clone());
                 tokio::spawn(async move {
                     match tls {
@@ -214,25 +226,31 @@ async fn accept(socket: Socket, tls: Option<TlsAcceptor>, server: Server, stream
                         }
                         None => connection(stream, server, streams).await,
                     }
+                    drop(place);
                 });
             }
         }
         Socket::Unix { listener, .. } => {
             let listener = tokio::net::UnixListener::from_std(listener)?;
             loop {
-                let Some(stream) = accepted(listener.accept().await).await else { continue };
-                tokio::spawn(connection(stream, server.clone(), streams));
+                let Some((stream, _)) = accepted(listener.accept().await).await else { continue };
+                let Some(place) = placed(&peers, None) else { continue };
+                let server = server.clone();
+                tokio::spawn(async move {
+                    connection(stream, server, streams).await;
+                    drop(place);
+                });
             }
         }
     }
 }
 
-/// The accepted stream, or None after a failed accept (out of file
-/// descriptors, a connection reset while queued): logged, and the loop
-/// pauses briefly rather than spin.
-async fn accepted<S, A>(result: io::Result<(S, A)>) -> Option<S> {
+/// The accepted stream and its address, or None after a failed accept (out
+/// of file descriptors, a connection reset while queued): logged, and the
+/// loop pauses briefly rather than spin.
+async fn accepted<S, A>(result: io::Result<(S, A)>) -> Option<(S, A)> {
     match result {
-        Ok((stream, _)) => Some(stream),
+        Ok(accepted) => Some(accepted),
         Err(error) => {
             log::warn!("gRPC: accepting a connection failed: {error}");
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -241,11 +259,25 @@ async fn accepted<S, A>(result: io::Result<(S, A)>) -> Option<S> {
     }
 }
 
-/// Serves one HTTP/2 connection until it closes.
-async fn connection<IO>(io: IO, server: Server, streams: u32)
+/// The place of a connection from `peer`, or None: it is closed unserved
+/// (logged at debug: a flood of them must not flood the log too).
+fn placed(peers: &Arc<Peers>, peer: Option<std::net::IpAddr>) -> Option<peers::Place> {
+    peers.admit(peer).map_err(|crowded| log::debug!("gRPC: a connection closed unserved: {crowded}")).ok()
+}
+
+/// Serves one HTTP/2 connection until it closes; one that does not open
+/// with the HTTP/2 preface within `PREFACE_TIMEOUT` is closed unserved.
+async fn connection<IO>(mut io: IO, server: Server, streams: u32)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let mut preface = [0u8; PREFACE.len()];
+    match tokio::time::timeout(PREFACE_TIMEOUT, io.read_exact(&mut preface)).await {
+        Ok(Ok(_)) if preface == *PREFACE => {}
+        Ok(Ok(_)) => return log::debug!("gRPC: a connection did not open with the HTTP/2 preface"),
+        Ok(Err(error)) => return log::debug!("gRPC: a connection ended before its preface: {error}"),
+        Err(_) => return log::debug!("gRPC: no HTTP/2 preface within {PREFACE_TIMEOUT:?}: closed"),
+    }
     let served = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .max_concurrent_streams(streams)
@@ -254,10 +286,61 @@ where
         .adaptive_window(true)
         .keep_alive_interval(PING_INTERVAL)
         .keep_alive_timeout(PING_TIMEOUT)
-        .serve_connection(TokioIo::new(io), TowerToHyperService::new(server))
+        .serve_connection(TokioIo::new(Rewound { preface, read: 0, io }), TowerToHyperService::new(server))
         .await;
     if let Err(error) = served {
         log::debug!("gRPC: connection ended: {error}");
+    }
+}
+
+/// A connection whose preface was read here: hyper reads it again first,
+/// then the rest of the stream.
+struct Rewound<IO> {
+    preface: [u8; PREFACE.len()],
+    /// Of the preface, the bytes hyper has read.
+    read: usize,
+    io: IO,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Rewound<IO> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.read < this.preface.len() {
+            let rest = &this.preface[this.read..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            this.read += n;
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewound<IO> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 

@@ -81,7 +81,7 @@ pub async fn prove(
 ) -> Result<ProveResponse, Status> {
     let submit = request.submit.ok_or_else(|| Status::invalid_argument("missing submit field"))?;
     let request_id = checked_request_id(&submit.request_id)?;
-    let _place = state.calls.place().map_err(too_many_status)?;
+    let _place = state.calls.place(&tenant(&caller)?).map_err(too_many_status)?;
     let submission = match curio::submission(submit) {
         Ok(submission) => submission,
         Err(error @ CurioError::UnknownKind(_)) => return Err(Status::invalid_argument(error.to_string())),
@@ -179,7 +179,9 @@ pub async fn await_proof(
     deadline: Option<Duration>,
 ) -> Result<AwaitProofResponse, Status> {
     let job = checked_job_id(request.job_id)?;
-    let _place = state.calls.place().map_err(too_many_status)?;
+    // Every gRPC caller has a tenant (`Gate::grpc_caller`); were one
+    // without, it would share `default`'s places.
+    let _place = state.calls.place(&caller.tenant.clone().unwrap_or_default()).map_err(too_many_status)?;
     let scope = caller.jobs();
     // None: its last caller left and it is being cancelled; the wait sees that end.
     let waiting = state.calls.wait_on(&state.jobs, &job, false);
