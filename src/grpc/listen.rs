@@ -2,15 +2,17 @@
 //! a TCP `host:port` or `unix:///path` (Curio's `[Cuzk] Address` forms).
 //! A unix socket's directory is created (mode 0700) if missing, a stale
 //! socket file (one nobody answers on) is removed, and the socket is made
-//! mode 0660, so its group is who may call. On loopback or a unix socket calls are plaintext and
-//! need no token; elsewhere the listener speaks TLS (`[tls]`) and calls
+//! mode 0660, so its group is who may call. On loopback or a unix socket
+//! calls are plaintext and need no token; elsewhere the listener speaks TLS (`[tls]`) and calls
 //! need a token, unless `--insecure` (Curio speaks plaintext without
 //! credentials: a private network only). docs/security.md, docs/curio.md.
 //!
-//! Connections are served by hyper's HTTP/2 server on an arbiter (a thread
-//! and runtime) of their own, beside the HTTP API's workers: each call is a
-//! task, and a call waiting on a job costs its future and its stream, no
-//! thread. A connection is accepted within the listener's bounds
+//! Connections are served by hyper's HTTP/2 server on arbiters (a thread
+//! and runtime each) of their own, 2 to 4 beside the accepting one and the
+//! HTTP API's workers: each connection and each call is a task, spread
+//! over them in turn (so a large message being decoded never holds up a
+//! small call), and a call waiting on a job costs its future and its
+//! stream, no thread. A connection is accepted within the listener's bounds
 //! (`peers.rs`) and must send its HTTP/2 preface within 10 s (after a TLS
 //! handshake within 10 s), so silent connections cannot pile up.
 
@@ -21,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::server::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_rustls::TlsAcceptor;
@@ -34,6 +36,8 @@ use super::service::ProvingService;
 /// What serves each connection: the service behind the token gate.
 type Server = Admit<ProvingEngineServer<ProvingService>>;
 
+/// The most threads serving gRPC calls (at least 2, at most the cores).
+const MAX_THREADS: usize = 4;
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a connection may take to send the HTTP/2 preface (after its
@@ -161,9 +165,11 @@ fn bind_unix(path: &Path) -> io::Result<std::os::unix::net::UnixListener> {
     Ok(listener)
 }
 
-/// The gRPC server running on its arbiter.
+/// The gRPC server running on its arbiters.
 pub struct GrpcServer {
-    arbiter: actix_rt::Arbiter,
+    /// The accepting one first, then the pool that serves connections and
+    /// calls.
+    arbiters: Vec<actix_rt::Arbiter>,
     /// The unix socket's file, removed on stop.
     socket_file: Option<PathBuf>,
 }
@@ -182,14 +188,17 @@ impl GrpcListener {
             Socket::Unix { path, .. } => Some(path.clone()),
             Socket::Tcp(_) => None,
         };
-        let arbiter = actix_rt::Arbiter::new();
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, MAX_THREADS));
+        let arbiters: Vec<_> = (0..=threads).map(|_| actix_rt::Arbiter::new()).collect();
+        let pool =
+            Pool { arbiters: arbiters[1..].iter().map(|a| a.handle()).collect(), next: Arc::default() };
         let (socket, tls, address) = (self.socket, self.tls, self.address);
-        arbiter.spawn(async move {
-            if let Err(error) = accept(socket, tls, server, streams).await {
+        arbiters[0].spawn(async move {
+            if let Err(error) = accept(socket, tls, server, streams, pool).await {
                 log::error!("gRPC on {address} stopped accepting: {error}");
             }
         });
-        GrpcServer { arbiter, socket_file }
+        GrpcServer { arbiters, socket_file }
     }
 }
 
@@ -197,16 +206,54 @@ impl GrpcServer {
     /// Stops serving: connections close and calls end where they are (their
     /// jobs are durable and go on).
     pub fn stop(self) {
-        self.arbiter.stop();
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
         if let Some(path) = &self.socket_file {
             let _ = std::fs::remove_file(path);
         }
     }
 }
 
-/// Accepts connections for as long as the arbiter runs, each within the
+/// The arbiters (a thread and runtime each) that serve connections and
+/// calls, taken in turn: hyper runs each call (its message's decoding, its
+/// handler) as a task of its own, and this spreads those tasks over the
+/// threads, so one call decoding a large message never holds up another's
+/// small one, on the same connection or not.
+#[derive(Clone)]
+struct Pool {
+    arbiters: Arc<[actix_rt::ArbiterHandle]>,
+    next: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Pool {
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let turn = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.arbiters.len();
+        self.arbiters[turn].spawn(task);
+    }
+}
+
+impl<F> hyper::rt::Executor<F> for Pool
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, task: F) {
+        self.spawn(async move {
+            task.await;
+        });
+    }
+}
+
+/// Accepts connections until the server stops, each within the
 /// listener's bounds (`peers.rs`).
-async fn accept(socket: Socket, tls: Option<TlsAcceptor>, server: Server, streams: u32) -> io::Result<()> {
+async fn accept(
+    socket: Socket,
+    tls: Option<TlsAcceptor>,
+    server: Server,
+    streams: u32,
+    pool: Pool,
+) -> io::Result<()> {
     let peers = Arc::new(Peers::new());
     match socket {
         Socket::Tcp(listener) => {
@@ -214,17 +261,17 @@ async fn accept(socket: Socket, tls: Option<TlsAcceptor>, server: Server, stream
             loop {
                 let Some((stream, address)) = accepted(listener.accept().await).await else { continue };
                 let Some(place) = placed(&peers, Some(address.ip())) else { continue };
-                let (server, tls) = (server.clone(), tls.clone());
-                tokio::spawn(async move {
+                let (server, tls, executor) = (server.clone(), tls.clone(), pool.clone());
+                pool.spawn(async move {
                     match tls {
                         Some(tls) => {
                             match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await {
-                                Ok(Ok(stream)) => connection(stream, server, streams).await,
+                                Ok(Ok(stream)) => connection(stream, server, streams, executor).await,
                                 Ok(Err(error)) => log::debug!("gRPC: TLS handshake failed: {error}"),
                                 Err(_) => log::debug!("gRPC: TLS handshake timed out"),
                             }
                         }
-                        None => connection(stream, server, streams).await,
+                        None => connection(stream, server, streams, executor).await,
                     }
                     drop(place);
                 });
@@ -235,9 +282,9 @@ async fn accept(socket: Socket, tls: Option<TlsAcceptor>, server: Server, stream
             loop {
                 let Some((stream, _)) = accepted(listener.accept().await).await else { continue };
                 let Some(place) = placed(&peers, None) else { continue };
-                let server = server.clone();
-                tokio::spawn(async move {
-                    connection(stream, server, streams).await;
+                let (server, executor) = (server.clone(), pool.clone());
+                pool.spawn(async move {
+                    connection(stream, server, streams, executor).await;
                     drop(place);
                 });
             }
@@ -267,7 +314,7 @@ fn placed(peers: &Arc<Peers>, peer: Option<std::net::IpAddr>) -> Option<peers::P
 
 /// Serves one HTTP/2 connection until it closes; one that does not open
 /// with the HTTP/2 preface within `PREFACE_TIMEOUT` is closed unserved.
-async fn connection<IO>(mut io: IO, server: Server, streams: u32)
+async fn connection<IO>(mut io: IO, server: Server, streams: u32, executor: Pool)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -278,7 +325,7 @@ where
         Ok(Err(error)) => return log::debug!("gRPC: a connection ended before its preface: {error}"),
         Err(_) => return log::debug!("gRPC: no HTTP/2 preface within {PREFACE_TIMEOUT:?}: closed"),
     }
-    let served = http2::Builder::new(TokioExecutor::new())
+    let served = http2::Builder::new(executor)
         .timer(TokioTimer::new())
         .max_concurrent_streams(streams)
         // Large inputs (a 32 GiB PoRep's C1 is about 67 MB) over links with
