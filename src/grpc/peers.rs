@@ -1,6 +1,7 @@
 //! The connections a gRPC listener holds open, bounded so that nobody can
-//! starve it: at most a quarter of the process's file descriptors in all
-//! (the HTTP API, the store and the parameter files keep the rest), and at
+//! starve it: at most `front::connection_share` in all (a quarter of the
+//! process's file descriptors: the HTTP API has its own quarter, the store
+//! and the parameter files keep the rest), and at
 //! most `MAX_PER_PEER` from one remote address (loopback is one address
 //! for every local client, Curio included, so it is bounded by the total
 //! alone). A connection over either bound is closed as soon as it is
@@ -13,9 +14,6 @@ use std::sync::{Arc, Mutex};
 
 /// Connections one remote address may hold open: a Curio node opens one.
 pub const MAX_PER_PEER: usize = 64;
-
-/// The most connections a listener holds whatever the file limit.
-const MAX_TOTAL: usize = 4096;
 
 /// A listener's open connections.
 pub struct Peers {
@@ -47,9 +45,9 @@ pub struct Place {
 }
 
 impl Peers {
-    /// Bounded by the process's file limit (`RLIMIT_NOFILE`, soft) now.
+    /// Bounded by the process's file limit now (`front::connection_share`).
     pub fn new() -> Self {
-        Self::with_limit(file_limit().map_or(MAX_TOTAL, |files| (files / 4).clamp(16, MAX_TOTAL)))
+        Self::with_limit(crate::front::connection_share())
     }
 
     fn with_limit(limit: usize) -> Self {
@@ -89,14 +87,6 @@ impl Drop for Place {
             }
         }
     }
-}
-
-/// The process's soft limit on open files.
-fn file_limit() -> Option<usize> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes the struct it is given, nothing else.
-    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-    (read == 0).then(|| usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX))
 }
 
 #[cfg(test)]
