@@ -569,11 +569,11 @@ impl Gate {
     /// the scope its method needs. `trusted`: the listener is a unix
     /// socket or loopback, whose reach is the credential, so a call
     /// without a token is `tokenless_caller` (except for admin methods,
-    /// which need an admin token once tokens exist); elsewhere such a call
-    /// is admitted only where HTTP would admit it (a read, without
-    /// `read_requires_token`) or when no token is configured (the start
-    /// refused that without `--insecure`). Behind a proxy no listener is
-    /// trusted.
+    /// which need an admin token once tokens exist); elsewhere every call
+    /// needs a token, reads included (docs/security.md: off loopback the
+    /// listener is TLS with tokens), unless no token is configured at all
+    /// (the start refused that without `--insecure`). Behind a proxy no
+    /// listener is trusted.
     pub fn grpc_caller(
         &self,
         presented: Option<&str>,
@@ -588,9 +588,6 @@ impl Gate {
         }
         if self.tokens.is_empty() || (trusted && needed != Scope::Admin) {
             return Ok(self.tokenless_caller());
-        }
-        if needed == Scope::Read && !self.read_requires_token {
-            return Ok(anonymous());
         }
         Err(TokenRefusal::Missing(needed))
     }
@@ -893,6 +890,13 @@ mod tests {
         let refused = gate(true).grpc_caller(None, Scope::Submit, true).unwrap_err();
         assert_eq!(refused, TokenRefusal::Missing(Scope::Submit));
         assert!(gate(true).grpc_caller(Some(BOTH), Scope::Submit, true).is_ok());
+        // Off loopback (or behind a proxy) every call needs a token, reads
+        // too, though HTTP admits anonymous reads without read_requires_token.
+        for (behind_proxy, trusted) in [(false, false), (true, true)] {
+            let refused = gate(behind_proxy).grpc_caller(None, Scope::Read, trusted).unwrap_err();
+            assert_eq!(refused, TokenRefusal::Missing(Scope::Read));
+        }
+        assert!(gate(false).grpc_caller(Some(BOTH), Scope::Read, false).is_ok());
     }
 
     #[test]

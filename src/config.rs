@@ -121,8 +121,9 @@ pub struct GrpcConfig {
     /// allows 256 MiB each way). A request's job is then held to
     /// `limits.max_input_bytes` like any other.
     pub max_message_bytes: usize,
-    /// Prove and AwaitProof calls waiting on jobs at once, over every
-    /// connection; one more is answered RESOURCE_EXHAUSTED.
+    /// Prove and AwaitProof calls of one tenant waiting on jobs at once,
+    /// over every connection; one more of that tenant's is answered
+    /// RESOURCE_EXHAUSTED, and other tenants' are not touched.
     pub max_waiting_calls: usize,
 }
 

@@ -4,8 +4,9 @@
 //! the token gates and the start time. `http::AppState` and
 //! `grpc::GrpcState` are views of one `FrontEnd`, each adding only what is
 //! its own (HTTP's body limits; gRPC's waiting calls and listener trust),
-//! so that the two cannot drift apart. It sits below both and imports
-//! neither.
+//! so that the two cannot drift apart; and the share of the process's file
+//! descriptors each front end's connections may hold. It sits below both
+//! and imports neither.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -77,3 +78,19 @@ impl MetricsText {
         text
     }
 }
+
+/// The connections one front end's listeners may hold open together: a
+/// quarter of the process's soft limit on open files (`RLIMIT_NOFILE`), at
+/// least 16 and at most 4,096, so that neither the HTTP API nor gRPC can
+/// take the descriptors the other, the job store and the parameter files
+/// need.
+pub fn connection_share() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given, nothing else.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    let files = if read == 0 { usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX) } else { usize::MAX };
+    (files / 4).clamp(16, MAX_CONNECTIONS)
+}
+
+/// `connection_share`'s bound whatever the file limit.
+const MAX_CONNECTIONS: usize = 4096;

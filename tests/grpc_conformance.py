@@ -15,11 +15,11 @@ daemon returns is judged by filecoin-proofs-api's verifiers
 (default target/debug/cuzk), CUZK_BENCH_BIN (target/debug/cuzk-bench),
 CUZK_TEST_PARAMS_DIR (the 2 KiB parameter files; required).
 
-Three daemons: A proves for real on the CPU engine, on a unix socket
+Four daemons: A proves for real on the CPU engine, on a unix socket
 (Curio's deployment); B is the simulated backend, slow on purpose, on a
 loopback TCP port with tokens (waiting, cancelling, disconnects, deadlines,
-limits, tenants); C refuses every submission (its disk is "full"). Every
-wait is bounded.
+limits, tenants); C refuses every submission (its disk is "full"); D's
+parse budget is too small for any real request. Every wait is bounded.
 """
 
 import base64
@@ -548,6 +548,7 @@ max_queued_jobs = 4
 max_queued_jobs = 1
 [grpc]
 max_message_bytes = 1048576
+max_waiting_calls = 4
 """, f"127.0.0.1:{port}", tokens=[f"{acme}@acme:submit", f"{reader}@acme:read", f"{admin}@ops:admin",
                                   f"{urgent}@lane:submit,read,critical"])
     daemons.append(b)
@@ -585,6 +586,19 @@ max_message_bytes = 1048576
     e = rpc_error(stub.SubmitProof, inputs.winning(pb, request_id="one-too-many"), timeout=30)
     check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "queue full" in e.details(), f"{e}", b)
     check(dict(e.trailing_metadata()).get("grpc-retry-pushback-ms") == "5000", f"no retry hint: {e}", b)
+
+    step("B: waiting calls are each tenant's share: acme taking all 4 of its places refuses acme only")
+    waits = [stub.AwaitProof.future(pb.AwaitProofRequest(job_id=job), metadata=as_acme, timeout=120)
+             for _ in range(4)]
+    until("acme's 4 calls waiting", lambda: metric(stub, pb, "cuzk_grpc_waiting_calls") == 4, 30, b)
+    e = rpc_error(stub.AwaitProof, pb.AwaitProofRequest(job_id=job, timeout_ms=1), metadata=as_acme, timeout=30)
+    check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "acme" in e.details(), f"acme's fifth call: {e}", b)
+    # The tenant default (tokenless on loopback) still has its places.
+    others_wait = stub.AwaitProof(pb.AwaitProofRequest(job_id=others[0], timeout_ms=300), timeout=30)
+    check(others_wait.status == pb.AwaitProofResponse.TIMEOUT, f"default's call beside acme's: {others_wait}", b)
+    for wait in waits:
+        wait.cancel()
+    until("acme's calls left", lambda: metric(stub, pb, "cuzk_grpc_waiting_calls") == 0, 30, b)
 
     step("B: GetStatus shows the load per kind; AwaitProof times out; CancelProof of a running job")
     status = stub.GetStatus(pb.GetStatusRequest(), timeout=30)
@@ -656,7 +670,47 @@ max_message_bytes = 1048576
     e = rpc_error(stub.Prove, pb.ProveRequest(submit=oversized), timeout=30)
     # tonic's code for it (grpc-go and C-core say RESOURCE_EXHAUSTED).
     check(e.code() == grpc.StatusCode.OUT_OF_RANGE and "too large" in e.details(), f"{e}", b)
+
+    step("B: connections that never send the HTTP/2 preface are closed (within 10 s), calls pass meanwhile")
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(200)]
+    check(stub.GetStatus(pb.GetStatusRequest(), timeout=30) is not None, "GetStatus beside 200 silent connections", b)
+    started = time.time()
+    for conn in silent:
+        # Whatever the daemon sends first, the connection must reach its end.
+        try:
+            while conn.recv(4096):
+                pass
+            closed = True
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            closed = False
+        conn.close()
+        check(closed, f"a silent connection still open after {time.time() - started:.0f} s", b)
+
+    step("B: an oversized job id is refused by its length, never echoed whole")
+    for call in (stub.AwaitProof, stub.CancelProof):
+        request = (pb.AwaitProofRequest if call is stub.AwaitProof else pb.CancelProofRequest)(job_id="j" * (512 << 10))
+        e = rpc_error(call, request, metadata=as_admin, timeout=30)
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and len(e.details()) < 4200 and "jjjj" not in e.details(),
+              f"{e.code()} with {len(e.details())} bytes of details", b)
     channel.close()
+
+    step("D: a request whose parse estimate alone is over limits.parse_budget_bytes: final, never retry")
+    # The budget holds one 1 KiB body's estimate (8 MiB + 8 KiB) and a
+    # little more: a WinningPoSt's text (kilobytes) can never fit.
+    d = Daemon(work, "d", 'backend = "sim"\n[limits]\nmax_body_bytes = 1024\nparse_budget_bytes = 8404992\n',
+               f"127.0.0.1:{free_port()}")
+    daemons.append(d)
+    with grpc.insecure_channel(d.target(), options=options) as channel:
+        d_stub = pbg.ProvingEngineStub(channel)
+        answer = d_stub.Prove(pb.ProveRequest(submit=inputs.winning(pb)), timeout=30).result
+        check(answer.status == pb.AwaitProofResponse.FAILED and "never be admitted" in answer.error_message,
+              f"Prove: {answer}", d)
+        e = rpc_error(d_stub.SubmitProof, inputs.winning(pb), timeout=30)
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "never be admitted" in e.details(), f"{e}", d)
+        check("grpc-retry-pushback-ms" not in dict(e.trailing_metadata()), f"a retry hint: {e}", d)
+    check(d.jobs_by_status() == {} or sum(d.jobs_by_status().values()) == 0, "a job was made", d)
 
     step("C: a store that cannot take a job: UNAVAILABLE with a retry hint")
     c = Daemon(work, "c", 'backend = "sim"\n[store]\nmin_free_bytes = 9223372036854775807\n',

@@ -1,13 +1,17 @@
 //! The calls waiting on jobs (`Prove`, `AwaitProof`), counted per job, so
 //! that a caller who leaves early (a disconnect, a passed deadline) cancels
 //! a `Prove`'s job only when no other caller waits on it, and bounded in
-//! number (`grpc.max_waiting_calls`). One lock over a small map: touched
-//! when a call starts and ends, never while it waits.
+//! number per tenant (`grpc.max_waiting_calls` each): a tenant that takes
+//! all its places refuses only itself, never another tenant's WinningPoSt.
+//! The tenants are the configured ones (and `default`), so the daemon's
+//! total is bounded too. Small maps under locks touched when a call starts
+//! and ends, never while it waits.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cuzk_actors::{JobId, TenantScope};
+use cuzk_actors::{JobId, Tenant, TenantScope};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 use crate::jobs::Jobs;
@@ -16,10 +20,12 @@ use crate::telemetry::GrpcWaiting;
 
 /// Every waiting call of this daemon.
 pub struct Calls {
-    /// One permit per waiting call.
-    permits: Arc<Semaphore>,
-    /// `grpc.max_waiting_calls`, for the refusal's words.
+    /// Each tenant's places: one permit per waiting call.
+    shares: Mutex<HashMap<Tenant, Arc<Semaphore>>>,
+    /// `grpc.max_waiting_calls`: each tenant's share.
     limit: usize,
+    /// Calls waiting now, over every tenant (the gauge).
+    waiting: AtomicUsize,
     /// Jobs waited on now, by id.
     jobs: Mutex<HashMap<JobId, Waited>>,
     /// Closed once a shutdown begins: calls then end because the daemon
@@ -41,32 +47,35 @@ struct Waited {
     abandoned: bool,
 }
 
-/// A call refused a place: `grpc.max_waiting_calls` calls wait already.
+/// A call refused a place: its tenant's `grpc.max_waiting_calls` calls
+/// wait already.
 #[derive(Debug, thiserror::Error)]
-#[error("{0} calls wait on jobs already (grpc.max_waiting_calls); retry later")]
-pub struct TooManyCalls(pub usize);
+#[error("tenant {:?} has {limit} calls waiting on jobs already (grpc.max_waiting_calls, each tenant's share); retry later", tenant.as_str())]
+pub struct TooManyCalls {
+    pub tenant: Tenant,
+    pub limit: usize,
+}
 
 impl Calls {
     pub fn new(limit: usize, intake: Intake) -> Self {
-        Self { permits: Arc::new(Semaphore::new(limit)), limit, jobs: Mutex::default(), intake }
+        Self { shares: Mutex::default(), limit, waiting: AtomicUsize::new(0), jobs: Mutex::default(), intake }
     }
 
-    /// A place among the waiting calls, taken before any work is done for
-    /// the call and held until it ends.
-    pub fn place(self: &Arc<Self>) -> Result<Place, TooManyCalls> {
-        // The semaphore is never closed: every refusal is a full house.
-        let permit = self
-            .permits
-            .clone()
+    /// A place among `tenant`'s waiting calls, taken before any work is
+    /// done for the call and held until it ends.
+    pub fn place(self: &Arc<Self>, tenant: &Tenant) -> Result<Place, TooManyCalls> {
+        let share = {
+            // Semaphores only: a panic elsewhere left them whole.
+            let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+            shares.entry(tenant.clone()).or_insert_with(|| Arc::new(Semaphore::new(self.limit))).clone()
+        };
+        // The semaphore is never closed: every refusal is a full share.
+        let permit = share
             .try_acquire_owned()
-            .map_err(|_: TryAcquireError| TooManyCalls(self.limit))?;
-        GrpcWaiting { calls: self.waiting() }.emit();
+            .map_err(|_: TryAcquireError| TooManyCalls { tenant: tenant.clone(), limit: self.limit })?;
+        let waiting = self.waiting.fetch_add(1, Ordering::Relaxed) + 1;
+        GrpcWaiting { calls: waiting }.emit();
         Ok(Place { calls: self.clone(), permit: Some(permit) })
-    }
-
-    /// Calls waiting now.
-    pub fn waiting(&self) -> usize {
-        self.limit - self.permits.available_permits()
     }
 
     /// Registers a call waiting on `job` until the returned guard drops;
@@ -128,7 +137,8 @@ pub struct Place {
 impl Drop for Place {
     fn drop(&mut self) {
         self.permit = None;
-        GrpcWaiting { calls: self.calls.waiting() }.emit();
+        let waiting = self.calls.waiting.fetch_sub(1, Ordering::Relaxed) - 1;
+        GrpcWaiting { calls: waiting }.emit();
     }
 }
 

@@ -28,7 +28,9 @@ pub fn jobs_status(error: JobsError) -> Status {
         JobsError::RateLimited { retry_after_s, .. } | JobsError::QueueFull { retry_after_s, .. } => {
             retry_after(Code::ResourceExhausted, message, retry_after_s)
         }
-        JobsError::Rejected(_) | JobsError::EmptyRequestId => Status::invalid_argument(message),
+        JobsError::Rejected(_) | JobsError::EmptyRequestId | JobsError::TooLargeToParse { .. } => {
+            Status::invalid_argument(message)
+        }
         JobsError::KeyConflict { .. } => Status::already_exists(message),
         JobsError::NotDone { .. } | JobsError::AlreadyEnded { .. } | JobsError::NotAFleetNode => {
             Status::failed_precondition(message)

@@ -38,6 +38,10 @@ use crate::tenants::Caller;
 /// kept with the job (Curio's are under 100 characters).
 const MAX_REQUEST_ID_BYTES: usize = 1024;
 
+/// The longest job id looked up: the daemon makes 32-character ids, and a
+/// longer one is refused without being copied into the answer.
+const MAX_JOB_ID_BYTES: usize = 128;
+
 /// Queues the request and answers its job id at once. Inputs the daemon
 /// cannot prove are refused here (INVALID_ARGUMENT, with the reason): the
 /// answer has no result to carry a FAILED status.
@@ -77,7 +81,7 @@ pub async fn prove(
 ) -> Result<ProveResponse, Status> {
     let submit = request.submit.ok_or_else(|| Status::invalid_argument("missing submit field"))?;
     let request_id = checked_request_id(&submit.request_id)?;
-    let _place = state.calls.place().map_err(too_many_status)?;
+    let _place = state.calls.place(&tenant(&caller)?).map_err(too_many_status)?;
     let submission = match curio::submission(submit) {
         Ok(submission) => submission,
         Err(error @ CurioError::UnknownKind(_)) => return Err(Status::invalid_argument(error.to_string())),
@@ -120,6 +124,16 @@ enum NotAccepted {
     Refused(Status),
 }
 
+/// A refusal of the job seam as a `Prove` answers it: inputs it cannot
+/// prove, and a request too large ever to be parsed (as one over
+/// `limits.max_input_bytes` is), are FAILED; the rest are statuses.
+fn not_accepted(error: JobsError) -> NotAccepted {
+    match error {
+        JobsError::Rejected(_) | JobsError::TooLargeToParse { .. } => NotAccepted::Failed(error.to_string()),
+        error => NotAccepted::Refused(jobs_status(error)),
+    }
+}
+
 /// The job for a `Prove`: the one in flight with the same request and
 /// inputs, or a new one. Identical requests share a job through its
 /// idempotency key (the request id with the inputs' digest); a keyed
@@ -132,7 +146,6 @@ async fn accept(
     request_id: String,
 ) -> Result<Accepted, NotAccepted> {
     let tenant = tenant(&caller).map_err(NotAccepted::Refused)?;
-    let refused = |error| NotAccepted::Refused(jobs_status(error));
     // The key holds the digest of the text the job stores.
     let text = submission.text();
     let (text_bytes, digest) = (text.len(), Sha256::digest(text.as_bytes()));
@@ -142,14 +155,10 @@ async fn accept(
     let submission = Arc::new(submission);
     let mut key = Some(format!("curio {} {request_id}", hex::encode(digest)));
     loop {
-        let admission = state.jobs.admit(tenant.clone(), &caller, text_bytes).map_err(refused)?;
+        let admission = state.jobs.admit(tenant.clone(), &caller, text_bytes).map_err(not_accepted)?;
         let keyed = key.is_some();
         let offered = Offered::Typed(submission.clone());
-        let submitted = match state.jobs.submit(admission, offered, key.take()).await {
-            Ok(submitted) => submitted,
-            Err(JobsError::Rejected(reason)) => return Err(NotAccepted::Failed(reason.to_string())),
-            Err(error) => return Err(refused(error)),
-        };
+        let submitted = state.jobs.submit(admission, offered, key.take()).await.map_err(not_accepted)?;
         if keyed && !submitted.created && submitted.status.has_ended() {
             continue;
         }
@@ -169,8 +178,11 @@ pub async fn await_proof(
     request: AwaitProofRequest,
     deadline: Option<Duration>,
 ) -> Result<AwaitProofResponse, Status> {
-    let _place = state.calls.place().map_err(too_many_status)?;
-    let (job, scope) = (JobId(request.job_id), caller.jobs());
+    let job = checked_job_id(request.job_id)?;
+    // Every gRPC caller has a tenant (`Gate::grpc_caller`); were one
+    // without, it would share `default`'s places.
+    let _place = state.calls.place(&caller.tenant.clone().unwrap_or_default()).map_err(too_many_status)?;
+    let scope = caller.jobs();
     // None: its last caller left and it is being cancelled; the wait sees that end.
     let waiting = state.calls.wait_on(&state.jobs, &job, false);
     let timeout = (request.timeout_ms > 0).then(|| Duration::from_millis(request.timeout_ms));
@@ -196,7 +208,7 @@ pub async fn cancel(
     caller: Caller,
     request: CancelProofRequest,
 ) -> Result<CancelProofResponse, Status> {
-    let (job, scope) = (JobId(request.job_id), caller.jobs());
+    let (job, scope) = (checked_job_id(request.job_id)?, caller.jobs());
     let view = state.jobs.view(&job, &scope).await.map_err(jobs_status)?;
     let in_stage = view.partitions.iter().any(|p| p.stage >= Stage::Synthesizing && !p.stage.is_terminal());
     match state.jobs.cancel(&job, &scope).await {
@@ -292,4 +304,17 @@ fn checked_request_id(request_id: &str) -> Result<String, Status> {
         )));
     }
     Ok(request_id.to_string())
+}
+
+/// A job id no longer than `MAX_JOB_ID_BYTES`; a longer one is refused by
+/// its length alone (echoed whole, a 64 MiB id would cost its size again
+/// in the error's trailer and the log).
+fn checked_job_id(job_id: String) -> Result<JobId, Status> {
+    if job_id.len() > MAX_JOB_ID_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "job_id is {} bytes; no job has an id over {MAX_JOB_ID_BYTES}",
+            job_id.len()
+        )));
+    }
+    Ok(JobId(job_id))
 }

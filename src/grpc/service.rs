@@ -1,5 +1,5 @@
-//! The `ProvingEngine` service: each RPC admits its caller (the token gate,
-//! the scope its method needs), runs its handler (`prove.rs`, `status.rs`,
+//! The `ProvingEngine` service: each RPC takes the caller the token gate
+//! admitted from its headers (`admit.rs`), runs its handler (`prove.rs`, `status.rs`,
 //! `srs.rs`) and is counted by method, status code and proof result; a
 //! refusal or a FAILED result is logged once, with the request it was for.
 
@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use tonic::{Code, Request, Response, Status};
 
-use super::error::token_status;
 use super::proto::await_proof_response::Status as Outcome;
 use super::proto::proving_engine_server::ProvingEngine;
 use super::proto::{
@@ -21,7 +20,6 @@ use super::proto::{
 };
 use super::state::GrpcState;
 use super::{prove, srs, status};
-use crate::auth::Scope;
 use crate::telemetry::{GrpcCall, GrpcNotProved};
 use crate::tenants::Caller;
 
@@ -38,7 +36,7 @@ impl ProvingEngine for ProvingService {
     ) -> Result<Response<SubmitProofResponse>, Status> {
         let subject = request_subject(&request.get_ref().request_id);
         self.answer("SubmitProof", subject, async {
-            let caller = self.caller(&request, Scope::Submit)?;
+            let caller = self.caller(&request)?;
             prove::submit(&self.state, caller, request.into_inner()).await
         })
         .await
@@ -50,7 +48,7 @@ impl ProvingEngine for ProvingService {
     ) -> Result<Response<AwaitProofResponse>, Status> {
         let subject = job_subject(&request.get_ref().job_id);
         self.answer("AwaitProof", subject, async {
-            let caller = self.caller(&request, Scope::Read)?;
+            let caller = self.caller(&request)?;
             let deadline = deadline(&request);
             prove::await_proof(&self.state, caller, request.into_inner(), deadline).await
         })
@@ -63,7 +61,7 @@ impl ProvingEngine for ProvingService {
             None => "a request without submit".into(),
         };
         self.answer("Prove", subject, async {
-            let caller = self.caller(&request, Scope::Submit)?;
+            let caller = self.caller(&request)?;
             let deadline = deadline(&request);
             prove::prove(&self.state, caller, request.into_inner(), deadline).await
         })
@@ -76,7 +74,7 @@ impl ProvingEngine for ProvingService {
     ) -> Result<Response<CancelProofResponse>, Status> {
         let subject = job_subject(&request.get_ref().job_id);
         self.answer("CancelProof", subject, async {
-            let caller = self.caller(&request, Scope::Submit)?;
+            let caller = self.caller(&request)?;
             prove::cancel(&self.state, caller, request.into_inner()).await
         })
         .await
@@ -87,7 +85,7 @@ impl ProvingEngine for ProvingService {
         request: Request<GetStatusRequest>,
     ) -> Result<Response<GetStatusResponse>, Status> {
         self.answer("GetStatus", "the status".into(), async {
-            let caller = self.caller(&request, Scope::Read)?;
+            let caller = self.caller(&request)?;
             status::status(&self.state, &caller).await
         })
         .await
@@ -98,7 +96,7 @@ impl ProvingEngine for ProvingService {
         request: Request<GetMetricsRequest>,
     ) -> Result<Response<GetMetricsResponse>, Status> {
         self.answer("GetMetrics", "the metrics".into(), async {
-            self.caller(&request, Scope::Read)?;
+            self.caller(&request)?;
             Ok(status::metrics(&self.state).await)
         })
         .await
@@ -110,7 +108,7 @@ impl ProvingEngine for ProvingService {
     ) -> Result<Response<PreloadSrsResponse>, Status> {
         let subject = format!("circuit {}", shown(&request.get_ref().circuit_id));
         self.answer("PreloadSRS", subject, async {
-            self.caller(&request, Scope::Admin)?;
+            self.caller(&request)?;
             srs::preload(&self.state, &request.get_ref().circuit_id).await
         })
         .await
@@ -122,7 +120,7 @@ impl ProvingEngine for ProvingService {
     ) -> Result<Response<EvictSrsResponse>, Status> {
         let subject = format!("circuit {}", shown(&request.get_ref().circuit_id));
         self.answer("EvictSRS", subject, async {
-            self.caller(&request, Scope::Admin)?;
+            self.caller(&request)?;
             srs::evict(&self.state, &request.get_ref().circuit_id)
         })
         .await
@@ -130,14 +128,14 @@ impl ProvingEngine for ProvingService {
 }
 
 impl ProvingService {
-    /// Who calls, by the bearer token in its `authorization` metadata and
-    /// the listener it came on (`Gate::grpc_caller`).
-    fn caller<T>(&self, request: &Request<T>, needed: Scope) -> Result<Caller, Status> {
-        let presented = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        });
-        self.state.gates.current().grpc_caller(presented, needed, self.state.trusted).map_err(token_status)
+    /// Who calls: the caller the token gate admitted from the call's
+    /// headers (`admit.rs`), before its message was read.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        request
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| Status::internal("a call that passed no token gate"))
     }
 
     /// Runs a handler and counts its answer by code and proof result; a
@@ -183,7 +181,7 @@ impl ProvingService {
                 GrpcNotProved { method, subject: &subject, code, reason: status.message() }.emit();
             }
         }
-        answered.map(Response::new)
+        answered.map(Response::new).map_err(bounded)
     }
 }
 
@@ -236,6 +234,22 @@ fn shown(id: &str) -> String {
     }
 }
 
+/// The most bytes of an error's message sent back: a message that quotes
+/// what the caller sent stays this long whatever it sent.
+const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// `status` with its message cut to `MAX_MESSAGE_BYTES` (at a character's
+/// boundary), its code and metadata (the retry hint) kept.
+fn bounded(status: Status) -> Status {
+    let message = status.message();
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return status;
+    }
+    let end = (0..=MAX_MESSAGE_BYTES).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
+    let cut = format!("{}...", &message[..end]);
+    Status::with_metadata(status.code(), cut, status.metadata().clone())
+}
+
 /// A call about a Curio request, as its log line names it.
 fn request_subject(request_id: &str) -> String {
     format!("request {:?}", shown(request_id))
@@ -284,7 +298,7 @@ fn grpc_timeout(value: &str) -> Option<Duration> {
 }
 
 /// A status code as gRPC names it (the metric's label).
-fn code_name(code: Code) -> &'static str {
+pub(super) fn code_name(code: Code) -> &'static str {
     match code {
         Code::Ok => "OK",
         Code::Cancelled => "CANCELLED",
@@ -321,5 +335,17 @@ mod tests {
         for bad in ["", "S", "123456789S", "12x", "-1S", "1.5S", "1\u{e9}"] {
             assert_eq!(grpc_timeout(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn error_messages_are_cut_with_their_code_and_retry_hint_kept() {
+        let mut long = Status::unavailable("\u{e9}".repeat(MAX_MESSAGE_BYTES));
+        long.metadata_mut().insert("grpc-retry-pushback-ms", "5000".parse().unwrap());
+        let cut = bounded(long);
+        assert_eq!(cut.code(), Code::Unavailable);
+        assert!(cut.message().len() <= MAX_MESSAGE_BYTES + 3 && cut.message().ends_with("..."));
+        assert_eq!(cut.metadata().get("grpc-retry-pushback-ms").unwrap(), "5000");
+        let short = bounded(Status::not_found("job 1 not found"));
+        assert_eq!(short.message(), "job 1 not found");
     }
 }

@@ -178,6 +178,7 @@ impl From<JobsError> for ApiError {
             JobsError::RateLimited { retry_after_s, .. } | JobsError::QueueFull { retry_after_s, .. } => {
                 ApiError::too_many_requests(message, retry_after_s)
             }
+            JobsError::TooLargeToParse { .. } => ApiError::payload_too_large(message),
             JobsError::NoSpace { retry_after_s, .. } => {
                 ApiError::insufficient_storage(message).retry_after(retry_after_s)
             }

@@ -35,6 +35,13 @@ pub enum JobsError {
     /// was read or queued.
     #[error("{full}")]
     ParsingFull { full: super::ParseBudgetFull, retry_after_s: u64 },
+    /// A submission whose parse estimate alone exceeds
+    /// `limits.parse_budget_bytes` (a gRPC message may be larger than any
+    /// HTTP body): final, never worth a retry; nothing was read or queued.
+    #[error(
+        "reading and parsing this {body_bytes}-byte request is estimated at {needed} bytes, over limits.parse_budget_bytes ({limit}): it can never be admitted; nothing was queued"
+    )]
+    TooLargeToParse { body_bytes: usize, needed: u64, limit: u64 },
     /// The data directory's filesystem is under `store.min_free_bytes`;
     /// nothing was written.
     #[error("the data directory has {free} bytes free, under store.min_free_bytes ({min_free}); nothing was written")]

@@ -108,6 +108,12 @@ impl ParseBudget {
         Ok(Self { in_use: Arc::default(), limit_bytes, max_requests: limits.max_parsing_requests })
     }
 
+    /// The limit a `body_bytes` body's estimate exceeds on its own, if it
+    /// does: such a body is never admitted, however long it waits.
+    pub fn never_admits(&self, body_bytes: usize) -> Option<u64> {
+        (parse_estimate(body_bytes) > self.limit_bytes).then_some(self.limit_bytes)
+    }
+
     /// Reserves the estimate of a `body_bytes` body, or refuses when it
     /// does not fit now.
     pub fn reserve(&self, body_bytes: usize) -> Result<ParsePermit, ParseBudgetFull> {
@@ -141,5 +147,26 @@ impl Drop for ParsePermit {
         let mut in_use = self.in_use.lock().expect("the parse budget's lock");
         in_use.bytes -= self.bytes;
         in_use.requests -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_over_the_whole_budget_is_never_admitted_and_one_within_it_waits_its_turn() {
+        let limits =
+            Limits { max_body_bytes: 1 << 20, parse_budget_bytes: Some(32 << 20), ..Limits::default() };
+        let budget = ParseBudget::new(&limits).unwrap();
+        // 4 MiB: 40 MiB estimated, over the 32 MiB budget however empty it is.
+        assert_eq!(budget.never_admits(4 << 20), Some(32 << 20));
+        // 2 MiB: 24 MiB, admitted once, then full for now, not for good.
+        assert_eq!(budget.never_admits(2 << 20), None);
+        let held = budget.reserve(2 << 20).unwrap();
+        assert!(matches!(budget.reserve(2 << 20), Err(ParseBudgetFull::Bytes { .. })));
+        assert_eq!(budget.never_admits(2 << 20), None);
+        drop(held);
+        assert!(budget.reserve(2 << 20).is_ok());
     }
 }

@@ -58,9 +58,14 @@ impl Jobs {
     /// Takes one submission of `caller`'s (as `tenant`, the one the front
     /// end found for it) from the tenant's rate bucket, then reserves the
     /// parse of a body of at most `body_bytes` (its declared length, or the
-    /// body limit when it has none) from the parse budget.
+    /// body limit when it has none) from the parse budget; a body whose
+    /// estimate exceeds the whole budget is refused first, for good.
     pub fn admit(&self, tenant: Tenant, caller: &Caller, body_bytes: usize) -> Result<Admission, JobsError> {
         let (limits, critical) = (caller.limits, caller.critical);
+        if let Some(limit) = self.parsing.never_admits(body_bytes) {
+            let needed = super::parse_estimate(body_bytes);
+            return Err(JobsError::TooLargeToParse { body_bytes, needed, limit });
+        }
         if let Err(retry_after_s) = self.rates.take(&tenant, &limits, Instant::now()) {
             TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });

@@ -5,8 +5,11 @@
 //! `HttpServer` for one reason: each connection passes through
 //! `Connection`, which gives actix-http's own bodiless refusals (400, 408,
 //! 431) the JSON body every other error has and keeps a pipelined HEAD's
-//! answer bodiless, and `HttpServer` offers no way to wrap a connection. The settings are `HttpServer`'s (keep-alive 5 s,
-//! 1 s to close, backlog 1024, TLS handshake 3 s, HTTP/1.1 only).
+//! answer bodiless, and `HttpServer` offers no way to wrap a connection.
+//! The settings are `HttpServer`'s (keep-alive 5 s, 1 s to close, backlog
+//! 1024, TLS handshake 3 s, HTTP/1.1 only), but for the connections held
+//! at once: `front::connection_share` over both workers, so that HTTP
+//! clients cannot take gRPC's file descriptors.
 
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::Duration;
@@ -27,6 +30,9 @@ use super::ServerError;
 use crate::auth::{Gates, Reached};
 use crate::config::Config;
 use crate::http::{self, AppState};
+
+/// The HTTP server's worker threads.
+const WORKERS: usize = 2;
 
 /// Queued connections a listener holds before the kernel refuses more
 /// (`HttpServer`'s default).
@@ -75,7 +81,14 @@ pub(super) fn http_server(
             .configure(http::configure)
     };
     let listen_error = |source| ServerError::Listen { address: config.listen.clone(), source };
-    let mut builder = Server::build().workers(2).disable_signals().shutdown_timeout(5);
+    // The API's and the metrics listener's connections together hold at
+    // most their share of the file descriptors (gRPC has its own).
+    let per_worker = crate::front::connection_share().div_ceil(WORKERS);
+    let mut builder = Server::build()
+        .workers(WORKERS)
+        .max_concurrent_connections(per_worker)
+        .disable_signals()
+        .shutdown_timeout(5);
     let settings = Settings {
         head_timeout: Duration::from_secs(config.limits.header_read_timeout_s),
         shutdown: builder.graceful_shutdown_signal(),

@@ -25,7 +25,7 @@ pub const GRPC_WAITING: MetricDef = gauge(
     "cuzk_grpc_waiting_calls",
     "calls",
     &[],
-    "Prove and AwaitProof calls waiting on a job now (at most grpc.max_waiting_calls).",
+    "Prove and AwaitProof calls waiting on a job now (at most grpc.max_waiting_calls per tenant).",
 );
 
 /// The service's methods, as calls are counted by.
