@@ -520,11 +520,9 @@ impl CircuitLoading {
         sector_size: u64,
         witness: Option<&Witness>,
     ) -> Result<PreparedCircuit, cuzk_filecoin::Error> {
-        let room = |bytes: u64| {
-            let dir = self.shape_dir.as_deref().unwrap_or(Path::new("."));
-            crate::store::free_bytes(dir).is_some_and(|free| free >= bytes.saturating_add(self.keep_free))
-        };
-        let shapes = self.shape_dir.as_deref().map(|dir| ShapeCache { dir, room: &room });
+        let dir = self.shape_dir.as_deref();
+        let room = |bytes: u64| dir.is_some_and(|dir| crate::store::room_for(dir, bytes, self.keep_free));
+        let shapes = dir.map(|dir| ShapeCache { dir, room: &room });
         let options = LoadOptions { key_in_file: self.key_in_file, shapes: shapes.as_ref() };
         prepare::load_circuit(cache_id, params, kind, sector_size, witness, options)
     }

@@ -255,6 +255,14 @@ impl<E> JobStore for ThreadedStore<E> {
     }
 }
 
+/// Whether `bytes` more can be written on the filesystem holding `path`
+/// and still leave `floor` free (false when its free space cannot be read):
+/// the rule for what the daemon keeps only while there is room (a compiled
+/// shape, written by the daemon or by `cuzk params generate --data-dir`).
+pub fn room_for(path: &Path, bytes: u64, floor: u64) -> bool {
+    free_bytes(path).is_some_and(|free| free >= bytes.saturating_add(floor))
+}
+
 /// Free bytes for an unprivileged writer on the filesystem holding `path`.
 pub fn free_bytes(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;

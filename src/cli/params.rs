@@ -69,10 +69,7 @@ pub(super) fn run(which: ParamsCommand) -> Result<(), CliError> {
     // The daemon's own rule: a shape is kept only while the filesystem keeps
     // the store's default free-space floor.
     let floor = crate::config::StoreConfig::default().min_free_bytes;
-    let room = |bytes: u64| {
-        let at = dir.as_deref().unwrap_or(&out);
-        crate::store::free_bytes(at).is_some_and(|free| free >= bytes.saturating_add(floor))
-    };
+    let room = |bytes: u64| dir.as_deref().is_some_and(|dir| crate::store::room_for(dir, bytes, floor));
     let shapes = dir.as_deref().map(|dir| ShapeCache { dir, room: &room });
     let what = Generate { force, shapes: shapes.as_ref(), ..Generate::new(sector_size, &kinds, &out) };
     let files = cuzk_filecoin::generate(&what, mul.as_ref())?;
