@@ -397,26 +397,39 @@ fn a_full_parse_budget_answers_503_with_retry_after() {
         c.limits.queue_full_retry_after_s = 3;
     });
     let address = d.url.trim_start_matches("http://");
-    let mut stalled = std::net::TcpStream::connect(address).unwrap();
-    write!(
-        stalled,
-        "POST /v1/jobs HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
-    )
-    .unwrap();
+    // A body that stops after its first byte, on a connection whose answer
+    // can be looked for without waiting.
+    let stall = || {
+        let mut stalled = std::net::TcpStream::connect(address).unwrap();
+        write!(
+            stalled,
+            "POST /v1/jobs HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+        )
+        .unwrap();
+        stalled.set_nonblocking(true).unwrap();
+        stalled
+    };
+    let answered = |stalled: &std::net::TcpStream| stalled.peek(&mut [0u8; 1]).is_ok();
+    let mut stalled = stall();
     // Once the stalled body holds the one place, a submission is refused.
     // Until the daemon has read its head, submissions are accepted (jobs of
-    // the simulated backend, harmless here): the test waits for the refusal,
-    // not for a time.
+    // the simulated backend, harmless here), and the stalled one may come
+    // while one of them is parsed and be refused itself: then it is sent
+    // again. The test waits for the refusal, not for a time.
     let deadline = Instant::now() + Duration::from_secs(60);
     let refused = loop {
         match agent().post(&format!("{}/v1/jobs", d.url)).send_json(job(1)) {
             Err(ureq::Error::Status(503, response)) => break response,
             Ok(accepted) if accepted.status() == 202 && Instant::now() < deadline => {
+                if answered(&stalled) {
+                    stalled = stall();
+                }
                 std::thread::sleep(Duration::from_millis(10))
             }
             other => panic!("expected 503 while a body stalls, got {other:?}"),
         }
     };
+    assert!(!answered(&stalled), "the stalled body was answered while it held the place");
     assert_eq!(refused.header("Retry-After"), Some("3"));
     let body: Value = refused.into_json().unwrap();
     assert_eq!(body["reason"], "parsing_full", "{body}");
