@@ -42,9 +42,16 @@ pub enum ConfigError {
     /// A parse budget that a full-size body could never fit, or no
     /// request allowed to parse at all.
     #[error(
-        "limits.parse_budget_bytes ({budget_bytes}) must hold the estimate of one limits.max_body_bytes body ({max_body_bytes} bytes: {largest}), and limits.max_parsing_requests ({max_requests}) must be at least 1"
+        "limits.parse_budget_bytes ({budget_bytes}) must hold the estimate of one limits.max_body_bytes body ({max_body_bytes} bytes: {largest}) beside the urgent reserve ({reserve_bytes}: limits.urgent_parsing_requests bodies of limits.urgent_body_bytes), and limits.max_parsing_requests ({max_requests}) must be more than limits.urgent_parsing_requests ({reserve_requests})"
     )]
-    ParseBudget { budget_bytes: u64, largest: u64, max_body_bytes: usize, max_requests: usize },
+    ParseBudget {
+        budget_bytes: u64,
+        largest: u64,
+        max_body_bytes: usize,
+        reserve_bytes: u64,
+        max_requests: usize,
+        reserve_requests: usize,
+    },
     /// More critical-lane workers per device than [`MAX_CRITICAL_WORKERS`].
     #[error("scheduler.critical_workers_per_device must be at most {MAX_CRITICAL_WORKERS}; it is {0}")]
     CriticalWorkers(usize),
@@ -446,16 +453,25 @@ pub struct Limits {
     /// in (then 408): a trickled body holds a connection no longer.
     pub body_read_timeout_s: u64,
     /// Bytes that submissions being read and parsed may hold at once, each
-    /// counted as its body's length times 8 plus 8 MiB before its body is
-    /// read (`jobs::parse_budget`); a submission that does not fit is
-    /// answered 503 `parsing_full` with Retry-After. Unset: 2 GiB (fifteen
-    /// full-size bodies of the default 16 MiB at once on a 24 GB host), or
-    /// one `max_body_bytes` body's estimate where that is more; a value set
-    /// must hold that estimate.
+    /// counted as the bytes of its body received so far times 8, plus
+    /// 8 MiB (`jobs::parse_budget`); a submission that does not fit, when
+    /// its head arrives or as its body does, is answered 503 `parsing_full`
+    /// with Retry-After. Unset: 2 GiB (fifteen full-size bodies of the
+    /// default 16 MiB at once on a 24 GB host), or one `max_body_bytes`
+    /// body's estimate and the urgent reserve where that is more; a value
+    /// set must hold them.
     pub parse_budget_bytes: Option<u64>,
     /// Submissions read and parsed at once, whatever their size; one more
     /// is answered 503 `parsing_full`.
     pub max_parsing_requests: usize,
+    /// The largest body that is urgent (by its declared length, or
+    /// `max_body_bytes` when it declares none): a WinningPoSt's is a few
+    /// hundred KB, a PoRep C1's tens of MB.
+    pub urgent_body_bytes: usize,
+    /// Urgent bodies kept room for: that many requests, and their bytes'
+    /// estimates, of the parse budget that larger bodies cannot take, so
+    /// that bulk submissions arriving slowly never refuse a WinningPoSt.
+    pub urgent_parsing_requests: usize,
 }
 
 impl Default for Config {
@@ -522,6 +538,8 @@ impl Default for Limits {
             body_read_timeout_s: 30,
             parse_budget_bytes: None,
             max_parsing_requests: 32,
+            urgent_body_bytes: 1 << 20,
+            urgent_parsing_requests: 4,
         }
     }
 }

@@ -40,7 +40,8 @@ use crate::tenants::SubmitRates;
 pub use error::{JobsError, Unready};
 use keeper::Keeper;
 pub use parse_budget::{
-    parse_estimate, ParseBudget, ParseBudgetFull, ParsePermit, PARSE_PEAK_FACTOR, PARSE_SLACK_BYTES,
+    parse_estimate, ParseBudget, ParseBudgetFull, ParsePermit, ParsingStatus, PARSE_PEAK_FACTOR,
+    PARSE_SLACK_BYTES,
 };
 pub use submit::{Admission, Offered, Submitted};
 
@@ -92,6 +93,8 @@ pub struct NodeStatus {
     /// A fleet node's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// The submissions being read and parsed, against the parse budget.
+    pub parsing: ParsingStatus,
 }
 
 /// `/v1/status?scope=fleet`: the fleet's counts, as the database has them.
@@ -187,6 +190,7 @@ impl Jobs {
             store: self.store.health(),
             recovering: self.recovering.is_set(),
             node: self.keeper.fleet().map(|fleet| fleet.node.clone()),
+            parsing: self.parsing.status(),
         })
     }
 

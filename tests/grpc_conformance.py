@@ -699,7 +699,9 @@ max_waiting_calls = 4
     step("D: a request whose parse estimate alone is over limits.parse_budget_bytes: final, never retry")
     # The budget holds one 1 KiB body's estimate (8 MiB + 8 KiB) and a
     # little more: a WinningPoSt's text (kilobytes) can never fit.
-    d = Daemon(work, "d", 'backend = "sim"\n[limits]\nmax_body_bytes = 1024\nparse_budget_bytes = 8404992\n',
+    # No urgent reserve: the budget is that one body's.
+    d = Daemon(work, "d", 'backend = "sim"\n[limits]\nmax_body_bytes = 1024\nparse_budget_bytes = 8404992\n'
+               'urgent_parsing_requests = 0\n',
                f"127.0.0.1:{free_port()}")
     daemons.append(d)
     with grpc.insecure_channel(d.target(), options=options) as channel:

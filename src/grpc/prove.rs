@@ -55,7 +55,8 @@ pub async fn submit(
         curio::submission(request).map_err(|error| Status::invalid_argument(error.to_string()))?;
     let circuit = submission.circuit.name().to_string();
     let text_bytes = submission.text().len();
-    let admission = state.jobs.admit(tenant(&caller)?, &caller, text_bytes).map_err(jobs_status)?;
+    let admission =
+        state.jobs.admit(tenant(&caller)?, &caller, text_bytes, text_bytes).map_err(jobs_status)?;
     let offered = Offered::Typed(Arc::new(submission));
     let submitted = state.jobs.submit(admission, offered, None).await.map_err(jobs_status)?;
     GrpcJob { request_id: &request_id, job: &submitted.id, circuit: &circuit, call: "SubmitProof" }.emit();
@@ -155,7 +156,8 @@ async fn accept(
     let submission = Arc::new(submission);
     let mut key = Some(format!("curio {} {request_id}", hex::encode(digest)));
     loop {
-        let admission = state.jobs.admit(tenant.clone(), &caller, text_bytes).map_err(not_accepted)?;
+        let admission =
+            state.jobs.admit(tenant.clone(), &caller, text_bytes, text_bytes).map_err(not_accepted)?;
         let keyed = key.is_some();
         let offered = Offered::Typed(submission.clone());
         let submitted = state.jobs.submit(admission, offered, key.take()).await.map_err(not_accepted)?;

@@ -3,10 +3,13 @@
 //! it. Each job belongs to the tenant that submitted it; to another tenant
 //! it does not exist (404, as for a missing job).
 
+use std::pin::Pin;
+
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use cuzk_actors::messages::{JobStatus, JobView};
 use cuzk_actors::JobId;
+use futures_core::Stream;
 use serde_json::json;
 
 use super::error::{ApiError, ErrorBody};
@@ -63,13 +66,16 @@ pub async fn submit_job(
         return Err(too_large());
     }
     // Before the body is read: a tenant over its rate costs no more, and
-    // the body's parse is counted (from its declared length, else the
-    // limit) while it arrives, so a body that stalls holds its share.
+    // the body's parse is counted as its bytes arrive (its class, urgent or
+    // bulk, from its declared length, else the limit), so a body that stalls
+    // holds the share of what it sent.
     let expected = declared.unwrap_or(limit);
-    let admission = state.jobs.admit(tenant, &caller, expected)?;
-    let body = read_body(payload, expected, state.body_read_timeout)
-        .await
-        .map_err(|e| e.unwrap_or_else(too_large))?;
+    let mut admission = state.jobs.admit(tenant, &caller, expected, 0)?;
+    let body = read_body(payload, expected, state.body_read_timeout, |received| {
+        admission.received(&state.jobs, received).map_err(ApiError::from)
+    })
+    .await
+    .map_err(|e| e.unwrap_or_else(too_large))?;
     let header_key = match req.headers().get("Idempotency-Key") {
         Some(value) => Some(
             value
@@ -92,22 +98,35 @@ pub async fn submit_job(
 
 /// The request body, at most `limit` bytes and within `timeout` of the
 /// headers: a client that trickles it is answered 408 and holds the
-/// connection no longer. `Err(None)`: the body is over `limit`.
+/// connection no longer. `arrived` is told the bytes received after each
+/// piece, and its refusal ends the read. `Err(None)`: the body is over
+/// `limit`.
 async fn read_body(
-    payload: web::Payload,
+    mut payload: web::Payload,
     limit: usize,
     timeout: std::time::Duration,
+    mut arrived: impl FnMut(usize) -> Result<(), ApiError>,
 ) -> Result<web::Bytes, Option<ApiError>> {
-    match actix_rt::time::timeout(timeout, payload.to_bytes_limited(limit)).await {
-        Err(_) => Err(Some(ApiError::request_timeout(format!(
+    let read = async {
+        let mut body = web::BytesMut::new();
+        while let Some(piece) = std::future::poll_fn(|cx| Pin::new(&mut payload).poll_next(cx)).await {
+            let piece =
+                piece.map_err(|e| Some(ApiError::bad_request(format!("reading the body failed: {e}"))))?;
+            let received = body.len() + piece.len();
+            if received > limit {
+                return Err(None);
+            }
+            arrived(received).map_err(Some)?;
+            body.extend_from_slice(&piece);
+        }
+        Ok(body.freeze())
+    };
+    actix_rt::time::timeout(timeout, read).await.unwrap_or_else(|_| {
+        Err(Some(ApiError::request_timeout(format!(
             "the body did not arrive within {} s (limits.body_read_timeout_s)",
             timeout.as_secs()
-        )))),
-        Ok(Err(_)) => Err(None),
-        Ok(Ok(read)) => {
-            read.map_err(|e| Some(ApiError::bad_request(format!("reading the body failed: {e}"))))
-        }
-    }
+        ))))
+    })
 }
 
 #[utoipa::path(

@@ -108,6 +108,10 @@ pub struct StatusDoc {
     store: cuzk_actors::store::StoreHealth,
     /// True while stored unfinished jobs are rebuilt after a start.
     recovering: bool,
+    /// The submissions being read and parsed against the parse budget:
+    /// `bytes_in_use`, `requests`, `limit_bytes`, `max_requests`,
+    /// `urgent_reserve_bytes`, `urgent_reserve_requests`, `urgent_body_bytes`.
+    parsing: BTreeMap<String, u64>,
     /// The CUDA backend's devices, each with its memory plan: what stays
     /// resident, what streams, how many workers prove at once (docs/gpu.md,
     /// "Device memory plan"); absent on other backends.

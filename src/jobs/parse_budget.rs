@@ -1,16 +1,27 @@
 //! The parse budget: the memory that submissions being read and parsed may
-//! hold at once, counted before the work. A front end reserves a body's
-//! estimated peak (its length times [`PARSE_PEAK_FACTOR`], plus
-//! [`PARSE_SLACK_BYTES`]) before it reads the body (HTTP, from the declared
-//! length) or parses it (gRPC, whose message is already read); the
-//! reservation is held while the body arrives and is parsed, and returned
-//! when its [`ParsePermit`] drops, so a body that stalls just short of its
-//! end holds its share and no more. When the bytes or the number of
+//! hold at once, counted before the work. A submission's share is its
+//! estimated peak for the bytes it holds (their count times
+//! [`PARSE_PEAK_FACTOR`], plus [`PARSE_SLACK_BYTES`]): reserved for what
+//! has arrived when it is admitted (nothing, for an HTTP body not yet read;
+//! all of it, for a gRPC message, which arrives whole) and grown as each
+//! further piece arrives, so a declared length costs nothing until its
+//! bytes come. A share is held while the body arrives and is parsed, and
+//! returned when its [`ParsePermit`] drops. When the bytes or the number of
 //! requests would pass the limits (`limits.parse_budget_bytes`,
 //! `limits.max_parsing_requests`), the submission is refused at once with a
 //! retry hint: nothing waits in a queue.
+//!
+//! Urgent submissions keep a reserve: room for
+//! `limits.urgent_parsing_requests` bodies of at most
+//! `limits.urgent_body_bytes` (a WinningPoSt's is a few hundred KB), in
+//! bytes and in requests, that larger bodies cannot take. A body's class is
+//! known before it is read (its declared length, or the body limit when it
+//! declares none), so bulk bodies that stall or arrive slowly hold at most
+//! the rest, and a WinningPoSt still finds its place.
 
 use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
 
 use crate::config::{ConfigError, Limits};
 
@@ -40,15 +51,27 @@ struct InUse {
     requests: usize,
 }
 
+/// What one class of body may hold, with every other submission's share.
+#[derive(Clone, Copy, Debug)]
+struct Ceiling {
+    /// Bytes of all live permits together.
+    bytes: u64,
+    /// Live permits together.
+    requests: usize,
+}
+
 /// The budget every submission is admitted against (one per daemon).
 #[derive(Debug)]
 pub struct ParseBudget {
     /// What the live permits hold; each permit returns its share on drop.
     in_use: Arc<Mutex<InUse>>,
-    /// `limits.parse_budget_bytes`.
-    limit_bytes: u64,
-    /// `limits.max_parsing_requests`.
-    max_requests: usize,
+    /// An urgent body's ceiling: `limits.parse_budget_bytes` and
+    /// `limits.max_parsing_requests`, the whole budget.
+    urgent: Ceiling,
+    /// A bulk body's ceiling: the whole budget less the urgent reserve.
+    bulk: Ceiling,
+    /// `limits.urgent_body_bytes`: the largest body that is urgent.
+    urgent_body_bytes: usize,
 }
 
 /// One submission's share of the budget, returned when it drops.
@@ -56,34 +79,63 @@ pub struct ParseBudget {
 pub struct ParsePermit {
     /// The budget to give the share back to.
     in_use: Arc<Mutex<InUse>>,
-    /// The share: the estimate reserved.
+    /// The share: the estimate of the bytes received so far.
     bytes: u64,
+    /// What the share may grow to with the others': its class's ceiling.
+    ceiling: Ceiling,
+    /// A bulk body's: the ceiling leaves out the urgent reserve.
+    bulk: bool,
 }
 
 /// Why a submission was not admitted: the budget is full now.
 #[derive(Debug, thiserror::Error)]
 pub enum ParseBudgetFull {
-    /// As many submissions as `limits.max_parsing_requests` are being read
-    /// or parsed.
-    #[error("{limit} requests are being read and parsed (limits.max_parsing_requests); nothing was queued, retry shortly")]
+    /// As many submissions as its class may hold (`limits.max_parsing_requests`,
+    /// less `limits.urgent_parsing_requests` for a body over
+    /// `limits.urgent_body_bytes`) are being read or parsed.
+    #[error("{limit} requests are being read and parsed (limits.max_parsing_requests{reserve}); nothing was queued, retry shortly", reserve = if *.bulk { " less the places kept for urgent bodies, limits.urgent_parsing_requests" } else { "" })]
     Requests {
-        /// `limits.max_parsing_requests`.
+        /// The requests its class may hold.
         limit: usize,
+        /// A bulk body, kept from the urgent reserve.
+        bulk: bool,
     },
     /// The body's estimate does not fit what is left of the bytes.
     #[error(
-        "reading and parsing this {body_bytes}-byte body is estimated at {needed} bytes, and {in_use} of limits.parse_budget_bytes ({limit}) are held by requests being parsed; nothing was queued, retry shortly"
+        "reading and parsing {body_bytes} bytes of this body is estimated at {needed} bytes, and {in_use} of the {limit} it may share (limits.parse_budget_bytes{reserve}) are held by requests being parsed; nothing was queued, retry shortly",
+        reserve = if *.bulk { ", less the urgent reserve" } else { "" }
     )]
     Bytes {
-        /// The body's length (declared, or the body limit when undeclared).
+        /// The bytes received (an HTTP body's, when it stopped fitting).
         body_bytes: usize,
-        /// Its estimate.
+        /// Their estimate.
         needed: u64,
         /// What other submissions hold now.
         in_use: u64,
-        /// `limits.parse_budget_bytes`.
+        /// The bytes its class may share.
         limit: u64,
+        /// A bulk body, kept from the urgent reserve.
+        bulk: bool,
     },
+}
+
+/// The parse budget as `/v1/status` shows it (`parsing`).
+#[derive(Debug, Serialize)]
+pub struct ParsingStatus {
+    /// Bytes the submissions being read and parsed hold (their estimates).
+    pub bytes_in_use: u64,
+    /// Submissions being read and parsed.
+    pub requests: usize,
+    /// `limits.parse_budget_bytes` as applied.
+    pub limit_bytes: u64,
+    /// `limits.max_parsing_requests`.
+    pub max_requests: usize,
+    /// Bytes only urgent bodies may take.
+    pub urgent_reserve_bytes: u64,
+    /// Requests only urgent bodies may take (`limits.urgent_parsing_requests`).
+    pub urgent_reserve_requests: usize,
+    /// `limits.urgent_body_bytes`.
+    pub urgent_body_bytes: usize,
 }
 
 /// A body's estimated peak while it is read and parsed.
@@ -93,52 +145,113 @@ pub fn parse_estimate(body_bytes: usize) -> u64 {
 
 impl ParseBudget {
     /// The budget `limits` configure; refused when a body of
-    /// `limits.max_body_bytes` could never be admitted.
+    /// `limits.max_body_bytes` could never be admitted beside the urgent
+    /// reserve, or when the reserve leaves bulk bodies no request.
     pub fn new(limits: &Limits) -> Result<Self, ConfigError> {
         let largest = parse_estimate(limits.max_body_bytes);
-        let limit_bytes = limits.parse_budget_bytes.unwrap_or(DEFAULT_BUDGET_BYTES.max(largest));
-        if limit_bytes < largest || limits.max_parsing_requests == 0 {
+        let reserve_requests = limits.urgent_parsing_requests;
+        let reserve_bytes = parse_estimate(limits.urgent_body_bytes).saturating_mul(reserve_requests as u64);
+        let limit_bytes = limits
+            .parse_budget_bytes
+            .unwrap_or(DEFAULT_BUDGET_BYTES.max(largest.saturating_add(reserve_bytes)));
+        if limit_bytes.saturating_sub(reserve_bytes) < largest
+            || limits.max_parsing_requests <= reserve_requests
+        {
             return Err(ConfigError::ParseBudget {
                 budget_bytes: limit_bytes,
                 largest,
                 max_body_bytes: limits.max_body_bytes,
+                reserve_bytes,
                 max_requests: limits.max_parsing_requests,
+                reserve_requests,
             });
         }
-        Ok(Self { in_use: Arc::default(), limit_bytes, max_requests: limits.max_parsing_requests })
+        let urgent = Ceiling { bytes: limit_bytes, requests: limits.max_parsing_requests };
+        let bulk =
+            Ceiling { bytes: limit_bytes - reserve_bytes, requests: urgent.requests - reserve_requests };
+        Ok(Self { in_use: Arc::default(), urgent, bulk, urgent_body_bytes: limits.urgent_body_bytes })
     }
 
-    /// The limit a `body_bytes` body's estimate exceeds on its own, if it
+    /// The ceiling of a body of at most `body_bytes`.
+    fn ceiling(&self, body_bytes: usize) -> Ceiling {
+        if body_bytes <= self.urgent_body_bytes {
+            self.urgent
+        } else {
+            self.bulk
+        }
+    }
+
+    /// The limit a body of at most `body_bytes` exceeds on its own, if it
     /// does: such a body is never admitted, however long it waits.
     pub fn never_admits(&self, body_bytes: usize) -> Option<u64> {
-        (parse_estimate(body_bytes) > self.limit_bytes).then_some(self.limit_bytes)
+        let ceiling = self.ceiling(body_bytes).bytes;
+        (parse_estimate(body_bytes) > ceiling).then_some(ceiling)
     }
 
-    /// Reserves the estimate of a `body_bytes` body, or refuses when it
-    /// does not fit now.
-    pub fn reserve(&self, body_bytes: usize) -> Result<ParsePermit, ParseBudgetFull> {
-        let needed = parse_estimate(body_bytes);
+    /// Reserves the estimate of the `received` bytes of a body of at most
+    /// `body_bytes` (its declared length, or the body limit), or refuses
+    /// when that does not fit now. The share grows with
+    /// [`ParsePermit::received`] as the rest arrives.
+    pub fn reserve(&self, body_bytes: usize, received: usize) -> Result<ParsePermit, ParseBudgetFull> {
+        let ceiling = self.ceiling(body_bytes);
+        let bulk = ceiling.requests < self.urgent.requests;
+        let needed = parse_estimate(received);
         let mut in_use = self.in_use.lock().expect("the parse budget's lock");
-        if in_use.requests >= self.max_requests {
-            return Err(ParseBudgetFull::Requests { limit: self.max_requests });
+        if in_use.requests >= ceiling.requests {
+            return Err(ParseBudgetFull::Requests { limit: ceiling.requests, bulk });
         }
-        if in_use.bytes.saturating_add(needed) > self.limit_bytes {
+        if in_use.bytes.saturating_add(needed) > ceiling.bytes {
             return Err(ParseBudgetFull::Bytes {
-                body_bytes,
+                body_bytes: received,
                 needed,
                 in_use: in_use.bytes,
-                limit: self.limit_bytes,
+                limit: ceiling.bytes,
+                bulk,
             });
         }
         in_use.bytes += needed;
         in_use.requests += 1;
-        Ok(ParsePermit { in_use: self.in_use.clone(), bytes: needed })
+        Ok(ParsePermit { in_use: self.in_use.clone(), bytes: needed, ceiling, bulk })
     }
 
-    /// Bytes and requests reserved now.
-    pub fn in_use(&self) -> (u64, usize) {
+    /// The budget now, as `/v1/status` shows it.
+    pub fn status(&self) -> ParsingStatus {
         let in_use = self.in_use.lock().expect("the parse budget's lock");
-        (in_use.bytes, in_use.requests)
+        ParsingStatus {
+            bytes_in_use: in_use.bytes,
+            requests: in_use.requests,
+            limit_bytes: self.urgent.bytes,
+            max_requests: self.urgent.requests,
+            urgent_reserve_bytes: self.urgent.bytes - self.bulk.bytes,
+            urgent_reserve_requests: self.urgent.requests - self.bulk.requests,
+            urgent_body_bytes: self.urgent_body_bytes,
+        }
+    }
+}
+
+impl ParsePermit {
+    /// Grows the share to the estimate of `received` bytes, the body's
+    /// bytes so far, or refuses when that does not fit now (the body is
+    /// then not read further, and the share it held is returned on drop).
+    pub fn received(&mut self, received: usize) -> Result<(), ParseBudgetFull> {
+        let needed = parse_estimate(received);
+        let more = needed.saturating_sub(self.bytes);
+        if more == 0 {
+            return Ok(());
+        }
+        let mut in_use = self.in_use.lock().expect("the parse budget's lock");
+        if in_use.bytes.saturating_add(more) > self.ceiling.bytes {
+            return Err(ParseBudgetFull::Bytes {
+                body_bytes: received,
+                needed,
+                in_use: in_use.bytes - self.bytes,
+                limit: self.ceiling.bytes,
+                bulk: self.bulk,
+            });
+        }
+        in_use.bytes += more;
+        self.bytes = needed;
+        Ok(())
     }
 }
 
@@ -156,17 +269,21 @@ mod tests {
 
     #[test]
     fn a_body_over_the_whole_budget_is_never_admitted_and_one_within_it_waits_its_turn() {
-        let limits =
-            Limits { max_body_bytes: 1 << 20, parse_budget_bytes: Some(32 << 20), ..Limits::default() };
+        let limits = Limits {
+            max_body_bytes: 1 << 20,
+            parse_budget_bytes: Some(32 << 20),
+            urgent_parsing_requests: 0,
+            ..Limits::default()
+        };
         let budget = ParseBudget::new(&limits).unwrap();
         // 4 MiB: 40 MiB estimated, over the 32 MiB budget however empty it is.
         assert_eq!(budget.never_admits(4 << 20), Some(32 << 20));
         // 2 MiB: 24 MiB, admitted once, then full for now, not for good.
         assert_eq!(budget.never_admits(2 << 20), None);
-        let held = budget.reserve(2 << 20).unwrap();
-        assert!(matches!(budget.reserve(2 << 20), Err(ParseBudgetFull::Bytes { .. })));
+        let held = budget.reserve(2 << 20, 2 << 20).unwrap();
+        assert!(matches!(budget.reserve(2 << 20, 2 << 20), Err(ParseBudgetFull::Bytes { .. })));
         assert_eq!(budget.never_admits(2 << 20), None);
         drop(held);
-        assert!(budget.reserve(2 << 20).is_ok());
+        assert!(budget.reserve(2 << 20, 2 << 20).is_ok());
     }
 }

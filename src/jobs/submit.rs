@@ -17,7 +17,7 @@ use std::time::Instant;
 use cuzk_actors::messages::{CancelJob, JobStatus};
 use cuzk_actors::{JobId, NewJob, Priority, RecordedRequest, Tenant, TenantScope};
 
-use super::{Jobs, JobsError, ParsePermit};
+use super::{Jobs, JobsError, ParseBudgetFull, ParsePermit};
 use crate::job_input::{ParsedJob, Submission, SubmitError};
 use crate::telemetry::{PriorityLowered, TenantLimit, TenantRefused};
 use crate::tenants::{Caller, TenantLimits};
@@ -33,6 +33,16 @@ pub struct Admission {
     critical: bool,
     /// The body's share of the parse budget, held until it is parsed.
     parsing: ParsePermit,
+}
+
+impl Admission {
+    /// The body has `received` bytes so far: its share of the parse budget
+    /// grows to their estimate, or the submission is refused (503
+    /// `parsing_full`, nothing read further or queued) when that does not
+    /// fit now.
+    pub fn received(&mut self, jobs: &Jobs, received: usize) -> Result<(), JobsError> {
+        self.parsing.received(received).map_err(|full| jobs.parsing_full(full))
+    }
 }
 
 /// A submission as a front end hands it over.
@@ -57,10 +67,18 @@ pub struct Submitted {
 impl Jobs {
     /// Takes one submission of `caller`'s (as `tenant`, the one the front
     /// end found for it) from the tenant's rate bucket, then reserves the
-    /// parse of a body of at most `body_bytes` (its declared length, or the
-    /// body limit when it has none) from the parse budget; a body whose
-    /// estimate exceeds the whole budget is refused first, for good.
-    pub fn admit(&self, tenant: Tenant, caller: &Caller, body_bytes: usize) -> Result<Admission, JobsError> {
+    /// parse of the `received` bytes it holds of a body of at most
+    /// `body_bytes` (its declared length, or the body limit when it has
+    /// none) from the parse budget; the share grows as the rest arrives
+    /// (`Admission::received`). A body whose estimate exceeds all its class
+    /// may hold is refused first, for good.
+    pub fn admit(
+        &self,
+        tenant: Tenant,
+        caller: &Caller,
+        body_bytes: usize,
+        received: usize,
+    ) -> Result<Admission, JobsError> {
         let (limits, critical) = (caller.limits, caller.critical);
         if let Some(limit) = self.parsing.never_admits(body_bytes) {
             let needed = super::parse_estimate(body_bytes);
@@ -70,16 +88,13 @@ impl Jobs {
             TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });
         }
-        let parsing = self
-            .parsing
-            .reserve(body_bytes)
-            .map_err(|full| JobsError::ParsingFull { full, retry_after_s: self.retry_after_s })?;
+        let parsing = self.parsing.reserve(body_bytes, received).map_err(|full| self.parsing_full(full))?;
         Ok(Admission { tenant, limits, critical, parsing })
     }
 
-    /// Bytes and submissions the parse budget holds now.
-    pub fn parsing_in_use(&self) -> (u64, usize) {
-        self.parsing.in_use()
+    /// The refusal of a submission the parse budget has no room for now.
+    fn parsing_full(&self, full: ParseBudgetFull) -> JobsError {
+        JobsError::ParsingFull { full, retry_after_s: self.retry_after_s }
     }
 
     /// Submits the job `submission` describes, under `idempotency_key` if

@@ -343,73 +343,144 @@ fn a_parameter_file_load_counts_its_size_as_resident_while_it_reads() {
     assert_eq!(told.load(Ordering::SeqCst), 2);
 }
 
-/// The parse budget's accounting: a body's estimate is reserved whole,
-/// refused when the bytes or the requests would pass their limits, and
-/// returned when its permit drops.
+/// The parse budget's accounting: a share is the estimate of the bytes
+/// received, reserved when the head arrives and grown as the body does;
+/// refused when the bytes or the requests would pass their class's limits
+/// (a bulk body's leave out the urgent reserve), and returned when its
+/// permit drops.
 #[test]
 fn the_parse_budget_admits_refuses_and_releases() {
     use cuzk::config::Limits;
     use cuzk::jobs::{parse_estimate, ParseBudget, ParseBudgetFull};
 
-    let mut limits = Limits { max_body_bytes: 1 << 20, max_parsing_requests: 3, ..Limits::default() };
-    let one = parse_estimate(1 << 20);
-    assert_eq!(one, 8 * (1 << 20) + (8 << 20), "body x factor + slack");
-    limits.parse_budget_bytes = Some(2 * one + parse_estimate(0));
+    let mut limits = Limits {
+        max_body_bytes: 1 << 20,
+        max_parsing_requests: 4,
+        urgent_body_bytes: 64 << 10,
+        urgent_parsing_requests: 1,
+        ..Limits::default()
+    };
+    let (full, urgent, nothing) = (parse_estimate(1 << 20), parse_estimate(64 << 10), parse_estimate(0));
+    assert_eq!(full, 8 * (1 << 20) + (8 << 20), "body x factor + slack");
+    // Room for two full-size bodies and a third's head besides the reserve
+    // of one urgent body.
+    limits.parse_budget_bytes = Some(2 * full + nothing + urgent);
     let budget = ParseBudget::new(&limits).unwrap();
-    let first = budget.reserve(1 << 20).unwrap();
-    let second = budget.reserve(1 << 20).unwrap();
-    assert_eq!(budget.in_use(), (2 * one, 2));
-    match budget.reserve(1 << 20) {
-        Err(ParseBudgetFull::Bytes { needed, in_use, limit, .. }) => {
-            assert_eq!((needed, in_use, limit), (one, 2 * one, 2 * one + parse_estimate(0)))
-        }
-        other => panic!("a third full-size body fits: {other:?}"),
-    }
-    // A small body still fits the bytes left, and then the count is full.
-    let small = budget.reserve(0).unwrap();
-    assert!(matches!(budget.reserve(0), Err(ParseBudgetFull::Requests { limit: 3 })));
-    drop(first);
-    assert_eq!(budget.in_use(), (one + parse_estimate(0), 2));
-    let third = budget.reserve(1 << 20).expect("the first body's share came back");
-    drop((second, small, third));
-    assert_eq!(budget.in_use(), (0, 0));
+    let in_use = |budget: &ParseBudget| {
+        let status = budget.status();
+        (status.bytes_in_use, status.requests)
+    };
+    assert_eq!((budget.status().urgent_reserve_bytes, budget.status().urgent_reserve_requests), (urgent, 1));
 
-    // A budget that a full-size body could never fit is refused at start.
-    limits.parse_budget_bytes = Some(one - 1);
+    // Declared full-size, nothing received: the slack alone, three of them.
+    let mut first = budget.reserve(1 << 20, 0).unwrap();
+    let mut second = budget.reserve(1 << 20, 0).unwrap();
+    let mut third = budget.reserve(1 << 20, 0).unwrap();
+    assert_eq!(in_use(&budget), (3 * nothing, 3));
+    // A fourth bulk body would take the urgent body's place.
+    assert!(matches!(budget.reserve(1 << 20, 0), Err(ParseBudgetFull::Requests { limit: 3, bulk: true })));
+    // The bodies arrive: the first two grow to their whole estimates.
+    first.received(1 << 19).unwrap();
+    first.received(1 << 20).unwrap();
+    second.received(1 << 20).unwrap();
+    assert_eq!(in_use(&budget), (2 * full + nothing, 3));
+    // The third cannot grow into the reserve: refused, its share kept
+    // until the front end drops it.
+    match third.received(1 << 20) {
+        Err(ParseBudgetFull::Bytes { needed, in_use, limit, bulk: true, .. }) => {
+            assert_eq!((needed, in_use, limit), (full, 2 * full, 2 * full + nothing))
+        }
+        other => panic!("a third full-size body grew into the reserve: {other:?}"),
+    }
+    // An urgent body still finds its place and its bytes.
+    let mut small = budget.reserve(64 << 10, 0).expect("the urgent reserve");
+    drop(third);
+    small.received(64 << 10).unwrap();
+    assert_eq!(in_use(&budget), (2 * full + urgent, 3));
+    // Every share comes back.
+    drop((first, small));
+    assert_eq!(in_use(&budget), (full, 1));
+    let fourth = budget.reserve(1 << 20, 1 << 20).expect("the first body's share came back");
+    drop((second, fourth));
+    assert_eq!(in_use(&budget), (0, 0));
+
+    // A message that arrives whole (gRPC's) is charged whole at once; one
+    // over its class's ceiling is never admitted, an urgent one over the
+    // whole budget neither.
+    assert_eq!(budget.never_admits(1 << 20), None);
+    assert_eq!(budget.never_admits(8 << 20), Some(2 * full + nothing));
+    let whole = budget.reserve(1 << 20, 1 << 20).unwrap();
+    assert_eq!(in_use(&budget), (full, 1));
+    drop(whole);
+
+    // A budget that a full-size body could never fit beside the reserve,
+    // or a reserve of every request, is refused at start.
+    limits.parse_budget_bytes = Some(full + urgent - 1);
     assert!(ParseBudget::new(&limits).is_err());
+    limits.parse_budget_bytes = Some(full + urgent);
+    assert!(ParseBudget::new(&limits).is_ok());
+    limits.urgent_parsing_requests = 4;
     limits.parse_budget_bytes = None;
+    assert!(ParseBudget::new(&limits).is_err());
+    limits.urgent_parsing_requests = 1;
     limits.max_body_bytes = 1 << 30;
-    let large = ParseBudget::new(&limits).expect("unset: grows to one full-size body");
-    assert!(large.reserve(1 << 30).is_ok());
+    let large = ParseBudget::new(&limits).expect("unset: grows to one full-size body and the reserve");
+    assert!(large.reserve(1 << 30, 1 << 30).is_ok());
+}
+
+/// A submission whose head declares `declared` bytes of body and whose body
+/// stops after its first byte, on a connection whose answer can be looked
+/// for without waiting (`answered`).
+fn stalled_body(d: &TestDaemon, declared: usize) -> std::net::TcpStream {
+    use std::io::Write;
+
+    let address = d.url.trim_start_matches("http://");
+    let mut stalled = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stalled,
+        "POST /v1/jobs HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n{{"
+    )
+    .unwrap();
+    stalled.set_nonblocking(true).unwrap();
+    stalled
+}
+
+/// Whether the daemon has answered (or closed) a `stalled_body`.
+fn answered(stalled: &std::net::TcpStream) -> bool {
+    stalled.peek(&mut [0u8; 1]).is_ok()
+}
+
+/// The answer to a `stalled_body` the daemon refused, waited for.
+fn refusal(mut stalled: std::net::TcpStream) -> String {
+    use std::io::Read;
+
+    stalled.set_nonblocking(false).unwrap();
+    stalled.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut answer = String::new();
+    let _ = stalled.read_to_string(&mut answer);
+    answer
+}
+
+/// The parse budget's `(requests, bytes_in_use)` in `/v1/status`.
+fn parsing(d: &TestDaemon) -> (u64, u64) {
+    let (status, body) = d.get("/v1/status");
+    assert_eq!(status, 200, "{body}");
+    (body["parsing"]["requests"].as_u64().unwrap(), body["parsing"]["bytes_in_use"].as_u64().unwrap())
 }
 
 /// Over the HTTP API: a body that stops short holds its share, and the
 /// next submission is answered 503 parsing_full with Retry-After at once.
 #[test]
 fn a_full_parse_budget_answers_503_with_retry_after() {
-    use std::io::Write;
-
     let d = start_with(|c| {
         c.backend = BackendKind::Sim;
         c.sim.time_scale = 0.001;
         c.limits.max_body_bytes = 1 << 20;
         c.limits.max_parsing_requests = 1;
+        c.limits.urgent_parsing_requests = 0;
         c.limits.queue_full_retry_after_s = 3;
     });
-    let address = d.url.trim_start_matches("http://");
-    // A body that stops after its first byte, on a connection whose answer
-    // can be looked for without waiting.
-    let stall = || {
-        let mut stalled = std::net::TcpStream::connect(address).unwrap();
-        write!(
-            stalled,
-            "POST /v1/jobs HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
-        )
-        .unwrap();
-        stalled.set_nonblocking(true).unwrap();
-        stalled
-    };
-    let answered = |stalled: &std::net::TcpStream| stalled.peek(&mut [0u8; 1]).is_ok();
+    let stall = || stalled_body(&d, 1000);
     let mut stalled = stall();
     // Once the stalled body holds the one place, a submission is refused.
     // Until the daemon has read its head, submissions are accepted (jobs of
@@ -439,5 +510,55 @@ fn a_full_parse_budget_answers_503_with_retry_after() {
     while d.post("/v1/jobs", &job(2)).0 != 202 {
         assert!(Instant::now() < deadline, "the closed connection's share did not come back");
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Over the HTTP API: a declared length costs nothing until its bytes come,
+/// bulk bodies that stall cannot take the places kept for urgent ones, and
+/// a small submission (a WinningPoSt's size) is taken while they hold the
+/// rest.
+#[test]
+fn stalled_bulk_bodies_leave_the_urgent_reserve_to_a_small_submission() {
+    use cuzk::jobs::parse_estimate;
+
+    let (full, urgent) = (parse_estimate(2 << 20), parse_estimate(64 << 10));
+    let d = start_with(|c| {
+        c.backend = BackendKind::Sim;
+        c.sim.time_scale = 0.001;
+        c.limits.max_body_bytes = 2 << 20;
+        c.limits.max_parsing_requests = 3;
+        c.limits.urgent_body_bytes = 64 << 10;
+        c.limits.urgent_parsing_requests = 1;
+        // Bulk bodies may hold one full-size body's estimate and 8 MiB: by
+        // their declared lengths, two stalled 2 MiB bodies would not fit even
+        // the whole budget.
+        c.limits.parse_budget_bytes = Some(full + parse_estimate(0) + urgent);
+    });
+    let bulk = [stalled_body(&d, 2 << 20), stalled_body(&d, 2 << 20)];
+    // Both are admitted, each holding the estimate of the byte it sent.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while parsing(&d) != (2, 2 * parse_estimate(1)) {
+        assert!(
+            Instant::now() < deadline,
+            "two stalled bulk bodies were not both admitted: {:?}",
+            parsing(&d)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!bulk.iter().any(answered), "a stalled bulk body was answered");
+    // A third bulk body would take the urgent place: refused at its head.
+    let third = refusal(stalled_body(&d, 2 << 20));
+    assert!(third.starts_with("HTTP/1.1 503"), "{third}");
+    assert!(third.contains("parsing_full") && third.contains("urgent_parsing_requests"), "{third}");
+    // A small submission takes it.
+    let (status, body) = d.post("/v1/jobs", &job(1));
+    assert_eq!(status, 202, "{body}");
+    assert!(!bulk.iter().any(answered), "a stalled bulk body was answered");
+    // The stalled bodies' shares come back when they leave.
+    drop(bulk);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while parsing(&d) != (0, 0) {
+        assert!(Instant::now() < deadline, "the stalled bodies' shares did not come back: {:?}", parsing(&d));
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
