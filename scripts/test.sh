@@ -40,8 +40,19 @@ trap step_table EXIT
 
 step "format (first: a slip fails in seconds, not after the tests)"
 cargo fmt --all -- --check
-step "lints"
-cargo clippy --workspace --all-targets --locked -- -D warnings 2>&1
+# The lints ride on the build the tests need: cargo runs clippy's driver in
+# place of rustc for this workspace's own crates (as `cargo clippy` does),
+# so each is linted while it is compiled, and the dependencies are compiled
+# once instead of a second time for a separate check build (about 400 s on
+# two cores: docs/benchmarks.md, "CI time"). Every cargo command below runs
+# under the same two variables, so none compiles the workspace again.
+# CLIPPY_ARGS is how `cargo clippy -- -D warnings` hands its arguments to
+# the driver.
+RUSTC_WORKSPACE_WRAPPER=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)
+export RUSTC_WORKSPACE_WRAPPER
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+step "build every target, linted (clippy -D warnings)"
+cargo test --workspace --locked --no-run 2>&1
 
 step "cargo test (default build: CPU backend)"
 # Filecoin's test parameter files are generated once per run and shared by
@@ -95,15 +106,17 @@ if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kern
     # (nothing in kernels/cuda depends on the architecture's version), at
     # about 3 minutes per build on two cores.
     export CUZK_CUDA_ARCHS="${CUZK_CUDA_ARCHS:-90}"
-    step "CUDA build: everything compiles with nvcc; the kernels' tests run"
-    # Only the kernels change with the feature: the rest of the suite ran
-    # above. Naming a test target (the kernels' GPU tests, run below) makes
-    # cargo resolve features with the dev-dependencies, as `cargo test` did:
-    # every dependency but the CUDA crates is the test build's. A plain
-    # `--bins` build resolved without them and compiled prost, tonic, regex
-    # and env_logger again (docs/benchmarks.md, "CI time").
+    step "CUDA build: everything compiles with nvcc; the unit tests of the crates it changes run"
+    # Features are resolved over the packages a command selects. Naming
+    # only the kernels (`-p cuzk-kernels`) resolved serde, syn, libc and a
+    # dozen more without the features the daemon's packages ask of them, and
+    # compiled them, and most of the kernels' dependencies after them, a
+    # second time. Selecting the daemon's package beside the kernels
+    # resolves every dependency as the build above did: only the CUDA
+    # crates and the workspace's own crates are compiled here.
+    cuda_tests=(--workspace --exclude cuzk-filecoin --exclude cuzk-bench --exclude cuzk-actors --locked --features cuda)
     cargo build --workspace --locked --features cuda --bins --test gpu_correctness 2>&1 | tail -n 1
-    cargo test --locked --features cuda -p cuzk-kernels 2>&1
+    cargo test "${cuda_tests[@]}" --lib --bins --test host 2>&1
     step "GPU correctness tests: each says SKIPPED when no CUDA device exists"
-    cargo test --locked --features cuda -p cuzk-kernels --test gpu_correctness -- --ignored --nocapture 2>&1
+    cargo test "${cuda_tests[@]}" --test gpu_correctness -- --ignored --nocapture 2>&1
 fi
