@@ -472,6 +472,12 @@ pub struct Limits {
     /// estimates, of the parse budget that larger bodies cannot take, so
     /// that bulk submissions arriving slowly never refuse a WinningPoSt.
     pub urgent_parsing_requests: usize,
+    /// Seconds a gRPC call whose message has arrived waits for its place in
+    /// the parse budget before it is refused (UNAVAILABLE with a retry
+    /// hint): a burst of calls, such as a WindowPoSt deadline's partitions
+    /// submitted at once, is parsed in turn. An HTTP submission is refused
+    /// at once instead, before its body is read.
+    pub parse_wait_s: u64,
 }
 
 impl Default for Config {
@@ -540,6 +546,7 @@ impl Default for Limits {
             max_parsing_requests: 32,
             urgent_body_bytes: 1 << 20,
             urgent_parsing_requests: 4,
+            parse_wait_s: 60,
         }
     }
 }

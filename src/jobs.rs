@@ -76,6 +76,9 @@ pub struct Jobs {
     /// Seconds a refused caller is told to wait before trying again
     /// (`limits.queue_full_retry_after_s`).
     retry_after_s: u64,
+    /// How long a message that has arrived whole waits for a place in the
+    /// parse budget (`limits.parse_wait_s`).
+    parse_wait: std::time::Duration,
     /// The kinds any caller may ask priority critical for
     /// (`scheduler.critical_kinds`).
     critical_kinds: Vec<String>,
@@ -137,6 +140,7 @@ impl Jobs {
                 .then(|| (config.data_dir.clone(), min_free)),
             max_queued_jobs: (max_queued > 0).then_some(max_queued),
             retry_after_s: config.limits.queue_full_retry_after_s,
+            parse_wait: std::time::Duration::from_secs(config.limits.parse_wait_s),
             critical_kinds,
         })
     }

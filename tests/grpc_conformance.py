@@ -15,11 +15,12 @@ daemon returns is judged by filecoin-proofs-api's verifiers
 (default target/debug/cuzk), CUZK_BENCH_BIN (target/debug/cuzk-bench),
 CUZK_TEST_PARAMS_DIR (the 2 KiB parameter files; required).
 
-Four daemons: A proves for real on the CPU engine, on a unix socket
+Five daemons: A proves for real on the CPU engine, on a unix socket
 (Curio's deployment); B is the simulated backend, slow on purpose, on a
 loopback TCP port with tokens (waiting, cancelling, disconnects, deadlines,
 limits, tenants); C refuses every submission (its disk is "full"); D's
-parse budget is too small for any real request. Every wait is bounded.
+parse budget is too small for any real request; E, with the default
+limits, takes a burst of 500 calls at once. Every wait is bounded.
 """
 
 import base64
@@ -722,6 +723,32 @@ max_waiting_calls = 4
         e = rpc_error(pbg.ProvingEngineStub(channel).Prove, pb.ProveRequest(submit=inputs.winning(pb)), timeout=30)
     check(e.code() == grpc.StatusCode.UNAVAILABLE and "min_free_bytes" in e.details(), f"{e}", c)
     check(dict(e.trailing_metadata()).get("grpc-retry-pushback-ms") == "5000", f"no retry hint: {e}", c)
+
+    step("E: a burst of 500 Prove calls at once (WindowPoSt partitions), default limits: every one COMPLETED")
+    # The parse budget has 32 places; calls whose messages have arrived wait
+    # their turn (limits.parse_wait_s) instead of being refused beyond them.
+    e_daemon = Daemon(work, "e", 'backend = "sim"\n[sim]\nprofile = "winning-post"\ntime_scale = 0.0001\n',
+                      f"127.0.0.1:{free_port()}")
+    daemons.append(e_daemon)
+    partitions = len(inputs.m["window"]["partitions"])
+    calls = []
+    for i in range(500):
+        request = inputs.window(pb, i % partitions)
+        request.request_id = f"burst-{i}"
+        calls.append(pb.ProveRequest(submit=request))
+    with grpc.insecure_channel(e_daemon.target(), options=options) as channel:
+        e_stub = pbg.ProvingEngineStub(channel)
+        started = time.time()
+        futures = [e_stub.Prove.future(call, timeout=300) for call in calls]
+        answers = {}
+        for future in futures:
+            try:
+                status = pb.AwaitProofResponse.Status.Name(future.result().result.status)
+            except grpc.RpcError as error:
+                status = f"{error.code()}: {error.details()[:120]}"
+            answers[status] = answers.get(status, 0) + 1
+    print(f"   500 concurrent Prove calls answered in {time.time() - started:.1f} s: {answers}", flush=True)
+    check(answers == {"COMPLETED": 500}, f"a burst of 500 Prove calls: {answers}", e_daemon)
 
 
 if __name__ == "__main__":

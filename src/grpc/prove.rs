@@ -56,7 +56,7 @@ pub async fn submit(
     let circuit = submission.circuit.name().to_string();
     let text_bytes = submission.text().len();
     let admission =
-        state.jobs.admit(tenant(&caller)?, &caller, text_bytes, text_bytes).map_err(jobs_status)?;
+        state.jobs.admit_arrived(tenant(&caller)?, &caller, text_bytes).await.map_err(jobs_status)?;
     let offered = Offered::Typed(Arc::new(submission));
     let submitted = state.jobs.submit(admission, offered, None).await.map_err(jobs_status)?;
     GrpcJob { request_id: &request_id, job: &submitted.id, circuit: &circuit, call: "SubmitProof" }.emit();
@@ -157,7 +157,7 @@ async fn accept(
     let mut key = Some(format!("curio {} {request_id}", hex::encode(digest)));
     loop {
         let admission =
-            state.jobs.admit(tenant.clone(), &caller, text_bytes, text_bytes).map_err(not_accepted)?;
+            state.jobs.admit_arrived(tenant.clone(), &caller, text_bytes).await.map_err(not_accepted)?;
         let keyed = key.is_some();
         let offered = Offered::Typed(submission.clone());
         let submitted = state.jobs.submit(admission, offered, key.take()).await.map_err(not_accepted)?;

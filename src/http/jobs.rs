@@ -70,7 +70,7 @@ pub async fn submit_job(
     // bulk, from its declared length, else the limit), so a body that stalls
     // holds the share of what it sent.
     let expected = declared.unwrap_or(limit);
-    let mut admission = state.jobs.admit(tenant, &caller, expected, 0)?;
+    let mut admission = state.jobs.admit(tenant, &caller, expected)?;
     let body = read_body(payload, expected, state.body_read_timeout, |received| {
         admission.received(&state.jobs, received).map_err(ApiError::from)
     })

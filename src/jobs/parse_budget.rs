@@ -8,8 +8,10 @@
 //! bytes come. A share is held while the body arrives and is parsed, and
 //! returned when its [`ParsePermit`] drops. When the bytes or the number of
 //! requests would pass the limits (`limits.parse_budget_bytes`,
-//! `limits.max_parsing_requests`), the submission is refused at once with a
-//! retry hint: nothing waits in a queue.
+//! `limits.max_parsing_requests`), an HTTP submission is refused at once
+//! with a retry hint, before its body is read; a gRPC message, whose memory
+//! is held already, waits its turn for at most `limits.parse_wait_s`
+//! (`reserve_waiting`), so that a burst of calls is parsed, not refused.
 //!
 //! Urgent submissions keep a reserve: room for
 //! `limits.urgent_parsing_requests` bodies of at most
@@ -20,8 +22,10 @@
 //! the rest, and a WinningPoSt still finds its place.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use tokio::sync::Notify;
 
 use crate::config::{ConfigError, Limits};
 
@@ -41,6 +45,16 @@ pub const PARSE_SLACK_BYTES: u64 = 8 << 20;
 /// `limits.parse_budget_bytes` unset: 2 GiB of a 24 GB host, fifteen
 /// bodies of the default 16 MiB limit at once.
 const DEFAULT_BUDGET_BYTES: u64 = 2 << 30;
+
+/// What the budget and its permits share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The bytes and requests reserved now.
+    in_use: Mutex<InUse>,
+    /// Told whenever a permit returns its share, so that a message waiting
+    /// for a place (`reserve_waiting`) tries again at once.
+    freed: Notify,
+}
 
 /// The bytes and requests reserved now.
 #[derive(Debug, Default)]
@@ -64,7 +78,7 @@ struct Ceiling {
 #[derive(Debug)]
 pub struct ParseBudget {
     /// What the live permits hold; each permit returns its share on drop.
-    in_use: Arc<Mutex<InUse>>,
+    shared: Arc<Shared>,
     /// An urgent body's ceiling: `limits.parse_budget_bytes` and
     /// `limits.max_parsing_requests`, the whole budget.
     urgent: Ceiling,
@@ -78,7 +92,7 @@ pub struct ParseBudget {
 #[derive(Debug)]
 pub struct ParsePermit {
     /// The budget to give the share back to.
-    in_use: Arc<Mutex<InUse>>,
+    shared: Arc<Shared>,
     /// The share: the estimate of the bytes received so far.
     bytes: u64,
     /// What the share may grow to with the others': its class's ceiling.
@@ -169,7 +183,7 @@ impl ParseBudget {
         let urgent = Ceiling { bytes: limit_bytes, requests: limits.max_parsing_requests };
         let bulk =
             Ceiling { bytes: limit_bytes - reserve_bytes, requests: urgent.requests - reserve_requests };
-        Ok(Self { in_use: Arc::default(), urgent, bulk, urgent_body_bytes: limits.urgent_body_bytes })
+        Ok(Self { shared: Arc::default(), urgent, bulk, urgent_body_bytes: limits.urgent_body_bytes })
     }
 
     /// The ceiling of a body of at most `body_bytes`.
@@ -196,7 +210,7 @@ impl ParseBudget {
         let ceiling = self.ceiling(body_bytes);
         let bulk = ceiling.requests < self.urgent.requests;
         let needed = parse_estimate(received);
-        let mut in_use = self.in_use.lock().expect("the parse budget's lock");
+        let mut in_use = self.shared.in_use.lock().expect("the parse budget's lock");
         if in_use.requests >= ceiling.requests {
             return Err(ParseBudgetFull::Requests { limit: ceiling.requests, bulk });
         }
@@ -211,12 +225,38 @@ impl ParseBudget {
         }
         in_use.bytes += needed;
         in_use.requests += 1;
-        Ok(ParsePermit { in_use: self.in_use.clone(), bytes: needed, ceiling, bulk })
+        Ok(ParsePermit { shared: self.shared.clone(), bytes: needed, ceiling, bulk })
+    }
+
+    /// [`reserve`](Self::reserve) for a message that has arrived whole (a
+    /// gRPC call's): when the budget is full now, waits for a share to be
+    /// returned and tries again, for at most `wait`; then the last refusal.
+    /// The message's memory is held whether it waits or is refused, so
+    /// waiting costs nothing more, and a burst of calls (a WindowPoSt
+    /// deadline's partitions, submitted at once) is parsed in turn instead
+    /// of refused beyond the places.
+    pub async fn reserve_waiting(&self, body_bytes: usize, wait: Duration) -> Result<ParsePermit, ParseBudgetFull> {
+        let deadline = Instant::now() + wait;
+        loop {
+            // Listening before trying: a share returned between the try and
+            // the wait still wakes this waiter.
+            let mut freed = std::pin::pin!(self.shared.freed.notified());
+            freed.as_mut().enable();
+            match self.reserve(body_bytes, body_bytes) {
+                Ok(permit) => return Ok(permit),
+                Err(full) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() || tokio::time::timeout(left, freed).await.is_err() {
+                        return Err(full);
+                    }
+                }
+            }
+        }
     }
 
     /// The budget now, as `/v1/status` shows it.
     pub fn status(&self) -> ParsingStatus {
-        let in_use = self.in_use.lock().expect("the parse budget's lock");
+        let in_use = self.shared.in_use.lock().expect("the parse budget's lock");
         ParsingStatus {
             bytes_in_use: in_use.bytes,
             requests: in_use.requests,
@@ -239,7 +279,7 @@ impl ParsePermit {
         if more == 0 {
             return Ok(());
         }
-        let mut in_use = self.in_use.lock().expect("the parse budget's lock");
+        let mut in_use = self.shared.in_use.lock().expect("the parse budget's lock");
         if in_use.bytes.saturating_add(more) > self.ceiling.bytes {
             return Err(ParseBudgetFull::Bytes {
                 body_bytes: received,
@@ -257,9 +297,11 @@ impl ParsePermit {
 
 impl Drop for ParsePermit {
     fn drop(&mut self) {
-        let mut in_use = self.in_use.lock().expect("the parse budget's lock");
+        let mut in_use = self.shared.in_use.lock().expect("the parse budget's lock");
         in_use.bytes -= self.bytes;
         in_use.requests -= 1;
+        drop(in_use);
+        self.shared.freed.notify_waiters();
     }
 }
 
@@ -285,5 +327,33 @@ mod tests {
         assert_eq!(budget.never_admits(2 << 20), None);
         drop(held);
         assert!(budget.reserve(2 << 20, 2 << 20).is_ok());
+    }
+
+    #[test]
+    fn a_message_that_arrived_waits_for_a_place_and_takes_the_first_returned() {
+        let limits = Limits {
+            max_body_bytes: 2 << 20,
+            max_parsing_requests: 2,
+            urgent_parsing_requests: 1,
+            ..Limits::default()
+        };
+        let budget = ParseBudget::new(&limits).unwrap();
+        actix_rt::System::new().block_on(async move {
+            // The one place a bulk message (over 1 MiB) may take is held.
+            let held = budget.reserve(2 << 20, 2 << 20).unwrap();
+            // Nothing returned within the wait: the refusal.
+            let refused = budget.reserve_waiting(2 << 20, Duration::from_millis(20)).await;
+            assert!(matches!(refused, Err(ParseBudgetFull::Requests { limit: 1, bulk: true })), "{refused:?}");
+            // A message waiting when the share is returned takes it: polled
+            // once (it tries, finds the place held and waits), then the
+            // share returned. A missed wakeup would wait out the 60 s and
+            // end in the refusal.
+            let mut waiting = std::pin::pin!(budget.reserve_waiting(2 << 20, Duration::from_secs(60)));
+            assert!(tokio::time::timeout(Duration::from_millis(1), waiting.as_mut()).await.is_err());
+            drop(held);
+            let permit = waiting.await.expect("the returned place");
+            assert_eq!(budget.status().requests, 1);
+            drop(permit);
+        });
     }
 }

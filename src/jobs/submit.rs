@@ -67,29 +67,57 @@ pub struct Submitted {
 impl Jobs {
     /// Takes one submission of `caller`'s (as `tenant`, the one the front
     /// end found for it) from the tenant's rate bucket, then reserves the
-    /// parse of the `received` bytes it holds of a body of at most
-    /// `body_bytes` (its declared length, or the body limit when it has
-    /// none) from the parse budget; the share grows as the rest arrives
-    /// (`Admission::received`). A body whose estimate exceeds all its class
-    /// may hold is refused first, for good.
-    pub fn admit(
+    /// parse of a body of at most `body_bytes` (its declared length, or the
+    /// body limit when it has none) from the parse budget before any of it
+    /// is read: the share grows as the body arrives
+    /// (`Admission::received`), and a full budget refuses at once. A body
+    /// whose estimate exceeds all its class may hold is refused first, for
+    /// good.
+    pub fn admit(&self, tenant: Tenant, caller: &Caller, body_bytes: usize) -> Result<Admission, JobsError> {
+        let (limits, critical) = self.admissible(&tenant, caller, body_bytes)?;
+        let parsing = self.parsing.reserve(body_bytes, 0).map_err(|full| self.parsing_full(full))?;
+        Ok(Admission { tenant, limits, critical, parsing })
+    }
+
+    /// `admit` for a message that has arrived whole, `body_bytes` of it (a
+    /// gRPC call's): its whole estimate is reserved, and when the parse
+    /// budget is full now the call waits its turn for at most
+    /// `limits.parse_wait_s` before it is refused.
+    pub async fn admit_arrived(
         &self,
         tenant: Tenant,
         caller: &Caller,
         body_bytes: usize,
-        received: usize,
     ) -> Result<Admission, JobsError> {
+        let (limits, critical) = self.admissible(&tenant, caller, body_bytes)?;
+        let parsing = self
+            .parsing
+            .reserve_waiting(body_bytes, self.parse_wait)
+            .await
+            .map_err(|full| self.parsing_full(full))?;
+        Ok(Admission { tenant, limits, critical, parsing })
+    }
+
+    /// The checks before a submission's parse is reserved: a body too large
+    /// for the budget ever, then the tenant's rate (a token taken). The
+    /// caller's limits and critical scope, for the admission.
+    fn admissible(
+        &self,
+        tenant: &Tenant,
+        caller: &Caller,
+        body_bytes: usize,
+    ) -> Result<(TenantLimits, bool), JobsError> {
         let (limits, critical) = (caller.limits, caller.critical);
         if let Some(limit) = self.parsing.never_admits(body_bytes) {
             let needed = super::parse_estimate(body_bytes);
             return Err(JobsError::TooLargeToParse { body_bytes, needed, limit });
         }
-        if let Err(retry_after_s) = self.rates.take(&tenant, &limits, Instant::now()) {
+        if let Err(retry_after_s) = self.rates.take(tenant, &limits, Instant::now()) {
             TenantRefused { tenant: tenant.as_str(), reason: TenantLimit::RateLimited }.emit();
+            let tenant = tenant.clone();
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });
         }
-        let parsing = self.parsing.reserve(body_bytes, received).map_err(|full| self.parsing_full(full))?;
-        Ok(Admission { tenant, limits, critical, parsing })
+        Ok((limits, critical))
     }
 
     /// The refusal of a submission the parse budget has no room for now.
