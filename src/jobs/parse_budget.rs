@@ -235,7 +235,11 @@ impl ParseBudget {
     /// waiting costs nothing more, and a burst of calls (a WindowPoSt
     /// deadline's partitions, submitted at once) is parsed in turn instead
     /// of refused beyond the places.
-    pub async fn reserve_waiting(&self, body_bytes: usize, wait: Duration) -> Result<ParsePermit, ParseBudgetFull> {
+    pub async fn reserve_waiting(
+        &self,
+        body_bytes: usize,
+        wait: Duration,
+    ) -> Result<ParsePermit, ParseBudgetFull> {
         let deadline = Instant::now() + wait;
         loop {
             // Listening before trying: a share returned between the try and
@@ -343,7 +347,10 @@ mod tests {
             let held = budget.reserve(2 << 20, 2 << 20).unwrap();
             // Nothing returned within the wait: the refusal.
             let refused = budget.reserve_waiting(2 << 20, Duration::from_millis(20)).await;
-            assert!(matches!(refused, Err(ParseBudgetFull::Requests { limit: 1, bulk: true })), "{refused:?}");
+            assert!(
+                matches!(refused, Err(ParseBudgetFull::Requests { limit: 1, bulk: true })),
+                "{refused:?}"
+            );
             // A message waiting when the share is returned takes it: polled
             // once (it tries, finds the place held and waits), then the
             // share returned. A missed wakeup would wait out the 60 s and
