@@ -112,8 +112,9 @@ if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kern
     # dozen more without the features the daemon's packages ask of them, and
     # compiled them, and most of the kernels' dependencies after them, a
     # second time. Selecting the daemon's package beside the kernels
-    # resolves every dependency as the build above did: only the CUDA
-    # crates and the workspace's own crates are compiled here.
+    # resolves the dependencies as the build above did: the CUDA crates,
+    # the workspace's own crates and the regex stack (regex-syntax with
+    # fewer features, about a minute) are all that is compiled here.
     cuda_tests=(--workspace --exclude cuzk-filecoin --exclude cuzk-bench --exclude cuzk-actors --locked --features cuda)
     cargo build --workspace --locked --features cuda --bins --test gpu_correctness 2>&1 | tail -n 1
     cargo test "${cuda_tests[@]}" --lib --bins --test host 2>&1
