@@ -72,6 +72,16 @@ struct Ceiling {
     bytes: u64,
     /// Live permits together.
     requests: usize,
+    /// The bulk bodies' ceiling, below an urgent reserve: refusals say so.
+    bulk: bool,
+}
+
+impl Ceiling {
+    /// The refusal of `received` bytes whose estimate, `needed`, does not
+    /// fit beside the `in_use` bytes of the other permits.
+    fn bytes_full(&self, received: usize, needed: u64, in_use: u64) -> ParseBudgetFull {
+        ParseBudgetFull::Bytes { body_bytes: received, needed, in_use, limit: self.bytes, bulk: self.bulk }
+    }
 }
 
 /// The budget every submission is admitted against (one per daemon).
@@ -97,8 +107,6 @@ pub struct ParsePermit {
     bytes: u64,
     /// What the share may grow to with the others': its class's ceiling.
     ceiling: Ceiling,
-    /// A bulk body's: the ceiling leaves out the urgent reserve.
-    bulk: bool,
 }
 
 /// Why a submission was not admitted: the budget is full now.
@@ -180,9 +188,12 @@ impl ParseBudget {
                 reserve_requests,
             });
         }
-        let urgent = Ceiling { bytes: limit_bytes, requests: limits.max_parsing_requests };
-        let bulk =
-            Ceiling { bytes: limit_bytes - reserve_bytes, requests: urgent.requests - reserve_requests };
+        let urgent = Ceiling { bytes: limit_bytes, requests: limits.max_parsing_requests, bulk: false };
+        let bulk = Ceiling {
+            bytes: limit_bytes - reserve_bytes,
+            requests: urgent.requests - reserve_requests,
+            bulk: reserve_requests > 0,
+        };
         Ok(Self { shared: Arc::default(), urgent, bulk, urgent_body_bytes: limits.urgent_body_bytes })
     }
 
@@ -208,24 +219,17 @@ impl ParseBudget {
     /// [`ParsePermit::received`] as the rest arrives.
     pub fn reserve(&self, body_bytes: usize, received: usize) -> Result<ParsePermit, ParseBudgetFull> {
         let ceiling = self.ceiling(body_bytes);
-        let bulk = ceiling.requests < self.urgent.requests;
         let needed = parse_estimate(received);
         let mut in_use = self.shared.in_use.lock().expect("the parse budget's lock");
         if in_use.requests >= ceiling.requests {
-            return Err(ParseBudgetFull::Requests { limit: ceiling.requests, bulk });
+            return Err(ParseBudgetFull::Requests { limit: ceiling.requests, bulk: ceiling.bulk });
         }
         if in_use.bytes.saturating_add(needed) > ceiling.bytes {
-            return Err(ParseBudgetFull::Bytes {
-                body_bytes: received,
-                needed,
-                in_use: in_use.bytes,
-                limit: ceiling.bytes,
-                bulk,
-            });
+            return Err(ceiling.bytes_full(received, needed, in_use.bytes));
         }
         in_use.bytes += needed;
         in_use.requests += 1;
-        Ok(ParsePermit { shared: self.shared.clone(), bytes: needed, ceiling, bulk })
+        Ok(ParsePermit { shared: self.shared.clone(), bytes: needed, ceiling })
     }
 
     /// [`reserve`](Self::reserve) for a message that has arrived whole (a
@@ -285,13 +289,7 @@ impl ParsePermit {
         }
         let mut in_use = self.shared.in_use.lock().expect("the parse budget's lock");
         if in_use.bytes.saturating_add(more) > self.ceiling.bytes {
-            return Err(ParseBudgetFull::Bytes {
-                body_bytes: received,
-                needed,
-                in_use: in_use.bytes - self.bytes,
-                limit: self.ceiling.bytes,
-                bulk: self.bulk,
-            });
+            return Err(self.ceiling.bytes_full(received, needed, in_use.bytes - self.bytes));
         }
         in_use.bytes += more;
         self.bytes = needed;
