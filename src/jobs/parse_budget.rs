@@ -244,7 +244,9 @@ impl ParseBudget {
         body_bytes: usize,
         wait: Duration,
     ) -> Result<ParsePermit, ParseBudgetFull> {
-        let deadline = Instant::now() + wait;
+        // However large `limits.parse_wait_s` is set: no overflow, only a
+        // wait that never ends before a share comes back.
+        let deadline = Instant::now().checked_add(wait);
         loop {
             // Listening before trying: a share returned between the try and
             // the wait still wakes this waiter.
@@ -253,7 +255,8 @@ impl ParseBudget {
             match self.reserve(body_bytes, body_bytes) {
                 Ok(permit) => return Ok(permit),
                 Err(full) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
+                    let left =
+                        deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
                     if left.is_zero() || tokio::time::timeout(left, freed).await.is_err() {
                         return Err(full);
                     }
@@ -349,6 +352,10 @@ mod tests {
                 matches!(refused, Err(ParseBudgetFull::Requests { limit: 1, bulk: true })),
                 "{refused:?}"
             );
+            // Any limits.parse_wait_s, u64::MAX seconds included, is a wait,
+            // not an overflow.
+            let endless = budget.reserve_waiting(2 << 20, Duration::from_secs(u64::MAX));
+            assert!(tokio::time::timeout(Duration::from_millis(1), endless).await.is_err());
             // A message waiting when the share is returned takes it: polled
             // once (it tries, finds the place held and waits), then the
             // share returned. A missed wakeup would wait out the 60 s and
