@@ -15,17 +15,23 @@
 //! the input constraints), B tracks inputs and aux; after synthesis each input
 //! x_i gets one constraint A = x_i, B = 0, C = 0.
 //!
-//! Assignment mode is extensible, as bellperson's prover is: the PoSt
-//! circuits then synthesize their sectors in parallel chunks (one per core,
-//! filecoin-proofs' `window_post_synthesis_num_cpus`) joined in order by
+//! Assignment, shape and count modes are extensible, as bellperson's prover
+//! is: the PoSt circuits then synthesize their sectors in parallel chunks
+//! (one per core, filecoin-proofs' `window_post_synthesis_num_cpus`), each
+//! into a system of its own with a temporary ONE first, joined in order by
 //! `extend`, where one thread walked 2,349 sectors for a 32 GiB WindowPoSt
-//! partition (343 s on the H100 machine). Both paths give the same variables
-//! in the same order (bellperson's own parameter generator takes the
-//! sequential one, and says so), so the assignment matches the compiled
-//! matrices and the `.params` files either way. The other modes stay
-//! sequential (`is_extensible()` keeps bellperson's default `false`): their
-//! rows and densities name variables by index, which a join would have to
-//! renumber.
+//! partition (343 s on the H100 machine, for a proof's assignment and for
+//! the blank circuit alike). Both paths give the same variables in the same
+//! order (bellperson's own parameter generator takes the sequential one, and
+//! says so); a join renumbers the part's rows (its input 0 is ONE, its other
+//! inputs and its aux variables follow those before it) and ORs its ONE's
+//! density into ONE's, as bellperson's density tracker does, so the rows,
+//! densities and `.params` files are the same either way (checked below).
+//! Witness mode stays sequential (`is_extensible()` false): direct
+//! evaluation is the reference the compiled path is checked against, so it
+//! keeps bellperson's generator's order of work as well as its result.
+
+use std::marker::PhantomData;
 
 use ark_bls12_381::Fr;
 use ark_ff::{One, Zero};
@@ -189,7 +195,7 @@ pub fn record<C: Circuit<Scalar>>(circuit: C, evaluation: Evaluation) -> Result<
 
 /// Synthesizes `circuit` with its witness and records it.
 pub fn record_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, Error> {
-    let cs = synthesize(circuit, RecordingCs::new_in(Mode::Witness))?;
+    let cs = synthesize(circuit, RecordingCs::<WitnessMode>::default())?;
     let to_fr = |v: &[Scalar]| -> Vec<Fr> { v.par_iter().map(fr_from_blstrs).collect() };
     let mut a = to_fr(&cs.a);
     let mut b = to_fr(&cs.b);
@@ -203,7 +209,7 @@ pub fn record_witness<C: Circuit<Scalar>>(circuit: C) -> Result<Witness, Error> 
 
 /// Synthesizes `circuit` without a witness and records its R1CS.
 pub fn record_shape<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
-    let mut cs = synthesize(circuit, RecordingCs::new_in(Mode::Shape))?;
+    let mut cs = synthesize(circuit, RecordingCs::<ShapeMode>::default())?;
     if let Some(e) = cs.failure.take() {
         return Err(e);
     }
@@ -217,7 +223,7 @@ pub fn record_shape<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
 /// Synthesizes `circuit` without a witness and counts it: constraints,
 /// variables and densities, no rows (memory of a few bits per variable).
 pub fn record_counts<C: Circuit<Scalar>>(circuit: C) -> Result<Shape, Error> {
-    let cs = synthesize(circuit, RecordingCs::new_in(Mode::Count))?;
+    let cs = synthesize(circuit, RecordingCs::<CountMode>::default())?;
     Ok(Shape {
         matrices: Matrices::empty(cs.num_inputs, cs.num_aux),
         constraints: cs.num_constraints,
@@ -234,9 +240,8 @@ fn synthesize<C: Circuit<Scalar>, CS: ConstraintSystem<Scalar>>(circuit: C, mut 
 }
 
 /// What the constraint system records.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    #[default]
     Witness,
     Shape,
     /// Shape mode without the rows.
@@ -250,10 +255,34 @@ impl Mode {
     }
 }
 
+/// A recording mode as a type: bellperson's `ConstraintSystem::new()`,
+/// which makes the systems of an extensible circuit's parts, takes no
+/// argument, so the parts learn what to record from their type.
+trait Recording {
+    const MODE: Mode;
+}
+
 #[derive(Default)]
-struct RecordingCs {
-    /// What is recorded; shape mode never asks for values.
-    mode: Mode,
+struct WitnessMode;
+#[derive(Default)]
+struct ShapeMode;
+#[derive(Default)]
+struct CountMode;
+
+impl Recording for WitnessMode {
+    const MODE: Mode = Mode::Witness;
+}
+impl Recording for ShapeMode {
+    const MODE: Mode = Mode::Shape;
+}
+impl Recording for CountMode {
+    const MODE: Mode = Mode::Count;
+}
+
+#[derive(Default)]
+struct RecordingCs<M> {
+    /// What is recorded (`M::MODE`); shape mode never asks for values.
+    mode: PhantomData<M>,
     /// Witness mode: input values, ONE first.
     inputs: Vec<Scalar>,
     /// Witness mode: aux values.
@@ -287,12 +316,7 @@ struct Tracking<'a> {
     aux: Option<&'a mut Vec<bool>>,
 }
 
-impl RecordingCs {
-    /// A system that records in `mode`.
-    fn new_in(mode: Mode) -> Self {
-        Self { mode, ..Self::default() }
-    }
-
+impl<M> RecordingCs<M> {
     /// Evaluates `lc` (witness mode) or records it as a row (shape mode), and
     /// marks its variables dense, skipping zero coefficients as bellperson
     /// does.
@@ -328,7 +352,7 @@ impl RecordingCs {
     }
 }
 
-impl ConstraintSystem<Scalar> for RecordingCs {
+impl<M: Recording + Default + Send> ConstraintSystem<Scalar> for RecordingCs<M> {
     type Root = Self;
 
     fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
@@ -337,7 +361,7 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        if self.mode.has_values() {
+        if M::MODE.has_values() {
             self.aux.push(f()?);
         }
         self.densities.a_aux.push(false);
@@ -352,7 +376,7 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         A: FnOnce() -> AR,
         AR: Into<String>,
     {
-        if self.mode.has_values() {
+        if M::MODE.has_values() {
             self.inputs.push(f()?);
         }
         self.densities.b_input.push(false);
@@ -380,14 +404,14 @@ impl ConstraintSystem<Scalar> for RecordingCs {
         let mut evaluated = [Scalar::ZERO; 3];
         for (k, (lc, tracking)) in lcs.iter().zip(trackers).enumerate() {
             let mut row = Vec::new();
-            evaluated[k] = Self::record(self.mode, lc, tracking, values, &mut row);
-            if self.mode == Mode::Shape {
+            evaluated[k] = Self::record(M::MODE, lc, tracking, values, &mut row);
+            if M::MODE == Mode::Shape {
                 if let Err(e) = self.rows.push_row(k, row) {
                     self.failure.get_or_insert(Error::Synthesis(e.to_string()));
                 }
             }
         }
-        if self.mode == Mode::Witness {
+        if M::MODE == Mode::Witness {
             self.a.push(evaluated[0]);
             self.b.push(evaluated[1]);
             self.c.push(evaluated[2]);
@@ -406,5 +430,120 @@ impl ConstraintSystem<Scalar> for RecordingCs {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
+    }
+
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn is_extensible() -> bool {
+        M::MODE != Mode::Witness
+    }
+
+    /// `other`, a part synthesized on its own after a temporary ONE, as if
+    /// this system had synthesized it: its ONE is this system's, its other
+    /// inputs and its aux variables come after this system's. Shape and
+    /// count modes only (witness mode is not extensible).
+    fn extend(&mut self, other: &Self) {
+        if M::MODE == Mode::Shape {
+            if let Some(e) = &other.failure {
+                self.failure.get_or_insert_with(|| Error::Synthesis(e.to_string()));
+            } else if let Err(e) = self.rows.append(&other.rows, self.num_inputs, self.num_aux) {
+                self.failure.get_or_insert(Error::Synthesis(e.to_string()));
+            }
+        }
+        let (d, o) = (&mut self.densities, &other.densities);
+        d.a_aux.extend_from_slice(&o.a_aux);
+        d.b_aux.extend_from_slice(&o.b_aux);
+        if let (Some(one), Some(&part_one)) = (d.b_input.first_mut(), o.b_input.first()) {
+            *one |= part_one;
+        }
+        d.b_input.extend(o.b_input.iter().skip(1));
+        self.num_inputs += other.num_inputs.saturating_sub(1);
+        self.num_aux += other.num_aux;
+        self.num_constraints += other.num_constraints;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One part: an input x, aux y and z with x·y = z - 3, a B row on ONE
+    /// (ONE's B density) and a coefficient of its own (the table's order).
+    fn part<CS: ConstraintSystem<Scalar>>(cs: &mut CS, v: u64) -> Result<(), SynthesisError> {
+        let s = Scalar::from;
+        let x = cs.alloc_input(|| "x", || Ok(s(v)))?;
+        let y = cs.alloc(|| "y", || Ok(s(v + 1)))?;
+        let z = cs.alloc(|| "z", || Ok(s(v * (v + 1) + 3)))?;
+        cs.enforce(|| "xy", |lc| lc + x, |lc| lc + y, |lc| lc + z - (s(3), CS::one()));
+        cs.enforce(|| "one", |lc| lc + y + CS::one(), |lc| lc + CS::one(), |lc| lc + y + CS::one());
+        let k = s(v + 5);
+        cs.enforce(|| "own", |lc| lc + (k, y), |lc| lc + CS::one(), |lc| lc + (k, y));
+        Ok(())
+    }
+
+    /// Its first value synthesized in place, the others in parts of two
+    /// joined by `extend` when `split` and the system is extensible (as the
+    /// PoSt circuits do), else in place too.
+    struct Parts {
+        values: Vec<u64>,
+        split: bool,
+    }
+
+    impl Circuit<Scalar> for Parts {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            part(cs, self.values[0])?;
+            if !(self.split && CS::is_extensible()) {
+                return self.values[1..].iter().try_for_each(|&v| part(cs, v));
+            }
+            let mut parts = Vec::new();
+            for chunk in self.values[1..].chunks(2) {
+                let mut part_cs = CS::new();
+                part_cs.alloc_input(|| "temp ONE", || Ok(Scalar::ONE))?;
+                chunk.iter().try_for_each(|&v| part(&mut part_cs, v))?;
+                parts.push(part_cs);
+            }
+            parts.iter().for_each(|p| cs.extend(p));
+            Ok(())
+        }
+    }
+
+    fn circuit(split: bool) -> Parts {
+        Parts { values: vec![2, 7, 11, 13, 17], split }
+    }
+
+    /// Shape and count modes record the same from a circuit joined from
+    /// parts as from the same circuit synthesized in one system; the joined
+    /// rows hold for the joined assignment, and give what the sequential
+    /// witness evaluates.
+    #[test]
+    fn a_joined_circuit_records_what_one_system_records() {
+        let (whole, joined) = (record_shape(circuit(false)).unwrap(), record_shape(circuit(true)).unwrap());
+        assert_eq!((joined.num_inputs(), joined.num_aux(), joined.constraints), (6, 10, 15));
+        assert_eq!((whole.num_inputs(), whole.num_aux(), whole.constraints), (6, 10, 15));
+        assert_eq!(joined.matrices.coeffs(), whole.matrices.coeffs());
+        for k in 0..3 {
+            assert_eq!(joined.matrices.parts(k), whole.matrices.parts(k), "matrix {k}");
+        }
+        assert_eq!(joined.densities, whole.densities);
+        assert!(joined.densities.b_input[0], "ONE is B-dense through the parts' rows");
+
+        let counted = record_counts(circuit(true)).unwrap();
+        assert_eq!((counted.num_inputs(), counted.num_aux(), counted.constraints), (6, 10, 15));
+        assert_eq!(counted.densities, whole.densities);
+
+        let w = record_witness(circuit(true)).unwrap();
+        assert_eq!(w.densities, whole.densities);
+        assert_eq!(w.unsatisfied(), 0);
+
+        let Recorded::Assignment { values, num_inputs } =
+            record(circuit(true), Evaluation::Compiled).unwrap()
+        else {
+            panic!("compiled evaluation records the assignment");
+        };
+        assert_eq!((num_inputs, &values[..6], &values[6..]), (6, &w.inputs[..], &w.aux[..]));
+        let [a, b, c] = joined.matrices.evaluate(&values, joined.domain_size()).unwrap();
+        assert_eq!((&a[..21], &b[..21], &c[..21]), (&w.a[..], &w.b[..], &w.c[..]));
     }
 }

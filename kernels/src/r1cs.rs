@@ -415,6 +415,58 @@ impl MatricesBuilder {
         Ok(())
     }
 
+    /// Appends the rows `part` recorded on its own, as the next rows of these
+    /// matrices: bellperson's extensible synthesis, where a part of a circuit
+    /// is synthesized into a system of its own whose input 0 is a temporary
+    /// one. `inputs` and `aux` are the variables allocated here before the
+    /// part: the part's input 0 stays input 0 (one), its input i becomes
+    /// input `inputs + i - 1` and its aux j aux `aux + j`, so the rows equal
+    /// what one system would have recorded had it synthesized the part
+    /// itself (coefficient table included, new coefficients added in the
+    /// order the part met them).
+    pub fn append(&mut self, part: &MatricesBuilder, inputs: usize, aux: usize) -> Result<(), KernelError> {
+        let coeff_at: Vec<u32> = part
+            .coeffs
+            .iter()
+            .map(|&coeff| {
+                let next = self.coeffs.len() as u32;
+                *self.index.entry(coeff).or_insert_with(|| {
+                    self.coeffs.push(coeff);
+                    next
+                })
+            })
+            .collect();
+        let beyond = |count: usize| count >= AUX as usize;
+        // The most inputs and aux variables the part's rows can name.
+        let highest = |aux_terms: bool| {
+            let in_matrix = |r: &Rows| {
+                let named = r.terms.par_iter().filter(|t| (t.var & AUX != 0) == aux_terms);
+                named.map(|t| (t.var & !AUX) as usize + 1).max().unwrap_or(0)
+            };
+            part.rows.iter().map(in_matrix).max().unwrap_or(0)
+        };
+        let (part_inputs, part_aux) = (highest(false), highest(true));
+        if beyond(inputs + part_inputs) || beyond(aux + part_aux) {
+            return Err(KernelError::Synthesis(format!(
+                "variables beyond the 2^31 the compiled matrices index: {inputs} + {part_inputs} inputs, {aux} + {part_aux} aux"
+            )));
+        }
+        let renumber = |t: &Term| {
+            let var = match t.var {
+                v if v & AUX != 0 => (aux as u32 + (v & !AUX)) | AUX,
+                0 => 0,
+                v => inputs as u32 + v - 1,
+            };
+            Term { var, coeff: coeff_at[t.coeff as usize] }
+        };
+        for (rows, from) in self.rows.iter_mut().zip(&part.rows) {
+            let offset = rows.terms.len() as u64;
+            rows.ends.extend(from.ends.iter().map(|e| offset + e));
+            rows.terms.par_extend(from.terms.par_iter().map(renumber));
+        }
+        Ok(())
+    }
+
     /// The matrices, with aux variables placed after the `num_inputs` inputs.
     pub fn finish(mut self, num_inputs: usize, num_aux: usize) -> Matrices {
         for rows in &mut self.rows {
