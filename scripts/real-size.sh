@@ -21,7 +21,18 @@
 # (default one full partition, 2,349 at 32 GiB; one more gives a second,
 # short partition). REPEAT: times the job is proved, one after another
 # (default 1; the summary gives the median and the worst, the job's file
-# each). EXTRA_TOML: settings appended to the daemon's
+# each). FAULT (issue 38 item 4, what a wrong proof looks like): damage
+# the kind's files after the key is made, and record what the daemon did:
+#   key-points     h's first two points swapped in the .params file (every
+#                  point valid, the file well formed, every proof wrong):
+#                  expected, the finalizer rejects each attempt's proof,
+#                  the job fails, no proof is served, each rejection counted;
+#   key-truncated  the .params file cut in half: expected, refused at load
+#                  with the reason, the job failed with it;
+#   shape          64 bytes flipped in the middle of the kept compiled
+#                  shape: expected, found at the preload, removed and
+#                  recorded again, the proof accepted.
+# EXTRA_TOML: settings appended to the daemon's
 # configuration. ENGINE=cpu runs the same steps on the CPU (the key made on
 # every core, the CPU engine proving): the script checked at 2 KiB on any
 # machine. Results under $OUT: summary.md (also printed), each kind's
@@ -58,6 +69,44 @@ for kind in ${KINDS//,/ }; do
     key_gb=$(du -sb "$PARAMS" | awk '{printf "%.2f", $1 / 1e9}')
     key_rss=$(awk '/Maximum resident/{printf "%.1f", $6 / 1e6}' "$OUT/key-$kind.time")
     grep -h "recorded in\|at tau in\|G2 points in\|wrote TEST-ONLY" "$OUT/key-$kind.time" | cut -c1-300 | tee -a "$OUT/steps.log"
+    case "${FAULT:-}" in
+    "") ;;
+    key-points)
+        python3 - "$PARAMS"/*.params <<'PY'
+import sys
+# bellperson's layout: the verifying key (alpha_g1, beta_g1, beta_g2,
+# gamma_g2, delta_g1, delta_g2, then ic with its u32 count), then h with its
+# count; uncompressed G1 points of 96 bytes.
+for path in sys.argv[1:]:
+    with open(path, "r+b") as f:
+        ic_at = 3 * 96 + 3 * 192
+        f.seek(ic_at)
+        ic = int.from_bytes(f.read(4), "big")
+        h = ic_at + 4 + ic * 96 + 4
+        f.seek(h)
+        first, second = f.read(96), f.read(96)
+        assert first != second
+        f.seek(h)
+        f.write(second + first)
+PY
+        ;;
+    key-truncated)
+        for f in "$PARAMS"/*.params; do truncate -s $(($(stat -c %s "$f") / 2)) "$f"; done
+        ;;
+    shape)
+        python3 - "$DATA"/shapes/*.shape <<'PY'
+import os, sys
+for path in sys.argv[1:]:
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        middle = f.read(64)
+        f.seek(-64, 1)
+        f.write(bytes(b ^ 0xFF for b in middle))
+PY
+        ;;
+    *) failed "FAULT=$FAULT (unknown)" /dev/null; continue ;;
+    esac
+    [ -n "${FAULT:-}" ] && log "$kind: $FAULT applied"
 
     log "$kind: input"
     t=$(seconds)
@@ -107,7 +156,7 @@ TOML
     preload_s=$(since "$t")
     log "$kind: preload in $preload_s s: $(cut -c1-300 "$OUT/preload-$kind.json")"
     python3 - "$PORT" "$WORK" "$OUT/job-$kind.json" "${REPEAT:-1}" <<'PY'
-import json, sys, time, urllib.request
+import json, sys, time, urllib.error, urllib.request
 port, work, out, repeat = sys.argv[1:5]
 def call(method, path, body=None):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method=method,
@@ -117,7 +166,11 @@ def call(method, path, body=None):
 runs = []
 for _ in range(int(repeat)):
     started = time.time()
-    job = call("POST", "/v1/jobs", open(f"{work}/job.json", "rb").read())["id"]
+    try:
+        job = call("POST", "/v1/jobs", open(f"{work}/job.json", "rb").read())["id"]
+    except urllib.error.HTTPError as e:
+        view = {"status": f"refused {e.code}", "error": e.read().decode()[:300], "id": None}
+        break
     while (view := call("GET", f"/v1/jobs/{job}"))["status"] not in ("done", "failed", "cancelled"):
         time.sleep(0.2)
     runs.append(time.time() - started)
@@ -125,12 +178,19 @@ for _ in range(int(repeat)):
         break
 if view["status"] == "done":
     open(f"{work}/proof.bin", "wb").write(bytes.fromhex(call("GET", f"/v1/jobs/{job}/proofs")["proof"]))
-json.dump({"seconds": sorted(runs)[len(runs) // 2], "each": runs, "view": view}, open(out, "w"), indent=1)
+json.dump({"seconds": sorted(runs)[len(runs) // 2] if runs else 0.0, "each": runs, "view": view}, open(out, "w"), indent=1)
 print(f"{view['status']}: {', '.join(f'{s:.2f}' for s in runs)} s {view.get('error') or ''}")
 PY
     job_s=$(python3 -c "import json; j = json.load(open('$OUT/job-$kind.json')); print(round(j['seconds'], 2), *(['(worst', str(round(max(j['each']), 2)) + ')'] if len(j['each']) > 1 else []))")
     status=$(python3 -c "import json; print(json.load(open('$OUT/job-$kind.json'))['view']['status'])")
     rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1e6}' /proc/$daemon/status)
+    if [ -n "${FAULT:-}" ]; then
+        job_id=$(python3 -c "import json; print(json.load(open('$OUT/job-$kind.json'))['view']['id'])")
+        log "$kind: $FAULT: job $status: $(python3 -c "import json; print(json.load(open('$OUT/job-$kind.json'))['view'].get('error'))" | cut -c1-300)"
+        [ "$job_id" != None ] && log "$kind: $FAULT: proofs answered HTTP $(curl -s -o /dev/null -w '%{http_code}' "localhost:$PORT/v1/jobs/$job_id/proofs")"
+        log "$kind: $FAULT: $(curl -s "localhost:$PORT/metrics" | grep '^cuzk_proofs_rejected_total' | tr '\n' ' ')"
+        grep -h "not used\|self-verification\|rejected" "$OUT/daemon-$kind.log" | cut -c1-300 | head -5 | tee -a "$OUT/steps.log"
+    fi
     kill $daemon; wait $daemon 2>/dev/null
     verdict="no proof"
     if [ -s "$WORK/proof.bin" ]; then
