@@ -52,6 +52,9 @@ pub enum ConfigError {
         max_requests: usize,
         reserve_requests: usize,
     },
+    /// A tenant's share of the parse budget that is no fraction.
+    #[error("limits.parse_share_per_tenant must be more than 0 and at most 1; it is {0}")]
+    ParseShare(f64),
     /// More critical-lane workers per device than [`MAX_CRITICAL_WORKERS`].
     #[error("scheduler.critical_workers_per_device must be at most {MAX_CRITICAL_WORKERS}; it is {0}")]
     CriticalWorkers(usize),
@@ -478,6 +481,14 @@ pub struct Limits {
     /// submitted at once, is parsed in turn. An HTTP submission is refused
     /// at once instead, before its body is read.
     pub parse_wait_s: u64,
+    /// The fraction of the parse budget's requests and bytes one tenant's
+    /// submissions may hold together (of its class's: the urgent reserve
+    /// is shared out the same way), never less than one request and one
+    /// of the class's largest bodies: one more is answered 429 over HTTP
+    /// (gRPC waits its turn, then RESOURCE_EXHAUSTED), and the rest stays
+    /// for the other tenants. Anonymous callers are one tenant; with no
+    /// tokens, every caller is the default tenant and holds this share.
+    pub parse_share_per_tenant: f64,
 }
 
 impl Default for Config {
@@ -547,6 +558,7 @@ impl Default for Limits {
             urgent_body_bytes: 1 << 20,
             urgent_parsing_requests: 4,
             parse_wait_s: 60,
+            parse_share_per_tenant: 0.5,
         }
     }
 }

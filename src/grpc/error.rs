@@ -19,6 +19,10 @@ pub fn jobs_status(error: JobsError) -> Status {
     let message = error.to_string();
     match error {
         JobsError::NotFound(_) => Status::not_found(message),
+        // The tenant's share is its own limit, like its rate.
+        JobsError::ParsingFull { full, retry_after_s } if full.tenant().is_some() => {
+            retry_after(Code::ResourceExhausted, message, retry_after_s)
+        }
         JobsError::Recovering { retry_after_s }
         | JobsError::NoSpace { retry_after_s, .. }
         | JobsError::ParsingFull { retry_after_s, .. }

@@ -172,6 +172,11 @@ impl From<JobsError> for ApiError {
                 ApiError::unavailable(message).because(ErrorReason::Recovering).retry_after(retry_after_s)
             }
             JobsError::ShuttingDown => ApiError::unavailable(message).because(ErrorReason::ShuttingDown),
+            // The tenant's share is its own limit, like its rate: 429; the
+            // whole budget full is the daemon's state: 503.
+            JobsError::ParsingFull { full, retry_after_s } if full.tenant().is_some() => {
+                ApiError::too_many_requests(message, retry_after_s)
+            }
             JobsError::ParsingFull { retry_after_s, .. } => {
                 ApiError::unavailable(message).because(ErrorReason::ParsingFull).retry_after(retry_after_s)
             }

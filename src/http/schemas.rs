@@ -110,8 +110,9 @@ pub struct StatusDoc {
     recovering: bool,
     /// The submissions being read and parsed against the parse budget:
     /// `bytes_in_use`, `requests`, `limit_bytes`, `max_requests`,
-    /// `urgent_reserve_bytes`, `urgent_reserve_requests`, `urgent_body_bytes`.
-    parsing: BTreeMap<String, u64>,
+    /// `urgent_reserve_bytes`, `urgent_reserve_requests`, `urgent_body_bytes`,
+    /// `share_per_tenant` (a fraction), `tenants`.
+    parsing: BTreeMap<String, f64>,
     /// The CUDA backend's devices, each with its memory plan: what stays
     /// resident, what streams, how many workers prove at once (docs/gpu.md,
     /// "Device memory plan"); absent on other backends.

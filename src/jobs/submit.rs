@@ -38,8 +38,8 @@ pub struct Admission {
 impl Admission {
     /// The body has `received` bytes so far: its share of the parse budget
     /// grows to their estimate, or the submission is refused (503
-    /// `parsing_full`, nothing read further or queued) when that does not
-    /// fit now.
+    /// `parsing_full`, or 429 at its tenant's share; nothing read further
+    /// or queued) when that does not fit now.
     pub fn received(&mut self, jobs: &Jobs, received: usize) -> Result<(), JobsError> {
         self.parsing.received(received).map_err(|full| jobs.parsing_full(full))
     }
@@ -75,7 +75,8 @@ impl Jobs {
     /// good.
     pub fn admit(&self, tenant: Tenant, caller: &Caller, body_bytes: usize) -> Result<Admission, JobsError> {
         let (limits, critical) = self.admissible(&tenant, caller, body_bytes)?;
-        let parsing = self.parsing.reserve(body_bytes, 0).map_err(|full| self.parsing_full(full))?;
+        let shared = Self::parse_share_of(&tenant, caller);
+        let parsing = self.parsing.reserve(shared, body_bytes, 0).map_err(|full| self.parsing_full(full))?;
         Ok(Admission { tenant, limits, critical, parsing })
     }
 
@@ -90,9 +91,10 @@ impl Jobs {
         body_bytes: usize,
     ) -> Result<Admission, JobsError> {
         let (limits, critical) = self.admissible(&tenant, caller, body_bytes)?;
+        let shared = Self::parse_share_of(&tenant, caller);
         let parsing = self
             .parsing
-            .reserve_waiting(body_bytes, self.parse_wait)
+            .reserve_waiting(shared, body_bytes, self.parse_wait)
             .await
             .map_err(|full| self.parsing_full(full))?;
         Ok(Admission { tenant, limits, critical, parsing })
@@ -120,8 +122,18 @@ impl Jobs {
         Ok((limits, critical))
     }
 
+    /// Whose share of the parse budget a submission of `caller`'s counts
+    /// in: its tenant's, or none for the operator's own (the admin scope,
+    /// which every caller of a daemon without tokens has), held to no share.
+    fn parse_share_of<'t>(tenant: &'t Tenant, caller: &Caller) -> Option<&'t Tenant> {
+        (!caller.admin).then_some(tenant)
+    }
+
     /// The refusal of a submission the parse budget has no room for now.
     fn parsing_full(&self, full: ParseBudgetFull) -> JobsError {
+        if let Some(tenant) = full.tenant() {
+            TenantRefused { tenant, reason: TenantLimit::ParseShare }.emit();
+        }
         JobsError::ParsingFull { full, retry_after_s: self.retry_after_s }
     }
 

@@ -10,7 +10,7 @@ pub const TENANT_REFUSALS: MetricDef = counter(
     "cuzk_tenant_refusals_total",
     "requests",
     &["tenant", "reason"],
-    "Submissions refused (429) by a tenant's own limit, by tenant (the configured ones) and reason (queue_full: its max_queued_jobs; rate_limited: its submit rate).",
+    "Submissions refused (429) by a tenant's own limit, by tenant (the configured ones) and reason (queue_full: its max_queued_jobs; rate_limited: its submit rate; parse_share: its share of the parse budget, limits.parse_share_per_tenant).",
 );
 pub const PRIORITY_LOWERED: MetricDef = counter(
     "cuzk_priority_lowered_total",
@@ -72,15 +72,20 @@ pub enum TenantLimit {
     QueueFull,
     /// Its submit-rate bucket was empty.
     RateLimited,
+    /// Its submissions being read and parsed held its share of the parse
+    /// budget (`limits.parse_share_per_tenant`).
+    ParseShare,
 }
 
 impl TenantLimit {
-    pub const ALL: [TenantLimit; 2] = [TenantLimit::QueueFull, TenantLimit::RateLimited];
+    pub const ALL: [TenantLimit; 3] =
+        [TenantLimit::QueueFull, TenantLimit::RateLimited, TenantLimit::ParseShare];
 
     pub fn as_str(self) -> &'static str {
         match self {
             TenantLimit::QueueFull => "queue_full",
             TenantLimit::RateLimited => "rate_limited",
+            TenantLimit::ParseShare => "parse_share",
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{agent, start_with, TestDaemon};
+use common::{agent, metric_value, start_with, TestDaemon};
 use cuzk::config::{BackendKind, Budget};
 use serde_json::{json, Value};
 
@@ -343,7 +343,8 @@ fn a_parameter_file_load_counts_its_size_as_resident_while_it_reads() {
     assert_eq!(told.load(Ordering::SeqCst), 2);
 }
 
-/// The parse budget's accounting: a share is the estimate of the bytes
+/// The parse budget's accounting (the operator's own submissions, held to
+/// no tenant's share): a share is the estimate of the bytes
 /// received, reserved when the head arrives and grown as the body does;
 /// refused when the bytes or the requests would pass their class's limits
 /// (a bulk body's leave out the urgent reserve), and returned when its
@@ -373,12 +374,15 @@ fn the_parse_budget_admits_refuses_and_releases() {
     assert_eq!((budget.status().urgent_reserve_bytes, budget.status().urgent_reserve_requests), (urgent, 1));
 
     // Declared full-size, nothing received: the slack alone, three of them.
-    let mut first = budget.reserve(1 << 20, 0).unwrap();
-    let mut second = budget.reserve(1 << 20, 0).unwrap();
-    let mut third = budget.reserve(1 << 20, 0).unwrap();
+    let mut first = budget.reserve(None, 1 << 20, 0).unwrap();
+    let mut second = budget.reserve(None, 1 << 20, 0).unwrap();
+    let mut third = budget.reserve(None, 1 << 20, 0).unwrap();
     assert_eq!(in_use(&budget), (3 * nothing, 3));
     // A fourth bulk body would take the urgent body's place.
-    assert!(matches!(budget.reserve(1 << 20, 0), Err(ParseBudgetFull::Requests { limit: 3, bulk: true })));
+    assert!(matches!(
+        budget.reserve(None, 1 << 20, 0),
+        Err(ParseBudgetFull::Requests { limit: 3, bulk: true })
+    ));
     // The bodies arrive: the first two grow to their whole estimates.
     first.received(1 << 19).unwrap();
     first.received(1 << 20).unwrap();
@@ -393,14 +397,14 @@ fn the_parse_budget_admits_refuses_and_releases() {
         other => panic!("a third full-size body grew into the reserve: {other:?}"),
     }
     // An urgent body still finds its place and its bytes.
-    let mut small = budget.reserve(64 << 10, 0).expect("the urgent reserve");
+    let mut small = budget.reserve(None, 64 << 10, 0).expect("the urgent reserve");
     drop(third);
     small.received(64 << 10).unwrap();
     assert_eq!(in_use(&budget), (2 * full + urgent, 3));
     // Every share comes back.
     drop((first, small));
     assert_eq!(in_use(&budget), (full, 1));
-    let fourth = budget.reserve(1 << 20, 1 << 20).expect("the first body's share came back");
+    let fourth = budget.reserve(None, 1 << 20, 1 << 20).expect("the first body's share came back");
     drop((second, fourth));
     assert_eq!(in_use(&budget), (0, 0));
 
@@ -409,7 +413,7 @@ fn the_parse_budget_admits_refuses_and_releases() {
     // whole budget neither.
     assert_eq!(budget.never_admits(1 << 20), None);
     assert_eq!(budget.never_admits(8 << 20), Some(2 * full + nothing));
-    let whole = budget.reserve(1 << 20, 1 << 20).unwrap();
+    let whole = budget.reserve(None, 1 << 20, 1 << 20).unwrap();
     assert_eq!(in_use(&budget), (full, 1));
     drop(whole);
 
@@ -425,20 +429,102 @@ fn the_parse_budget_admits_refuses_and_releases() {
     limits.urgent_parsing_requests = 1;
     limits.max_body_bytes = 1 << 30;
     let large = ParseBudget::new(&limits).expect("unset: grows to one full-size body and the reserve");
-    assert!(large.reserve(1 << 30, 1 << 30).is_ok());
+    assert!(large.reserve(None, 1 << 30, 1 << 30).is_ok());
+}
+
+/// Each tenant holds at most its share of a class's requests and bytes
+/// (half by default, never less than one request and one of the class's
+/// largest bodies): at its share a tenant is refused, by name, while
+/// another tenant is admitted, and a share comes back with its permits.
+#[test]
+fn each_tenant_holds_at_most_its_share_of_the_parse_budget() {
+    use cuzk::config::Limits;
+    use cuzk::jobs::{parse_estimate, ParseBudget, ParseBudgetFull};
+    use cuzk_actors::Tenant;
+
+    let limits = Limits {
+        max_body_bytes: 1 << 20,
+        max_parsing_requests: 9,
+        urgent_body_bytes: 64 << 10,
+        urgent_parsing_requests: 1,
+        // Alpha's half of the bulk bytes holds four heads and one whole
+        // body (40 MiB), not two whole bodies (48 MiB).
+        parse_budget_bytes: Some(96 << 20),
+        ..Limits::default()
+    };
+    assert_eq!(limits.parse_share_per_tenant, 0.5, "the default");
+    let budget = ParseBudget::new(&limits).unwrap();
+    let (alpha, beta) = (Tenant("alpha".into()), Tenant("beta".into()));
+    // Bulk: 8 places, 4 for alpha; heads only, a few bytes each.
+    let held: Vec<_> = (0..4).map(|_| budget.reserve(Some(&alpha), 1 << 20, 0).unwrap()).collect();
+    match budget.reserve(Some(&alpha), 1 << 20, 0) {
+        Err(ParseBudgetFull::TenantRequests { tenant, limit: 4 }) => assert_eq!(tenant, "alpha"),
+        other => panic!("alpha's fifth bulk body: {other:?}"),
+    }
+    let refusal = budget.reserve(Some(&alpha), 1 << 20, 0).unwrap_err();
+    assert_eq!(refusal.tenant(), Some("alpha"));
+    assert!(refusal.to_string().contains("limits.parse_share_per_tenant"), "{refusal}");
+    // Alpha's urgent body fits its share of the whole (4 of 9 places).
+    let small = budget.reserve(Some(&alpha), 64 << 10, 64 << 10);
+    assert!(matches!(small, Err(ParseBudgetFull::TenantRequests { limit: 4, .. })), "{small:?}");
+    // Beta is not held by alpha's share.
+    let beta_held = budget.reserve(Some(&beta), 1 << 20, 0).unwrap();
+    assert_eq!((budget.status().tenants, budget.status().requests), (2, 5));
+    // Bytes: alpha's share of the bulk bytes is half of (96 MiB less the
+    // reserve): its first body grows to a whole one's 16 MiB, its second
+    // cannot.
+    let bulk_bytes = (96 << 20) - parse_estimate(64 << 10);
+    let mut held = held;
+    held[0].received(1 << 20).unwrap();
+    match held[1].received(1 << 20) {
+        Err(ParseBudgetFull::TenantBytes { tenant, needed, in_use, limit, .. }) => {
+            assert_eq!(tenant, "alpha");
+            assert_eq!(
+                (needed, in_use, limit),
+                (parse_estimate(1 << 20), parse_estimate(1 << 20) + 2 * parse_estimate(0), bulk_bytes / 2)
+            );
+        }
+        other => panic!("alpha grew past its share of the bytes: {other:?}"),
+    }
+    // Beta's body grows where alpha's could not.
+    let mut beta_held = beta_held;
+    beta_held.received(1 << 20).unwrap();
+    // The shares come back with the permits; a tenant holding none is gone.
+    drop(held);
+    assert_eq!((budget.status().tenants, budget.status().requests), (1, 1));
+    drop(beta_held);
+    assert_eq!((budget.status().tenants, budget.status().requests, budget.status().bytes_in_use), (0, 0, 0));
+
+    // A share below one request or one full-size body is raised to it; a
+    // share that is no fraction is refused at start.
+    let tiny = ParseBudget::new(&Limits { parse_share_per_tenant: 0.01, ..limits.clone() }).unwrap();
+    let whole = tiny.reserve(Some(&alpha), 1 << 20, 1 << 20).expect("one full-size body");
+    assert!(matches!(
+        tiny.reserve(Some(&alpha), 1 << 20, 0),
+        Err(ParseBudgetFull::TenantRequests { limit: 1, .. })
+    ));
+    // The operator's own (no tenant) are held to no share.
+    let operators: Vec<_> = (0..3).map(|_| tiny.reserve(None, 1 << 20, 0).unwrap()).collect();
+    assert_eq!((tiny.status().requests, tiny.status().tenants), (4, 1));
+    drop((whole, operators));
+    for share in [0.0, -0.5, 1.5, f64::NAN] {
+        let refused = ParseBudget::new(&Limits { parse_share_per_tenant: share, ..limits.clone() });
+        assert!(refused.unwrap_err().to_string().contains("parse_share_per_tenant"), "{share}");
+    }
 }
 
 /// A submission whose head declares `declared` bytes of body and whose body
 /// stops after its first byte, on a connection whose answer can be looked
 /// for without waiting (`answered`).
-fn stalled_body(d: &TestDaemon, declared: usize) -> std::net::TcpStream {
+fn stalled_body(d: &TestDaemon, declared: usize, token: Option<&str>) -> std::net::TcpStream {
     use std::io::Write;
 
     let address = d.url.trim_start_matches("http://");
     let mut stalled = std::net::TcpStream::connect(address).unwrap();
+    let authorization = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     write!(
         stalled,
-        "POST /v1/jobs HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n{{"
+        "POST /v1/jobs HTTP/1.1\r\nHost: {address}\r\n{authorization}Content-Type: application/json\r\nContent-Length: {declared}\r\n\r\n{{"
     )
     .unwrap();
     stalled.set_nonblocking(true).unwrap();
@@ -480,7 +566,7 @@ fn a_full_parse_budget_answers_503_with_retry_after() {
         c.limits.urgent_parsing_requests = 0;
         c.limits.queue_full_retry_after_s = 3;
     });
-    let stall = || stalled_body(&d, 1000);
+    let stall = || stalled_body(&d, 1000, None);
     let mut stalled = stall();
     // Once the stalled body holds the one place, a submission is refused.
     // Until the daemon has read its head, submissions are accepted (jobs of
@@ -534,7 +620,7 @@ fn stalled_bulk_bodies_leave_the_urgent_reserve_to_a_small_submission() {
         // the whole budget.
         c.limits.parse_budget_bytes = Some(full + parse_estimate(0) + urgent);
     });
-    let bulk = [stalled_body(&d, 2 << 20), stalled_body(&d, 2 << 20)];
+    let bulk = [stalled_body(&d, 2 << 20, None), stalled_body(&d, 2 << 20, None)];
     // Both are admitted, each holding the estimate of the byte it sent.
     let deadline = Instant::now() + Duration::from_secs(60);
     while parsing(&d) != (2, 2 * parse_estimate(1)) {
@@ -547,7 +633,7 @@ fn stalled_bulk_bodies_leave_the_urgent_reserve_to_a_small_submission() {
     }
     assert!(!bulk.iter().any(answered), "a stalled bulk body was answered");
     // A third bulk body would take the urgent place: refused at its head.
-    let third = refusal(stalled_body(&d, 2 << 20));
+    let third = refusal(stalled_body(&d, 2 << 20, None));
     assert!(third.starts_with("HTTP/1.1 503"), "{third}");
     assert!(third.contains("parsing_full") && third.contains("urgent_parsing_requests"), "{third}");
     // A small submission takes it.
@@ -559,6 +645,56 @@ fn stalled_bulk_bodies_leave_the_urgent_reserve_to_a_small_submission() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while parsing(&d) != (0, 0) {
         assert!(Instant::now() < deadline, "the stalled bodies' shares did not come back: {:?}", parsing(&d));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Over the HTTP API, two tenants: one whose bodies stall holds only its
+/// share of the parse places (half by default); its next submission is
+/// answered 429 with the reason and counted, and the other tenant's job is
+/// taken beside them. Without shares the stalled tenant would take every
+/// place and the other's submission would be answered 503.
+#[test]
+fn a_tenants_stalled_bodies_leave_the_other_tenants_their_share() {
+    const ALPHA: &str = "alpha-0123456789abcdef";
+    const BETA: &str = "beta-0123456789abcdef";
+    let d = start_with(|c| {
+        c.backend = BackendKind::Sim;
+        c.sim.time_scale = 0.001;
+        c.limits.max_body_bytes = 1 << 20;
+        c.limits.max_parsing_requests = 4;
+        c.limits.urgent_parsing_requests = 0;
+        c.limits.queue_full_retry_after_s = 3;
+        c.auth.tokens = [format!("{ALPHA}@alpha"), format!("{BETA}@beta")]
+            .iter()
+            .map(|entry| cuzk::auth::parse_token_entry(entry).unwrap())
+            .collect();
+    });
+    let series = r#"cuzk_tenant_refusals_total{tenant="alpha",reason="parse_share"}"#;
+    let alpha = [stalled_body(&d, 1000, Some(ALPHA)), stalled_body(&d, 1000, Some(ALPHA))];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while parsing(&d).0 != 2 {
+        assert!(Instant::now() < deadline, "alpha's two stalled bodies were not admitted: {:?}", parsing(&d));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Alpha's third is over its share: 429 at its head.
+    let third = refusal(stalled_body(&d, 1000, Some(ALPHA)));
+    assert!(third.starts_with("HTTP/1.1 429"), "{third}");
+    assert!(third.contains("alpha") && third.contains("parse_share_per_tenant"), "{third}");
+    assert!(third.to_ascii_lowercase().contains("retry-after: 3"), "{third}");
+    assert_eq!(metric_value(&d.metrics(), series), 1.0);
+    // Beta's job is taken while alpha's bodies hold their places.
+    let taken = agent()
+        .post(&format!("{}/v1/jobs", d.url))
+        .set("Authorization", &format!("Bearer {BETA}"))
+        .send_json(job(1));
+    let (status, body) = common::response(taken);
+    assert_eq!(status, 202, "{body}");
+    assert!(!alpha.iter().any(answered), "a stalled body of alpha's was answered");
+    drop(alpha);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while parsing(&d) != (0, 0) {
+        assert!(Instant::now() < deadline, "alpha's shares did not come back: {:?}", parsing(&d));
         std::thread::sleep(Duration::from_millis(10));
     }
 }
