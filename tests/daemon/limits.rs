@@ -554,18 +554,32 @@ fn parsing(d: &TestDaemon) -> (u64, u64) {
     (body["parsing"]["requests"].as_u64().unwrap(), body["parsing"]["bytes_in_use"].as_u64().unwrap())
 }
 
+/// Waits (60 s at most) until the parse budget's `(requests, bytes_in_use)`
+/// satisfy `reached`; else fails, saying what was awaited.
+fn await_parsing(d: &TestDaemon, what: &str, reached: impl Fn((u64, u64)) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !reached(parsing(d)) {
+        assert!(Instant::now() < deadline, "{what}: {:?}", parsing(d));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Fast simulated jobs, bodies of at most 1 MiB, `places` parse places and
+/// none kept for urgent bodies, Retry-After 3.
+fn parse_places(c: &mut cuzk::config::Config, places: usize) {
+    c.backend = BackendKind::Sim;
+    c.sim.time_scale = 0.001;
+    c.limits.max_body_bytes = 1 << 20;
+    c.limits.max_parsing_requests = places;
+    c.limits.urgent_parsing_requests = 0;
+    c.limits.queue_full_retry_after_s = 3;
+}
+
 /// Over the HTTP API: a body that stops short holds its share, and the
 /// next submission is answered 503 parsing_full with Retry-After at once.
 #[test]
 fn a_full_parse_budget_answers_503_with_retry_after() {
-    let d = start_with(|c| {
-        c.backend = BackendKind::Sim;
-        c.sim.time_scale = 0.001;
-        c.limits.max_body_bytes = 1 << 20;
-        c.limits.max_parsing_requests = 1;
-        c.limits.urgent_parsing_requests = 0;
-        c.limits.queue_full_retry_after_s = 3;
-    });
+    let d = start_with(|c| parse_places(c, 1));
     let stall = || stalled_body(&d, 1000, None);
     let mut stalled = stall();
     // Once the stalled body holds the one place, a submission is refused.
@@ -622,15 +636,7 @@ fn stalled_bulk_bodies_leave_the_urgent_reserve_to_a_small_submission() {
     });
     let bulk = [stalled_body(&d, 2 << 20, None), stalled_body(&d, 2 << 20, None)];
     // Both are admitted, each holding the estimate of the byte it sent.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while parsing(&d) != (2, 2 * parse_estimate(1)) {
-        assert!(
-            Instant::now() < deadline,
-            "two stalled bulk bodies were not both admitted: {:?}",
-            parsing(&d)
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    await_parsing(&d, "two stalled bulk bodies were not both admitted", |p| p == (2, 2 * parse_estimate(1)));
     assert!(!bulk.iter().any(answered), "a stalled bulk body was answered");
     // A third bulk body would take the urgent place: refused at its head.
     let third = refusal(stalled_body(&d, 2 << 20, None));
@@ -642,11 +648,7 @@ fn stalled_bulk_bodies_leave_the_urgent_reserve_to_a_small_submission() {
     assert!(!bulk.iter().any(answered), "a stalled bulk body was answered");
     // The stalled bodies' shares come back when they leave.
     drop(bulk);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while parsing(&d) != (0, 0) {
-        assert!(Instant::now() < deadline, "the stalled bodies' shares did not come back: {:?}", parsing(&d));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    await_parsing(&d, "the stalled bodies' shares did not come back", |p| p == (0, 0));
 }
 
 /// Over the HTTP API, two tenants: one whose bodies stall holds only its
@@ -659,12 +661,7 @@ fn a_tenants_stalled_bodies_leave_the_other_tenants_their_share() {
     const ALPHA: &str = "alpha-0123456789abcdef";
     const BETA: &str = "beta-0123456789abcdef";
     let d = start_with(|c| {
-        c.backend = BackendKind::Sim;
-        c.sim.time_scale = 0.001;
-        c.limits.max_body_bytes = 1 << 20;
-        c.limits.max_parsing_requests = 4;
-        c.limits.urgent_parsing_requests = 0;
-        c.limits.queue_full_retry_after_s = 3;
+        parse_places(c, 4);
         c.auth.tokens = [format!("{ALPHA}@alpha"), format!("{BETA}@beta")]
             .iter()
             .map(|entry| cuzk::auth::parse_token_entry(entry).unwrap())
@@ -672,11 +669,7 @@ fn a_tenants_stalled_bodies_leave_the_other_tenants_their_share() {
     });
     let series = r#"cuzk_tenant_refusals_total{tenant="alpha",reason="parse_share"}"#;
     let alpha = [stalled_body(&d, 1000, Some(ALPHA)), stalled_body(&d, 1000, Some(ALPHA))];
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while parsing(&d).0 != 2 {
-        assert!(Instant::now() < deadline, "alpha's two stalled bodies were not admitted: {:?}", parsing(&d));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    await_parsing(&d, "alpha's two stalled bodies were not admitted", |p| p.0 == 2);
     // Alpha's third is over its share: 429 at its head.
     let third = refusal(stalled_body(&d, 1000, Some(ALPHA)));
     assert!(third.starts_with("HTTP/1.1 429"), "{third}");
@@ -692,9 +685,5 @@ fn a_tenants_stalled_bodies_leave_the_other_tenants_their_share() {
     assert_eq!(status, 202, "{body}");
     assert!(!alpha.iter().any(answered), "a stalled body of alpha's was answered");
     drop(alpha);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while parsing(&d) != (0, 0) {
-        assert!(Instant::now() < deadline, "alpha's shares did not come back: {:?}", parsing(&d));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    await_parsing(&d, "alpha's shares did not come back", |p| p == (0, 0));
 }
