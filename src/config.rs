@@ -52,9 +52,9 @@ pub enum ConfigError {
         max_requests: usize,
         reserve_requests: usize,
     },
-    /// A tenant's share of the parse budget that is no fraction.
-    #[error("limits.parse_share_per_tenant must be more than 0 and at most 1; it is {0}")]
-    ParseShare(f64),
+    /// A tenant's share of a limit that is no fraction.
+    #[error("limits.{setting} must be more than 0 and at most 1; it is {share}")]
+    Share { setting: &'static str, share: f64 },
     /// More critical-lane workers per device than [`MAX_CRITICAL_WORKERS`].
     #[error("scheduler.critical_workers_per_device must be at most {MAX_CRITICAL_WORKERS}; it is {0}")]
     CriticalWorkers(usize),
@@ -489,6 +489,12 @@ pub struct Limits {
     /// for the other tenants. Anonymous callers are one tenant; with no
     /// tokens, every caller is the default tenant and holds this share.
     pub parse_share_per_tenant: f64,
+    /// The fraction of `max_queued_jobs` one tenant's unfinished jobs may
+    /// be (at least one job; lower still where the tenant's own
+    /// `max_queued_jobs` says so): one more of that tenant's is answered
+    /// 429, and the rest of the queue stays for the other tenants. Held as
+    /// `parse_share_per_tenant` is: not for the operator's own.
+    pub queue_share_per_tenant: f64,
 }
 
 impl Default for Config {
@@ -559,6 +565,7 @@ impl Default for Limits {
             urgent_parsing_requests: 4,
             parse_wait_s: 60,
             parse_share_per_tenant: 0.5,
+            queue_share_per_tenant: 0.5,
         }
     }
 }

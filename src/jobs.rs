@@ -73,6 +73,10 @@ pub struct Jobs {
     /// `limits.max_queued_jobs`, which a fleet node applies to the fleet's
     /// unfinished jobs (a single daemon's tracker has its own copy).
     max_queued_jobs: Option<usize>,
+    /// One tenant's share of `max_queued_jobs` (`limits.queue_share_per_tenant`
+    /// of it, at least one): its unfinished jobs beyond are refused, unless
+    /// they are the operator's own.
+    tenant_queue_share: Option<usize>,
     /// Seconds a refused caller is told to wait before trying again
     /// (`limits.queue_full_retry_after_s`).
     retry_after_s: u64,
@@ -125,6 +129,10 @@ impl Jobs {
     ) -> Result<Self, ConfigError> {
         let min_free = config.store.min_free_bytes;
         let max_queued = config.limits.max_queued_jobs;
+        let queue_share = config.limits.queue_share_per_tenant;
+        if !(queue_share > 0.0 && queue_share <= 1.0) {
+            return Err(ConfigError::Share { setting: "queue_share_per_tenant", share: queue_share });
+        }
         let critical_kinds = config.scheduler.critical_kinds(&parser.registry)?.to_vec();
         Ok(Self {
             system,
@@ -139,6 +147,7 @@ impl Jobs {
             free_space: (config.store.url.is_none() && min_free > 0)
                 .then(|| (config.data_dir.clone(), min_free)),
             max_queued_jobs: (max_queued > 0).then_some(max_queued),
+            tenant_queue_share: (max_queued > 0).then(|| ((max_queued as f64 * queue_share) as usize).max(1)),
             retry_after_s: config.limits.queue_full_retry_after_s,
             parse_wait: std::time::Duration::from_secs(config.limits.parse_wait_s),
             critical_kinds,

@@ -545,6 +545,8 @@ time_scale = 100.0
 synthesis_threads = 2
 [limits]
 max_queued_jobs = 4
+# The whole queue may be one tenant's: this step reaches the daemon's limit.
+queue_share_per_tenant = 1.0
 [auth.tenants.acme]
 max_queued_jobs = 1
 [grpc]

@@ -35,7 +35,7 @@ use crate::tenants::Caller;
         (status = 413, description = "body over limits.max_body_bytes", body = ErrorBody),
         (status = 415, description = "the body is not declared as JSON (Content-Type: application/json)", body = ErrorBody),
         (status = 422, description = "not a valid job, an empty idempotency key, or a key already used with a different body (the reason says why)", body = ErrorBody),
-        (status = 429, description = "limits.max_queued_jobs unfinished jobs, the tenant's own max_queued_jobs, or the tenant over its submit rate (the error names which); nothing was queued", body = ErrorBody,
+        (status = 429, description = "limits.max_queued_jobs unfinished jobs, the tenant's own max_queued_jobs or its share of the queue (limits.queue_share_per_tenant) or of the parse budget (limits.parse_share_per_tenant), or the tenant over its submit rate (the error names which); nothing was queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds: the queue limits' limits.queue_full_retry_after_s, or until the tenant's rate bucket holds a submission"))),
         (status = 503, description = "shutting down, stored jobs still being rebuilt after a start, the job store failed to commit, or the submissions being read and parsed hold limits.parse_budget_bytes or limits.max_parsing_requests (`reason`: shutting_down, recovering, store_failing, parsing_full); nothing was read or queued", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),

@@ -91,7 +91,7 @@ pub enum JobsError {
 fn queue_full(full: &QueueFull) -> String {
     match &full.tenant {
         Some(tenant) => format!(
-            "tenant {:?} has {} unfinished jobs (max_queued_jobs = {}, from [auth.tenants.{tenant}] or [auth.tenant_defaults]); retry later",
+            "tenant {:?} has {} unfinished jobs, its limit of {} (the lower of max_queued_jobs from [auth.tenants.{tenant}] or [auth.tenant_defaults] and its share of limits.max_queued_jobs, limits.queue_share_per_tenant); retry later",
             tenant.as_str(),
             full.unfinished,
             full.limit

@@ -322,7 +322,7 @@ impl ParseBudget {
             .unwrap_or(DEFAULT_BUDGET_BYTES.max(largest.saturating_add(reserve_bytes)));
         let share = limits.parse_share_per_tenant;
         if !(share > 0.0 && share <= 1.0) {
-            return Err(ConfigError::ParseShare(share));
+            return Err(ConfigError::Share { setting: "parse_share_per_tenant", share });
         }
         if limit_bytes.saturating_sub(reserve_bytes) < largest
             || limits.max_parsing_requests <= reserve_requests

@@ -20,15 +20,17 @@ use cuzk_actors::{JobId, NewJob, Priority, RecordedRequest, Tenant, TenantScope}
 use super::{Jobs, JobsError, ParseBudgetFull, ParsePermit};
 use crate::job_input::{ParsedJob, Submission, SubmitError};
 use crate::telemetry::{PriorityLowered, TenantLimit, TenantRefused};
-use crate::tenants::{Caller, TenantLimits};
+use crate::tenants::Caller;
 
 /// A submission its tenant's rate and the parse budget let through: what
 /// `submit` takes, so that no front end submits without the checks.
 pub struct Admission {
     /// Whose job it will be.
     tenant: Tenant,
-    /// The tenant's limits as configured when the caller was checked.
-    limits: TenantLimits,
+    /// The most unfinished jobs the tenant may have: its own
+    /// `max_queued_jobs` as configured when the caller was checked, and its
+    /// share of the daemon's, whichever is lower.
+    max_unfinished: Option<usize>,
     /// The caller's token holds the critical scope.
     critical: bool,
     /// The body's share of the parse budget, held until it is parsed.
@@ -74,10 +76,10 @@ impl Jobs {
     /// whose estimate exceeds all its class may hold is refused first, for
     /// good.
     pub fn admit(&self, tenant: Tenant, caller: &Caller, body_bytes: usize) -> Result<Admission, JobsError> {
-        let (limits, critical) = self.admissible(&tenant, caller, body_bytes)?;
+        let (max_unfinished, critical) = self.admissible(&tenant, caller, body_bytes)?;
         let shared = Self::parse_share_of(&tenant, caller);
         let parsing = self.parsing.reserve(shared, body_bytes, 0).map_err(|full| self.parsing_full(full))?;
-        Ok(Admission { tenant, limits, critical, parsing })
+        Ok(Admission { tenant, max_unfinished, critical, parsing })
     }
 
     /// `admit` for a message that has arrived whole, `body_bytes` of it (a
@@ -90,25 +92,26 @@ impl Jobs {
         caller: &Caller,
         body_bytes: usize,
     ) -> Result<Admission, JobsError> {
-        let (limits, critical) = self.admissible(&tenant, caller, body_bytes)?;
+        let (max_unfinished, critical) = self.admissible(&tenant, caller, body_bytes)?;
         let shared = Self::parse_share_of(&tenant, caller);
         let parsing = self
             .parsing
             .reserve_waiting(shared, body_bytes, self.parse_wait)
             .await
             .map_err(|full| self.parsing_full(full))?;
-        Ok(Admission { tenant, limits, critical, parsing })
+        Ok(Admission { tenant, max_unfinished, critical, parsing })
     }
 
     /// The checks before a submission's parse is reserved: a body too large
     /// for the budget ever, then the tenant's rate (a token taken). The
-    /// caller's limits and critical scope, for the admission.
+    /// tenant's limit of unfinished jobs and the caller's critical scope,
+    /// for the admission.
     fn admissible(
         &self,
         tenant: &Tenant,
         caller: &Caller,
         body_bytes: usize,
-    ) -> Result<(TenantLimits, bool), JobsError> {
+    ) -> Result<(Option<usize>, bool), JobsError> {
         let (limits, critical) = (caller.limits, caller.critical);
         if let Some(limit) = self.parsing.never_admits(body_bytes) {
             let needed = super::parse_estimate(body_bytes);
@@ -119,7 +122,10 @@ impl Jobs {
             let tenant = tenant.clone();
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });
         }
-        Ok((limits, critical))
+        let own = (limits.max_queued_jobs > 0).then_some(limits.max_queued_jobs);
+        let share = self.tenant_queue_share.filter(|_| !caller.admin);
+        let max_unfinished = [own, share].into_iter().flatten().min();
+        Ok((max_unfinished, critical))
     }
 
     /// Whose share of the parse budget a submission of `caller`'s counts
@@ -158,7 +164,7 @@ impl Jobs {
                 return Err(JobsError::NoSpace { free, min_free: *min_free, retry_after_s });
             }
         }
-        let Admission { tenant, limits, critical, parsing } = admission;
+        let Admission { tenant, max_unfinished, critical, parsing } = admission;
         let parser = self.parser.clone();
         // The permit goes with the submission: a caller that leaves while it
         // is parsed does not return the share before the parse ends.
@@ -189,7 +195,7 @@ impl Jobs {
             reservation: parsed.reservation,
             idempotency_key: idempotency_key.or(parsed.request_id),
             tenant,
-            tenant_max_unfinished: (limits.max_queued_jobs > 0).then_some(limits.max_queued_jobs),
+            tenant_max_unfinished: max_unfinished,
             deadline: parsed.deadline_ms.map(std::time::Duration::from_millis),
             work: Arc::new(parsed.work),
             request: Some(RecordedRequest { text: parsed.canonical, digest: parsed.digest }),

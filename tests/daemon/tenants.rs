@@ -194,7 +194,7 @@ fn a_tenant_queue_limit_answers_429_for_that_tenant_only() {
     assert_eq!(status, 429, "{body}");
     assert_eq!(retry_after, Some(7));
     let error = body["error"].as_str().unwrap();
-    assert!(error.contains("gamma") && error.contains("max_queued_jobs = 1"), "{error}");
+    assert!(error.contains("gamma") && error.contains("its limit of 1"), "{error}");
     assert_eq!(metric_value(&d.metrics(), zero), 1.0);
     // Another tenant is not held by gamma's limit.
     assert_eq!(submit(&d.url, BETA, 3, None).0, 202);
@@ -202,6 +202,36 @@ fn a_tenant_queue_limit_answers_429_for_that_tenant_only() {
     let cancel = format!("/v1/jobs/{}/cancel", first["id"].as_str().unwrap());
     assert_eq!(call(&d.url, "POST", &cancel, ALPHA, None).0, 200);
     assert_eq!(submit(&d.url, ALPHA, 4, None).0, 202);
+}
+
+/// No tenant takes more than its share of the daemon's queue
+/// (`limits.queue_share_per_tenant`, half by default), configured limit or
+/// not: at its share its submissions are answered 429 naming the share,
+/// while another tenant's are taken; the operator's own (admin) are held
+/// to the daemon's limit only. Without shares, alpha would have filled
+/// the queue and beta been refused.
+#[test]
+fn no_tenant_takes_more_than_its_share_of_the_queue() {
+    let d = start_with(|c| {
+        sim(c, false);
+        tenants(c);
+        c.limits.max_queued_jobs = 4;
+    });
+    assert_eq!(submit(&d.url, ALPHA, 1, None).0, 202);
+    assert_eq!(submit(&d.url, ALPHA, 2, None).0, 202);
+    let (status, body, _) = submit(&d.url, ALPHA, 3, None);
+    assert_eq!(status, 429, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.contains("alpha") && error.contains("queue_share_per_tenant"), "{error}");
+    let series = r#"cuzk_tenant_refusals_total{tenant="alpha",reason="queue_full"}"#;
+    let metrics = agent().get(&format!("{}/metrics", d.url)).set("Authorization", &format!("Bearer {ADMIN}"));
+    assert_eq!(metric_value(&metrics.call().unwrap().into_string().unwrap(), series), 1.0);
+    // Beta's share is its own; the admin fills the rest of the queue.
+    assert_eq!(submit(&d.url, BETA, 4, None).0, 202);
+    assert_eq!(submit(&d.url, ADMIN, 5, None).0, 202);
+    let (status, body, _) = submit(&d.url, ADMIN, 6, None);
+    assert_eq!(status, 429, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("queue full"), "the daemon's limit: {body}");
 }
 
 #[test]
