@@ -448,7 +448,11 @@ impl<M: Recording + Default + Send> ConstraintSystem<Scalar> for RecordingCs<M> 
         if M::MODE == Mode::Shape {
             if let Some(e) = &other.failure {
                 self.failure.get_or_insert_with(|| Error::Synthesis(e.to_string()));
-            } else if let Err(e) = self.rows.append(&other.rows, self.num_inputs, self.num_aux) {
+            } else if let Err(e) = self.rows.append(
+                &other.rows,
+                (self.num_inputs, self.num_aux),
+                (other.num_inputs, other.num_aux),
+            ) {
                 self.failure.get_or_insert(Error::Synthesis(e.to_string()));
             }
         }

@@ -418,13 +418,25 @@ impl MatricesBuilder {
     /// Appends the rows `part` recorded on its own, as the next rows of these
     /// matrices: bellperson's extensible synthesis, where a part of a circuit
     /// is synthesized into a system of its own whose input 0 is a temporary
-    /// one. `inputs` and `aux` are the variables allocated here before the
-    /// part: the part's input 0 stays input 0 (one), its input i becomes
-    /// input `inputs + i - 1` and its aux j aux `aux + j`, so the rows equal
-    /// what one system would have recorded had it synthesized the part
-    /// itself (coefficient table included, new coefficients added in the
-    /// order the part met them).
-    pub fn append(&mut self, part: &MatricesBuilder, inputs: usize, aux: usize) -> Result<(), KernelError> {
+    /// one. `before` is the (inputs, aux) allocated here before the part,
+    /// `part_vars` the part's own (its temporary one included): the part's
+    /// input 0 stays input 0 (one), its input i becomes input
+    /// `inputs + i - 1` and its aux j aux `aux + j`, so the rows equal what
+    /// one system would have recorded had it synthesized the part itself
+    /// (coefficient table included, new coefficients added in the order the
+    /// part met them).
+    pub fn append(
+        &mut self,
+        part: &MatricesBuilder,
+        before: (usize, usize),
+        part_vars: (usize, usize),
+    ) -> Result<(), KernelError> {
+        let ((inputs, aux), (part_inputs, part_aux)) = (before, part_vars);
+        if inputs + part_inputs > AUX as usize || aux + part_aux > AUX as usize {
+            return Err(KernelError::Synthesis(format!(
+                "variables beyond the 2^31 the compiled matrices index: {inputs} + {part_inputs} inputs, {aux} + {part_aux} aux"
+            )));
+        }
         let coeff_at: Vec<u32> = part
             .coeffs
             .iter()
@@ -436,21 +448,6 @@ impl MatricesBuilder {
                 })
             })
             .collect();
-        let beyond = |count: usize| count >= AUX as usize;
-        // The most inputs and aux variables the part's rows can name.
-        let highest = |aux_terms: bool| {
-            let in_matrix = |r: &Rows| {
-                let named = r.terms.par_iter().filter(|t| (t.var & AUX != 0) == aux_terms);
-                named.map(|t| (t.var & !AUX) as usize + 1).max().unwrap_or(0)
-            };
-            part.rows.iter().map(in_matrix).max().unwrap_or(0)
-        };
-        let (part_inputs, part_aux) = (highest(false), highest(true));
-        if beyond(inputs + part_inputs) || beyond(aux + part_aux) {
-            return Err(KernelError::Synthesis(format!(
-                "variables beyond the 2^31 the compiled matrices index: {inputs} + {part_inputs} inputs, {aux} + {part_aux} aux"
-            )));
-        }
         let renumber = |t: &Term| {
             let var = match t.var {
                 v if v & AUX != 0 => (aux as u32 + (v & !AUX)) | AUX,
