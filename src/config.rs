@@ -486,8 +486,9 @@ pub struct Limits {
     /// is shared out the same way), never less than one request and one
     /// of the class's largest bodies: one more is answered 429 over HTTP
     /// (gRPC waits its turn, then RESOURCE_EXHAUSTED), and the rest stays
-    /// for the other tenants. Anonymous callers are one tenant; with no
-    /// tokens, every caller is the default tenant and holds this share.
+    /// for the other tenants. Anonymous callers are one tenant; the
+    /// operator's own (the admin scope, and every caller of a daemon
+    /// without tokens) are held to no share.
     pub parse_share_per_tenant: f64,
     /// The fraction of `max_queued_jobs` one tenant's unfinished jobs may
     /// be (at least one job; lower still where the tenant's own
@@ -568,6 +569,17 @@ impl Default for Limits {
             queue_share_per_tenant: 0.5,
         }
     }
+}
+
+/// One tenant's share of `total` places (`limits.parse_share_per_tenant`,
+/// `limits.queue_share_per_tenant`: `share` of it, rounded down, at least
+/// one), or the refusal of a share that is no fraction in (0, 1], naming
+/// `setting`.
+pub fn tenant_share(setting: &'static str, share: f64, total: usize) -> Result<usize, ConfigError> {
+    if !(share > 0.0 && share <= 1.0) {
+        return Err(ConfigError::Share { setting, share });
+    }
+    Ok(((total as f64 * share) as usize).clamp(1, total.max(1)))
 }
 
 /// Kept free of the budget so that small machines still run: 5 GiB or a

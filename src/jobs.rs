@@ -129,10 +129,11 @@ impl Jobs {
     ) -> Result<Self, ConfigError> {
         let min_free = config.store.min_free_bytes;
         let max_queued = config.limits.max_queued_jobs;
-        let queue_share = config.limits.queue_share_per_tenant;
-        if !(queue_share > 0.0 && queue_share <= 1.0) {
-            return Err(ConfigError::Share { setting: "queue_share_per_tenant", share: queue_share });
-        }
+        let queue_share = crate::config::tenant_share(
+            "queue_share_per_tenant",
+            config.limits.queue_share_per_tenant,
+            max_queued,
+        )?;
         let critical_kinds = config.scheduler.critical_kinds(&parser.registry)?.to_vec();
         Ok(Self {
             system,
@@ -147,7 +148,7 @@ impl Jobs {
             free_space: (config.store.url.is_none() && min_free > 0)
                 .then(|| (config.data_dir.clone(), min_free)),
             max_queued_jobs: (max_queued > 0).then_some(max_queued),
-            tenant_queue_share: (max_queued > 0).then(|| ((max_queued as f64 * queue_share) as usize).max(1)),
+            tenant_queue_share: (max_queued > 0).then_some(queue_share),
             retry_after_s: config.limits.queue_full_retry_after_s,
             parse_wait: std::time::Duration::from_secs(config.limits.parse_wait_s),
             critical_kinds,

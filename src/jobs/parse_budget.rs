@@ -39,7 +39,7 @@ use cuzk_actors::Tenant;
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use crate::config::{ConfigError, Limits};
+use crate::config::{tenant_share, ConfigError, Limits};
 
 /// A submission's peak while it is read and parsed, as a multiple of its
 /// body: the body (with the read buffer's spare capacity), its compact
@@ -139,11 +139,11 @@ struct Ceiling {
 impl Ceiling {
     /// The class's ceiling of `bytes` and `requests`, with `share` of each
     /// for one tenant, never less than one request and the estimate of the
-    /// class's `largest` body.
-    fn new(bytes: u64, requests: usize, share: f64, largest: u64, bulk: bool) -> Self {
+    /// class's `largest` body; refused when `share` is no fraction.
+    fn new(bytes: u64, requests: usize, share: f64, largest: u64, bulk: bool) -> Result<Self, ConfigError> {
+        let tenant_requests = tenant_share("parse_share_per_tenant", share, requests)?;
         let tenant_bytes = ((bytes as f64 * share) as u64).clamp(largest.min(bytes), bytes);
-        let tenant_requests = ((requests as f64 * share) as usize).clamp(1, requests.max(1));
-        Self { bytes, requests, tenant_bytes, tenant_requests, bulk }
+        Ok(Self { bytes, requests, tenant_bytes, tenant_requests, bulk })
     }
 
     /// Whether a permit of `tenant`'s (none: held to no share) may hold the
@@ -321,9 +321,6 @@ impl ParseBudget {
             .parse_budget_bytes
             .unwrap_or(DEFAULT_BUDGET_BYTES.max(largest.saturating_add(reserve_bytes)));
         let share = limits.parse_share_per_tenant;
-        if !(share > 0.0 && share <= 1.0) {
-            return Err(ConfigError::Share { setting: "parse_share_per_tenant", share });
-        }
         if limit_bytes.saturating_sub(reserve_bytes) < largest
             || limits.max_parsing_requests <= reserve_requests
         {
@@ -338,14 +335,14 @@ impl ParseBudget {
         }
         let requests = limits.max_parsing_requests;
         let urgent_largest = parse_estimate(limits.urgent_body_bytes);
-        let urgent = Ceiling::new(limit_bytes, requests, share, urgent_largest, false);
+        let urgent = Ceiling::new(limit_bytes, requests, share, urgent_largest, false)?;
         let bulk = Ceiling::new(
             limit_bytes - reserve_bytes,
             requests - reserve_requests,
             share,
             largest,
             reserve_requests > 0,
-        );
+        )?;
         Ok(Self {
             shared: Arc::default(),
             urgent,

@@ -123,16 +123,23 @@ impl Jobs {
             return Err(JobsError::RateLimited { tenant, rate: limits.submit_rate_per_s, retry_after_s });
         }
         let own = (limits.max_queued_jobs > 0).then_some(limits.max_queued_jobs);
-        let share = self.tenant_queue_share.filter(|_| !caller.admin);
+        let share = self.tenant_queue_share.filter(|_| Self::held_to_shares(caller));
         let max_unfinished = [own, share].into_iter().flatten().min();
         Ok((max_unfinished, critical))
     }
 
+    /// Whether `caller`'s tenant is held to its shares of the queue and the
+    /// parse budget: not the operator's own (the admin scope, which every
+    /// caller of a daemon without tokens has), whom they do not protect
+    /// anyone from.
+    fn held_to_shares(caller: &Caller) -> bool {
+        !caller.admin
+    }
+
     /// Whose share of the parse budget a submission of `caller`'s counts
-    /// in: its tenant's, or none for the operator's own (the admin scope,
-    /// which every caller of a daemon without tokens has), held to no share.
+    /// in: its tenant's, or none when it is held to no share.
     fn parse_share_of<'t>(tenant: &'t Tenant, caller: &Caller) -> Option<&'t Tenant> {
-        (!caller.admin).then_some(tenant)
+        Self::held_to_shares(caller).then_some(tenant)
     }
 
     /// The refusal of a submission the parse budget has no room for now.
