@@ -15,12 +15,14 @@ daemon returns is judged by filecoin-proofs-api's verifiers
 (default target/debug/cuzk), CUZK_BENCH_BIN (target/debug/cuzk-bench),
 CUZK_TEST_PARAMS_DIR (the 2 KiB parameter files; required).
 
-Five daemons: A proves for real on the CPU engine, on a unix socket
+Six daemons: A proves for real on the CPU engine, on a unix socket
 (Curio's deployment); B is the simulated backend, slow on purpose, on a
 loopback TCP port with tokens (waiting, cancelling, disconnects, deadlines,
 limits, tenants); C refuses every submission (its disk is "full"); D's
 parse budget is too small for any real request; E, with the default
-limits, takes a burst of 500 calls at once. Every wait is bounded.
+limits, takes a burst of 500 calls at once; F, with the default shares,
+has one tenant at its share of the parse budget and of the queue while
+another's WinningPoSt completes. Every wait is bounded.
 """
 
 import base64
@@ -279,6 +281,18 @@ class Daemon:
                 self.kill()
 
 
+def stalled_bodies(daemon, token, count):
+    """`count` HTTP submissions that send their headers and one byte of a
+    1,000-byte body, then nothing: open sockets, for the caller to close."""
+    sockets = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", daemon.http_port))
+        s.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".encode())
+        sockets.append(s)
+    return sockets
+
+
 def until(what, predicate, timeout, *daemons):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -529,6 +543,7 @@ def run(work, daemons):
     check(not os.path.exists(socket_path), "a stopped daemon removes its socket", a)
 
     sim_daemons(work, daemons, pb, pbg, inputs, options)
+    two_tenants(work, daemons, pb, pbg, inputs, options)
 
 
 def sim_daemons(work, daemons, pb, pbg, inputs, options):
@@ -751,6 +766,70 @@ max_waiting_calls = 4
             answers[status] = answers.get(status, 0) + 1
     print(f"   500 concurrent Prove calls answered in {time.time() - started:.1f} s: {answers}", flush=True)
     check(answers == {"COMPLETED": 500}, f"a burst of 500 Prove calls: {answers}", e_daemon)
+
+
+def two_tenants(work, daemons, pb, pbg, inputs, options):
+    step("F: default shares: alpha's stalled HTTP bodies hold its half of the parse budget; beta's WinningPoSt passes")
+    alpha, beta = "alpha-submit-0123456789", "beta-submit-01234567890"
+    f = Daemon(work, "f", """
+backend = "sim"
+[sim]
+profile = "winning-post"
+# A partition synthesizes for about 4.5 s, one at a time: alpha's jobs are
+# still unfinished when its next submission is judged.
+time_scale = 5.0
+[scheduler]
+synthesis_threads = 1
+[limits]
+# Alpha's share of the queue: 2 (limits.queue_share_per_tenant, 0.5).
+max_queued_jobs = 4
+# How long a gRPC call whose message has arrived waits for a parse place.
+parse_wait_s = 2
+""", f"127.0.0.1:{free_port()}", tokens=[f"{alpha}@alpha:submit,read", f"{beta}@beta:submit,read"])
+    daemons.append(f)
+    as_alpha = (("authorization", f"Bearer {alpha}"),)
+    as_beta = (("authorization", f"Bearer {beta}"),)
+    places = f.http("GET", "/v1/status")[1]["parsing"]["max_requests"]
+    stalled = []
+    try:
+        # More bodies than the whole budget's places.
+        stalled = stalled_bodies(f, alpha, places + 8)
+        until("alpha's bodies admitted to parsing",
+              lambda: f.http("GET", "/v1/status")[1]["parsing"]["requests"], 30, f)
+        time.sleep(1.0)  # the rest, refused or waiting, settle
+        held = f.http("GET", "/v1/status")[1]["parsing"]["requests"]
+        check(0 < held <= places // 2, f"alpha holds {held} of {places} parse places, more than its half", f)
+        with grpc.insecure_channel(f.target(), options=options) as channel:
+            stub = pbg.ProvingEngineStub(channel)
+            e = rpc_error(stub.SubmitProof, inputs.winning(pb, request_id="alpha-over-share"), metadata=as_alpha,
+                          timeout=60)
+            check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "parse_share_per_tenant" in e.details(),
+                  f"alpha's gRPC call beside its own stalled bodies: {e}", f)
+            started = time.time()
+            answer = stub.Prove(pb.ProveRequest(submit=inputs.winning(pb, request_id="beta-beside-parsing")),
+                                metadata=as_beta, timeout=120).result
+            check(answer.status == pb.AwaitProofResponse.COMPLETED, f"beta's WinningPoSt: {answer}", f)
+            print(f"   beta's WinningPoSt beside alpha's {held} stalled bodies: {time.time() - started:.1f} s",
+                  flush=True)
+    finally:
+        for s in stalled:
+            s.close()
+
+    step("F: alpha at its half of the queue is refused, naming the share; beta's WinningPoSt passes")
+    with grpc.insecure_channel(f.target(), options=options) as channel:
+        stub = pbg.ProvingEngineStub(channel)
+        mine = [stub.SubmitProof(inputs.winning(pb, request_id=f"alpha-{i}"), metadata=as_alpha, timeout=60).job_id
+                for i in range(2)]
+        e = rpc_error(stub.SubmitProof, inputs.winning(pb, request_id="alpha-2"), metadata=as_alpha, timeout=60)
+        check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "queue_share_per_tenant" in e.details(),
+              f"alpha's third job: {e}", f)
+        answer = stub.Prove(pb.ProveRequest(submit=inputs.winning(pb, request_id="beta-beside-queue")),
+                            metadata=as_beta, timeout=120).result
+        check(answer.status == pb.AwaitProofResponse.COMPLETED, f"beta's WinningPoSt: {answer}", f)
+        for job in mine:
+            done = stub.AwaitProof(pb.AwaitProofRequest(job_id=job, timeout_ms=60000), metadata=as_alpha,
+                                   timeout=90)
+            check(done.status == pb.AwaitProofResponse.COMPLETED, f"alpha's job {job}: {done}", f)
 
 
 if __name__ == "__main__":
