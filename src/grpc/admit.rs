@@ -14,7 +14,7 @@ use tonic::codegen::{http, BoxFuture, Service};
 
 use super::error::token_status;
 use super::service::code_name;
-use crate::auth::{Gates, Scope};
+use crate::auth::{bearer_token, Gates, Scope};
 use crate::telemetry::{GrpcCall, GrpcNotProved};
 
 /// The service's methods, as the path's last segment names them, and the
@@ -59,10 +59,8 @@ where
         let Some(&(method, needed)) = METHODS.iter().find(|(m, _)| *m == name) else {
             return Box::pin(self.inner.call(request));
         };
-        let presented = request.headers().get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| {
-            let (scheme, token) = v.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        });
+        let presented =
+            request.headers().get("authorization").and_then(|v| v.to_str().ok()).and_then(bearer_token);
         match self.gates.current().grpc_caller(presented, needed, self.trusted) {
             Ok(caller) => {
                 request.extensions_mut().insert(caller);

@@ -8,6 +8,7 @@ use cuzk_actors::messages::JobStatus;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::auth::{HttpRefusal, TokenRefusal};
 use crate::job_input::SubmitError;
 use crate::jobs::JobsError;
 
@@ -59,11 +60,13 @@ pub struct ApiError {
     body: ErrorBody,
     /// Seconds a client should wait before trying again (`Retry-After`).
     retry_after_s: Option<u64>,
+    /// A 401's or 403's `WWW-Authenticate` challenge (RFC 6750).
+    challenge: Option<String>,
 }
 
 impl ApiError {
     fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, body: ErrorBody::new(message.into()), retry_after_s: None }
+        Self { status, body: ErrorBody::new(message.into()), retry_after_s: None, challenge: None }
     }
 
     /// 400: the request cannot be read as asked.
@@ -135,6 +138,12 @@ impl ApiError {
         self
     }
 
+    /// The `WWW-Authenticate` challenge a token refusal answers with.
+    fn challenge(mut self, challenge: String) -> Self {
+        self.challenge = Some(challenge);
+        self
+    }
+
     /// Adds the machine-readable reason.
     pub fn because(mut self, reason: ErrorReason) -> Self {
         self.body.reason = Some(reason);
@@ -158,7 +167,29 @@ impl ResponseError for ApiError {
         if let Some(seconds) = self.retry_after_s {
             response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
+        if let Some(challenge) = &self.challenge {
+            response.insert_header((header::WWW_AUTHENTICATE, challenge.as_str()));
+        }
         response.json(&self.body)
+    }
+}
+
+/// The HTTP answer to each of the token gate's refusals.
+impl From<HttpRefusal> for ApiError {
+    fn from(refusal: HttpRefusal) -> Self {
+        const REALM: &str = "Bearer realm=\"cuzk\"";
+        let message = refusal.to_string();
+        match refusal {
+            HttpRefusal::MetricsListener => Self::not_found(message),
+            HttpRefusal::NotJson => Self::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, message),
+            HttpRefusal::Browser(_) => Self::new(StatusCode::FORBIDDEN, message),
+            HttpRefusal::NoToken => Self::unauthorized(message).challenge(REALM.into()),
+            HttpRefusal::Token(TokenRefusal::LacksScope(needed)) => Self::new(StatusCode::FORBIDDEN, message)
+                .challenge(format!("{REALM}, error=\"insufficient_scope\", scope=\"{}\"", needed.as_str())),
+            HttpRefusal::Token(TokenRefusal::Invalid | TokenRefusal::Missing(_)) => {
+                Self::unauthorized(message).challenge(format!("{REALM}, error=\"invalid_token\""))
+            }
+        }
     }
 }
 

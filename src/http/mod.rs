@@ -9,6 +9,7 @@
 pub mod circuits;
 pub mod daemon;
 pub mod error;
+pub mod gate;
 pub mod jobs;
 pub mod openapi;
 pub mod params;

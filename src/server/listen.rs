@@ -66,7 +66,7 @@ pub(super) fn http_server(
         App::new()
             .app_data(state.clone())
             .app_data(gates.clone())
-            .wrap(from_fn(crate::auth::gate))
+            .wrap(from_fn(http::gate::gate))
             .wrap(ErrorHandlers::new().default_handler(http::json_errors))
             .wrap_fn(|req, srv| {
                 let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
