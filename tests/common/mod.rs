@@ -95,6 +95,19 @@ pub fn start_with(edit: impl FnOnce(&mut Config)) -> TestDaemon {
     TestDaemon { daemon, url, _dir: dir, _schema: schema }
 }
 
+/// A daemon started from `config`, returned once `/readyz` answers 200:
+/// unfinished stored jobs are rebuilt after the listener is up, and until
+/// then a lookup answers 503 recovering (never 404).
+pub fn spawn_ready(config: Config) -> RunningDaemon {
+    let daemon = spawn(config, CircuitRegistry::builtin()).expect("daemon starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while response(agent().get(&format!("{}/readyz", daemon.url())).call()).0 != 200 {
+        assert!(Instant::now() < deadline, "stored jobs not rebuilt within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    daemon
+}
+
 pub fn start() -> TestDaemon {
     start_with(|_| {})
 }

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use common::{agent, response, test_config};
 use cuzk::config::{BackendKind, Config};
-use cuzk::server::{spawn, RunningDaemon};
+use cuzk::server::RunningDaemon;
 use cuzk_actors::store::JobStore;
-use cuzk_kernels::circuits::CircuitRegistry;
 use serde_json::{json, Value};
 
 /// The sim backend with slow, predictable partitions (about a second each,
@@ -28,12 +27,9 @@ fn slow_sim(dir: &Path) -> Config {
 
 fn start(config: Config) -> RunningDaemon {
     let _ = env_logger::builder().is_test(true).try_init();
-    let d = spawn(config, CircuitRegistry::builtin()).expect("daemon starts");
-    // Unfinished jobs are rebuilt after the listener is up; until then a
-    // lookup answers 503 recovering (never 404), which these tests are not
-    // about.
-    poll("stored jobs to be rebuilt", Duration::from_secs(30), || get(&d, "/readyz").0 == 200);
-    d
+    // A lookup while stored jobs are rebuilt (503 recovering) is not what
+    // these tests are about.
+    common::spawn_ready(config)
 }
 
 fn get(d: &RunningDaemon, path: &str) -> (u16, Value) {

@@ -11,7 +11,7 @@ use crate::common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{agent, metric_value, response, start_with, test_config, Serve};
+use common::{agent, metric_value, response, spawn_ready, start_with, test_config, Serve};
 use cuzk::auth::parse_token_entry;
 use cuzk::config::{BackendKind, Config};
 use cuzk::tenants::TenantLimits;
@@ -307,8 +307,9 @@ fn critical_is_earned_by_the_token_or_the_kind() {
         let mut config = config.clone();
         tenants(&mut config);
         config.auth.tokens.push(parse_token_entry(&format!("{URGENT}@alpha:submit,read,critical")).unwrap());
-        cuzk::server::spawn(config, cuzk_kernels::circuits::CircuitRegistry::builtin())
-            .expect("daemon starts")
+        // Its jobs stay queued, so a restart rebuilds them before a lookup
+        // answers (503 recovering until then: the flake of CI 2026-12-07).
+        spawn_ready(config)
     };
     let daemon = start();
     let url = daemon.url();
