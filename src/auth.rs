@@ -15,7 +15,7 @@ mod tokens;
 
 pub use error::{AuthError, TokenError};
 pub use gate::{is_loopback, Gate, Gates, HttpRefusal, TokenRefusal};
-pub use request::{HttpAsk, Reached, Verb, FORWARDING_HEADERS};
+pub use request::{Access, HttpAsk, Reached, Verb, FORWARDING_HEADERS};
 pub use tokens::{
     bearer_token, parse_token_entry, parse_token_list, read_token_file, AuthConfig, Scope, TokenConfig,
     TokenSources,

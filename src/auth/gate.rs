@@ -15,7 +15,7 @@ use zeroize::Zeroize;
 
 use super::browser;
 use super::error::AuthError;
-use super::request::{HttpAsk, Verb};
+use super::request::{Access, HttpAsk, Verb};
 use super::tokens::{check_token_text, AuthConfig, Scope};
 use crate::tenants::{check_tenant_name, Caller, TenantLimits};
 
@@ -177,12 +177,12 @@ impl Gate {
 
     /// The caller an HTTP request comes from, or why it is refused:
     /// the metrics listener's few routes, a POST body that is not JSON,
-    /// the browser guard without tokens, then the token the route needs.
+    /// the browser guard without tokens, then the token its route's
+    /// access needs.
     pub fn http_caller(&self, ask: &HttpAsk) -> Result<Caller, HttpRefusal> {
-        let path = ask.path;
         if self.metrics_addr.is_some()
             && self.metrics_addr == ask.reached.map(|r| r.addr)
-            && !matches!(path, "/metrics" | "/healthz" | "/readyz")
+            && !matches!(ask.path, "/metrics" | "/healthz" | "/readyz")
         {
             return Err(HttpRefusal::MetricsListener);
         }
@@ -199,15 +199,13 @@ impl Gate {
         if self.tokens.is_empty() {
             return Ok(self.tokenless_caller());
         }
-        if matches!(path, "/healthz" | "/readyz" | "/v1/openapi.json") {
-            return Ok(anonymous());
-        }
         // None: a read that needs no token (one presented still counts).
-        let needed = match ask.verb {
-            Verb::Read if !self.read_requires_token => None,
-            Verb::Read => Some(Scope::Read),
-            Verb::Post if path.starts_with("/v1/params/") => Some(Scope::Admin),
-            Verb::Post | Verb::Other => Some(Scope::Submit),
+        let needed = match ask.access {
+            Access::Open => return Ok(anonymous()),
+            Access::Read if !self.read_requires_token => None,
+            Access::Read => Some(Scope::Read),
+            Access::Submit => Some(Scope::Submit),
+            Access::Admin => Some(Scope::Admin),
         };
         match (ask.bearer, needed) {
             (Some(presented), _) => self.token_caller(presented, needed).map_err(HttpRefusal::Token),
@@ -491,9 +489,10 @@ mod tests {
         };
         let metrics: SocketAddr = "127.0.0.1:9999".parse().unwrap();
         let gate = Gate::new(&mut config, "127.0.0.1:0").unwrap().with_metrics_listener(metrics);
-        let ask = |path, verb, bearer| HttpAsk {
+        let ask = |path, verb, access, bearer| HttpAsk {
             path,
             verb,
+            access,
             reached: None,
             undeclared_body: false,
             forwarded_by: None,
@@ -502,40 +501,45 @@ mod tests {
             bearer,
         };
         let judged = |ask: HttpAsk| gate.http_caller(&ask).map(|caller| caller.tenant);
-        assert_eq!(judged(ask("/healthz", Verb::Read, None)), Ok(None));
-        assert_eq!(judged(ask("/v1/status", Verb::Read, None)), Err(HttpRefusal::NoToken));
-        assert_eq!(judged(ask("/v1/status", Verb::Read, Some(reader))), Ok(Some(Tenant::default())));
+        assert_eq!(judged(ask("/healthz", Verb::Read, Access::Open, None)), Ok(None));
+        assert_eq!(judged(ask("/v1/status", Verb::Read, Access::Read, None)), Err(HttpRefusal::NoToken));
         assert_eq!(
-            judged(ask("/v1/jobs", Verb::Post, Some(reader))),
+            judged(ask("/v1/status", Verb::Read, Access::Read, Some(reader))),
+            Ok(Some(Tenant::default()))
+        );
+        assert_eq!(
+            judged(ask("/v1/jobs", Verb::Post, Access::Submit, Some(reader))),
             Err(HttpRefusal::Token(TokenRefusal::LacksScope(Scope::Submit)))
         );
         assert_eq!(
-            judged(ask("/v1/params/x/preload", Verb::Post, Some(BOTH))),
+            judged(ask("/v1/params/x/preload", Verb::Post, Access::Admin, Some(BOTH))),
             Err(HttpRefusal::Token(TokenRefusal::LacksScope(Scope::Admin)))
         );
         assert_eq!(
-            judged(ask("/v1/jobs", Verb::Other, Some("wrong0123456789abc"))),
+            judged(ask("/v1/jobs", Verb::Other, Access::Submit, Some("wrong0123456789abc"))),
             Err(HttpRefusal::Token(TokenRefusal::Invalid))
         );
-        let form = HttpAsk { undeclared_body: true, ..ask("/v1/jobs", Verb::Post, Some(BOTH)) };
+        let form =
+            HttpAsk { undeclared_body: true, ..ask("/v1/jobs", Verb::Post, Access::Submit, Some(BOTH)) };
         assert_eq!(judged(form), Err(HttpRefusal::NotJson));
         let on_metrics = |path| HttpAsk {
             reached: Some(Reached { addr: metrics, tls: false }),
-            ..ask(path, Verb::Read, Some(BOTH))
+            ..ask(path, Verb::Read, Access::Read, Some(BOTH))
         };
         assert_eq!(judged(on_metrics("/v1/status")), Err(HttpRefusal::MetricsListener));
         assert!(judged(on_metrics("/metrics")).is_ok());
         // Without tokens on loopback: the browser guard, then the operator.
         let open = Gate::new(&mut AuthConfig::default(), "127.0.0.1:0").unwrap();
-        let from_page = HttpAsk { host: "evil.example", ..ask("/v1/jobs", Verb::Post, None) };
+        let from_page = HttpAsk { host: "evil.example", ..ask("/v1/jobs", Verb::Post, Access::Submit, None) };
         assert!(
             matches!(open.http_caller(&from_page), Err(HttpRefusal::Browser(why)) if why.contains("allowed_hosts"))
         );
-        let proxied = HttpAsk { forwarded_by: Some("via"), ..ask("/v1/status", Verb::Read, None) };
+        let proxied =
+            HttpAsk { forwarded_by: Some("via"), ..ask("/v1/status", Verb::Read, Access::Read, None) };
         assert!(
             matches!(open.http_caller(&proxied), Err(HttpRefusal::Browser(why)) if why.contains("via header"))
         );
-        let local = HttpAsk { host: "localhost:9820", ..ask("/v1/jobs", Verb::Post, None) };
+        let local = HttpAsk { host: "localhost:9820", ..ask("/v1/jobs", Verb::Post, Access::Submit, None) };
         assert!(open.http_caller(&local).unwrap().admin);
     }
 }

@@ -20,6 +20,22 @@ pub enum Verb {
     Other,
 }
 
+/// What a route needs of its caller: the HTTP route table gives each
+/// route's (`http::routes`), and the OpenAPI document's `security` follows
+/// from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, tokens or not: the probes and the API's own description.
+    Open,
+    /// A token with the read scope where `auth.read_requires_token` is set;
+    /// none otherwise (one presented still counts).
+    Read,
+    /// A token with the submit scope.
+    Submit,
+    /// A token with the admin scope: the operator's routes.
+    Admin,
+}
+
 /// The listener a connection reached, put in its connection data when it is
 /// accepted (`server::listen`): which listener (the metrics one serves less)
 /// and the scheme and port a same-origin check compares with.
@@ -34,11 +50,13 @@ pub struct Reached {
 /// One HTTP request as the gate judges it.
 #[derive(Clone, Copy, Debug)]
 pub struct HttpAsk<'a> {
-    /// The path: the probes, the operator's routes and the metrics
-    /// listener's few are told apart by it.
+    /// The path: the metrics listener's few routes are told apart by it.
     pub path: &'a str,
     /// What the method asks.
     pub verb: Verb,
+    /// What its route needs (a path no route serves: `Read` for GET and
+    /// HEAD, `Submit` for the rest).
+    pub access: Access,
     /// The listener the connection reached (None where none was recorded).
     pub reached: Option<Reached>,
     /// The request carries a body that does not declare JSON: a form or

@@ -25,8 +25,7 @@ pub struct StatusQuery {
         (status = 422, description = "scope=fleet on a daemon that is not a fleet node (no PostgreSQL store)", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn status(
     state: web::Data<AppState>,
@@ -52,8 +51,7 @@ pub async fn status(
         (status = 200, description = "taking jobs", body = HealthDoc),
         (status = 503, description = "not taking jobs now: shutting down, stored jobs still being rebuilt after a start, or the job store cannot write (`reason`: shutting_down, recovering, store_failing); /healthz still answers", body = ErrorBody,
          headers(("Retry-After" = u64, description = "seconds"))),
-    ),
-    security(())
+    )
 )]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     match state.jobs.readiness() {
@@ -76,8 +74,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
 
 #[utoipa::path(
     get, path = "/healthz", tag = "daemon",
-    responses((status = 200, description = "the daemon answers", body = HealthDoc)),
-    security(())
+    responses((status = 200, description = "the daemon answers", body = HealthDoc))
 )]
 pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
@@ -89,8 +86,7 @@ pub async fn healthz() -> HttpResponse {
         (status = 200, description = "Prometheus text (docs/metrics.md)", body = String,
          content_type = "text/plain"),
         TokenRefusals,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let text = state.metrics.text().await;

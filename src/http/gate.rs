@@ -43,6 +43,7 @@ fn ask(req: &ServiceRequest) -> HttpAsk<'_> {
             Method::POST => Verb::Post,
             _ => Verb::Other,
         },
+        access: super::access(req.method(), req.match_pattern().as_deref()),
         reached: req.conn_data::<Reached>().copied(),
         undeclared_body: has_body(headers) && !is_json(headers),
         forwarded_by: FORWARDING_HEADERS.into_iter().find(|h| headers.contains_key(*h)),

@@ -43,8 +43,7 @@ use crate::tenants::Caller;
          headers(("Retry-After" = u64, description = "seconds"))),
         TokenRefusals,
         SchedulerGone,
-    ),
-    security((), ("bearer" = ["submit"]))
+    )
 )]
 pub async fn submit_job(
     state: web::Data<AppState>,
@@ -137,8 +136,7 @@ async fn read_body(
         (status = 404, description = "no such job, or another tenant's (while stored jobs are rebuilt after a start: 503, `reason` recovering)", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn get_job(
     state: web::Data<AppState>,
@@ -160,8 +158,7 @@ pub async fn get_job(
         (status = 409, description = "the job is not done; `status` says what it is", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn get_proofs(
     state: web::Data<AppState>,
@@ -196,8 +193,7 @@ pub async fn get_proofs(
         (status = 409, description = "the job already ended otherwise; `status` says how", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
-    ),
-    security((), ("bearer" = ["submit"]))
+    )
 )]
 pub async fn cancel_job(
     state: web::Data<AppState>,

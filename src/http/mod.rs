@@ -17,11 +17,15 @@ pub mod schemas;
 pub mod state;
 pub mod workers;
 
+use std::sync::OnceLock;
+
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::Method;
 use actix_web::middleware::Next;
 use actix_web::{web, HttpRequest, HttpResponse};
+
+use crate::auth::Access;
 
 pub use error::{json_errors, ApiError};
 pub use state::AppState;
@@ -30,34 +34,77 @@ async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     Err(ApiError::not_found(format!("no route {} {}", req.method(), req.path())))
 }
 
+/// A route as `configure` registers it.
+pub struct Route {
+    pub method: Method,
+    /// The path pattern, as actix-web matches it and the OpenAPI document
+    /// names it.
+    pub path: &'static str,
+    /// What it needs of its caller: the token gate asks for it, and the
+    /// document's `security` says it.
+    pub access: Access,
+    /// Its handler.
+    pub route: actix_web::Route,
+}
+
 macro_rules! routes {
-    ($(($method:ident, $path:literal, $handler:expr)),* $(,)?) => {
-        vec![$((Method::$method, $path, web::method(Method::$method).to($handler))),*]
+    ($(($method:ident, $path:literal, $access:ident, $handler:expr)),* $(,)?) => {
+        vec![$(Route {
+            method: Method::$method,
+            path: $path,
+            access: Access::$access,
+            route: web::method(Method::$method).to($handler),
+        }),*]
     };
 }
 
-/// Every route as (method, path, route): `configure` registers exactly
-/// these, and a test below checks that the OpenAPI document has each.
-pub fn routes() -> Vec<(Method, &'static str, actix_web::Route)> {
+/// Every route: `configure` registers exactly these, and a test below
+/// checks that the OpenAPI document has each. Each route's access is
+/// written here only.
+pub fn routes() -> Vec<Route> {
     routes![
-        (GET, "/healthz", daemon::healthz),
-        (GET, "/readyz", daemon::readyz),
-        (GET, "/metrics", daemon::metrics),
-        (POST, "/v1/jobs", jobs::submit_job),
-        (GET, "/v1/jobs/{id}", jobs::get_job),
-        (GET, "/v1/jobs/{id}/proofs", jobs::get_proofs),
-        (POST, "/v1/jobs/{id}/cancel", jobs::cancel_job),
-        (GET, "/v1/circuits", circuits::list_circuits),
-        (GET, "/v1/circuits/{circuit_id}/vk", circuits::get_vk),
-        (GET, "/v1/params", params::list_params),
-        (POST, "/v1/params/{id}/preload", params::preload_params),
-        (POST, "/v1/params/{id}/evict", params::evict_params),
-        (GET, "/v1/status", daemon::status),
-        (GET, "/v1/openapi.json", openapi::openapi_json),
-        (GET, "/v1/workers", workers::workers),
-        (GET, "/v1/timeline", workers::timeline),
-        (GET, "/", workers::index),
+        (GET, "/healthz", Open, daemon::healthz),
+        (GET, "/readyz", Open, daemon::readyz),
+        (GET, "/metrics", Read, daemon::metrics),
+        (POST, "/v1/jobs", Submit, jobs::submit_job),
+        (GET, "/v1/jobs/{id}", Read, jobs::get_job),
+        (GET, "/v1/jobs/{id}/proofs", Read, jobs::get_proofs),
+        (POST, "/v1/jobs/{id}/cancel", Submit, jobs::cancel_job),
+        (GET, "/v1/circuits", Read, circuits::list_circuits),
+        (GET, "/v1/circuits/{circuit_id}/vk", Read, circuits::get_vk),
+        (GET, "/v1/params", Read, params::list_params),
+        (POST, "/v1/params/{id}/preload", Admin, params::preload_params),
+        (POST, "/v1/params/{id}/evict", Admin, params::evict_params),
+        (GET, "/v1/status", Read, daemon::status),
+        (GET, "/v1/openapi.json", Open, openapi::openapi_json),
+        (GET, "/v1/workers", Read, workers::workers),
+        (GET, "/v1/timeline", Read, workers::timeline),
+        (GET, "/", Read, workers::index),
     ]
+}
+
+/// Each route's method, path and access, kept once.
+fn access_table() -> &'static [(Method, &'static str, Access)] {
+    static TABLE: OnceLock<Vec<(Method, &'static str, Access)>> = OnceLock::new();
+    TABLE.get_or_init(|| routes().into_iter().map(|r| (r.method, r.path, r.access)).collect())
+}
+
+/// What a request needs of its caller: its route's access (`pattern`, the
+/// path pattern it matched); a path no route serves needs a read's for GET
+/// and HEAD (HEAD is routed as its GET), a submit's otherwise.
+pub fn access(method: &Method, pattern: Option<&str>) -> Access {
+    let method = if *method == Method::HEAD { &Method::GET } else { method };
+    let read = matches!(*method, Method::GET);
+    access_table()
+        .iter()
+        .find(|(m, path, _)| m == method && Some(*path) == pattern)
+        .map_or(if read { Access::Read } else { Access::Submit }, |&(_, _, access)| access)
+}
+
+/// The OpenAPI document served, built once.
+pub fn document() -> &'static openapi::Document {
+    static DOC: OnceLock<openapi::Document> = OnceLock::new();
+    DOC.get_or_init(|| openapi::Document::new(access_table().iter().map(|(m, p, a)| (m, *p, *a))))
 }
 
 /// HEAD is answered wherever GET is: the request is routed (and
@@ -74,8 +121,9 @@ pub async fn head_as_get(
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    for (_, path, route) in routes() {
-        cfg.route(path, route);
+    cfg.app_data(web::Data::new(document()));
+    for route in routes() {
+        cfg.route(route.path, route.route);
     }
     cfg.default_service(web::to(not_found));
 }
@@ -86,9 +134,9 @@ mod tests {
 
     #[test]
     fn every_route_is_documented_and_nothing_else() {
-        let paths = openapi::document()["paths"].as_object().expect("paths");
+        let paths = document().0["paths"].as_object().expect("paths");
         let routes = routes();
-        for (method, path, _) in &routes {
+        for Route { method, path, .. } in &routes {
             let operation =
                 &paths.get(*path).unwrap_or_else(|| panic!("{path} is not in the OpenAPI document"))
                     [method.as_str().to_lowercase()];
@@ -114,11 +162,27 @@ mod tests {
         assert_eq!(documented, routes.len(), "the document has operations no route serves");
     }
 
+    /// A request takes its route's access, HEAD its GET's; a path no
+    /// route serves, a read's or a submit's.
+    #[test]
+    fn a_request_needs_what_its_route_needs() {
+        assert_eq!(access(&Method::GET, Some("/healthz")), Access::Open);
+        assert_eq!(access(&Method::HEAD, Some("/v1/jobs/{id}")), Access::Read);
+        assert_eq!(access(&Method::POST, Some("/v1/params/{id}/preload")), Access::Admin);
+        assert_eq!(access(&Method::POST, Some("/v1/jobs/{id}/cancel")), Access::Submit);
+        assert_eq!(access(&Method::POST, Some("/healthz")), Access::Submit);
+        assert_eq!(access(&Method::GET, None), Access::Read);
+        assert_eq!(access(&Method::DELETE, None), Access::Submit);
+        let security = |path: &str, method: &str| document().0["paths"][path][method]["security"].clone();
+        assert_eq!(security("/v1/params/{id}/evict", "post"), serde_json::json!([{}, {"bearer": ["admin"]}]));
+        assert_eq!(security("/readyz", "get"), serde_json::json!([{}]));
+    }
+
     /// The error body's `reason` is a schema of its own listing exactly
     /// the reasons answered.
     #[test]
     fn the_error_reasons_are_listed() {
-        let schemas = &openapi::document()["components"]["schemas"];
+        let schemas = &document().0["components"]["schemas"];
         assert_eq!(
             schemas["ErrorBody"]["properties"]["reason"]["oneOf"][1]["$ref"],
             "#/components/schemas/ErrorReason",

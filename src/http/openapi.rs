@@ -1,18 +1,19 @@
 //! The OpenAPI document and its route, `GET /v1/openapi.json`: the paths
 //! from the `#[utoipa::path]` attributes on the handlers beside this file,
 //! the bodies from `schemas` and the types they name, the bearer scheme,
-//! and links between job routes. It imports the handlers; only the route
-//! list (`http::routes`) imports it.
+//! links between job routes, and each operation's `security` from the
+//! access its route has in the route list. It imports the handlers; only
+//! the route list (`http::routes`) imports it, and hands it the access.
 
-use std::sync::OnceLock;
-
-use actix_web::HttpResponse;
-use serde_json::Value;
+use actix_web::http::Method;
+use actix_web::{web, HttpResponse};
+use serde_json::{json, Value};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::error::ErrorBody;
 use super::{circuits, daemon, jobs, params, workers};
+use crate::auth::Access;
 
 struct BearerAuth;
 
@@ -60,21 +61,41 @@ pub struct ApiDoc;
 
 #[utoipa::path(
     get, path = "/v1/openapi.json", tag = "daemon",
-    responses((status = 200, description = "this document", body = Object)),
-    security(())
+    responses((status = 200, description = "this document", body = Object))
 )]
-pub async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().json(document())
+pub async fn openapi_json(doc: web::Data<&'static Document>) -> HttpResponse {
+    HttpResponse::Ok().json(&doc.0)
 }
 
-/// The document as JSON, built once.
-pub fn document() -> &'static Value {
-    static DOC: OnceLock<Value> = OnceLock::new();
-    DOC.get_or_init(|| {
+/// The document as JSON, as served: built once by the route list
+/// (`http::document`), which knows each route's access.
+pub struct Document(pub Value);
+
+impl Document {
+    /// The handlers' paths and the schemas, with each operation's
+    /// `security` from `access` (method, path and access of every route).
+    pub fn new<'a>(access: impl IntoIterator<Item = (&'a Method, &'a str, Access)>) -> Self {
         let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the document serializes");
         add_job_links(&mut doc);
-        doc
-    })
+        for (method, path, access) in access {
+            // Anyone may call while no token is configured (`{}`); once one
+            // is, a token with the scope named.
+            let scope = match access {
+                Access::Open => None,
+                Access::Read => Some("read"),
+                Access::Submit => Some("submit"),
+                Access::Admin => Some("admin"),
+            };
+            let mut options = vec![json!({})];
+            options.extend(scope.map(|scope| json!({"bearer": [scope]})));
+            let method = method.as_str().to_ascii_lowercase();
+            let operation = doc["paths"].get_mut(path).and_then(|p| p.get_mut(&method));
+            if let Some(operation) = operation.and_then(Value::as_object_mut) {
+                operation.insert("security".into(), Value::Array(options));
+            }
+        }
+        Self(doc)
+    }
 }
 
 /// Links from a submitted job's id to the operations on it, so that

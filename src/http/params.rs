@@ -18,8 +18,7 @@ use crate::param_files::ParamsError;
     responses(
         (status = 200, description = "the parameter files present and the ones loaded", body = ParamsDoc),
         TokenRefusals,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let dir = state.params.dir.clone();
@@ -52,8 +51,7 @@ pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, Api
         (status = 200, description = "no longer held; partitions running keep it until they finish", body = ParamsDoc),
         (status = 404, description = "not loaded", body = ErrorBody),
         TokenRefusals,
-    ),
-    security((), ("bearer" = ["admin"]))
+    )
 )]
 pub async fn evict_params(
     state: web::Data<AppState>,
@@ -73,8 +71,7 @@ pub async fn evict_params(
         (status = 422, description = "the file names no circuit this daemon proves, does not fit it, or a device's engine cannot read it", body = ErrorBody),
         (status = 503, description = "loaded, but a device could not take it now (its memory full); retry later", body = ErrorBody),
         TokenRefusals,
-    ),
-    security((), ("bearer" = ["admin"]))
+    )
 )]
 pub async fn preload_params(
     state: web::Data<AppState>,

@@ -40,8 +40,7 @@ pub struct WorkersQuery {
         (status = 400, description = "spans out of range, or an unknown parameter", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn workers(
     state: web::Data<AppState>,
@@ -108,8 +107,7 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
         (status = 400, description = "since/until not a Unix time, in the future or reversed; an unknown format or parameter", body = ErrorBody),
         TokenRefusals,
         SchedulerGone,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn timeline(
     req: HttpRequest,
@@ -193,8 +191,7 @@ fn timeline_csv(entries: &[TimelineEntry]) -> String {
         (status = 200, description = "the built-in page: worker timeline and idle causes", body = String,
          content_type = "text/html"),
         TokenRefusals,
-    ),
-    security((), ("bearer" = ["read"]))
+    )
 )]
 pub async fn index() -> HttpResponse {
     HttpResponse::Ok()

@@ -196,8 +196,8 @@ fn a_pipelined_head_is_answered_without_a_body_on_every_route() {
     }
     let gets: Vec<String> = cuzk::http::routes()
         .into_iter()
-        .filter(|(method, _, _)| method == actix_web::http::Method::GET)
-        .map(|(_, path, _)| path.replace("{id}", &id).replace("{circuit_id}", &circuit_id))
+        .filter(|route| route.method == actix_web::http::Method::GET)
+        .map(|route| route.path.replace("{id}", &id).replace("{circuit_id}", &circuit_id))
         .collect();
     assert!(gets.len() >= 12, "{gets:?}");
     for path in &gets {
