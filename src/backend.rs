@@ -92,10 +92,18 @@ pub struct Device {
 }
 
 pub struct ProvingBackend {
+    /// The engines' name (`cpu`, `cuda`), as the metrics and logs say it.
     kind: &'static str,
-    store: Arc<KeyStore>,
+    /// Every circuit's keys and matrices: set up, loaded from their files,
+    /// or shared by the fleet.
+    keys: Arc<KeyStore>,
+    /// The engines, one per device.
     devices: Vec<Device>,
+    /// The finalizer checks each proof against its verifying key
+    /// (`proving.verify_proofs`), so that a wrong one is never served.
     verify_proofs: bool,
+    /// `proving.malloc_trim`: the heap returned to the system after each
+    /// finalization.
     trim_after_finalize: bool,
     /// How Filecoin partitions get their a, b and c.
     evaluation: Evaluation,
@@ -121,7 +129,7 @@ struct StartedPartition {
 impl ProvingBackend {
     pub fn new(
         kind: &'static str,
-        store: Arc<KeyStore>,
+        keys: Arc<KeyStore>,
         devices: Vec<Device>,
         config: &ProvingConfig,
         mut loading: CircuitLoading,
@@ -130,7 +138,7 @@ impl ProvingBackend {
         loading.key_in_file = !devices.is_empty() && devices.iter().all(|d| d.engine.reads_key_by_range());
         Self {
             kind,
-            store,
+            keys,
             devices,
             verify_proofs: config.verify_proofs,
             trim_after_finalize: config.malloc_trim,
@@ -161,10 +169,10 @@ impl ProvingBackend {
         partition: u32,
     ) -> Result<(Arc<PreparedCircuit>, groth16::Synthesized, Phases), StageError> {
         let started = Instant::now();
-        // The store keeps a failed setup as failed, so no retry can help;
+        // The key store keeps a failed setup as failed, so no retry can help;
         // a fleet's key store that could not be reached may be back soon, and
         // a stopped setup starts again when asked.
-        let prepared = self.store.prepared(&work.family, &work.shape, &job.abandonment());
+        let prepared = self.keys.prepared(&work.family, &work.shape, &job.abandonment());
         let prepared = prepared.map_err(|e| match e {
             KeyError::Failed(_) => StageError::permanent(e),
             KeyError::Unavailable(_) | KeyError::Stopped => StageError::retryable(e),
@@ -237,7 +245,7 @@ impl Backend for ProvingBackend {
             // attempt would, so the job fails at once, saying why.
             ProofJob::Filecoin(work) => run_stage_as("synthesis", ErrorKind::Permanent, || {
                 let on_device = self.device_evaluation;
-                work.synthesize_for(&self.store, partition, self.evaluation, on_device, &self.loading)
+                work.synthesize_for(&self.keys, partition, self.evaluation, on_device, &self.loading)
             })?,
         };
         Ok(Synthesized { payload: Payload::new(SynthesizedPartition { circuit, synthesized }), phases })
@@ -274,24 +282,24 @@ impl Backend for ProvingBackend {
             .collect()
     }
 
-    /// The keys and matrices the store holds, and what the engines hold
+    /// The keys and matrices the key store holds, and what the engines hold
     /// in host memory beside them (the CUDA engine's streamed key parts,
     /// pinned): all of it outside the partitions' reservations.
     fn resident_bytes(&self) -> u64 {
-        self.store.resident_bytes() + self.devices.iter().map(|d| d.engine.host_bytes()).sum::<u64>()
+        self.keys.resident_bytes() + self.devices.iter().map(|d| d.engine.host_bytes()).sum::<u64>()
     }
 
     fn transient_bytes(&self) -> u64 {
-        self.store.transient_bytes()
+        self.keys.transient_bytes()
     }
 
     /// A family job waits for its shape's key like the jobs whose
     /// partitions asked for it: a cancel of the job that started the setup
-    /// leaves it running for this one (`KeyStore::expect`). A Filecoin
+    /// leaves it running for this one (`KeyStore::record_expected`). A Filecoin
     /// parameter file's load is never stopped, so its jobs need no count.
     fn accepted(&self, job: &JobSpec) {
         if let Ok(ProofJob::Family(work)) = Self::job(job) {
-            self.store.expect(&work.shape.circuit_id, &job.abandonment());
+            self.keys.record_expected(&work.shape.circuit_id, &job.abandonment());
         }
     }
 

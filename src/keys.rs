@@ -14,7 +14,7 @@
 //! threads meanwhile. While it runs, its estimated memory counts as resident,
 //! so the budget admits that much less. The jobs that asked for it are its
 //! waiters, and the shape's jobs accepted but not asking yet (queued:
-//! `KeyStore::expect`) are expected: once every waiter and every expected
+//! `KeyStore::record_expected`) are expected: once every waiter and every expected
 //! job is abandoned (cancelled or failed) the setup stops at its next
 //! question (`kernels::setup`: at most
 //! `SETUP_CHUNK` scalars of a multiplication, or one step, later) and its
@@ -265,7 +265,7 @@ impl KeyStore {
     /// hold only unfinished jobs (or ones finished without asking, which
     /// only a fleet node's job proved elsewhere can be: bounded by
     /// `EXPECTED_PER_SHAPE`, and gone when the shape's key is ready).
-    pub fn expect(&self, circuit_id: &str, job: &Abandonment) {
+    pub fn record_expected(&self, circuit_id: &str, job: &Abandonment) {
         let preparing = self.preparing();
         let ready = {
             let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());

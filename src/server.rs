@@ -20,15 +20,15 @@ use crate::jobs::Jobs;
 use crate::shutdown::{self, Intake, StopRequests};
 use crate::tls::TlsError;
 
-mod backend;
 mod connection;
 mod daemon;
+mod engines;
 mod framing;
 mod listen;
 mod reload;
 
-pub use backend::BackendError;
 use daemon::Daemon;
+pub use engines::BackendError;
 
 /// Why the daemon could not start, or stopped with an error. The kinds are
 /// what a caller acts on: fix the configuration (tokens, TLS files, other

@@ -1,6 +1,6 @@
-//! The SynthesisPool: CPU threads (one sync actor each) that run the
-//! synthesize stage. The dispatcher never sends more partitions than there
-//! are threads.
+//! The synthesis pool: CPU threads, one `SynthesisWorker` sync actor each,
+//! that run the synthesize stage. The dispatcher never sends more
+//! partitions than there are threads.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,7 +13,9 @@ use crate::messages::{Progress, SetResident, SynthesisDone, Synthesize};
 use crate::model::Stage;
 use crate::telemetry;
 
+/// One thread of the pool.
 pub struct SynthesisWorker {
+    /// Runs the stage.
     pub backend: Arc<dyn Backend>,
     /// The tracker: the stages a partition enters here.
     pub progress: Recipient<Progress>,

@@ -2,14 +2,14 @@
 //! seam (`crate::jobs`), the actors and the lower modules (job_input, keys);
 //! nothing below imports this module. The contract is fixed: docs/api.md.
 //!
-//! One file per resource group (`jobs`, `circuits`, `params`, `workers`, `daemon`),
+//! One file per resource group (`jobs`, `circuits`, `params`, `workers`, `health`),
 //! the shared state and error shape, and the OpenAPI document that
 //! describes every route listed here (and serves itself).
 
 pub mod circuits;
-pub mod daemon;
 pub mod error;
 pub mod gate;
+pub mod health;
 pub mod jobs;
 pub mod openapi;
 pub mod params;
@@ -63,9 +63,9 @@ macro_rules! routes {
 /// written here only.
 pub fn routes() -> Vec<Route> {
     routes![
-        (GET, "/healthz", Open, daemon::healthz),
-        (GET, "/readyz", Open, daemon::readyz),
-        (GET, "/metrics", Read, daemon::metrics),
+        (GET, "/healthz", Open, health::healthz),
+        (GET, "/readyz", Open, health::readyz),
+        (GET, "/metrics", Read, health::metrics),
         (POST, "/v1/jobs", Submit, jobs::submit_job),
         (GET, "/v1/jobs/{id}", Read, jobs::get_job),
         (GET, "/v1/jobs/{id}/proofs", Read, jobs::get_proofs),
@@ -75,7 +75,7 @@ pub fn routes() -> Vec<Route> {
         (GET, "/v1/params", Read, params::list_params),
         (POST, "/v1/params/{id}/preload", Admin, params::preload_params),
         (POST, "/v1/params/{id}/evict", Admin, params::evict_params),
-        (GET, "/v1/status", Read, daemon::status),
+        (GET, "/v1/status", Read, health::status),
         (GET, "/v1/openapi.json", Open, openapi::openapi_json),
         (GET, "/v1/workers", Read, workers::workers),
         (GET, "/v1/timeline", Read, workers::timeline),

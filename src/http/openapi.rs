@@ -12,7 +12,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::error::ErrorBody;
-use super::{circuits, daemon, jobs, params, workers};
+use super::{circuits, health, jobs, params, workers};
 use crate::auth::Access;
 
 struct BearerAuth;
@@ -43,10 +43,10 @@ impl Modify for BearerAuth {
         params::list_params,
         params::preload_params,
         params::evict_params,
-        daemon::status,
-        daemon::healthz,
-        daemon::readyz,
-        daemon::metrics,
+        health::status,
+        health::healthz,
+        health::readyz,
+        health::metrics,
         openapi_json,
         workers::workers,
         workers::timeline,

@@ -18,7 +18,7 @@ use cuzk_kernels::circuits::CircuitRegistry;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::backend::{backend, Built};
+use super::engines::{backend, Built};
 use super::listen::{http_server, Bound};
 use super::{metrics_handle, ServerError};
 use crate::auth::{AuthConfig, Gate, Gates};

@@ -1,4 +1,4 @@
-//! The backend step of a start: the proving backend the configuration names
+//! The engines step of a start: the proving backend the configuration names
 //! (CPU, CUDA or simulated), its devices, and how it sizes one partition's
 //! reservation.
 
@@ -49,7 +49,7 @@ pub(super) struct Built {
 }
 
 /// The backend the configuration names.
-pub(super) fn backend(config: &Config, store: Arc<KeyStore>) -> Result<Built, BackendError> {
+pub(super) fn backend(config: &Config, keys: Arc<KeyStore>) -> Result<Built, BackendError> {
     let proving = |devices: Vec<Device>| -> Built {
         let loading = CircuitLoading {
             shape_dir: Some(config.data_dir.join("shapes")),
@@ -57,7 +57,7 @@ pub(super) fn backend(config: &Config, store: Arc<KeyStore>) -> Result<Built, Ba
             ..CircuitLoading::default()
         };
         let engines = devices.iter().map(|d| d.engine.clone()).collect();
-        let backend = ProvingBackend::new(config.backend.as_str(), store, devices, &config.proving, loading);
+        let backend = ProvingBackend::new(config.backend.as_str(), keys, devices, &config.proving, loading);
         let reservation =
             job_input::proving_reservation(config.proving.filecoin_evaluation, backend.device_evaluation());
         let loading = backend.loading().clone();

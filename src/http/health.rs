@@ -1,4 +1,4 @@
-//! The daemon itself: `/v1/status`, `/healthz`, `/readyz` and `/metrics`.
+//! The daemon's health and load: `/healthz`, `/readyz`, `/v1/status` and `/metrics`.
 
 use actix_web::{web, HttpResponse};
 use serde_json::json;
