@@ -1,5 +1,6 @@
-//! A submission turned into work: validating it (`submission.rs` types it),
-//! and the memory one partition of its shape reserves. Both front ends, the
+//! A submission turned into work: validating it (`submission.rs` types it;
+//! `error.rs` says why it is not a job), and the memory one partition of
+//! its shape reserves (`reservation.rs`). Both front ends, the
 //! restore on start (`restore::start`) and a fleet node's claimer go
 //! through `JobParser`, so a job resumed after a restart is exactly the job
 //! that was accepted.
@@ -10,8 +11,13 @@
 //! family reads as a tree (its params, each partition's inputs) built only
 //! after their tree's cost is checked against their text.
 
+mod error;
+mod reservation;
 mod submission;
 
+use error::inputs_label;
+pub use error::{InvalidJob, SetupRefusal, SubmitError};
+pub use reservation::{proving_reservation, reservation_for, ReservationRule};
 pub use submission::{Circuit, FamilyInput, Input, Submission, SubmitRequest};
 
 use std::path::PathBuf;
@@ -19,8 +25,7 @@ use std::sync::Arc;
 
 use cuzk_actors::{Priority, Reservation};
 use cuzk_filecoin::Kind;
-use cuzk_kernels::circuits::{self, CircuitFamily, CircuitRegistry, CircuitShape};
-use cuzk_kernels::cpu::msm_digit_table_bytes;
+use cuzk_kernels::circuits::{CircuitFamily, CircuitRegistry, CircuitShape};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -28,7 +33,6 @@ use crate::backend::{FamilyJob, PartitionWitness, ProofJob};
 use crate::filecoin::{self, FilecoinInput, FilecoinJob};
 use crate::json_text::{array_entries, canonical, tree_bytes, CanonicalError, JsonText};
 use crate::keys::{KeyStore, SetupCost};
-use cuzk_filecoin::record::Evaluation;
 
 /// The most a family's params or one partition's inputs may cost as a JSON
 /// tree, as a multiple of their text (long decimal or hex strings cost
@@ -37,179 +41,6 @@ pub const TREE_FACTOR: usize = 4;
 /// ... plus this, so that small values pass whatever their shape (a
 /// depth-16 Merkle tree's leaves as one-digit strings fit).
 pub const TREE_SLACK_BYTES: usize = 8 << 20;
-
-/// How many bytes one partition of a job reserves (backend-specific).
-pub type ReservationRule = Arc<dyn Fn(&ProofJob) -> Reservation + Send + Sync>;
-
-/// Why a body is not a job. The HTTP layer answers the kinds with
-/// different status codes (400 and 422); the store records either as the
-/// reason a stored job cannot resume.
-#[derive(Debug, thiserror::Error)]
-pub enum SubmitError {
-    /// The body is not JSON at all.
-    #[error("invalid JSON: {0}")]
-    NotJson(serde_json::Error),
-    /// JSON, but not a job this daemon can run.
-    #[error(transparent)]
-    Invalid(#[from] InvalidJob),
-}
-
-/// Why a JSON body is not a job this daemon can run; the text names the
-/// problem for the client.
-#[derive(Debug, thiserror::Error)]
-pub enum InvalidJob {
-    /// An array, a string, a number.
-    #[error("the body must be a JSON object")]
-    NotAnObject,
-    /// Over `limits.max_input_bytes`.
-    #[error("the request is over limits.max_input_bytes ({limit} bytes) as compact JSON")]
-    TooLarge {
-        /// The limit.
-        limit: usize,
-    },
-    /// A value read as a tree (a family's params, a partition's inputs)
-    /// whose tree would cost too much for its text: arrays of small numbers
-    /// or objects where the family expects long strings.
-    #[error(
-        "{what} would take an estimated {tree_bytes} bytes as a JSON tree for its {text_bytes} bytes of text (at most {TREE_FACTOR} times its text plus {TREE_SLACK_BYTES} bytes are read); check its shape against GET /v1/circuits"
-    )]
-    TreeTooLarge {
-        /// `params`, `inputs` or `inputs for partition N`.
-        what: String,
-        /// The tree's estimate.
-        tree_bytes: usize,
-        /// Its canonical text.
-        text_bytes: usize,
-    },
-    /// The body's fields are not `SubmitRequest`'s (serde's reason).
-    #[error("invalid job: {0}")]
-    Fields(serde_json::Error),
-    /// Too many partitions for this daemon, or none.
-    #[error("partitions must be between 1 and {max}, got {got}")]
-    Partitions {
-        /// As asked, or as the Filecoin input implies.
-        got: u32,
-        /// `limits.max_partitions`.
-        max: u32,
-    },
-    /// A family's field in a Filecoin job.
-    #[error("{} takes its work from input; {field} is not allowed", kind.api_name())]
-    FamilyField {
-        /// The job's kind.
-        kind: Kind,
-        /// The field given.
-        field: &'static str,
-    },
-    /// A Filecoin job without its input.
-    #[error("{} needs an input object", .0.api_name())]
-    NoInput(Kind),
-    /// The Filecoin input does not decode, or cuzk-filecoin refuses it.
-    #[error(transparent)]
-    Filecoin(#[from] filecoin::InputError),
-    /// `input` in a family's job.
-    #[error("{0} is a circuit family: give seed or inputs, not input")]
-    InputForFamily(String),
-    /// Neither a Filecoin kind nor a registered family.
-    #[error(
-        "unknown circuit {circuit:?}; known circuits: {families}, and the Filecoin kinds {}",
-        filecoin_kinds()
-    )]
-    UnknownCircuit {
-        /// What the client named.
-        circuit: String,
-        /// The registry's families, comma-separated.
-        families: String,
-    },
-    /// The family refuses the params.
-    #[error("invalid params for {circuit}: {source}")]
-    Params {
-        /// The family.
-        circuit: String,
-        /// The family's reason.
-        source: circuits::InputError,
-    },
-    /// The shape's first job would set up a key this daemon cannot afford.
-    #[error("{circuit_id} has no key yet and setting it up {cost}; choose smaller params")]
-    SetupTooCostly {
-        /// The shape.
-        circuit_id: String,
-        /// What does not fit.
-        cost: SetupRefusal,
-    },
-    /// One witness input per partition, but not as many as partitions.
-    #[error("inputs has {given} entries but the job has {partitions} partitions")]
-    InputsCount {
-        /// Entries in the client's array.
-        given: usize,
-        /// The job's partitions.
-        partitions: u32,
-    },
-    /// The family refuses a witness input.
-    #[error("{}: {source}", inputs_label(*.partition))]
-    Inputs {
-        /// The partition whose entry it is, when the client sent one per
-        /// partition.
-        partition: Option<usize>,
-        /// The family's reason.
-        source: circuits::InputError,
-    },
-    /// A family's job with both witness sources.
-    #[error("give either seed or inputs, not both")]
-    SeedAndInputs,
-    /// A family's job with no witness source.
-    #[error("one of seed or inputs is required")]
-    NoWitness,
-}
-
-/// What a key setup would exceed.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupRefusal {
-    /// The setup's memory exceeds the daemon's budget.
-    #[error(
-        "needs an estimated {:.1} GiB of memory ({constraints} constraints), over this daemon's budget of {:.1} GiB",
-        gib(*.memory_bytes),
-        gib(*.budget_bytes)
-    )]
-    Memory {
-        /// The setup's estimated peak.
-        memory_bytes: u64,
-        /// The shape's estimated constraints.
-        constraints: usize,
-        /// The daemon's memory budget.
-        budget_bytes: u64,
-    },
-    /// The key file would not fit the key directory's disk.
-    #[error(
-        "writes an estimated {:.1} GiB key file; {} has {:.1} GiB free",
-        gib(*.key_file_bytes),
-        .key_dir.display(),
-        gib(*.free_bytes)
-    )]
-    Disk {
-        /// The key file's estimated size.
-        key_file_bytes: u64,
-        /// Where it would be written.
-        key_dir: PathBuf,
-        /// The space left there.
-        free_bytes: u64,
-    },
-}
-
-fn gib(bytes: u64) -> f64 {
-    bytes as f64 / f64::from(1u32 << 30)
-}
-
-fn inputs_label(partition: Option<usize>) -> String {
-    match partition {
-        Some(partition) => format!("inputs for partition {partition}"),
-        None => "inputs".into(),
-    }
-}
-
-/// The Filecoin kinds' API names, for the unknown-circuit reason.
-fn filecoin_kinds() -> String {
-    Kind::ALL.map(Kind::api_name).join(", ")
-}
 
 /// A submission that parsed: what the job keeps of it, the work it asks
 /// for, and what each of its partitions reserves.
@@ -440,48 +271,10 @@ fn partition_seed(seed: u64, partition: u32) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Memory one partition of `shape` holds on the host, from its NTT domain n
-/// (32-byte field elements): a, b and c (3n, released after prove_start),
-/// then the assignment, H, the MSM scalars and the signed-digit table
-/// arkworks' MSM builds (one 8-byte digit per scalar per window, with
-/// windows of ln(n)+2 bits), plus a fixed allowance for MSM buckets and
-/// thread-local buffers. `tests/reservation_peak.rs` measures a partition's
-/// real peak against it.
-pub fn reservation_for(shape: &CircuitShape) -> Reservation {
-    const ELEMENT: u64 = 32;
-    const BUCKETS_AND_BUFFERS: u64 = 1 << 20;
-    let n = shape.estimated_constraints.next_power_of_two() as u64;
-    Reservation {
-        abc_bytes: 3 * n * ELEMENT,
-        retained_bytes: 5 * n * ELEMENT + msm_digit_table_bytes(n) + BUCKETS_AND_BUFFERS,
-    }
-}
-
-/// The real backends' rule: a family partition by its shape, a Filecoin
-/// partition by its parameter file's counts and the evaluation it runs;
-/// with `device_evaluation` (engines that evaluate a, b and c on their
-/// devices) a partition of compiled matrices holds no host a, b, c, and a
-/// Filecoin partition none of what the device's MSMs hold either.
-pub fn proving_reservation(evaluation: Evaluation, device_evaluation: bool) -> ReservationRule {
-    Arc::new(move |job: &ProofJob| match job {
-        ProofJob::Family(work) => on_engines(reservation_for(&work.shape), device_evaluation),
-        ProofJob::Filecoin(work) => work.reservation(evaluation, device_evaluation),
-    })
-}
-
-/// `reservation` without its host a, b and c when the engine evaluates them
-/// on its device from the assignment (`device_evaluated`): synthesis then
-/// never makes them (3 x 4.3 GB at 32 GiB PoRep).
-fn on_engines(reservation: Reservation, device_evaluated: bool) -> Reservation {
-    if device_evaluated {
-        Reservation { abc_bytes: 0, ..reservation }
-    } else {
-        reservation
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use cuzk_filecoin::record::Evaluation;
+
     use super::*;
 
     fn parser() -> JobParser {
@@ -508,7 +301,7 @@ mod tests {
         assert_eq!(on_device.abc_bytes, 0);
         assert_eq!(on_device.retained_bytes, shape.retained_bytes);
         assert_eq!(proving_reservation(Evaluation::Compiled, false)(&parsed.work), shape);
-        assert_eq!(on_engines(shape, false), shape);
+        assert_eq!(reservation::on_engines(shape, false), shape);
     }
 
     #[test]
