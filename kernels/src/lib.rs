@@ -2,7 +2,8 @@
 //!
 //! - [`circuits`]: the circuit registry and the built-in circuits.
 //! - [`groth16`]: Groth16 split into the three stages cuzk schedules
-//!   (synthesize, prove_start, prove_finish).
+//!   (synthesize, prove_start, prove_finish), a file each, beside the prepared
+//!   circuit they share.
 //! - [`r1cs`]: the compiled R1CS a proof's a, b and c are evaluated from.
 //! - [`key_source`]: a key's queries read range by range from elsewhere
 //!   than the host's memory (a parameter file).
