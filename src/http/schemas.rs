@@ -141,7 +141,7 @@ pub struct HealthDoc {
     status: String,
 }
 
-/// The token gate's refusals (src/auth.rs), answered before any handler
+/// The token gate's refusals (`auth::HttpRefusal`), answered before any handler
 /// runs: every route whose security names `bearer` lists these.
 #[derive(IntoResponses)]
 pub enum TokenRefusals {
