@@ -33,8 +33,8 @@
 # machine). JOBS: PoRep jobs submitted at once. KEEP_WORK=1 keeps
 # the key and C1s in $WORK for a later call on the same machine. RESTART=1:
 # preload, restart the daemon, preload again (the cold cost from disk).
-# BUDGET: the scheduler's host memory budget in bytes (default "auto", the
-# host's memory less 5 GiB). EXTRA_TOML: settings appended to the daemon's
+# BUDGET: the scheduler's host memory budget in bytes (default "auto": half
+# of a host of 120 GiB or more, docs/operations.md). EXTRA_TOML: settings appended to the daemon's
 # configuration (a [cuda] table, say).
 # STOP_AFTER_INPUTS=1 KEEP_WORK=1: stop once the keys and inputs are made
 # (with KEY=genuine the shapes are in the data directory already, so a
@@ -329,16 +329,27 @@ print(f"{proved} partitions proved in {wall:.1f} s: {proved / wall:.3f} per seco
 if len(ends) >= 2:
     print(f"steady state: {(ends[-1] - ends[0]) / (len(ends) - 1):.1f} s per sector between the first and the last job ended")
 print(f"GPU kernel-active {active:.1f} s of {wall:.1f} s: {active / wall:.3f}")
+# A WinningPoSt's latency is the daemon's own `timings_ms.total` (from its
+# submission to its end), not the poller's, which is 0.5 s coarse.
+latencies = []
 for w in run.get("winnings", []):
     if "view" not in w:
         print(f"WinningPoSt submitted at {w['submitted_s']:.1f} s during the stream: not ended")
         continue
+    own = w["view"]["timings_ms"]["total"] / 1000
+    if w["view"]["status"] == "done":
+        latencies.append(own)
     print(f"WinningPoSt submitted at {w['submitted_s']:.1f} s during the stream: {w['view']['status']} "
-          f"{w['latency_s']:.2f} s after its submission")
+          f"in {own:.3f} s (polled: {w['latency_s']:.2f} s)")
     for p in w["view"].get("partitions") or []:
         timings = ", ".join(f"{k} {v / 1000:.3f}" for k, v in (p.get("timings_ms") or {}).items())
         phases = ", ".join(f"{k} {v / 1000:.3f}" for k, v in (p.get("gpu_phases_ms") or {}).items())
         print(f"  its partition: {timings}; GPU phases: {phases}")
+if latencies:
+    ranked = sorted(latencies)
+    p95 = ranked[min(len(ranked) - 1, -(-95 * len(ranked) // 100) - 1)]
+    print(f"WinningPoSts done: {len(ranked)}; p50 {statistics.median(ranked):.3f} s, p95 {p95:.3f} s, "
+          f"worst {ranked[-1]:.3f} s")
 stages = {}
 for j in run["jobs"]:
     for p in j["view"]["partitions"]:

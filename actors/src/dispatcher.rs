@@ -26,6 +26,11 @@ use crate::telemetry;
 
 pub const MAILBOX_CAPACITY: usize = 4096;
 
+/// Synthesis slots beyond `synthesis_threads` that only critical partitions
+/// take, so that a WinningPoSt never waits for a bulk partition's synthesis
+/// (about 10 s at 32 GiB) to end; the pool has as many more threads.
+pub const CRITICAL_SYNTHESIS_SLOTS: usize = 1;
+
 /// The actors the dispatcher talks to, wired by `system.rs`.
 pub struct Peers {
     /// The tracker: partitions entering WaitingBudget.
@@ -172,11 +177,17 @@ impl Dispatcher {
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
         self.paced = false;
-        while !self.holding_queued && self.in_synthesis.len() < self.synthesis_threads {
+        while !self.holding_queued
+            && self.in_synthesis.len() < self.synthesis_threads + CRITICAL_SYNTHESIS_SLOTS
+        {
             let Some((order, _)) = self.pending.first_key_value() else {
                 break;
             };
-            if !self.may_release(order.0 .0, ctx) {
+            let head = order.0 .0;
+            if head != Priority::Critical && self.in_synthesis.len() >= self.synthesis_threads {
+                break;
+            }
+            if !self.may_release(head, ctx) {
                 break;
             }
             let (order, job) = self.pending.pop_first().expect("checked non-empty");

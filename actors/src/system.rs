@@ -25,6 +25,8 @@ use crate::worker_monitor::{self, WorkerMonitor};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SystemConfig {
+    /// Partitions synthesized at once; critical ones have
+    /// `dispatcher::CRITICAL_SYNTHESIS_SLOTS` more, and a thread each.
     pub synthesis_threads: usize,
     pub finalizer_threads: usize,
     pub workers_per_device: usize,
@@ -95,7 +97,9 @@ impl ProvingSystem {
         let synthesis = {
             let (backend, tracker, dispatcher, budget) =
                 (backend.clone(), tracker.clone(), dispatcher.clone(), budget.clone());
-            SyncArbiter::start(config.synthesis_threads.max(1), move || SynthesisWorker {
+            // A thread for each slot, the critical partitions' own included.
+            let threads = config.synthesis_threads.max(1) + dispatcher::CRITICAL_SYNTHESIS_SLOTS;
+            SyncArbiter::start(threads, move || SynthesisWorker {
                 backend: backend.clone(),
                 progress: tracker.clone().recipient(),
                 done: dispatcher.clone().recipient(),

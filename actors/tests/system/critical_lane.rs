@@ -3,17 +3,23 @@
 //! workers are busy with bulk partitions and hold lookahead; bulk work never
 //! reaches it; with the lane off a critical partition waits for a general
 //! worker as before; and the lane worker's time is accounted like any
-//! other's, idle for `no_work` while only bulk work exists.
+//! other's, idle for `no_work` while only bulk work exists. Its synthesis
+//! slot: a critical partition starts synthesis while bulk partitions hold
+//! every `synthesis_threads` slot.
 
 use crate::common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{accounts_when_idle, assert_accounted_is_wall_time, timeline, wait_done, Timed};
-use cuzk_actors::messages::{GetQueueStatus, GetWorkers, TimelineEntry, WorkerReport};
+use cuzk_actors::messages::{GetJob, GetQueueStatus, GetWorkers, JobStatus, TimelineEntry, WorkerReport};
 use cuzk_actors::pacer::PacerConfig;
-use cuzk_actors::{Lane, Priority, ProvingSystem, Reservation, SystemConfig};
+use cuzk_actors::{
+    Backend, Finished, JobId, JobSpec, Lane, Payload, Priority, ProvingSystem, Reservation, StageError,
+    Started, Synthesized, SystemConfig, TenantScope,
+};
 
 /// GPU time of a bulk partition: long enough that a critical partition
 /// arriving mid-stream clearly either waits for one or does not.
@@ -199,5 +205,85 @@ fn the_lane_worker_is_accounted_and_idle_for_no_work_while_only_bulk_work_exists
         let report = lane(workers);
         assert!(report.busy_seconds >= CRITICAL_PROVE.as_secs_f64(), "{report:?}");
         assert_accounted_is_wall_time(&report, &wall);
+    });
+}
+
+/// Bulk synthesis held at a gate the test opens, critical synthesis and
+/// every GPU stage at once: while the gate is shut, bulk partitions hold
+/// their synthesis slots for as long as the test likes.
+struct BulkHeld {
+    bulk: common::Gate,
+    /// Bulk partitions that have entered synthesis.
+    entered: AtomicUsize,
+}
+
+impl Backend for BulkHeld {
+    fn name(&self) -> &str {
+        "bulk-held"
+    }
+    fn devices(&self) -> Vec<String> {
+        vec!["d0".into()]
+    }
+    fn synthesize(&self, job: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
+        if job.priority != Priority::Critical {
+            self.entered.fetch_add(1, Ordering::SeqCst);
+            self.bulk.pass();
+        }
+        Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
+    }
+    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
+        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![], device_active: None })
+    }
+    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
+        Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
+    }
+}
+
+#[test]
+fn a_critical_partition_is_synthesized_while_bulk_partitions_hold_every_synthesis_slot() {
+    actix_rt::System::new().block_on(async {
+        const THREADS: usize = 2;
+        let config = SystemConfig {
+            synthesis_threads: THREADS,
+            finalizer_threads: 1,
+            workers_per_device: GENERAL_WORKERS,
+            critical_workers_per_device: 1,
+            gpu_lookahead: 1,
+            budget_bytes: 1 << 40,
+            pacer: PacerConfig::default(),
+            max_attempts: 1,
+        };
+        let backend = Arc::new(BulkHeld { bulk: common::Gate::new(false), entered: AtomicUsize::new(0) });
+        let system = ProvingSystem::start(config, backend.clone());
+        submit(&system, "bulk", Priority::Normal, 6).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while backend.entered.load(Ordering::SeqCst) < THREADS {
+            assert!(Instant::now() < deadline, "bulk partitions never filled the synthesis slots");
+            actix_rt::time::sleep(Duration::from_millis(2)).await;
+        }
+        // Every slot is a bulk partition's, for as long as the gate is shut:
+        // the WinningPoSt finishes only if it has a slot of its own.
+        submit(&system, "winning", Priority::Critical, 1).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let view = system
+                .tracker
+                .send(GetJob(JobId("winning".into()), TenantScope::All))
+                .await
+                .unwrap()
+                .unwrap();
+            if view.status == JobStatus::Done {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the critical job waited for a bulk synthesis: {view:?}");
+            actix_rt::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(
+            backend.entered.load(Ordering::SeqCst),
+            THREADS,
+            "no bulk partition took the critical slot"
+        );
+        backend.bulk.open();
+        wait_done(&system, "bulk").await;
     });
 }
