@@ -211,7 +211,8 @@ impl BackendKind {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerConfig {
-    /// 0: half the cores, at least one.
+    /// 0: half the cores, at least one. Critical partitions have one more
+    /// thread of their own, so a WinningPoSt never waits for a slot.
     pub synthesis_threads: usize,
     pub finalizer_threads: usize,
     pub workers_per_device: usize,
@@ -588,6 +589,27 @@ fn safety_margin(total: u64) -> u64 {
     (5u64 << 30).min(total / 4)
 }
 
+/// The least of a host's memory the `auto` budget takes before it stops at
+/// half: below twice this, a host is taken as it always was (its memory
+/// less `safety_margin`), so a 64 GiB host keeps 59 GiB.
+const HOST_SHARE_FLOOR: u64 = 60 << 30;
+
+/// The `auto` budget from the host's physical memory and the daemon's
+/// cgroup limit, either unknown. Of a large host it takes half, leaving the
+/// rest to what shares the host (Curio's sealing tasks): a 32 GiB PoRep
+/// stream on an 80 GB card ran as fast under 64 GiB as under 120 GiB and
+/// peaked at 47 GiB against 74 GiB (docs/benchmarks.md, 2026-12-07). A
+/// cgroup limit was set for the daemon alone, so of it the budget takes all
+/// but the margin, as before.
+fn auto_budget(physical: Option<u64>, cgroup: Option<u64>) -> u64 {
+    let host = physical.map(|total| (total - safety_margin(total)).min((total / 2).max(HOST_SHARE_FLOOR)));
+    let limit = cgroup.map(|total| total - safety_margin(total));
+    host.into_iter().chain(limit).min().unwrap_or_else(|| {
+        let unknown = 8u64 << 30;
+        unknown - safety_margin(unknown)
+    })
+}
+
 impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
@@ -603,19 +625,12 @@ impl Config {
         }
     }
 
-    /// The budget in bytes: as configured, or physical memory (or the cgroup
-    /// limit, whichever is lower) minus a safety margin.
+    /// The budget in bytes: as configured, or `auto_budget`'s share of the
+    /// host's memory and the cgroup limit.
     pub fn budget_bytes(&self) -> u64 {
         match &self.scheduler.budget {
             Budget::Bytes(bytes) => *bytes,
-            Budget::Auto(_) => {
-                let total = [cuzk_kernels::host::physical_memory(), cgroup_memory_limit()]
-                    .into_iter()
-                    .flatten()
-                    .min()
-                    .unwrap_or(8 << 30);
-                total - safety_margin(total)
-            }
+            Budget::Auto(_) => auto_budget(cuzk_kernels::host::physical_memory(), cgroup_memory_limit()),
         }
     }
 }
@@ -633,9 +648,26 @@ fn cgroup_memory_limit() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::{
-        CircuitRegistry, ConfigError, CudaBudgets, CudaConfig, FleetConfig, SchedulerConfig,
+        auto_budget, CircuitRegistry, ConfigError, CudaBudgets, CudaConfig, FleetConfig, SchedulerConfig,
         MAX_CRITICAL_WORKERS, MAX_PASS_PARTITIONS, MAX_PASS_WAIT_MS, MIN_CUDA_BUDGET,
     };
+
+    #[test]
+    fn the_auto_budget_takes_half_of_a_large_host_and_a_cgroup_limit_less_its_margin() {
+        const GIB: u64 = 1 << 30;
+        // Small hosts as before: their memory less 5 GiB or a quarter.
+        assert_eq!(auto_budget(Some(8 * GIB), None), 6 * GIB);
+        assert_eq!(auto_budget(Some(64 * GIB), None), 59 * GIB);
+        // Between, the floor; from twice it, half.
+        assert_eq!(auto_budget(Some(96 * GIB), None), 60 * GIB);
+        assert_eq!(auto_budget(Some(125 * GIB), None), 125 * GIB / 2);
+        assert_eq!(auto_budget(Some(256 * GIB), None), 128 * GIB);
+        // An operator's cgroup limit is the daemon's own: all but the margin.
+        assert_eq!(auto_budget(Some(256 * GIB), Some(200 * GIB)), 128 * GIB);
+        assert_eq!(auto_budget(Some(256 * GIB), Some(100 * GIB)), 95 * GIB);
+        assert_eq!(auto_budget(None, Some(100 * GIB)), 95 * GIB);
+        assert_eq!(auto_budget(None, None), 6 * GIB);
+    }
 
     #[test]
     fn critical_kinds_are_known_circuits_and_winning_post_by_default() {
