@@ -24,29 +24,34 @@
 //! from before it reads until its prepared circuit replaces it with the
 //! measured figure. Whoever watches the resident bytes (the budget) is told
 //! of each change made off the synthesis threads.
+//!
+//! Here the key cache and the preparations; beside it, by role:
+//! `keys/dir.rs` the key directory's files, `keys/error.rs` why a key
+//! could not be prepared, `keys/shared.rs` the fleet's published keys.
 
+mod dir;
+mod error;
 mod shared;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error;
 use std::fs;
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use ark_groth16::{ProvingKey, VerifyingKey};
-use ark_serialize::{CanonicalDeserialize, CanonicalSerialize, SerializationError};
+use ark_groth16::VerifyingKey;
+use ark_serialize::CanonicalDeserialize;
 use cuzk_actors::Abandonment;
 use cuzk_kernels::circuits::{CircuitFamily, CircuitInstance, CircuitShape, WitnessSource};
 use cuzk_kernels::groth16::PreparedCircuit;
-use cuzk_kernels::{Bls12_381, KernelError};
+use cuzk_kernels::Bls12_381;
 use rand::SeedableRng;
-use sha2::{Digest, Sha256};
 
+use dir::KeyDir;
+pub use error::{KeyError, OpenError, PrepareError};
 pub use shared::{KeyLock, SharedKey, SharedKeyError, SharedKeys};
 
-use crate::postgres::{PgError, StoreUrl};
+use crate::postgres::StoreUrl;
 
 /// A circuit's key once prepared, or why it could not be: kept, and
 /// answered to every later job of the circuit.
@@ -96,59 +101,6 @@ impl SetupCost {
     }
 }
 
-/// Why a shape's key could not be prepared, by whether trying again could
-/// help.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// Kept: every later job of the shape fails the same way (a setup that
-    /// failed, a key that does not fit its circuit).
-    #[error(transparent)]
-    Failed(Arc<PrepareError>),
-    /// The fleet's key store (PostgreSQL) could not be used. Not kept: the
-    /// partition may retry, and the shape's next job asks the database again.
-    #[error("the fleet's key store: {0}")]
-    Unavailable(SharedKeyError),
-    /// The setup stopped: every job waiting for it was abandoned. Not
-    /// kept: the shape's next job sets it up again.
-    #[error("the setup stopped: every job waiting for it was cancelled or failed")]
-    Stopped,
-}
-
-/// Why a circuit's key could not be prepared here.
-#[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
-    /// The circuit-specific setup failed.
-    #[error(transparent)]
-    Setup(KernelError),
-    #[error("stored key for {id} is unreadable ({error})")]
-    Unreadable { id: String, error: SerializationError },
-    #[error("stored key for {id} does not fit the circuit ({error})")]
-    Misfit { id: String, error: KernelError },
-    #[error("cannot serialize the key of {id}: {error}")]
-    Serialize { id: String, error: SerializationError },
-    #[error("cannot {doing} {}: {error}", path.display())]
-    File { doing: &'static str, path: PathBuf, error: io::Error },
-    #[error("cannot start preparing {id}: {error}")]
-    Thread { id: String, error: io::Error },
-    /// The fleet's published key did not load.
-    #[error("the fleet's key: {0}")]
-    Fleet(Box<PrepareError>),
-    /// What the circuit's own builder answered (`prepared_with`: a
-    /// Filecoin parameter file that does not load).
-    #[error(transparent)]
-    Build(Box<dyn Error + Send + Sync>),
-}
-
-/// Why the key store could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("cannot create {}: {error}", path.display())]
-    Dir { path: PathBuf, error: io::Error },
-    /// The fleet's database, for its shared keys.
-    #[error(transparent)]
-    Shared(#[from] PgError),
-}
-
 /// A shape's key, or that it is still being prepared.
 pub enum Preparation {
     Ready(Arc<PreparedCircuit>),
@@ -161,11 +113,7 @@ pub enum Preparation {
 /// concurrent users of one shape wait on that shape's slot alone.
 pub struct KeyStore {
     /// `<data_dir>/keys`: each shape's `.pk` and `.vk` files.
-    dir: PathBuf,
-    /// `dir`'s permissions at start: a directory removed while the daemon
-    /// runs is created again with them (`make_dir`), not with the umask's,
-    /// so that an operator's narrower mode survives the removal.
-    dir_permissions: fs::Permissions,
+    dir: KeyDir,
     /// Each circuit's key once prepared (or why not), by circuit id.
     slots: Mutex<HashMap<String, Slot>>,
     /// Shapes being prepared on their own threads and parameter files
@@ -207,14 +155,8 @@ impl KeyStore {
     }
 
     fn with_shared(data_dir: &Path, shared: Option<SharedKeys>) -> Result<Self, OpenError> {
-        let dir = data_dir.join("keys");
-        let dir_permissions = fs::create_dir_all(&dir)
-            .and_then(|_| fs::metadata(&dir))
-            .map_err(|error| OpenError::Dir { path: dir.clone(), error })?
-            .permissions();
         Ok(Self {
-            dir,
-            dir_permissions,
+            dir: KeyDir::open(data_dir)?,
             slots: Mutex::new(HashMap::new()),
             preparing: Mutex::default(),
             expected: Mutex::default(),
@@ -328,7 +270,7 @@ impl KeyStore {
         if let Some(why) = self.unavailable.lock().unwrap_or_else(|e| e.into_inner()).remove(id) {
             return Err(KeyError::Unavailable(why));
         }
-        let estimate = match self.pk_path(id).exists() {
+        let estimate = match self.dir.pk_path(id).exists() {
             true => 0,
             false => SetupCost::of(shape).memory_bytes,
         };
@@ -410,12 +352,12 @@ impl KeyStore {
             .unwrap_or_else(|e| e.into_inner())
             .get(circuit_id)
             .is_some_and(|s| s.get().is_some());
-        ready || self.preparing().contains_key(circuit_id) || self.pk_path(circuit_id).exists()
+        ready || self.preparing().contains_key(circuit_id) || self.dir.pk_path(circuit_id).exists()
     }
 
     /// Where keys are written (for the free-space check before a setup).
     pub fn key_dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// The prepared circuit `circuit_id`, built by `build` from the
@@ -467,7 +409,7 @@ impl KeyStore {
                 log::warn!("{e}");
                 None
             })?,
-            None => fs::read(self.vk_path(circuit_id)).ok()?,
+            None => self.dir.read_vk(circuit_id)?,
         };
         VerifyingKey::deserialize_compressed(&bytes[..]).ok()
     }
@@ -518,23 +460,10 @@ impl KeyStore {
 
     /// circuit ids with a key on disk or in memory.
     pub fn known_shapes(&self) -> BTreeSet<String> {
-        let mut ids: BTreeSet<String> = fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".vk").map(str::to_string))
-            .collect();
+        let mut ids = self.dir.ids();
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         ids.extend(slots.iter().filter(|(_, s)| matches!(s.get(), Some(Ok(_)))).map(|(id, _)| id.clone()));
         ids
-    }
-
-    fn pk_path(&self, circuit_id: &str) -> PathBuf {
-        self.dir.join(format!("{circuit_id}.pk"))
-    }
-
-    fn vk_path(&self, circuit_id: &str) -> PathBuf {
-        self.dir.join(format!("{circuit_id}.vk"))
     }
 
     /// A daemon's own key: its key file if that loads and fits, else a new
@@ -555,15 +484,15 @@ impl KeyStore {
             || family.instance(shape, &WitnessSource::Seed(0)).expect("a seed always yields an instance");
         let id = &shape.circuit_id;
         let Some(shared) = &self.shared else {
-            return self.load_or_set_up_locally(id, instance, stop).map_err(failed);
+            return self.load_or_set_up_locally(id, instance, stop).map_err(error::failed);
         };
         let mut lock = shared.lock(id).map_err(|e| KeyError::Unavailable(e.into()))?;
         if let Some(key) = lock.key().map_err(KeyError::Unavailable)? {
             return self.adopt(&mut lock, id, &key, instance);
         }
-        let prepared = self.load_or_set_up_locally(id, instance, stop).map_err(failed)?;
-        let vk = vk_bytes(id, &prepared.pk.vk).map_err(failed)?;
-        match lock.publish(&self.pk_path(id), &vk).map_err(KeyError::Unavailable)? {
+        let prepared = self.load_or_set_up_locally(id, instance, stop).map_err(error::failed)?;
+        let vk = dir::vk_bytes(id, &prepared.pk.vk).map_err(error::failed)?;
+        match lock.publish(&self.dir.pk_path(id), &vk).map_err(KeyError::Unavailable)? {
             None => {
                 log::info!("published the key of {id} to the fleet");
                 Ok(prepared)
@@ -578,7 +507,7 @@ impl KeyStore {
         instance: impl Fn() -> Box<dyn CircuitInstance>,
         stop: &dyn Fn() -> bool,
     ) -> Result<PreparedCircuit, PrepareError> {
-        if self.pk_path(id).exists() {
+        if self.dir.pk_path(id).exists() {
             match self.load(id, &instance) {
                 Ok(prepared) => {
                     log::info!("loaded proving key for {id}");
@@ -603,14 +532,7 @@ impl KeyStore {
         id: &str,
         instance: impl Fn() -> Box<dyn CircuitInstance>,
     ) -> Result<PreparedCircuit, PrepareError> {
-        let path = self.pk_path(id);
-        let bytes = fs::read(&path).map_err(|error| PrepareError::File { doing: "read", path, error })?;
-        // Our own file, written atomically (or downloaded and checked
-        // against its digest): skip the subgroup checks that would make
-        // loading a large key slow.
-        let pk = ProvingKey::<Bls12_381>::deserialize_uncompressed_unchecked(&bytes[..])
-            .map_err(|error| PrepareError::Unreadable { id: id.into(), error })?;
-        drop(bytes);
+        let pk = self.dir.read_pk(id)?;
         PreparedCircuit::from_key(id, pk, instance())
             .map_err(|error| PrepareError::Misfit { id: id.into(), error })
     }
@@ -625,67 +547,20 @@ impl KeyStore {
         key: &SharedKey,
         instance: impl Fn() -> Box<dyn CircuitInstance>,
     ) -> Result<PreparedCircuit, KeyError> {
-        self.make_dir().map_err(failed)?;
-        let pk_path = self.pk_path(id);
-        if file_sha256(&pk_path).ok() != Some(key.pk_sha256) {
+        self.dir.make().map_err(error::failed)?;
+        if !self.dir.holds(id, key.pk_sha256) {
             log::info!("copying the fleet's key for {id} ({} bytes)", key.pk_bytes);
-            lock.download(key, &pk_path).map_err(KeyError::Unavailable)?;
+            lock.download(key, &self.dir.pk_path(id)).map_err(KeyError::Unavailable)?;
         }
-        write_atomically(&self.vk_path(id), &key.vk).map_err(failed)?;
-        let prepared = self.load(id, instance).map_err(|e| failed(PrepareError::Fleet(Box::new(e))))?;
+        self.dir.write_vk(id, &key.vk).map_err(error::failed)?;
+        let prepared =
+            self.load(id, instance).map_err(|e| error::failed(PrepareError::Fleet(Box::new(e))))?;
         log::info!("loaded the fleet's key for {id}");
         Ok(prepared)
     }
 
     fn persist(&self, prepared: &PreparedCircuit) -> Result<(), PrepareError> {
-        let id = &prepared.circuit_id;
-        let mut pk = Vec::new();
-        prepared
-            .pk
-            .serialize_uncompressed(&mut pk)
-            .map_err(|error| PrepareError::Serialize { id: id.clone(), error })?;
-        self.make_dir()?;
-        write_atomically(&self.pk_path(id), &pk)?;
-        write_atomically(&self.vk_path(id), &vk_bytes(id, &prepared.pk.vk)?)
-    }
-
-    /// Creates the key directory again, with its permissions at start, if
-    /// it was removed while the daemon runs (with the data directory, say:
-    /// the job store writes itself back there, `store/open.rs`), so that
-    /// the next key written does not fail. Keys that went with it are set
-    /// up again when a job needs one that is not in memory.
-    fn make_dir(&self) -> Result<(), PrepareError> {
-        if self.dir.is_dir() {
-            return Ok(());
-        }
-        let error = |error| PrepareError::File { doing: "create", path: self.dir.clone(), error };
-        if let Some(parent) = self.dir.parent() {
-            fs::create_dir_all(parent).map_err(error)?;
-        }
-        // Made with the mode (less the umask) from the start, then set to
-        // exactly it: never wider than it is to be, even for a moment.
-        match fs::DirBuilder::new().mode(self.dir_permissions.mode()).create(&self.dir) {
-            Ok(()) => {
-                fs::set_permissions(&self.dir, self.dir_permissions.clone()).map_err(error)?;
-                log::warn!(
-                    "the key directory {} was gone; created it again (a key it held is set up, in a fleet copied, again when a job needs it)",
-                    self.dir.display()
-                );
-                Ok(())
-            }
-            // Another setup's thread made it meanwhile.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && self.dir.is_dir() => Ok(()),
-            Err(e) => Err(error(e)),
-        }
-    }
-}
-
-/// A preparation that failed here, kept for the shape's later jobs; or a
-/// setup that stopped, which is not.
-fn failed(error: PrepareError) -> KeyError {
-    match error {
-        PrepareError::Setup(KernelError::Cancelled) => KeyError::Stopped,
-        error => KeyError::Failed(Arc::new(error)),
+        self.dir.write(&prepared.circuit_id, &prepared.pk)
     }
 }
 
@@ -711,27 +586,4 @@ impl Drop for LoadCounted<'_> {
     fn drop(&mut self) {
         self.store.preparing().remove(self.id);
     }
-}
-
-/// A verifying key as it is stored and served: compressed.
-fn vk_bytes(id: &str, vk: &VerifyingKey<Bls12_381>) -> Result<Vec<u8>, PrepareError> {
-    let mut bytes = Vec::new();
-    vk.serialize_compressed(&mut bytes).map_err(|error| PrepareError::Serialize { id: id.into(), error })?;
-    Ok(bytes)
-}
-
-/// A file's SHA-256, read a buffer at a time (a key file can be larger
-/// than the memory to spare).
-fn file_sha256(path: &Path) -> io::Result<[u8; 32]> {
-    let mut digest = Sha256::new();
-    io::copy(&mut fs::File::open(path)?, &mut digest)?;
-    Ok(digest.finalize().into())
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), PrepareError> {
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, bytes)
-        .and_then(|_| fs::File::open(&tmp)?.sync_all())
-        .and_then(|_| fs::rename(&tmp, path))
-        .map_err(|error| PrepareError::File { doing: "write", path: path.to_path_buf(), error })
 }
