@@ -35,7 +35,7 @@ pub const R1CS_THREADS: u32 = 256;
 /// ranks: the kernel sizes its shared rank table by it, the host its grid.
 pub const MSM_SPLIT_ROUNDS: u32 = 8;
 
-// Element layouts, in u64 words: the host's device types (gpu.rs) are arrays
+// Element layouts, in u64 words: the host's device types (gpu/memory.rs) are arrays
 // of this many words, and cuzk.cu checks its structs' sizes against them, so
 // a layout change on one side fails the build instead of corrupting data.
 
