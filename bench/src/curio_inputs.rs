@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use cuzk_filecoin::fixtures::{self, Sector, MINER_ID, PROVER_ID, SEED, TICKET, UPDATE, WINDOW, WINNING};
 use serde_json::{json, Value};
 
+/// The arguments of `cuzk-bench curio-inputs`.
 #[derive(clap::Args)]
 pub struct CurioInputsArgs {
     /// The directory to write into (made if missing).

@@ -66,6 +66,7 @@ struct Figures {
     database: Option<(f64, f64)>,
 }
 
+/// Runs the fleet benchmark and returns its report.
 pub fn run(args: &FleetBenchArgs) -> Result<String, String> {
     let node_args = SchedulerBenchArgs {
         profile: args.profile.clone(),

@@ -11,6 +11,7 @@
 //! conformance test's client.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod c1;
 pub mod curio_inputs;

@@ -62,6 +62,7 @@ impl<'a> Aux<'a> {
         Aux(Slots::Window { slots, filled: 0 })
     }
 
+    /// The next aux variable's value (past a window's end, counted only).
     #[inline]
     pub fn push(&mut self, value: Fr) {
         match &mut self.0 {
@@ -83,6 +84,7 @@ impl<'a> Aux<'a> {
         }
     }
 
+    /// Whether nothing was pushed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

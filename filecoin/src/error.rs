@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+/// Why a Filecoin call failed: a file, a request, a proof or a parameter
+/// file, each with what the caller needs to say which.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Reading or writing a file failed; the path says which.

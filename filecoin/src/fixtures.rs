@@ -36,8 +36,11 @@ use crate::{generate, CpuFixedBase, Generate, Kind};
 /// The seal proof every fixture sector uses.
 pub const SEAL: RegisteredSealProof = RegisteredSealProof::StackedDrg2KiBV1_1;
 /// The PoSt and update proofs of 2 KiB sectors sealed with `SEAL`.
+/// The WinningPoSt proof of those sectors.
 pub const WINNING: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWinning2KiBV1;
+/// The WindowPoSt proof of those sectors.
 pub const WINDOW: RegisteredPoStProof = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
+/// The SnapDeals update proof of those sectors.
 pub const UPDATE: RegisteredUpdateProof = RegisteredUpdateProof::StackedDrg2KiBV1;
 /// The miner whose sectors the fixtures are: Curio sends its actor id.
 pub const MINER_ID: u64 = 1000;
@@ -49,7 +52,9 @@ pub const PROVER_ID: [u8; 32] = {
     (id[0], id[1]) = (0xe8, 0x07);
     id
 };
+/// The sealing ticket every fixture sector was sealed with.
 pub const TICKET: [u8; 32] = [3; 32];
+/// The interactive seed of every fixture sector's C1.
 pub const SEED: [u8; 32] = [5; 32];
 
 /// Bytes of user data in a 2 KiB sector (the rest is Fr32 padding).

@@ -40,7 +40,10 @@ use crate::Error;
 pub enum Kind {
     /// PoRep commit phase 2 (every seal proof version of a size shares it).
     Porep,
+    /// WinningPoSt: one partition over the challenged sectors of an elected
+    /// miner.
     WinningPost,
+    /// WindowPoSt: a deadline's sectors, in partitions.
     WindowPost,
     /// SnapDeals (empty-sector update).
     EmptySectorUpdate,
@@ -62,6 +65,7 @@ pub enum Lateness {
 }
 
 impl Kind {
+    /// Every kind, in the order the daemon lists them.
     pub const ALL: [Kind; 4] = [Kind::Porep, Kind::WinningPost, Kind::WindowPost, Kind::EmptySectorUpdate];
 
     /// The name clients give in a job's `"circuit"` (docs/api.md): the call
@@ -265,8 +269,11 @@ pub fn parse_registered_proof<P: DeserializeOwned>(name: &serde_json::Value) -> 
 /// One of filecoin-proofs-api's registered proof enums.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RegisteredProof {
+    /// A seal proof: PoRep.
     Seal(RegisteredSealProof),
+    /// A PoSt proof: WinningPoSt or WindowPoSt.
     PoSt(RegisteredPoStProof),
+    /// An update proof: SnapDeals.
     Update(RegisteredUpdateProof),
 }
 

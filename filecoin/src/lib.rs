@@ -10,6 +10,8 @@
 //! Field and curve types are arkworks' (the daemon's engines use them); the
 //! reference circuits are bellperson circuits over blstrs, converted at the edge.
 
+#![warn(missing_docs)]
+
 pub mod assignment;
 pub mod convert;
 pub mod error;

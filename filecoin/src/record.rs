@@ -131,10 +131,12 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// Public inputs, the constant one included.
     pub fn num_inputs(&self) -> usize {
         self.matrices.num_inputs()
     }
 
+    /// Private (aux) variables.
     pub fn num_aux(&self) -> usize {
         self.matrices.num_aux()
     }
@@ -174,9 +176,13 @@ pub enum Evaluation {
 pub enum Recorded {
     /// Direct evaluation: everything the prover needs.
     Witness(Witness),
-    /// Compiled evaluation: the assignment, inputs (ONE first) then aux, and
-    /// how many inputs lead it.
-    Assignment { values: Vec<Fr>, num_inputs: usize },
+    /// Compiled evaluation: the assignment.
+    Assignment {
+        /// Inputs (ONE first), then aux.
+        values: Vec<Fr>,
+        /// How many inputs lead `values`.
+        num_inputs: usize,
+    },
 }
 
 /// Synthesizes `circuit` with its witness and records what `evaluation`

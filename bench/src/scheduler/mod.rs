@@ -33,6 +33,7 @@ pub struct SchedulerBenchArgs {
     /// Simulated GPU devices.
     #[arg(long, default_value_t = 2)]
     pub devices: usize,
+    /// General GPU workers per simulated device.
     #[arg(long, default_value_t = 2)]
     pub workers_per_device: usize,
     /// Real seconds measured, after the warm-up.

@@ -107,6 +107,7 @@ pub struct SchedulerReport {
     pub settings: Settings,
 }
 
+/// One simulated device's share of the measured window.
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceFigures {
     /// The simulated device's index.
@@ -116,7 +117,9 @@ pub struct DeviceFigures {
     /// Idle gaps between device phases: the median, the tail and the worst
     /// (nearest-rank percentiles).
     pub idle_gap_p50_ms: f64,
+    /// The 99th percentile gap.
     pub idle_gap_p99_ms: f64,
+    /// The longest gap.
     pub idle_gap_max_ms: f64,
     /// How many idle gaps the window had.
     pub idle_gaps: usize,
@@ -145,8 +148,11 @@ pub struct BufferFigures {
 /// How one pacer field moved over the window.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Spread {
+    /// The least value sampled.
     pub min: f64,
+    /// The median sample.
     pub p50: f64,
+    /// The greatest value sampled.
     pub max: f64,
 }
 
@@ -154,17 +160,29 @@ pub struct Spread {
 /// resolved (docs/scheduler-bench.md explains each).
 #[derive(Clone, Debug, Serialize)]
 pub struct Settings {
+    /// The simulated backend's profile.
     pub profile: String,
+    /// Simulated devices.
     pub devices: usize,
+    /// General workers per device.
     pub workers_per_device: usize,
+    /// Partitions synthesized at once.
     pub synthesis_threads: usize,
+    /// Finalizer threads.
     pub finalizer_threads: usize,
+    /// The profile's stage times are multiplied by this.
     pub time_scale: f64,
+    /// Each stage time varies by up to this fraction either way.
     pub jitter: f64,
+    /// Seconds run before the window is measured.
     pub warmup_s: f64,
+    /// Seconds of the measured window.
     pub duration_s: f64,
+    /// `/v1/status` reads per second during the run.
     pub status_load_rps: f64,
+    /// Extra milliseconds every finalization takes (real time).
     pub finalizer_stall_ms: u64,
+    /// Whether the pacer paces synthesis.
     pub pacer_enabled: bool,
 }
 

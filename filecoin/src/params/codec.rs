@@ -34,6 +34,7 @@ pub struct QueryCounts {
     pub a: usize,
     /// The B-dense variables (b_g2 has the same count).
     pub b_g1: usize,
+    /// B's G2 query: as many as `b_g1`.
     pub b_g2: usize,
 }
 
@@ -97,27 +98,33 @@ impl MappedParams {
         Ok(MappedParams { path: path.to_path_buf(), map, vk, sections })
     }
 
+    /// Points of each query, and the verifying key's inputs.
     pub fn counts(&self) -> QueryCounts {
         let [h, l, a, b_g1, b_g2] = self.sections.map(|s| s.count);
         QueryCounts { ic: self.vk.ic.len(), h, l, a, b_g1, b_g2 }
     }
 
+    /// The H query, decoded.
     pub fn h(&self) -> Result<Vec<G1Affine>, Error> {
         self.g1(0)
     }
 
+    /// The L query, decoded.
     pub fn l(&self) -> Result<Vec<G1Affine>, Error> {
         self.g1(1)
     }
 
+    /// The A query, decoded.
     pub fn a(&self) -> Result<Vec<G1Affine>, Error> {
         self.g1(2)
     }
 
+    /// B's G1 query, decoded.
     pub fn b_g1(&self) -> Result<Vec<G1Affine>, Error> {
         self.g1(3)
     }
 
+    /// B's G2 query, decoded.
     pub fn b_g2(&self) -> Result<Vec<G2Affine>, Error> {
         let s = self.sections[4];
         decode_points(&self.map[s.offset..s.offset + s.count * G2_BYTES], G2_BYTES)
@@ -289,6 +296,7 @@ pub struct ParamsWriter {
 }
 
 impl ParamsWriter {
+    /// A new parameter file at `path`, its verifying key written first.
     pub fn create(path: &Path, vk: &VerifyingKey) -> Result<Self, Error> {
         let file = File::create(path).map_err(|e| Error::io(path, e))?;
         let mut out = BufWriter::with_capacity(8 << 20, file);

@@ -83,6 +83,7 @@ fn parameter_prefix() -> String {
 }
 
 impl ParamPaths {
+    /// The paths filecoin-proofs gives the circuit `cache_id` in `dir`.
     pub fn new(dir: &Path, cache_id: &str) -> Self {
         use storage_proofs_core::parameter_cache::{metadata_id, parameter_id, verifying_key_id};
         ParamPaths {
