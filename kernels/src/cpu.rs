@@ -21,6 +21,7 @@ pub fn msm_digit_table_bytes(n: u64) -> u64 {
     n * windows * 8
 }
 
+/// prove_start on the host's cores (arkworks' NTT and MSM), on a thread pool of its own.
 pub struct CpuEngine {
     pool: rayon::ThreadPool,
 }

@@ -191,7 +191,9 @@ pub struct Plan {
     pub pass: usize,
     /// The bytes behind the choice.
     pub usable: u64,
+    /// What the device keeps aside for its urgent circuits.
     pub reserve: Reserve,
+    /// The circuit's needs the plan was made from.
     pub needs: Needs,
     /// Device bytes the general calls' workspaces take at once (their
     /// chunk buffers and the pass's further partitions included).
@@ -256,17 +258,23 @@ impl Plan {
 /// each circuit's plan.
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryReport {
+    /// The device as the plans see it.
     pub device: Device,
+    /// Each circuit planned on it.
     pub circuits: Vec<CircuitReport>,
 }
 
 /// One circuit's plan on a device, and what its calls measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct CircuitReport {
+    /// The circuit planned.
     pub circuit_id: String,
+    /// Whether it runs urgent (the critical lane's kinds): its memory is reserved beside every
+    /// other circuit's.
     pub urgent: bool,
     /// The largest workspace one of its calls held, measured (0: none yet).
     pub measured_call_bytes: u64,
+    /// Its plan.
     pub plan: Plan,
 }
 
@@ -276,10 +284,15 @@ pub struct CircuitReport {
     "the device cannot hold this circuit even with its whole key streamed: it needs {need} bytes (fixed {fixed}, one streamed call {call}, urgent reserve {reserve}) of {usable} usable; raise [cuda] memory_limit_bytes if it is set below the card's memory, lower scheduler.critical_workers_per_device, or use a card with more memory"
 )]
 pub struct TooSmall {
+    /// Bytes the circuit needs at least: fixed, one streamed call and the reserve.
     pub need: u64,
+    /// Its NTT tables, compiled matrices and selections.
     pub fixed: u64,
+    /// One call's workspace with the whole key streamed.
     pub call: u64,
+    /// The urgent circuits' reserve beside it.
     pub reserve: u64,
+    /// What the device can give.
     pub usable: u64,
 }
 

@@ -40,9 +40,13 @@ pub fn g2_words(p: &G2Affine, out: &mut [u64]) {
 /// A G1 query of a proving key (B's G2 query has its own accessors).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Query {
+    /// The A query.
     A,
+    /// B's G1 query.
     B1,
+    /// The L query (one point per witness variable).
     L,
+    /// The H query.
     H,
 }
 

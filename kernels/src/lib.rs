@@ -18,6 +18,8 @@
 //! - `synthetic` (feature `bench-internals`): made-up compiled matrices and
 //!   satisfying assignments for tests and benchmarks.
 
+#![warn(missing_docs)]
+
 pub mod circuits;
 pub mod cpu;
 #[cfg(feature = "cuda")]
@@ -39,12 +41,16 @@ pub use ark_bls12_381::{Bls12_381, Fr, G1Affine, G1Projective, G2Affine, G2Proje
 // Clone: the calls of a shared pass over a streamed key all get its error.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum KernelError {
+    /// The circuit could not be synthesized (a bad witness, a gadget's error).
     #[error("synthesis failed: {0}")]
     Synthesis(String),
+    /// The witness breaks the constraint of this index.
     #[error("witness does not satisfy constraint {0}")]
     Unsatisfied(usize),
+    /// The device failed.
     #[error("device error: {0}")]
     Device(DeviceError),
+    /// The proving key does not fit the circuit, or could not be read.
     #[error("proving key: {0}")]
     Key(String),
     /// A setup stopped because its caller asked it to

@@ -24,7 +24,9 @@ use crate::{Fr, KernelError};
 /// `num_inputs + j` once the number of inputs is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Var {
+    /// Public input `i` (0 is the constant one).
     Input(usize),
+    /// Witness variable `j`.
     Aux(usize),
 }
 
@@ -129,10 +131,12 @@ impl Matrices {
         Ok(builder.finish(inputs, m.num_witness_variables))
     }
 
+    /// Instance variables, the constant one included.
     pub fn num_inputs(&self) -> usize {
         self.num_inputs
     }
 
+    /// Witness variables.
     pub fn num_aux(&self) -> usize {
         self.num_aux
     }
@@ -343,6 +347,7 @@ impl<'m> Flattened<'m> {
         u64::from(term.var) | u64::from(term.coeff) << 32
     }
 
+    /// The coefficient table the terms index.
     pub fn coeffs(&self) -> &[Fr] {
         &self.matrices.coeffs
     }
@@ -357,6 +362,7 @@ impl<'m> Flattened<'m> {
         &self.long_rows
     }
 
+    /// Terms a row may have before it is long.
     pub fn long_len(&self) -> u32 {
         self.long_len
     }

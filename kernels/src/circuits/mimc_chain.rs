@@ -20,12 +20,14 @@ use super::field_json::{parse_fr, parse_integer, parse_object, required, FIELD_E
 use super::{CircuitFamily, CircuitInstance, CircuitShape, InputError, Wire, WitnessSource};
 use crate::Fr;
 
+/// The family's name in a job's `"circuit"`.
 pub const FAMILY: &str = "mimc-chain";
 const MIN_LOG2_CONSTRAINTS: u64 = 2;
 const MAX_LOG2_CONSTRAINTS: u64 = 24;
 /// Seeds the ChaCha20 stream of round constants ("mimc" in ASCII).
 const ROUND_CONSTANTS_SEED: u64 = 0x6d69_6d63;
 
+/// The MiMC chain family: a chain of MiMC rounds of a chosen length.
 #[derive(Debug)]
 pub struct MimcChain;
 

@@ -29,6 +29,7 @@ pub mod poseidon_merkle;
 pub struct InputError(pub String);
 
 impl InputError {
+    /// A refusal saying `msg`.
     pub fn new(msg: impl Into<String>) -> Self {
         Self(msg.into())
     }
@@ -37,6 +38,7 @@ impl InputError {
 /// One member of a family: one R1CS and one proving key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CircuitShape {
+    /// The family the shape belongs to.
     pub family: String,
     /// URL-safe (`[a-z0-9-]`), stable across restarts: the proving key is
     /// stored under it.
@@ -110,6 +112,7 @@ pub struct Wire {
 }
 
 impl Wire {
+    /// A constant: no variable, `value` times ONE.
     pub fn constant(value: Fr) -> Self {
         let lc = if value.is_zero() {
             LinearCombination::zero()
@@ -131,6 +134,7 @@ impl Wire {
         Ok(Self { lc: variable.into(), value })
     }
 
+    /// The value the wire carries in this assignment.
     pub fn value(&self) -> Fr {
         self.value
     }
@@ -198,10 +202,12 @@ impl CircuitRegistry {
         self.families.insert(family.name().to_string(), family);
     }
 
+    /// The family registered under `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn CircuitFamily>> {
         self.families.get(name)
     }
 
+    /// Every registered family.
     pub fn families(&self) -> impl Iterator<Item = &Arc<dyn CircuitFamily>> {
         self.families.values()
     }

@@ -14,10 +14,15 @@ use ark_relations::r1cs::{ConstraintSystemRef, SynthesisError};
 use super::Wire;
 use crate::Fr;
 
+/// Elements of the permutation's state.
 pub const WIDTH: usize = 3;
+/// Elements absorbed per permutation.
 pub const RATE: usize = 2;
+/// Full rounds (every element through the S-box), half before and half after the partial ones.
 pub const FULL_ROUNDS: usize = 8;
+/// Partial rounds (the first element alone through the S-box).
 pub const PARTIAL_ROUNDS: usize = 57;
+/// The S-box's exponent.
 pub const ALPHA: u64 = 5;
 /// x^5 as x², x⁴, x⁵: three multiplications.
 pub const CONSTRAINTS_PER_SBOX: usize = 3;
@@ -29,7 +34,9 @@ const PRIME_BITS: u64 = 255;
 
 /// The round constants (one row per round) and the MDS matrix.
 pub struct PoseidonConstants {
+    /// One row of constants per round, added to the state before its S-box.
     pub round_constants: Vec<[Fr; WIDTH]>,
+    /// The mixing matrix applied after each round's S-box.
     pub mds: [[Fr; WIDTH]; WIDTH],
 }
 

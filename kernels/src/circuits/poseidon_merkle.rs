@@ -23,6 +23,7 @@ use super::poseidon::{hash2, hash2_gadget, HASH2_CONSTRAINTS};
 use super::{CircuitFamily, CircuitInstance, CircuitShape, InputError, Wire, WitnessSource};
 use crate::Fr;
 
+/// The family's name in a job's `"circuit"`.
 pub const FAMILY: &str = "poseidon-merkle";
 const MAX_DEPTH: u64 = 32;
 const MAX_CHALLENGES: u64 = 64;
@@ -30,6 +31,7 @@ const MAX_CHALLENGES: u64 = 64;
 /// JSON); deeper trees come as root and paths, or from a seed.
 const MAX_LEAVES_DEPTH: u32 = 20;
 
+/// The Poseidon Merkle family: inclusion proofs in a Poseidon-hashed tree.
 #[derive(Debug)]
 pub struct PoseidonMerkle;
 
@@ -70,7 +72,9 @@ impl MerkleParams {
 /// One challenge's inclusion proof.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MerklePath {
+    /// The leaf's position, its bits the path's left/right choices from the leaf up.
     pub index: u64,
+    /// The leaf's value.
     pub leaf: Fr,
     /// From the leaf's sibling up to the root's children.
     pub siblings: Vec<Fr>,

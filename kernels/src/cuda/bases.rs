@@ -22,7 +22,9 @@ use ark_groth16::ProvingKey;
 /// and re-uploaded instead of proving with stale bases.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fingerprint {
+    /// Lengths of the A, B1, L and H queries.
     pub lens: [usize; 4],
+    /// Two points of the key, as the kernels hold them.
     pub points: Vec<DevG1Affine>,
 }
 
@@ -89,7 +91,9 @@ impl KeyBases for ProvingKey<Bls12_381> {
 /// written in the kernels' layout as the engine takes it, so the key never
 /// exists decoded on the host.
 pub struct SourceBases<'a> {
+    /// The queries, read range by range.
     pub source: &'a dyn KeySource,
+    /// The key's head: its verifying key and each query's first point.
     pub head: &'a ProvingKey<Bls12_381>,
 }
 

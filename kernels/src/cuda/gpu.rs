@@ -95,6 +95,7 @@ unsafe impl Send for Gpu {}
 unsafe impl Sync for Gpu {}
 
 impl Gpu {
+    /// The device `ordinal`'s context, with the cuzk module loaded into it.
     pub fn new(ordinal: usize) -> Res<Self> {
         init()?;
         let device = Device::get_device(ordinal as u32).map_err(driver("cuDeviceGet"))?;

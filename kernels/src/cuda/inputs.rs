@@ -13,11 +13,13 @@ use rayon::prelude::*;
 
 use crate::{Fr, G1Affine, G1Projective, G2Affine, G2Projective};
 
+/// A seed from the clock, printed by the tests so that a failure can be replayed.
 pub fn fresh_seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
     t.as_nanos() as u64 ^ (std::process::id() as u64) << 40
 }
 
+/// The random generator of `seed`.
 pub fn rng(seed: u64) -> ChaCha20Rng {
     ChaCha20Rng::seed_from_u64(seed)
 }
@@ -46,14 +48,17 @@ where
     G::normalize_batch(&proj)
 }
 
+/// `n` random G1 points from `seed`.
 pub fn random_g1(n: usize, seed: u64) -> Vec<G1Affine> {
     random_points::<G1Projective>(n, seed)
 }
 
+/// `n` random G2 points from `seed`.
 pub fn random_g2(n: usize, seed: u64) -> Vec<G2Affine> {
     random_points::<G2Projective>(n, seed)
 }
 
+/// `n` random scalars from `seed`.
 pub fn random_fr(n: usize, seed: u64) -> Vec<Fr> {
     scalars(n, seed, |r, _| Fr::rand(r))
 }

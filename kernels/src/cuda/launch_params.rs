@@ -24,7 +24,9 @@ pub const NTT_THREADS: u32 = 256;
 /// Where k_ntt_pass applies a transform's scaling (its `scale_at`): nowhere,
 /// on the first pass's loads (by source index), or on the last pass's stores.
 pub const NTT_SCALE_NONE: u32 = 0;
+/// `k_ntt_shared`'s `scale_at`: scale the elements as they are loaded.
 pub const NTT_SCALE_LOAD: u32 = 1;
+/// `k_ntt_shared`'s `scale_at`: scale the elements as they are stored.
 pub const NTT_SCALE_STORE: u32 = 2;
 /// Threads of a block of the constraint evaluation (k_r1cs_eval, and
 /// k_r1cs_long's eight warps): k_r1cs_eval declares it as launch bound with

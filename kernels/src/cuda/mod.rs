@@ -62,10 +62,13 @@ use passes::Passes;
 /// A CUDA device as the driver reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
+    /// Its ordinal, as the driver numbers devices.
     pub ordinal: usize,
+    /// Its name ("NVIDIA H100 80GB HBM3").
     pub name: String,
     /// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi prints it.
     pub uuid: String,
+    /// Its memory, in bytes.
     pub total_memory: u64,
 }
 
@@ -150,6 +153,8 @@ impl Default for CudaOptions {
     }
 }
 
+/// prove_start on one CUDA device: its context, resident keys and tables, workspaces and memory
+/// plan.
 pub struct CudaEngine {
     /// Recorded when the engine started: the origin of `kernel_spans`.
     /// Declared before `gpu`, so it is destroyed before the context.
@@ -276,6 +281,7 @@ impl Drop for Lease<'_> {
 }
 
 impl CudaEngine {
+    /// The engine of device `device_ordinal`, its module loaded and its workspaces made.
     pub fn new(device_ordinal: usize, options: CudaOptions) -> Result<Self, KernelError> {
         let gpu = Gpu::new(device_ordinal)?;
         // What the driver leaves once the context and the kernels' module
@@ -383,10 +389,12 @@ impl CudaEngine {
         self.spans.lock().map_or(Vec::new(), |s| s.iter().copied().collect())
     }
 
+    /// The device's context and kernels.
     pub fn gpu(&self) -> &Gpu {
         &self.gpu
     }
 
+    /// The options the engine was made with.
     pub fn options(&self) -> &CudaOptions {
         &self.options
     }
@@ -398,6 +406,7 @@ impl CudaEngine {
         self.upload(&G1::to_device(points))
     }
 
+    /// `points` on the device, in the kernels' layout (waited for).
     pub fn upload_g2(&self, points: &[G2Affine]) -> Res<DBuf<DevG2Affine>> {
         self.upload(&G2::to_device(points))
     }
@@ -424,6 +433,7 @@ impl CudaEngine {
         Ok(host)
     }
 
+    /// The first `n` elements of `buf`, back on the host (waited for).
     pub fn download_fr(&self, buf: &DBuf<DevFr>, n: usize) -> Res<Vec<Fr>> {
         Ok(msm::fr_from_dev(&self.download(buf, n)?))
     }
@@ -668,8 +678,11 @@ fn with_bases<T>(circuit: &PreparedCircuit, f: impl FnOnce(&dyn bases::KeyBases)
 /// Which field `CudaEngine::field_op` tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldTest {
+    /// The scalar field.
     Fr,
+    /// The base field.
     Fq,
+    /// The base field's quadratic extension (G2's coordinates).
     Fq2,
 }
 

@@ -155,6 +155,7 @@ impl NttTables {
         (elements * std::mem::size_of::<DevFr>()) as u64
     }
 
+    /// Device bytes of the tables.
     pub fn bytes(&self) -> u64 {
         self.tw_fwd.bytes()
             + self.tw_inv.bytes()

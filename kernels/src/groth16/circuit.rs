@@ -23,6 +23,7 @@ use crate::{Bls12_381, Fr, KernelError};
 /// Everything a shape needs to be proved: its proving key and its R1CS
 /// matrices, extracted once and shared by every proof of that shape.
 pub struct PreparedCircuit {
+    /// The shape's id: its key is stored under it.
     pub circuit_id: String,
     /// The key. With a [`KeySource`] (`key_source`) its queries hold only
     /// their first point and the source holds the rest.
@@ -36,7 +37,9 @@ pub struct PreparedCircuit {
     pub matrices: Matrices,
     /// Instance variables, the constant one included.
     pub num_inputs: usize,
+    /// Constraints of the R1CS.
     pub num_constraints: usize,
+    /// The evaluation domain's size, a power of two.
     pub domain_size: usize,
     /// The variables `pk.a_query[1..]` pairs with.
     pub a_selection: Selection,
@@ -338,10 +341,12 @@ impl PreparedCircuit {
         )
     }
 
+    /// The verifying key.
     pub fn vk(&self) -> &VerifyingKey<Bls12_381> {
         &self.pk.vk
     }
 
+    /// The evaluation domain.
     pub fn domain(&self) -> Domain {
         Domain::new(self.domain_size).expect("domain size was validated at preparation")
     }

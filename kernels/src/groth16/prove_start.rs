@@ -17,7 +17,9 @@ use crate::{Fr, G1Projective, G2Projective, KernelError};
 /// One timed phase of a stage, for the worker's span.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PhaseTiming {
+    /// The phase's name (`msm_h`, `ntt`, ...).
     pub phase: &'static str,
+    /// How long it took.
     pub duration: Duration,
 }
 
@@ -44,9 +46,11 @@ pub struct ProveStartOutput {
     /// The assignment: whole when `b2_acc` is None (prove_finish's G2 MSM
     /// reads it), else at least the constant one and the public inputs.
     pub assignment: Vec<Fr>,
+    /// Instance variables, the constant one included.
     pub num_inputs: usize,
     /// Bytes of a, b and c released during the stage.
     pub freed_bytes: u64,
+    /// The stage's phases, timed.
     pub phases: Vec<PhaseTiming>,
     /// The call's share of its device's kernel-active time: how long its
     /// kernels ran while no earlier call's did (from the CUDA engine's
@@ -57,6 +61,7 @@ pub struct ProveStartOutput {
 }
 
 impl ProveStartOutput {
+    /// The public inputs (the assignment's inputs after the constant one).
     pub fn public_inputs(&self) -> &[Fr] {
         &self.assignment[1..self.num_inputs]
     }
@@ -76,6 +81,7 @@ pub enum Urgency {
 
 /// The prove_start stage, implemented by the CPU engine and the CUDA engine.
 pub trait ProveStartEngine: Send + Sync {
+    /// The engine's name (`cpu`, `cuda`), as metrics and logs say it.
     fn name(&self) -> &str;
     /// Whether the engine evaluates a deferred partition's a, b and c
     /// ([`Abc::Deferred`]) on its device, so that synthesis should leave
@@ -113,6 +119,7 @@ pub trait ProveStartEngine: Send + Sync {
     fn memory_report(&self) -> Option<crate::device_plan::MemoryReport> {
         None
     }
+    /// The MSMs of one synthesized partition (and its NTTs: H from a, b and c).
     fn prove_start(
         &self,
         circuit: &PreparedCircuit,

@@ -13,8 +13,11 @@ use crate::{Fr, KernelError};
 /// and the full assignment (the constant one, public inputs, then
 /// witnesses).
 pub struct Synthesized {
+    /// a, b and c, or that prove_start evaluates them.
     pub abc: Abc,
+    /// The constant one, the public inputs, then the witnesses.
     pub assignment: Vec<Fr>,
+    /// Instance variables, the constant one included.
     pub num_inputs: usize,
 }
 
@@ -23,7 +26,14 @@ pub struct Synthesized {
 /// domain.
 pub enum Abc {
     /// Evaluated on the host, over the domain.
-    Host { a: Vec<Fr>, b: Vec<Fr>, c: Vec<Fr> },
+    Host {
+        /// The A rows at the assignment.
+        a: Vec<Fr>,
+        /// The B rows at the assignment.
+        b: Vec<Fr>,
+        /// The C rows at the assignment.
+        c: Vec<Fr>,
+    },
     /// Left to prove_start, from the circuit's compiled matrices and the
     /// assignment: on the device for an engine that evaluates there (3 x 4.3
     /// GB a 32 GiB PoRep partition never holds on the host nor copies over
@@ -40,15 +50,18 @@ impl Synthesized {
         }
     }
 
+    /// Bytes held by the assignment.
     pub fn assignment_bytes(&self) -> u64 {
         field_bytes(self.assignment.capacity())
     }
 
+    /// The public inputs (the assignment's inputs after the constant one).
     pub fn public_inputs(&self) -> &[Fr] {
         &self.assignment[1..self.num_inputs]
     }
 }
 
+/// Bytes of `elements` field elements.
 pub fn field_bytes(elements: usize) -> u64 {
     (elements * std::mem::size_of::<Fr>()) as u64
 }

@@ -5,6 +5,7 @@ use rustacuda::error::CudaError;
 
 use crate::{DeviceCause, DeviceError, KernelError};
 
+/// What every driver call of the engine returns.
 pub type Res<T> = Result<T, KernelError>;
 
 /// Maps a driver error of `call` to `KernelError::Device`, keeping the code.

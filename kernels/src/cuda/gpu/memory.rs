@@ -181,6 +181,7 @@ impl<T: DeviceCopy> DBuf<T> {
     pub(super) fn words_mut(&mut self) -> &mut DeviceBuffer<u64> {
         &mut self.mem.as_mut().expect("memory is held until drop").0
     }
+    /// Bytes of the elements (the allocation may be larger).
     pub fn bytes(&self) -> u64 {
         (self.len * std::mem::size_of::<T>()) as u64
     }
@@ -188,6 +189,7 @@ impl<T: DeviceCopy> DBuf<T> {
     pub fn len(&self) -> usize {
         self.len
     }
+    /// Whether the buffer holds no element.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -47,6 +47,7 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Device bytes the plan holds.
     pub fn bytes(&self) -> u64 {
         let ones = self.ones.as_ref().map_or(0, |o| o.list.bytes() + o.off.bytes());
         self.buckets.off.bytes() + self.buckets.list.bytes() + ones
