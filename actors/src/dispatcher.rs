@@ -28,7 +28,10 @@ pub const MAILBOX_CAPACITY: usize = 4096;
 
 /// Synthesis slots beyond `synthesis_threads` that only critical partitions
 /// take, so that a WinningPoSt never waits for a bulk partition's synthesis
-/// (about 10 s at 32 GiB) to end; the pool has as many more threads.
+/// (about 10 s at 32 GiB) to end; the pool has as many more threads. A
+/// critical partition takes one only while fewer critical partitions than
+/// this are being synthesized: critical work waits for critical work ahead
+/// of it, in queue order, as any work does.
 pub const CRITICAL_SYNTHESIS_SLOTS: usize = 1;
 
 /// The actors the dispatcher talks to, wired by `system.rs`.
@@ -137,6 +140,21 @@ impl Dispatcher {
         self.in_synthesis.len() - self.reserving
     }
 
+    /// Whether a partition of priority `head` has a synthesis slot now: one
+    /// of the `synthesis_threads`, or, for a critical one while no more than
+    /// `CRITICAL_SYNTHESIS_SLOTS - 1` others are being synthesized, one of
+    /// the slots beyond them.
+    fn has_synthesis_slot(&self, head: Priority) -> bool {
+        let taken = self.in_synthesis.len();
+        if taken < self.synthesis_threads {
+            return true;
+        }
+        let critical = |(job, _): &&(Arc<JobSpec>, Option<Instant>)| job.priority == Priority::Critical;
+        head == Priority::Critical
+            && taken < self.synthesis_threads + CRITICAL_SYNTHESIS_SLOTS
+            && self.in_synthesis.values().filter(critical).count() < CRITICAL_SYNTHESIS_SLOTS
+    }
+
     /// Whether the head of the synthesis queue may start now. Critical work
     /// is never held back.
     fn may_release(&mut self, head: Priority, ctx: &mut Context<Self>) -> bool {
@@ -177,14 +195,12 @@ impl Dispatcher {
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
         self.paced = false;
-        while !self.holding_queued
-            && self.in_synthesis.len() < self.synthesis_threads + CRITICAL_SYNTHESIS_SLOTS
-        {
+        while !self.holding_queued {
             let Some((order, _)) = self.pending.first_key_value() else {
                 break;
             };
             let head = order.0 .0;
-            if head != Priority::Critical && self.in_synthesis.len() >= self.synthesis_threads {
+            if !self.has_synthesis_slot(head) {
                 break;
             }
             if !self.may_release(head, ctx) {
