@@ -33,7 +33,9 @@
 #                  shape: expected, found at the preload, removed and
 #                  recorded again, the proof accepted.
 # EXTRA_TOML: settings appended to the daemon's
-# configuration. ENGINE=cpu runs the same steps on the CPU (the key made on
+# configuration. BASE: a folder with a baseline's cuzk; each kind's job is
+# then proved by it first and by $DEVICE_DIR's after, on the same key and
+# input, a side-by-side pair from one call (rows "kind (base)" and "kind"). ENGINE=cpu runs the same steps on the CPU (the key made on
 # every core, the CPU engine proving): the script checked at 2 KiB on any
 # machine. Results under $OUT: summary.md (also printed), each kind's
 # key log, job view and daemon log.
@@ -134,7 +136,13 @@ PY
     input_s=$(since "$t")
     log "$kind: input in $input_s s, $(du -sh "$WORK/job.json" | cut -f1)"
 
-    cat > "$WORK/cuzk.toml" <<TOML
+    # With BASE set, the same key and input are proved first by the
+    # baseline's cuzk, then by $BIN's: a side-by-side pair from one call.
+    for bin in ${BASE:+"$BASE"} "$BIN"; do
+        label=$([ "$bin" = "$BIN" ] && echo "$kind" || echo "$kind (base)")
+        tag=$([ "$bin" = "$BIN" ] && echo "$kind" || echo "$kind-base")
+        rm -f "$WORK/proof.bin"
+        cat > "$WORK/cuzk.toml" <<TOML
 listen = "127.0.0.1:$PORT"
 data_dir = "$DATA"
 params_dir = "$PARAMS"
@@ -145,17 +153,17 @@ max_body_bytes = 1073741824
 max_input_bytes = 1073741824
 max_partitions = 16
 TOML
-    [ -n "${EXTRA_TOML:-}" ] && printf '%s\n' "$EXTRA_TOML" >> "$WORK/cuzk.toml"
-    RUST_LOG="${RUST_LOG:-info}" "$BIN/cuzk" serve --config "$WORK/cuzk.toml" > "$OUT/daemon-$kind.log" 2>&1 &
-    daemon=$!
-    for _ in $(seq 100); do curl -sf "localhost:$PORT/healthz" > /dev/null && break; sleep 0.2; done
-    t=$(seconds)
-    for id in $(curl -s "localhost:$PORT/v1/params" | python3 -c 'import json,sys; print(" ".join(f["id"] for f in json.load(sys.stdin)["files"]))'); do
-        curl -s -m 550 -X POST "localhost:$PORT/v1/params/$id/preload" > "$OUT/preload-$kind.json"
-    done
-    preload_s=$(since "$t")
-    log "$kind: preload in $preload_s s: $(cut -c1-300 "$OUT/preload-$kind.json")"
-    python3 - "$PORT" "$WORK" "$OUT/job-$kind.json" "${REPEAT:-1}" <<'PY'
+        [ -n "${EXTRA_TOML:-}" ] && printf '%s\n' "$EXTRA_TOML" >> "$WORK/cuzk.toml"
+        RUST_LOG="${RUST_LOG:-info}" "$bin/cuzk" serve --config "$WORK/cuzk.toml" > "$OUT/daemon-$tag.log" 2>&1 &
+        daemon=$!
+        for _ in $(seq 100); do curl -sf "localhost:$PORT/healthz" > /dev/null && break; sleep 0.2; done
+        t=$(seconds)
+        for id in $(curl -s "localhost:$PORT/v1/params" | python3 -c 'import json,sys; print(" ".join(f["id"] for f in json.load(sys.stdin)["files"]))'); do
+            curl -s -m 550 -X POST "localhost:$PORT/v1/params/$id/preload" > "$OUT/preload-$tag.json"
+        done
+        preload_s=$(since "$t")
+        log "$label: preload in $preload_s s: $(cut -c1-300 "$OUT/preload-$tag.json")"
+        python3 - "$PORT" "$WORK" "$OUT/job-$tag.json" "${REPEAT:-1}" <<'PY'
 import json, sys, time, urllib.error, urllib.request
 port, work, out, repeat = sys.argv[1:5]
 def call(method, path, body=None):
@@ -181,28 +189,29 @@ if view["status"] == "done":
 json.dump({"seconds": sorted(runs)[len(runs) // 2] if runs else 0.0, "each": runs, "view": view}, open(out, "w"), indent=1)
 print(f"{view['status']}: {', '.join(f'{s:.2f}' for s in runs)} s {view.get('error') or ''}")
 PY
-    job_s=$(python3 -c "import json; j = json.load(open('$OUT/job-$kind.json')); print(round(j['seconds'], 2), *(['(worst', str(round(max(j['each']), 2)) + ')'] if len(j['each']) > 1 else []))")
-    status=$(python3 -c "import json; print(json.load(open('$OUT/job-$kind.json'))['view']['status'])")
-    rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1e6}' /proc/$daemon/status)
-    if [ -n "${FAULT:-}" ]; then
-        job_id=$(python3 -c "import json; print(json.load(open('$OUT/job-$kind.json'))['view']['id'])")
-        log "$kind: $FAULT: job $status: $(python3 -c "import json; print(json.load(open('$OUT/job-$kind.json'))['view'].get('error'))" | cut -c1-300)"
-        [ "$job_id" != None ] && log "$kind: $FAULT: proofs answered HTTP $(curl -s -o /dev/null -w '%{http_code}' "localhost:$PORT/v1/jobs/$job_id/proofs")"
-        log "$kind: $FAULT: $(curl -s "localhost:$PORT/metrics" | grep '^cuzk_proofs_rejected_total' | tr '\n' ' ')"
-        grep -h "not used\|self-verification\|rejected" "$OUT/daemon-$kind.log" | cut -c1-300 | head -5 | tee -a "$OUT/steps.log"
-    fi
-    kill $daemon; wait $daemon 2>/dev/null
-    verdict="no proof"
-    if [ -s "$WORK/proof.bin" ]; then
-        if FIL_PROOFS_PARAMETER_CACHE="$PARAMS" "$BIN/cuzk" verify --kind "$kind" "${verify_args[@]}" "$WORK/proof.bin" \
-            > "$OUT/verify-$kind.log" 2>&1; then
-            verdict="accepted"
-        else
-            verdict="REJECTED"
+        job_s=$(python3 -c "import json; j = json.load(open('$OUT/job-$tag.json')); print(round(j['seconds'], 2), *(['(worst', str(round(max(j['each']), 2)) + ')'] if len(j['each']) > 1 else []))")
+        status=$(python3 -c "import json; print(json.load(open('$OUT/job-$tag.json'))['view']['status'])")
+        rss=$(awk '/VmHWM/{printf "%.1f", $2 / 1e6}' /proc/$daemon/status)
+        if [ -n "${FAULT:-}" ]; then
+            job_id=$(python3 -c "import json; print(json.load(open('$OUT/job-$tag.json'))['view']['id'])")
+            log "$label: $FAULT: job $status: $(python3 -c "import json; print(json.load(open('$OUT/job-$tag.json'))['view'].get('error'))" | cut -c1-300)"
+            [ "$job_id" != None ] && log "$label: $FAULT: proofs answered HTTP $(curl -s -o /dev/null -w '%{http_code}' "localhost:$PORT/v1/jobs/$job_id/proofs")"
+            log "$label: $FAULT: $(curl -s "localhost:$PORT/metrics" | grep '^cuzk_proofs_rejected_total' | tr '\n' ' ')"
+            grep -h "not used\|self-verification\|rejected" "$OUT/daemon-$tag.log" | cut -c1-300 | head -5 | tee -a "$OUT/steps.log"
         fi
-    fi
-    log "$kind: job $status in $job_s s; filecoin-proofs-api: $verdict ($(tail -1 "$OUT/verify-$kind.log" 2>/dev/null | cut -c1-200))"
-    echo "| $kind | $SIZE | $key_s | $key_gb | $key_rss | $input_s | $preload_s | $job_s | $rss | $status | $verdict |" >> "$OUT/summary.md"
+        kill $daemon; wait $daemon 2>/dev/null
+        verdict="no proof"
+        if [ -s "$WORK/proof.bin" ]; then
+            if FIL_PROOFS_PARAMETER_CACHE="$PARAMS" "$BIN/cuzk" verify --kind "$kind" "${verify_args[@]}" "$WORK/proof.bin" \
+                > "$OUT/verify-$tag.log" 2>&1; then
+                verdict="accepted"
+            else
+                verdict="REJECTED"
+            fi
+        fi
+        log "$label: job $status in $job_s s; filecoin-proofs-api: $verdict ($(tail -1 "$OUT/verify-$tag.log" 2>/dev/null | cut -c1-200))"
+        echo "| $label | $SIZE | $key_s | $key_gb | $key_rss | $input_s | $preload_s | $job_s | $rss | $status | $verdict |" >> "$OUT/summary.md"
+    done
 done
 rm -rf "$WORK"
 cat "$OUT/summary.md"
