@@ -70,6 +70,13 @@ pub struct Needs {
     /// What each further partition of a pass adds to the pass's first
     /// call: its scalars (H's, the assignment, A's and B's gathered).
     pub pass_member: u64,
+    /// Whether `call` is a peak a call of the circuit measured (or the
+    /// estimate, when that was more). Until one has, general calls run one
+    /// at a time: an estimate below the real peak then costs a wait, not a
+    /// partition failed for device memory (the 32 GiB WindowPoSt's first
+    /// call held 37.3 GB against 33.7 estimated, and the H200 had planned
+    /// two calls at once on the estimate).
+    pub measured: bool,
 }
 
 impl Needs {
@@ -98,6 +105,7 @@ impl Needs {
             call,
             stream: 2 * 2 * chunk * G1_BYTES + b2,
             pass_member: FR_BYTES * (n + m + c.gathered.iter().sum::<usize>() as u64),
+            measured: false,
         }
     }
 
@@ -238,13 +246,14 @@ impl Plan {
         };
         let gb = |b: u64| b as f64 / 1e9;
         format!(
-            "resident {} ({:.1} GB), streamed {} ({:.1} GB pinned); {} general call(s) at once of {:.1} GB each, passes of {}; fixed {:.1} GB, urgent reserve {:.1} GB; {:.1} of {:.1} GB planned",
+            "resident {} ({:.1} GB), streamed {} ({:.1} GB pinned); {} general call(s) at once of {:.1} GB each ({}), passes of {}; fixed {:.1} GB, urgent reserve {:.1} GB; {:.1} of {:.1} GB planned",
             parts(true),
             gb(self.resident_key_bytes()),
             parts(false),
             gb(self.pinned_bytes),
             self.slots,
             gb(self.needs.call),
+            if self.needs.measured { "measured" } else { "estimated: one at a time until a call measures it" },
             self.pass,
             gb(self.needs.fixed),
             gb(self.reserve.total()),
@@ -303,7 +312,8 @@ fn resident_bytes(needs: &Needs, resident: [bool; 5]) -> u64 {
 /// The plan for a circuit of `needs` on `device` beside `reserve`.
 ///
 /// The whole key resident is the fastest way to prove, so it comes first,
-/// with as many general calls at once as fit (at least one). Otherwise the
+/// with as many general calls at once as fit (at least one; one alone until
+/// a call has measured the peak, [`Needs::measured`]). Otherwise the
 /// key's parts are split: the largest set of parts that fits beside one
 /// general call and its chunk buffers stays resident, the rest streams
 /// (each chunk crossing PCIe once per pass), and what is left makes passes
@@ -338,7 +348,7 @@ pub fn plan(device: &Device, needs: &Needs, reserve: Reserve) -> Result<Plan, To
     };
     let avail = avail.ok_or_else(refused)?;
     let cap = device.resident_limit.saturating_sub(needs.fixed);
-    let general = device.general.max(1);
+    let general = if needs.measured { device.general.max(1) } else { 1 };
     if let Some(slots) = (1..=general).rev().find(|&s| key <= cap && key + s as u64 * needs.call <= avail) {
         return Ok(make([true; 5], slots, 1));
     }
@@ -431,12 +441,18 @@ mod tests {
     const H200: u64 = 150_100_000_000;
     const H100: u64 = 84_900_000_000;
 
-    /// The plan beside the default lane: WinningPoSt preloaded as the
-    /// urgent circuit.
+    /// A circuit's needs once a call has measured its peak at the
+    /// estimate.
+    fn measured(counts: &Counts) -> Needs {
+        Needs { measured: true, ..Needs::from_counts(counts) }
+    }
+
+    /// The plan beside the default lane (WinningPoSt preloaded as the
+    /// urgent circuit) once a call has measured the estimate.
     fn planned(usable: u64, counts: Counts) -> Result<Plan, TooSmall> {
         let d = device(usable);
-        let winning = Needs::from_counts(&winning_32());
-        plan(&d, &Needs::from_counts(&counts), Reserve::new(&d, &[winning], winning.call))
+        let winning = measured(&winning_32());
+        plan(&d, &measured(&counts), Reserve::new(&d, &[winning], winning.call))
     }
 
     /// Every plan fits its device and holds what it says.
@@ -535,8 +551,31 @@ mod tests {
     }
 
     #[test]
+    fn general_calls_run_one_at_a_time_until_a_call_is_measured() {
+        // The 32 GiB WindowPoSt on the H200: two calls at once on the
+        // estimate (33.7 GB each measured 37.3 GB on the H100: two of those
+        // and the key overrun the device by about 5 GB).
+        let d = device(H200);
+        let winning = measured(&winning_32());
+        let reserve = Reserve::new(&d, &[winning], winning.call);
+        let estimate = Needs::from_counts(&window_32());
+        let first = plan(&d, &estimate, reserve).unwrap();
+        assert_eq!((first.resident, first.slots), ([true; 5], 1), "{}", first.describe());
+        assert!(first.describe().contains("one at a time until a call measures it"), "{}", first.describe());
+        // Measured at the estimate: the slots the device holds.
+        let same = plan(&d, &Needs { measured: true, ..estimate }, reserve).unwrap();
+        assert_eq!(same.slots, 2, "{}", same.describe());
+        // Measured at the H100's 37.3 GB: one call and the key still fit,
+        // two do not.
+        let real = Needs { call: 37_300_000_000, measured: true, ..estimate };
+        let p = plan(&d, &real, reserve).unwrap();
+        consistent(&p);
+        assert_eq!(p.slots, 1, "{}", p.describe());
+    }
+
+    #[test]
     fn the_slots_shrink_before_the_key_streams() {
-        let needs = Needs::from_counts(&porep_32());
+        let needs = measured(&porep_32());
         let key: u64 = needs.key.iter().sum();
         // Room for the key and one call, not two: one slot, all resident.
         let usable = needs.fixed + key + needs.call + needs.call / 2;

@@ -41,8 +41,14 @@ impl Entry {
     /// The needs the plan trusts: the estimate, with a call's peak raised
     /// to what a call measured when that is more.
     fn needs(&self) -> Needs {
-        Needs { call: self.estimated.call.max(self.measured), ..self.estimated }
+        measured_needs(&self.estimated, self.measured)
     }
+}
+
+/// `estimated` with a call's peak raised to `measured` (0: no call yet)
+/// when that is more, and marked measured once a call has run.
+fn measured_needs(estimated: &Needs, measured: u64) -> Needs {
+    Needs { call: estimated.call.max(measured), measured: measured > 0, ..*estimated }
 }
 
 /// Every circuit's plan on one device.
@@ -210,7 +216,7 @@ impl CudaEngine {
             _ => (false, 0),
         };
         let urgent = was_urgent || (asks && (warming || small));
-        let needs = Needs { call: estimated.call.max(measured), ..estimated };
+        let needs = measured_needs(&estimated, measured);
         let plan = plans.make(id, &needs, urgent)?;
         log::info!(
             "{id} on {}: device memory plan{}: {}",
@@ -229,7 +235,8 @@ impl CudaEngine {
     }
 
     /// Records the workspace peak a call of one partition of `circuit_id`
-    /// held; a peak above the plan's estimate revises the plan (logged).
+    /// held; the first (the plan's calls ran one at a time until it came)
+    /// and any peak above the plan's call revise the plan (logged).
     pub(super) fn measured(&self, circuit_id: &str, peak: u64) {
         let Ok(mut plans) = self.plans() else { return };
         let Some(e) = plans.circuits.get_mut(circuit_id) else { return };
@@ -238,7 +245,7 @@ impl CudaEngine {
         }
         e.measured = peak;
         let (needs, urgent, old) = (e.needs(), e.urgent, e.plan.clone());
-        if needs.call == old.needs.call {
+        if needs == old.needs {
             return;
         }
         match plans.make(circuit_id, &needs, urgent) {
