@@ -20,7 +20,13 @@
 //!
 //! Before the first GPU completion (and again whenever the pipeline runs
 //! truly empty) it bootstraps: partitions start freely until the pipeline
-//! holds `target + workers`.
+//! holds `target + workers`, or as many as there are synthesis slots if
+//! those are more. Nothing is measured yet, so a slot left idle saves
+//! nothing (the budget still bounds memory), and a kind whose synthesis is
+//! many times its GPU stage pays a whole synthesis round for each one: a
+//! 32 GiB SnapDeals update (16 partitions, 27 s of synthesis against 1.4 s
+//! of GPU) started 6 of them, with 8 slots, and the other 10 only after
+//! the first GPU completion (docs/benchmarks.md).
 
 use std::time::{Duration, Instant};
 
@@ -90,6 +96,9 @@ pub struct Pacer {
     /// divide the GPU time per partition nor feed `record_gpu` (the
     /// dispatcher keeps both to the general lane).
     workers: usize,
+    /// The bulk synthesis slots (`synthesis_threads`): the bootstrap fills
+    /// at least these.
+    synthesis_slots: usize,
     busy_sum: Duration,
     busy_count: u64,
     sampled_sum: Duration,
@@ -104,10 +113,11 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    pub fn new(config: PacerConfig, workers: usize) -> Self {
+    pub fn new(config: PacerConfig, workers: usize, synthesis_slots: usize) -> Self {
         Self {
             config,
             workers: workers.max(1),
+            synthesis_slots,
             busy_sum: Duration::ZERO,
             busy_count: 0,
             sampled_sum: Duration::ZERO,
@@ -188,7 +198,8 @@ impl Pacer {
         let ceiling = (self.config.target_buffer + self.workers) as f64;
         if self.bootstrapping {
             let in_pipeline = buffer + synthesizing + at_workers;
-            return if (in_pipeline as f64) < ceiling { Admission::Now } else { Admission::Hold };
+            let fill = (self.config.target_buffer + self.workers).max(self.synthesis_slots);
+            return if in_pipeline < fill { Admission::Now } else { Admission::Hold };
         }
         if self.projected_buffer(buffer, synthesizing) >= ceiling {
             return Admission::Hold;
@@ -247,7 +258,7 @@ mod tests {
     use super::*;
 
     fn pacer() -> Pacer {
-        Pacer::new(PacerConfig::default(), 4)
+        Pacer::new(PacerConfig::default(), 4, 8)
     }
 
     /// A pacer that has seen 400 ms of GPU time per partition (100 ms per
@@ -266,6 +277,20 @@ mod tests {
         let now = Instant::now();
         assert_eq!(p.admit(now, 0, 5, 2), Admission::Now);
         assert_eq!(p.admit(now, 2, 4, 2), Admission::Hold);
+    }
+
+    #[test]
+    fn bootstrap_fills_every_synthesis_slot_when_they_outnumber_target_plus_workers() {
+        // SnapDeals' case: 8 slots, target 4 and 2 general workers.
+        let p = Pacer::new(PacerConfig::default(), 2, 8);
+        let now = Instant::now();
+        assert_eq!(p.admit(now, 0, 6, 0), Admission::Now);
+        assert_eq!(p.admit(now, 0, 7, 0), Admission::Now);
+        assert_eq!(p.admit(now, 0, 8, 0), Admission::Hold);
+        // Fewer slots than target plus workers: the old ceiling holds.
+        let q = Pacer::new(PacerConfig::default(), 2, 4);
+        assert_eq!(q.admit(now, 0, 5, 0), Admission::Now);
+        assert_eq!(q.admit(now, 0, 6, 0), Admission::Hold);
     }
 
     #[test]
