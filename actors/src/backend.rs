@@ -12,6 +12,8 @@ use crate::model::JobSpec;
 pub struct Payload(pub Box<dyn Any + Send>);
 
 impl Payload {
+    /// Wraps a stage's output of any type so that the actors can carry it to
+    /// the next stage without knowing what it is.
     pub fn new<T: Any + Send>(value: T) -> Self {
         Self(Box::new(value))
     }
@@ -37,15 +39,24 @@ pub struct WrongPayload {
 /// Named phase durations within a stage (for spans and histograms).
 pub type Phases = Vec<(&'static str, Duration)>;
 
+/// What synthesis returns for one partition: the input of its prove_start.
 pub struct Synthesized {
+    /// The synthesized circuit, handed to a GPU worker's prove_start.
     pub payload: Payload,
+    /// How long synthesis's steps took, for the partition's spans and the phase
+    /// histograms.
     pub phases: Phases,
 }
 
+/// What prove_start returns for one partition: the input of its prove_finish,
+/// and what the GPU worker reports about the call.
 pub struct Started {
+    /// The partial proof, handed to a finalizer's prove_finish.
     pub payload: Payload,
     /// Bytes released during prove_start (a, b and c).
     pub freed_bytes: u64,
+    /// How long prove_start's steps took, for the worker's span and the phase
+    /// histograms.
     pub phases: Phases,
     /// How long the call's kernels ran while no earlier call's did on its
     /// device, so that the calls' shares add up to the device's
@@ -53,11 +64,15 @@ pub struct Started {
     pub device_active: Option<Duration>,
 }
 
+/// What prove_finish returns for one partition: its proof, which the finalizer
+/// hands to the tracker.
 pub struct Finished {
     /// The proof, serialized by the backend (arkworks compressed).
     pub proof: Vec<u8>,
     /// The public inputs, serialized the same way.
     pub public_inputs: Vec<Vec<u8>>,
+    /// How long prove_finish's steps took, for the partition's phases and the
+    /// histograms.
     pub phases: Phases,
 }
 
@@ -69,7 +84,11 @@ pub trait Backend: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// The proving devices, by index; each gets `workers_per_device` workers.
     fn devices(&self) -> Vec<String>;
+    /// Synthesizes one partition of `job` on a synthesis thread, after the
+    /// budget granted its reservation.
     fn synthesize(&self, job: &JobSpec, partition: u32) -> Result<Synthesized, StageError>;
+    /// Runs the GPU part of one partition's proof on `device`, on the GPU
+    /// worker's thread; its output goes to a finalizer.
     fn prove_start(
         &self,
         device: usize,
@@ -77,6 +96,8 @@ pub trait Backend: Send + Sync + 'static {
         partition: u32,
         input: Payload,
     ) -> Result<Started, StageError>;
+    /// Ends one partition's proof on a finalizer thread (what is left after the
+    /// GPU, assembly, optional verification) and serializes it.
     fn prove_finish(&self, job: &JobSpec, partition: u32, input: Payload) -> Result<Finished, StageError>;
     /// Host bytes the backend keeps across partitions (proving keys,
     /// matrices); the budget counts them as used.

@@ -16,8 +16,12 @@ use crate::messages::{BudgetDecision, BudgetStatus, GetBudgetStatus, Release, Re
 use crate::model::{PartitionKey, QueueOrder};
 use crate::telemetry;
 
+/// Bound of the budget's mailbox: reservations and releases of every partition
+/// in flight pass through it.
 pub const MAILBOX_CAPACITY: usize = 1024;
 
+/// The actor that owns the byte budget: it grants reservations in queue order
+/// and takes back the bytes partitions release.
 pub struct BudgetManager {
     limit: u64,
     used: u64,
@@ -38,6 +42,8 @@ struct Waiter {
 }
 
 impl BudgetManager {
+    /// A budget of `limit` bytes with nothing in use; publishes the empty gauge
+    /// at once.
     pub fn new(limit: u64) -> Self {
         telemetry::BudgetChanged { used: 0, resident: 0, limit }.emit();
         Self {

@@ -24,6 +24,8 @@ use crate::model::{IdleCause, JobSpec, Lane, PartitionKey, Priority, QueueOrder,
 use crate::pacer::{Admission, Pacer, PacerConfig};
 use crate::telemetry;
 
+/// Bound of the dispatcher's mailbox: every queued partition, budget decision
+/// and stage completion passes through it.
 pub const MAILBOX_CAPACITY: usize = 4096;
 
 /// Synthesis slots beyond `synthesis_threads` that only critical partitions
@@ -52,6 +54,8 @@ pub struct Peers {
     pub synthesis: Recipient<Synthesize>,
 }
 
+/// The actor that queues partitions, starts their synthesis within the budget
+/// and the pacer's rate, and hands synthesized ones to GPU workers.
 pub struct Dispatcher {
     /// Everyone it reports to or hands work to, but the GPU workers.
     peers: Peers,

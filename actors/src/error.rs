@@ -33,26 +33,35 @@ pub struct StageError {
 }
 
 impl StageError {
+    /// A failure of the given kind, which decides whether the tracker tries the
+    /// partition again.
     pub fn new(kind: ErrorKind, cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self { kind, cause: cause.into() }
     }
 
+    /// A transient failure: the partition is queued again while it has attempts
+    /// left.
     pub fn retryable(cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self::new(ErrorKind::Retryable, cause)
     }
 
+    /// A failure that another attempt would repeat: the job fails at once.
     pub fn permanent(cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self::new(ErrorKind::Permanent, cause)
     }
 
+    /// Not a failure: the partition cannot start yet and is queued again after
+    /// a pause, without using an attempt.
     pub fn not_ready(cause: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self::new(ErrorKind::NotReady, cause)
     }
 
+    /// What the tracker decides the partition's fate by.
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 
+    /// Whether the tracker may queue the partition again (attempts allowing).
     pub fn is_retryable(&self) -> bool {
         self.kind == ErrorKind::Retryable
     }
@@ -63,6 +72,8 @@ impl StageError {
         self.cause.is::<StagePanic>()
     }
 
+    /// The typed cause, for a caller that looks for a particular error
+    /// inside (`downcast_ref`) rather than at its text.
     pub fn cause(&self) -> &(dyn Error + Send + Sync + 'static) {
         self.cause.as_ref()
     }

@@ -14,7 +14,10 @@ use crate::messages::{Finalize, PartitionFailed, PartitionProved, Progress, Rele
 use crate::model::{ProofRecord, Stage};
 use crate::telemetry;
 
+/// A finalizer thread's actor: it runs prove_finish for partitions the GPU
+/// workers hand it, returns their bytes and reports the proof.
 pub struct Finalizer {
+    /// The backend whose prove_finish this thread runs.
     pub backend: Arc<dyn Backend>,
     /// The tracker: Finalizing, then the proof or the failure.
     pub tracker: TrackerPort,

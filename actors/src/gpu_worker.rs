@@ -18,10 +18,15 @@ use crate::telemetry;
 /// The running partition plus lookahead; the dispatcher never sends more.
 pub const MAILBOX_CAPACITY: usize = 16;
 
+/// One GPU worker: it runs prove_start for the partitions the dispatcher hands
+/// it, one at a time, and passes each on to the finalizers.
 pub struct GpuWorker {
+    /// Which device it proves on (passed to prove_start) and how it is named in
+    /// spans, metrics and `/v1/workers`.
     pub id: WorkerId,
     /// This worker's index in the dispatcher's worker list.
     pub slot: usize,
+    /// The backend whose prove_start this worker runs.
     pub backend: Arc<dyn Backend>,
     /// The tracker: WaitingFinalizer and failed attempts.
     pub tracker: TrackerPort,

@@ -11,6 +11,7 @@
 //! and every other actor reports to it by fire-and-forget messages.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod budget;

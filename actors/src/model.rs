@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::time;
 
+/// A job's name, made by the daemon at submission (a UUID): how the API, the
+/// store and every message refer to the job.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobId(pub String);
@@ -34,6 +36,7 @@ impl Tenant {
     /// existed, and of every caller when the daemon has no tokens.
     pub const DEFAULT: &'static str = "default";
 
+    /// The name, as labels and log lines take it.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -55,11 +58,14 @@ impl fmt::Display for Tenant {
 /// the daemon itself), or one tenant's, to whom another's job does not exist.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TenantScope {
+    /// Every tenant's jobs: an admin's or the daemon's own question.
     All,
+    /// This tenant's jobs alone.
     Only(Tenant),
 }
 
 impl TenantScope {
+    /// Whether a job of `tenant` is visible in this scope.
     pub fn sees(&self, tenant: &Tenant) -> bool {
         match self {
             TenantScope::All => true,
@@ -73,16 +79,23 @@ impl TenantScope {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
+    /// Bulk work that may wait behind everything else.
     Low,
+    /// What a job gets when its caller names no priority.
     #[default]
     Normal,
+    /// Goes ahead of normal and low work in every queue.
     High,
+    /// Work with a hard time limit (a WinningPoSt): ahead of everything, with
+    /// synthesis slots and GPU workers of its own.
     Critical,
 }
 
 impl Priority {
+    /// Every priority, lowest first, for metrics that need a series for each.
     pub const ALL: [Priority; 4] = [Priority::Low, Priority::Normal, Priority::High, Priority::Critical];
 
+    /// The name the API and metric labels use.
     pub fn as_str(self) -> &'static str {
         match self {
             Priority::Low => "low",
@@ -99,15 +112,25 @@ impl Priority {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
+    /// Accepted, waiting for the dispatcher to start it.
     Queued,
+    /// Waiting for the budget to grant its memory.
     WaitingBudget,
+    /// Being synthesized on a synthesis thread.
     Synthesizing,
+    /// Synthesized, waiting for a GPU worker to start it.
     WaitingGpu,
+    /// In prove_start on a GPU worker.
     Proving,
+    /// Out of the GPU, waiting for a finalizer thread.
     WaitingFinalizer,
+    /// In prove_finish on a finalizer.
     Finalizing,
+    /// Proved: its proof is kept.
     Done,
+    /// Its job failed (a permanent error, or attempts used up).
     Failed,
+    /// Its job was cancelled before the partition was proved.
     Cancelled,
 }
 
@@ -126,12 +149,15 @@ pub const STAGES: [Stage; Stage::COUNT] = [
 ];
 
 impl Stage {
+    /// How many stages there are: the size of per-stage count arrays.
     pub const COUNT: usize = 10;
 
+    /// Whether the partition has stopped for good: no stage comes after it.
     pub fn is_terminal(self) -> bool {
         matches!(self, Stage::Done | Stage::Failed | Stage::Cancelled)
     }
 
+    /// The name the API and metric labels use.
     pub fn as_str(self) -> &'static str {
         match self {
             Stage::Queued => "queued",
@@ -151,7 +177,10 @@ impl Stage {
 /// Identifies one partition of one job: the unique key of every queue.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PartitionKey {
+    /// The job it belongs to.
     pub job: JobId,
+    /// Its place in the job, from 0: which part of the job's work the
+    /// backend proves, and where its proof goes among the job's proofs.
     pub index: u32,
 }
 
@@ -175,6 +204,8 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// Everything the partition holds at its peak, which the budget must grant
+    /// before synthesis.
     pub fn total(&self) -> u64 {
         self.abc_bytes + self.retained_bytes
     }
@@ -182,10 +213,18 @@ impl Reservation {
 
 /// A job as the caller submits it.
 pub struct NewJob {
+    /// The name the job will be known by, chosen by the daemon before it is
+    /// submitted.
     pub id: JobId,
+    /// Its scheduling class in every queue.
     pub priority: Priority,
+    /// How many partitions the job is proved in, each scheduled on its own.
     pub partitions: u32,
+    /// The circuit family or Filecoin kind the job names: what per-circuit
+    /// load counts are kept by.
     pub circuit: String,
+    /// The exact circuit shape the job proves (its size included), as the API
+    /// and log lines show it.
     pub circuit_id: String,
     /// Per partition.
     pub reservation: Reservation,
@@ -213,7 +252,9 @@ pub struct NewJob {
 /// SHA-256, computed by the caller (off the tracker's thread).
 #[derive(Clone, Debug)]
 pub struct RecordedRequest {
+    /// The request's compact JSON, kept by the store.
     pub text: String,
+    /// SHA-256 of `text`, compared when an idempotency key comes again.
     pub digest: [u8; 32],
 }
 
@@ -221,15 +262,24 @@ pub struct RecordedRequest {
 /// the abandoned flag.
 #[derive(Clone)]
 pub struct JobSpec {
+    /// The job's name, unique among the daemon's jobs.
     pub id: JobId,
     /// Submission order, unique per daemon.
     pub seq: u64,
+    /// Its scheduling class, which orders its partitions in every queue.
     pub priority: Priority,
+    /// How many partitions the job is proved in.
     pub partitions: u32,
+    /// The circuit family or Filecoin kind the job names: what per-circuit
+    /// load counts are kept by.
     pub circuit: String,
+    /// The exact circuit shape it proves, shown by the API.
     pub circuit_id: String,
+    /// What each partition asks the budget for.
     pub reservation: Reservation,
+    /// The backend's own description of the work, handed to each stage.
     pub work: Arc<dyn Any + Send + Sync>,
+    /// When it was submitted and when it should be done.
     pub submitted: Submitted,
     /// Set by the tracker when the job fails or is cancelled; stage actors
     /// check it at stage boundaries and skip the work.
@@ -243,6 +293,8 @@ pub struct JobSpec {
 pub struct Abandonment(Arc<AtomicBool>);
 
 impl Abandonment {
+    /// Whether the job has failed or was cancelled, so the work on its behalf
+    /// can stop.
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
@@ -287,6 +339,8 @@ impl JobSpec {
         Self { work: Arc::new(()), ..self.clone() }
     }
 
+    /// Whether the job failed or was cancelled: a stage actor that sees it
+    /// skips the partition's work.
     pub fn is_abandoned(&self) -> bool {
         self.abandoned.load(Ordering::Acquire)
     }
@@ -302,10 +356,12 @@ impl JobSpec {
         self.abandoned.store(true, Ordering::Release)
     }
 
+    /// The key of partition `index` of this job.
     pub fn key(&self, index: u32) -> PartitionKey {
         PartitionKey { job: self.id.clone(), index }
     }
 
+    /// Where partition `index` of this job sorts in the queues.
     pub fn order(&self, index: u32) -> QueueOrder {
         (Reverse(self.priority), self.seq, index)
     }
@@ -314,7 +370,10 @@ impl JobSpec {
 /// A GPU worker: device index and worker index on that device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct WorkerId {
+    /// The device's index among the backend's devices, passed to prove_start.
     pub device: usize,
+    /// The worker's index on its device: the general workers first, then the
+    /// critical lane's.
     pub worker: usize,
 }
 
@@ -363,9 +422,11 @@ pub enum IdleCause {
 }
 
 impl IdleCause {
+    /// Every cause: one idle counter and one metric series for each.
     pub const ALL: [IdleCause; 5] =
         [IdleCause::NoWork, IdleCause::Synthesis, IdleCause::Budget, IdleCause::Paced, IdleCause::Handoff];
 
+    /// The name metric labels and the API use.
     pub fn as_str(self) -> &'static str {
         match self {
             IdleCause::NoWork => "no_work",
@@ -386,17 +447,21 @@ pub enum WorkerTime {
     Busy,
     /// A stage that failed: the worker was occupied, but proved nothing.
     Failed,
+    /// The worker had no stage to run, for this cause.
     Idle(IdleCause),
 }
 
 /// What a worker is doing: the value of `cuzk_gpu_worker_state{state}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activity {
+    /// Running prove_start.
     Proving,
+    /// Waiting for work, for this cause.
     Idle(IdleCause),
 }
 
 impl Activity {
+    /// Every activity, so that the gauge has a series for each from the start.
     pub const ALL: [Activity; 6] = [
         Activity::Proving,
         Activity::Idle(IdleCause::NoWork),
@@ -406,6 +471,7 @@ impl Activity {
         Activity::Idle(IdleCause::Handoff),
     ];
 
+    /// The label value of the `state` gauge.
     pub fn as_str(self) -> &'static str {
         match self {
             Activity::Proving => "proving",

@@ -34,9 +34,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::telemetry;
 
+/// How the pacer is tuned: the `pacer` section of the daemon's configuration.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PacerConfig {
+    /// Off: a partition starts as soon as a synthesis slot and the budget allow
+    /// it, with no pacing.
     pub enabled: bool,
     /// Synthesized partitions to keep waiting for the GPUs.
     pub target_buffer: usize,
@@ -48,7 +51,10 @@ pub struct PacerConfig {
     pub alpha: f64,
     /// |integral| never exceeds this (anti-windup).
     pub integral_limit: f64,
+    /// The shortest interval between starts the controller may set.
     pub min_interval_ms: u64,
+    /// The longest interval between starts the controller may set, so that a
+    /// bad measurement cannot stall synthesis for long.
     pub max_interval_ms: u64,
 }
 
@@ -70,6 +76,7 @@ impl Default for PacerConfig {
 /// What the pacer says about starting the next partition now.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Admission {
+    /// Start it now.
     Now,
     /// Not before this instant.
     At(Instant),
@@ -77,18 +84,34 @@ pub enum Admission {
     Hold,
 }
 
+/// The pacer's state as `/v1/status` shows it under `queues.pacer`.
 #[derive(Clone, Debug, Serialize)]
 pub struct PacerStatus {
+    /// Whether pacing is on at all.
     pub enabled: bool,
+    /// Whether it is still filling the pipeline before the first GPU completion
+    /// (or after the pipeline ran empty), with nothing measured.
     pub bootstrapping: bool,
+    /// The interval it now keeps between the starts of two syntheses.
     pub interval_ms: f64,
+    /// The smoothed GPU time per partition; absent until a GPU worker finished
+    /// one.
     pub ema_gpu_ms: Option<f64>,
+    /// The smoothed synthesis time per partition; absent until one was
+    /// synthesized.
     pub ema_synthesis_ms: Option<f64>,
+    /// The controller's accumulated buffer error, to tell a controller that
+    /// winds up from one that settles.
     pub integral: f64,
+    /// The buffer it aims for, from the configuration.
     pub target_buffer: usize,
+    /// Synthesized partitions waiting for a GPU at the last update.
     pub buffer: usize,
 }
 
+/// The controller the dispatcher asks before it starts synthesizing the next
+/// partition: a PI loop that keeps the buffer of synthesized partitions near
+/// its target (see the module's text).
 pub struct Pacer {
     config: PacerConfig,
     /// The GPU workers that drain the buffer: the general lane only. The
@@ -113,6 +136,8 @@ pub struct Pacer {
 }
 
 impl Pacer {
+    /// A pacer that bootstraps, for `workers` general GPU workers and
+    /// `synthesis_slots` bulk synthesis slots.
     pub fn new(config: PacerConfig, workers: usize, synthesis_slots: usize) -> Self {
         Self {
             config,
@@ -210,6 +235,8 @@ impl Pacer {
         }
     }
 
+    /// The dispatcher started a partition at `now`: the next may start one
+    /// interval later.
     pub fn released(&mut self, now: Instant) {
         self.next_release = Some(now + self.interval);
     }
@@ -226,6 +253,7 @@ impl Pacer {
         }
     }
 
+    /// The pacer's state, for the dispatcher's queue status.
     pub fn status(&self) -> PacerStatus {
         PacerStatus {
             ema_synthesis_ms: self.ema_synthesis.map(|s| s * 1e3),

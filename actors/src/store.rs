@@ -28,8 +28,12 @@ use crate::time::{from_unix_ms, unix_ms};
 /// succeed (the store retries by itself; a client may too).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The store was closed on shutdown: the write was not made and none will
+    /// be.
     #[error("the job store is closed")]
     Closed,
+    /// The storage failed (an I/O or database error); a later write may
+    /// succeed.
     #[error("job store: {0}")]
     Unavailable(Arc<dyn Error + Send + Sync>),
 }
@@ -56,17 +60,27 @@ pub struct StoreHealth {
 /// A job as accepted: enough to rebuild its work after a restart.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
+    /// The job's name.
     pub id: JobId,
+    /// The job's submission order, so that restored jobs queue in the order
+    /// they were submitted.
     pub seq: u64,
+    /// Its scheduling class.
     pub priority: Priority,
+    /// How many partitions it is proved in.
     pub partitions: u32,
+    /// The circuit family or Filecoin kind the job named.
     pub circuit: String,
+    /// The exact circuit shape it proves.
     pub circuit_id: String,
+    /// The caller's idempotency key, so that a repeat after a restart still
+    /// returns this job.
     pub idempotency_key: Option<String>,
     /// Whose job it is; absent in stores written before tenants, whose
     /// jobs belong to the default tenant.
     #[serde(default)]
     pub tenant: Tenant,
+    /// When it was submitted, so that a restored job keeps its age and order.
     pub submitted_unix_ms: u64,
     /// Relative to submission.
     pub deadline_ms: Option<u64>,
@@ -140,7 +154,9 @@ impl JobRecord {
 pub struct JobOutcome {
     /// Done, Failed or Cancelled.
     pub stage: Stage,
+    /// Why the job failed or was cancelled; `None` when it is done.
     pub error: Option<String>,
+    /// When it ended, which retention counts from.
     pub finished_unix_ms: u64,
 }
 
@@ -171,23 +187,37 @@ pub struct PartitionDetail {
 /// One recorded change. Writes of one store are applied in the order given.
 #[derive(Clone, Debug)]
 pub enum StoreWrite {
+    /// The tracker accepted a job: its record is kept until it is removed.
     Accepted(JobRecord),
+    /// A partition was proved: its proof is kept, so a restart neither proves
+    /// it again nor loses it.
     PartitionProved {
+        /// The partition's job.
         job: JobId,
+        /// The partition's index in its job.
         index: u32,
+        /// The partition's proof.
         proof: ProofRecord,
         /// What a fleet node saw of the partition, kept with the proof so
         /// that every node shows it; None on a single daemon, whose tracker
         /// keeps it.
         detail: Option<PartitionDetail>,
     },
+    /// A partition failed for good, ahead of its job's end: a restart that
+    /// finds it fails the job.
     PartitionFailed {
+        /// The partition's job.
         job: JobId,
+        /// The partition's index in its job.
         index: u32,
+        /// Why it failed, as the job reports it.
         error: String,
     },
+    /// A job ended: a restart serves it as ended and does not run it again.
     Finished {
+        /// The job that ended.
         job: JobId,
+        /// How it ended.
         outcome: JobOutcome,
     },
     /// Past retention: the job and everything recorded of it go.
@@ -199,9 +229,14 @@ pub enum StoreWrite {
 /// A job as the store has it on start.
 #[derive(Clone, Debug)]
 pub struct StoredJob {
+    /// The job as accepted, from which its work is rebuilt.
     pub record: JobRecord,
+    /// The proofs of its proved partitions, by index: they are not proved
+    /// again.
     pub proofs: BTreeMap<u32, ProofRecord>,
+    /// The errors of its partitions that failed for good, by index.
     pub failures: BTreeMap<u32, String>,
+    /// How the job ended; `None` while it is unfinished.
     pub outcome: Option<JobOutcome>,
 }
 
@@ -213,6 +248,7 @@ pub struct Committed(tokio::sync::oneshot::Receiver<Result<(), StoreError>>);
 pub struct CommitSignal(tokio::sync::oneshot::Sender<Result<(), StoreError>>);
 
 impl Committed {
+    /// A new signal and the future that resolves when it is sent or dropped.
     pub fn channel() -> (CommitSignal, Committed) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         (CommitSignal(tx), Committed(rx))
@@ -225,6 +261,7 @@ impl Committed {
 }
 
 impl CommitSignal {
+    /// Tells the waiter how the write went: durable, or why not.
     pub fn send(self, result: Result<(), StoreError>) {
         // The waiter may have gone (client hung up); the write stands.
         let _ = self.0.send(result);
@@ -263,13 +300,18 @@ pub trait JobStore: Send + Sync {
 /// held and not yet started, and partitions held in all.
 #[derive(Debug, Default)]
 pub struct FleetLoad {
+    /// Partitions held and not yet started (queued or waiting for budget): the
+    /// claimer claims only what leaves room beside them.
     pub waiting: AtomicUsize,
+    /// Partitions held and not yet over, whatever their stage.
     pub held: AtomicUsize,
 }
 
 /// What the Tracker keeps and for how long.
 #[derive(Clone)]
 pub struct Persistence {
+    /// Where jobs are recorded; `None` keeps them in memory only, lost on
+    /// restart.
     pub store: Option<Arc<dyn JobStore>>,
     /// Set on a fleet node (a store shared with other daemons): jobs come to
     /// the tracker only as claimed partitions, and end in the database, in
@@ -278,6 +320,7 @@ pub struct Persistence {
     pub fleet: Option<Arc<FleetLoad>>,
     /// Finished jobs older than this are forgotten (memory and store).
     pub retention: Option<Duration>,
+    /// How often the tracker looks for finished jobs past retention.
     pub sweep_interval: Duration,
 }
 

@@ -23,19 +23,27 @@ use crate::synthesis::SynthesisWorker;
 use crate::tracker::{self, Tracker};
 use crate::worker_monitor::{self, WorkerMonitor};
 
+/// How the actor system is sized and tuned: built from the daemon's
+/// configuration, and logged at start.
 #[derive(Clone, Debug, Serialize)]
 pub struct SystemConfig {
     /// Partitions synthesized at once; critical ones have
     /// `dispatcher::CRITICAL_SYNTHESIS_SLOTS` more, and a thread each.
     pub synthesis_threads: usize,
+    /// Threads running prove_finish, each a finalizer of its own.
     pub finalizer_threads: usize,
+    /// General GPU workers per device, each on a thread of its own (at least
+    /// one).
     pub workers_per_device: usize,
     /// Extra workers per device, after the general ones, that take only
     /// critical partitions (0: none).
     pub critical_workers_per_device: usize,
     /// Partitions queued in a GPU worker's mailbox behind the one it runs.
     pub gpu_lookahead: usize,
+    /// Host bytes that partitions in flight and the backend's resident data may
+    /// hold together; the budget manager never grants beyond it.
     pub budget_bytes: u64,
+    /// How the dispatcher paces the start of syntheses.
     pub pacer: PacerConfig,
     /// Attempts a partition gets (stage errors and panics) before its job fails.
     pub max_attempts: u32,
@@ -44,11 +52,22 @@ pub struct SystemConfig {
 /// Handles to a running actor system.
 #[derive(Clone)]
 pub struct ProvingSystem {
+    /// Where jobs are submitted, cancelled and queried.
     pub tracker: Addr<Tracker>,
+    /// Where the workers' time accounts and timelines are read, and span
+    /// subscriptions are made.
     pub monitor: Addr<WorkerMonitor>,
+    /// Where queue depths and the pacer's state are read, and where shutdown
+    /// holds queued partitions back.
     pub dispatcher: Addr<Dispatcher>,
+    /// Where the budget's state is read and the backend's resident bytes are
+    /// reported.
     pub budget: Addr<BudgetManager>,
+    /// The backend the stages run on, for callers that ask it directly (its
+    /// name, devices and memory plan).
     pub backend: Arc<dyn Backend>,
+    /// The configuration the system was started with, for callers that size
+    /// their own work by it (a fleet node's claimer).
     pub config: SystemConfig,
     _arbiters: Arc<Vec<Arbiter>>,
 }
@@ -56,9 +75,13 @@ pub struct ProvingSystem {
 /// What `/v1/status` shows of the scheduler.
 #[derive(Debug, Serialize)]
 pub struct SystemStatus {
+    /// The backend's name ("cpu", "cuda" or "sim").
     pub backend: String,
+    /// Bytes budgeted, in use and waited for.
     pub budget: BudgetStatus,
+    /// Partitions in each queue, and the pacer's state.
     pub queues: QueueStatus,
+    /// Job and partition counts, shown at the top level of the status.
     #[serde(flatten)]
     pub tracker: TrackerStatus,
     /// Each GPU worker with its last few spans; `/v1/workers` has more.

@@ -43,6 +43,7 @@ pub struct WallClock {
 }
 
 impl WallClock {
+    /// Reads both clocks now.
     pub fn now() -> Self {
         let unix = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
         Self { instant: Instant::now(), unix_ms: unix.as_secs_f64() * 1e3 }

@@ -31,6 +31,8 @@ use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
 use crate::telemetry;
 use crate::time::unix_ms;
 
+/// Bound of the tracker's mailbox: every stage's reports and every API question
+/// about jobs pass through it.
 pub const MAILBOX_CAPACITY: usize = 4096;
 
 /// How long a partition that could not start yet (`ErrorKind::NotReady`)
@@ -40,6 +42,9 @@ const NOT_READY_PAUSE: Duration = Duration::from_millis(500);
 /// SHA-256 of a job's recorded request.
 type BodyDigest = [u8; 32];
 
+/// The actor that owns every job's and partition's state: it accepts jobs,
+/// moves partitions through the stages as reports arrive, retries or fails
+/// them, and answers the daemon's questions.
 pub struct Tracker {
     /// The dispatcher: partitions to queue (new, restored, retried).
     enqueue: Recipient<Enqueue>,
@@ -192,6 +197,10 @@ impl PartitionState {
 }
 
 impl Tracker {
+    /// A tracker with no jobs, which queues partitions at the dispatcher, tells
+    /// the backend of each job taken on, and gives a partition `max_attempts`
+    /// attempts. It keeps jobs in memory only until `with_persistence` says
+    /// otherwise.
     pub fn new(
         enqueue: Recipient<Enqueue>,
         drop_job: Recipient<DropJob>,

@@ -30,6 +30,8 @@ use crate::model::{Activity, IdleCause, Lane, PartitionKey, WorkerId, WorkerTime
 use crate::telemetry;
 use crate::time::{ms, WallClock};
 
+/// Bound of the monitor's mailbox: every GPU worker's span reports and the
+/// dispatcher's hand-offs pass through it.
 pub const MAILBOX_CAPACITY: usize = 8192;
 
 /// Timeline segments (busy spans and idle intervals) kept per worker.
@@ -39,6 +41,8 @@ const TICK: Duration = Duration::from_millis(500);
 /// The window of `cuzk_gpu_utilization_ratio`.
 pub const UTILIZATION_WINDOW: Duration = Duration::from_secs(60);
 
+/// The actor that accounts every GPU worker's time as busy, failed or idle with
+/// a cause, and keeps the timelines `/v1/workers` and `/v1/timeline` show.
 pub struct WorkerMonitor {
     clock: WallClock,
     /// The causes the dispatcher last reported for a worker with nothing

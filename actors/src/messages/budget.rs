@@ -13,17 +13,23 @@ use crate::model::{PartitionKey, QueueOrder};
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Reserve {
+    /// The partition the bytes are for; the decision and later releases name
+    /// it.
     pub key: PartitionKey,
     /// Grants go in this order, whatever order requests arrive in.
     pub order: QueueOrder,
+    /// The partition's whole reservation.
     pub bytes: u64,
     /// Who hears the decision (the dispatcher).
     pub reply: Recipient<BudgetDecision>,
 }
 
+/// The budget manager's answer to a [`Reserve`], sent to the dispatcher:
+/// synthesis may start, or the partition can never fit and its job fails.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct BudgetDecision {
+    /// The partition the decision is for.
     pub key: PartitionKey,
     /// An error when the request can never fit.
     pub granted: Result<(), BudgetExceeded>,
@@ -34,7 +40,11 @@ pub struct BudgetDecision {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Release {
+    /// The partition whose bytes are returned.
     pub key: PartitionKey,
+    /// How many: a, b and c once prove_start freed them (from the GPU worker),
+    /// or `None` for all that is left (the finalizer, or a dropped or failed
+    /// partition).
     pub bytes: Option<u64>,
 }
 
@@ -57,18 +67,25 @@ impl SetResident {
     }
 }
 
+/// Asks the budget manager for its state, for `/v1/status`.
 #[derive(Message)]
 #[rtype(result = "BudgetStatus")]
 pub struct GetBudgetStatus;
 
+/// The budget manager's state, as `/v1/status` shows it under `budget`.
 #[derive(Debug, Clone, Serialize, MessageResponse)]
 pub struct BudgetStatus {
+    /// The budget's size, from the configuration.
     pub limit_bytes: u64,
     /// Reserved by partitions.
     pub used_bytes: u64,
     /// Kept by the backend across partitions.
     pub resident_bytes: u64,
+    /// The most ever in use at once, resident bytes included, to size the
+    /// budget by.
     pub peak_bytes: u64,
+    /// Partitions that hold granted bytes.
     pub holders: usize,
+    /// Reservations waiting for bytes to be released.
     pub waiting: usize,
 }

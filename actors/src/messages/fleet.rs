@@ -16,9 +16,12 @@ use crate::store::JobRecord;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Claimed {
+    /// The job as the fleet's database records it, from which the tracker
+    /// builds the job's spec and state on this node.
     pub record: JobRecord,
     /// Rebuilt from the record's request by the submit handler's parser.
     pub work: Arc<dyn Any + Send + Sync>,
+    /// What each claimed partition asks this node's budget for.
     pub reservation: Reservation,
     /// (index, attempt): the attempt counts every claim of the partition
     /// fleet-wide, so a partition taken over carries its earlier attempts.

@@ -21,11 +21,16 @@ use crate::store::{Committed, PartitionDetail, StoredJob};
 #[rtype(result = "SubmitOutcome")]
 pub struct SubmitJob(pub NewJob);
 
+/// The tracker's answer to a [`SubmitJob`]: the job created, the existing one
+/// its idempotency key names, or why it was refused.
 #[derive(Debug)]
 pub struct SubmitOutcome {
+    /// The job the caller is told of: the new one, the existing one of a
+    /// repeated key, or the refused one's intended name.
     pub id: JobId,
     /// False when an idempotency key matched an existing job.
     pub created: bool,
+    /// The job's status at the answer (queued, for a new one).
     pub status: JobStatus,
     /// With a store: resolves once the new job is durable. Awaited by the
     /// caller, never by the tracker.
@@ -38,10 +43,14 @@ pub struct SubmitOutcome {
     pub key_conflict: bool,
 }
 
+/// Why a submission was refused for too many unfinished jobs, for the caller's
+/// error text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueFull {
     /// Unfinished jobs counted against `limit`.
     pub unfinished: usize,
+    /// The limit that was reached: the daemon's, or the tenant's when
+    /// `tenant` is set.
     pub limit: usize,
     /// The tenant whose own limit was reached (None: the daemon-wide one).
     pub tenant: Option<Tenant>,
@@ -53,12 +62,19 @@ pub struct QueueFull {
 #[rtype(result = "()")]
 pub struct RestoreJobs(pub Vec<RestoredJob>);
 
+/// A job read back from the store on start, as [`RestoreJobs`] hands it to the
+/// tracker.
 pub enum RestoredJob {
+    /// An ended job, kept for its status and proofs until retention expires.
     Finished(StoredJob),
     /// Its work rebuilt from the recorded request.
     Unfinished {
+        /// The job's record and the state of its partitions.
         stored: StoredJob,
+        /// The backend's description of the work, which the unproved partitions
+        /// are synthesized from.
         work: Arc<dyn Any + Send + Sync>,
+        /// What each of its partitions asks the budget for.
         reservation: Reservation,
     },
 }
@@ -138,22 +154,32 @@ impl Future for JobEnding {
     }
 }
 
+/// Asks the tracker for its job and partition counts, for `/v1/status`.
 #[derive(Message)]
 #[rtype(result = "TrackerStatus")]
 pub struct GetTrackerStatus;
 
+/// A job's status, as the API shows it and the job counts are kept by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum JobStatus {
+    /// Accepted; none of its partitions has started yet.
     Queued,
+    /// At least one of its partitions has started.
     Running,
+    /// Every partition is proved: its proofs can be fetched.
     Done,
+    /// A partition failed for good (a permanent error, or its attempts used
+    /// up).
     Failed,
+    /// Cancelled by its caller or an admin before it ended.
     Cancelled,
 }
 
 impl JobStatus {
+    /// Every status, so that per-status counts and metrics have an entry for
+    /// each.
     pub const ALL: [JobStatus; 5] =
         [JobStatus::Queued, JobStatus::Running, JobStatus::Done, JobStatus::Failed, JobStatus::Cancelled];
 
@@ -162,6 +188,7 @@ impl JobStatus {
         matches!(self, JobStatus::Done | JobStatus::Failed | JobStatus::Cancelled)
     }
 
+    /// The name the API and metric labels use.
     pub fn as_str(self) -> &'static str {
         match self {
             JobStatus::Queued => "queued",
@@ -179,19 +206,27 @@ impl JobStatus {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(as = Job))]
 pub struct JobView {
+    /// The job's name, which the caller fetches and cancels it by.
     pub id: JobId,
     /// Whose job it is (a caller sees only its own, or every one as admin).
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub tenant: Tenant,
+    /// Where the job is: queued, running, or how it ended.
     pub status: JobStatus,
+    /// The circuit family or Filecoin kind the job named.
     pub circuit: String,
+    /// The exact circuit shape it proves.
     pub circuit_id: String,
+    /// The scheduling class it was submitted with.
     pub priority: Priority,
+    /// When it was submitted, in Unix milliseconds.
     pub submitted_at_ms: u64,
     /// Present when the job has a deadline: whether it was (or is already) missed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline_missed: Option<bool>,
+    /// Each partition's progress, in index order.
     pub partitions: Vec<PartitionView>,
+    /// Why the job failed, present only when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Milliseconds per stage, summed over partitions, and `total`.
@@ -212,15 +247,19 @@ impl JobView {
     }
 }
 
+/// One partition of a job as the API shows it, in [`JobView`].
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[cfg_attr(feature = "openapi", schema(as = Partition))]
 pub struct PartitionView {
+    /// Its place in the job, from 0.
     pub index: u32,
+    /// The stage it is in, or how it ended.
     pub stage: Stage,
     /// Fleet: the node holding the partition, or the one that proved it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// Why the partition failed, present only when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// What the node running it saw: timings, worker, GPU phases, attempts.
@@ -228,20 +267,29 @@ pub struct PartitionView {
     pub detail: PartitionDetail,
 }
 
+/// A done job's proofs, the tracker's answer to [`GetProofs`], which the API
+/// encodes as the circuit requires.
 #[derive(Debug)]
 pub struct ProofsView {
     /// The family or kind the job named (a Filecoin kind's view differs).
     pub circuit: String,
+    /// The exact circuit shape the proofs are for.
     pub circuit_id: String,
+    /// Each partition's index and proof, in index order.
     pub proofs: Vec<(u32, ProofRecord)>,
 }
 
+/// Why a [`GetProofs`] has no proofs to give.
 #[derive(Debug, PartialEq)]
 pub enum ProofsError {
+    /// No such job, or one the caller's scope does not see.
     NotFound,
+    /// The job is not done: still running, or it failed or was cancelled, as
+    /// its status says.
     NotReady(JobStatus),
 }
 
+/// Job and partition counts, as `/v1/status` shows them.
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TrackerStatus {

@@ -13,16 +13,25 @@ use crate::model::{PartitionKey, ProofRecord, Stage};
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Progress {
+    /// The partition that moved.
     pub key: PartitionKey,
+    /// The stage it entered.
     pub stage: Stage,
+    /// When it entered it, taken by the sender, so that the stage's timings do
+    /// not include the time the report spent in the mailbox.
     pub at: Instant,
 }
 
+/// A finalizer proved a partition: the tracker keeps the proof, marks the
+/// partition done and settles the job once all its partitions are proved.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct PartitionProved {
+    /// The partition proved.
     pub key: PartitionKey,
+    /// Its proof, which the tracker serves and the store keeps.
     pub proof: ProofRecord,
+    /// When the proof was ready, taken by the finalizer.
     pub at: Instant,
 }
 
@@ -31,7 +40,10 @@ pub struct PartitionProved {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct PartitionFailed {
+    /// The partition whose attempt failed.
     pub key: PartitionKey,
+    /// Why it failed: its kind decides what the tracker does, its text is what
+    /// the job reports.
     pub error: StageError,
 }
 

@@ -18,7 +18,9 @@ use crate::pacer::PacerStatus;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Enqueue {
+    /// The job the partitions belong to, which orders them in the queues.
     pub job: Arc<JobSpec>,
+    /// The indexes of the partitions to queue.
     pub partitions: Vec<u32>,
 }
 
@@ -35,11 +37,17 @@ impl Enqueue {
 #[rtype(result = "()")]
 pub struct HoldQueued;
 
+/// A synthesis thread finished (or failed) a partition: the dispatcher frees
+/// its slot and queues the result for a GPU worker, or reports the failure to
+/// the tracker.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SynthesisDone {
+    /// The partition's job.
     pub job: Arc<JobSpec>,
+    /// The partition's index in its job.
     pub index: u32,
+    /// The synthesized partition, or why synthesis failed.
     pub result: Result<Synthesized, StageError>,
 }
 
@@ -58,19 +66,30 @@ pub struct WorkerDone {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct DropJob {
+    /// The job whose partitions to drop.
     pub job: JobId,
 }
 
+/// Asks the dispatcher for its queues, for `/v1/status`.
 #[derive(Message)]
 #[rtype(result = "QueueStatus")]
 pub struct GetQueueStatus;
 
+/// The dispatcher's queues, as `/v1/status` shows them under `queues`.
 #[derive(Debug, Clone, Serialize, MessageResponse)]
 pub struct QueueStatus {
+    /// Partitions queued for a synthesis slot.
     pub waiting_synthesis: usize,
+    /// Partitions that took a synthesis slot and wait for the budget to grant
+    /// their memory.
     pub waiting_budget: usize,
+    /// Partitions being synthesized.
     pub synthesizing: usize,
+    /// Synthesized partitions waiting for a GPU worker.
     pub waiting_gpu: usize,
+    /// Partitions handed to GPU workers and not yet done: the ones they run and
+    /// those in their mailboxes (lookahead).
     pub assigned_to_workers: usize,
+    /// The pacer's state.
     pub pacer: PacerStatus,
 }

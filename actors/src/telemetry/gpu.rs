@@ -7,21 +7,29 @@ use std::time::Duration;
 use super::metric::{gauge, histogram, seconds_counter, MetricDef};
 use crate::model::{Activity, IdleCause, WorkerId, WorkerTime};
 
+/// `cuzk_gpu_phase_duration_seconds`: where a GPU worker's stage time goes,
+/// phase by phase, to find the step that limits a device.
 pub const GPU_PHASE_DURATION: MetricDef = histogram(
     "cuzk_gpu_phase_duration_seconds",
     &["device", "worker", "phase"],
     "Duration of each phase of a GPU worker's span (wait_input, upload, ntt, msm_*, download, handoff; the CUDA engine's host steps before its first GPU event, lease and resident; cpu_wait, which is not a step but the part of the stage the worker's thread waited for a CPU, Linux only; the sim backend's host, device_wait, device).",
 );
+/// `cuzk_gpu_busy_seconds_total`: a worker's time spent proving; its rate is
+/// the worker's useful utilization.
 pub const GPU_BUSY: MetricDef = seconds_counter(
     "cuzk_gpu_busy_seconds_total",
     &["device", "worker"],
     "Seconds a GPU worker spent in stages that proved their partition; a stage's time is added when it ends.",
 );
+/// `cuzk_gpu_failed_seconds_total`: a worker's time lost to stages that failed,
+/// kept apart so that it is counted neither busy nor idle.
 pub const GPU_FAILED: MetricDef = seconds_counter(
     "cuzk_gpu_failed_seconds_total",
     &["device", "worker"],
     "Seconds a GPU worker spent in stages that failed (neither busy nor idle); a stage's time is added when it ends.",
 );
+/// `cuzk_gpu_idle_seconds_total`: a worker's idle time by what it waited for,
+/// to tell which part of the pipeline starves the GPUs.
 pub const GPU_IDLE: MetricDef = seconds_counter(
     "cuzk_gpu_idle_seconds_total",
     &["device", "worker", "cause"],
@@ -32,6 +40,8 @@ const GAP_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     30.0, 60.0, 120.0, 300.0,
 ];
+/// `cuzk_gpu_idle_gap_seconds`: how long each idle interval lasts, to tell many
+/// short hand-off gaps from a few long stalls.
 pub const GPU_IDLE_GAP: MetricDef = MetricDef {
     buckets: GAP_BUCKETS,
     ..histogram(
@@ -40,17 +50,23 @@ pub const GPU_IDLE_GAP: MetricDef = MetricDef {
         "Length of each idle interval of a GPU worker, from the end of one span (or start-up) to the start of the next.",
     )
 };
+/// `cuzk_gpu_kernel_active_seconds_total`: how much of the time a device really
+/// ran kernels, beside the workers' stage time.
 pub const GPU_KERNEL_ACTIVE: MetricDef = seconds_counter(
     "cuzk_gpu_kernel_active_seconds_total",
     &["device"],
     "Seconds a device had kernels of some partition running: the union over its workers' calls, from the CUDA engine's events (the sim backend: its simulated device time; 0 on the CPU backend, which has no device). Its rate is the device's kernel-active fraction.",
 );
+/// `cuzk_gpu_utilization_ratio`: a worker's recent busy fraction, for
+/// dashboards that want one number per worker.
 pub const GPU_UTILIZATION: MetricDef = gauge(
     "cuzk_gpu_utilization_ratio",
     "ratio",
     &["device", "worker"],
     "Fraction of the last 60 seconds a GPU worker spent in stages that proved their partition (failed stages excluded), counted as they end.",
 );
+/// `cuzk_gpu_worker_state`: what each worker does right now, one series per
+/// state.
 pub const GPU_WORKER_STATE: MetricDef = gauge(
     "cuzk_gpu_worker_state",
     "boolean",
@@ -67,6 +83,7 @@ pub struct GpuSpanStarted<'a> {
 }
 
 impl GpuSpanStarted<'_> {
+    /// Logs the start at debug level; the metrics wait for the span's end.
     pub fn emit(&self) {
         log::debug!("{} starts {}", self.worker, self.partition);
     }
@@ -90,6 +107,8 @@ pub struct GpuSpanFinished<'a> {
 }
 
 impl GpuSpanFinished<'_> {
+    /// Logs the span and records its phases (the hand-off wait included) and
+    /// its device's kernel-active time.
     pub fn emit(&self) {
         log::debug!(
             "{} proved {} in {:.3}s {:?}",
@@ -126,6 +145,7 @@ pub struct WorkerTimeAccounted {
 }
 
 impl WorkerTimeAccounted {
+    /// Advances the busy, failed or idle counter the time belongs to.
     pub fn emit(&self) {
         let (device, worker) = worker_labels(self.worker);
         let seconds = self.elapsed.as_secs_f64();
@@ -175,6 +195,7 @@ pub struct WorkerRegistered {
 }
 
 impl WorkerRegistered {
+    /// Starts every series of the worker at zero and sets its state gauge.
     pub fn emit(&self) {
         let (device, worker) = worker_labels(self.worker);
         for counter in [GPU_BUSY, GPU_FAILED] {
@@ -219,6 +240,7 @@ pub struct WorkerStateChanged {
 }
 
 impl WorkerStateChanged {
+    /// Moves the worker's 1 in the state gauge from the old state to the new.
     pub fn emit(&self) {
         log::trace!("{} {} -> {}", self.worker, self.from.as_str(), self.to.as_str());
         worker_state(self.worker, self.from, 0.0);
@@ -235,6 +257,7 @@ pub struct IdleGapEnded {
 }
 
 impl IdleGapEnded {
+    /// Records the gap in the histogram, and logs it when it is long.
     pub fn emit(&self) {
         let (device, worker) = worker_labels(self.worker);
         if self.gap > Duration::from_secs(1) {
@@ -254,6 +277,7 @@ pub struct WorkerUtilization {
 }
 
 impl WorkerUtilization {
+    /// Sets the worker's utilization gauge.
     pub fn emit(&self) {
         let (device, worker) = worker_labels(self.worker);
         metrics::gauge!(GPU_UTILIZATION.name, "device" => device, "worker" => worker).set(self.ratio);

@@ -6,33 +6,44 @@ use std::time::Duration;
 use super::metric::{counter, histogram, MetricDef};
 use crate::model::{Priority, Stage};
 
+/// `cuzk_jobs_submitted_total`: the load coming in, by priority.
 pub const JOBS_SUBMITTED: MetricDef =
     counter("cuzk_jobs_submitted_total", "jobs", &["priority"], "Jobs accepted, by priority.");
+/// `cuzk_jobs_finished_total`: how jobs end, to alert on failures.
 pub const JOBS_FINISHED: MetricDef = counter(
     "cuzk_jobs_finished_total",
     "jobs",
     &["outcome"],
     "Jobs that reached a final state, by outcome (done, failed, cancelled).",
 );
+/// `cuzk_partitions_finished_total`: how partitions end, the proving
+/// throughput's unit.
 pub const PARTITIONS_FINISHED: MetricDef = counter(
     "cuzk_partitions_finished_total",
     "partitions",
     &["outcome"],
     "Partitions that reached a final state, by outcome.",
 );
+/// `cuzk_jobs_deadline_missed_total`: jobs that ended late, to alert on missed
+/// deadlines of urgent work.
 pub const DEADLINES_MISSED: MetricDef = counter(
     "cuzk_jobs_deadline_missed_total",
     "jobs",
     &["priority"],
     "Jobs that ended after their deadline, by priority.",
 );
+/// `cuzk_job_duration_seconds`: how long jobs take end to end, by outcome.
 pub const JOB_DURATION: MetricDef =
     histogram("cuzk_job_duration_seconds", &["outcome"], "Time from submission to a job's final state.");
+/// `cuzk_stage_duration_seconds`: how long partitions spend in each part of the
+/// pipeline, waits included, to find where latency comes from.
 pub const STAGE_DURATION: MetricDef = histogram(
     "cuzk_stage_duration_seconds",
     &["stage"],
     "Time a partition spent in each stage (queue_wait, synthesis, gpu_wait, gpu, finalize_wait, finalize).",
 );
+/// `cuzk_partition_retries_total`: failed attempts that were tried again, by
+/// the stage that failed.
 pub const PARTITION_RETRIES: MetricDef = counter(
     "cuzk_partition_retries_total",
     "partitions",
@@ -87,6 +98,7 @@ pub struct JobSubmitted<'a> {
 }
 
 impl JobSubmitted<'_> {
+    /// Logs the submission and counts it under its priority.
     pub fn emit(&self) {
         log::info!(
             "job {} submitted by tenant {}: {} x{} priority {}",
@@ -113,6 +125,8 @@ pub struct JobFinished<'a> {
 }
 
 impl JobFinished<'_> {
+    /// Logs the job's end (a warning when it failed), counts it and records its
+    /// duration, by outcome.
     pub fn emit(&self) {
         match self.error {
             Some(error) => log::warn!(
@@ -145,6 +159,7 @@ pub struct DeadlineMissed<'a> {
 }
 
 impl DeadlineMissed<'_> {
+    /// Logs a warning and counts the miss under the job's priority.
     pub fn emit(&self) {
         log::warn!("job {} missed its deadline ({})", self.job, self.outcome.as_str());
         metrics::counter!(DEADLINES_MISSED.name, "priority" => self.priority.as_str()).increment(1);
@@ -162,6 +177,8 @@ pub struct PartitionFinished<'a> {
 }
 
 impl PartitionFinished<'_> {
+    /// Logs the partition's end, counts it by outcome and records each of its
+    /// stage durations.
     pub fn emit(&self) {
         log::debug!("partition {} {} {:?}", self.partition, self.outcome.as_str(), self.stages);
         metrics::counter!(PARTITIONS_FINISHED.name, "outcome" => self.outcome.as_str()).increment(1);
@@ -184,6 +201,7 @@ pub struct PartitionRetried<'a> {
 }
 
 impl PartitionRetried<'_> {
+    /// Logs a warning with the error and counts the retry under its stage.
     pub fn emit(&self) {
         log::warn!(
             "partition {} failed while {} (attempt {}), retrying: {}",

@@ -5,12 +5,15 @@
 /// How a metric is recorded and which Prometheus type it is exported as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetricKind {
+    /// A count of whole events, exported as a counter.
     Counter,
     /// A counter of fractional amounts (seconds). The `metrics` crate's
     /// counters are integers, so these are kept as gauges that only ever
     /// increase, and the daemon's `fix_exposition` declares them as counters.
     FloatCounter,
+    /// A value that goes up and down, set at each change.
     Gauge,
+    /// A distribution of observations over the metric's buckets.
     Histogram,
 }
 
@@ -62,6 +65,7 @@ const fn unbucketed(
     MetricDef { name, kind, unit, labels, help, buckets: &[] }
 }
 
+/// A counter of whole events, in `unit`.
 pub const fn counter(
     name: &'static str,
     unit: &'static str,
@@ -80,6 +84,7 @@ pub const fn seconds_counter(
     unbucketed(MetricKind::FloatCounter, name, "seconds", labels, help)
 }
 
+/// A gauge of a value in `unit`.
 pub const fn gauge(
     name: &'static str,
     unit: &'static str,
