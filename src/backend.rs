@@ -32,7 +32,9 @@ pub enum ProofJob {
 
 /// A job of a registered family: its shape and a witness per partition.
 pub struct FamilyJob {
+    /// The family that builds each partition's circuit.
     pub family: Arc<dyn CircuitFamily>,
+    /// The circuit's size and parameters, which pick its key.
     pub shape: CircuitShape,
     /// One witness per partition.
     pub witnesses: Vec<PartitionWitness>,
@@ -87,10 +89,14 @@ pub(crate) fn urgency(priority: Priority) -> Urgency {
 
 /// A proving device: a name and the engine that runs prove_start on it.
 pub struct Device {
+    /// The device as logs and `/v1/status` name it (e.g. `cuda0 NVIDIA H100`).
     pub name: String,
+    /// The engine that runs prove_start on the device.
     pub engine: Arc<dyn ProveStartEngine>,
 }
 
+/// The real prover behind the scheduler's stages (CPU or CUDA engines): it
+/// synthesizes, proves and finalizes partitions with the keys of the key store.
 pub struct ProvingBackend {
     /// The engines' name (`cpu`, `cuda`), as the metrics and logs say it.
     kind: &'static str,
@@ -127,6 +133,8 @@ struct StartedPartition {
 }
 
 impl ProvingBackend {
+    /// The backend of `devices` (of engine kind `kind`, e.g. `cuda`), with keys from
+    /// `keys`; asks the engines whether to evaluate on the device and read keys by range.
     pub fn new(
         kind: &'static str,
         keys: Arc<KeyStore>,

@@ -72,7 +72,10 @@ pub enum CliError {
     Usage(&'static str),
     /// A Filecoin kind given neither of its input forms.
     #[error("{} needs --c1 (porep-c2) or --input FILE", kind.api_name())]
-    NoFilecoinInput { kind: cuzk_filecoin::Kind },
+    NoFilecoinInput {
+        /// The kind that needs an input.
+        kind: cuzk_filecoin::Kind,
+    },
     /// `CUZK_API_TOKENS` holds bytes that are not UTF-8.
     #[error("{} is not UTF-8", serve::ENV_TOKENS)]
     TokensNotUtf8,
@@ -93,13 +96,28 @@ pub enum CliError {
     Document(#[from] DocumentError),
     /// A file named on the command line cannot be read.
     #[error("cannot read {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file named.
+        path: PathBuf,
+        /// What reading it failed with.
+        source: std::io::Error,
+    },
     /// The output file cannot be written.
     #[error("cannot write {}: {source}", path.display())]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        /// The output file named.
+        path: PathBuf,
+        /// What writing it failed with.
+        source: std::io::Error,
+    },
     /// A file or flag (`what` names it) that should hold JSON.
     #[error("{what} is not valid JSON: {source}")]
-    Json { what: String, source: serde_json::Error },
+    Json {
+        /// The file or flag, for the message.
+        what: String,
+        /// Where and why the JSON parser stopped.
+        source: serde_json::Error,
+    },
     /// A Filecoin proof the daemon served that is not hex.
     #[error("the daemon's proof is not hex: {0}")]
     ProofNotHex(hex::FromHexError),
@@ -108,10 +126,18 @@ pub enum CliError {
     Filecoin(#[from] crate::filecoin::InputError),
     /// filecoin-proofs-api's verifier rejects the proof.
     #[error("INVALID: filecoin-proofs-api's verifier rejects the {} proof", kind.api_name())]
-    FilecoinRejected { kind: cuzk_filecoin::Kind },
+    FilecoinRejected {
+        /// The kind of the rejected proof.
+        kind: cuzk_filecoin::Kind,
+    },
     /// Proofs of a document that the served key rejects.
     #[error("{invalid} of {total} proofs are invalid")]
-    InvalidProofs { invalid: usize, total: usize },
+    InvalidProofs {
+        /// Proofs the key rejects.
+        invalid: usize,
+        /// Proofs the document holds.
+        total: usize,
+    },
     /// Test parameter files that could not be written.
     #[error(transparent)]
     Params(#[from] cuzk_filecoin::Error),

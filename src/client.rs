@@ -15,7 +15,12 @@ pub enum ClientError {
     /// The daemon answered with an error status; `reason` is its own
     /// `{"error": …}` text (or the body, when it is not that shape).
     #[error("HTTP {status}: {reason}")]
-    Refused { status: u16, reason: String },
+    Refused {
+        /// The HTTP status code.
+        status: u16,
+        /// The daemon's explanation, shown to the user.
+        reason: String,
+    },
     /// No answer: the daemon is unreachable, or the connection failed.
     #[error("{0}")]
     Transport(Box<ureq::Transport>),
@@ -28,14 +33,21 @@ pub enum ClientError {
     /// The job failed or was cancelled.
     #[error("job {id} {status}: {reason}")]
     JobEnded {
+        /// The job that ended, as the daemon named it.
         id: String,
         /// `failed` or `cancelled`.
         status: String,
+        /// The job's `error` text, why it ended.
         reason: String,
     },
     /// The job had not ended when the wait's time was up.
     #[error("job {id} did not finish within {timeout:?}")]
-    Timeout { id: String, timeout: Duration },
+    Timeout {
+        /// The job still running, so the user can look it up later.
+        id: String,
+        /// How long the wait lasted (`Submission::timeout`).
+        timeout: Duration,
+    },
     /// A document the daemon served does not decode.
     #[error(transparent)]
     Document(#[from] DocumentError),
@@ -76,26 +88,48 @@ pub enum DocumentError {
     NoPublicInputs(u64),
     /// A hex field (`what` names it) that is not a string.
     #[error("{what} is not a string")]
-    NotText { what: String },
+    NotText {
+        /// Which field, for the message.
+        what: String,
+    },
     /// A hex field that is not hex.
     #[error("{what} is not hex: {source}")]
-    NotHex { what: String, source: hex::FromHexError },
+    NotHex {
+        /// Which field, for the message.
+        what: String,
+        /// Where the hex decoder stopped.
+        source: hex::FromHexError,
+    },
     /// A hex field whose bytes are not the point or field element expected.
     #[error("{what} does not decode: {source}")]
-    Undecodable { what: String, source: ark_serialize::SerializationError },
+    Undecodable {
+        /// Which field, for the message.
+        what: String,
+        /// Why the bytes are no valid point or element.
+        source: ark_serialize::SerializationError,
+    },
     /// The verifier could not run on the inputs (their count does not match
     /// the key's).
     #[error("{0}")]
     Verifier(ark_relations::r1cs::SynthesisError),
 }
 
+/// A job to submit with `submit_and_wait`, and how to wait for it (`cuzk
+/// submit` fills it from its flags).
 pub struct Submission {
+    /// The daemon's base URL (`http://host:port`), without a trailing slash.
     pub server: String,
+    /// The job request, posted as is to `/v1/jobs`.
     pub body: Value,
+    /// Sent as the `Idempotency-Key` header, so that a retried submission finds
+    /// the first one's job instead of making a second.
     pub idempotency_key: Option<String>,
     /// Sent as `Authorization: Bearer`.
     pub token: Option<String>,
+    /// How long to keep waiting, for room in a full queue and for the job to
+    /// end, before giving up with `ClientError::Timeout`.
     pub timeout: Duration,
+    /// Show a progress bar of partitions done on the terminal.
     pub progress: bool,
 }
 
@@ -110,6 +144,8 @@ fn authorized(request: ureq::Request, token: Option<&str>) -> ureq::Request {
     }
 }
 
+/// GETs `url` (with `token` as a bearer token, if any) and returns its JSON
+/// body; an error status comes back as `ClientError::Refused`.
 pub fn get_json(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<Value, ClientError> {
     authorized(agent.get(url), token).call()?.into_json().map_err(ClientError::Body)
 }
@@ -181,6 +217,8 @@ fn from_hex<T: CanonicalDeserialize>(what: &str, text: &Value) -> Result<T, Docu
         .map_err(|source| DocumentError::Undecodable { what: what.to_string(), source })
 }
 
+/// Fetches the verifying key the daemon serves for `circuit_id`, so proofs can
+/// be checked here without trusting the daemon's own check.
 pub fn fetch_vk(
     server: &str,
     circuit_id: &str,

@@ -14,11 +14,21 @@ use serde::{Deserialize, Serialize};
 pub enum ConfigError {
     /// The config file cannot be read.
     #[error("cannot read config {}: {source}", path.display())]
-    Unreadable { path: PathBuf, source: std::io::Error },
+    Unreadable {
+        /// The file that was named, for the message.
+        path: PathBuf,
+        /// What reading it failed with.
+        source: std::io::Error,
+    },
     /// The config file is not TOML of the configuration's shape (boxed:
     /// the parser's error is several times the size of the others).
     #[error("invalid config {}: {source}", path.display())]
-    Invalid { path: PathBuf, source: Box<toml::de::Error> },
+    Invalid {
+        /// The file that was named, for the message.
+        path: PathBuf,
+        /// Where and why the TOML parser stopped.
+        source: Box<toml::de::Error>,
+    },
     /// `fleet.node` is unset and the hostname, its default, cannot be read.
     #[error("fleet.node is unset and the hostname cannot be read: {0}")]
     NoHostname(std::io::Error),
@@ -29,10 +39,20 @@ pub enum ConfigError {
     #[error(
         "fleet.lease_secs must be at least 3 (it is {lease_secs}) and fleet.poll_secs at least 1 (it is {poll_secs})"
     )]
-    FleetTiming { lease_secs: u64, poll_secs: u64 },
+    FleetTiming {
+        /// `fleet.lease_secs` as configured.
+        lease_secs: u64,
+        /// `fleet.poll_secs` as configured.
+        poll_secs: u64,
+    },
     /// A CUDA memory budget below [`MIN_CUDA_BUDGET`].
     #[error("cuda.{setting} must be at least {MIN_CUDA_BUDGET} bytes (1 GiB); it is {bytes}")]
-    CudaBudget { setting: &'static str, bytes: u64 },
+    CudaBudget {
+        /// The `[cuda]` setting that is too small, by its TOML name.
+        setting: &'static str,
+        /// The value it was given.
+        bytes: u64,
+    },
     /// A pass size outside 1 to [`MAX_PASS_PARTITIONS`].
     #[error("cuda.pass_partitions must be 1 to {MAX_PASS_PARTITIONS}; it is {0}")]
     PassPartitions(usize),
@@ -45,16 +65,28 @@ pub enum ConfigError {
         "limits.parse_budget_bytes ({budget_bytes}) must hold the estimate of one limits.max_body_bytes body ({max_body_bytes} bytes: {largest}) beside the urgent reserve ({reserve_bytes}: limits.urgent_parsing_requests bodies of limits.urgent_body_bytes), and limits.max_parsing_requests ({max_requests}) must be more than limits.urgent_parsing_requests ({reserve_requests})"
     )]
     ParseBudget {
+        /// The budget in effect (`limits.parse_budget_bytes`, or its default).
         budget_bytes: u64,
+        /// The parse estimate of one body of `max_body_bytes`, which the budget must hold.
         largest: u64,
+        /// `limits.max_body_bytes`, the body that estimate is of.
         max_body_bytes: usize,
+        /// Bytes held back for urgent bodies, which the budget must hold beside the largest.
         reserve_bytes: u64,
+        /// `limits.max_parsing_requests`.
         max_requests: usize,
+        /// `limits.urgent_parsing_requests`, which must leave room for one
+        /// request that is not urgent.
         reserve_requests: usize,
     },
     /// A tenant's share of a limit that is no fraction.
     #[error("limits.{setting} must be more than 0 and at most 1; it is {share}")]
-    Share { setting: &'static str, share: f64 },
+    Share {
+        /// The `[limits]` setting at fault, by its TOML name.
+        setting: &'static str,
+        /// The value it was given.
+        share: f64,
+    },
     /// More critical-lane workers per device than [`MAX_CRITICAL_WORKERS`].
     #[error("scheduler.critical_workers_per_device must be at most {MAX_CRITICAL_WORKERS}; it is {0}")]
     CriticalWorkers(usize),
@@ -65,29 +97,46 @@ pub enum ConfigError {
     CriticalKind(String),
 }
 
+/// The whole configuration file (`cuzk serve --config`), one field per
+/// TOML table; any field left out takes its default.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// The HTTP API's address (`host:port`).
     pub listen: String,
+    /// Where the redb job store and the daemon's other files live.
     pub data_dir: PathBuf,
     /// Filecoin's parameter files (`v28-*.params`, `.vk`); unset: the
     /// FIL_PROOFS_PARAMETER_CACHE directory, else
     /// /var/tmp/filecoin-proof-parameters, as filecoin-proofs looks.
     pub params_dir: Option<PathBuf>,
+    /// Which prover runs the partitions: CPU, CUDA or simulated.
     pub backend: BackendKind,
+    /// `[scheduler]`: the threads, workers and memory budget of the pipeline.
     pub scheduler: SchedulerConfig,
+    /// `[cpu]`: the CPU backend's devices; read only with `backend = "cpu"`.
     pub cpu: CpuConfig,
+    /// `[cuda]`: the GPUs and their memory plan; read only with `backend = "cuda"`.
     pub cuda: CudaConfig,
+    /// `[sim]`: the simulated backend's profile and faults; read only with
+    /// `backend = "sim"`.
     pub sim: SimConfig,
+    /// `[proving]`: what the finalizer checks and how Filecoin partitions are evaluated.
     pub proving: ProvingConfig,
+    /// `[limits]`: the bounds on what clients may submit and hold.
     pub limits: Limits,
     /// A second listener serving only /metrics and /healthz (plain HTTP).
     pub metrics_listen: Option<String>,
     /// Curio's gRPC service beside the HTTP API (docs/curio.md).
     pub grpc: GrpcConfig,
+    /// `[auth]`: the bearer tokens and tenants that may use the API.
     pub auth: crate::auth::AuthConfig,
+    /// `[tls]`: the certificate and key the API listener (and gRPC off
+    /// loopback) serve TLS with; unset: plaintext.
     pub tls: crate::tls::TlsConfig,
+    /// `[store]`: where jobs are kept and for how long.
     pub store: StoreConfig,
+    /// `[fleet]`: this node's name and lease timing, used only with a PostgreSQL store.
     pub fleet: FleetConfig,
     /// On SIGTERM or Ctrl-C, how long partitions already started may run
     /// before the daemon exits anyway (they resume on the next start).
@@ -188,17 +237,21 @@ impl FleetConfig {
     }
 }
 
+/// Which prover the daemon runs partitions on (`backend` in the config).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
+    /// Proving on the host's cores: the default, and runs anywhere.
     #[default]
     Cpu,
+    /// Proving on NVIDIA GPUs; needs a build with the `cuda` feature.
     Cuda,
     /// The simulated backend: for tests and capacity planning only.
     Sim,
 }
 
 impl BackendKind {
+    /// The config spelling of the backend, as metrics and logs show it.
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Cpu => "cpu",
@@ -208,13 +261,18 @@ impl BackendKind {
     }
 }
 
+/// `[scheduler]`: how many threads and workers run each stage of the
+/// pipeline, and the memory budget they share.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SchedulerConfig {
     /// 0: half the cores, at least one. Critical partitions have one more
     /// thread of their own, so a WinningPoSt never waits for a slot.
     pub synthesis_threads: usize,
+    /// Finalizer threads: they finish each partition's proof on the CPU after
+    /// the GPU's part, and check it when `proving.verify_proofs` is set.
     pub finalizer_threads: usize,
+    /// GPU workers per device taking any partition; each proves one at a time.
     pub workers_per_device: usize,
     /// Extra GPU workers per device that take only critical partitions, so
     /// a WinningPoSt starts at once during a bulk stream (0: none; each
@@ -226,8 +284,13 @@ pub struct SchedulerConfig {
     /// the kind's default, so that bulk work cannot crowd the critical lane
     /// (docs/api.md, "Priorities").
     pub critical_kinds: Vec<String>,
+    /// Partitions waiting in a worker's mailbox behind the one it proves, so the
+    /// GPU never idles between two.
     pub gpu_lookahead: usize,
+    /// Host memory the partitions in flight may hold at once.
     pub budget: Budget,
+    /// The controller that paces synthesis to keep the GPUs fed without piling
+    /// up synthesized partitions.
     pub pacer: cuzk_actors::pacer::PacerConfig,
     /// Attempts a partition gets when a stage fails or panics (1: no retry).
     pub max_attempts: u32,
@@ -237,16 +300,23 @@ pub struct SchedulerConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum Budget {
+    /// A fixed number of bytes.
     Bytes(u64),
+    /// `"auto"`: a share of the host's memory and any cgroup limit
+    /// (`Config::budget_bytes`).
     Auto(AutoBudget),
 }
 
+/// The one word `"auto"` for `Budget`, a type of its own so that serde reads
+/// the budget as either a number or this string.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AutoBudget {
+    /// The budget is worked out from the host's memory.
     Auto,
 }
 
+/// `[cpu]`: the CPU backend's provers.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CpuConfig {
@@ -257,6 +327,7 @@ pub struct CpuConfig {
     pub threads_per_device: usize,
 }
 
+/// `[cuda]`: which GPUs to use and how their memory is planned.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CudaConfig {
@@ -329,8 +400,11 @@ pub const MIN_CUDA_BUDGET: u64 = 1 << 30;
 /// `[cuda]`'s byte settings, checked (`None`: unset).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaBudgets {
+    /// `cuda.memory_limit_bytes`: most device bytes the memory plan hands out.
     pub memory_limit: Option<u64>,
+    /// `cuda.resident_budget_bytes`: most device bytes a circuit's resident parts take.
     pub resident: Option<u64>,
+    /// `cuda.pinned_budget_bytes`: pinned host bytes for streamed key parts.
     pub pinned: Option<u64>,
 }
 
@@ -390,9 +464,13 @@ pub struct SimConfig {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimFaults {
+    /// Seeds the generator the faults are drawn from, so a run can be repeated.
     pub seed: u64,
+    /// Faults of the synthesis stage.
     pub synthesis: StageFaults,
+    /// Faults of the GPU proving stage.
     pub prove: StageFaults,
+    /// Faults of the finalizer.
     pub finalize: StageFaults,
     /// Bytes the backend claims to hold across partitions: memory pressure
     /// on the budget (all of it, or more, exhausts it).
@@ -403,9 +481,13 @@ pub struct SimFaults {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StageFaults {
+    /// Chance that a call fails with an error (retried like a device error).
     pub error_rate: f64,
+    /// Chance that a call panics, to test that supervision restarts the stage.
     pub panic_rate: f64,
+    /// Chance that a call stalls for `stall_ms` before it goes on.
     pub stall_rate: f64,
+    /// How long a stall lasts, in milliseconds.
     pub stall_ms: u64,
 }
 
@@ -422,6 +504,7 @@ impl Default for SimConfig {
     }
 }
 
+/// `[proving]`: checks and evaluation choices of the proving itself.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProvingConfig {
@@ -438,10 +521,14 @@ pub struct ProvingConfig {
     pub filecoin_evaluation: Evaluation,
 }
 
+/// `[limits]`: bounds on what clients may submit, and on the memory and
+/// connections their requests may hold.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
+    /// The most partitions one job may have; more is refused at submission.
     pub max_partitions: u32,
+    /// The largest request body read, in bytes; a longer one is answered 413.
     pub max_body_bytes: usize,
     /// The most bytes a job's request may hold as compact JSON: what the
     /// job keeps, in memory and in the store, until it finishes.
@@ -611,6 +698,8 @@ fn auto_budget(physical: Option<u64>, cgroup: Option<u64>) -> u64 {
 }
 
 impl Config {
+    /// Reads and parses the config file at `path`; unset fields take their
+    /// defaults. Errors name the file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Unreadable { path: path.to_path_buf(), source })?;
@@ -618,6 +707,8 @@ impl Config {
             .map_err(|source| ConfigError::Invalid { path: path.to_path_buf(), source: Box::new(source) })
     }
 
+    /// Synthesis threads to run: `scheduler.synthesis_threads`, or half the cores
+    /// (at least one) when it is 0.
     pub fn synthesis_threads(&self) -> usize {
         match self.scheduler.synthesis_threads {
             0 => (available_cores() / 2).max(1),
@@ -635,6 +726,8 @@ impl Config {
     }
 }
 
+/// The cores this process may run on (1 when that cannot be known): the base of
+/// the defaults that follow the machine.
 pub fn available_cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }

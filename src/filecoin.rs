@@ -147,7 +147,9 @@ pub struct PorepInput {
     pub c1: Option<JsonText>,
     /// The same JSON, base64 (as Curio carries it).
     pub c1_base64: Option<String>,
+    /// The miner's prover id, hex of 32 bytes.
     pub prover_id: String,
+    /// The sector's number.
     pub sector_id: u64,
 }
 
@@ -159,10 +161,13 @@ pub struct PorepInput {
 pub struct PostInput {
     /// The API enum's variant name, e.g. "StackedDrgWinning2KiBV1".
     pub registered_proof: RegisteredProof,
+    /// The challenge randomness, hex of 32 bytes.
     pub randomness: String,
+    /// The miner's prover id, hex of 32 bytes.
     pub prover_id: String,
     /// Hex of each vanilla proof, as the vanilla-proof functions return them.
     pub vanilla_proofs: Vec<String>,
+    /// The one partition to prove of a WindowPoSt (unset: all of them).
     pub partition_index: Option<usize>,
 }
 
@@ -173,8 +178,11 @@ pub struct PostInput {
 pub struct UpdateInput {
     /// The API enum's variant name, e.g. "StackedDrg2KiBV1".
     pub registered_proof: RegisteredProof,
+    /// The sector's replica commitment before the update, hex.
     pub comm_r_old: String,
+    /// The replica commitment after the update, hex.
     pub comm_r_new: String,
+    /// The new data's commitment, hex.
     pub comm_d_new: String,
     /// Hex of each partition's vanilla proof.
     pub vanilla_proofs: Vec<String>,

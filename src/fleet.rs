@@ -47,8 +47,15 @@ pub enum FleetError {
     /// What this node held before it restarted could not be put back.
     #[error("cannot put back what this node held: {0}")]
     PutBack(StoreError),
+    /// The claimer's or the renewer's thread could not be spawned.
     #[error("cannot start the {name} thread: {error}")]
-    Thread { name: &'static str, error: std::io::Error },
+    Thread {
+        /// Which thread, for the message.
+        name: &'static str,
+        /// Why it could not start.
+        error: std::io::Error,
+    },
+    /// A fleet thread ended before it reported that it had started.
     #[error("a fleet thread stopped while starting")]
     ThreadDied,
 }

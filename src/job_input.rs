@@ -63,7 +63,9 @@ pub struct ParsedJob {
     pub default_priority: Priority,
     /// Partitions: as asked for a family, from the input for Filecoin.
     pub partitions: u32,
+    /// What the backend proves: the family's witnesses or the Filecoin inputs.
     pub work: ProofJob,
+    /// Memory each partition holds in the budget while in flight.
     pub reservation: Reservation,
 }
 
@@ -71,12 +73,17 @@ pub struct ParsedJob {
 /// Filecoin's parameter files are, its partition limit, and its backend's
 /// reservation rule.
 pub struct JobParser {
+    /// The circuit families a job may name.
     pub registry: CircuitRegistry,
+    /// Where Filecoin's parameter files are: a Filecoin job's file must be
+    /// there, and its counts size the job.
     pub params_dir: PathBuf,
+    /// `limits.max_partitions`: the most partitions a job may ask for.
     pub max_partitions: u32,
     /// The most bytes a job's canonical request may hold (`limits.max_input_bytes`):
     /// what the job keeps in memory and on disk until it finishes.
     pub max_input_bytes: usize,
+    /// How a job's per-partition reservation is worked out for this backend.
     pub reservation: ReservationRule,
     /// What a shape's first job may cost (None: the backend sets nothing up).
     pub setups: Option<SetupLimits>,
@@ -86,7 +93,9 @@ pub struct JobParser {
 /// memory budget and its key file the key directory's free space, or the
 /// job is refused with both figures (422) before anything starts.
 pub struct SetupLimits {
+    /// The key store, which says whether a shape has its key already.
     pub keys: Arc<KeyStore>,
+    /// The memory budget a setup must fit in.
     pub budget_bytes: u64,
 }
 

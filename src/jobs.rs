@@ -91,6 +91,7 @@ pub struct Jobs {
 /// `/v1/status`: this daemon's scheduler, job store and restore.
 #[derive(Debug, Serialize)]
 pub struct NodeStatus {
+    /// The scheduler's budget, queues, job counts and workers.
     #[serde(flatten)]
     pub system: SystemStatus,
     /// Whether the job store writes, and damage found on start.
@@ -111,6 +112,7 @@ pub struct FleetReport {
     pub scope: &'static str,
     /// The node that answered.
     pub node: String,
+    /// Jobs by status, partitions waiting and partitions held per node.
     pub fleet: FleetStatus,
 }
 

@@ -25,6 +25,7 @@ impl JsonText {
         JsonText("{}".into())
     }
 
+    /// The value's canonical JSON text.
     pub fn as_str(&self) -> &str {
         &self.0
     }

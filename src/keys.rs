@@ -92,6 +92,7 @@ pub struct SetupCost {
 }
 
 impl SetupCost {
+    /// The estimate for a setup of `shape`, from its number of constraints.
     pub fn of(shape: &CircuitShape) -> Self {
         let constraints = shape.estimated_constraints as u64;
         Self {
@@ -103,6 +104,7 @@ impl SetupCost {
 
 /// A shape's key, or that it is still being prepared.
 pub enum Preparation {
+    /// The key is here, ready to prove with.
     Ready(Arc<PreparedCircuit>),
     /// Being set up or loaded on its own thread; ask again later.
     Pending,

@@ -2,6 +2,8 @@
 //! docs/architecture.md ("Daemon modules") maps these modules and who may
 //! import whom: `cli`, `server` and `http` on top, nothing below imports them.
 
+#![warn(missing_docs)]
+
 pub mod auth;
 pub mod backend;
 pub mod cli;

@@ -38,20 +38,45 @@ pub struct ParamFiles {
 /// kinds differently (HTTP 404, 422, 500).
 #[derive(Debug, thiserror::Error)]
 pub enum ParamsError {
+    /// No `.params` file of that cache id in the parameter directory.
     #[error("no parameter file for {id:?} in {dir}")]
-    NoFile { id: String, dir: String },
+    NoFile {
+        /// The cache id asked for.
+        id: String,
+        /// The parameter directory looked in.
+        dir: String,
+    },
+    /// The cache id is no circuit of a registered proof, so there is nothing to load it as.
     #[error("{0:?} names no circuit of a registered proof")]
     NoCircuit(String),
     /// The file does not decode, or does not fit its circuit.
     #[error("loading {id}: {cause}")]
-    Load { id: String, cause: Arc<PrepareError> },
+    Load {
+        /// The cache id.
+        id: String,
+        /// Why it did not load; shared, as every caller waiting on the load gets it.
+        cause: Arc<PrepareError>,
+    },
     /// The thread decoding it died.
     #[error("loading {id} did not finish: {cause}")]
-    Thread { id: String, cause: actix_rt::task::JoinError },
+    Thread {
+        /// The cache id.
+        id: String,
+        /// Its panic, or the runtime's cancel.
+        cause: actix_rt::task::JoinError,
+    },
     /// Loaded, but an engine could not take it (its device out of memory,
     /// or the key's file unreadable past its header).
     #[error("loading {id} onto {engine}: {cause}")]
-    Warm { id: String, engine: String, cause: KernelError },
+    Warm {
+        /// The cache id.
+        id: String,
+        /// The engine's device, as it names itself.
+        engine: String,
+        /// What the engine answered.
+        cause: KernelError,
+    },
+    /// An evict of a file that is not loaded (or not in the parameter directory).
     #[error("parameters {0:?} are not loaded")]
     NotLoaded(String),
 }
@@ -68,6 +93,8 @@ pub struct Preloaded {
 }
 
 impl ParamFiles {
+    /// The parameter files of `dir`, loaded through `keys` and `loading` and
+    /// warmed on each of `engines`.
     pub fn new(
         dir: PathBuf,
         keys: Arc<KeyStore>,

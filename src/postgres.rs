@@ -23,7 +23,9 @@ pub use tls::TlsSettingError;
 #[derive(Debug, thiserror::Error)]
 #[error("{on}: {failure}")]
 pub struct PgError {
+    /// Who used which database, the password hidden (`Place`).
     pub on: String,
+    /// What went wrong.
     pub failure: PgFailure,
 }
 
@@ -32,18 +34,39 @@ pub struct PgError {
 /// may be back later.
 #[derive(Debug, thiserror::Error)]
 pub enum PgFailure {
+    /// `store.url` does not parse as a connection string.
     #[error("not a PostgreSQL connection string: {}", describe(.0))]
     NotAUrl(postgres::Error),
     /// `sslmode` or `sslrootcert` cannot be used as written.
     #[error("{0}")]
     Tls(TlsSettingError),
+    /// The database was migrated by a newer cuzk, whose tables this one might
+    /// misread: it refuses to use them.
     #[error("the database is at schema version {found}, newer than this cuzk knows ({known}): run a cuzk at least as new as the one that migrated it")]
-    NewerSchema { found: i32, known: i32 },
+    NewerSchema {
+        /// The schema version the database is at.
+        found: i32,
+        /// The newest version this build has migrations for.
+        known: i32,
+    },
+    /// A migration of the schema failed; it was rolled back.
     #[error("migration {version:04}_{name}: {}", describe(error))]
-    Migration { version: i32, name: &'static str, error: postgres::Error },
+    Migration {
+        /// The migration's number.
+        version: i32,
+        /// The migration's name (its file's, after the number).
+        name: &'static str,
+        /// What the database answered.
+        error: postgres::Error,
+    },
     /// A connection or a statement failed while doing `doing`.
     #[error("{doing}: {}", describe(error))]
-    Failed { doing: String, error: postgres::Error },
+    Failed {
+        /// What was being done, for the message (`cannot connect`, ...).
+        doing: String,
+        /// What the database or the network answered.
+        error: postgres::Error,
+    },
 }
 
 /// Who uses which database, as its errors name it (`PgError::on`).
@@ -62,6 +85,7 @@ impl Place {
         Place(url.to_string())
     }
 
+    /// The error of `failure` at this place.
     pub fn error(&self, failure: PgFailure) -> PgError {
         PgError { on: self.0.clone(), failure }
     }
@@ -100,6 +124,7 @@ pub fn describe(error: &postgres::Error) -> String {
 pub struct StoreUrl(String);
 
 impl StoreUrl {
+    /// Wraps a connection string; it is not checked until it is used.
     pub fn new(url: impl Into<String>) -> Self {
         Self(url.into())
     }

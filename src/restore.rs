@@ -26,6 +26,7 @@ pub struct RestoreError(std::io::Error);
 pub struct Recovering(Arc<AtomicBool>);
 
 impl Recovering {
+    /// Whether stored jobs are still being rebuilt.
     pub fn is_set(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }

@@ -77,6 +77,7 @@ pub enum ServerError {
         /// The address as configured, and the setting it came from when
         /// that is not `listen`.
         address: String,
+        /// What binding it answered.
         source: std::io::Error,
     },
     /// The server bound its listener but reports no address for it.
@@ -85,7 +86,12 @@ pub enum ServerError {
     /// The signal named cannot be handled, so the daemon could not be
     /// stopped gracefully (or its tokens reloaded).
     #[error("cannot handle {signal}: {source}")]
-    Signal { signal: &'static str, source: std::io::Error },
+    Signal {
+        /// The signal, as the message names it (`SIGTERM`, `SIGHUP`, ...).
+        signal: &'static str,
+        /// Why its handler could not be installed.
+        source: std::io::Error,
+    },
     /// The daemon's thread cannot be started.
     #[error("cannot start the daemon thread: {0}")]
     Thread(std::io::Error),

@@ -16,10 +16,12 @@ use tokio::sync::mpsc::UnboundedSender;
 pub struct Intake(Arc<AtomicBool>);
 
 impl Intake {
+    /// Whether new jobs are still taken.
     pub fn is_open(&self) -> bool {
         !self.0.load(Ordering::Acquire)
     }
 
+    /// Stops taking new jobs, for good: a shutdown has begun.
     pub fn close(&self) {
         self.0.store(true, Ordering::Release);
     }

@@ -23,13 +23,19 @@ use crate::filecoin::{default_priority, reservation_for_counts};
 /// circuit's shape and the daemon's own measured stage times (below).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimProfile {
+    /// The profile's name, as `sim.profile` selects it.
     pub name: &'static str,
+    /// Partitions each simulated job has, as the real kind's.
     pub partitions: u32,
+    /// The priority the real kind's jobs run at.
     pub priority: Priority,
+    /// Time one partition's synthesis takes on the CPU.
     pub synthesis: Duration,
     /// prove_start on the GPU, drawn uniformly in this range.
     pub gpu: (Duration, Duration),
+    /// Time the finalizer takes per partition.
     pub finalize: Duration,
+    /// Memory a partition holds in the budget, as the real kind's would.
     pub reservation: Reservation,
 }
 
@@ -183,6 +189,9 @@ impl SimProfile {
 /// (staging inputs), during which a device's other worker can use it.
 const HOST_SHARE: f64 = 0.05;
 
+/// The simulated backend (`backend = "sim"`): stages that sleep for a profile's
+/// durations, hold its memory and inject the configured faults, to test the
+/// scheduler and plan capacity without a prover.
 pub struct SimBackend {
     profile: SimProfile,
     time_scale: f64,
@@ -197,6 +206,8 @@ pub struct SimBackend {
 }
 
 impl SimBackend {
+    /// The backend `config` describes; errors on an unknown profile or a scale,
+    /// jitter or fault rate out of range.
     pub fn from_config(config: &SimConfig) -> Result<Self, SimError> {
         let profile = SimProfile::by_name(&config.profile)?;
         if !(config.time_scale > 0.0 && config.time_scale.is_finite()) {
@@ -231,6 +242,7 @@ impl SimBackend {
         })
     }
 
+    /// The profile the stages simulate.
     pub fn profile(&self) -> &SimProfile {
         &self.profile
     }

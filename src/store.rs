@@ -61,8 +61,10 @@ pub enum OpenError {
     /// The database: a URL to fix, a schema too new, or not reachable.
     #[error(transparent)]
     Database(#[from] PgError),
+    /// The store's writer thread could not be spawned.
     #[error("cannot start the store writer: {0}")]
     Writer(std::io::Error),
+    /// The store's writer thread ended before it reported the store open.
     #[error("the store writer died while opening the store")]
     WriterDied,
 }

@@ -25,13 +25,26 @@ pub enum TlsError {
     HalfConfigured,
     /// The certificate file is unreadable or not PEM.
     #[error("tls: cannot read certificates from {}: {source}", path.display())]
-    Certificates { path: PathBuf, source: rustls::pki_types::pem::Error },
+    Certificates {
+        /// The certificate file.
+        path: PathBuf,
+        /// What reading it failed with.
+        source: rustls::pki_types::pem::Error,
+    },
     /// The certificate file holds no certificate.
     #[error("tls: no certificate in {}", path.display())]
-    NoCertificate { path: PathBuf },
+    NoCertificate {
+        /// The certificate file.
+        path: PathBuf,
+    },
     /// The key file is unreadable or holds no private key.
     #[error("tls: cannot read a private key from {}: {source}", path.display())]
-    PrivateKey { path: PathBuf, source: rustls::pki_types::pem::Error },
+    PrivateKey {
+        /// The key file.
+        path: PathBuf,
+        /// What reading it failed with.
+        source: rustls::pki_types::pem::Error,
+    },
     /// rustls refuses the protocol versions (its provider's fault, not the
     /// files').
     #[error("tls: {0}")]

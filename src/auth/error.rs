@@ -27,13 +27,20 @@ pub enum TokenError {
 pub enum AuthError {
     /// The token file cannot be read.
     #[error("cannot read token file {}: {source}", path.display())]
-    TokenFile { path: PathBuf, source: std::io::Error },
+    TokenFile {
+        /// The token file named by `--token-file`.
+        path: PathBuf,
+        /// What reading it failed with.
+        source: std::io::Error,
+    },
     /// A line of the token file is no token entry.
     #[error("{} line {line}: {source}", path.display())]
     TokenFileLine {
+        /// The token file.
         path: PathBuf,
         /// From 1, as an editor shows it.
         line: usize,
+        /// Why the line is no entry.
         source: TokenError,
     },
     /// An entry of `CUZK_API_TOKENS` is no token entry.
@@ -54,14 +61,22 @@ pub enum AuthError {
     /// A tenant's name or limits, in the section named (`auth` for the
     /// tokens' tenants and `tenant_defaults`, `auth.tenants` for its keys).
     #[error("{section}: {source}")]
-    Tenant { section: &'static str, source: TenantError },
+    Tenant {
+        /// The config section, as the message names it.
+        section: &'static str,
+        /// What is wrong with the tenant.
+        source: TenantError,
+    },
     /// No token, a non-loopback address and no `--insecure`.
     #[error(
         "refusing to listen on {listen} without API tokens: anyone who can reach it could \
          submit and cancel jobs. Configure tokens ([auth] tokens, --token-file or \
          CUZK_API_TOKENS), listen on a loopback address, or pass --insecure"
     )]
-    NoTokensOffLoopback { listen: String },
+    NoTokensOffLoopback {
+        /// The address that is not loopback.
+        listen: String,
+    },
     /// A token source was named (`--token-file`, `CUZK_API_TOKENS`) but no
     /// token is in force, and no `--insecure`: an empty file or variable
     /// (a secret that was not mounted) would leave the API open.
@@ -69,7 +84,10 @@ pub enum AuthError {
         "{source_name} holds no token, and no other token is configured: the API would accept \
          anyone. Add tokens, or pass --insecure to run without them"
     )]
-    NoTokensFromSource { source_name: String },
+    NoTokensFromSource {
+        /// The source that was named, as the message names it.
+        source_name: String,
+    },
     /// No token, `auth.behind_proxy` and no `--insecure`: behind a proxy
     /// on the same host every client would reach loopback, as an admin.
     #[error(
@@ -77,16 +95,27 @@ pub enum AuthError {
          every client behind it would be an admin. Configure tokens ([auth] tokens, \
          --token-file or CUZK_API_TOKENS), or pass --insecure"
     )]
-    NoTokensBehindProxy { listen: String },
+    NoTokensBehindProxy {
+        /// The address the proxy forwards to.
+        listen: String,
+    },
     /// A reload (SIGHUP) that would leave no token where tokens are in
     /// force: turning authentication off takes a restart.
     #[error(
         "the reload leaves no API token; the {in_force} token(s) in force stay. Turning \
          authentication off takes a restart (with --insecure off loopback)"
     )]
-    ReloadWithoutTokens { in_force: usize },
+    ReloadWithoutTokens {
+        /// Tokens in force now, which stay.
+        in_force: usize,
+    },
     /// The listen address does not resolve, so the loopback rule cannot be
     /// checked.
     #[error("cannot resolve listen address {listen}: {source}")]
-    Unresolved { listen: String, source: std::io::Error },
+    Unresolved {
+        /// The address as configured.
+        listen: String,
+        /// What the resolver answered.
+        source: std::io::Error,
+    },
 }

@@ -124,6 +124,8 @@ impl Gate {
         })
     }
 
+    /// The gate with `addr` as the metrics listener: requests that reach it get
+    /// only /metrics, /healthz and /readyz.
     pub fn with_metrics_listener(mut self, addr: SocketAddr) -> Self {
         self.metrics_addr = Some(addr);
         self
@@ -310,10 +312,12 @@ pub enum HttpRefusal {
 pub struct Gates(RwLock<Arc<Gate>>);
 
 impl Gates {
+    /// Puts `gate` in force.
     pub fn new(gate: Gate) -> Self {
         Self(RwLock::new(Arc::new(gate)))
     }
 
+    /// The gate in force now, for one request to keep to its end.
     pub fn current(&self) -> Arc<Gate> {
         // The lock guards a pointer swap only: a poisoned one still holds a
         // whole gate.

@@ -65,6 +65,7 @@ fn all_scopes() -> Vec<Scope> {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
+    /// The tokens of the config file; more come from `--token-file` and `CUZK_API_TOKENS`.
     pub tokens: Vec<TokenConfig>,
     /// GET endpoints (other than /healthz, /readyz and /v1/openapi.json) need a token
     /// with the read scope.
@@ -137,12 +138,16 @@ impl AuthConfig {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenConfig {
+    /// The bearer token itself; never written back out (`skip_serializing`).
     #[serde(default, skip_serializing)]
     pub token: Option<String>,
+    /// Hex SHA-256 of the token, so that the config file need not hold the secret.
     #[serde(default)]
     pub sha256: Option<String>,
+    /// What the token may do (submit, read, critical, admin).
     #[serde(default = "all_scopes")]
     pub scopes: Vec<Scope>,
+    /// Whose jobs the token submits and sees, and whose limits apply.
     #[serde(default)]
     pub tenant: Tenant,
 }

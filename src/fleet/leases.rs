@@ -28,10 +28,13 @@ use crate::telemetry::FleetDb;
 /// database.
 #[derive(Debug, thiserror::Error)]
 pub enum LeasesError {
+    /// The node's name is empty: leases held under it could not be told apart.
     #[error("a node needs a name to hold leases under")]
     Nameless,
+    /// The lease is under a millisecond (or too long to count in one), so no lease could be held.
     #[error("a lease of {0:?} is not a positive number of milliseconds")]
     BadLease(Duration),
+    /// The database could not be reached or prepared.
     #[error(transparent)]
     Database(#[from] PgError),
 }
@@ -55,7 +58,9 @@ pub fn queue_partitions(client: &mut impl GenericClient, record: &JobRecord) -> 
 /// A partition a node now holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
+    /// The job the partition belongs to.
     pub job: JobId,
+    /// The partition's number within the job.
     pub index: u32,
     /// 1 for the first claim; each claim after a lease ran out is one more.
     /// The claimer compares it with its `max_attempts`, as for any retry.

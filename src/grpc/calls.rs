@@ -57,6 +57,8 @@ pub struct TooManyCalls {
 }
 
 impl Calls {
+    /// No calls waiting yet, at most `limit` per tenant. Once `intake` closes (a
+    /// shutdown), a `Prove` whose last caller left no longer cancels its job.
     pub fn new(limit: usize, intake: Intake) -> Self {
         Self { shares: Mutex::default(), limit, waiting: AtomicUsize::new(0), jobs: Mutex::default(), intake }
     }

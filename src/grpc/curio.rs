@@ -48,10 +48,22 @@ pub enum CurioError {
     Envelope(serde_json::Error),
     /// The envelope names another sector than the request.
     #[error("the C1 envelope is for sector {envelope}, the request for sector {request}")]
-    SectorMismatch { envelope: i64, request: u64 },
+    SectorMismatch {
+        /// The sector number in the envelope.
+        envelope: i64,
+        /// The sector number in the request.
+        request: u64,
+    },
     /// `registered_proof` is no number Curio gives a proof of this kind.
     #[error("registered_proof {number} is not a {kind} proof in Curio's numbering (0 to 4{more})")]
-    RegisteredProof { number: u64, kind: &'static str, more: &'static str },
+    RegisteredProof {
+        /// The number the request gave.
+        number: u64,
+        /// The kind the request is for, as the message names it.
+        kind: &'static str,
+        /// The rest of the message's range, where the numbering goes on past 4 (empty otherwise).
+        more: &'static str,
+    },
 }
 
 /// The sector sizes Curio's numbers run through, five per proof version:

@@ -67,9 +67,18 @@ pub enum ListenError {
          or --insecure. Curio speaks plaintext without credentials: give it a unix socket \
          (unix:///run/cuzk/cuzk.sock) or a loopback address, or pass --insecure on a private network (docs/curio.md)"
     )]
-    Unguarded { listen: String },
+    Unguarded {
+        /// The address as configured.
+        listen: String,
+    },
+    /// The address could not be bound (in use, no permission, a bad socket path).
     #[error("cannot listen on {address} (grpc.listen): {source}")]
-    Io { address: String, source: io::Error },
+    Io {
+        /// The address as configured.
+        address: String,
+        /// What binding it answered.
+        source: io::Error,
+    },
 }
 
 /// A bound listener, not yet serving.

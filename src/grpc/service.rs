@@ -25,6 +25,7 @@ use crate::tenants::Caller;
 
 /// The service tonic's generated server dispatches to.
 pub struct ProvingService {
+    /// What every RPC shares: the job seam, the gate, the waiting calls.
     pub state: Arc<GrpcState>,
 }
 

@@ -9,6 +9,7 @@ use super::error::{ApiError, ErrorBody};
 use super::schemas::{CircuitsDoc, TokenRefusals, VkDoc};
 use super::state::AppState;
 
+/// The circuit families this daemon proves, with the shapes set up so far.
 #[utoipa::path(
     get, path = "/v1/circuits", tag = "circuits",
     responses(
@@ -34,6 +35,7 @@ pub async fn list_circuits(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "circuits": circuits }))
 }
 
+/// The verifying key of a shape that has been set up, to check its proofs.
 #[utoipa::path(
     get, path = "/v1/circuits/{circuit_id}/vk", tag = "circuits",
     params(("circuit_id" = String, Path, description = "a shape, e.g. poseidon-merkle-d8-c2")),

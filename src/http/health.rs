@@ -16,6 +16,8 @@ pub struct StatusQuery {
     scope: Option<String>,
 }
 
+/// The daemon's state: memory budget, queues, job counts and workers, or with
+/// `scope=fleet` the whole fleet's counts.
 #[utoipa::path(
     get, path = "/v1/status", tag = "daemon",
     params(("scope" = Option<String>, Query, description = "`fleet` (a fleet node only): jobs by status, partitions waiting, and partitions held per node, summed from the database; answered 503 `store_failing` while it cannot be read")),
@@ -45,6 +47,7 @@ pub async fn status(
     Ok(HttpResponse::Ok().json(body.map_err(|e| ApiError::internal(e.to_string()))?))
 }
 
+/// Readiness: whether the daemon takes jobs now, for a load balancer to route by.
 #[utoipa::path(
     get, path = "/readyz", tag = "daemon",
     responses(
@@ -72,6 +75,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
     }
 }
 
+/// Liveness: answers whenever the daemon's HTTP server runs.
 #[utoipa::path(
     get, path = "/healthz", tag = "daemon",
     responses((status = 200, description = "the daemon answers", body = HealthDoc))
@@ -80,6 +84,7 @@ pub async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
+/// The Prometheus metrics (docs/metrics.md).
 #[utoipa::path(
     get, path = "/metrics", tag = "daemon",
     responses(

@@ -21,6 +21,8 @@ use crate::job_input::SubmitRequest;
 use crate::jobs::Offered;
 use crate::tenants::Caller;
 
+/// Submits a job. A repeated `Idempotency-Key` with the same body answers the
+/// existing job instead of queueing another.
 #[utoipa::path(
     post, path = "/v1/jobs", tag = "jobs",
     request_body(content = SubmitRequest, content_type = "application/json"),
@@ -128,6 +130,7 @@ async fn read_body(
     })
 }
 
+/// A job's status and the stage of each of its partitions.
 #[utoipa::path(
     get, path = "/v1/jobs/{id}", tag = "jobs",
     params(("id" = String, Path, description = "job id")),
@@ -149,6 +152,8 @@ pub async fn get_job(
     Ok(HttpResponse::Ok().json(serde_json::to_value(view).expect("a view serializes")))
 }
 
+/// A done job's proofs, one per partition with its public inputs (and, for a
+/// Filecoin kind, the bytes filecoin-proofs-api returns).
 #[utoipa::path(
     get, path = "/v1/jobs/{id}/proofs", tag = "jobs",
     params(("id" = String, Path, description = "job id")),
@@ -184,6 +189,8 @@ pub async fn get_proofs(
     Ok(HttpResponse::Ok().json(body))
 }
 
+/// Cancels a job, so that none of its partitions run any more; cancelling a
+/// job already cancelled answers the same.
 #[utoipa::path(
     post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
     params(("id" = String, Path, description = "job id")),

@@ -36,6 +36,7 @@ async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
 
 /// A route as `configure` registers it.
 pub struct Route {
+    /// The HTTP method it answers.
     pub method: Method,
     /// The path pattern, as actix-web matches it and the OpenAPI document
     /// names it.
@@ -120,6 +121,8 @@ pub async fn head_as_get(
     next.call(req).await
 }
 
+/// Registers every route, the OpenAPI document they serve, and the 404 answer
+/// of any other path, on an actix-web app.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(web::Data::new(document()));
     for route in routes() {

@@ -25,6 +25,8 @@ impl Modify for BearerAuth {
     }
 }
 
+/// The OpenAPI document's paths and schemas, collected by utoipa from the
+/// handlers' attributes (`Document` adds what depends on the route list).
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -59,6 +61,7 @@ impl Modify for BearerAuth {
 )]
 pub struct ApiDoc;
 
+/// This OpenAPI document.
 #[utoipa::path(
     get, path = "/v1/openapi.json", tag = "daemon",
     responses((status = 200, description = "this document", body = Object))

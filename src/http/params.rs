@@ -13,6 +13,8 @@ use super::schemas::{ParamsDoc, TokenRefusals};
 use super::state::AppState;
 use crate::param_files::ParamsError;
 
+/// Filecoin's parameter files in the parameter directory, and which are
+/// loaded with the memory they hold.
 #[utoipa::path(
     get, path = "/v1/params", tag = "params",
     responses(
@@ -44,6 +46,8 @@ pub async fn list_params(state: web::Data<AppState>) -> Result<HttpResponse, Api
     })))
 }
 
+/// Stops holding a loaded parameter file, freeing its memory once the
+/// partitions using it finish.
 #[utoipa::path(
     post, path = "/v1/params/{id}/evict", tag = "params",
     params(("id" = String, Path, description = "a cache id, as GET /v1/params lists it")),
@@ -62,6 +66,8 @@ pub async fn evict_params(
     Ok(HttpResponse::Ok().json(json!({ "id": id, "loaded": false })))
 }
 
+/// Loads a parameter file now, so that the first job of its circuit does not
+/// wait for the load.
 #[utoipa::path(
     post, path = "/v1/params/{id}/preload", tag = "params",
     params(("id" = String, Path, description = "a cache id, as GET /v1/params lists it")),

@@ -27,6 +27,8 @@ pub struct JobRef {
     status: JobStatus,
 }
 
+/// A done job's proofs (`GET /v1/jobs/{id}/proofs`): one per partition, for
+/// the circuit whose verifying key checks them.
 #[derive(ToSchema)]
 #[schema(as = Proofs)]
 pub struct ProofsDoc {
@@ -39,6 +41,7 @@ pub struct ProofsDoc {
     proofs: Vec<ProofDoc>,
 }
 
+/// One partition's proof and the public inputs it is checked against.
 #[derive(ToSchema)]
 #[schema(as = Proof)]
 pub struct ProofDoc {
@@ -49,12 +52,15 @@ pub struct ProofDoc {
     public_inputs: Vec<String>,
 }
 
+/// The circuit families this daemon proves (`GET /v1/circuits`).
 #[derive(ToSchema)]
 #[schema(as = Circuits)]
 pub struct CircuitsDoc {
     circuits: Vec<CircuitDoc>,
 }
 
+/// A circuit family: its name (a job's `circuit_id`), what its parameters and
+/// inputs mean, and the shapes whose keys exist.
 #[derive(ToSchema)]
 #[schema(as = Circuit)]
 pub struct CircuitDoc {
@@ -73,6 +79,7 @@ pub struct ParamsDoc {
     files: Vec<ParamFileDoc>,
 }
 
+/// One parameter file of the parameter directory, and whether it is loaded.
 #[derive(ToSchema)]
 #[schema(as = ParamFile)]
 pub struct ParamFileDoc {
@@ -86,6 +93,8 @@ pub struct ParamFileDoc {
     resident_bytes: Option<u64>,
 }
 
+/// The verifying key of a circuit (`GET /v1/circuits/{id}/vk`), to check its
+/// proofs without trusting the daemon.
 #[derive(ToSchema)]
 #[schema(as = VerifyingKey)]
 pub struct VkDoc {
@@ -135,6 +144,8 @@ pub struct TimelineDoc {
     entries: Vec<BTreeMap<String, Value>>,
 }
 
+/// A health probe that passed: `status` is `ok` (a failed readiness probe
+/// answers the error body instead).
 #[derive(ToSchema)]
 #[schema(as = Health)]
 pub struct HealthDoc {
@@ -145,12 +156,14 @@ pub struct HealthDoc {
 /// runs: every route whose security names `bearer` lists these.
 #[derive(IntoResponses)]
 pub enum TokenRefusals {
+    /// No token where one is needed, or one no configured token matches.
     #[response(
         status = 401,
         description = "a token is configured and this one is missing or invalid",
         headers(("WWW-Authenticate" = String))
     )]
     Unauthorized(ErrorBody),
+    /// A valid token whose scopes do not cover the route.
     #[response(status = 403, description = "the token lacks the needed scope")]
     Forbidden(ErrorBody),
 }
@@ -159,6 +172,7 @@ pub enum TokenRefusals {
 /// daemon is stopping, or broken).
 #[derive(IntoResponses)]
 pub enum SchedulerGone {
+    /// The daemon's actors no longer answer: it is stopping, or broken.
     #[response(status = 503, description = "the scheduler's actors are gone")]
     Unavailable(ErrorBody),
 }

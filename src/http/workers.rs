@@ -26,12 +26,15 @@ const MAX_SPANS: usize = 1000;
 /// The default timeline window.
 const DEFAULT_WINDOW_MS: f64 = 5.0 * 60_000.0;
 
+/// The query of `GET /v1/workers`: how many recent busy spans to return per worker.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkersQuery {
     spans: Option<usize>,
 }
 
+/// Each GPU worker's state now, its time by cause and its last spans; job ids
+/// are hidden from callers that are not admins.
 #[utoipa::path(
     get, path = "/v1/workers", tag = "workers",
     params(("spans" = Option<usize>, Query, description = "busy spans per worker, default 20, at most 1000")),
@@ -66,6 +69,7 @@ pub async fn workers(
     Ok(HttpResponse::Ok().json(serde_json::json!({ "workers": workers })))
 }
 
+/// The query of `GET /v1/timeline`: the window to return and its format.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TimelineQuery {
@@ -92,6 +96,8 @@ fn wants_csv(req: &HttpRequest, format: Option<&str>) -> Result<bool, ApiError> 
     }
 }
 
+/// Every worker's busy spans and idle intervals in a window, oldest first,
+/// as JSON or CSV; job ids are hidden from callers that are not admins.
 #[utoipa::path(
     get, path = "/v1/timeline", tag = "workers",
     params(
@@ -153,6 +159,7 @@ fn hide_job(entry: &mut TimelineEntry) {
     (entry.job, entry.partition) = (None, None);
 }
 
+/// The first line of the timeline's CSV, naming its columns.
 pub const CSV_HEADER: &str =
     "start_unix_ms,end_unix_ms,duration_ms,device,worker,kind,cause,job,partition,ok,open,waited_ms,phases";
 
@@ -185,6 +192,8 @@ fn timeline_csv(entries: &[TimelineEntry]) -> String {
     out
 }
 
+/// The built-in page (worker timeline and idle causes), one HTML file with no
+/// external assets.
 #[utoipa::path(
     get, path = "/", tag = "workers",
     responses(

@@ -36,14 +36,18 @@ pub struct Submission {
 /// (whether it is registered is checked when the job is made).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Circuit {
+    /// One of Filecoin's proof kinds.
     Filecoin(Kind),
+    /// A registered arkworks family, by its registered name.
     Family(String),
 }
 
 /// A submission's input, of the circuit's sort.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
+    /// A Filecoin kind's input (C1 output, vanilla proofs and their arguments).
     Filecoin(FilecoinInput),
+    /// A family's params and inputs.
     Family(FamilyInput),
 }
 

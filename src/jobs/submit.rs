@@ -60,9 +60,11 @@ pub enum Offered {
 /// A job accepted: new, or the one its idempotency key already named.
 #[derive(Debug)]
 pub struct Submitted {
+    /// The job's id: the new one, or the one the key named.
     pub id: JobId,
     /// False when the idempotency key named an existing job.
     pub created: bool,
+    /// Where the job is now (an existing job may have run already).
     pub status: JobStatus,
 }
 

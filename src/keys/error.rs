@@ -36,16 +36,48 @@ pub enum PrepareError {
     /// The circuit-specific setup failed.
     #[error(transparent)]
     Setup(KernelError),
+    /// A proving key stored on disk does not deserialize.
     #[error("stored key for {id} is unreadable ({error})")]
-    Unreadable { id: String, error: SerializationError },
+    Unreadable {
+        /// The circuit whose key it is.
+        id: String,
+        /// What deserializing it answered.
+        error: SerializationError,
+    },
+    /// A stored proving key reads, but does not fit the circuit it was stored for.
     #[error("stored key for {id} does not fit the circuit ({error})")]
-    Misfit { id: String, error: KernelError },
+    Misfit {
+        /// The circuit whose key it is.
+        id: String,
+        /// Why the kernels refused it.
+        error: KernelError,
+    },
+    /// A freshly set up key could not be serialized for the key directory.
     #[error("cannot serialize the key of {id}: {error}")]
-    Serialize { id: String, error: SerializationError },
+    Serialize {
+        /// The circuit whose key it is.
+        id: String,
+        /// What serializing it answered.
+        error: SerializationError,
+    },
+    /// A file of the key directory could not be read or written.
     #[error("cannot {doing} {}: {error}", path.display())]
-    File { doing: &'static str, path: PathBuf, error: io::Error },
+    File {
+        /// What was being done to the file ("read", "write", ...), for the message.
+        doing: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What the filesystem answered.
+        error: io::Error,
+    },
+    /// The thread that prepares the key could not be spawned.
     #[error("cannot start preparing {id}: {error}")]
-    Thread { id: String, error: io::Error },
+    Thread {
+        /// The circuit that was to be prepared.
+        id: String,
+        /// Why the thread could not start.
+        error: io::Error,
+    },
     /// The fleet's published key did not load.
     #[error("the fleet's key: {0}")]
     Fleet(Box<PrepareError>),
@@ -58,8 +90,14 @@ pub enum PrepareError {
 /// Why the key store could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// The key directory (`<data_dir>/keys`) cannot be created or inspected.
     #[error("cannot create {}: {error}", path.display())]
-    Dir { path: PathBuf, error: io::Error },
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// What the filesystem answered.
+        error: io::Error,
+    },
     /// The fleet's database, for its shared keys.
     #[error(transparent)]
     Shared(#[from] PgError),

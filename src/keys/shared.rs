@@ -30,20 +30,61 @@ const CHUNK_BYTES: usize = 16 << 20;
 /// this node's, or a published key that does not read back as published.
 #[derive(Debug, thiserror::Error)]
 pub enum SharedKeyError {
+    /// The database failed to answer or to commit.
     #[error(transparent)]
     Database(#[from] PgError),
+    /// A key file of this node's could not be read or written.
     #[error("cannot {doing} {}: {error}", path.display())]
-    File { doing: &'static str, path: PathBuf, error: io::Error },
+    File {
+        /// What was being done to the file ("read", "write", ...), for the message.
+        doing: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What the filesystem answered.
+        error: io::Error,
+    },
+    /// A published key lacks one of the chunks its row counts: the rows were
+    /// changed behind the store's back.
     #[error("{on}: chunk {n} of {circuit_id} is missing")]
-    MissingChunk { on: Place, circuit_id: String, n: i32 },
+    MissingChunk {
+        /// The database and who used it, as the message names it.
+        on: Place,
+        /// The shape whose key is incomplete.
+        circuit_id: String,
+        /// The number of the chunk that is missing.
+        n: i32,
+    },
+    /// A published key's stored SHA-256 is not a digest, so its copy cannot be checked.
     #[error("{on}: the digest of {circuit_id} is not 32 bytes")]
-    BadDigest { on: Place, circuit_id: String },
+    BadDigest {
+        /// The database and who used it, as the message names it.
+        on: Place,
+        /// The shape whose digest is malformed.
+        circuit_id: String,
+    },
+    /// A copied key's length or SHA-256 differs from the published one; the
+    /// copy is deleted, not used.
     #[error(
         "{on}: the proving key of {circuit_id} read back as {written} bytes whose length or SHA-256 differs from the published ones ({published} bytes)"
     )]
-    Mismatch { on: Place, circuit_id: String, written: u64, published: u64 },
+    Mismatch {
+        /// The database and who used it, as the message names it.
+        on: Place,
+        /// The shape whose key did not copy intact.
+        circuit_id: String,
+        /// Bytes this node received.
+        written: u64,
+        /// Bytes the published row says the key has.
+        published: u64,
+    },
+    /// A key too large to count its chunks in the table's `i32`.
     #[error("{} is too large to publish ({bytes} bytes)", path.display())]
-    TooLarge { path: PathBuf, bytes: u64 },
+    TooLarge {
+        /// The key file that was to be published.
+        path: PathBuf,
+        /// Its length.
+        bytes: u64,
+    },
 }
 
 /// A file of this node's could not be read or written.

@@ -39,13 +39,26 @@ pub enum TlsSettingError {
     RootCertUnused(String),
     /// The CA file is missing, unreadable or not PEM.
     #[error("sslrootcert={}: cannot read certificates: {source}", path.display())]
-    Unreadable { path: PathBuf, source: rustls::pki_types::pem::Error },
+    Unreadable {
+        /// The CA file (`sslrootcert`).
+        path: PathBuf,
+        /// What reading it failed with.
+        source: rustls::pki_types::pem::Error,
+    },
     /// The CA file holds no certificate.
     #[error("sslrootcert={}: no certificate in the file", path.display())]
-    NoCertificate { path: PathBuf },
+    NoCertificate {
+        /// The CA file.
+        path: PathBuf,
+    },
     /// A certificate in the CA file that rustls cannot use as a root.
     #[error("sslrootcert={}: not a usable CA certificate: {source}", path.display())]
-    Unusable { path: PathBuf, source: rustls::Error },
+    Unusable {
+        /// The CA file.
+        path: PathBuf,
+        /// Why rustls refused the certificate.
+        source: rustls::Error,
+    },
     /// rustls refuses the protocol versions (its provider's fault, not the
     /// settings').
     #[error("TLS: {0}")]

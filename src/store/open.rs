@@ -23,15 +23,35 @@ use crate::telemetry::{StoreDamage, StoreDamageKind};
 /// mends (another process, the disk).
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// Another process (another daemon on the same data directory) holds the file's lock.
     #[error("the job store {} is open in another process", .0.display())]
     Held(PathBuf),
+    /// A file operation on the store or its staging copy failed.
     #[error("cannot {doing} {}: {error}", path.display())]
-    Io { doing: &'static str, path: PathBuf, error: io::Error },
+    Io {
+        /// What was being done ("remove", "look at"), for the message.
+        doing: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What the filesystem answered.
+        error: io::Error,
+    },
+    /// redb failed in a way a rebuild does not mend (an I/O error, a full disk).
     #[error("job store {}: {error}", path.display())]
-    Redb { path: PathBuf, error: RedbError },
+    Redb {
+        /// The store's file (or the staging copy being written).
+        path: PathBuf,
+        /// What redb answered.
+        error: RedbError,
+    },
     /// A store just created from salvaged rows is itself unusable.
     #[error("cannot create {}: {damage}", path.display())]
-    Create { path: PathBuf, damage: Damage },
+    Create {
+        /// The store file just created.
+        path: PathBuf,
+        /// What is wrong with it.
+        damage: Damage,
+    },
 }
 
 /// Why a file is taken for damaged (and rebuilt from its intact rows).

@@ -9,32 +9,42 @@ use cuzk_actors::telemetry::{counter, gauge, histogram, MetricDef};
 const DATABASE_BUCKETS: &[f64] =
     &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 10.0];
 
+/// `cuzk_fleet_claimed_partitions_total`: partitions this node took from the
+/// fleet's queue.
 pub const FLEET_CLAIMED: MetricDef = counter(
     "cuzk_fleet_claimed_partitions_total",
     "partitions",
     &[],
     "Partitions this node claimed from the fleet's shared queue (PostgreSQL store only).",
 );
+/// `cuzk_fleet_reclaimed_partitions_total`: claims that took over a
+/// partition from a node whose lease ran out.
 pub const FLEET_RECLAIMED: MetricDef = counter(
     "cuzk_fleet_reclaimed_partitions_total",
     "partitions",
     &[],
     "Claimed partitions whose earlier lease had run out: work taken over from a node that stopped or stalled.",
 );
+/// `cuzk_fleet_lease_renewals_total`: leases this node extended.
 pub const FLEET_RENEWALS: MetricDef = counter(
     "cuzk_fleet_lease_renewals_total",
     "leases",
     &[],
     "Leases this node renewed, one per partition per renewal.",
 );
+/// `cuzk_fleet_leases_lost_total`: partitions whose lease this node found
+/// gone, and whose work it dropped.
 pub const FLEET_LEASES_LOST: MetricDef = counter(
     "cuzk_fleet_leases_lost_total",
     "leases",
     &[],
     "Partitions this node held whose lease it found gone (run out and taken over, or the job ended elsewhere): their work stops and its result is not recorded.",
 );
+/// `cuzk_fleet_held_partitions`: partitions this node holds leases on now.
 pub const FLEET_HELD: MetricDef =
     gauge("cuzk_fleet_held_partitions", "partitions", &[], "Partitions this node holds leases on now.");
+/// `cuzk_fleet_db_seconds`: round-trip times to the fleet's database, by
+/// operation, to tell a slow database from a slow node.
 pub const FLEET_DB: MetricDef = MetricDef {
     buckets: DATABASE_BUCKETS,
     ..histogram(
@@ -69,6 +79,8 @@ pub struct FleetClaimed {
 }
 
 impl FleetClaimed {
+    /// Logs the claim (at debug level) and counts the partitions claimed and
+    /// taken over.
     pub fn emit(&self) {
         log::debug!("fleet: claimed {} partitions ({} taken over)", self.partitions, self.reclaimed);
         metrics::counter!(FLEET_CLAIMED.name).increment(self.partitions as u64);
@@ -85,6 +97,7 @@ pub struct FleetRenewed {
 }
 
 impl FleetRenewed {
+    /// Counts the renewals and sets the partitions held.
     pub fn emit(&self) {
         metrics::counter!(FLEET_RENEWALS.name).increment(self.renewed as u64);
         metrics::gauge!(FLEET_HELD.name).set(self.held as f64);
@@ -101,6 +114,7 @@ pub struct FleetLeaseLost<'a> {
 }
 
 impl FleetLeaseLost<'_> {
+    /// Logs the loss as a warning and counts it.
     pub fn emit(&self) {
         log::warn!(
             "fleet: lease on {} gone when {}: run out and taken over, or its job ended elsewhere; this node's work on it is dropped",
@@ -120,6 +134,7 @@ pub struct FleetDb {
 }
 
 impl FleetDb {
+    /// Records the round trip in the operation's histogram.
     pub fn emit(&self) {
         metrics::histogram!(FLEET_DB.name, "op" => self.op).record(self.elapsed.as_secs_f64());
     }

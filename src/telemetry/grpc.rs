@@ -9,18 +9,24 @@ use cuzk_actors::telemetry::{counter, gauge, MetricDef};
 use cuzk_actors::JobId;
 use cuzk_filecoin::Kind;
 
+/// `cuzk_grpc_calls_total`: every gRPC answer, by method, status code and
+/// proof result, so that Curio's failures show beside the HTTP API's.
 pub const GRPC_CALLS: MetricDef = counter(
     "cuzk_grpc_calls_total",
     "calls",
     &["method", "code", "result"],
     "gRPC calls answered, by method (Prove, SubmitProof, ...), status code (OK, INVALID_ARGUMENT, ...) and the proof result an OK answer of Prove or AwaitProof carries (completed, failed, cancelled, timeout; none for every other answer): a FAILED proof is code OK, result failed.",
 );
+/// `cuzk_grpc_sector_size_ignored_total`: Curio requests proved by their
+/// registered proof although their `sector_size` said otherwise.
 pub const GRPC_SECTOR_SIZE_IGNORED: MetricDef = counter(
     "cuzk_grpc_sector_size_ignored_total",
     "requests",
     &["kind"],
     "Curio requests whose sector_size disagrees with their registered_proof, by kind (winning-post, window-post, snap-prove): the registered proof decides and the request is proved, as by the original daemon (Curio's cuzk-bench sends 32 GiB for every request).",
 );
+/// `cuzk_grpc_waiting_calls`: Prove and AwaitProof calls holding a
+/// connection while they wait on a job.
 pub const GRPC_WAITING: MetricDef = gauge(
     "cuzk_grpc_waiting_calls",
     "calls",
@@ -81,6 +87,7 @@ pub struct GrpcCall<'a> {
 }
 
 impl GrpcCall<'_> {
+    /// Counts the call in `cuzk_grpc_calls_total`.
     pub fn emit(&self) {
         metrics::counter!(GRPC_CALLS.name, "method" => self.method.to_string(), "code" => self.code.to_string(), "result" => self.result.to_string())
             .increment(1);
@@ -91,15 +98,18 @@ impl GrpcCall<'_> {
 /// result: logged once, with the request it was for and the reason, so
 /// that an operator sees every proof Curio did not get.
 pub struct GrpcNotProved<'a> {
+    /// The method, as the service names it.
     pub method: &'a str,
     /// What the call was about: `request "<id>"` or `job <id>`.
     pub subject: &'a str,
     /// The status code (`FAILED` for an OK answer whose result is FAILED).
     pub code: &'a str,
+    /// The status message or the proof's error text: why it was not proved.
     pub reason: &'a str,
 }
 
 impl GrpcNotProved<'_> {
+    /// Logs the refusal as a warning.
     pub fn emit(&self) {
         log::warn!("gRPC {} of {}: {}: {}", self.method, self.subject, self.code, self.reason);
     }
@@ -108,16 +118,20 @@ impl GrpcNotProved<'_> {
 /// A Curio request whose `sector_size` disagrees with its registered
 /// proof: proved as the registered proof says, as the original daemon does.
 pub struct SectorSizeIgnored<'a> {
+    /// Curio's request id, so the operator can find the request.
     pub request_id: &'a str,
+    /// The kind the registered proof names, the metric's label.
     pub kind: Kind,
     /// The request's `sector_size`.
     pub given: u64,
     /// Its registered proof's, which the proof is made for.
     pub expected: u64,
+    /// Curio's `registered_proof` number, which decided the kind and size.
     pub registered_proof: u64,
 }
 
 impl SectorSizeIgnored<'_> {
+    /// Logs a warning and counts it in `cuzk_grpc_sector_size_ignored_total`.
     pub fn emit(&self) {
         log::warn!(
             "gRPC: request {:?} ({}): sector_size {} disagrees with registered_proof {} ({} bytes); ignored, the registered proof decides",
@@ -138,6 +152,7 @@ pub struct GrpcWaiting {
 }
 
 impl GrpcWaiting {
+    /// Sets `cuzk_grpc_waiting_calls`.
     pub fn emit(&self) {
         metrics::gauge!(GRPC_WAITING.name).set(self.calls as f64);
     }
@@ -148,6 +163,7 @@ impl GrpcWaiting {
 pub struct GrpcJob<'a> {
     /// Curio's request id (its task's, reused on retries).
     pub request_id: &'a str,
+    /// The job the request was given.
     pub job: &'a JobId,
     /// The daemon's kind.
     pub circuit: &'a str,
@@ -156,6 +172,7 @@ pub struct GrpcJob<'a> {
 }
 
 impl GrpcJob<'_> {
+    /// Logs which request became which job, for tracing Curio's tasks.
     pub fn emit(&self) {
         log::info!(
             "gRPC {}: request {:?} ({}) is job {}",

@@ -2,6 +2,8 @@
 
 use cuzk_actors::telemetry::{counter, MetricDef};
 
+/// `cuzk_http_requests_total`: HTTP answers by route and status, the API's
+/// traffic and error rates.
 pub const HTTP_REQUESTS: MetricDef = counter(
     "cuzk_http_requests_total",
     "requests",
@@ -26,6 +28,7 @@ pub struct HttpRequest<'a> {
 }
 
 impl HttpRequest<'_> {
+    /// Counts the request.
     pub fn emit(&self) {
         metrics::counter!(HTTP_REQUESTS.name, "route" => self.route.to_string(), "status" => self.status.to_string())
             .increment(1);

@@ -7,6 +7,8 @@ use cuzk_actors::telemetry::{counter, MetricDef};
 use cuzk_actors::JobId;
 use cuzk_filecoin::Kind;
 
+/// `cuzk_proofs_rejected_total`: proofs the finalizer's verification
+/// caught, by circuit: a sign of a failing device or a bad key.
 pub const PROOFS_REJECTED: MetricDef = counter(
     "cuzk_proofs_rejected_total",
     "proofs",
@@ -25,7 +27,9 @@ pub(super) fn start_at_zero() {
 /// A partition's proof failed the finalizer's verification against its
 /// circuit's verifying key.
 pub struct ProofRejected<'a> {
+    /// The job whose proof was rejected.
     pub job: &'a JobId,
+    /// The partition whose proof was rejected.
     pub partition: u32,
     /// The job's circuit (a kind's API name, or a registered family's).
     pub circuit: &'a str,
@@ -34,6 +38,7 @@ pub struct ProofRejected<'a> {
 }
 
 impl ProofRejected<'_> {
+    /// Logs the rejection as an error and counts it by circuit.
     pub fn emit(&self) {
         log::error!(
             "job {} partition {} ({}): the proof failed verification against {}'s verifying key; not served, proved again",

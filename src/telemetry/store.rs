@@ -3,18 +3,23 @@
 
 use cuzk_actors::telemetry::{counter, gauge, MetricDef};
 
+/// `cuzk_store_write_failures_total`: job store commits that failed, whose
+/// writes wait to be retried.
 pub const STORE_WRITE_FAILURES: MetricDef = counter(
     "cuzk_store_write_failures_total",
     "transactions",
     &[],
     "Job store transactions that failed to commit (disk full, I/O error); their writes are retried, new jobs refused until one succeeds.",
 );
+/// `cuzk_store_writable`: whether the job store commits now, for alerting on
+/// a store that stopped.
 pub const STORE_WRITABLE: MetricDef = gauge(
     "cuzk_store_writable",
     "boolean",
     &[],
     "1 while the job store's last commit succeeded, 0 while it is failing.",
 );
+/// `cuzk_store_damage_total`: damage found in the job store and repaired, by kind.
 pub const STORE_DAMAGE: MetricDef = counter(
     "cuzk_store_damage_total",
     "incidents",
@@ -39,6 +44,7 @@ pub struct StoreWriteFailed<'a> {
 }
 
 impl StoreWriteFailed<'_> {
+    /// Logs the failure as an error, counts it, and marks the store not writable.
     pub fn emit(&self) {
         log::error!("job store: {} writes not committed: {}", self.writes, self.error);
         metrics::counter!(STORE_WRITE_FAILURES.name).increment(1);
@@ -53,6 +59,7 @@ pub struct StoreWritable {
 }
 
 impl StoreWritable {
+    /// Marks the store writable, logging the recovery if commits had failed.
     pub fn emit(&self) {
         if self.after_failures > 0 {
             log::info!("job store: writable again after {} failed commits", self.after_failures);
@@ -76,6 +83,7 @@ pub enum StoreDamageKind {
 }
 
 impl StoreDamageKind {
+    /// Every kind, for starting the damage counters at zero.
     pub const ALL: [StoreDamageKind; 4] = [
         StoreDamageKind::Record,
         StoreDamageKind::Unreadable,
@@ -83,6 +91,7 @@ impl StoreDamageKind {
         StoreDamageKind::Detached,
     ];
 
+    /// The metric's `kind` label.
     pub fn as_str(self) -> &'static str {
         match self {
             StoreDamageKind::Record => "record",
@@ -102,6 +111,7 @@ pub struct StoreDamage<'a> {
 }
 
 impl StoreDamage<'_> {
+    /// Logs the damage as an error and counts it by kind.
     pub fn emit(&self) {
         log::error!("job store damaged ({}): {}", self.kind.as_str(), self.detail);
         metrics::counter!(STORE_DAMAGE.name, "kind" => self.kind.as_str()).increment(1);

@@ -6,18 +6,24 @@ use cuzk_actors::telemetry::{counter, MetricDef};
 use cuzk_actors::{JobId, Priority};
 use cuzk_filecoin::Kind;
 
+/// `cuzk_tenant_refusals_total`: submissions a tenant's own limit answered
+/// 429, by tenant and limit, so an operator sees whose limits bind.
 pub const TENANT_REFUSALS: MetricDef = counter(
     "cuzk_tenant_refusals_total",
     "requests",
     &["tenant", "reason"],
     "Submissions refused (429) by a tenant's own limit, by tenant (the configured ones) and reason (queue_full: its max_queued_jobs; rate_limited: its submit rate; parse_share: its share of the parse budget, limits.parse_share_per_tenant).",
 );
+/// `cuzk_priority_lowered_total`: critical jobs run at their kind's default
+/// priority because the caller may not ask for critical.
 pub const PRIORITY_LOWERED: MetricDef = counter(
     "cuzk_priority_lowered_total",
     "jobs",
     &["kind"],
     "Jobs submitted as critical by a caller without the critical scope, for a kind outside scheduler.critical_kinds, and run at the kind's default priority instead, by kind (the circuit's API name).",
 );
+/// `cuzk_token_reloads_total`: SIGHUP reloads of tokens and tenants, by
+/// whether they took effect.
 pub const TOKEN_RELOADS: MetricDef = counter(
     "cuzk_token_reloads_total",
     "reloads",
@@ -42,6 +48,7 @@ pub(super) fn start_at_zero() {
 /// critical scope, a kind outside `scheduler.critical_kinds`), made at a
 /// lower priority.
 pub struct PriorityLowered<'a> {
+    /// The job whose priority was lowered.
     pub job: &'a JobId,
     /// Who asked: a configured tenant's name.
     pub tenant: &'a str,
@@ -52,6 +59,7 @@ pub struct PriorityLowered<'a> {
 }
 
 impl PriorityLowered<'_> {
+    /// Logs the lowering and counts it by kind.
     pub fn emit(&self) {
         log::info!(
             "job {} ({}) of tenant {}: priority critical lowered to {}: the caller lacks the critical scope and {} is not in scheduler.critical_kinds",
@@ -78,9 +86,11 @@ pub enum TenantLimit {
 }
 
 impl TenantLimit {
+    /// Every limit, for starting each tenant's counters at zero.
     pub const ALL: [TenantLimit; 3] =
         [TenantLimit::QueueFull, TenantLimit::RateLimited, TenantLimit::ParseShare];
 
+    /// The metric's `reason` label for this limit.
     pub fn as_str(self) -> &'static str {
         match self {
             TenantLimit::QueueFull => "queue_full",
@@ -99,6 +109,7 @@ pub struct TenantsConfigured<'a> {
 }
 
 impl TenantsConfigured<'_> {
+    /// Starts each tenant's refusal counters, of every limit, at zero.
     pub fn emit(&self) {
         for tenant in self.tenants {
             for reason in TenantLimit::ALL {
@@ -119,6 +130,7 @@ pub struct TenantRefused<'a> {
 }
 
 impl TenantRefused<'_> {
+    /// Logs the refusal (at debug level) and counts it.
     pub fn emit(&self) {
         log::debug!("tenant {}: submission refused ({})", self.tenant, self.reason.as_str());
         metrics::counter!(TENANT_REFUSALS.name, "tenant" => self.tenant.to_string(), "reason" => self.reason.as_str())
@@ -137,6 +149,7 @@ impl TokensReloaded<'_> {
     const OK: &'static str = "ok";
     const FAILED: &'static str = "failed";
 
+    /// Logs the reload's outcome and counts it.
     pub fn emit(&self) {
         let outcome = match self.outcome {
             Ok(tokens) => {
