@@ -114,10 +114,11 @@ impl Dispatcher {
         // would divide the GPU time per partition by workers that never
         // take one, and synthesis would outrun the GPUs (see `WorkerDone`).
         let general = workers.iter().filter(|w| w.lane == Lane::General).count();
-        let pacer = Pacer::new(pacer, general, synthesis_threads.max(1));
+        let synthesis_threads = synthesis_threads.max(1);
+        let pacer = Pacer::new(pacer, general, synthesis_threads);
         Self {
             peers,
-            synthesis_threads: synthesis_threads.max(1),
+            synthesis_threads,
             workers,
             per_worker: 1 + lookahead,
             pending: BTreeMap::new(),

@@ -220,13 +220,13 @@ impl Pacer {
         if !self.config.enabled {
             return Admission::Now;
         }
-        let ceiling = (self.config.target_buffer + self.workers) as f64;
+        let ceiling = self.config.target_buffer + self.workers;
         if self.bootstrapping {
             let in_pipeline = buffer + synthesizing + at_workers;
-            let fill = (self.config.target_buffer + self.workers).max(self.synthesis_slots);
+            let fill = ceiling.max(self.synthesis_slots);
             return if in_pipeline < fill { Admission::Now } else { Admission::Hold };
         }
-        if self.projected_buffer(buffer, synthesizing) >= ceiling {
+        if self.projected_buffer(buffer, synthesizing) >= ceiling as f64 {
             return Admission::Hold;
         }
         match self.next_release {
