@@ -65,7 +65,7 @@ extern "C" __global__ void test_g1_ops(const G1Affine* a, const G1Affine* b, G1J
 extern "C" __global__ void test_g2_ops(const G2Affine* a, const G2Affine* b, G2Jac* out, uint32_t n) { curve_test(a, b, out, n); }
 
 // ---------- NTT ----------
-extern "C" __global__ void __launch_bounds__(NTT_THREADS, 4) k_ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s, uint32_t c, uint32_t gather, const Fr* lo, const Fr* hi, uint32_t logl, uint32_t scale_at) { ntt_pass(in, out, tw, logn, p, s, c, gather, lo, hi, logl, scale_at); }
+extern "C" __global__ void __launch_bounds__(NTT_THREADS, 4) k_ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t inverse, uint32_t logn, uint32_t p, uint32_t s, uint32_t c, uint32_t gather, const Fr* lo, const Fr* hi, uint32_t logl, uint32_t scale_at) { ntt_pass(in, out, tw, inverse, logn, p, s, c, gather, lo, hi, logl, scale_at); }
 extern "C" __global__ void k_h_pointwise(Fr* a, const Fr* b, const Fr* c, uint32_t n, const Fr* z_inv) { groth16_h_pointwise(a, b, c, n, z_inv); }
 
 // ---------- R1CS evaluation (a, b, c from the compiled matrices) ----------

@@ -11,10 +11,15 @@
 // permutation fused into its load) out of place into a scratch buffer; later
 // passes work in place there, and the last one writes back to the data.
 //
-// tw[2^q + pos] = w_{2^(q+1)}^pos for pos < 2^q (stage q's twiddles laid out
-// one stage after another, w the domain's generator, or its inverse for the
-// inverse transform): a warp's butterflies at one stage read consecutive
-// entries rather than entries n/2^(q+1) apart. A scaling (1/n, coset powers)
+// One twiddle table serves every stage and both directions: tw[k] = W^k for
+// k <= n/2, W the domain's generator (`twiddle`). Stage q's twiddle at
+// position pos < 2^q is w_{2^(q+1)}^pos = W^(pos * 2^(logn-1-q)), so stage q
+// reads every 2^(logn-1-q)-th entry: an element is 32 bytes, one DRAM
+// sector, so the strided reads fetch the bytes that per-stage tables laid
+// out contiguously did. The inverse transform's W^-K is W^(n/2) W^(n/2-K) =
+// -tw[n/2 - K] (entry n/2 is W^(n/2) = -1, so K = 0 gives 1). At 2^27 the
+// table is 2.1 GB where a table per stage and direction took 8.6 (issue 37:
+// the device's memory at 32 GiB). A scaling (1/n, coset powers)
 // rides on the first pass's loads or the last pass's stores, one product per
 // element there instead of a pass of its own over the data.
 #pragma once
@@ -55,6 +60,14 @@ __device__ __forceinline__ void sh_store(uint4* sh, uint32_t chunk, uint32_t i, 
     sh[chunk + i] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
 }
 
+// Stage q's twiddle at position idx < 2^q, forward or inverse (the table's
+// layout above).
+__device__ __forceinline__ Fr twiddle(const Fr* tw, uint32_t logn, uint32_t q, uint32_t idx, uint32_t inverse) {
+    uint32_t k = idx << (logn - 1 - q);
+    if (!inverse) return ld_fr_ro(tw + k);
+    return Fr::zero() - ld_fr_ro(tw + ((1u << (logn - 1)) - k));
+}
+
 // Element i's factor: lo[i mod 2^logl] * hi[i >> logl], or lo[0] alone when
 // hi is null (a constant: 1/n).
 __device__ __forceinline__ Fr scale_factor(const Fr* lo, const Fr* hi, uint32_t logl, size_t i) {
@@ -73,9 +86,9 @@ __device__ __forceinline__ Fr scale_factor(const Fr* lo, const Fr* hi, uint32_t 
 // in flight per stage. An odd last stage runs as two radix-2 butterflies per
 // thread. scale_at says whether this pass scales its loads or its stores by
 // (sc_lo, sc_hi, sc_logl) (scale_factor).
-__device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t logn, uint32_t p, uint32_t s,
-                                         uint32_t c, uint32_t gather, const Fr* sc_lo, const Fr* sc_hi,
-                                         uint32_t sc_logl, uint32_t scale_at) {
+__device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t inverse, uint32_t logn,
+                                         uint32_t p, uint32_t s, uint32_t c, uint32_t gather, const Fr* sc_lo,
+                                         const Fr* sc_hi, uint32_t sc_logl, uint32_t scale_at) {
     extern __shared__ uint4 shw[];
     uint32_t t = threadIdx.x;
     uint32_t nt = blockDim.x;
@@ -114,7 +127,7 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
         sh_load(shw, chunk, e0 + 3 * eh, a3);
         // Stage q: pairs (0,1) and (2,3), both at position pj.
         if (q > 0) {
-            Fr w = ld_fr_ro(tw + (1u << q) + (pj << p) + col);
+            Fr w = twiddle(tw, logn, q, (pj << p) + col, inverse);
             a1 = a1 * w;
             a3 = a3 * w;
         }
@@ -125,8 +138,8 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
         a2 = u + a3;
         a3 = u - a3;
         // Stage q+1: pairs (0,2) at position pj and (1,3) at pj + h.
-        a2 = a2 * ld_fr_ro(tw + (2u << q) + (pj << p) + col);
-        a3 = a3 * ld_fr_ro(tw + (2u << q) + ((pj + h) << p) + col);
+        a2 = a2 * twiddle(tw, logn, q + 1, (pj << p) + col, inverse);
+        a3 = a3 * twiddle(tw, logn, q + 1, ((pj + h) << p) + col, inverse);
         u = a0;
         a0 = u + a2;
         a2 = u - a2;
@@ -154,7 +167,7 @@ __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, ui
             sh_load(shw, chunk, i, u);
             sh_load(shw, chunk, j, v);
             // Stage 0's only twiddle is 1.
-            if (q > 0) v = v * ld_fr_ro(tw + (1u << q) + (pj << p) + (lob << c) + (b & cmask));
+            if (q > 0) v = v * twiddle(tw, logn, q, (pj << p) + (lob << c) + (b & cmask), inverse);
             sh_store(shw, chunk, i, u + v);
             sh_store(shw, chunk, j, u - v);
         }

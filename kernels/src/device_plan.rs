@@ -1,8 +1,9 @@
 //! One plan for a device's memory (issue 37): from what the card can give
 //! and how many calls run on it at once, which parts of a circuit's proving
-//! key stay resident and which stream from pinned host memory, how many
-//! general calls may hold a workspace at once, and how many partitions share
-//! a pass over the streamed parts. The CUDA engine makes a circuit's plan
+//! key stay resident and which stream from pinned host memory, where the
+//! circuit's compiled matrices lie, how many general calls may hold a
+//! workspace at once, and how many partitions share a pass over the
+//! streamed parts. The CUDA engine makes a circuit's plan
 //! when the circuit is warmed (the preload) or first proved, logs it and
 //! reports it for `/v1/status`; a device too small for the circuit even
 //! with its whole key streamed is refused then, naming the setting, instead
@@ -33,6 +34,9 @@ const JAC_BYTES: u64 = 192;
 /// scans' sums, the results, the 0/1 split's indices): measured calls are
 /// what the plan trusts once it has them.
 const CALL_SLACK: u64 = 256 << 20;
+/// Device bytes per scalar of the 0/1 split at its largest (every scalar
+/// neither 0 nor 1): the compacted scalar and its index.
+const SPLIT_BYTES: u64 = 32 + 4;
 
 /// A circuit's shape as its proving key and domain give it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +51,13 @@ pub struct Counts {
     /// Scalars gathered for A and for B when their queries select only some
     /// variables (zero when a query takes the whole assignment).
     pub gathered: [usize; 2],
-    /// Device bytes of the circuit's NTT tables, compiled matrices and A
-    /// and B selections: what stays resident whatever the key does.
+    /// Device bytes of the circuit's NTT tables and A and B selections:
+    /// what stays resident whatever the key does.
     pub fixed: u64,
+    /// Bytes of the circuit's compiled matrices (zero when its a, b and c
+    /// come from the host): on the device, or read in place from pinned
+    /// host memory where the device cannot hold them ([`Place`]).
+    pub matrices: u64,
     /// Points per chunk of a streamed part (`CudaOptions::stream_chunk`).
     pub chunk: usize,
 }
@@ -59,10 +67,17 @@ pub struct Counts {
 pub struct Needs {
     /// The key's parts, [`PARTS`] order.
     pub key: [u64; 5],
-    /// NTT tables, compiled matrices and selections.
+    /// NTT tables and selections.
     pub fixed: u64,
-    /// One call's workspace at its peak with the key resident.
+    /// The compiled matrices.
+    pub matrices: u64,
+    /// One call's workspace at its peak with the key resident (or part of
+    /// it: the resident parts' MSMs sort all their scalars at once).
     pub call: u64,
+    /// One call's workspace at its peak with the whole key streamed: the
+    /// MSMs sort a chunk's scalars at a time, so H's MSM, the largest
+    /// part of `call` (12 GB at 32 GiB PoRep), shrinks to a chunk's.
+    pub streamed_call: u64,
     /// What a call adds when parts stream: two chunk buffers for each
     /// streamed query of a group that shares its scalars (A and B1's G1
     /// and B's G2 at most).
@@ -86,13 +101,16 @@ impl Needs {
     /// freed: a workspace hands a freed buffer to any request of at least
     /// half its size); H's MSM, the largest, its bucket list (a u32 per
     /// scalar and window) and two levels of bucket partials (level 0's
-    /// items and one slot per bucket, then one slot per bucket).
+    /// items and one slot per bucket, then one slot per bucket). With the
+    /// whole key streamed, one chunk's MSM and its 0/1 split in place of
+    /// H's.
     pub fn from_counts(c: &Counts) -> Needs {
         let (n, m) = (c.domain as u64, c.assignment as u64);
         let h_step = FR_BYTES * (4 * n + m);
         let gathered: u64 =
             (c.gathered.iter()).filter(|&&g| (g as u64) < n / 2).map(|&g| FR_BYTES * g as u64).sum();
-        let call = h_step + gathered + msm_bytes(c.domain) + CALL_SLACK;
+        let base = h_step + gathered + CALL_SLACK;
+        let chunk_scalars = c.chunk.min(c.domain);
         let key = [0, 1, 2, 3, 4].map(|i| {
             let per = if i == 4 { G2_BYTES } else { G1_BYTES };
             per * c.points[i] as u64
@@ -102,7 +120,9 @@ impl Needs {
         Needs {
             key,
             fixed: c.fixed,
-            call,
+            matrices: c.matrices,
+            call: base + msm_bytes(c.domain),
+            streamed_call: base + msm_bytes(chunk_scalars) + SPLIT_BYTES * chunk_scalars as u64,
             stream: 2 * 2 * chunk * G1_BYTES + b2,
             pass_member: FR_BYTES * (n + m + c.gathered.iter().sum::<usize>() as u64),
             measured: false,
@@ -111,6 +131,15 @@ impl Needs {
 
     fn key_bytes(&self) -> u64 {
         self.key.iter().sum()
+    }
+
+    /// One call's workspace with the `resident` parts on the device:
+    /// `streamed_call` when none is, else `call`.
+    pub fn call_for(&self, resident: [bool; 5]) -> u64 {
+        match resident_bytes(self, resident) {
+            0 => self.streamed_call,
+            _ => self.call,
+        }
     }
 }
 
@@ -161,8 +190,8 @@ pub struct Device {
 /// and fixed bytes, resident for good, and a workspace per lane worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Reserve {
-    /// Keys and fixed bytes of the urgent circuits other than the one
-    /// planned.
+    /// Keys, fixed bytes and matrices of the urgent circuits other than
+    /// the one planned.
     pub circuits: u64,
     /// The lane's workspaces: one per critical worker, each the largest
     /// urgent call's peak.
@@ -175,7 +204,7 @@ impl Reserve {
     /// (its own included when it is urgent).
     pub fn new(device: &Device, others: &[Needs], lane_call: u64) -> Reserve {
         Reserve {
-            circuits: others.iter().map(|n| n.fixed + n.key_bytes()).sum(),
+            circuits: others.iter().map(|n| n.fixed + n.matrices + n.key_bytes()).sum(),
             lane: device.urgent as u64 * lane_call,
         }
     }
@@ -185,18 +214,35 @@ impl Reserve {
     }
 }
 
+/// Where a circuit's compiled matrices lie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Place {
+    /// In device memory: the evaluation reads them at the device's
+    /// bandwidth.
+    Device,
+    /// In pinned host memory, which the evaluation kernels read in place
+    /// across PCIe (7.4 GB per partition at 32 GiB PoRep): only where the
+    /// circuit could not run with them on the device.
+    Host,
+}
+
 /// A circuit's plan on one device.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Plan {
     /// Which key parts stay on the device, [`PARTS`] order; the others
     /// stream from pinned host memory.
     pub resident: [bool; 5],
+    /// Where the compiled matrices lie.
+    pub matrices: Place,
     /// General calls that may hold a workspace on the device at once; a
     /// further call waits for one to end (its `lease` phase).
     pub slots: usize,
     /// Partitions one pass over the streamed parts may hold (1 when none
     /// streams).
     pub pass: usize,
+    /// One call's workspace under this plan ([`Needs::call_for`]).
+    pub call: u64,
     /// The bytes behind the choice.
     pub usable: u64,
     /// What the device keeps aside for its urgent circuits.
@@ -206,8 +252,8 @@ pub struct Plan {
     /// Device bytes the general calls' workspaces take at once (their
     /// chunk buffers and the pass's further partitions included).
     pub workspaces: u64,
-    /// Device bytes at the plan's peak: reserve, fixed, resident parts and
-    /// the workspaces.
+    /// Device bytes at the plan's peak: reserve, fixed, the matrices on
+    /// the device, resident parts and the workspaces.
     pub device_bytes: u64,
     /// Pinned host bytes the streamed parts take.
     pub pinned_bytes: u64,
@@ -231,6 +277,12 @@ impl Plan {
         resident_bytes(&self.needs, self.resident)
     }
 
+    /// Pinned host bytes the plan holds: the streamed parts and the
+    /// matrices when they lie on the host.
+    pub fn host_bytes(&self) -> u64 {
+        self.pinned_bytes + if self.matrices == Place::Host { self.needs.matrices } else { 0 }
+    }
+
     /// One line for the log.
     pub fn describe(&self) -> String {
         let parts = |keep: bool| {
@@ -245,14 +297,21 @@ impl Plan {
             }
         };
         let gb = |b: u64| b as f64 / 1e9;
+        let matrices = match self.matrices {
+            _ if self.needs.matrices == 0 => String::new(),
+            Place::Device => format!(", matrices {:.1} GB on the device", gb(self.needs.matrices)),
+            Place::Host => {
+                format!(", matrices {:.1} GB read from pinned host memory", gb(self.needs.matrices))
+            }
+        };
         format!(
-            "resident {} ({:.1} GB), streamed {} ({:.1} GB pinned); {} general call(s) at once of {:.1} GB each ({}), passes of {}; fixed {:.1} GB, urgent reserve {:.1} GB; {:.1} of {:.1} GB planned",
+            "resident {} ({:.1} GB), streamed {} ({:.1} GB pinned); {} general call(s) at once of {:.1} GB each ({}), passes of {}; fixed {:.1} GB{matrices}, urgent reserve {:.1} GB; {:.1} of {:.1} GB planned",
             parts(true),
             gb(self.resident_key_bytes()),
             parts(false),
             gb(self.pinned_bytes),
             self.slots,
-            gb(self.needs.call),
+            gb(self.call),
             if self.needs.measured { "measured" } else { "estimated: one at a time until a call measures it" },
             self.pass,
             gb(self.needs.fixed),
@@ -290,12 +349,12 @@ pub struct CircuitReport {
 /// Why a circuit cannot run on a device.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the device cannot hold this circuit even with its whole key streamed: it needs {need} bytes (fixed {fixed}, one streamed call {call}, urgent reserve {reserve}) of {usable} usable; raise [cuda] memory_limit_bytes if it is set below the card's memory, lower scheduler.critical_workers_per_device, or use a card with more memory"
+    "the device cannot hold this circuit even with its whole key streamed and its matrices on the host: it needs {need} bytes (fixed {fixed}, one streamed call {call}, urgent reserve {reserve}) of {usable} usable; raise [cuda] memory_limit_bytes if it is set below the card's memory, lower scheduler.critical_workers_per_device, or use a card with more memory"
 )]
 pub struct TooSmall {
     /// Bytes the circuit needs at least: fixed, one streamed call and the reserve.
     pub need: u64,
-    /// Its NTT tables, compiled matrices and selections.
+    /// Its NTT tables and selections.
     pub fixed: u64,
     /// One call's workspace with the whole key streamed.
     pub call: u64,
@@ -317,49 +376,65 @@ fn resident_bytes(needs: &Needs, resident: [bool; 5]) -> u64 {
 /// key's parts are split: the largest set of parts that fits beside one
 /// general call and its chunk buffers stays resident, the rest streams
 /// (each chunk crossing PCIe once per pass), and what is left makes passes
-/// longer, up to `pass_limit`. A circuit whose fixed bytes, one streamed
-/// call and the reserve do not fit is refused.
+/// longer, up to `pass_limit`. The compiled matrices stay on the device
+/// unless they are what keeps the circuit from running at all: then the
+/// evaluation reads them from pinned host memory ([`Place::Host`]). A
+/// circuit whose fixed bytes, one streamed call and the reserve do not fit
+/// is refused.
 pub fn plan(device: &Device, needs: &Needs, reserve: Reserve) -> Result<Plan, TooSmall> {
+    plan_with(device, needs, reserve, Place::Device)
+        .or_else(|_| plan_with(device, needs, reserve, Place::Host))
+}
+
+/// [`plan`] with the matrices where `matrices` says.
+fn plan_with(device: &Device, needs: &Needs, reserve: Reserve, matrices: Place) -> Result<Plan, TooSmall> {
     let key = needs.key_bytes();
-    let avail = device.usable.checked_sub(reserve.total() + needs.fixed);
+    let fixed = needs.fixed + if matrices == Place::Device { needs.matrices } else { 0 };
+    let avail = device.usable.checked_sub(reserve.total() + fixed);
+    let stream_for = |resident: [bool; 5]| match resident_bytes(needs, resident) == key {
+        true => 0,
+        false => needs.stream,
+    };
     let make = |resident: [bool; 5], slots: usize, pass: usize| {
-        let streams = resident.iter().zip(needs.key).any(|(&r, b)| !r && b > 0);
-        let workspaces = slots as u64 * (needs.call + if streams { needs.stream } else { 0 })
-            + (pass as u64 - 1) * needs.pass_member;
+        let call = needs.call_for(resident);
+        let workspaces = slots as u64 * (call + stream_for(resident)) + (pass as u64 - 1) * needs.pass_member;
         let kept = resident_bytes(needs, resident);
         Plan {
             resident,
+            matrices,
             slots,
             pass,
+            call,
             usable: device.usable,
             reserve,
             needs: *needs,
             workspaces,
-            device_bytes: reserve.total() + needs.fixed + kept + workspaces,
+            device_bytes: reserve.total() + fixed + kept + workspaces,
             pinned_bytes: key - kept,
         }
     };
     let refused = || TooSmall {
-        need: reserve.total() + needs.fixed + needs.call + needs.stream,
-        fixed: needs.fixed,
-        call: needs.call + needs.stream,
+        need: reserve.total() + fixed + needs.streamed_call + needs.stream,
+        fixed,
+        call: needs.streamed_call + needs.stream,
         reserve: reserve.total(),
         usable: device.usable,
     };
     let avail = avail.ok_or_else(refused)?;
-    let cap = device.resident_limit.saturating_sub(needs.fixed);
+    let cap = device.resident_limit.saturating_sub(fixed);
     let general = if needs.measured { device.general.max(1) } else { 1 };
     if let Some(slots) = (1..=general).rev().find(|&s| key <= cap && key + s as u64 * needs.call <= avail) {
         return Ok(make([true; 5], slots, 1));
     }
-    let room = avail.checked_sub(needs.call + needs.stream).ok_or_else(refused)?.min(cap);
-    // The set of parts with the most bytes that fits (32 sets).
+    // The set of parts with the most bytes that fits beside one call of
+    // its own (32 sets; none resident, the smallest call, fits if any does).
+    let beside = |r: [bool; 5]| resident_bytes(needs, r) + needs.call_for(r) + needs.stream;
     let resident = (0u32..32)
         .map(|bits| [0, 1, 2, 3, 4].map(|i| bits & (1 << i) != 0))
-        .filter(|r| resident_bytes(needs, *r) <= room)
+        .filter(|r| resident_bytes(needs, *r) <= cap && beside(*r) <= avail)
         .max_by_key(|r| resident_bytes(needs, *r))
-        .unwrap_or([false; 5]);
-    let left = avail - needs.call - needs.stream - resident_bytes(needs, resident);
+        .ok_or_else(refused)?;
+    let left = avail - beside(resident);
     let more = left.checked_div(needs.pass_member).unwrap_or(0) as usize;
     let pass = (1 + more).clamp(1, device.pass_limit.max(1));
     Ok(make(resident, 1, pass))
@@ -378,22 +453,21 @@ mod tests {
     /// A shape from its constraint-system counts, as the Filecoin circuits
     /// give them: inputs (the constant one included), aux, the A- and
     /// B-dense variables, the constraints (the domain is the next power of
-    /// two above constraints plus inputs). Fixed bytes: NTT tables (two
-    /// elements per domain point), compiled matrices (about 5.6 terms of 8
-    /// bytes per constraint, the 32 GiB PoRep's 722 M terms over 130 M
-    /// rows, plus a u32 end per row and matrix) and selections (a u32 per
-    /// gathered scalar).
+    /// two above constraints plus inputs). Fixed bytes: the NTT's twiddle
+    /// table (half an element per domain point) and selections (a u32 per
+    /// gathered scalar); the compiled matrices: about 5.6 terms of 8 bytes
+    /// per constraint (the 32 GiB PoRep's 722 M terms over 130 M rows) and
+    /// a u32 end per row and matrix.
     fn shape(inputs: usize, aux: usize, a_dense: usize, b_dense: usize, constraints: usize) -> Counts {
         let domain = (constraints + inputs).next_power_of_two();
         let terms = constraints as u64 * 56 / 10;
-        let fixed =
-            2 * 32 * domain as u64 + 8 * terms + 12 * constraints as u64 + 4 * (a_dense + b_dense) as u64;
         Counts {
             domain,
             assignment: inputs + aux,
             points: [inputs + a_dense, b_dense, aux, domain - 1, b_dense],
             gathered: [a_dense + inputs - 1, b_dense],
-            fixed,
+            fixed: 32 * (domain / 2 + 1) as u64 + 4 * (a_dense + b_dense) as u64,
+            matrices: 8 * terms + 12 * constraints as u64,
             chunk: CHUNK,
         }
     }
@@ -469,8 +543,12 @@ mod tests {
         // The key: 47,373,896,256 bytes on the device (issue 37's H100 run).
         let key: u64 = n.key.iter().sum();
         assert!(key.abs_diff(47_373_896_256) < GB / 10, "{key}");
-        // The NTT tables alone are 8.6 GB (the H100 run's failed request).
-        assert!(n.fixed > 8_589_934_592 && n.fixed < 20 * GB, "{}", n.fixed);
+        // The twiddle table (2.1 GB at 2^27; tables per stage and
+        // direction took 8.6 GB, the H100 run's failed request) and the
+        // selections (0.65 GB).
+        assert!(n.fixed > 2_700_000_000 && n.fixed < 2_900_000_000, "{}", n.fixed);
+        // The compiled matrices: 7.4 GB on the device (docs/gpu.md).
+        assert!(n.matrices.abs_diff(7_400_000_000) < GB / 2, "{}", n.matrices);
         // A call: the H step's five buffers of about 4.3 GB, B's gathered
         // scalars and H's MSM: between 25 and 40 GB.
         assert!(n.call > 25 * GB && n.call < 40 * GB, "{}", n.call);
@@ -528,9 +606,11 @@ mod tests {
                         // Nothing streams that the device could have kept:
                         // the bytes left before passes took them are less
                         // than any streamed part.
+                        // (Keeping a first part costs the larger call.)
                         let left = p.usable - p.device_bytes + (p.pass as u64 - 1) * needs.pass_member;
+                        let first = needs.call - needs.call_for(p.resident);
                         for (i, &r) in p.resident.iter().enumerate() {
-                            assert!(r || needs.key[i] > left, "{name} {usable}: {}", p.describe());
+                            assert!(r || needs.key[i] + first > left, "{name} {usable}: {}", p.describe());
                         }
                     }
                     // Refused only where even one streamed call cannot fit.
@@ -551,6 +631,37 @@ mod tests {
     }
 
     #[test]
+    fn the_matrices_leave_the_device_only_where_the_circuit_cannot_run_with_them() {
+        let needs = measured(&porep_32());
+        // Where the whole key fits, or part of it streams, they stay.
+        for usable in [H100, H200] {
+            let p = planned(usable, porep_32()).unwrap();
+            assert_eq!(p.matrices, Place::Device, "{}", p.describe());
+            assert_eq!(p.host_bytes(), p.pinned_bytes);
+        }
+        // The least a device needs with the matrices on the host is what
+        // a smaller one is told; there the plan runs, the whole key
+        // streamed, and the host holds the matrices beside the key.
+        let floor = planned(16 * GIB, porep_32()).unwrap_err().need;
+        let p = planned(floor, porep_32()).unwrap();
+        consistent(&p);
+        assert_eq!((p.matrices, p.resident), (Place::Host, [false; 5]), "{}", p.describe());
+        assert_eq!(p.host_bytes(), p.pinned_bytes + needs.matrices);
+        assert!(p.describe().contains("read from pinned host memory"), "{}", p.describe());
+        assert!(planned(floor - 1, porep_32()).is_err());
+        // With the matrices' bytes more, they are on the device again.
+        let p = planned(floor + needs.matrices, porep_32()).unwrap();
+        assert_eq!(p.matrices, Place::Device, "{}", p.describe());
+        let p = planned(floor + needs.matrices - 1, porep_32()).unwrap();
+        assert_eq!(p.matrices, Place::Host, "{}", p.describe());
+        // A 40 GB card (about 41.5 GB usable) runs it with the matrices
+        // on the host; a 48 GB one (about 47.2 GB) keeps them.
+        let (card_40, card_48) = (41_500_000_000, 47_200_000_000);
+        assert!(floor <= card_40 && floor + needs.matrices > card_40, "floor {floor}");
+        assert_eq!(planned(card_48, porep_32()).unwrap().matrices, Place::Device);
+    }
+
+    #[test]
     fn general_calls_run_one_at_a_time_until_a_call_is_measured() {
         // The 32 GiB WindowPoSt on the H200: two calls at once on the
         // estimate (33.7 GB each measured 37.3 GB on the H100: two of those
@@ -565,10 +676,14 @@ mod tests {
         // Measured at the estimate: the slots the device holds.
         let same = plan(&d, &Needs { measured: true, ..estimate }, reserve).unwrap();
         assert_eq!(same.slots, 2, "{}", same.describe());
-        // Measured at the H100's 37.3 GB: one call and the key still fit,
-        // two do not.
+        // Measured at the H100's 37.3 GB: two calls still fit beside the
+        // key (148.4 of 150.1 GB, since the twiddle table is 2.1 GB and
+        // not 8.6); at 39 GB only one does.
         let real = Needs { call: 37_300_000_000, measured: true, ..estimate };
         let p = plan(&d, &real, reserve).unwrap();
+        consistent(&p);
+        assert_eq!(p.slots, 2, "{}", p.describe());
+        let p = plan(&d, &Needs { call: 39_000_000_000, ..real }, reserve).unwrap();
         consistent(&p);
         assert_eq!(p.slots, 1, "{}", p.describe());
     }
@@ -578,7 +693,7 @@ mod tests {
         let needs = measured(&porep_32());
         let key: u64 = needs.key.iter().sum();
         // Room for the key and one call, not two: one slot, all resident.
-        let usable = needs.fixed + key + needs.call + needs.call / 2;
+        let usable = needs.fixed + needs.matrices + key + needs.call + needs.call / 2;
         let p = plan(&device(usable), &needs, Reserve::default()).unwrap();
         assert_eq!((p.resident, p.slots), ([true; 5], 1));
         // Room for two: both.
@@ -593,7 +708,7 @@ mod tests {
         // Room beside one streamed call for H and L and half of B1, the
         // smallest part: no set of parts lies between H and L's bytes and
         // that.
-        let usable = needs.fixed + needs.call + needs.stream + h + l + b1 / 2;
+        let usable = needs.fixed + needs.matrices + needs.call + needs.stream + h + l + b1 / 2;
         let p = plan(&device(usable), &needs, Reserve::default()).unwrap();
         consistent(&p);
         assert!(p.resident[2] && p.resident[3] && !p.resident[0] && a > b1, "{}", p.describe());
@@ -604,7 +719,7 @@ mod tests {
     fn a_resident_limit_streams_what_it_leaves_out() {
         let needs = Needs::from_counts(&porep_32());
         let [_a, _b1, _l, h, _b2] = needs.key;
-        let limited = Device { resident_limit: needs.fixed + h, ..device(H200) };
+        let limited = Device { resident_limit: needs.fixed + needs.matrices + h, ..device(H200) };
         let p = plan(&limited, &needs, Reserve::default()).unwrap();
         consistent(&p);
         assert_eq!(p.resident_key_bytes(), h, "{}", p.describe());
@@ -621,7 +736,7 @@ mod tests {
     fn the_urgent_reserve_comes_first() {
         let needs = Needs::from_counts(&porep_32());
         let key: u64 = needs.key.iter().sum();
-        let usable = needs.fixed + key + needs.call;
+        let usable = needs.fixed + needs.matrices + key + needs.call;
         let alone = plan(&device(usable), &needs, Reserve::default()).unwrap();
         assert_eq!(alone.resident, [true; 5]);
         let winning = Needs::from_counts(&winning_32());

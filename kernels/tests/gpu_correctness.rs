@@ -19,6 +19,7 @@ use cuzk_kernels::cuda::gpu::{DBuf, DevFr};
 use cuzk_kernels::cuda::inputs;
 use cuzk_kernels::cuda::msm::{MsmGroup, ZeroOne, G1, G2};
 use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions, FieldTest};
+use cuzk_kernels::device_plan::Place;
 use cuzk_kernels::groth16::{
     self, assignment_bigints, Domain, PreparedCircuit, ProveStartEngine, ProveStartOutput, Urgency,
 };
@@ -592,17 +593,17 @@ fn gpu_pass_shares_a_streamed_key() {
 }
 
 /// The device's a, b and c of `z` by `m` (kept under `id`) over a domain
-/// of n, or the row it found unsatisfied.
+/// of n, or the row it found unsatisfied; the matrices where `place` says.
 fn device_abc(
     e: &CudaEngine,
-    id: &str,
+    (id, place): (&str, Place),
     m: &Matrices,
     z: &[Fr],
     n: usize,
 ) -> Result<[Vec<Fr>; 3], KernelError> {
     let dz = e.upload_fr(z).unwrap();
     let abc: [DBuf<DevFr>; 3] = std::array::from_fn(|_| DBuf::new(n).unwrap());
-    e.evaluate_device(id, m, &dz, &abc, n)?;
+    e.evaluate_device(id, m, place, &dz, &abc, n)?;
     Ok(std::array::from_fn(|k| e.download_fr(&abc[k], n).unwrap()))
 }
 
@@ -611,14 +612,20 @@ fn device_abc(
 fn gpu_r1cs_eval_equals_host() {
     let e = gpu_or_skip!("gpu_r1cs_eval_equals_host");
     let s = seed();
-    let check = |id: &str, m: &Matrices, z: &[Fr], n: usize, what: &str| {
+    // Each case with the matrices on the device and read in place from
+    // pinned host memory (the plan's choice on cards too small for them).
+    let check_at = |(id, place): (&str, Place), m: &Matrices, z: &[Fr], n: usize, what: &str| {
         let want = m.evaluate(z, n).unwrap();
-        let got = device_abc(e, id, m, z, n).unwrap();
+        let got = device_abc(e, (id, place), m, z, n).unwrap();
         for k in 0..3 {
             if let Some(i) = (0..n).find(|&i| got[k][i] != want[k][i]) {
-                panic!("{what}: matrix {k} differs first at row {i} of {n}");
+                panic!("{what} ({place:?}): matrix {k} differs first at row {i} of {n}");
             }
         }
+    };
+    let check = |id: &str, m: &Matrices, z: &[Fr], n: usize, what: &str| {
+        check_at((id, Place::Device), m, z, n, what);
+        check_at((&format!("{id}-host"), Place::Host), m, z, n, what);
     };
     let domain = |m: &Matrices| (m.num_constraints() + m.num_inputs()).next_power_of_two();
     // Long rows (a warp each), empty rows, inputs among the terms, a
@@ -635,14 +642,21 @@ fn gpu_r1cs_eval_equals_host() {
     let (m, z) = synthetic::porep_like(1_000_000, 328, s);
     check("r1cs-porep", &m, &z, domain(&m), "porep-like 2^20");
     let flat = Flattened::new(&m, cuzk_kernels::cuda::r1cs::LONG_ROW).unwrap();
-    assert_eq!(e.resident_bytes() - before, flat.device_bytes(), "the matrices count in the resident bytes");
+    // Only those on the device count in its resident bytes (the host's
+    // copy keeps its coefficients and long rows there: a few KB), and the
+    // host's in the pinned bytes.
+    let resident = e.resident_bytes() - before;
+    assert!(resident >= flat.device_bytes() && resident < flat.device_bytes() + (1 << 20), "{resident}");
+    let ends_and_terms = 8 * (flat.end_words() + flat.terms()) as u64;
+    assert!(e.pinned_bytes() >= ends_and_terms, "the host's matrices count in the pinned bytes");
+    e.evict("r1cs-porep-host");
     // A row that does not hold: the first one, as the host finds it.
     let mut bad = z.clone();
     let w = |i: usize| 328 + 250_000 + i;
     bad[w(777_777)] += Fr::from(1u64);
     bad[w(123_457)] += Fr::from(1u64);
     assert!(matches!(m.evaluate(&bad, domain(&m)), Err(KernelError::Unsatisfied(123_457))));
-    let found = device_abc(e, "r1cs-porep", &m, &bad, domain(&m));
+    let found = device_abc(e, ("r1cs-porep", Place::Device), &m, &bad, domain(&m));
     assert!(matches!(found, Err(KernelError::Unsatisfied(123_457))), "found {:?}", found.err());
     // Other matrices under the same id are noticed and uploaded.
     let (other, oz) = synthetic::mixed(5000, s ^ 5);

@@ -715,6 +715,7 @@ fn device_evaluation_equals_the_host_on_every_kind() {
     use cuzk_filecoin::ProofRequest;
     use cuzk_kernels::cuda::gpu::{DBuf, DevFr};
     use cuzk_kernels::cuda::{detect_devices, CudaEngine, CudaOptions};
+    use cuzk_kernels::device_plan::Place;
 
     match detect_devices() {
         Ok(devices) if !devices.is_empty() => {}
@@ -763,7 +764,7 @@ fn device_evaluation_equals_the_host_on_every_kind() {
         let z = engine.upload_fr(&values).unwrap();
         let abc: [DBuf<DevFr>; 3] = std::array::from_fn(|_| DBuf::new(n).unwrap());
         let id = kind.cache_id(2048).unwrap();
-        let ms = engine.evaluate_device(&id, &shape.matrices, &z, &abc, n).unwrap();
+        let ms = engine.evaluate_device(&id, &shape.matrices, Place::Device, &z, &abc, n).unwrap();
         for (k, want) in want.iter().enumerate() {
             let got = engine.download_fr(&abc[k], n).unwrap();
             assert!(&got == want, "{}: matrix {k} differs", kind.api_name());

@@ -18,7 +18,7 @@ use super::ntt::NttTables;
 use super::r1cs::{DeviceMatrices, LONG_ROW};
 use super::streamed::HostKey;
 use super::CudaEngine;
-use crate::device_plan::Plan;
+use crate::device_plan::{Place, Plan};
 use crate::groth16::Selection;
 use crate::r1cs::{Flattened, Matrices};
 use crate::{DeviceCause, DeviceError, KernelError};
@@ -135,7 +135,8 @@ impl Cache {
     }
 
     fn pinned_bytes(&self) -> u64 {
-        self.streamed.values().map(|(k, _)| k.bytes).sum()
+        self.streamed.values().map(|(k, _)| k.bytes).sum::<u64>()
+            + self.matrices.values().map(|(m, _)| m.pinned).sum::<u64>()
     }
 
     fn next_tick(&mut self) -> u64 {
@@ -420,26 +421,32 @@ impl CudaEngine {
         }
     }
 
-    /// The circuit's compiled matrices on the device, uploaded through `ws`
-    /// when not yet (once per circuit: 7.4 GB at 32 GiB PoRep) or when
-    /// those kept under its id are another circuit's.
+    /// The circuit's compiled matrices where `place` says, uploaded through
+    /// `ws` (or written into pinned host memory) when not yet (once per
+    /// circuit: 7.4 GB at 32 GiB PoRep), when those kept under its id are
+    /// another circuit's, or when its plan moved them.
     pub(super) fn device_matrices(
         &self,
         circuit_id: &str,
         matrices: &Matrices,
         ws: &Workspace,
         room: u64,
+        place: Place,
     ) -> Res<Arc<DeviceMatrices>> {
         let mut cache = self.cache()?;
         let tick = cache.next_tick();
         let fp = matrices.fingerprint();
-        let current = |d: &DeviceMatrices| d.fingerprint == fp;
+        let current = |d: &DeviceMatrices| d.fingerprint == fp && d.place == place;
         if let Some(d) = cached(&mut cache.matrices, circuit_id, tick, current) {
             return Ok(d);
         }
         let flat = Flattened::new(matrices, LONG_ROW)?;
-        self.make_room(&mut cache, flat.device_bytes(), room)?;
-        let d = Arc::new(self.upload_with_room(ws, || DeviceMatrices::upload(&flat, fp, ws))?);
+        let on_device = match place {
+            Place::Device => flat.device_bytes(),
+            Place::Host => 0,
+        };
+        self.make_room(&mut cache, on_device, room)?;
+        let d = Arc::new(self.upload_with_room(ws, || DeviceMatrices::upload(&flat, fp, ws, place))?);
         cache.matrices.insert(circuit_id.to_string(), (d.clone(), tick));
         Ok(d)
     }

@@ -20,7 +20,7 @@ use crate::DeviceError;
 pub use driver::{driver, init, Res};
 pub use memory::{
     DBuf, DevFq, DevFq2, DevFr, DevG1Affine, DevG1Jac, DevG2Affine, DevG2Jac, DevPtr, DevRowEnds, DevTerm,
-    DeviceElement,
+    DeviceElement, Pinned, Readable,
 };
 pub use workspace::{recorded, Workspace};
 
@@ -186,7 +186,7 @@ kernels! {
     /// positions; `scale_at` (NTT_SCALE_*) multiplies the loads or the
     /// stores of element i by lo[i mod 2^logl] * hi[i >> logl], or by lo[0]
     /// when hi is null.
-    fn k_ntt_pass(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, logn: u32, p: u32, s: u32, c: u32, gather: u32, lo: DevPtr<DevFr>, hi: DevPtr<DevFr>, logl: u32, scale_at: u32);
+    fn k_ntt_pass(input: DevPtr<DevFr>, out: DevPtr<DevFr>, tw: DevPtr<DevFr>, inverse: u32, logn: u32, p: u32, s: u32, c: u32, gather: u32, lo: DevPtr<DevFr>, hi: DevPtr<DevFr>, logl: u32, scale_at: u32);
     /// a = (a * b - c) * z_inv[0], pointwise.
     fn k_h_pointwise(a: DevPtr<DevFr>, b: DevPtr<DevFr>, c: DevPtr<DevFr>, n: u32, z_inv: DevPtr<DevFr>);
 

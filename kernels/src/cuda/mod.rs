@@ -509,14 +509,15 @@ impl CudaEngine {
     /// `upload_fr` leaves it) by `matrices`, into `abc` (three buffers of
     /// at least `domain_size`), as `Matrices::evaluate` computes them on the
     /// host: the matrices kept under `circuit_id` as prove_start keeps a
-    /// circuit's (uploaded on first use). Returns the evaluation's time on
-    /// the stream in ms (CUDA events: the launches alone), or the first row
-    /// that does not hold as `KernelError::Unsatisfied`. For the tests and
-    /// the benchmark.
+    /// circuit's (uploaded on first use) where `place` says. Returns the
+    /// evaluation's time on the stream in ms (CUDA events: the launches
+    /// alone), or the first row that does not hold as
+    /// `KernelError::Unsatisfied`. For the tests and the benchmark.
     pub fn evaluate_device(
         &self,
         circuit_id: &str,
         matrices: &Matrices,
+        place: device_plan::Place,
         z: &DBuf<DevFr>,
         abc: &[DBuf<DevFr>; 3],
         domain_size: usize,
@@ -528,7 +529,7 @@ impl CudaEngine {
             )));
         }
         let ws = self.lease()?;
-        let device = self.device_matrices(circuit_id, matrices, &ws, self.usable)?;
+        let device = self.device_matrices(circuit_id, matrices, &ws, self.usable, place)?;
         self.gpu.enter()?;
         let ev = || Event::new(EventFlags::DEFAULT).map_err(driver("cuEventCreate"));
         let (start, stop) = (ev()?, ev()?);

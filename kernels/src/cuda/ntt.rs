@@ -1,9 +1,11 @@
 //! Host side of the NTT (kernels in cuda/ntt.cuh) and of the Groth16 H step.
 //!
-//! Per domain size the device keeps the twiddle tables (per stage q, the
-//! 2^q powers of the 2^(q+1)-th root of unity, forward and inverse) and small two-level tables for the coset scalings
-//! (i -> lo[i mod L] * hi[i / L], L = min(n, 1024)), all computed on the host
-//! from ark-poly's own domain so that every constant is arkworks'.
+//! Per domain size the device keeps one twiddle table (the powers W^k of
+//! the domain's generator for k <= n/2, which every stage of both
+//! directions reads: cuda/ntt.cuh) and small two-level tables for the coset
+//! scalings (i -> lo[i mod L] * hi[i / L], L = min(n, 1024)), all computed
+//! on the host from ark-poly's own domain so that every constant is
+//! arkworks'.
 
 use ark_ff::{FftField, Field, One};
 use ark_poly::EvaluationDomain;
@@ -42,21 +44,6 @@ pub fn powers(base: Fr, scale: Fr, len: usize) -> Vec<Fr> {
             *o = x;
             x *= base;
         }
-    });
-    out
-}
-
-/// The per-stage twiddle layout k_ntt_pass reads, from the powers
-/// `pw[k] = w^k` (k < n/2): entry 2^q + k is w^(k n / 2^(q+1)) =
-/// pw[k << (log n - 1 - q)], so that one stage's twiddles are contiguous.
-/// Entry 0 is unused (one).
-fn stage_twiddles(pw: &[Fr], n: usize) -> Vec<Fr> {
-    let logn = n.trailing_zeros();
-    let mut out = vec![Fr::one(); n];
-    out.par_iter_mut().enumerate().skip(1).for_each(|(i, o)| {
-        let q = usize::BITS - 1 - i.leading_zeros();
-        let k = i - (1 << q);
-        *o = pw[k << (logn - 1 - q)];
     });
     out
 }
@@ -105,11 +92,11 @@ pub struct NttTables {
     pub n: usize,
     /// log2 n.
     pub logn: u32,
-    /// Stage twiddles, forward: entry 2^q + k = w^(k n / 2^(q+1)) for
-    /// k < 2^q (see `stage_twiddles`).
-    tw_fwd: DBuf<DevFr>,
-    /// The same for w^-1.
-    tw_inv: DBuf<DevFr>,
+    /// W^k for k <= n/2, W the domain's generator: every stage's twiddles,
+    /// forward and inverse (cuda/ntt.cuh, `twiddle`). One table of n/2
+    /// elements where one per stage and direction took 2n: 2.1 GB instead
+    /// of 8.6 at 2^27 (issue 37).
+    tw: DBuf<DevFr>,
     /// g^i
     coset: Scaling,
     /// g^i / n (inverse NTT followed by a coset NTT)
@@ -126,11 +113,7 @@ impl NttTables {
         let domain =
             Domain::new(n).ok_or_else(|| KernelError::Synthesis(format!("no NTT domain of size {n}")))?;
         assert_eq!(domain.size(), n);
-        let half = (n / 2).max(1);
-        let fwd = stage_twiddles(&powers(domain.group_gen, Fr::one(), half), n);
-        let inv = stage_twiddles(&powers(domain.group_gen_inv, Fr::one(), half), n);
-        let tw_fwd = ws.upload_owned(fr_dev(&fwd))?;
-        let tw_inv = ws.upload_owned(fr_dev(&inv))?;
+        let tw = ws.upload_owned(fr_dev(&powers(domain.group_gen, Fr::one(), n / 2 + 1)))?;
         let g = Fr::GENERATOR;
         let g_inv = g.inverse().expect("generator is nonzero");
         let coset = Scaling::new(g, Fr::one(), n, ws)?;
@@ -142,23 +125,22 @@ impl NttTables {
             .expect("the vanishing polynomial is nonzero off the domain");
         let consts = ws.upload_owned(fr_dev(&[domain.size_inv, z_inv]))?;
         ws.synchronize("uploading NTT tables")?;
-        Ok(Self { n, logn: n.trailing_zeros(), tw_fwd, tw_inv, coset, coset_ninv, coset_inv_ninv, consts })
+        Ok(Self { n, logn: n.trailing_zeros(), tw, coset, coset_ninv, coset_inv_ninv, consts })
     }
 
     /// Device bytes the tables of size n take (what `bytes` will report),
-    /// for the resident budget before they are built: two twiddle tables
-    /// of n, three scalings of min(n, 1024) + n / min(n, 1024), two
+    /// for the resident budget before they are built: the twiddle table
+    /// of n/2 + 1, three scalings of min(n, 1024) + n / min(n, 1024), two
     /// constants.
     pub fn bytes_for(n: usize) -> u64 {
         let l = n.min(1024);
-        let elements = 2 * n + 3 * (l + n / l) + 2;
+        let elements = n / 2 + 1 + 3 * (l + n / l) + 2;
         (elements * std::mem::size_of::<DevFr>()) as u64
     }
 
     /// Device bytes of the tables.
     pub fn bytes(&self) -> u64 {
-        self.tw_fwd.bytes()
-            + self.tw_inv.bytes()
+        self.tw.bytes()
             + self.coset.bytes()
             + self.coset_ninv.bytes()
             + self.coset_inv_ninv.bytes()
@@ -180,7 +162,6 @@ impl NttTables {
         if n <= 1 {
             return Ok(());
         }
-        let tw = if inverse { self.tw_inv.ptr() } else { self.tw_fwd.ptr() };
         // First pass: the bit-reversal gather and up to SHARED_LOG stages,
         // one column; then the remaining stages in one pass if they fit,
         // else split evenly over the fewest passes of at most
@@ -215,7 +196,23 @@ impl NttTables {
                 _ => NTT_SCALE_NONE,
             };
             let l = Launch::new(n / chunk, (chunk / 4).max(1)).shared(shared);
-            gpu.k_ntt_pass(stream, l, input, out, tw, logn, p, s, c, gather, lo, hi, logl, scale_at)?;
+            gpu.k_ntt_pass(
+                stream,
+                l,
+                input,
+                out,
+                self.tw.ptr(),
+                u32::from(inverse),
+                logn,
+                p,
+                s,
+                c,
+                gather,
+                lo,
+                hi,
+                logl,
+                scale_at,
+            )?;
         }
         Ok(())
     }

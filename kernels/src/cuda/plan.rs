@@ -46,9 +46,28 @@ impl Entry {
 }
 
 /// `estimated` with a call's peak raised to `measured` (0: no call yet)
-/// when that is more, and marked measured once a call has run.
+/// when that is more, and marked measured once a call has run. A peak
+/// raises both estimates, whichever plan it was measured under: that errs
+/// on the safe side, since a call with parts of the key resident holds at
+/// least what one with none holds beside its chunk buffers.
 fn measured_needs(estimated: &Needs, measured: u64) -> Needs {
-    Needs { call: estimated.call.max(measured), measured: measured > 0, ..*estimated }
+    Needs {
+        call: estimated.call.max(measured),
+        streamed_call: estimated.streamed_call.max(measured),
+        measured: measured > 0,
+        ..*estimated
+    }
+}
+
+/// The call a workspace peak measured under `plan` stands for: less the
+/// chunk buffers, which a streamed call takes from its workspace and the
+/// plan counts apart, so that the plan's call and chunk buffers add up to
+/// the peak.
+fn call_of_peak(plan: &Plan, peak: u64) -> u64 {
+    match plan.streams() {
+        true => peak.saturating_sub(plan.needs.stream),
+        false => peak,
+    }
 }
 
 /// Every circuit's plan on one device.
@@ -131,7 +150,8 @@ fn counts(circuit: &PreparedCircuit, bases: &dyn KeyBases, with_b2: bool, chunk:
         assignment: circuit.num_inputs + l,
         points: [a, b1, l, h, if with_b2 { bases.b2_len() } else { 0 }],
         gathered,
-        fixed: NttTables::bytes_for(n) + matrices + 4 * (gathered[0] + gathered[1]) as u64,
+        fixed: NttTables::bytes_for(n) + 4 * (gathered[0] + gathered[1]) as u64,
+        matrices,
         chunk,
     })
 }
@@ -209,7 +229,8 @@ impl CudaEngine {
         // outside the lock.
         let (with_b2, chunk) = (self.options.g2_on_gpu, self.options.stream_chunk);
         let estimated = Needs::from_counts(&counts(circuit, bases, with_b2, chunk)?);
-        let small = estimated.fixed + estimated.key.iter().sum::<u64>() + estimated.call <= self.usable / 8;
+        let small = estimated.fixed + estimated.matrices + estimated.key.iter().sum::<u64>() + estimated.call
+            <= self.usable / 8;
         let mut plans = self.plans()?;
         let (was_urgent, measured) = match plans.circuits.get(id) {
             Some(e) if e.fingerprint == fingerprint => (e.urgent, e.measured),
@@ -236,10 +257,17 @@ impl CudaEngine {
 
     /// Records the workspace peak a call of one partition of `circuit_id`
     /// held; the first (the plan's calls ran one at a time until it came)
-    /// and any peak above the plan's call revise the plan (logged).
+    /// and any peak above the plan's call revise the plan (logged). A call
+    /// on a streamed key took its chunk buffers from the workspace too,
+    /// while the plan counts them apart (`Needs::stream`): they come off
+    /// the peak, so that the plan's call and chunk buffers together are
+    /// the peak measured (the 32 GiB PoRep streamed under a 40 GB cap
+    /// held 29.35 GB, 6.4 of it chunk buffers, against 24.0 + 6.4
+    /// estimated).
     pub(super) fn measured(&self, circuit_id: &str, peak: u64) {
         let Ok(mut plans) = self.plans() else { return };
         let Some(e) = plans.circuits.get_mut(circuit_id) else { return };
+        let peak = call_of_peak(&e.plan, peak);
         if peak <= e.measured {
             return;
         }
@@ -251,9 +279,9 @@ impl CudaEngine {
         match plans.make(circuit_id, &needs, urgent) {
             Ok(plan) => {
                 log::info!(
-                    "{circuit_id}: a call held {:.2} GB of workspace (estimated {:.2}); device memory plan revised: {}",
+                    "{circuit_id}: a call held {:.2} GB of workspace, chunk buffers apart (estimated {:.2}); device memory plan revised: {}",
                     peak as f64 / 1e9,
-                    old.needs.call as f64 / 1e9,
+                    old.call as f64 / 1e9,
                     plan.describe()
                 );
                 plans.circuits.get_mut(circuit_id).expect("present").plan = plan;
@@ -262,7 +290,7 @@ impl CudaEngine {
                 }
             }
             Err(e) => log::warn!(
-                "{circuit_id}: a call held {peak} bytes of workspace, more than the device can plan for: {e}"
+                "{circuit_id}: a call held {peak} bytes of workspace, chunk buffers apart, more than the device can plan for: {e}"
             ),
         }
     }
@@ -275,8 +303,40 @@ impl CudaEngine {
 
 #[cfg(test)]
 mod tests {
-    use super::Gate;
+    use super::{call_of_peak, measured_needs, Gate};
+    use crate::device_plan::{self, Counts, Device, Needs, Reserve};
     use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn a_streamed_call_is_planned_at_its_measured_peak_not_above_it() {
+        // A 2^20 circuit on a device that holds one streamed call and
+        // none of its key.
+        let counts = Counts {
+            domain: 1 << 20,
+            assignment: 1 << 20,
+            points: [1 << 20, 1 << 19, 1 << 20, (1 << 20) - 1, 1 << 19],
+            gathered: [0, 1 << 19],
+            fixed: 1 << 20,
+            matrices: 1 << 24,
+            chunk: 1 << 18,
+        };
+        let needs = Needs::from_counts(&counts);
+        let device =
+            |usable| Device { usable, general: 2, urgent: 0, pass_limit: 1, resident_limit: u64::MAX };
+        let usable = counts.fixed + counts.matrices + needs.streamed_call + needs.stream;
+        let plan = device_plan::plan(&device(usable), &needs, Reserve::default()).unwrap();
+        assert!(plan.streams() && plan.call == needs.streamed_call, "{}", plan.describe());
+        // A peak 1 MB above the estimate, chunk buffers included: the
+        // revised plan holds exactly that.
+        let peak = needs.streamed_call + needs.stream + (1 << 20);
+        let revised = measured_needs(&needs, call_of_peak(&plan, peak));
+        let p = device_plan::plan(&device(usable + (1 << 20)), &revised, Reserve::default()).unwrap();
+        assert_eq!(p.call + needs.stream, peak, "{}", p.describe());
+        // With the key resident nothing comes off.
+        let resident = device_plan::plan(&device(u64::MAX / 4), &needs, Reserve::default()).unwrap();
+        assert!(!resident.streams());
+        assert_eq!(call_of_peak(&resident, peak), peak);
+    }
 
     #[test]
     fn a_call_past_the_slots_waits_for_one_to_end() {

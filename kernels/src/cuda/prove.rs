@@ -19,7 +19,7 @@ use super::msm::{self, GroupResults, Results, ZeroOne, G1, G2};
 use super::ntt::NttTables;
 use super::r1cs::DeviceMatrices;
 use super::{free_elsewhere, streamed, CudaEngine};
-use crate::device_plan::Plan;
+use crate::device_plan::{Place, Plan};
 use crate::groth16::{compiled, Abc, PhaseTiming, PreparedCircuit, ProveStartOutput, Selection, Synthesized};
 use crate::{DeviceError, Fr, KernelError};
 
@@ -105,7 +105,7 @@ impl CudaEngine {
         self.tables_within(circuit.domain_size, &ws, room)?;
         self.selections(&circuit.circuit_id, &circuit.a_selection, &circuit.b_selection, room)?;
         if circuit.matrices.num_constraints() > 0 {
-            self.device_matrices(&circuit.circuit_id, &circuit.matrices, &ws, room)?;
+            self.device_matrices(&circuit.circuit_id, &circuit.matrices, &ws, room, plan.matrices)?;
         }
         Ok(())
     }
@@ -168,7 +168,7 @@ impl CudaEngine {
         // Each partition's H coefficients, apart from the rest: they go back
         // to the workspace once H's MSMs are queued.
         let (m, num_inputs) = (first.assignment.len(), first.num_inputs);
-        let (part, h) = self.h_step(circuit, &ws, &tables, first, room, &mut marks)?;
+        let (part, h) = self.h_step(circuit, &ws, &tables, first, (room, plan.matrices), &mut marks)?;
         let (mut parts, mut hs) = (vec![part], vec![h]);
         loop {
             let joined = more(m, num_inputs);
@@ -176,7 +176,7 @@ impl CudaEngine {
                 break;
             }
             for syn in joined {
-                let (part, h) = self.h_step(circuit, &ws, &tables, syn, room, &mut marks)?;
+                let (part, h) = self.h_step(circuit, &ws, &tables, syn, (room, plan.matrices), &mut marks)?;
                 parts.push(part);
                 hs.push(h);
             }
@@ -308,14 +308,15 @@ impl CudaEngine {
 
     /// One partition's upload and H step, queued on the workspace; returns
     /// the partition and H's coefficients (H's MSM scalars once out of
-    /// Montgomery form).
+    /// Montgomery form). `(room, place)`: the plan's cache room and where
+    /// it puts the compiled matrices of a deferred partition.
     fn h_step(
         &self,
         circuit: &PreparedCircuit,
         ws: &Workspace,
         tables: &NttTables,
         syn: Synthesized,
-        room: u64,
+        (room, place): (u64, Place),
         marks: &mut Marks,
     ) -> Res<(Part, DBuf<DevFr>)> {
         let (gpu, stream, n) = (&self.gpu, &ws.stream, tables.n);
@@ -350,7 +351,8 @@ impl CudaEngine {
             // Only the assignment goes up; a, b and c are the circuit's
             // matrices, kept on the device, times it.
             Abc::Deferred => {
-                let matrices = self.device_matrices(&circuit.circuit_id, compiled(circuit)?, ws, room)?;
+                let matrices =
+                    self.device_matrices(&circuit.circuit_id, compiled(circuit)?, ws, room, place)?;
                 ws.upload(&mut dz, msm::fr_dev(&assignment))?;
                 marks.mark("upload")?;
                 let bad = ws.buffer::<u32>(1)?;

@@ -1,14 +1,19 @@
 //! Host side of the constraint evaluation (kernels in cuda/r1cs.cuh): a
-//! circuit's compiled matrices on the device in `r1cs::Flattened`'s layout,
-//! uploaded once per circuit and kept beside its key (cache.rs), and the
-//! launches that turn a partition's assignment, already on the device, into
-//! its a, b and c there, so that a, b and c never exist on the host and only
-//! the assignment crosses PCIe (4.2 GB of 17.1 GB at 32 GiB PoRep).
+//! circuit's compiled matrices in `r1cs::Flattened`'s layout, kept beside
+//! its key (cache.rs) where the device-memory plan puts them (on the
+//! device, uploaded once per circuit, or in pinned host memory that the
+//! kernels read across PCIe on cards too small for them), and the launches
+//! that turn a partition's assignment, already on the device, into its a, b
+//! and c there, so that a, b and c never exist on the host and only the
+//! assignment crosses PCIe (4.2 GB of 17.1 GB at 32 GiB PoRep).
 
 use rayon::prelude::*;
 
-use super::gpu::{DBuf, DevFr, DevPtr, DevRowEnds, DevTerm, Gpu, Launch, Res, Workspace, R1CS_THREADS};
+use super::gpu::{
+    DBuf, DevFr, DevPtr, DevRowEnds, DevTerm, Gpu, Launch, Pinned, Readable, Res, Workspace, R1CS_THREADS,
+};
 use super::msm::fr_dev;
+use crate::device_plan::Place;
 use crate::r1cs::{Flattened, Matrices};
 
 /// Most blocks of the evaluation: each block copies the shared coefficients
@@ -22,12 +27,14 @@ const SHARED_COEFFS: usize = 256;
 /// warp as long as its longest row, and rows average about two terms.
 pub const LONG_ROW: u32 = 32;
 
-/// A circuit's compiled matrices on the device.
+/// A circuit's compiled matrices as the evaluation reads them: the row
+/// ends and terms (all but a few kilobytes) where the plan put them, the
+/// coefficients and the long rows on the device.
 pub struct DeviceMatrices {
     /// Row ends, two to a word (`Flattened::end_pair`).
-    ends: DBuf<DevRowEnds>,
+    ends: Readable<DevRowEnds>,
     /// The terms (`Flattened::term`).
-    terms: DBuf<DevTerm>,
+    terms: Readable<DevTerm>,
     /// The coefficient table, Montgomery form.
     coeffs: DBuf<DevFr>,
     /// The rows a warp sums (`Flattened::long_rows`).
@@ -42,26 +49,40 @@ pub struct DeviceMatrices {
     inputs: usize,
     /// Identifies the matrices (`Matrices::fingerprint`).
     pub fingerprint: u64,
+    /// Where the ends and terms lie.
+    pub place: Place,
     /// Device bytes held, for the resident budget.
     pub bytes: u64,
+    /// Pinned host bytes held (the ends and terms on the host).
+    pub pinned: u64,
 }
 
 impl DeviceMatrices {
-    /// The layout copied to the device through `ws` (waits for the copy:
-    /// other calls' streams read it).
-    pub fn upload(flat: &Flattened, fingerprint: u64, ws: &Workspace) -> Res<Self> {
-        let ends = ws.upload_filled(flat.end_words(), |start, out: &mut [DevRowEnds]| {
+    /// The layout, its ends and terms copied to the device through `ws`
+    /// or written into pinned host memory, as `place` says (waits for the
+    /// copies: other calls' streams read them).
+    pub fn upload(flat: &Flattened, fingerprint: u64, ws: &Workspace, place: Place) -> Res<Self> {
+        let fill_ends = |start, out: &mut [DevRowEnds]| {
             (out.par_iter_mut().enumerate()).for_each(|(j, o)| *o = DevRowEnds([flat.end_pair(start + j)]));
             Ok(())
-        })?;
-        let terms = ws.upload_filled(flat.terms(), |start, out: &mut [DevTerm]| {
+        };
+        let fill_terms = |start, out: &mut [DevTerm]| {
             (out.par_iter_mut().enumerate()).for_each(|(j, o)| *o = DevTerm([flat.term(start + j)]));
             Ok(())
-        })?;
+        };
+        let (ends, terms) = match place {
+            Place::Device => (
+                Readable::Device(ws.upload_filled(flat.end_words(), fill_ends)?),
+                Readable::Device(ws.upload_filled(flat.terms(), fill_terms)?),
+            ),
+            Place::Host => (mapped(flat.end_words(), fill_ends)?, mapped(flat.terms(), fill_terms)?),
+        };
         let coeffs = ws.upload_owned(fr_dev(flat.coeffs()))?;
         let long_rows = DBuf::new(flat.long_rows().len())?;
         long_rows.copy_from_host(flat.long_rows())?;
         ws.synchronize("uploading compiled matrices")?;
+        let pinned = ends.host_bytes() + terms.host_bytes();
+        let bytes = ends.device_bytes() + terms.device_bytes() + coeffs.bytes() + long_rows.bytes();
         Ok(Self {
             ends,
             terms,
@@ -72,7 +93,9 @@ impl DeviceMatrices {
             rows: flat.rows(),
             inputs: flat.inputs(),
             fingerprint,
-            bytes: flat.device_bytes(),
+            place,
+            bytes,
+            pinned,
         })
     }
 
@@ -121,6 +144,17 @@ impl DeviceMatrices {
             bad,
         )
     }
+}
+
+/// `len` elements written by `fill` into pinned host memory, at the
+/// address the kernels read them from.
+fn mapped<T: rustacuda::memory::DeviceCopy>(
+    len: usize,
+    fill: impl Fn(usize, &mut [T]) -> Res<()>,
+) -> Res<Readable<T>> {
+    let host = Pinned::new(len, fill)?;
+    let ptr = host.device_ptr()?;
+    Ok(Readable::Host(host, ptr))
 }
 
 /// Bytes the evaluation moves at domain n, the model its time is predicted

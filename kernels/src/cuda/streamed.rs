@@ -11,42 +11,14 @@
 //! the bases cross PCIe once per pass, not once per partition.
 
 use rustacuda::event::Event;
-use rustacuda::memory::{DeviceCopy, LockedBuffer};
+use rustacuda::memory::DeviceCopy;
 use rustacuda::stream::StreamWaitEventFlags;
 
 use super::bases::{Fingerprint, KeyBases, Query};
-use super::gpu::{driver, recorded, DBuf, DevFr, DevG1Affine, DevG2Affine, DevPtr, Gpu, Res, Workspace};
+use super::gpu::{
+    driver, recorded, DBuf, DevFr, DevG1Affine, DevG2Affine, DevPtr, Gpu, Pinned, Res, Workspace,
+};
 use super::msm::{self, GroupResults, Results, ZeroOne, G1, G2};
-
-/// Points of one query copied and converted at a time while a key is
-/// written into pinned memory (bounds the conversion's working set).
-const FILL_RANGE: usize = 1 << 22;
-
-/// Pinned host memory holding `len` elements (none allocated when empty:
-/// the driver refuses zero bytes).
-struct Pinned<T: DeviceCopy> {
-    buf: Option<LockedBuffer<T>>,
-}
-
-impl<T: DeviceCopy> Pinned<T> {
-    /// Allocates (cuMemAllocHost) and fills range by range.
-    fn new(len: usize, fill: impl Fn(usize, &mut [T]) -> Res<()>) -> Res<Self> {
-        if len == 0 {
-            return Ok(Self { buf: None });
-        }
-        // SAFETY: every element is written by `fill` below before any read.
-        let mut buf = unsafe { LockedBuffer::<T>::uninitialized(len) }
-            .map_err(driver(&format!("cuMemAllocHost of {len} elements")))?;
-        for (i, range) in buf.as_mut_slice().chunks_mut(FILL_RANGE).enumerate() {
-            fill(i * FILL_RANGE, range)?;
-        }
-        Ok(Self { buf: Some(buf) })
-    }
-
-    fn as_slice(&self) -> &[T] {
-        self.buf.as_ref().map_or(&[], |b| b.as_slice())
-    }
-}
 
 /// The parts of a key's bases that its plan streams, in pinned host
 /// memory, in the kernels' layout.
@@ -62,11 +34,6 @@ pub struct HostKey {
     /// Pinned bytes held, for the engine's host budget.
     pub bytes: u64,
 }
-
-// SAFETY: pinned host memory is plain memory, readable from any thread; the
-// key is immutable once built.
-unsafe impl Send for HostKey {}
-unsafe impl Sync for HostKey {}
 
 impl HostKey {
     /// Copies the key's `parts` (device_plan::PARTS order; the last B's G2
@@ -84,8 +51,8 @@ impl HostKey {
             false => None,
         };
         let g1: [Option<Pinned<DevG1Affine>>; 4] = g1.try_into().map_err(|_| ()).expect("four queries");
-        let bytes = g1.iter().flatten().map(|p| std::mem::size_of_val(p.as_slice()) as u64).sum::<u64>()
-            + b2.as_ref().map_or(0, |p| std::mem::size_of_val(p.as_slice()) as u64);
+        let bytes =
+            g1.iter().flatten().map(Pinned::bytes).sum::<u64>() + b2.as_ref().map_or(0, Pinned::bytes);
         Ok(Self { g1, b2, parts, fingerprint: bases.fingerprint(), bytes })
     }
 

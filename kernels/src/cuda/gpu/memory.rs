@@ -1,12 +1,13 @@
 //! Typed device memory: the element types the kernels read and write (each
 //! a fixed number of u64 words), typed device pointers as the kernels take
-//! them, and device buffers, owned or pooled by a workspace.
+//! them, device buffers, owned or pooled by a workspace, and pinned host
+//! memory, which the device copies from at full speed or reads in place.
 
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use rustacuda::memory::{
-    AsyncCopyDestination, CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice,
+    AsyncCopyDestination, CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice, LockedBuffer,
 };
 use rustacuda::stream::Stream;
 
@@ -252,6 +253,110 @@ impl<T: DeviceCopy> Drop for DBuf<T> {
             free.push(mem);
         }
         // Otherwise (owned, or a poisoned list) `mem` is freed here.
+    }
+}
+
+// The device address of mapped pinned host memory, which rustacuda does
+// not wrap (libcuda is linked: build.rs).
+extern "C" {
+    fn cuMemHostGetDevicePointer_v2(dptr: *mut u64, host: *mut std::ffi::c_void, flags: u32) -> u32;
+}
+
+/// Host elements written range by range into pinned host memory at a time
+/// (bounds a fill's working set).
+const FILL_RANGE: usize = 1 << 22;
+
+/// Pinned host memory holding `len` elements (none allocated when empty:
+/// the driver refuses zero bytes): the source of truly asynchronous copies
+/// (a streamed key's chunks), and memory the kernels can read in place
+/// across PCIe (`device_ptr`: the engine's contexts map pinned memory).
+pub struct Pinned<T: DeviceCopy> {
+    /// The allocation (cuMemAllocHost), None when empty.
+    buf: Option<LockedBuffer<T>>,
+}
+
+// SAFETY: pinned host memory is plain memory, readable from any thread; a
+// `Pinned` is written only while it is made, then only read.
+unsafe impl<T: DeviceCopy> Send for Pinned<T> {}
+unsafe impl<T: DeviceCopy> Sync for Pinned<T> {}
+
+impl<T: DeviceCopy> Pinned<T> {
+    /// Allocates (cuMemAllocHost) and fills range by range: `fill(start,
+    /// out)` writes elements start.. of `out`'s length.
+    pub fn new(len: usize, fill: impl Fn(usize, &mut [T]) -> Res<()>) -> Res<Self> {
+        if len == 0 {
+            return Ok(Self { buf: None });
+        }
+        // SAFETY: every element is written by `fill` below before any read.
+        let mut buf = unsafe { LockedBuffer::<T>::uninitialized(len) }
+            .map_err(driver(&format!("cuMemAllocHost of {len} elements")))?;
+        for (i, range) in buf.as_mut_slice().chunks_mut(FILL_RANGE).enumerate() {
+            fill(i * FILL_RANGE, range)?;
+        }
+        Ok(Self { buf: Some(buf) })
+    }
+
+    /// The elements, on the host.
+    pub fn as_slice(&self) -> &[T] {
+        self.buf.as_ref().map_or(&[], |b| b.as_slice())
+    }
+
+    /// Bytes of the elements.
+    pub fn bytes(&self) -> u64 {
+        std::mem::size_of_val(self.as_slice()) as u64
+    }
+
+    /// The address at which a kernel of the current context reads the
+    /// elements in place, each access crossing PCIe (the null pointer when
+    /// empty).
+    pub fn device_ptr(&self) -> Res<DevPtr<T>> {
+        let Some(buf) = self.buf.as_ref() else { return Ok(DevPtr::null()) };
+        let mut addr = 0u64;
+        // SAFETY: an out-pointer to a local and a pinned allocation that
+        // lives as long as `self`; the engine's context is current.
+        let code =
+            unsafe { cuMemHostGetDevicePointer_v2(&mut addr, buf.as_ptr() as *mut std::ffi::c_void, 0) };
+        if code != 0 {
+            return Err(crate::DeviceError::engine(
+                "cuMemHostGetDevicePointer",
+                format!("CUDA error {code}"),
+            ));
+        }
+        Ok(DevPtr { addr, _elem: PhantomData })
+    }
+}
+
+/// Elements a kernel reads, where the device-memory plan put them: in
+/// device memory, or in pinned host memory read in place across PCIe (on
+/// cards too small to hold them beside a call, issue 37).
+pub enum Readable<T: DeviceCopy> {
+    /// In device memory.
+    Device(DBuf<T>),
+    /// In pinned host memory, at the device address it is mapped at.
+    Host(Pinned<T>, DevPtr<T>),
+}
+
+impl<T: DeviceCopy> Readable<T> {
+    /// The elements' address as the kernels take it.
+    pub fn ptr(&self) -> DevPtr<T> {
+        match self {
+            Readable::Device(b) => b.ptr(),
+            Readable::Host(_, p) => *p,
+        }
+    }
+    /// Device bytes held.
+    pub fn device_bytes(&self) -> u64 {
+        match self {
+            Readable::Device(b) => b.bytes(),
+            Readable::Host(..) => 0,
+        }
+    }
+    /// Pinned host bytes held.
+    pub fn host_bytes(&self) -> u64 {
+        match self {
+            Readable::Device(_) => 0,
+            Readable::Host(p, _) => p.bytes(),
+        }
     }
 }
 
