@@ -441,14 +441,26 @@ impl CudaEngine {
             return Ok(d);
         }
         let flat = Flattened::new(matrices, LONG_ROW)?;
-        let on_device = match place {
-            Place::Device => flat.device_bytes(),
-            Place::Host => 0,
-        };
-        self.make_room(&mut cache, on_device, room)?;
+        match place {
+            Place::Device => self.make_room(&mut cache, flat.device_bytes(), room)?,
+            Place::Host => self.make_pinned_room(&mut cache, 8 * (flat.end_words() + flat.terms()) as u64)?,
+        }
         let d = Arc::new(self.upload_with_room(ws, || DeviceMatrices::upload(&flat, fp, ws, place))?);
         cache.matrices.insert(circuit_id.to_string(), (d.clone(), tick));
         Ok(d)
+    }
+
+    /// Drops streamed keys not in use (least recently used first, never an
+    /// urgent circuit's) until `need` more pinned bytes fit the pinned
+    /// budget (streamed keys and matrices on the host together).
+    fn make_pinned_room(&self, cache: &mut Cache, need: u64) -> Res<()> {
+        while cache.pinned_bytes() + need > self.pinned_budget {
+            let Some((id, _)) = idle_lru(&cache.streamed, &cache.kept.0) else {
+                return Err(exhausted("pinned", need, self.pinned_budget, cache.pinned_bytes()));
+            };
+            cache.streamed.remove(&id);
+        }
+        Ok(())
     }
 
     /// The `parts` of the circuit's bases in pinned host memory, copied
@@ -461,13 +473,7 @@ impl CudaEngine {
         if let Some(k) = cached(&mut cache.streamed, circuit_id, tick, current) {
             return Ok(k);
         }
-        let need = part_bytes(bases, parts);
-        while cache.pinned_bytes() + need > self.pinned_budget {
-            let Some((id, _)) = idle_lru(&cache.streamed, &cache.kept.0) else {
-                return Err(exhausted("pinned", need, self.pinned_budget, cache.pinned_bytes()));
-            };
-            cache.streamed.remove(&id);
-        }
+        self.make_pinned_room(&mut cache, part_bytes(bases, parts))?;
         let key = Arc::new(HostKey::new(bases, parts)?);
         cache.streamed.insert(circuit_id.to_string(), (key.clone(), tick));
         Ok(key)
