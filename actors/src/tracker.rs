@@ -23,8 +23,8 @@ use actix::prelude::*;
 use crate::backend::Backend;
 use crate::error::ErrorKind;
 use crate::messages::{
-    CancelJob, CircuitLoad, DropJob, Enqueue, JobStatus, PartitionFailed, PartitionProved, Progress,
-    SpanReport,
+    CancelJob, CircuitLoad, DropJob, EndCommitted, Enqueue, JobStatus, PartitionFailed, PartitionProved,
+    Progress, SpanReport,
 };
 use crate::model::{JobId, JobSpec, PartitionKey, ProofRecord, Stage, Tenant, WorkerId, STAGES};
 use crate::store::{FleetLoad, JobOutcome, JobStore, Persistence, StoreWrite};
@@ -76,6 +76,9 @@ pub struct Tracker {
     unfinished_by_tenant: HashMap<Tenant, usize>,
     /// Callers waiting for unfinished jobs to end (`WatchJob`).
     watchers: views::Watchers,
+    /// This tracker, told when the store has committed a done job's end
+    /// (set when it starts).
+    me: Option<Recipient<EndCommitted>>,
 }
 
 struct JobState {
@@ -85,6 +88,11 @@ struct JobState {
     partitions: Vec<PartitionState>,
     error: Option<String>,
     finished: Option<(Stage, Instant)>,
+    /// Done, but its end not yet committed to the store: until it is, the
+    /// job shows as running, serves no proofs and keeps its watchers
+    /// waiting, so that no client sees "done" that a crash would undo (a
+    /// kill -9 between the two proves it again; tests/crash.sh caught it).
+    end_pending: bool,
 }
 
 /// Counts of the retained jobs by status and of their partitions by stage.
@@ -221,6 +229,7 @@ impl Tracker {
             unfinished_by_tenant: HashMap::new(),
             tally: Tally::default(),
             watchers: views::Watchers::default(),
+            me: None,
         }
     }
 
@@ -338,8 +347,12 @@ impl Tracker {
         };
         job.finished = Some((final_stage, now));
         job.spec = Arc::new(job.spec.without_work());
+        let stored = self.persistence.store.is_some() && self.persistence.fleet.is_none();
+        job.end_pending = final_stage == Stage::Done && stored && self.me.is_some();
         self.tally.add(job);
-        self.watchers.ended(id, job.status());
+        if !job.end_pending {
+            self.watchers.ended(id, job.status());
+        }
         self.unfinished -= 1;
         if let Some(count) = self.unfinished_by_tenant.get_mut(&job.tenant) {
             *count -= 1;
@@ -370,7 +383,17 @@ impl Tracker {
             error: job.error.as_deref(),
         }
         .emit();
-        self.record(StoreWrite::Finished { job: id.clone(), outcome });
+        let Some(store) = self.store() else { return };
+        let committed = store.write(StoreWrite::Finished { job: id.clone(), outcome });
+        if let Some(me) = self.me.clone().filter(|_| final_stage == Stage::Done) {
+            let id = id.clone();
+            // A failed commit is the store's incident (health, /readyz);
+            // the job still ends here rather than hang its watchers.
+            actix::spawn(async move {
+                let _ = committed.await;
+                me.do_send(EndCommitted(id));
+            });
+        }
     }
 
     /// Queues a failed partition again if it has attempts left; true if so.
@@ -453,6 +476,7 @@ impl Actor for Tracker {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address().recipient());
         if self.persistence.retention.is_some() {
             ctx.run_interval(self.persistence.sweep_interval, |tracker, _| tracker.sweep());
         }
@@ -508,6 +532,18 @@ impl Handler<PartitionProved> for Tracker {
             detail,
         });
         self.settle(&msg.key.job, None);
+    }
+}
+
+impl Handler<EndCommitted> for Tracker {
+    type Result = ();
+
+    fn handle(&mut self, EndCommitted(id): EndCommitted, _: &mut Context<Self>) {
+        let Some(job) = self.jobs.get_mut(&id).filter(|job| job.end_pending) else { return };
+        self.tally.remove(job);
+        job.end_pending = false;
+        self.tally.add(job);
+        self.watchers.ended(&id, job.status());
     }
 }
 

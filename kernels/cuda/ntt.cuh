@@ -16,10 +16,12 @@
 // position pos < 2^q is w_{2^(q+1)}^pos = W^(pos * 2^(logn-1-q)), so stage q
 // reads every 2^(logn-1-q)-th entry: an element is 32 bytes, one DRAM
 // sector, so the strided reads fetch the bytes that per-stage tables laid
-// out contiguously did. The inverse transform's W^-K is W^(n/2) W^(n/2-K) =
-// -tw[n/2 - K] (entry n/2 is W^(n/2) = -1, so K = 0 gives 1). At 2^27 the
-// table is 2.1 GB where a table per stage and direction took 8.6 (issue 37:
-// the device's memory at 32 GiB). A scaling (1/n, coset powers)
+// out contiguously did, in more requests. The inverse transform's W^-K is
+// W^(n/2) W^(n/2-K) = -tw[n/2 - K] (entry n/2 is W^(n/2) = -1, so K = 0
+// gives 1). At 2^27 the table is 2.1 GB where a table per stage and
+// direction took 8.6 (issue 37: the device's memory at 32 GiB), at a
+// measured 3-5% of the forward transform's time and 7-9% of the inverse's
+// (docs/benchmarks.md, 2026-12-07). A scaling (1/n, coset powers)
 // rides on the first pass's loads or the last pass's stores, one product per
 // element there instead of a pass of its own over the data.
 #pragma once
@@ -84,7 +86,8 @@ __device__ __forceinline__ Fr scale_factor(const Fr* lo, const Fr* hi, uint32_t 
 // stages at a time in registers: half the shared-memory round trips and
 // __syncthreads of one stage per step, and two independent multiplications
 // in flight per stage. An odd last stage runs as two radix-2 butterflies per
-// thread. scale_at says whether this pass scales its loads or its stores by
+// thread. `inverse` picks the inverse transform's twiddles (`twiddle`).
+// scale_at says whether this pass scales its loads or its stores by
 // (sc_lo, sc_hi, sc_logl) (scale_factor).
 __device__ __forceinline__ void ntt_pass(const Fr* in, Fr* out, const Fr* tw, uint32_t inverse, uint32_t logn,
                                          uint32_t p, uint32_t s, uint32_t c, uint32_t gather, const Fr* sc_lo,

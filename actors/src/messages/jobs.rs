@@ -113,6 +113,13 @@ pub struct SetMaxUnfinished(pub Option<usize>);
 #[rtype(result = "Option<JobStatus>")]
 pub struct CancelJob(pub JobId, pub TenantScope);
 
+/// The tracker to itself: the store has committed the end of a done job
+/// (its `Finished` write, and with it every proof queued before it), which
+/// until now showed as running.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct EndCommitted(pub JobId);
+
 /// A job's view; None for a job that does not exist or that the scope does
 /// not see (the same answer, so that a tenant learns nothing of another's).
 #[derive(Message)]

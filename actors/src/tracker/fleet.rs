@@ -45,8 +45,14 @@ impl Handler<Claimed> for Tracker {
             let others = (0..spec.partitions)
                 .map(|_| PartitionState { elsewhere: true, ..PartitionState::queued(spec.submitted.at) })
                 .collect();
-            let job =
-                JobState { spec, tenant: record.tenant, partitions: others, error: None, finished: None };
+            let job = JobState {
+                spec,
+                tenant: record.tenant,
+                partitions: others,
+                error: None,
+                finished: None,
+                end_pending: false,
+            };
             self.insert_job(job, None);
         }
         let job = self.jobs.get_mut(&id).expect("inserted above");

@@ -92,7 +92,14 @@ impl Handler<SubmitJob> for Tracker {
             _ => None,
         };
         self.insert_job(
-            JobState { spec: spec.clone(), tenant: job.tenant, partitions, error: None, finished: None },
+            JobState {
+                spec: spec.clone(),
+                tenant: job.tenant,
+                partitions,
+                error: None,
+                finished: None,
+                end_pending: false,
+            },
             keyed,
         );
         self.backend.accepted(&spec);

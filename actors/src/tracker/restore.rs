@@ -60,6 +60,7 @@ impl Tracker {
                 partitions,
                 error: outcome.and_then(|o| o.error),
                 finished,
+                end_pending: false,
             },
             record.idempotency_key.map(|key| (key, digest)),
         );

@@ -22,6 +22,7 @@ use crate::time::{ms, unix_ms};
 impl JobState {
     pub(super) fn status(&self) -> JobStatus {
         match self.finished {
+            Some(_) if self.end_pending => JobStatus::Running,
             Some((Stage::Done, _)) => JobStatus::Done,
             Some((Stage::Cancelled, _)) => JobStatus::Cancelled,
             Some(_) => JobStatus::Failed,
@@ -124,8 +125,8 @@ impl Handler<WatchJob> for Tracker {
         let job = self.jobs.get(&id).filter(|job| scope.sees(&job.tenant))?;
         let (end, ending) = JobEnding::channel();
         match job.finished {
-            Some(_) => drop(end.send(job.status())),
-            None => self.watchers.add(id, end),
+            Some(_) if !job.end_pending => drop(end.send(job.status())),
+            _ => self.watchers.add(id, end),
         }
         Some(ending)
     }

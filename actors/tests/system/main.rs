@@ -9,6 +9,7 @@
 mod common;
 
 mod critical_lane;
+mod durability;
 mod isolation;
 mod properties;
 mod retries;
