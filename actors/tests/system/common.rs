@@ -1,6 +1,6 @@
 //! What several actor tests share: a backend that sleeps for fixed stage
-//! times, a gate a backend's stage waits at until the test opens it, a job
-//! of the test circuit, waiting for a job to finish, and the workers'
+//! times, a gate a backend's stage waits at until the test opens it, the
+//! smallest system's configuration, a job of the test circuit, waiting for a job to finish, and the workers'
 //! accounts checked against wall time.
 
 // Each test file uses only a part of this module.
@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use cuzk_actors::messages::{
     GetJob, GetTimeline, GetWorkers, JobStatus, SubmitJob, TimelineEntry, WorkerReport,
 };
+use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{
     Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, StageError,
-    Started, Synthesized,
+    Started, Synthesized, SystemConfig,
 };
 
 /// Sleeps for fixed stage times: a stand-in whose timing the test controls.
@@ -82,6 +83,21 @@ impl Gate {
     pub fn open(&self) {
         *self.open.lock().unwrap() = true;
         self.opened.notify_all();
+    }
+}
+
+/// The smallest system: one synthesis thread, finalizer and general
+/// worker, no critical lane, no look-ahead, a 1 GiB budget.
+pub fn one_of_each(max_attempts: u32) -> SystemConfig {
+    SystemConfig {
+        synthesis_threads: 1,
+        finalizer_threads: 1,
+        workers_per_device: 1,
+        critical_workers_per_device: 0,
+        gpu_lookahead: 0,
+        budget_bytes: 1 << 30,
+        pacer: PacerConfig::default(),
+        max_attempts,
     }
 }
 

@@ -7,34 +7,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cuzk_actors::messages::{GetJob, GetProofs, JobStatus, ProofsError, SubmitJob};
-use cuzk_actors::pacer::PacerConfig;
+use cuzk_actors::messages::{GetJob, GetProofs, JobStatus, ProofsError};
 use cuzk_actors::store::{CommitSignal, Committed, JobStore, Persistence, StoreError, StoreWrite, StoredJob};
-use cuzk_actors::{
-    Backend, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation, StageError,
-    Started, Synthesized, SystemConfig, TenantScope,
-};
+use cuzk_actors::{JobId, Priority, ProvingSystem, Reservation, Stage, TenantScope};
 
-/// Proves every partition at once.
-struct Instant0;
-
-impl Backend for Instant0 {
-    fn name(&self) -> &str {
-        "instant"
-    }
-    fn devices(&self) -> Vec<String> {
-        vec!["d0".into()]
-    }
-    fn synthesize(&self, _: &JobSpec, _: u32) -> Result<Synthesized, StageError> {
-        Ok(Synthesized { payload: Payload::new(()), phases: vec![] })
-    }
-    fn prove_start(&self, _: usize, _: &JobSpec, _: u32, _: Payload) -> Result<Started, StageError> {
-        Ok(Started { payload: Payload::new(()), freed_bytes: 0, phases: vec![], device_active: None })
-    }
-    fn prove_finish(&self, _: &JobSpec, _: u32, _: Payload) -> Result<Finished, StageError> {
-        Ok(Finished { proof: vec![1], public_inputs: vec![], phases: vec![] })
-    }
-}
+use crate::common::{job, one_of_each, submit, Timed};
 
 /// Commits every write at once but a job's end, whose commit it holds
 /// until `release`.
@@ -74,16 +51,7 @@ impl JobStore for GatedEnds {
 #[test]
 fn a_job_shows_done_only_once_its_end_is_committed() {
     actix_rt::System::new().block_on(async move {
-        let config = SystemConfig {
-            synthesis_threads: 1,
-            finalizer_threads: 1,
-            workers_per_device: 1,
-            critical_workers_per_device: 0,
-            gpu_lookahead: 0,
-            budget_bytes: 1 << 30,
-            pacer: PacerConfig::default(),
-            max_attempts: 1,
-        };
+        let config = one_of_each(1);
         let store = Arc::new(GatedEnds::default());
         let persistence = Persistence {
             store: Some(store.clone()),
@@ -91,23 +59,11 @@ fn a_job_shows_done_only_once_its_end_is_committed() {
             retention: None,
             sweep_interval: Duration::from_secs(60),
         };
-        let system = ProvingSystem::start_with(config, Arc::new(Instant0), persistence);
+        let backend = Arc::new(Timed::new(Duration::ZERO, Duration::ZERO));
+        let system = ProvingSystem::start_with(config, backend, persistence);
         let id = JobId("j".into());
-        let job = NewJob {
-            id: id.clone(),
-            priority: Priority::Normal,
-            partitions: 2,
-            circuit: "test".into(),
-            circuit_id: "test".into(),
-            reservation: Reservation { abc_bytes: 10, retained_bytes: 10 },
-            idempotency_key: None,
-            tenant: cuzk_actors::Tenant::default(),
-            tenant_max_unfinished: None,
-            deadline: None,
-            request: None,
-            work: Arc::new(()),
-        };
-        system.tracker.send(SubmitJob(job)).await.unwrap();
+        submit(&system, job("j", Priority::Normal, 2, Reservation { abc_bytes: 10, retained_bytes: 10 }))
+            .await;
         let status =
             || async { system.tracker.send(GetJob(id.clone(), TenantScope::All)).await.unwrap().unwrap() };
         // Both partitions proved and the end recorded, its commit held.
@@ -117,7 +73,7 @@ fn a_job_shows_done_only_once_its_end_is_committed() {
             actix_rt::time::sleep(Duration::from_millis(5)).await;
         }
         let view = status().await;
-        assert!(view.partitions.iter().all(|p| p.stage == cuzk_actors::Stage::Done), "{view:?}");
+        assert!(view.partitions.iter().all(|p| p.stage == Stage::Done), "{view:?}");
         assert_eq!(view.status, JobStatus::Running, "done before its end was committed: {view:?}");
         let proofs = system.tracker.send(GetProofs(id.clone(), TenantScope::All)).await.unwrap();
         assert!(

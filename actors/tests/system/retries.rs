@@ -7,10 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cuzk_actors::messages::{GetJob, JobStatus, JobView, SubmitJob};
-use cuzk_actors::pacer::PacerConfig;
 use cuzk_actors::{
     Backend, ErrorKind, Finished, JobId, JobSpec, NewJob, Payload, Priority, ProvingSystem, Reservation,
-    StageError, Started, Synthesized, SystemConfig,
+    StageError, Started, Synthesized,
 };
 
 /// Fails the first prove_start of every job with the kind the job carries,
@@ -47,16 +46,7 @@ impl Backend for FailsOnce {
 /// with three attempts allowed; returns the job once it has ended.
 fn run(kind: ErrorKind) -> JobView {
     actix_rt::System::new().block_on(async move {
-        let config = SystemConfig {
-            synthesis_threads: 1,
-            finalizer_threads: 1,
-            workers_per_device: 1,
-            critical_workers_per_device: 0,
-            gpu_lookahead: 0,
-            budget_bytes: 1 << 30,
-            pacer: PacerConfig::default(),
-            max_attempts: 3,
-        };
+        let config = crate::common::one_of_each(3);
         let system = ProvingSystem::start(config, Arc::new(FailsOnce::default()));
         let job = NewJob {
             id: JobId("j".into()),
