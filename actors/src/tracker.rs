@@ -349,6 +349,7 @@ impl Tracker {
         job.spec = Arc::new(job.spec.without_work());
         let stored = self.persistence.store.is_some() && self.persistence.fleet.is_none();
         job.end_pending = final_stage == Stage::Done && stored && self.me.is_some();
+        let pending = job.end_pending;
         self.tally.add(job);
         if !job.end_pending {
             self.watchers.ended(id, job.status());
@@ -385,7 +386,7 @@ impl Tracker {
         .emit();
         let Some(store) = self.store() else { return };
         let committed = store.write(StoreWrite::Finished { job: id.clone(), outcome });
-        if let Some(me) = self.me.clone().filter(|_| final_stage == Stage::Done) {
+        if let Some(me) = self.me.clone().filter(|_| pending) {
             let id = id.clone();
             // A failed commit is the store's incident (health, /readyz);
             // the job still ends here rather than hang its watchers.

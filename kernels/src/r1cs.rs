@@ -367,10 +367,15 @@ impl<'m> Flattened<'m> {
         self.long_len
     }
 
+    /// Bytes of the row ends and terms, all but a few kilobytes of the
+    /// layout: what the device-memory plan may keep in pinned host memory.
+    pub fn ends_and_terms_bytes(&self) -> u64 {
+        (8 * (self.end_words() + self.terms())) as u64
+    }
+
     /// Device bytes of the layout: row ends, terms, coefficients, long rows.
     pub fn device_bytes(&self) -> u64 {
-        let words = self.end_words() + self.terms();
-        (8 * words + 32 * self.coeffs().len() + 4 * self.long_rows.len()) as u64
+        self.ends_and_terms_bytes() + (32 * self.coeffs().len() + 4 * self.long_rows.len()) as u64
     }
 }
 

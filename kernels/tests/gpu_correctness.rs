@@ -647,8 +647,7 @@ fn gpu_r1cs_eval_equals_host() {
     // host's in the pinned bytes.
     let resident = e.resident_bytes() - before;
     assert!(resident >= flat.device_bytes() && resident < flat.device_bytes() + (1 << 20), "{resident}");
-    let ends_and_terms = 8 * (flat.end_words() + flat.terms()) as u64;
-    assert!(e.pinned_bytes() >= ends_and_terms, "the host's matrices count in the pinned bytes");
+    assert!(e.pinned_bytes() >= flat.ends_and_terms_bytes(), "the host's matrices count in the pinned bytes");
     e.evict("r1cs-porep-host");
     // A row that does not hold: the first one, as the host finds it.
     let mut bad = z.clone();

@@ -443,7 +443,7 @@ impl CudaEngine {
         let flat = Flattened::new(matrices, LONG_ROW)?;
         match place {
             Place::Device => self.make_room(&mut cache, flat.device_bytes(), room)?,
-            Place::Host => self.make_pinned_room(&mut cache, 8 * (flat.end_words() + flat.terms()) as u64)?,
+            Place::Host => self.make_pinned_room(&mut cache, flat.ends_and_terms_bytes())?,
         }
         let d = Arc::new(self.upload_with_room(ws, || DeviceMatrices::upload(&flat, fp, ws, place))?);
         cache.matrices.insert(circuit_id.to_string(), (d.clone(), tick));
