@@ -35,6 +35,9 @@ step_table() {
         printf '%6d  %s\n' "${STEP_SECS[$i]}" "${STEP_NAMES[$i]}"
     done
     printf '%6d  %s\n' $((SECONDS - RUN_T0)) "total"
+    # A fuzzer still running in the background (a step beside it failed)
+    # goes with the run.
+    if [ -n "${FUZZ_PID:-}" ]; then kill "$FUZZ_PID" 2>/dev/null || true; fi
 }
 trap step_table EXIT
 
@@ -67,6 +70,16 @@ scripts/install-test-deps.sh
 export CUZK_BIN="$PWD/target/debug/cuzk"
 [ -x "$CUZK_BIN" ] || cargo build --locked --bin cuzk 2>&1 | tail -n 1
 
+# The fuzzer runs for a set time (tests/fuzz.sh: 150 s of fuzzing) however
+# busy the machine is, mostly on one core: it starts here, beside the
+# PostgreSQL suites and the ui and dashboard checks, which wait on a
+# database and on Prometheus as much as they compute, and the step that
+# waits for it prints its log. Not beside the crash, hostile, gRPC or load
+# tests: they time what a daemon does.
+FUZZ_LOG="$PWD/target/fuzz.log"
+tests/fuzz.sh > "$FUZZ_LOG" 2>&1 &
+FUZZ_PID=$!
+
 step "PostgreSQL: the store suite, the database restarted under it, leases, shared keys, a daemon restarted on it, a fleet"
 # The same build as above: the tests named postgres, now with a database.
 # Those that stop, restart or reconfigure it (pg_outage, pg_tls) and the
@@ -84,6 +97,12 @@ step "tests/ui.sh"
 tests/ui.sh
 step "scripts/check-dashboards.sh"
 scripts/check-dashboards.sh
+step "tests/fuzz.sh (started beside the PostgreSQL steps): what is left of it"
+fuzz_rc=0
+wait "$FUZZ_PID" || fuzz_rc=$?
+FUZZ_PID=
+cat "$FUZZ_LOG"
+[ "$fuzz_rc" = 0 ] || { echo "tests/fuzz.sh failed (exit $fuzz_rc)"; exit "$fuzz_rc"; }
 step "tests/crash.sh"
 tests/crash.sh
 step "tests/hostile.py"
@@ -91,8 +110,6 @@ python3 tests/hostile.py
 step "gRPC: Curio's protocol from an independent client (grpcio), 2 KiB Filecoin proofs verified by filecoin-proofs-api"
 [ -x target/debug/cuzk-bench ] || cargo build --locked -p cuzk-bench 2>&1 | tail -n 1
 CUZK_BENCH_BIN="$PWD/target/debug/cuzk-bench" target/grpc-venv/bin/python tests/grpc_conformance.py
-step "tests/fuzz.sh"
-tests/fuzz.sh
 step "tests/load.sh"
 tests/load.sh
 
@@ -114,10 +131,13 @@ if [ "${CUZK_SKIP_CUDA_BUILD:-0}" != 1 ] && [ -f kernels/build.rs ] && [ -d kern
     # second time. Selecting the daemon's package beside the kernels
     # resolves the dependencies as the build above did: the CUDA crates,
     # the workspace's own crates and the regex stack (regex-syntax with
-    # fewer features, about a minute) are all that is compiled here.
+    # fewer features, about a minute) are all that is compiled here. The
+    # kernels' host tests (tests/host: C++ harnesses and the CPU engine)
+    # are the same code with or without the feature and ran in the CPU
+    # step: only the unit tests, which `cuda` adds to, run again.
     cuda_tests=(--workspace --exclude cuzk-filecoin --exclude cuzk-bench --exclude cuzk-actors --locked --features cuda)
     cargo build --workspace --locked --features cuda --bins --test gpu_correctness 2>&1 | tail -n 1
-    cargo test "${cuda_tests[@]}" --lib --bins --test host 2>&1
+    cargo test "${cuda_tests[@]}" --lib --bins 2>&1
     step "GPU correctness tests: each says SKIPPED when no CUDA device exists"
     cargo test "${cuda_tests[@]}" --test gpu_correctness -- --ignored --nocapture 2>&1
 fi

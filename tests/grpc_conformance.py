@@ -5,8 +5,10 @@ gRPC stack (grpcio), its stubs generated here from the repository's
 proto/cuzk/v1/proving.proto with grpcio-tools, and Curio's encodings written
 out below (the C1 envelope, base64, Go-numbered proof types, the prover id
 from the miner id, raw commitments). The inputs are the 2 KiB sectors of
-cuzk-filecoin's fixtures (`cuzk-bench curio-inputs`), and every proof the
-daemon returns is judged by filecoin-proofs-api's verifiers
+cuzk-filecoin's fixtures (`cuzk-bench curio-inputs`; the PoRep's C1 is
+generated without sealing, so that its proof here is the one showing a
+generated C1 proves: the HTTP tests prove a sealed sector's), and every
+proof the daemon returns is judged by filecoin-proofs-api's verifiers
 (`cuzk verify --kind`).
 
     target/grpc-venv/bin/python tests/grpc_conformance.py

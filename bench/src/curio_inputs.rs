@@ -4,6 +4,11 @@
 //! a client in another language: the commit-phase-1 output as
 //! filecoin-proofs-api's JSON, each vanilla proof as filecoin-proofs'
 //! bincode, commitments and randomness as hex in `manifest.json`. The
+//! PoRep's C1 is generated without sealing (cuzk-filecoin's `synthetic`,
+//! for the fixtures' prover, a sector of its own): the daemon's HTTP tests
+//! prove a sealed sector's C1, so the proof the gRPC client has
+//! filecoin-proofs-api verify is the one that shows a generated C1 proves
+//! (the benchmarks' 32 and 64 GiB sectors are generated). The
 //! client wraps them in Curio's encodings itself (tests/grpc_conformance.py
 //! does: the C1 envelope, Go-numbered proof types, the prover id from the
 //! miner id), so the daemon's decoding is checked by code that shares none
@@ -11,7 +16,10 @@
 
 use std::path::{Path, PathBuf};
 
-use cuzk_filecoin::fixtures::{self, Sector, MINER_ID, PROVER_ID, SEED, TICKET, UPDATE, WINDOW, WINNING};
+use cuzk_filecoin::fixtures::{
+    self, Sector, MINER_ID, PROVER_ID, SEAL, SEED, TICKET, UPDATE, WINDOW, WINNING,
+};
+use cuzk_filecoin::synthetic::{generate_c1, SealInputs};
 use serde_json::{json, Value};
 
 /// The arguments of `cuzk-bench curio-inputs`.
@@ -21,6 +29,9 @@ pub struct CurioInputsArgs {
     #[arg(long)]
     pub out: PathBuf,
 }
+
+/// The generated PoRep's sector: none of the sealed ones (1 to 3).
+const POREP_SECTOR: u64 = 4;
 
 /// Writes the files and `manifest.json`, which names them; answers the
 /// manifest's path.
@@ -32,9 +43,17 @@ pub fn run(args: &CurioInputsArgs) -> Result<PathBuf, String> {
     let all: Vec<&Sector> = sectors.iter().collect();
     let replica = |s: &Sector| json!({ "sector_id": u64::from(s.id), "comm_r": hex::encode(s.p2.comm_r) });
 
-    let porep = &sectors[0];
-    let c1 = serde_json::to_vec(&porep.c1).map_err(|e| e.to_string())?;
-    write(out, "porep-c1.json", &c1)?;
+    let porep = generate_c1(&SealInputs {
+        registered_proof: SEAL,
+        prover_id: PROVER_ID,
+        sector_id: POREP_SECTOR,
+        ticket: TICKET,
+        seed: SEED,
+        rng_seed: POREP_SECTOR,
+    })
+    .map_err(|e| format!("{e:#}"))?;
+    write(out, "porep-c1.json", &serde_json::to_vec(&porep).map_err(|e| e.to_string())?)?;
+    let sealed = &sectors[0];
 
     let winning_randomness = post_randomness(0x11);
     let winning = fixtures::post_vanilla_proofs(WINNING, winning_randomness, &all[..1])
@@ -59,24 +78,24 @@ pub fn run(args: &CurioInputsArgs) -> Result<PathBuf, String> {
         })
         .collect::<Result<_, String>>()?;
 
-    let update = fixtures::update(porep).map_err(|e| format!("{e:#}"))?;
+    let update = fixtures::update(sealed).map_err(|e| format!("{e:#}"))?;
 
     let manifest = json!({
         "miner_id": MINER_ID,
         "prover_id": hex::encode(PROVER_ID),
         "porep": {
-            "registered_proof": porep.c1.registered_proof,
-            "sector_id": u64::from(porep.id),
+            "registered_proof": porep.registered_proof,
+            "sector_id": POREP_SECTOR,
             "c1": "porep-c1.json",
-            "comm_r": hex::encode(porep.p2.comm_r),
-            "comm_d": hex::encode(porep.p2.comm_d),
+            "comm_r": hex::encode(porep.comm_r),
+            "comm_d": hex::encode(porep.comm_d),
             "ticket": hex::encode(TICKET),
             "seed": hex::encode(SEED),
         },
         "winning": {
             "registered_proof": WINNING,
             "randomness": hex::encode(winning_randomness),
-            "sectors": [replica(porep)],
+            "sectors": [replica(sealed)],
             "vanilla_proofs": written(out, "winning", &winning)?,
         },
         "window": {
