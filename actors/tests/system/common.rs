@@ -1,7 +1,7 @@
 //! What several actor tests share: a backend that sleeps for fixed stage
 //! times, a gate a backend's stage waits at until the test opens it, the
-//! smallest system's configuration, a job of the test circuit, waiting for a job to finish, and the workers'
-//! accounts checked against wall time.
+//! smallest system's configuration, a job of the test circuit, waiting for
+//! a job to finish, and the workers' accounts checked against wall time.
 
 // Each test file uses only a part of this module.
 #![allow(dead_code)]
